@@ -1,0 +1,495 @@
+//! Parsing and validation: policy text in, a [`PolicySet`] or every problem found out.
+
+use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
+use crate::layout::Layout;
+use crate::model::{
+    Action, JobRule, JobState, Policy, PolicySet, Sla, SourcePos, StateRule, StateRules,
+    TenantOverride,
+};
+use crate::pattern::NamePattern;
+use crate::raw::{RawDuration, RawPolicyFile, RawStateRule};
+use serde_saphyr::{Location, Spanned};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// The layout used when the file names none.
+pub const DEFAULT_LAYOUT: &str = "bull:{queue}";
+
+/// One problem in a policy file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Where the problem is.
+    pub pos: SourcePos,
+    /// The key path, such as `policies[0].rules.completed.maxAge`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// A suggestion, when one is known.
+    pub hint: Option<String>,
+}
+
+/// Every problem found in one policy file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigErrors {
+    /// The file name used in messages.
+    pub file: String,
+    /// The problems, in file order.
+    pub errors: Vec<ConfigError>,
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}:{}: {}", self.file, e.pos, e.message)?;
+            if !e.path.is_empty() {
+                write!(f, " (at `{}`)", e.path)?;
+            }
+            if let Some(hint) = &e.hint {
+                write!(f, "\n  hint: {hint}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+fn pos(loc: &Location) -> SourcePos {
+    SourcePos {
+        line: loc.line(),
+        column: loc.column(),
+    }
+}
+
+/// Collects errors while walking the raw file.
+struct Checker {
+    errors: Vec<ConfigError>,
+}
+
+impl Checker {
+    fn error(&mut self, loc: &Location, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            pos: pos(loc),
+            path: path.into(),
+            message: message.into(),
+            hint: None,
+        });
+    }
+
+    fn error_hint(
+        &mut self,
+        loc: &Location,
+        path: impl Into<String>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        self.errors.push(ConfigError {
+            pos: pos(loc),
+            path: path.into(),
+            message: message.into(),
+            hint: Some(hint.into()),
+        });
+    }
+
+    fn duration(&mut self, d: &Spanned<RawDuration>, unit: BareUnit, path: &str) -> Option<Millis> {
+        let result = match &d.value {
+            RawDuration::Number(n) => from_bare_number(*n, unit),
+            RawDuration::Text(t) => parse_duration_str(t),
+        };
+        result.map_err(|m| self.error(&d.referenced, path, m)).ok()
+    }
+
+    fn state_rule(
+        &mut self,
+        state: JobState,
+        raw: &Spanned<RawStateRule>,
+        path: &str,
+    ) -> StateRule {
+        let r = &raw.value;
+        let max_age = r
+            .max_age
+            .as_ref()
+            .and_then(|d| self.duration(d, BareUnit::Seconds, &format!("{path}.maxAge")));
+        let keep_for = r
+            .keep_for
+            .as_ref()
+            .and_then(|d| self.duration(d, BareUnit::Milliseconds, &format!("{path}.keepFor")));
+        let max_count = r.max_count.as_ref().and_then(|c| {
+            u64::try_from(c.value)
+                .map_err(|_| {
+                    self.error(
+                        &c.referenced,
+                        format!("{path}.maxCount"),
+                        format!("maxCount must be zero or more, got {}", c.value),
+                    )
+                })
+                .ok()
+        });
+        let action = r.action.as_ref().and_then(|a| {
+            let allowed = state.allowed_actions();
+            match Action::from_name(&a.value) {
+                Some(action) if allowed.contains(&action) => Some(action),
+                found => {
+                    let names: Vec<&str> = allowed.iter().map(|a| a.as_str()).collect();
+                    let what = if found.is_some() {
+                        format!("action `{}` is not valid for {state} jobs", a.value)
+                    } else {
+                        format!("unknown action `{}`", a.value)
+                    };
+                    let hint = match suggest(&a.value, &names) {
+                        Some(s) => format!("did you mean `{s}`? expected one of {}", names.join(", ")),
+                        None => format!("expected one of {}", names.join(", ")),
+                    };
+                    self.error_hint(&a.referenced, format!("{path}.action"), what, hint);
+                    None
+                }
+            }
+        });
+        StateRule {
+            max_age,
+            max_count,
+            keep_for,
+            action,
+        }
+    }
+
+    fn state_rules(
+        &mut self,
+        completed: &Option<Spanned<RawStateRule>>,
+        failed: &Option<Spanned<RawStateRule>>,
+        path: &str,
+    ) -> StateRules {
+        let mut out = BTreeMap::new();
+        for (state, rule) in [(JobState::Completed, completed), (JobState::Failed, failed)] {
+            if let Some(rule) = rule {
+                let rule = self.state_rule(state, rule, &format!("{path}.{state}"));
+                out.insert(state, rule);
+            }
+        }
+        out
+    }
+
+    fn env(
+        &mut self,
+        raw: &Option<Spanned<String>>,
+        aliases: &BTreeMap<String, String>,
+        path: &str,
+    ) -> Option<String> {
+        let e = raw.as_ref()?;
+        if e.value.trim().is_empty() {
+            self.error(&e.referenced, path, "environment is empty");
+            return None;
+        }
+        Some(aliases.get(&e.value).cloned().unwrap_or_else(|| e.value.clone()))
+    }
+
+    fn pattern(&mut self, raw: &Spanned<String>, path: &str) -> Option<NamePattern> {
+        NamePattern::new(&raw.value)
+            .map_err(|m| self.error(&raw.referenced, path, m))
+            .ok()
+    }
+}
+
+/// Parses and validates a policy file. `file` names the source in messages.
+/// YAML and JSON are both accepted (JSON is YAML).
+pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
+    let raw: RawPolicyFile = serde_saphyr::from_str(text).map_err(|e| ConfigErrors {
+        file: file.to_string(),
+        errors: vec![syntax_error(&e)],
+    })?;
+    let mut c = Checker { errors: Vec::new() };
+
+    if raw.version.value != 1 {
+        c.error_hint(
+            &raw.version.referenced,
+            "version",
+            format!("unsupported policy file version {}", raw.version.value),
+            "this bullsweep reads `version: 1`",
+        );
+    }
+
+    // Aliases first: everything else names environments through them.
+    let mut aliases: BTreeMap<String, String> = BTreeMap::new();
+    for (canonical, names) in &raw.environments {
+        for alias in &names.value {
+            if let Some(prev) = aliases.insert(alias.value.clone(), canonical.clone())
+                && prev != *canonical
+            {
+                c.error(
+                    &alias.referenced,
+                    format!("environments.{canonical}"),
+                    format!("alias `{}` already stands for `{prev}`", alias.value),
+                );
+            }
+        }
+    }
+    let environment = c.env(&raw.environment, &aliases, "environment");
+
+    let mut layouts = Vec::new();
+    let raw_layouts = raw.discovery.as_ref().map(|d| d.layouts.as_slice()).unwrap_or(&[]);
+    for (i, l) in raw_layouts.iter().enumerate() {
+        match Layout::new(&l.value) {
+            Ok(layout) => layouts.push(layout),
+            Err(m) => c.error(&l.referenced, format!("discovery.layouts[{i}]"), m),
+        }
+    }
+    if raw_layouts.is_empty() {
+        layouts.push(Layout::new(DEFAULT_LAYOUT).expect("the default layout is valid"));
+    }
+
+    let mut policies = Vec::new();
+    let mut names: HashMap<String, SourcePos> = HashMap::new();
+    for (i, p) in raw.policies.iter().enumerate() {
+        let path = format!("policies[{i}]");
+        let rp = &p.value;
+        let name = match &rp.name {
+            Some(n) if !n.value.trim().is_empty() => {
+                if let Some(first) = names.get(&n.value) {
+                    c.error(
+                        &n.referenced,
+                        format!("{path}.name"),
+                        format!("duplicate policy name `{}` (first defined at line {})", n.value, first.line),
+                    );
+                } else {
+                    names.insert(n.value.clone(), pos(&n.referenced));
+                }
+                Some(n.value.clone())
+            }
+            Some(n) => {
+                c.error(&n.referenced, format!("{path}.name"), "policy name is empty");
+                None
+            }
+            None => {
+                c.error(&p.referenced, &path, "policy is missing `name`");
+                None
+            }
+        };
+        let environment = c.env(&rp.environment, &aliases, &format!("{path}.environment"));
+        let queue = match &rp.queue_name_pattern {
+            Some(q) => c.pattern(q, &format!("{path}.queueNamePattern")),
+            None => {
+                c.error_hint(
+                    &p.referenced,
+                    &path,
+                    "policy is missing `queueNamePattern`",
+                    "use `queueNamePattern: \"*\"` for a catch-all policy",
+                );
+                None
+            }
+        };
+        let tenant = rp
+            .tenant
+            .as_ref()
+            .and_then(|t| c.pattern(t, &format!("{path}.tenant")));
+        let tenant_failed = rp.tenant.is_some() && tenant.is_none();
+        let rules = c.state_rules(
+            &rp.rules.completed,
+            &rp.rules.failed,
+            &format!("{path}.rules"),
+        );
+        let mut jobs = Vec::new();
+        let mut job_names: HashMap<String, ()> = HashMap::new();
+        for (j, job) in rp.jobs.iter().enumerate() {
+            let jpath = format!("{path}.jobs[{j}]");
+            let rules = c.state_rules(&job.value.completed, &job.value.failed, &jpath);
+            match &job.value.name {
+                Some(n) if !n.value.is_empty() => {
+                    if job_names.insert(n.value.clone(), ()).is_some() {
+                        c.error(
+                            &n.referenced,
+                            format!("{jpath}.name"),
+                            format!("duplicate job rule `{}` in this policy", n.value),
+                        );
+                    }
+                    jobs.push(JobRule {
+                        name: n.value.clone(),
+                        rules,
+                    });
+                }
+                _ => c.error(&job.referenced, &jpath, "job rule is missing `name`"),
+            }
+        }
+        let sla = rp.sla.as_ref().map(|s| Sla {
+            max_data_age_hours: s.max_data_age_hours,
+            compliance_tag: s.compliance_tag.clone(),
+            audit_required: s.audit_required,
+        });
+        if let (Some(name), Some(queue), false) = (name, queue, tenant_failed) {
+            policies.push(Policy {
+                name,
+                environment,
+                queue,
+                tenant,
+                rules,
+                jobs,
+                sla,
+                pos: pos(&p.referenced),
+            });
+        }
+    }
+
+    let mut tenants = Vec::new();
+    let mut seen_tenants: HashMap<(String, Option<String>), SourcePos> = HashMap::new();
+    for (i, t) in raw.tenants.iter().enumerate() {
+        let path = format!("tenants[{i}]");
+        let environment = c.env(&t.value.environment, &aliases, &format!("{path}.environment"));
+        let o = &t.value.overrides;
+        let overrides = c.state_rules(&o.completed, &o.failed, &format!("{path}.overrides"));
+        match &t.value.tenant_id {
+            Some(id) if !id.value.is_empty() => {
+                let key = (id.value.clone(), environment.clone());
+                if let Some(first) = seen_tenants.get(&key) {
+                    c.error(
+                        &id.referenced,
+                        format!("{path}.tenantId"),
+                        format!(
+                            "tenant `{}` already has overrides for this environment (line {})",
+                            id.value, first.line
+                        ),
+                    );
+                } else {
+                    seen_tenants.insert(key, pos(&id.referenced));
+                }
+                tenants.push(TenantOverride {
+                    tenant_id: id.value.clone(),
+                    environment,
+                    overrides,
+                });
+            }
+            _ => c.error(&t.referenced, &path, "tenant override is missing `tenantId`"),
+        }
+    }
+
+    check_ties(&mut c, &policies);
+
+    if c.errors.is_empty() {
+        Ok(PolicySet {
+            source: file.to_string(),
+            environment,
+            aliases,
+            layouts,
+            policies,
+            tenants,
+        })
+    } else {
+        c.errors.sort_by_key(|e| (e.pos.line, e.pos.column));
+        Err(ConfigErrors {
+            file: file.to_string(),
+            errors: c.errors,
+        })
+    }
+}
+
+/// Two policies tie when they can apply to one queue with equal specificity.
+fn check_ties(c: &mut Checker, policies: &[Policy]) {
+    for (i, a) in policies.iter().enumerate() {
+        for b in &policies[i + 1..] {
+            let envs_meet = match (&a.environment, &b.environment) {
+                (Some(x), Some(y)) => x == y,
+                _ => a.environment == b.environment,
+            };
+            let tenants_meet = match (&a.tenant, &b.tenant) {
+                (None, None) => true,
+                (Some(x), Some(y)) => {
+                    x.specificity() == y.specificity() && x.may_overlap(y)
+                }
+                _ => false,
+            };
+            if envs_meet
+                && tenants_meet
+                && a.queue.specificity() == b.queue.specificity()
+                && a.queue.may_overlap(&b.queue)
+            {
+                c.errors.push(ConfigError {
+                    pos: b.pos,
+                    path: String::new(),
+                    message: format!(
+                        "policies `{}` (line {}) and `{}` tie: both can match the same queue with equal specificity",
+                        a.name, a.pos.line, b.name
+                    ),
+                    hint: Some(
+                        "make one pattern more specific, or give one a `tenant` or `environment`".into(),
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Turns a parse error into a located [`ConfigError`], with "did you mean" for unknown fields.
+fn syntax_error(e: &serde_saphyr::Error) -> ConfigError {
+    let rendered = e.without_snippet().to_string();
+    let first = rendered.lines().next().unwrap_or_default();
+    let message = strip_location_suffix(strip_location_prefix(first)).to_string();
+    let hint = unknown_field_hint(&message);
+    ConfigError {
+        pos: e.location().map(|l| pos(&l)).unwrap_or_default(),
+        path: String::new(),
+        message,
+        hint,
+    }
+}
+
+fn strip_location_prefix(line: &str) -> &str {
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    if line.starts_with("line ")
+        && let Some(idx) = line.find(": ")
+    {
+        return &line[idx + 2..];
+    }
+    line
+}
+
+/// Drops a trailing ` at line N, column M`: the position is printed in front already.
+fn strip_location_suffix(message: &str) -> &str {
+    match message.rfind(" at line ") {
+        Some(idx) if message[idx..].contains(", column ") => &message[..idx],
+        _ => message,
+    }
+}
+
+/// `unknown field `maxAg`, expected one of name, maxAge` → `did you mean `maxAge`?`
+fn unknown_field_hint(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let end = rest.find('`')?;
+    let field = &rest[..end];
+    let expected = rest[end..]
+        .split_once("expected one of ")
+        .map(|(_, list)| list)
+        .or_else(|| rest[end..].split_once("expected ").map(|(_, list)| list))?;
+    let names: Vec<&str> = expected
+        .split(',')
+        .map(|s| s.trim().trim_matches('`'))
+        .filter(|s| !s.is_empty())
+        .collect();
+    suggest(field, &names).map(|s| format!("did you mean `{s}`?"))
+}
+
+/// The closest candidate within a small edit distance, if any.
+pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = (word.len() / 3).max(2);
+    candidates
+        .iter()
+        .map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

@@ -1,0 +1,26 @@
+//! Retention policies for BullMQ queues: the policy file's schema, validation with
+//! `file:line:column` errors, resolution by specificity with provenance, and the pure
+//! arithmetic of which jobs a rule selects. This crate does no I/O.
+#![deny(missing_docs)]
+
+mod compile;
+mod duration;
+mod layout;
+mod model;
+mod pattern;
+mod raw;
+mod resolve;
+mod selection;
+
+pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
+pub use duration::{BareUnit, Millis, parse_duration_str};
+pub use layout::{Layout, LayoutMatch};
+pub use model::{
+    Action, JobRule, JobState, Policy, PolicySet, Sla, SourcePos, StateRule, StateRules,
+    TenantOverride,
+};
+pub use pattern::{NamePattern, Specificity};
+pub use resolve::{
+    EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,
+};
+pub use selection::Selection;

@@ -1,0 +1,202 @@
+//! The validated policy set: what `compile` produces and `resolve` reads.
+
+use crate::duration::Millis;
+use crate::layout::Layout;
+use crate::pattern::NamePattern;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A finished job state that retention rules govern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum JobState {
+    /// The `completed` sorted set.
+    Completed,
+    /// The `failed` sorted set.
+    Failed,
+}
+
+impl JobState {
+    /// Every governed state, in display order.
+    pub const ALL: [JobState; 2] = [JobState::Completed, JobState::Failed];
+
+    /// The state's name, which is also its key suffix in BullMQ.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+        }
+    }
+
+    /// The actions a rule for this state may take.
+    pub fn allowed_actions(self) -> &'static [Action] {
+        match self {
+            JobState::Completed => &[Action::Remove, Action::Archive, Action::Anonymize],
+            JobState::Failed => &[
+                Action::Remove,
+                Action::Archive,
+                Action::Anonymize,
+                Action::Notify,
+            ],
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a rule does to the jobs it selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    /// Delete the job the way BullMQ's `Queue.clean` does.
+    Remove,
+    /// Copy the job to cold storage, then remove it.
+    Archive,
+    /// Scrub personal data in place.
+    Anonymize,
+    /// Report the jobs; delete nothing.
+    Notify,
+}
+
+impl Action {
+    /// Every action, in the order they are documented.
+    pub const ALL: [Action; 4] = [
+        Action::Remove,
+        Action::Archive,
+        Action::Anonymize,
+        Action::Notify,
+    ];
+
+    /// The name used in policy files and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Remove => "remove",
+            Action::Archive => "archive",
+            Action::Anonymize => "anonymize",
+            Action::Notify => "notify",
+        }
+    }
+
+    /// Parses a policy-file action name.
+    pub fn from_name(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A partial rule for one state. Layers (policy, job rule, tenant override) merge field by field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StateRule {
+    /// Act on jobs finished longer ago than this.
+    pub max_age: Option<Millis>,
+    /// Keep the newest N jobs; act on the rest.
+    pub max_count: Option<u64>,
+    /// Never act on a job finished less than this long ago.
+    pub keep_for: Option<Millis>,
+    /// What to do with the selected jobs.
+    pub action: Option<Action>,
+}
+
+/// Partial rules keyed by state.
+pub type StateRules = BTreeMap<JobState, StateRule>;
+
+/// Rules for jobs of one name inside a policy.
+#[derive(Clone, Debug)]
+pub struct JobRule {
+    /// The BullMQ job name (`job.name`) the rule applies to.
+    pub name: String,
+    /// The rule's partial state rules.
+    pub rules: StateRules,
+}
+
+/// Business context carried by a policy.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sla {
+    /// The business limit on data age, in hours.
+    pub max_data_age_hours: Option<f64>,
+    /// A tag such as `gdpr` or `soc2`.
+    pub compliance_tag: Option<String>,
+    /// Whether every change must be audited.
+    pub audit_required: bool,
+}
+
+/// Where something was written in the policy file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SourcePos {
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column.
+    pub column: u64,
+}
+
+impl fmt::Display for SourcePos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// One validated policy.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Unique name.
+    pub name: String,
+    /// Canonical environment, or `None` for every environment.
+    pub environment: Option<String>,
+    /// Glob on the queue name.
+    pub queue: NamePattern,
+    /// Optional glob on the tenant.
+    pub tenant: Option<NamePattern>,
+    /// The policy's own state rules.
+    pub rules: StateRules,
+    /// Rules per job name.
+    pub jobs: Vec<JobRule>,
+    /// Business context.
+    pub sla: Option<Sla>,
+    /// Where the policy starts in the file.
+    pub pos: SourcePos,
+}
+
+/// Per-tenant overrides merged into whichever policy wins for the tenant's queues.
+#[derive(Clone, Debug)]
+pub struct TenantOverride {
+    /// The tenant, exactly as captured by `{tenant}` in a layout.
+    pub tenant_id: String,
+    /// Canonical environment, or `None` for every environment.
+    pub environment: Option<String>,
+    /// Partial state rules.
+    pub overrides: StateRules,
+}
+
+/// A policy file that passed validation.
+#[derive(Clone, Debug)]
+pub struct PolicySet {
+    /// The file the set came from, for messages.
+    pub source: String,
+    /// Environment of queues whose layout has no `{env}`.
+    pub environment: Option<String>,
+    /// Alias → canonical environment name.
+    pub aliases: BTreeMap<String, String>,
+    /// Key layouts, in the order they are tried.
+    pub layouts: Vec<Layout>,
+    /// Policies, in file order.
+    pub policies: Vec<Policy>,
+    /// Tenant overrides, in file order.
+    pub tenants: Vec<TenantOverride>,
+}
+
+impl PolicySet {
+    /// Maps an environment name seen in a key or file to its canonical name.
+    pub fn canonical_env(&self, name: &str) -> String {
+        self.aliases
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_string())
+    }
+}

@@ -1,0 +1,127 @@
+//! The policy file exactly as written: serde types with `deny_unknown_fields` and source spans.
+//! Nothing here is validated; `compile` turns it into a [`crate::PolicySet`].
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The top-level document.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPolicyFile {
+    pub version: Spanned<i64>,
+    pub environment: Option<Spanned<String>>,
+    #[serde(default)]
+    pub environments: BTreeMap<String, Spanned<Vec<Spanned<String>>>>,
+    pub discovery: Option<RawDiscovery>,
+    #[serde(default)]
+    pub policies: Vec<Spanned<RawPolicy>>,
+    #[serde(default)]
+    pub tenants: Vec<Spanned<RawTenant>>,
+}
+
+/// `discovery:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawDiscovery {
+    #[serde(default)]
+    pub layouts: Vec<Spanned<String>>,
+}
+
+/// One entry of `policies:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPolicy {
+    pub name: Option<Spanned<String>>,
+    pub environment: Option<Spanned<String>>,
+    pub queue_name_pattern: Option<Spanned<String>>,
+    pub tenant: Option<Spanned<String>>,
+    #[serde(default)]
+    pub rules: RawStateRules,
+    #[serde(default)]
+    pub jobs: Vec<Spanned<RawJobRule>>,
+    pub sla: Option<RawSla>,
+}
+
+/// Rules keyed by job state.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawStateRules {
+    pub completed: Option<Spanned<RawStateRule>>,
+    pub failed: Option<Spanned<RawStateRule>>,
+}
+
+/// A rule for one state; every field is optional so that layers merge field by field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawStateRule {
+    pub max_age: Option<Spanned<RawDuration>>,
+    pub max_count: Option<Spanned<i64>>,
+    pub keep_for: Option<Spanned<RawDuration>>,
+    pub action: Option<Spanned<String>>,
+}
+
+/// One entry of a policy's `jobs:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawJobRule {
+    pub name: Option<Spanned<String>>,
+    pub completed: Option<Spanned<RawStateRule>>,
+    pub failed: Option<Spanned<RawStateRule>>,
+}
+
+/// `sla:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawSla {
+    pub max_data_age_hours: Option<f64>,
+    pub compliance_tag: Option<String>,
+    #[serde(default)]
+    pub audit_required: bool,
+}
+
+/// One entry of `tenants:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawTenant {
+    pub tenant_id: Option<Spanned<String>>,
+    pub environment: Option<Spanned<String>>,
+    #[serde(default)]
+    pub overrides: RawStateRules,
+}
+
+/// A duration as written: a number or a string such as `7d`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawDuration {
+    /// A bare number; its unit depends on the field.
+    Number(f64),
+    /// A string such as `7d` or `500ms`.
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DurationVisitor;
+        impl Visitor<'_> for DurationVisitor {
+            type Value = RawDuration;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as `30s`, `7d` or a number")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Number(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Number(v as f64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Number(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawDuration, E> {
+                Ok(RawDuration::Text(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(DurationVisitor)
+    }
+}

@@ -1,0 +1,320 @@
+//! Resolution: which policy governs a queue, and the effective rules after job rules and
+//! tenant overrides, with the origin of every field for `explain`.
+
+use crate::duration::Millis;
+use crate::model::{Action, JobState, Policy, PolicySet, Sla, StateRule, TenantOverride};
+use crate::pattern::Specificity;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A queue identified through a layout.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueId {
+    /// The key base without its trailing `:`, such as `bull:acme:prod:billing`.
+    pub base: String,
+    /// The BullMQ prefix, such as `bull:acme:prod`.
+    pub prefix: String,
+    /// The queue name.
+    pub queue: String,
+    /// The tenant from `{tenant}`, if the layout has one.
+    pub tenant: Option<String>,
+    /// The canonical environment, from `{env}` or the default environment.
+    pub env: Option<String>,
+}
+
+impl PolicySet {
+    /// Identifies a key base through the first layout that matches it. `default_env` is the
+    /// environment of queues whose layout has no `{env}` (the file's `environment` when `None`).
+    pub fn identify(&self, base: &str, default_env: Option<&str>) -> Option<QueueId> {
+        self.layouts.iter().find_map(|layout| {
+            let m = layout.parse(base)?;
+            let env = match m.env {
+                Some(e) => Some(self.canonical_env(&e)),
+                None => default_env
+                    .map(|e| self.canonical_env(e))
+                    .or_else(|| self.environment.clone()),
+            };
+            Some(QueueId {
+                base: base.to_string(),
+                prefix: m.prefix,
+                queue: m.queue,
+                tenant: m.tenant,
+                env,
+            })
+        })
+    }
+}
+
+/// Where an effective value came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Provenance {
+    /// The built-in default.
+    Default,
+    /// A policy's `rules`.
+    Policy {
+        /// Policy name.
+        policy: String,
+    },
+    /// A job rule inside a policy.
+    JobRule {
+        /// Policy name.
+        policy: String,
+        /// Job name.
+        job: String,
+    },
+    /// A tenant override.
+    TenantOverride {
+        /// Tenant id.
+        tenant: String,
+    },
+}
+
+impl fmt::Display for Provenance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Provenance::Default => f.write_str("default"),
+            Provenance::Policy { policy } => write!(f, "policy {policy}"),
+            Provenance::JobRule { policy, job } => write!(f, "policy {policy}, job {job}"),
+            Provenance::TenantOverride { tenant } => write!(f, "tenant override {tenant}"),
+        }
+    }
+}
+
+/// A value with its origin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sourced<T> {
+    /// The value in force.
+    pub value: T,
+    /// The layer that set it.
+    pub source: Provenance,
+}
+
+/// The complete rule for one state after merging layers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectiveRule {
+    /// Act on jobs finished longer ago than this.
+    pub max_age: Option<Sourced<Millis>>,
+    /// Keep the newest N.
+    pub max_count: Option<Sourced<u64>>,
+    /// Grace period.
+    pub keep_for: Option<Sourced<Millis>>,
+    /// What to do.
+    pub action: Sourced<Action>,
+}
+
+/// Effective rules for jobs of one name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectiveJobRule {
+    /// The job name.
+    pub name: String,
+    /// Rules per state.
+    pub states: BTreeMap<JobState, EffectiveRule>,
+}
+
+/// The rules in force for one queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EffectivePolicy {
+    /// The winning policy, with `->override:<tenant>` when a tenant override applies.
+    pub name: String,
+    /// The winning policy's own name.
+    pub policy: String,
+    /// Rules per state for jobs that no job rule names.
+    pub states: BTreeMap<JobState, EffectiveRule>,
+    /// Rules for named jobs.
+    pub jobs: Vec<EffectiveJobRule>,
+    /// The winning policy's SLA.
+    pub sla: Option<Sla>,
+}
+
+/// The outcome of resolving one queue.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resolution {
+    /// A policy governs the queue.
+    Covered(EffectivePolicy),
+    /// No policy applies; the queue is left alone.
+    Uncovered,
+    /// Two policies apply with equal specificity; the queue is left alone.
+    Tie {
+        /// The first policy.
+        first: String,
+        /// The second policy.
+        second: String,
+    },
+}
+
+/// Rank of a policy for one queue: tenant-constrained first, then queue specificity.
+type Rank = (Option<Specificity>, Specificity);
+
+fn rank(p: &Policy) -> Rank {
+    (p.tenant.as_ref().map(|t| t.specificity()), p.queue.specificity())
+}
+
+fn applies(p: &Policy, q: &QueueId) -> bool {
+    let env_ok = match (&p.environment, &q.env) {
+        (None, _) => true,
+        (Some(want), Some(have)) => want == have,
+        (Some(_), None) => false,
+    };
+    let tenant_ok = match (&p.tenant, &q.tenant) {
+        (None, _) => true,
+        (Some(pat), Some(t)) => pat.matches(t),
+        (Some(_), None) => false,
+    };
+    env_ok && tenant_ok && p.queue.matches(&q.queue)
+}
+
+impl PolicySet {
+    /// Policies that apply to the queue, most specific first (ties keep file order).
+    pub fn candidates(&self, q: &QueueId) -> Vec<&Policy> {
+        let mut out: Vec<&Policy> = self.policies.iter().filter(|p| applies(p, q)).collect();
+        out.sort_by_key(|p| std::cmp::Reverse(rank(p)));
+        out
+    }
+
+    /// Resolves the effective policy for a queue.
+    pub fn resolve(&self, q: &QueueId) -> Resolution {
+        let candidates = self.candidates(q);
+        let Some(winner) = candidates.first() else {
+            return Resolution::Uncovered;
+        };
+        if let Some(second) = candidates.get(1)
+            && rank(second) == rank(winner)
+        {
+            return Resolution::Tie {
+                first: winner.name.clone(),
+                second: second.name.clone(),
+            };
+        }
+        let overrides = self.overrides_for(q);
+        let name = match overrides.first() {
+            Some(o) => format!("{}->override:{}", winner.name, o.tenant_id),
+            None => winner.name.clone(),
+        };
+        let policy_layer = |rules: &BTreeMap<JobState, StateRule>, state| {
+            rules.get(&state).map(|r| {
+                (
+                    r.clone(),
+                    Provenance::Policy {
+                        policy: winner.name.clone(),
+                    },
+                )
+            })
+        };
+        let override_layers = |state| {
+            overrides.iter().filter_map(move |o| {
+                o.overrides.get(&state).map(|r| {
+                    (
+                        r.clone(),
+                        Provenance::TenantOverride {
+                            tenant: o.tenant_id.clone(),
+                        },
+                    )
+                })
+            })
+        };
+        let mut states = BTreeMap::new();
+        for state in JobState::ALL {
+            let layers = policy_layer(&winner.rules, state)
+                .into_iter()
+                .chain(override_layers(state));
+            if let Some(rule) = merge(layers) {
+                states.insert(state, rule);
+            }
+        }
+        let jobs = winner
+            .jobs
+            .iter()
+            .map(|job| {
+                let mut job_states = BTreeMap::new();
+                for state in JobState::ALL {
+                    let job_layer = job.rules.get(&state).map(|r| {
+                        (
+                            r.clone(),
+                            Provenance::JobRule {
+                                policy: winner.name.clone(),
+                                job: job.name.clone(),
+                            },
+                        )
+                    });
+                    let layers = policy_layer(&winner.rules, state)
+                        .into_iter()
+                        .chain(job_layer)
+                        .chain(override_layers(state));
+                    if let Some(rule) = merge(layers) {
+                        job_states.insert(state, rule);
+                    }
+                }
+                EffectiveJobRule {
+                    name: job.name.clone(),
+                    states: job_states,
+                }
+            })
+            .collect();
+        Resolution::Covered(EffectivePolicy {
+            name,
+            policy: winner.name.clone(),
+            states,
+            jobs,
+            sla: winner.sla.clone(),
+        })
+    }
+
+    /// Tenant overrides for the queue: the environment-wide one first, then the one for its
+    /// environment, so the more specific lands last and wins.
+    fn overrides_for(&self, q: &QueueId) -> Vec<&TenantOverride> {
+        let Some(tenant) = &q.tenant else {
+            return Vec::new();
+        };
+        let mut out: Vec<&TenantOverride> = self
+            .tenants
+            .iter()
+            .filter(|o| &o.tenant_id == tenant)
+            .filter(|o| o.environment.is_none() || o.environment == q.env)
+            .collect();
+        out.sort_by_key(|o| o.environment.is_some());
+        out
+    }
+}
+
+/// Field-by-field merge: the last layer that sets a field wins.
+fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<EffectiveRule> {
+    let mut any = false;
+    let mut max_age = None;
+    let mut max_count = None;
+    let mut keep_for = None;
+    let mut action = Sourced {
+        value: Action::Remove,
+        source: Provenance::Default,
+    };
+    for (rule, source) in layers {
+        any = true;
+        let sourced = |value| Sourced {
+            value,
+            source: source.clone(),
+        };
+        if let Some(v) = rule.max_age {
+            max_age = Some(sourced(v));
+        }
+        if let Some(v) = rule.max_count {
+            max_count = Some(Sourced {
+                value: v,
+                source: source.clone(),
+            });
+        }
+        if let Some(v) = rule.keep_for {
+            keep_for = Some(sourced(v));
+        }
+        if let Some(v) = rule.action {
+            action = Sourced {
+                value: v,
+                source: source.clone(),
+            };
+        }
+    }
+    any.then_some(EffectiveRule {
+        max_age,
+        max_count,
+        keep_for,
+        action,
+    })
+}

@@ -1,0 +1,275 @@
+//! Policy files in, validated sets or located errors out; resolution and provenance.
+
+use bullsweep_policy::{
+    Action, JobState, Millis, PolicySet, Provenance, QueueId, Resolution, compile,
+};
+use proptest::prelude::*;
+
+const FULL: &str = r#"version: 1
+environment: production
+environments:
+  production: [prod]
+  development: [dev]
+discovery:
+  layouts:
+    - "bull:{queue}"
+    - "bull:{tenant}:{env}:{queue}"
+policies:
+  - name: production-billing
+    environment: production
+    queueNamePattern: "billing*"
+    tenant: "acme*"
+    rules:
+      completed: { maxAge: 7d, maxCount: 1000, keepFor: 1h, action: remove }
+      failed:    { maxAge: 30d, maxCount: 500, action: remove }
+    jobs:
+      - name: send-email
+        completed: { maxAge: 5m }
+    sla: { maxDataAgeHours: 720, complianceTag: soc2, auditRequired: true }
+  - name: production-default
+    environment: production
+    queueNamePattern: "*"
+    rules:
+      completed: { maxAge: 1d }
+tenants:
+  - tenantId: trial-co
+    environment: production
+    overrides:
+      completed: { maxAge: 1d, maxCount: 100 }
+"#;
+
+fn set(text: &str) -> PolicySet {
+    compile("p.yaml", text).unwrap_or_else(|e| panic!("should compile:\n{e}"))
+}
+
+fn errors(text: &str) -> String {
+    compile("p.yaml", text)
+        .expect_err("should fail")
+        .to_string()
+}
+
+fn queue(set: &PolicySet, base: &str) -> QueueId {
+    set.identify(base, None).expect("layout matches")
+}
+
+fn covered(set: &PolicySet, base: &str) -> bullsweep_policy::EffectivePolicy {
+    match set.resolve(&queue(set, base)) {
+        Resolution::Covered(p) => p,
+        other => panic!("{base}: expected a policy, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_documented_example_compiles() {
+    let s = set(FULL);
+    assert_eq!(s.policies.len(), 2);
+    assert_eq!(s.layouts.len(), 2);
+    assert_eq!(s.environment.as_deref(), Some("production"));
+}
+
+#[test]
+fn json_is_accepted() {
+    let s = set(r#"{"version": 1, "policies": [{"name": "all", "queueNamePattern": "*", "rules": {"failed": {"maxAge": 60}}}]}"#);
+    assert_eq!(s.policies[0].rules[&JobState::Failed].max_age, Some(Millis(60_000)));
+}
+
+#[test]
+fn tenant_policy_with_job_rule_and_provenance() {
+    let s = set(FULL);
+    let p = covered(&s, "bull:acme:prod:billing-export");
+    assert_eq!(p.name, "production-billing");
+    let completed = &p.states[&JobState::Completed];
+    assert_eq!(completed.max_age.as_ref().map(|a| a.value), Some(Millis(604_800_000)));
+    assert_eq!(completed.keep_for.as_ref().map(|a| a.value), Some(Millis(3_600_000)));
+    let job = &p.jobs[0];
+    let email = &job.states[&JobState::Completed];
+    assert_eq!(email.max_age.as_ref().map(|a| a.value), Some(Millis(300_000)));
+    assert_eq!(
+        email.max_age.as_ref().map(|a| a.source.clone()),
+        Some(Provenance::JobRule { policy: "production-billing".into(), job: "send-email".into() })
+    );
+    assert_eq!(
+        email.max_count.as_ref().map(|a| a.source.clone()),
+        Some(Provenance::Policy { policy: "production-billing".into() })
+    );
+    assert!(p.sla.as_ref().is_some_and(|s| s.audit_required));
+}
+
+#[test]
+fn tenant_override_merges_field_by_field() {
+    let s = set(FULL);
+    let p = covered(&s, "bull:trial-co:prod:reports");
+    assert_eq!(p.name, "production-default->override:trial-co");
+    let c = &p.states[&JobState::Completed];
+    assert_eq!(c.max_age.as_ref().map(|a| a.value), Some(Millis(86_400_000)));
+    assert_eq!(c.max_count.as_ref().map(|a| a.value), Some(100));
+    assert_eq!(
+        c.max_count.as_ref().map(|a| a.source.clone()),
+        Some(Provenance::TenantOverride { tenant: "trial-co".into() })
+    );
+    assert_eq!(c.action.value, Action::Remove);
+    assert_eq!(c.action.source, Provenance::Default);
+}
+
+/// The three resolution cases from the seed document.
+#[test]
+fn exact_beats_glob_catch_all_and_unmatched_environment() {
+    let s = set(r#"version: 1
+environment: production
+policies:
+  - { name: production-billing, environment: production, queueNamePattern: billing-invoices, rules: { completed: { maxAge: 7d } } }
+  - { name: production-billing-glob, environment: production, queueNamePattern: "billing*", rules: { completed: { maxAge: 8d } } }
+  - { name: production-default, environment: production, queueNamePattern: "*", rules: { completed: { maxAge: 1d } } }
+"#);
+    assert_eq!(covered(&s, "bull:billing-invoices").name, "production-billing");
+    assert_eq!(covered(&s, "bull:billing-other").name, "production-billing-glob");
+    assert_eq!(covered(&s, "bull:email-notifications").name, "production-default");
+    let test_env = s.identify("bull:billing-invoices", Some("test")).expect("layout");
+    assert_eq!(s.resolve(&test_env), Resolution::Uncovered);
+}
+
+#[test]
+fn tenant_constrained_policy_beats_unconstrained() {
+    let s = set(r#"version: 1
+discovery: { layouts: ["bull:{tenant}:{queue}"] }
+policies:
+  - { name: exact, queueNamePattern: mail, rules: { completed: { maxAge: 7d } } }
+  - { name: for-acme, queueNamePattern: "*", tenant: acme, rules: { completed: { maxAge: 1d } } }
+"#);
+    assert_eq!(covered(&s, "bull:acme:mail").name, "for-acme");
+    assert_eq!(covered(&s, "bull:other:mail").name, "exact");
+}
+
+#[test]
+fn aliases_map_key_environments() {
+    let s = set(FULL);
+    let q = queue(&s, "bull:acme:prod:billing");
+    assert_eq!(q.env.as_deref(), Some("production"));
+    let q = queue(&s, "bull:acme:dev:billing");
+    assert_eq!(q.env.as_deref(), Some("development"));
+    assert_eq!(s.resolve(&q), Resolution::Uncovered);
+}
+
+#[test]
+fn unmanaged_keys_match_no_layout() {
+    let s = set(FULL);
+    assert!(s.identify("other:queue", None).is_none());
+    assert!(s.identify("bull:a:b", None).is_none());
+}
+
+/// Each bad input names file:line:column and says what is wrong.
+#[test]
+fn bad_input_is_located() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxAg: 7d }\n",
+            "p.yaml:6:20: unknown field `maxAg`",
+        ),
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxAge: 0s }\n",
+            "p.yaml:6:28: duration `0s` must be greater than zero (at `policies[0].rules.completed.maxAge`)",
+        ),
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxAge: -5 }\n",
+            "p.yaml:6:28: duration must be greater than zero, got -5",
+        ),
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '[abc'\n",
+            "p.yaml:4:23: invalid glob `[abc`",
+        ),
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxAge: 1d, action: notify }\n",
+            "p.yaml:6:40: action `notify` is not valid for completed jobs",
+        ),
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      failed: { maxAge: 1d, action: remve }\n",
+            "hint: did you mean `remove`?",
+        ),
+        (
+            "version: 1\npolicies:\n  - queueNamePattern: '*'\n",
+            "p.yaml:3:5: policy is missing `name`",
+        ),
+        (
+            "version: 1\npolicies:\n  - { name: a, queueNamePattern: x }\n  - { name: a, queueNamePattern: y }\n",
+            "p.yaml:4:13: duplicate policy name `a` (first defined at line 3)",
+        ),
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxAge: true }\n",
+            "p.yaml:6:20: invalid type: boolean `true`, expected a duration",
+        ),
+        (
+            "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxCount: -1 }\n",
+            "maxCount must be zero or more, got -1",
+        ),
+        (
+            "version: 1\npolicies:\n  - { name: a, queueNamePattern: 'bill*' }\n  - { name: b, queueNamePattern: '*ling' }\n",
+            "policies `a` (line 3) and `b` tie",
+        ),
+        ("version: 2\n", "p.yaml:1:10: unsupported policy file version 2"),
+        (
+            "version: 1\ndiscovery: { layouts: ['bull:{queue}:x'] }\n",
+            "must end with `{queue}`",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = errors(text);
+        assert!(got.contains(want), "input:\n{text}\nwant: {want}\ngot:  {got}");
+    }
+}
+
+#[test]
+fn every_error_is_reported_at_once() {
+    let got = errors(
+        "version: 1\npolicies:\n  - { name: a, queueNamePattern: '[' }\n  - { name: b, queueNamePattern: '*', rules: { completed: { maxAge: 0 } } }\n",
+    );
+    assert_eq!(got.lines().filter(|l| l.starts_with("p.yaml:")).count(), 2, "{got}");
+}
+
+#[test]
+fn unknown_field_suggests_the_right_name() {
+    let got = errors("version: 1\npolicies:\n  - name: a\n    queueNamePatern: '*'\n");
+    assert!(got.contains("did you mean `queueNamePattern`?"), "{got}");
+}
+
+fn policy_lines(order: &[usize]) -> String {
+    let all = [
+        "  - { name: exact, environment: production, queueNamePattern: billing-invoices, rules: { completed: { maxAge: 1d } } }\n",
+        "  - { name: glob-long, environment: production, queueNamePattern: 'billing-*', rules: { completed: { maxAge: 2d } } }\n",
+        "  - { name: glob-short, environment: production, queueNamePattern: 'bill*', rules: { completed: { maxAge: 3d } } }\n",
+        "  - { name: catch-all, environment: production, queueNamePattern: '*', rules: { completed: { maxAge: 4d } } }\n",
+        "  - { name: tenant, environment: production, queueNamePattern: '*', tenant: 'ac*', rules: { completed: { maxAge: 5d } } }\n",
+        "  - { name: staging, environment: staging, queueNamePattern: '*', rules: { completed: { maxAge: 6d } } }\n",
+    ];
+    let mut text = String::from(
+        "version: 1\nenvironment: production\ndiscovery: { layouts: ['bull:{queue}', 'bull:{tenant}:{env}:{queue}'] }\npolicies:\n",
+    );
+    for i in order {
+        text.push_str(all[*i]);
+    }
+    text
+}
+
+proptest! {
+    /// The winner does not depend on the order policies are listed in, and is the same on
+    /// every call.
+    #[test]
+    fn resolution_is_order_independent(
+        order in Just((0..6).collect::<Vec<usize>>()).prop_shuffle(),
+        queue_name in prop::sample::select(vec!["billing-invoices", "billing-x", "bills", "mail", "b"]),
+        tenant in prop::sample::select(vec!["", "acme", "zeta"]),
+        env in prop::sample::select(vec!["production", "staging", "dev"]),
+    ) {
+        let reference = set(&policy_lines(&[0, 1, 2, 3, 4, 5]));
+        let shuffled = set(&policy_lines(&order));
+        let base = if tenant.is_empty() {
+            format!("bull:{queue_name}")
+        } else {
+            format!("bull:{tenant}:{env}:{queue_name}")
+        };
+        let a = reference.identify(&base, Some(env)).map(|q| reference.resolve(&q));
+        let b = shuffled.identify(&base, Some(env)).map(|q| shuffled.resolve(&q));
+        prop_assert_eq!(&a, &b);
+        let again = shuffled.identify(&base, Some(env)).map(|q| shuffled.resolve(&q));
+        prop_assert_eq!(b, again);
+    }
+}
