@@ -1,0 +1,61 @@
+//! Finding BullMQ queues: SCAN for `*:meta`, then confirm each hit is a BullMQ meta hash.
+
+use super::keys::{META_MAX_LEN_EVENTS, META_SCAN_PATTERN, META_VERSION, QueueKeys};
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
+
+/// How many keys one SCAN call examines. Each call stays well under a millisecond.
+const SCAN_COUNT: u64 = 1000;
+
+/// The key bases of every BullMQ queue in the current database, sorted.
+pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Vec<String>> {
+    let mut cursor: u64 = 0;
+    let mut bases = Vec::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(META_SCAN_PATTERN)
+            .arg("COUNT")
+            .arg(SCAN_COUNT)
+            .query_async(con)
+            .await?;
+        if !keys.is_empty() {
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("TYPE").arg(key);
+                pipe.cmd("HMGET")
+                    .arg(key)
+                    .arg(META_MAX_LEN_EVENTS)
+                    .arg(META_VERSION)
+                    .ignore_errors();
+            }
+            let replies: Vec<Value> = pipe.query_async(con).await?;
+            for (key, pair) in keys.iter().zip(replies.chunks_exact(2)) {
+                if is_bullmq_meta(&pair[0], &pair[1])
+                    && let Some(base) = QueueKeys::base_of_meta_key(key)
+                {
+                    bases.push(base.to_string());
+                }
+            }
+        }
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    bases.sort();
+    bases.dedup();
+    Ok(bases)
+}
+
+/// A meta hash holds `opts.maxLenEvents` or `version`; a job hash that happens to end in
+/// `:meta` holds neither.
+fn is_bullmq_meta(key_type: &Value, fields: &Value) -> bool {
+    let is_hash = matches!(key_type, Value::SimpleString(t) if t == "hash");
+    let has_field = match fields {
+        Value::Array(values) => values.iter().any(|v| !matches!(v, Value::Nil)),
+        _ => false,
+    };
+    is_hash && has_field
+}

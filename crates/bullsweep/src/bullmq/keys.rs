@@ -1,0 +1,69 @@
+//! Key names of one BullMQ queue. Nothing outside this module builds a BullMQ key by hand.
+
+use bullsweep_policy::JobState;
+
+/// The keys of one queue, derived from its base (`<prefix>:<queue>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueKeys {
+    base: String,
+}
+
+impl QueueKeys {
+    /// Keys for the queue whose base is `base` (without a trailing `:`).
+    pub fn new(base: &str) -> Self {
+        QueueKeys {
+            base: base.to_string(),
+        }
+    }
+
+    /// The base itself, e.g. `bull:emails`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// `<base>:` — the prefix of every job key, as BullMQ's scripts take it.
+    pub fn job_prefix(&self) -> String {
+        format!("{}:", self.base)
+    }
+
+    /// The sorted set of a finished state.
+    pub fn finished_set(&self, state: JobState) -> String {
+        format!("{}:{}", self.base, state.as_str())
+    }
+
+    /// The `meta` hash.
+    pub fn meta(&self) -> String {
+        format!("{}:meta", self.base)
+    }
+
+    /// The `events` stream.
+    pub fn events(&self) -> String {
+        format!("{}:events", self.base)
+    }
+
+    /// The base of a `<something>:meta` key, if it is one.
+    pub fn base_of_meta_key(key: &str) -> Option<&str> {
+        key.strip_suffix(":meta").filter(|b| !b.is_empty())
+    }
+}
+
+/// Field of the `meta` hash holding the events stream's trim length.
+pub const META_MAX_LEN_EVENTS: &str = "opts.maxLenEvents";
+/// Field of the `meta` hash holding the BullMQ version that last wrote it.
+pub const META_VERSION: &str = "version";
+/// Pattern that finds every queue's `meta` hash.
+pub const META_SCAN_PATTERN: &str = "*:meta";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let k = QueueKeys::new("bull:acme:prod:mail");
+        assert_eq!(k.finished_set(JobState::Completed), "bull:acme:prod:mail:completed");
+        assert_eq!(k.job_prefix(), "bull:acme:prod:mail:");
+        assert_eq!(QueueKeys::base_of_meta_key("bull:x:meta"), Some("bull:x"));
+        assert_eq!(QueueKeys::base_of_meta_key(":meta"), None);
+    }
+}

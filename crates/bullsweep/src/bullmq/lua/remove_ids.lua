@@ -1,0 +1,46 @@
+--[[
+  remove_ids.lua: remove named jobs of one finished set, each only if it still holds the
+  score it was selected with, within a time budget.
+
+  KEYS[1] finished set (<base>:completed or <base>:failed)
+  KEYS[2] events stream (<base>:events)
+  KEYS[3] meta hash (<base>:meta)
+  ARGV[1] job key prefix (<base>:)
+  ARGV[2] time budget in microseconds
+  ARGV[3..] pairs: job id, expected score
+
+  Returns {removed, locked, malformed, changed, elapsed_us, handled}; handled counts the pairs
+  looked at, so the caller resends the rest when the budget ran out.
+
+  Invariant: a job no longer in the set, or with another score, was moved or re-finished since
+  it was selected and is left alone (counted as changed).
+]]
+local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
+local queuePrefix = ARGV[1]
+local budget = tonumber(ARGV[2])
+
+local started = nowMicros()
+local removed, locked, malformed, changed, handled = {}, 0, 0, 0, 0
+for i = 3, #ARGV, 2 do
+  local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
+  local score = rcall('ZSCORE', setKey, jobId)
+  if not score or tonumber(score) ~= expected then
+    changed = changed + 1
+  else
+    local status = removeFinishedJob(queuePrefix, jobId, expected)
+    if status == 1 then
+      removed[#removed + 1] = jobId
+    elseif status == 2 then
+      locked = locked + 1
+    else
+      malformed = malformed + 1
+    end
+  end
+  handled = handled + 1
+  if handled % 8 == 0 and nowMicros() - started >= budget then
+    break
+  end
+end
+zremAll(setKey, removed)
+addCleanedEvent(eventsKey, metaKey, #removed)
+return {#removed, locked, malformed, changed, nowMicros() - started, handled}

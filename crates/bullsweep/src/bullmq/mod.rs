@@ -1,0 +1,9 @@
+//! Everything that knows BullMQ's data model: key names, discovery and the Lua scripts.
+
+pub mod discovery;
+pub mod keys;
+pub mod scripts;
+
+pub use discovery::discover_queues;
+pub use keys::QueueKeys;
+pub use scripts::{BatchOutcome, FinishedEntry, scripts};

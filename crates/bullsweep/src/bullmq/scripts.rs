@@ -1,0 +1,172 @@
+//! The Lua scripts bullsweep runs, loaded once, with typed calls. Each script's header in
+//! `lua/` lists its KEYS, ARGV, return value and the invariant it keeps.
+
+use super::keys::QueueKeys;
+use bullsweep_policy::{JobState, Selection};
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+use std::sync::OnceLock;
+
+const FINISHED_JOB: &str = include_str!("lua/finished_job.lua");
+const SWEEP_PREFIX: &str = include_str!("lua/sweep_prefix.lua");
+const REMOVE_IDS: &str = include_str!("lua/remove_ids.lua");
+const PAGE_NEWEST: &str = include_str!("lua/page_newest.lua");
+
+/// The compiled scripts. Built once per process; Redis caches them by SHA.
+pub struct Scripts {
+    sweep_prefix: Script,
+    remove_ids: Script,
+    page_newest: Script,
+}
+
+/// The scripts, built on first use.
+pub fn scripts() -> &'static Scripts {
+    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
+    SCRIPTS.get_or_init(|| Scripts {
+        sweep_prefix: Script::new(&format!("{FINISHED_JOB}\n{SWEEP_PREFIX}")),
+        remove_ids: Script::new(&format!("{FINISHED_JOB}\n{REMOVE_IDS}")),
+        page_newest: Script::new(PAGE_NEWEST),
+    })
+}
+
+/// What one destructive call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Jobs removed.
+    pub removed: u64,
+    /// Jobs held back because a worker's lock exists.
+    pub locked: u64,
+    /// Jobs held back because their hash is malformed.
+    pub malformed: u64,
+    /// Jobs left alone because they moved or changed score since selection.
+    pub changed: u64,
+    /// Time the call held Redis, measured by Redis itself.
+    pub elapsed_us: u64,
+    /// For a prefix sweep: nothing selected is left. For an id batch: how many ids were handled.
+    pub progress: u64,
+}
+
+/// One entry of a finished set, as read by a page walk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishedEntry {
+    /// Job id.
+    pub id: String,
+    /// Score (`finishedOn`).
+    pub score: i64,
+    /// Job name ('' when absent).
+    pub name: String,
+}
+
+fn opt_arg<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+impl Scripts {
+    /// Removes the oldest selected jobs of a finished set (see `lua/sweep_prefix.lua`).
+    pub async fn sweep_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        state: JobState,
+        selection: &Selection,
+        limit: u64,
+        budget_us: u64,
+        offset: u64,
+    ) -> RedisResult<BatchOutcome> {
+        let (removed, locked, malformed, elapsed_us, exhausted): (u64, u64, u64, u64, u64) = self
+            .sweep_prefix
+            .key(keys.finished_set(state))
+            .key(keys.events())
+            .key(keys.meta())
+            .arg(keys.job_prefix())
+            .arg(opt_arg(selection.age_cutoff))
+            .arg(opt_arg(selection.keep_newest))
+            .arg(opt_arg(selection.grace_cutoff))
+            .arg(limit)
+            .arg(budget_us)
+            .arg(offset)
+            .invoke_async(con)
+            .await?;
+        Ok(BatchOutcome {
+            removed,
+            locked,
+            malformed,
+            changed: 0,
+            elapsed_us,
+            progress: exhausted,
+        })
+    }
+
+    /// Removes the given jobs if each still has its expected score (see `lua/remove_ids.lua`).
+    pub async fn remove_ids<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        state: JobState,
+        jobs: &[(String, i64)],
+        budget_us: u64,
+    ) -> RedisResult<BatchOutcome> {
+        let mut invocation = self.remove_ids.prepare_invoke();
+        invocation
+            .key(keys.finished_set(state))
+            .key(keys.events())
+            .key(keys.meta())
+            .arg(keys.job_prefix())
+            .arg(budget_us);
+        for (id, score) in jobs {
+            invocation.arg(id).arg(score);
+        }
+        let (removed, locked, malformed, changed, elapsed_us, handled): (
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+        ) = invocation.invoke_async(con).await?;
+        Ok(BatchOutcome {
+            removed,
+            locked,
+            malformed,
+            changed,
+            elapsed_us,
+            progress: handled,
+        })
+    }
+
+    /// Reads one page from the newest end, ending on a score boundary
+    /// (see `lua/page_newest.lua`). `below` is the exclusive upper bound, `None` for the top.
+    pub async fn page_newest<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        state: JobState,
+        below: Option<i64>,
+        page: u64,
+    ) -> RedisResult<Vec<FinishedEntry>> {
+        let max = below.map_or_else(|| "+inf".to_string(), |s| format!("({s}"));
+        let flat: Vec<String> = self
+            .page_newest
+            .key(keys.finished_set(state))
+            .arg(keys.job_prefix())
+            .arg(max)
+            .arg(page)
+            .invoke_async(con)
+            .await?;
+        Ok(flat
+            .chunks_exact(3)
+            .map(|c| FinishedEntry {
+                id: c[0].clone(),
+                score: parse_score(&c[1]),
+                name: c[2].clone(),
+            })
+            .collect())
+    }
+}
+
+/// Scores of finished sets are integral milliseconds; Redis may print them as floats.
+pub fn parse_score(text: &str) -> i64 {
+    text.parse::<i64>()
+        .or_else(|_| text.parse::<f64>().map(|f| f as i64))
+        .unwrap_or(i64::MAX)
+}

@@ -1,0 +1,152 @@
+//! `bullsweep demo`: a private Redis, a seeded multi-tenant dataset, a sample policy, then
+//! `plan` and `run`, with job counts and memory before and after.
+
+use super::{CliError, DEFAULT_BUDGET_US, now_ms, render};
+use crate::engine::{self, Mode, SweepOptions};
+use crate::redis_server::PrivateRedis;
+use crate::seed::{SeedSpec, seed_queue};
+
+/// The policy the demo writes and applies; the README explains the same file.
+pub const SAMPLE_POLICY: &str = r#"version: 1
+environment: production
+environments:
+  production: [prod]
+  staging: [stage]
+discovery:
+  layouts:
+    - "bull:{queue}"
+    - "bull:{tenant}:{env}:{queue}"
+policies:
+  - name: production-billing
+    environment: production
+    queueNamePattern: "billing*"
+    rules:
+      completed: { maxAge: 7d, maxCount: 1000, keepFor: 1h, action: remove }
+      failed:    { maxAge: 30d, maxCount: 500, action: remove }
+    sla: { maxDataAgeHours: 720, complianceTag: soc2, auditRequired: false }
+  - name: production-notifications
+    environment: production
+    queueNamePattern: "notifications"
+    rules:
+      completed: { maxAge: 1d, action: remove }
+      failed: { maxAge: 14d, action: remove }
+    jobs:
+      - name: send-sms
+        completed: { maxAge: 2h }
+  - name: production-default
+    environment: production
+    queueNamePattern: "*"
+    rules:
+      completed: { maxAge: 3d, action: remove }
+      failed: { maxAge: 14d, action: archive }
+  - name: staging-billing
+    environment: staging
+    queueNamePattern: "billing*"
+    rules:
+      completed: { maxAge: 2d }
+      failed: { maxAge: 7d }
+tenants:
+  - tenantId: trial-co
+    environment: production
+    overrides:
+      completed: { maxAge: 1d, maxCount: 100 }
+"#;
+
+fn dataset(jobs: u64) -> Vec<SeedSpec> {
+    let mut specs = Vec::new();
+    let tenants = ["acme", "globex", "trial-co"];
+    let queues: [(&str, &[&str]); 3] = [
+        ("billing-export", &["export-invoice", "export-ledger"]),
+        ("notifications", &["send-email", "send-sms"]),
+        ("reports", &["daily-report"]),
+    ];
+    for tenant in tenants {
+        for env in ["prod", "stage"] {
+            for (queue, names) in queues {
+                specs.push(SeedSpec {
+                    base: format!("bull:{tenant}:{env}:{queue}"),
+                    completed: 0,
+                    failed: 0,
+                    spread_ms: 30 * 86_400_000,
+                    names: names.iter().map(|n| n.to_string()).collect(),
+                    job_bytes: 1_500,
+                });
+            }
+        }
+    }
+    for base in ["bull:legacy-mailer", "jobs:other-app:ingest"] {
+        specs.push(SeedSpec {
+            base: base.to_string(),
+            completed: 0,
+            failed: 0,
+            spread_ms: 10 * 86_400_000,
+            names: vec!["task".into()],
+            job_bytes: 1_500,
+        });
+    }
+    let per_queue = jobs.div_ceil(specs.len() as u64);
+    for spec in &mut specs {
+        spec.failed = per_queue / 10;
+        spec.completed = per_queue - spec.failed;
+    }
+    specs
+}
+
+async fn counts(con: &mut redis::aio::ConnectionManager) -> Result<(u64, String), redis::RedisError> {
+    let keys: u64 = redis::cmd("DBSIZE").query_async(con).await?;
+    let info: String = redis::cmd("INFO").arg("memory").query_async(con).await?;
+    let used = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory_human:"))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
+    Ok((keys, used))
+}
+
+/// Runs the demo end to end.
+pub async fn run(jobs: u64) -> Result<i32, CliError> {
+    let server = PrivateRedis::start()
+        .map_err(|e| CliError::runtime(format!("cannot start a private Redis: {e}")))?;
+    let url = server.url(0);
+    eprintln!("started a private redis-server on {url}");
+    let mut con = super::connect(&url).await?;
+    let redis_err = |e: redis::RedisError| CliError::redis(&url, &e);
+
+    let specs = dataset(jobs);
+    let now = now_ms();
+    for spec in &specs {
+        seed_queue(&mut con, spec, now).await.map_err(redis_err)?;
+    }
+    let seeded: u64 = specs.iter().map(|s| s.completed + s.failed).sum();
+    eprintln!("seeded {seeded} finished jobs in {} queues (3 tenants x 2 environments, plus 2 more)", specs.len());
+
+    let dir = tempfile::tempdir().map_err(|e| CliError::runtime(format!("cannot make a temp dir: {e}")))?;
+    let policy_path = dir.path().join("bullsweep.yaml");
+    std::fs::write(&policy_path, SAMPLE_POLICY)
+        .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
+    let set = bullsweep_policy::compile(&policy_path.display().to_string(), SAMPLE_POLICY)
+        .map_err(|e| CliError::runtime(format!("the sample policy is invalid: {e}")))?;
+    println!("sample policy ({}):\n{SAMPLE_POLICY}", policy_path.display());
+
+    let opts = SweepOptions {
+        env: None,
+        now_ms: now_ms(),
+        budget_us: DEFAULT_BUDGET_US,
+    };
+    let (keys_before, mem_before) = counts(&mut con).await.map_err(redis_err)?;
+    let plan = engine::sweep(&mut con, &set, &opts, Mode::Plan, &|_| {}).await.map_err(redis_err)?;
+    println!("$ bullsweep plan\n{}\n", render::report_text(&plan, Mode::Plan));
+    let started = std::time::Instant::now();
+    let done = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {}).await.map_err(redis_err)?;
+    let elapsed = started.elapsed();
+    println!("$ bullsweep run\n{}\n", render::report_text(&done, Mode::Run));
+    let (keys_after, mem_after) = counts(&mut con).await.map_err(redis_err)?;
+    let removed: u64 = done.queues.iter().flat_map(|q| q.states.values()).filter_map(|s| s.done).sum();
+    println!("removed {removed} jobs in {elapsed:.2?}");
+    println!("keys in Redis:  {keys_before} before, {keys_after} after");
+    println!("Redis memory:   {mem_before} before, {mem_after} after");
+    drop(server);
+    eprintln!("stopped the private redis-server");
+    Ok(if done.has_errors() { super::EXIT_FAILURE } else { 0 })
+}

@@ -1,0 +1,253 @@
+//! The command line: arguments, dispatch, and output. Data goes to stdout; diagnostics and
+//! progress go to stderr; a progress bar appears only on a terminal.
+
+mod bench;
+mod demo;
+mod error;
+mod render;
+
+pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
+
+use crate::engine::{self, Mode, Report, SweepOptions};
+use bullsweep_policy::{PolicySet, Resolution};
+use clap::{Parser, Subcommand};
+use redis::aio::ConnectionManager;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Retention governance for BullMQ queues on Redis.
+#[derive(Debug, Parser)]
+#[command(name = "bullsweep", version, about, long_about = None)]
+pub struct Cli {
+    /// Redis to govern; a `/N` suffix selects database N [default: redis://127.0.0.1:6379].
+    #[arg(long, global = true, env = "BULLSWEEP_REDIS_URL")]
+    pub redis: Option<String>,
+    /// Policy file (YAML or JSON).
+    #[arg(long, global = true, env = "BULLSWEEP_CONFIG", default_value = "bullsweep.yaml")]
+    pub config: PathBuf,
+    /// Environment in force: queues whose layout has no {env} take it, and queues of other
+    /// environments are left out.
+    #[arg(long, global = true)]
+    pub env: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate the policy file and print the resolved policy set.
+    Check,
+    /// Show the effective rules for one queue and where each field comes from.
+    Explain {
+        /// The queue's key base, e.g. `bull:acme:prod:billing-export`.
+        queue_key_base: String,
+    },
+    /// Dry run: show what the policies would do to each queue. Changes nothing.
+    Plan,
+    /// Apply the policies.
+    Run,
+    /// Start a private Redis, seed a multi-tenant BullMQ dataset, then plan and run on it.
+    Demo {
+        /// Jobs to seed.
+        #[arg(long, default_value_t = 60_000)]
+        jobs: u64,
+    },
+    /// Measure bullsweep against BullMQ's Queue.clean and a naive ZSCAN + UNLINK sweep.
+    Bench(bench::BenchArgs),
+}
+
+impl Cli {
+    /// The Redis URL in force.
+    pub fn redis_url(&self) -> &str {
+        self.redis.as_deref().unwrap_or(DEFAULT_REDIS_URL)
+    }
+}
+
+/// The Redis bullsweep governs when neither `--redis` nor `BULLSWEEP_REDIS_URL` says otherwise.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// Parses arguments, runs the command, prints errors, and returns the exit status.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            e.code
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<i32, CliError> {
+    match &cli.command {
+        Command::Check => {
+            let set = load_policies(&cli)?;
+            print_out(&cli, &render::policy_set_json(&set), || render::policy_set_text(&set))?;
+            Ok(0)
+        }
+        Command::Explain { queue_key_base } => {
+            let set = load_policies(&cli)?;
+            let base = queue_key_base.trim_end_matches(':');
+            let Some(q) = set.identify(base, cli.env.as_deref()) else {
+                let layouts: Vec<&str> = set.layouts.iter().map(|l| l.as_str()).collect();
+                return Err(CliError::usage(format!("`{base}` matches no layout, so bullsweep never touches it"))
+                    .with_hint(format!("layouts in force: {}", layouts.join(", "))));
+            };
+            let resolution = set.resolve(&q);
+            print_out(
+                &cli,
+                &render::explain_json(&set, &q, &resolution),
+                || render::explain_text(&set, &q, &resolution),
+            )?;
+            Ok(match resolution {
+                Resolution::Tie { .. } => EXIT_USAGE,
+                _ => 0,
+            })
+        }
+        Command::Plan | Command::Run => {
+            let set = load_policies(&cli)?;
+            let mut con = connect(cli.redis_url()).await?;
+            let mode = if matches!(cli.command, Command::Run) { Mode::Run } else { Mode::Plan };
+            let report = sweep(&cli, &set, &mut con, mode).await?;
+            print_out(&cli, &report, || render::report_text(&report, mode))?;
+            Ok(if report.has_errors() { EXIT_FAILURE } else { 0 })
+        }
+        Command::Demo { jobs } => demo::run(*jobs).await,
+        Command::Bench(args) => bench::run(&cli, args).await,
+    }
+}
+
+/// Runs a plan or sweep with a progress bar on a terminal; prints a timing line to stderr.
+async fn sweep(
+    cli: &Cli,
+    set: &PolicySet,
+    con: &mut ConnectionManager,
+    mode: Mode,
+) -> Result<Report, CliError> {
+    let opts = SweepOptions {
+        env: cli.env.clone(),
+        now_ms: now_ms(),
+        budget_us: DEFAULT_BUDGET_US,
+    };
+    let bar = (mode == Mode::Run && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} removed {pos} jobs ({per_sec}) {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    });
+    let started = Instant::now();
+    let progress = |n: u64| {
+        if let Some(bar) = &bar {
+            bar.inc(n);
+        }
+    };
+    let report = engine::sweep(con, set, &opts, mode, &progress)
+        .await
+        .map_err(|e| CliError::redis(cli.redis_url(), &e))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if mode == Mode::Run {
+        let done: u64 = report
+            .queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.done)
+            .sum();
+        eprintln!("removed {done} jobs in {:.2?}", started.elapsed());
+    }
+    Ok(report)
+}
+
+/// The time budget of one Lua call: the target is 2 ms, and the scripts stop themselves past it.
+pub const DEFAULT_BUDGET_US: u64 = 2_000;
+
+/// Milliseconds since the epoch, as BullMQ measures `finishedOn`.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// Reads and validates the policy file; any problem is a usage error (exit 2).
+pub fn load_policies(cli: &Cli) -> Result<PolicySet, CliError> {
+    let path = &cli.config;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::usage(format!("cannot read policy file {}: {e}", path.display()))
+            .with_hint("name the file with --config or BULLSWEEP_CONFIG")
+    })?;
+    bullsweep_policy::compile(&path.display().to_string(), &text).map_err(|errors| {
+        let count = errors.errors.len();
+        CliError::usage(format!(
+            "{} problem{} in the policy file\n{errors}",
+            count,
+            if count == 1 { "" } else { "s" }
+        ))
+    })
+}
+
+/// Opens a connection that reconnects by itself, with connect and response timeouts.
+pub async fn connect(url: &str) -> Result<ConnectionManager, CliError> {
+    let client = redis::Client::open(url).map_err(|e| {
+        CliError::usage(format!("invalid Redis URL {}: {e}", error::redact(url)))
+            .with_hint("expected redis://[:password@]host[:port][/db]")
+    })?;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(10)))
+        .set_number_of_retries(3);
+    let mut con = client
+        .get_connection_manager_with_config(config)
+        .await
+        .map_err(|e| CliError::redis(url, &e))?;
+    // Fail here, clearly, rather than in the middle of the first queue.
+    redis::cmd("PING")
+        .query_async::<String>(&mut con)
+        .await
+        .map_err(|e| CliError::redis(url, &e))?;
+    Ok(con)
+}
+
+/// Prints `value` as JSON with `--json`, else the human text; a closed pipe is not an error.
+fn print_out<T: serde::Serialize>(
+    cli: &Cli,
+    value: &T,
+    human: impl FnOnce() -> String,
+) -> Result<(), CliError> {
+    let text = if cli.json {
+        serde_json::to_string(value).map_err(|e| CliError::runtime(format!("cannot encode JSON: {e}")))?
+    } else {
+        human()
+    };
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::runtime(format!("cannot write output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}

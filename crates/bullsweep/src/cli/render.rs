@@ -1,0 +1,281 @@
+//! Human tables and JSON views of policy sets, explanations and reports.
+
+use crate::engine::{Mode, Report};
+use bullsweep_policy::{
+    EffectiveRule, JobState, PolicySet, QueueId, Resolution, StateRule, StateRules,
+};
+use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header.to_vec());
+    t
+}
+
+fn rule_text(rule: &StateRule) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = rule.max_age {
+        parts.push(format!("maxAge {v}"));
+    }
+    if let Some(v) = rule.max_count {
+        parts.push(format!("maxCount {v}"));
+    }
+    if let Some(v) = rule.keep_for {
+        parts.push(format!("keepFor {v}"));
+    }
+    if let Some(v) = rule.action {
+        parts.push(format!("action {v}"));
+    }
+    parts.join(", ")
+}
+
+fn rules_json(rules: &StateRules) -> Value {
+    let map: BTreeMap<&str, Value> = rules
+        .iter()
+        .map(|(state, r)| {
+            (
+                state.as_str(),
+                json!({
+                    "maxAgeMs": r.max_age.map(|d| d.as_millis()),
+                    "maxCount": r.max_count,
+                    "keepForMs": r.keep_for.map(|d| d.as_millis()),
+                    "action": r.action.map(|a| a.as_str()),
+                }),
+            )
+        })
+        .collect();
+    json!(map)
+}
+
+/// `check --json`.
+pub fn policy_set_json(set: &PolicySet) -> Value {
+    json!({
+        "file": set.source,
+        "environment": set.environment,
+        "aliases": set.aliases,
+        "layouts": set.layouts.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
+        "policies": set.policies.iter().map(|p| json!({
+            "name": p.name,
+            "environment": p.environment,
+            "queueNamePattern": p.queue.as_str(),
+            "tenant": p.tenant.as_ref().map(|t| t.as_str()),
+            "rules": rules_json(&p.rules),
+            "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules)})).collect::<Vec<_>>(),
+            "sla": p.sla.as_ref().map(|s| json!({
+                "maxDataAgeHours": s.max_data_age_hours,
+                "complianceTag": s.compliance_tag,
+                "auditRequired": s.audit_required,
+            })),
+        })).collect::<Vec<_>>(),
+        "tenants": set.tenants.iter().map(|t| json!({
+            "tenantId": t.tenant_id,
+            "environment": t.environment,
+            "overrides": rules_json(&t.overrides),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `check` for people.
+pub fn policy_set_text(set: &PolicySet) -> String {
+    let mut out = String::new();
+    let layouts: Vec<&str> = set.layouts.iter().map(|l| l.as_str()).collect();
+    let _ = writeln!(out, "{}: valid", set.source);
+    let _ = writeln!(out, "environment: {}", set.environment.as_deref().unwrap_or("(any)"));
+    let _ = writeln!(out, "layouts: {}", layouts.join(", "));
+    let mut t = table(&["policy", "env", "queue", "tenant", "state", "rule"]);
+    for p in &set.policies {
+        let env = p.environment.as_deref().unwrap_or("*");
+        let tenant = p.tenant.as_ref().map_or("-", |t| t.as_str());
+        for (state, rule) in &p.rules {
+            t.add_row(vec![&p.name, env, p.queue.as_str(), tenant, state.as_str(), &rule_text(rule)]);
+        }
+        for j in &p.jobs {
+            for (state, rule) in &j.rules {
+                let scope = format!("{state} (job {})", j.name);
+                t.add_row(vec![&p.name, env, p.queue.as_str(), tenant, &scope, &rule_text(rule)]);
+            }
+        }
+    }
+    let _ = writeln!(out, "{t}");
+    if !set.tenants.is_empty() {
+        let mut t = table(&["tenant override", "env", "state", "rule"]);
+        for o in &set.tenants {
+            for (state, rule) in &o.overrides {
+                t.add_row(vec![
+                    o.tenant_id.as_str(),
+                    o.environment.as_deref().unwrap_or("*"),
+                    state.as_str(),
+                    &rule_text(rule),
+                ]);
+            }
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out.trim_end().to_string()
+}
+
+#[derive(Serialize)]
+struct FieldJson {
+    value: Value,
+    from: String,
+}
+
+fn effective_json(rule: &EffectiveRule) -> Value {
+    let field = |value: Value, from: String| FieldJson { value, from };
+    let mut map = BTreeMap::new();
+    if let Some(v) = &rule.max_age {
+        map.insert("maxAge", field(json!(v.value.to_string()), v.source.to_string()));
+    }
+    if let Some(v) = &rule.max_count {
+        map.insert("maxCount", field(json!(v.value), v.source.to_string()));
+    }
+    if let Some(v) = &rule.keep_for {
+        map.insert("keepFor", field(json!(v.value.to_string()), v.source.to_string()));
+    }
+    map.insert(
+        "action",
+        field(json!(rule.action.value.as_str()), rule.action.source.to_string()),
+    );
+    json!(map)
+}
+
+fn states_json(states: &BTreeMap<JobState, EffectiveRule>) -> Value {
+    let map: BTreeMap<&str, Value> = states
+        .iter()
+        .map(|(s, r)| (s.as_str(), effective_json(r)))
+        .collect();
+    json!(map)
+}
+
+/// `explain --json`.
+pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Value {
+    let candidates: Vec<&str> = set.candidates(q).iter().map(|p| p.name.as_str()).collect();
+    let mut v = json!({
+        "key": q.base,
+        "queue": q.queue,
+        "tenant": q.tenant,
+        "env": q.env,
+        "candidates": candidates,
+    });
+    match resolution {
+        Resolution::Covered(eff) => {
+            v["policy"] = json!(eff.name);
+            v["states"] = states_json(&eff.states);
+            v["jobs"] = json!(eff
+                .jobs
+                .iter()
+                .map(|j| json!({"name": j.name, "states": states_json(&j.states)}))
+                .collect::<Vec<_>>());
+        }
+        Resolution::Uncovered => v["policy"] = Value::Null,
+        Resolution::Tie { first, second } => {
+            v["policy"] = Value::Null;
+            v["tie"] = json!([first, second]);
+        }
+    }
+    v
+}
+
+fn effective_rows(t: &mut Table, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
+    for (state, rule) in states {
+        let scope = format!("{scope}{state}");
+        if let Some(v) = &rule.max_age {
+            t.add_row(vec![scope.clone(), "maxAge".into(), v.value.to_string(), v.source.to_string()]);
+        }
+        if let Some(v) = &rule.max_count {
+            t.add_row(vec![scope.clone(), "maxCount".into(), v.value.to_string(), v.source.to_string()]);
+        }
+        if let Some(v) = &rule.keep_for {
+            t.add_row(vec![scope.clone(), "keepFor".into(), v.value.to_string(), v.source.to_string()]);
+        }
+        t.add_row(vec![
+            scope,
+            "action".into(),
+            rule.action.value.to_string(),
+            rule.action.source.to_string(),
+        ]);
+    }
+}
+
+/// `explain` for people.
+pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "queue:  {} (key base {})", q.queue, q.base);
+    let _ = writeln!(out, "tenant: {}", q.tenant.as_deref().unwrap_or("-"));
+    let _ = writeln!(out, "env:    {}", q.env.as_deref().unwrap_or("-"));
+    let candidates: Vec<String> = set
+        .candidates(q)
+        .iter()
+        .map(|p| format!("{} ({})", p.name, p.queue.as_str()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "candidates, most specific first: {}",
+        if candidates.is_empty() { "none".to_string() } else { candidates.join(", ") }
+    );
+    match resolution {
+        Resolution::Covered(eff) => {
+            let _ = writeln!(out, "policy: {}", eff.name);
+            let mut t = table(&["state", "field", "value", "from"]);
+            effective_rows(&mut t, "", &eff.states);
+            for j in &eff.jobs {
+                effective_rows(&mut t, &format!("job {}: ", j.name), &j.states);
+            }
+            let _ = writeln!(out, "{t}");
+        }
+        Resolution::Uncovered => {
+            let _ = writeln!(out, "policy: none; the queue is uncovered and left alone");
+        }
+        Resolution::Tie { first, second } => {
+            let _ = writeln!(out, "policy: none; `{first}` and `{second}` tie (fix the policy file)");
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// `plan` and `run` for people.
+pub fn report_text(report: &Report, mode: Mode) -> String {
+    let mut header = vec!["queue", "tenant", "env", "policy", "state", "jobs", "matched", "action"];
+    if mode == Mode::Run {
+        header.extend(["done", "skipped"]);
+    }
+    let mut t = table(&header);
+    for q in &report.queues {
+        let tenant = q.tenant.clone().unwrap_or_else(|| "-".into());
+        let env = q.env.clone().unwrap_or_else(|| "-".into());
+        for (state, s) in &q.states {
+            let mut row = vec![
+                q.key.clone(),
+                tenant.clone(),
+                env.clone(),
+                q.policy.clone(),
+                state.clone(),
+                s.jobs.to_string(),
+                s.matched.to_string(),
+                s.action.clone(),
+            ];
+            if mode == Mode::Run {
+                row.push(s.done.unwrap_or(0).to_string());
+                row.push(s.skipped.as_ref().map_or_else(String::new, |k| k.reasons.join("; ")));
+            }
+            t.add_row(row);
+        }
+        if let Some(e) = &q.error {
+            let mut row = vec![q.key.clone(), tenant, env, q.policy.clone(), format!("error: {e}")];
+            row.resize(header.len(), String::new());
+            t.add_row(row);
+        }
+    }
+    let mut out = format!("{t}\n");
+    if !report.uncovered.is_empty() {
+        let _ = writeln!(out, "uncovered (no policy, left alone): {}", report.uncovered.join(", "));
+    }
+    if !report.unmanaged.is_empty() {
+        let _ = writeln!(out, "unmanaged (no layout matches, never touched): {}", report.unmanaged.join(", "));
+    }
+    out.trim_end().to_string()
+}

@@ -1,0 +1,391 @@
+//! Planning and execution, as one chain: discover → resolve → plan → bounded batches →
+//! action → report. Work goes queue by queue; a failure in one queue is recorded in its
+//! report and the next queue goes on.
+
+mod batch;
+mod report;
+
+pub use batch::BatchSizer;
+pub use report::{QueueReport, Report, Skipped, StateReport};
+
+use crate::bullmq::{BatchOutcome, FinishedEntry, QueueKeys, discover_queues, scripts};
+use bullsweep_policy::{Action, EffectivePolicy, JobState, PolicySet, QueueId, Resolution, Selection};
+use redis::aio::ConnectionLike;
+use redis::{RedisError, RedisResult};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Whether to only count (`plan`) or also act (`run`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Count what the policies select; change nothing.
+    Plan,
+    /// Act on what the policies select.
+    Run,
+}
+
+/// Settings for one plan or run.
+#[derive(Clone, Debug)]
+pub struct SweepOptions {
+    /// Environment in force: queues whose layout has no `{env}` take it, and queues of other
+    /// environments are left out. `None` governs every environment.
+    pub env: Option<String>,
+    /// The instant cutoffs are measured from, in milliseconds since the epoch.
+    pub now_ms: i64,
+    /// Target time one Lua call may hold Redis, in microseconds.
+    pub budget_us: u64,
+}
+
+/// How many times a batch that failed on a connection problem is retried. Each batch is one
+/// atomic script call, so a retry never finds it half done.
+const MAX_RETRIES: u32 = 4;
+/// Entries one page of a newest-first walk reads.
+const WALK_PAGE: u64 = 500;
+
+fn retryable(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(e.code(), Some("BUSY" | "LOADING" | "TRYAGAIN"))
+}
+
+/// Awaits a Redis call, retrying it with exponential backoff when the connection failed.
+macro_rules! with_retry {
+    ($call:expr) => {{
+        let mut attempt: u32 = 0;
+        loop {
+            match $call.await {
+                Ok(v) => break Ok(v),
+                Err(e) if attempt < MAX_RETRIES && retryable(&e) => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+                Err(e) => break Err(e),
+            }
+        }
+    }};
+}
+
+/// Queues found in Redis, sorted by how the policy file sees them.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    /// Queues a layout identifies (in the environment in force).
+    pub managed: Vec<QueueId>,
+    /// BullMQ queues no layout matches.
+    pub unmanaged: Vec<String>,
+}
+
+/// Sorts discovered key bases into managed and unmanaged queues.
+pub fn classify(set: &PolicySet, bases: Vec<String>, env: Option<&str>) -> Inventory {
+    let mut inv = Inventory::default();
+    let wanted = env.map(|e| set.canonical_env(e));
+    for base in bases {
+        match set.identify(&base, env) {
+            Some(q) => {
+                if wanted.is_none() || q.env == wanted {
+                    inv.managed.push(q);
+                }
+            }
+            None => inv.unmanaged.push(base),
+        }
+    }
+    inv
+}
+
+/// Discovers the queues in Redis and sorts them.
+pub async fn inventory<C: ConnectionLike>(
+    con: &mut C,
+    set: &PolicySet,
+    env: Option<&str>,
+) -> RedisResult<Inventory> {
+    let bases = with_retry!(discover_queues(con))?;
+    Ok(classify(set, bases, env))
+}
+
+/// Plans or runs every governed queue. `progress` is told how many jobs each batch acted on.
+pub async fn sweep<C: ConnectionLike>(
+    con: &mut C,
+    set: &PolicySet,
+    opts: &SweepOptions,
+    mode: Mode,
+    progress: &(dyn Fn(u64) + Sync),
+) -> RedisResult<Report> {
+    let inv = inventory(con, set, opts.env.as_deref()).await?;
+    let mut report = Report {
+        unmanaged: inv.unmanaged,
+        ..Report::default()
+    };
+    for q in inv.managed {
+        match set.resolve(&q) {
+            Resolution::Uncovered => report.uncovered.push(q.base.clone()),
+            Resolution::Tie { first, second } => report.queues.push(QueueReport {
+                error: Some(format!("policies `{first}` and `{second}` tie for this queue")),
+                ..queue_report(&q, String::new())
+            }),
+            Resolution::Covered(eff) => {
+                let mut qr = queue_report(&q, eff.name.clone());
+                let keys = QueueKeys::new(&q.base);
+                for state in JobState::ALL {
+                    let Some(groups) = RuleGroups::for_state(&eff, state, opts.now_ms) else {
+                        continue;
+                    };
+                    let mut sr = StateReport {
+                        action: groups.action_label(),
+                        ..StateReport::default()
+                    };
+                    let result = govern_state(con, &keys, state, &groups, opts, mode, &mut sr, progress).await;
+                    qr.states.insert(state.as_str().to_string(), sr);
+                    if let Err(e) = result {
+                        qr.error = Some(format!("{state}: {e}"));
+                        break;
+                    }
+                }
+                report.queues.push(qr);
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn queue_report(q: &QueueId, policy: String) -> QueueReport {
+    QueueReport {
+        key: q.base.clone(),
+        queue: q.queue.clone(),
+        tenant: q.tenant.clone(),
+        env: q.env.clone(),
+        policy,
+        states: BTreeMap::new(),
+        error: None,
+    }
+}
+
+/// One rule applied to a group of jobs: the default group or the jobs of one name.
+#[derive(Clone, Debug)]
+struct RuleGroup {
+    selection: Selection,
+    action: Action,
+}
+
+/// The rule groups of one state of one queue.
+#[derive(Clone, Debug)]
+struct RuleGroups {
+    /// Jobs no job rule names.
+    default: Option<RuleGroup>,
+    /// Job name → its group.
+    by_name: BTreeMap<String, RuleGroup>,
+}
+
+impl RuleGroups {
+    fn for_state(eff: &EffectivePolicy, state: JobState, now_ms: i64) -> Option<RuleGroups> {
+        let group = |rule: &bullsweep_policy::EffectiveRule| RuleGroup {
+            selection: Selection::at(rule, now_ms),
+            action: rule.action.value,
+        };
+        let default = eff.states.get(&state).map(group);
+        let by_name: BTreeMap<String, RuleGroup> = eff
+            .jobs
+            .iter()
+            .filter_map(|j| j.states.get(&state).map(|r| (j.name.clone(), group(r))))
+            .collect();
+        (default.is_some() || !by_name.is_empty()).then_some(RuleGroups { default, by_name })
+    }
+
+    fn action_label(&self) -> String {
+        let mut actions = self
+            .default
+            .iter()
+            .chain(self.by_name.values())
+            .map(|g| g.action);
+        let first = actions.next().unwrap_or(Action::Remove);
+        if actions.all(|a| a == first) {
+            first.as_str().to_string()
+        } else {
+            "mixed".to_string()
+        }
+    }
+
+    fn group_of(&self, name: &str) -> Option<(usize, &RuleGroup)> {
+        match self.by_name.get_key_value(name) {
+            Some((key, g)) => {
+                let idx = self.by_name.keys().position(|k| k == key).unwrap_or(0) + 1;
+                Some((idx, g))
+            }
+            None => self.default.as_ref().map(|g| (0, g)),
+        }
+    }
+}
+
+fn not_implemented_reason(action: Action) -> String {
+    format!("action `{action}` is accepted but not performed by this version; jobs left in place")
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn govern_state<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    state: JobState,
+    groups: &RuleGroups,
+    opts: &SweepOptions,
+    mode: Mode,
+    sr: &mut StateReport,
+    progress: &(dyn Fn(u64) + Sync),
+) -> RedisResult<()> {
+    let set_key = keys.finished_set(state);
+    match (&groups.default, groups.by_name.is_empty()) {
+        (Some(group), true) => {
+            let sel = group.selection;
+            let (jobs, by_age, by_grace): (u64, u64, u64) = with_retry!(
+                redis::pipe()
+                    .zcard(&set_key)
+                    .zcount(&set_key, "-inf", sel.age_cutoff.unwrap_or(i64::MIN))
+                    .zcount(&set_key, "-inf", sel.grace_cutoff.unwrap_or(i64::MAX))
+                    .query_async::<(u64, u64, u64)>(con)
+            )?;
+            sr.jobs = jobs;
+            sr.matched = if sel.selects_anything() {
+                sel.prefix_len(jobs, by_age, by_grace)
+            } else {
+                0
+            };
+            if mode == Mode::Plan {
+                return Ok(());
+            }
+            let mut skipped = Skipped::default();
+            let mut done = 0;
+            if group.action != Action::Remove {
+                skipped.not_implemented = sr.matched;
+                skipped.reasons.push(not_implemented_reason(group.action));
+            } else if sel.selects_anything() {
+                let mut sizer = BatchSizer::new(opts.budget_us);
+                let mut offset = 0;
+                loop {
+                    let out: BatchOutcome = with_retry!(scripts().sweep_prefix(
+                        con,
+                        keys,
+                        state,
+                        &sel,
+                        sizer.limit(),
+                        opts.budget_us,
+                        offset
+                    ))?;
+                    sizer.observe(out.removed + out.locked + out.malformed, out.elapsed_us);
+                    offset += out.locked + out.malformed;
+                    tally(&mut skipped, &out);
+                    done += out.removed;
+                    progress(out.removed);
+                    if out.progress == 1 {
+                        break;
+                    }
+                }
+            }
+            finish(sr, done, skipped);
+            Ok(())
+        }
+        _ => walk_state(con, keys, state, groups, opts, mode, sr, progress).await,
+    }
+}
+
+fn tally(skipped: &mut Skipped, out: &BatchOutcome) {
+    skipped.locked += out.locked;
+    skipped.malformed += out.malformed;
+    skipped.changed += out.changed;
+}
+
+fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
+    sr.done = Some(done);
+    if skipped.locked > 0 {
+        skipped.reasons.push(format!("{} held by a worker's lock", skipped.locked));
+    }
+    if skipped.malformed > 0 {
+        skipped.reasons.push(format!(
+            "{} malformed (not a hash, or finishedOn missing or unequal to its score)",
+            skipped.malformed
+        ));
+    }
+    if skipped.changed > 0 {
+        skipped.reasons.push(format!("{} changed since selection", skipped.changed));
+    }
+    sr.skipped = (!skipped.is_empty()).then_some(skipped);
+}
+
+/// Job rules make selection depend on each job's name, so the set is walked from its newest
+/// end (counting the newest N per group) and selected jobs are removed by id, each re-checked.
+#[allow(clippy::too_many_arguments)]
+async fn walk_state<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    state: JobState,
+    groups: &RuleGroups,
+    opts: &SweepOptions,
+    mode: Mode,
+    sr: &mut StateReport,
+    progress: &(dyn Fn(u64) + Sync),
+) -> RedisResult<()> {
+    let mut newer = vec![0u64; groups.by_name.len() + 1];
+    let mut below: Option<i64> = None;
+    let mut pending: Vec<(String, i64)> = Vec::new();
+    let mut skipped = Skipped::default();
+    let mut reasons_seen: Vec<Action> = Vec::new();
+    let mut sizer = BatchSizer::new(opts.budget_us);
+    let mut done = 0;
+    loop {
+        let page: Vec<FinishedEntry> = with_retry!(scripts().page_newest(con, keys, state, below, WALK_PAGE))?;
+        let Some(last) = page.last() else { break };
+        below = Some(last.score);
+        sr.jobs += page.len() as u64;
+        for entry in page {
+            let Some((idx, group)) = groups.group_of(&entry.name) else {
+                continue;
+            };
+            let seen = newer[idx];
+            newer[idx] += 1;
+            if !group.selection.selects(entry.score, seen) {
+                continue;
+            }
+            sr.matched += 1;
+            if group.action == Action::Remove {
+                pending.push((entry.id, entry.score));
+            } else {
+                skipped.not_implemented += 1;
+                if !reasons_seen.contains(&group.action) {
+                    reasons_seen.push(group.action);
+                    skipped.reasons.push(not_implemented_reason(group.action));
+                }
+            }
+        }
+        if mode == Mode::Run && pending.len() as u64 >= sizer.limit() {
+            done += remove_pending(con, keys, state, &mut pending, &mut sizer, opts, &mut skipped, progress).await?;
+        }
+    }
+    if mode == Mode::Run {
+        done += remove_pending(con, keys, state, &mut pending, &mut sizer, opts, &mut skipped, progress).await?;
+        finish(sr, done, skipped);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn remove_pending<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    state: JobState,
+    pending: &mut Vec<(String, i64)>,
+    sizer: &mut BatchSizer,
+    opts: &SweepOptions,
+    skipped: &mut Skipped,
+    progress: &(dyn Fn(u64) + Sync),
+) -> RedisResult<u64> {
+    let mut done = 0;
+    while !pending.is_empty() {
+        let take = pending.len().min(sizer.limit() as usize);
+        let out: BatchOutcome = with_retry!(scripts().remove_ids(con, keys, state, &pending[..take], opts.budget_us))?;
+        let handled = (out.progress as usize).clamp(1, take);
+        pending.drain(..handled);
+        sizer.observe(handled as u64, out.elapsed_us);
+        tally(skipped, &out);
+        done += out.removed;
+        progress(out.removed);
+    }
+    Ok(done)
+}

@@ -1,0 +1,83 @@
+//! The typed result of `plan` and `run`. `--json` prints it as one object; the human table is
+//! drawn from the same value.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Everything a plan or run found and did.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    /// Queues a policy governs.
+    pub queues: Vec<QueueReport>,
+    /// Key bases of queues no policy covers; left alone.
+    pub uncovered: Vec<String>,
+    /// Key bases of BullMQ queues that match no layout; never touched.
+    pub unmanaged: Vec<String>,
+}
+
+/// One governed queue.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct QueueReport {
+    /// Key base, e.g. `bull:acme:prod:billing-export`.
+    pub key: String,
+    /// Queue name.
+    pub queue: String,
+    /// Tenant from the layout, if any.
+    pub tenant: Option<String>,
+    /// Canonical environment, if known.
+    pub env: Option<String>,
+    /// Effective policy name (`<policy>->override:<tenant>` with a tenant override).
+    pub policy: String,
+    /// Per state: jobs present, jobs selected, action, and for `run` what was done.
+    pub states: BTreeMap<String, StateReport>,
+    /// Why work on this queue stopped, when it failed; other queues go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One state of one queue.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StateReport {
+    /// Jobs in the state's set.
+    pub jobs: u64,
+    /// Jobs the policy selects.
+    pub matched: u64,
+    /// The action for the selected jobs (`mixed` when job rules choose several).
+    pub action: String,
+    /// Jobs acted on (`run` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<u64>,
+    /// Selected jobs left alone, and why (`run` only, when any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Skipped>,
+}
+
+/// Selected jobs that `run` did not act on.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Skipped {
+    /// Held by a worker's lock.
+    pub locked: u64,
+    /// Hash missing fields, of the wrong type, or with a `finishedOn` that disagrees with its score.
+    pub malformed: u64,
+    /// Moved or re-finished between selection and removal.
+    pub changed: u64,
+    /// Selected for an action this version does not perform yet.
+    pub not_implemented: u64,
+    /// Human-readable reasons, when any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+impl Skipped {
+    /// Whether nothing was skipped.
+    pub fn is_empty(&self) -> bool {
+        self.locked + self.malformed + self.changed + self.not_implemented == 0
+    }
+}
+
+impl Report {
+    /// Whether any queue failed.
+    pub fn has_errors(&self) -> bool {
+        self.queues.iter().any(|q| q.error.is_some())
+    }
+}

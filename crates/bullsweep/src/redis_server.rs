@@ -1,0 +1,79 @@
+//! A private `redis-server` on a free loopback port in its own temporary directory, for
+//! `demo`, `bench` and the test suite. It is killed when dropped.
+
+use std::io;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// A running private Redis.
+pub struct PrivateRedis {
+    child: Child,
+    port: u16,
+    _dir: TempDir,
+}
+
+impl PrivateRedis {
+    /// Starts `redis-server` with no persistence on a free port, waiting until it accepts
+    /// connections.
+    pub fn start() -> io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("bullsweep-redis-").tempdir()?;
+        // Ask the OS for a free port, then hand it to Redis; retry if another process wins it.
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            let mut child = Command::new("redis-server")
+                .args(["--port", &port.to_string()])
+                .args(["--bind", "127.0.0.1"])
+                .args(["--save", ""])
+                .args(["--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot start redis-server ({e}); install it, e.g. `apt-get install -y redis-server`"),
+                    )
+                })?;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Some(status) = child.try_wait()? {
+                    // Lost the port race, or Redis refused the options.
+                    let _ = status;
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Ok(PrivateRedis {
+                        child,
+                        port,
+                        _dir: dir,
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        Err(io::Error::other("redis-server did not start on a free port"))
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>/<db>`.
+    pub fn url(&self, db: u32) -> String {
+        format!("redis://127.0.0.1:{}/{db}", self.port)
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
