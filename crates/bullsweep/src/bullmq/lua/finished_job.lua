@@ -8,8 +8,8 @@
       the chain), and a parent in another queue is pushed to its wait list with a marker;
     * de:<deid> (and dn:<deid>) go only when de:<deid> still names this job;
     * the job hash and its :logs, :dependencies, :processed, :failed, :unsuccessful go.
-  Added invariant: a job whose :lock exists is never touched, and a job whose finishedOn does
-  not equal its score (or whose key is not a hash) is held back as malformed.
+  Added invariant: a job whose :lock exists is never touched, and a job whose key is not a hash,
+  or whose hash has no finishedOn, is held back as malformed.
 ]]
 local rcall = redis.call
 
@@ -18,10 +18,28 @@ local function nowMicros()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- Queues the job's own keys for one batched UNLINK.
+local function queueJobKeys(dels, jobKey)
+  local d = #dels
+  dels[d + 1] = jobKey
+  dels[d + 2] = jobKey .. ':logs'
+  dels[d + 3] = jobKey .. ':dependencies'
+  dels[d + 4] = jobKey .. ':processed'
+  dels[d + 5] = jobKey .. ':failed'
+  dels[d + 6] = jobKey .. ':unsuccessful'
+  return dels
+end
+
 -- UNLINK rather than DEL: a job with a huge log list is freed off the main thread.
+local function flushDeletes(dels)
+  for from = 1, #dels, 1200 do
+    rcall('UNLINK', unpack(dels, from, math.min(from + 1199, #dels)))
+  end
+  return {}
+end
+
 local function deleteJobKeys(jobKey)
-  rcall('UNLINK', jobKey, jobKey .. ':logs', jobKey .. ':dependencies', jobKey .. ':processed',
-    jobKey .. ':failed', jobKey .. ':unsuccessful')
+  flushDeletes(queueJobKeys({}, jobKey))
 end
 
 local function queuePausedOrMaxed(queuePrefix)
@@ -77,28 +95,42 @@ local function releaseDedup(queuePrefix, jobId, deid)
   end
 end
 
--- Returns 1 when removed, 2 when locked, 3 when malformed.
-local function removeFinishedJob(queuePrefix, jobId, score)
-  local jobKey = queuePrefix .. jobId
-  if rcall('EXISTS', jobKey .. ':lock') == 1 then
-    return 2
-  end
+-- Reads what removal needs. Returns nil for a malformed job (not a hash, or a hash without
+-- finishedOn), else finishedOn (false for a dangling id), parentKey, deid.
+local function readFinishedJob(jobKey)
   local f = redis.pcall('HMGET', jobKey, 'finishedOn', 'parentKey', 'deid')
   if f.err then
-    return 3
+    return nil
   end
-  if not f[1] then
-    -- A hash without finishedOn is malformed; no hash at all is a dangling id, cleaned up.
-    if rcall('EXISTS', jobKey) == 1 then
-      return 3
-    end
-  elseif tonumber(f[1]) ~= score then
-    return 3
+  if not f[1] and rcall('EXISTS', jobKey) == 1 then
+    return nil
   end
-  detachFromParent(jobKey, f[2], f[3], queuePrefix)
-  releaseDedup(queuePrefix, jobId, f[3])
-  deleteJobKeys(jobKey)
-  return 1
+  return f[1], f[2], f[3]
+end
+
+-- How many jobs at the head of the set are locked (one EXISTS for the whole batch).
+local function countLocked(queuePrefix, ids, from, to)
+  if to < from then
+    return 0
+  end
+  local locks = {}
+  for i = from, to do
+    locks[#locks + 1] = queuePrefix .. ids[i] .. ':lock'
+  end
+  return rcall('EXISTS', unpack(locks))
+end
+
+-- Removes one job whose fields were read. Parent and dedup bookkeeping runs in BullMQ's order
+-- (parent, dedup, then keys), so pending deletes are flushed first.
+local function removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
+  local jobKey = queuePrefix .. jobId
+  if parentKey or deid then
+    dels = flushDeletes(dels)
+    detachFromParent(jobKey, parentKey, deid, queuePrefix)
+    releaseDedup(queuePrefix, jobId, deid)
+  end
+  queueJobKeys(dels, jobKey)
+  return dels
 end
 
 local function zremAll(setKey, ids)

@@ -20,27 +20,33 @@ local queuePrefix = ARGV[1]
 local budget = tonumber(ARGV[2])
 
 local started = nowMicros()
-local removed, locked, malformed, changed, handled = {}, 0, 0, 0, 0
+local removed, dels, locked, malformed, changed, handled = {}, {}, 0, 0, 0, 0
 for i = 3, #ARGV, 2 do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
+  local jobKey = queuePrefix .. jobId
   local score = rcall('ZSCORE', setKey, jobId)
   if not score or tonumber(score) ~= expected then
     changed = changed + 1
+  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
+    locked = locked + 1
   else
-    local status = removeFinishedJob(queuePrefix, jobId, expected)
-    if status == 1 then
-      removed[#removed + 1] = jobId
-    elseif status == 2 then
-      locked = locked + 1
-    else
+    local finishedOn, parentKey, deid = readFinishedJob(jobKey)
+    if finishedOn == nil then
       malformed = malformed + 1
+    else
+      dels = removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
+      removed[#removed + 1] = jobId
     end
   end
   handled = handled + 1
-  if handled % 8 == 0 and nowMicros() - started >= budget then
-    break
+  if handled % 16 == 0 then
+    dels = flushDeletes(dels)
+    if nowMicros() - started >= budget then
+      break
+    end
   end
 end
+flushDeletes(dels)
 zremAll(setKey, removed)
 addCleanedEvent(eventsKey, metaKey, #removed)
 return {#removed, locked, malformed, changed, nowMicros() - started, handled}

@@ -6,57 +6,79 @@
   KEYS[3] meta hash (<base>:meta)
   ARGV[1] job key prefix (<base>:)
   ARGV[2] age cutoff: a job with score <= this is past maxAge ('' for none)
-  ARGV[3] keep newest: jobs ranked below ZCARD - this are past maxCount ('' for none)
+  ARGV[3] keep newest: all but the newest N are past maxCount ('' for none)
   ARGV[4] grace cutoff: nothing with a larger score is touched ('' for none)
   ARGV[5] most jobs to look at in this call
-  ARGV[6] time budget in microseconds; the call stops after the job that crosses it
+  ARGV[6] time budget in microseconds; the call stops after the chunk that crosses it
   ARGV[7] offset: jobs at the head of the set that earlier calls held back
 
   Returns {removed, locked, malformed, elapsed_us, exhausted}; exhausted is 1 when no
   selected job is left beyond the ones held back.
 
-  Invariant: selection and removal happen in one atomic call, so a job that changed state or
-  score since planning is never removed; the selection rule is the prefix rule of
-  bullsweep_policy::Selection, re-evaluated against the set as it is now.
+  Invariant: selection and removal happen in one atomic call, against the set as it is now,
+  so a job that changed state since planning is never removed. The selected jobs are a prefix
+  of the set (bullsweep_policy::Selection::prefix_len), so they are found by counting, with no
+  scores read.
 ]]
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]
-local ageCut = tonumber(ARGV[2])
-local keepNewest = tonumber(ARGV[3])
-local graceCut = ARGV[4] ~= '' and ARGV[4] or '+inf'
 local limit = tonumber(ARGV[5])
 local budget = tonumber(ARGV[6])
 local offset = tonumber(ARGV[7])
+-- Checking the clock and flushing deletes every CHUNK jobs bounds the overshoot of the budget.
+local CHUNK = 32
 
 local started = nowMicros()
-local excess = -1
-if keepNewest then
-  excess = rcall('ZCARD', setKey) - keepNewest
+local selected = 0
+if ARGV[2] ~= '' then
+  selected = rcall('ZCOUNT', setKey, '-inf', ARGV[2])
 end
-local page = rcall('ZRANGEBYSCORE', setKey, '-inf', graceCut, 'WITHSCORES', 'LIMIT', offset, limit)
-local removed, locked, malformed = {}, 0, 0
-local exhausted = (#page < 2 * limit) and 1 or 0
-for i = 1, #page, 2 do
-  local score = tonumber(page[i + 1])
-  local rank = offset + (i - 1) / 2
-  if not ((ageCut and score <= ageCut) or rank < excess) then
-    exhausted = 1
-    break
+if ARGV[3] ~= '' then
+  selected = math.max(selected, rcall('ZCARD', setKey) - tonumber(ARGV[3]))
+end
+if ARGV[4] ~= '' then
+  selected = math.min(selected, rcall('ZCOUNT', setKey, '-inf', ARGV[4]))
+end
+local take = math.min(limit, selected - offset)
+if take <= 0 then
+  return {0, 0, 0, nowMicros() - started, 1}
+end
+local ids = rcall('ZRANGE', setKey, offset, offset + take - 1)
+local removed, dels, locked, malformed, held = {}, {}, 0, 0, 0
+local exhausted = (#ids < limit) and 1 or 0
+for from = 1, #ids, CHUNK do
+  local to = math.min(from + CHUNK - 1, #ids)
+  local anyLocked = countLocked(queuePrefix, ids, from, to) > 0
+  for i = from, to do
+    local jobId = ids[i]
+    local jobKey = queuePrefix .. jobId
+    if anyLocked and rcall('EXISTS', jobKey .. ':lock') == 1 then
+      locked = locked + 1
+      held = held + 1
+    else
+      local finishedOn, parentKey, deid = readFinishedJob(jobKey)
+      if finishedOn == nil then
+        malformed = malformed + 1
+        held = held + 1
+      else
+        dels = removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
+        removed[#removed + 1] = jobId
+      end
+    end
   end
-  local status = removeFinishedJob(queuePrefix, page[i], score)
-  if status == 1 then
-    removed[#removed + 1] = page[i]
-  elseif status == 2 then
-    locked = locked + 1
-  else
-    malformed = malformed + 1
-  end
-  -- Reading the clock costs about a microsecond; every 8 jobs keeps the overshoot small.
-  if i % 16 == 15 and i + 1 < #page and nowMicros() - started >= budget then
+  dels = flushDeletes(dels)
+  if to < #ids and nowMicros() - started >= budget then
     exhausted = 0
     break
   end
 end
-zremAll(setKey, removed)
+if held == 0 then
+  -- Nothing held back: the removed jobs are exactly the ranks just read.
+  if #removed > 0 then
+    rcall('ZREMRANGEBYRANK', setKey, offset, offset + #removed - 1)
+  end
+else
+  zremAll(setKey, removed)
+end
 addCleanedEvent(eventsKey, metaKey, #removed)
 return {#removed, locked, malformed, nowMicros() - started, exhausted}
