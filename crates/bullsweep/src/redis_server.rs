@@ -18,7 +18,9 @@ impl PrivateRedis {
     /// Starts `redis-server` with no persistence on a free port, waiting until it accepts
     /// connections.
     pub fn start() -> io::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("bullsweep-redis-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("bullsweep-redis-")
+            .tempdir()?;
         // Ask the OS for a free port, then hand it to Redis; retry if another process wins it.
         for _ in 0..5 {
             let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
@@ -57,7 +59,9 @@ impl PrivateRedis {
             let _ = child.kill();
             let _ = child.wait();
         }
-        Err(io::Error::other("redis-server did not start on a free port"))
+        Err(io::Error::other(
+            "redis-server did not start on a free port",
+        ))
     }
 
     /// The port it listens on.

@@ -34,7 +34,11 @@ fn failed_slot(i: u64, spec: &SeedSpec) -> bool {
 }
 
 /// Fills one queue: its meta hash, id counter and finished jobs.
-pub async fn seed_queue<C: ConnectionLike>(con: &mut C, spec: &SeedSpec, now_ms: i64) -> RedisResult<()> {
+pub async fn seed_queue<C: ConnectionLike>(
+    con: &mut C,
+    spec: &SeedSpec,
+    now_ms: i64,
+) -> RedisResult<()> {
     let keys = QueueKeys::new(&spec.base);
     let total = spec.completed + spec.failed;
     redis::pipe()
@@ -55,10 +59,21 @@ pub async fn seed_queue<C: ConnectionLike>(con: &mut C, spec: &SeedSpec, now_ms:
         for i in start..end {
             let id = (i + 1).to_string();
             // Failed jobs are spread among the completed ones so both span the whole age range.
-            let state = if failed_slot(i, spec) { JobState::Failed } else { JobState::Completed };
-            let age = if total > 1 { spec.spread_ms - spec.spread_ms * i as i64 / (total as i64 - 1) } else { spec.spread_ms };
+            let state = if failed_slot(i, spec) {
+                JobState::Failed
+            } else {
+                JobState::Completed
+            };
+            let age = if total > 1 {
+                spec.spread_ms - spec.spread_ms * i as i64 / (total as i64 - 1)
+            } else {
+                spec.spread_ms
+            };
             let finished = now_ms - age.max(1);
-            let name = spec.names.get(i as usize % spec.names.len().max(1)).map_or("job", String::as_str);
+            let name = spec
+                .names
+                .get(i as usize % spec.names.len().max(1))
+                .map_or("job", String::as_str);
             let data = format!(
                 r#"{{"user":{{"id":"u{n}","email":"user{n}@example.com"}},"tenantRef":"{base}","payload":"{filler}"}}"#,
                 n = i % 9973,
@@ -80,10 +95,15 @@ pub async fn seed_queue<C: ConnectionLike>(con: &mut C, spec: &SeedSpec, now_ms:
                 JobState::Completed => fields.push(("returnvalue", r#"{"ok":true}"#.to_string())),
                 JobState::Failed => {
                     fields.push(("failedReason", "upstream timed out".to_string()));
-                    fields.push(("stacktrace", r#"["Error: upstream timed out\n    at process (worker.js:12:9)"]"#.to_string()));
+                    fields.push((
+                        "stacktrace",
+                        r#"["Error: upstream timed out\n    at process (worker.js:12:9)"]"#
+                            .to_string(),
+                    ));
                 }
             }
-            pipe.hset_multiple(format!("{}:{id}", spec.base), &fields).ignore();
+            pipe.hset_multiple(format!("{}:{id}", spec.base), &fields)
+                .ignore();
             pipe.zadd(keys.finished_set(state), &id, finished).ignore();
         }
         pipe.query_async::<()>(con).await?;

@@ -140,7 +140,9 @@ impl Checker {
                         format!("unknown action `{}`", a.value)
                     };
                     let hint = match suggest(&a.value, &names) {
-                        Some(s) => format!("did you mean `{s}`? expected one of {}", names.join(", ")),
+                        Some(s) => {
+                            format!("did you mean `{s}`? expected one of {}", names.join(", "))
+                        }
                         None => format!("expected one of {}", names.join(", ")),
                     };
                     self.error_hint(&a.referenced, format!("{path}.action"), what, hint);
@@ -183,7 +185,12 @@ impl Checker {
             self.error(&e.referenced, path, "environment is empty");
             return None;
         }
-        Some(aliases.get(&e.value).cloned().unwrap_or_else(|| e.value.clone()))
+        Some(
+            aliases
+                .get(&e.value)
+                .cloned()
+                .unwrap_or_else(|| e.value.clone()),
+        )
     }
 
     fn pattern(&mut self, raw: &Spanned<String>, path: &str) -> Option<NamePattern> {
@@ -229,7 +236,11 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     let environment = c.env(&raw.environment, &aliases, "environment");
 
     let mut layouts = Vec::new();
-    let raw_layouts = raw.discovery.as_ref().map(|d| d.layouts.as_slice()).unwrap_or(&[]);
+    let raw_layouts = raw
+        .discovery
+        .as_ref()
+        .map(|d| d.layouts.as_slice())
+        .unwrap_or(&[]);
     for (i, l) in raw_layouts.iter().enumerate() {
         match Layout::new(&l.value) {
             Ok(layout) => layouts.push(layout),
@@ -251,7 +262,10 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                     c.error(
                         &n.referenced,
                         format!("{path}.name"),
-                        format!("duplicate policy name `{}` (first defined at line {})", n.value, first.line),
+                        format!(
+                            "duplicate policy name `{}` (first defined at line {})",
+                            n.value, first.line
+                        ),
                     );
                 } else {
                     names.insert(n.value.clone(), pos(&n.referenced));
@@ -259,7 +273,11 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                 Some(n.value.clone())
             }
             Some(n) => {
-                c.error(&n.referenced, format!("{path}.name"), "policy name is empty");
+                c.error(
+                    &n.referenced,
+                    format!("{path}.name"),
+                    "policy name is empty",
+                );
                 None
             }
             None => {
@@ -335,7 +353,11 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     let mut seen_tenants: HashMap<(String, Option<String>), SourcePos> = HashMap::new();
     for (i, t) in raw.tenants.iter().enumerate() {
         let path = format!("tenants[{i}]");
-        let environment = c.env(&t.value.environment, &aliases, &format!("{path}.environment"));
+        let environment = c.env(
+            &t.value.environment,
+            &aliases,
+            &format!("{path}.environment"),
+        );
         let o = &t.value.overrides;
         let overrides = c.state_rules(&o.completed, &o.failed, &format!("{path}.overrides"));
         match &t.value.tenant_id {
@@ -359,7 +381,11 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                     overrides,
                 });
             }
-            _ => c.error(&t.referenced, &path, "tenant override is missing `tenantId`"),
+            _ => c.error(
+                &t.referenced,
+                &path,
+                "tenant override is missing `tenantId`",
+            ),
         }
     }
 
@@ -393,9 +419,7 @@ fn check_ties(c: &mut Checker, policies: &[Policy]) {
             };
             let tenants_meet = match (&a.tenant, &b.tenant) {
                 (None, None) => true,
-                (Some(x), Some(y)) => {
-                    x.specificity() == y.specificity() && x.may_overlap(y)
-                }
+                (Some(x), Some(y)) => x.specificity() == y.specificity() && x.may_overlap(y),
                 _ => false,
             };
             if envs_meet

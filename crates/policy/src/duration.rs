@@ -109,9 +109,7 @@ pub fn from_bare_number(value: f64, unit: BareUnit) -> Result<Millis, String> {
         BareUnit::Milliseconds => value,
     };
     if millis < 1.0 {
-        return Err(format!(
-            "duration {value} is shorter than one millisecond"
-        ));
+        return Err(format!("duration {value} is shorter than one millisecond"));
     }
     if millis > u64::MAX as f64 / 2.0 {
         return Err(format!("duration {value} is too large"));
@@ -141,15 +139,30 @@ mod tests {
 
     #[test]
     fn rejects_bad_strings() {
-        for text in ["", "0s", "5", "5x", "d", "-5m", "1.5h", "99999999999999999999w"] {
+        for text in [
+            "",
+            "0s",
+            "5",
+            "5x",
+            "d",
+            "-5m",
+            "1.5h",
+            "99999999999999999999w",
+        ] {
             assert!(parse_duration_str(text).is_err(), "{text} should fail");
         }
     }
 
     #[test]
     fn bare_numbers_use_the_field_unit() {
-        assert_eq!(from_bare_number(60.0, BareUnit::Seconds), Ok(Millis(60_000)));
-        assert_eq!(from_bare_number(60.0, BareUnit::Milliseconds), Ok(Millis(60)));
+        assert_eq!(
+            from_bare_number(60.0, BareUnit::Seconds),
+            Ok(Millis(60_000))
+        );
+        assert_eq!(
+            from_bare_number(60.0, BareUnit::Milliseconds),
+            Ok(Millis(60))
+        );
         assert!(from_bare_number(0.0, BareUnit::Seconds).is_err());
         assert!(from_bare_number(-1.0, BareUnit::Seconds).is_err());
         assert!(from_bare_number(0.5, BareUnit::Milliseconds).is_err());

@@ -96,7 +96,9 @@ impl Layout {
                 ));
             }
         }
-        if pieces.len() < 2 || !matches!(&pieces[pieces.len() - 2], Piece::Literal(l) if l.ends_with(':')) {
+        if pieces.len() < 2
+            || !matches!(&pieces[pieces.len() - 2], Piece::Literal(l) if l.ends_with(':'))
+        {
             return Err(format!(
                 "layout `{text}` needs a prefix ending in `:` before `{{queue}}`, e.g. `bull:{{queue}}`"
             ));
@@ -130,9 +132,9 @@ impl Layout {
                     let end = match iter.peek() {
                         Some(Piece::Literal(next)) => {
                             let stop = rest.find(':').unwrap_or(rest.len());
-                            rest[..stop].find(next.as_str()).or_else(|| {
-                                next.starts_with(':').then_some(stop)
-                            })?
+                            rest[..stop]
+                                .find(next.as_str())
+                                .or_else(|| next.starts_with(':').then_some(stop))?
                         }
                         _ => rest.len(),
                     };
@@ -200,7 +202,10 @@ mod tests {
 
     #[test]
     fn prefix_with_colons_and_hash_tags() {
-        assert!(Layout::new("{bull}:app:{queue}").is_err(), "a hash tag is not a placeholder");
+        assert!(
+            Layout::new("{bull}:app:{queue}").is_err(),
+            "a hash tag is not a placeholder"
+        );
         let l = Layout::new("{{bull}}:{tenant}:{queue}").expect("valid");
         let m = l.parse("{bull}:acme:mail").expect("match");
         assert_eq!(m.prefix, "{bull}:acme");
@@ -213,7 +218,14 @@ mod tests {
 
     #[test]
     fn rejects_bad_templates() {
-        for t in ["bull", "{queue}", "bull:{queue}:x", "bull:{tenant}{queue}", "bull:{who}:{queue}", "bull:{queue"] {
+        for t in [
+            "bull",
+            "{queue}",
+            "bull:{queue}:x",
+            "bull:{tenant}{queue}",
+            "bull:{who}:{queue}",
+            "bull:{queue",
+        ] {
             assert!(Layout::new(t).is_err(), "{t}");
         }
     }

@@ -146,7 +146,10 @@ pub enum Resolution {
 type Rank = (Option<Specificity>, Specificity);
 
 fn rank(p: &Policy) -> Rank {
-    (p.tenant.as_ref().map(|t| t.specificity()), p.queue.specificity())
+    (
+        p.tenant.as_ref().map(|t| t.specificity()),
+        p.queue.specificity(),
+    )
 }
 
 fn applies(p: &Policy, q: &QueueId) -> bool {

@@ -95,12 +95,20 @@ mod tests {
 
     #[test]
     fn examples() {
-        let sel = Selection { age_cutoff: Some(50), keep_newest: Some(2), grace_cutoff: Some(90) };
+        let sel = Selection {
+            age_cutoff: Some(50),
+            keep_newest: Some(2),
+            grace_cutoff: Some(90),
+        };
         assert!(sel.selects(10, 5));
         assert!(sel.selects(60, 2), "older than the newest two");
         assert!(!sel.selects(60, 1), "one of the newest two, and young");
         assert!(!sel.selects(95, 9), "inside keepFor");
-        let none = Selection { age_cutoff: None, keep_newest: None, grace_cutoff: None };
+        let none = Selection {
+            age_cutoff: None,
+            keep_newest: None,
+            grace_cutoff: None,
+        };
         assert!(!none.selects_anything());
         assert!(!none.selects(0, 100));
     }

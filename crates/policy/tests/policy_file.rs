@@ -69,8 +69,13 @@ fn the_documented_example_compiles() {
 
 #[test]
 fn json_is_accepted() {
-    let s = set(r#"{"version": 1, "policies": [{"name": "all", "queueNamePattern": "*", "rules": {"failed": {"maxAge": 60}}}]}"#);
-    assert_eq!(s.policies[0].rules[&JobState::Failed].max_age, Some(Millis(60_000)));
+    let s = set(
+        r#"{"version": 1, "policies": [{"name": "all", "queueNamePattern": "*", "rules": {"failed": {"maxAge": 60}}}]}"#,
+    );
+    assert_eq!(
+        s.policies[0].rules[&JobState::Failed].max_age,
+        Some(Millis(60_000))
+    );
 }
 
 #[test]
@@ -79,18 +84,32 @@ fn tenant_policy_with_job_rule_and_provenance() {
     let p = covered(&s, "bull:acme:prod:billing-export");
     assert_eq!(p.name, "production-billing");
     let completed = &p.states[&JobState::Completed];
-    assert_eq!(completed.max_age.as_ref().map(|a| a.value), Some(Millis(604_800_000)));
-    assert_eq!(completed.keep_for.as_ref().map(|a| a.value), Some(Millis(3_600_000)));
+    assert_eq!(
+        completed.max_age.as_ref().map(|a| a.value),
+        Some(Millis(604_800_000))
+    );
+    assert_eq!(
+        completed.keep_for.as_ref().map(|a| a.value),
+        Some(Millis(3_600_000))
+    );
     let job = &p.jobs[0];
     let email = &job.states[&JobState::Completed];
-    assert_eq!(email.max_age.as_ref().map(|a| a.value), Some(Millis(300_000)));
+    assert_eq!(
+        email.max_age.as_ref().map(|a| a.value),
+        Some(Millis(300_000))
+    );
     assert_eq!(
         email.max_age.as_ref().map(|a| a.source.clone()),
-        Some(Provenance::JobRule { policy: "production-billing".into(), job: "send-email".into() })
+        Some(Provenance::JobRule {
+            policy: "production-billing".into(),
+            job: "send-email".into()
+        })
     );
     assert_eq!(
         email.max_count.as_ref().map(|a| a.source.clone()),
-        Some(Provenance::Policy { policy: "production-billing".into() })
+        Some(Provenance::Policy {
+            policy: "production-billing".into()
+        })
     );
     assert!(p.sla.as_ref().is_some_and(|s| s.audit_required));
 }
@@ -101,11 +120,16 @@ fn tenant_override_merges_field_by_field() {
     let p = covered(&s, "bull:trial-co:prod:reports");
     assert_eq!(p.name, "production-default->override:trial-co");
     let c = &p.states[&JobState::Completed];
-    assert_eq!(c.max_age.as_ref().map(|a| a.value), Some(Millis(86_400_000)));
+    assert_eq!(
+        c.max_age.as_ref().map(|a| a.value),
+        Some(Millis(86_400_000))
+    );
     assert_eq!(c.max_count.as_ref().map(|a| a.value), Some(100));
     assert_eq!(
         c.max_count.as_ref().map(|a| a.source.clone()),
-        Some(Provenance::TenantOverride { tenant: "trial-co".into() })
+        Some(Provenance::TenantOverride {
+            tenant: "trial-co".into()
+        })
     );
     assert_eq!(c.action.value, Action::Remove);
     assert_eq!(c.action.source, Provenance::Default);
@@ -121,10 +145,21 @@ policies:
   - { name: production-billing-glob, environment: production, queueNamePattern: "billing*", rules: { completed: { maxAge: 8d } } }
   - { name: production-default, environment: production, queueNamePattern: "*", rules: { completed: { maxAge: 1d } } }
 "#);
-    assert_eq!(covered(&s, "bull:billing-invoices").name, "production-billing");
-    assert_eq!(covered(&s, "bull:billing-other").name, "production-billing-glob");
-    assert_eq!(covered(&s, "bull:email-notifications").name, "production-default");
-    let test_env = s.identify("bull:billing-invoices", Some("test")).expect("layout");
+    assert_eq!(
+        covered(&s, "bull:billing-invoices").name,
+        "production-billing"
+    );
+    assert_eq!(
+        covered(&s, "bull:billing-other").name,
+        "production-billing-glob"
+    );
+    assert_eq!(
+        covered(&s, "bull:email-notifications").name,
+        "production-default"
+    );
+    let test_env = s
+        .identify("bull:billing-invoices", Some("test"))
+        .expect("layout");
     assert_eq!(s.resolve(&test_env), Resolution::Uncovered);
 }
 
@@ -205,7 +240,10 @@ fn bad_input_is_located() {
             "version: 1\npolicies:\n  - { name: a, queueNamePattern: 'bill*' }\n  - { name: b, queueNamePattern: '*ling' }\n",
             "policies `a` (line 3) and `b` tie",
         ),
-        ("version: 2\n", "p.yaml:1:10: unsupported policy file version 2"),
+        (
+            "version: 2\n",
+            "p.yaml:1:10: unsupported policy file version 2",
+        ),
         (
             "version: 1\ndiscovery: { layouts: ['bull:{queue}:x'] }\n",
             "must end with `{queue}`",
@@ -213,7 +251,10 @@ fn bad_input_is_located() {
     ];
     for (text, want) in cases {
         let got = errors(text);
-        assert!(got.contains(want), "input:\n{text}\nwant: {want}\ngot:  {got}");
+        assert!(
+            got.contains(want),
+            "input:\n{text}\nwant: {want}\ngot:  {got}"
+        );
     }
 }
 
@@ -222,7 +263,11 @@ fn every_error_is_reported_at_once() {
     let got = errors(
         "version: 1\npolicies:\n  - { name: a, queueNamePattern: '[' }\n  - { name: b, queueNamePattern: '*', rules: { completed: { maxAge: 0 } } }\n",
     );
-    assert_eq!(got.lines().filter(|l| l.starts_with("p.yaml:")).count(), 2, "{got}");
+    assert_eq!(
+        got.lines().filter(|l| l.starts_with("p.yaml:")).count(),
+        2,
+        "{got}"
+    );
 }
 
 #[test]

@@ -61,7 +61,10 @@ mod tests {
     #[test]
     fn names() {
         let k = QueueKeys::new("bull:acme:prod:mail");
-        assert_eq!(k.finished_set(JobState::Completed), "bull:acme:prod:mail:completed");
+        assert_eq!(
+            k.finished_set(JobState::Completed),
+            "bull:acme:prod:mail:completed"
+        );
         assert_eq!(k.job_prefix(), "bull:acme:prod:mail:");
         assert_eq!(QueueKeys::base_of_meta_key("bull:x:meta"), Some("bull:x"));
         assert_eq!(QueueKeys::base_of_meta_key(":meta"), None);

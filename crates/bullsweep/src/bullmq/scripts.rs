@@ -46,6 +46,19 @@ pub struct BatchOutcome {
     pub progress: u64,
 }
 
+/// The arguments of one prefix-sweep call.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefixBatch {
+    /// Which jobs the rule selects.
+    pub selection: Selection,
+    /// Most jobs to look at.
+    pub limit: u64,
+    /// Time budget in microseconds.
+    pub budget_us: u64,
+    /// Jobs at the head of the set that earlier calls held back.
+    pub offset: u64,
+}
+
 /// One entry of a finished set, as read by a page walk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishedEntry {
@@ -68,23 +81,21 @@ impl Scripts {
         con: &mut C,
         keys: &QueueKeys,
         state: JobState,
-        selection: &Selection,
-        limit: u64,
-        budget_us: u64,
-        offset: u64,
+        batch: &PrefixBatch,
     ) -> RedisResult<BatchOutcome> {
+        let sel = &batch.selection;
         let (removed, locked, malformed, elapsed_us, exhausted): (u64, u64, u64, u64, u64) = self
             .sweep_prefix
             .key(keys.finished_set(state))
             .key(keys.events())
             .key(keys.meta())
             .arg(keys.job_prefix())
-            .arg(opt_arg(selection.age_cutoff))
-            .arg(opt_arg(selection.keep_newest))
-            .arg(opt_arg(selection.grace_cutoff))
-            .arg(limit)
-            .arg(budget_us)
-            .arg(offset)
+            .arg(opt_arg(sel.age_cutoff))
+            .arg(opt_arg(sel.keep_newest))
+            .arg(opt_arg(sel.grace_cutoff))
+            .arg(batch.limit)
+            .arg(batch.budget_us)
+            .arg(batch.offset)
             .invoke_async(con)
             .await?;
         Ok(BatchOutcome {

@@ -64,6 +64,8 @@ pub struct Measurement {
     pub probe_max_ms: f64,
     /// Probes sent.
     pub probes: usize,
+    /// Longest single command or script Redis ran during the clean, from SLOWLOG, ms.
+    pub longest_call_ms: f64,
     /// Redis CPU seconds (user + sys) spent during the clean.
     pub redis_cpu_s: f64,
     /// Bytes of Redis memory freed.
@@ -94,7 +96,9 @@ struct Prober {
 impl Prober {
     fn start(url: &str) -> Result<Self, CliError> {
         let client = redis::Client::open(url).map_err(|e| CliError::redis(url, &e))?;
-        let mut con = client.get_connection().map_err(|e| CliError::redis(url, &e))?;
+        let mut con = client
+            .get_connection()
+            .map_err(|e| CliError::redis(url, &e))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::spawn(move || {
@@ -129,7 +133,11 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[idx].as_secs_f64() * 1_000.0
 }
 
-async fn info_number(con: &mut ConnectionManager, section: &str, fields: &[&str]) -> Result<f64, redis::RedisError> {
+async fn info_number(
+    con: &mut ConnectionManager,
+    section: &str,
+    fields: &[&str],
+) -> Result<f64, redis::RedisError> {
     let info: String = redis::cmd("INFO").arg(section).query_async(con).await?;
     Ok(info
         .lines()
@@ -171,20 +179,28 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     };
     let node_script = args.compat_dir.join("bench/clean.js");
     let node_ready = args.compat_dir.join("node_modules/bullmq").is_dir()
-        && Command::new("node").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+        && Command::new("node")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
     if !node_ready {
         report.skipped.push(format!(
             "bullmq: Node or {}/node_modules/bullmq is missing (run `npm ci` there)",
             args.compat_dir.display()
         ));
     }
-    let contenders: Vec<&str> = ["bullsweep", "bullmq", "naive"]
+    let saved_slowlog = slowlog_begin(&mut con).await.map_err(redis_err)?;
+    let contenders: Vec<&str> = ["bullsweep", "bullmq", "naive", "lean"]
         .into_iter()
         .filter(|c| *c != "bullmq" || node_ready)
         .collect();
 
     for contender in contenders {
-        redis::cmd("FLUSHDB").query_async::<()>(&mut con).await.map_err(redis_err)?;
+        redis::cmd("FLUSHDB")
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(redis_err)?;
         let spec = SeedSpec {
             base: BASE.to_string(),
             completed: args.jobs,
@@ -194,9 +210,20 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             job_bytes: args.job_bytes,
         };
         eprintln!("{contender}: seeding {} jobs", args.jobs);
-        seed_queue(&mut con, &spec, now_ms() - 1_000).await.map_err(redis_err)?;
-        let mem_before = info_number(&mut con, "memory", &["used_memory"]).await.map_err(redis_err)?;
-        let cpu_before = info_number(&mut con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await.map_err(redis_err)?;
+        seed_queue(&mut con, &spec, now_ms() - 1_000)
+            .await
+            .map_err(redis_err)?;
+        redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(redis_err)?;
+        let mem_before = info_number(&mut con, "memory", &["used_memory"])
+            .await
+            .map_err(redis_err)?;
+        let cpu_before = info_number(&mut con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+            .await
+            .map_err(redis_err)?;
 
         let (removed, seconds, probes) = match contender {
             "bullsweep" => {
@@ -205,26 +232,52 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
                     "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n",
                 )
                 .map_err(|e| CliError::runtime(e.to_string()))?;
-                let opts = SweepOptions { env: None, now_ms: now_ms(), budget_us: DEFAULT_BUDGET_US };
+                let opts = SweepOptions {
+                    env: None,
+                    now_ms: now_ms(),
+                    budget_us: DEFAULT_BUDGET_US,
+                };
                 let prober = Prober::start(&url)?;
                 let started = Instant::now();
-                let out = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {}).await.map_err(redis_err)?;
+                let out = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {})
+                    .await
+                    .map_err(redis_err)?;
                 let seconds = started.elapsed().as_secs_f64();
-                let removed = out.queues.iter().flat_map(|q| q.states.values()).filter_map(|s| s.done).sum();
+                let removed = out
+                    .queues
+                    .iter()
+                    .flat_map(|q| q.states.values())
+                    .filter_map(|s| s.done)
+                    .sum();
                 (removed, seconds, prober.finish())
             }
             "bullmq" => run_bullmq(&node_script, port, db, &url)?,
-            _ => {
+            "naive" => {
                 let prober = Prober::start(&url)?;
                 let started = Instant::now();
                 let removed = naive_sweep(&mut con).await.map_err(redis_err)?;
                 (removed, started.elapsed().as_secs_f64(), prober.finish())
             }
+            _ => {
+                let prober = Prober::start(&url)?;
+                let started = Instant::now();
+                let removed = lean_sweep(&mut con).await.map_err(redis_err)?;
+                (removed, started.elapsed().as_secs_f64(), prober.finish())
+            }
         };
+        let longest_call_ms = slowlog_max_ms(&mut con).await.map_err(redis_err)?;
 
-        let cpu_after = info_number(&mut con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await.map_err(redis_err)?;
-        let mem_after = info_number(&mut con, "memory", &["used_memory"]).await.map_err(redis_err)?;
-        let left: u64 = redis::cmd("ZCARD").arg(format!("{BASE}:completed")).query_async(&mut con).await.map_err(redis_err)?;
+        let cpu_after = info_number(&mut con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+            .await
+            .map_err(redis_err)?;
+        let mem_after = info_number(&mut con, "memory", &["used_memory"])
+            .await
+            .map_err(redis_err)?;
+        let left: u64 = redis::cmd("ZCARD")
+            .arg(format!("{BASE}:completed"))
+            .query_async(&mut con)
+            .await
+            .map_err(redis_err)?;
         if left != 0 || removed != args.jobs {
             return Err(CliError::runtime(format!(
                 "{contender} left {left} jobs in the completed set and reported {removed} removed of {}",
@@ -242,18 +295,34 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             probe_p99_ms: percentile(&sorted, 0.99),
             probe_max_ms: percentile(&sorted, 1.0),
             probes: sorted.len(),
+            longest_call_ms,
             redis_cpu_s: cpu_after - cpu_before,
             memory_freed_bytes: (mem_before - mem_after) as i64,
         });
     }
-    redis::cmd("FLUSHDB").query_async::<()>(&mut con).await.map_err(redis_err)?;
+    redis::cmd("FLUSHDB")
+        .query_async::<()>(&mut con)
+        .await
+        .map_err(redis_err)?;
+    slowlog_end(&mut con, saved_slowlog)
+        .await
+        .map_err(redis_err)?;
 
-    let rate = |name: &str| report.results.iter().find(|m| m.contender == name).map(|m| m.jobs_per_sec);
+    let rate = |name: &str| {
+        report
+            .results
+            .iter()
+            .find(|m| m.contender == name)
+            .map(|m| m.jobs_per_sec)
+    };
     if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate("bullmq")) {
         report.ratio_vs_bullmq = Some(ours / theirs);
     }
     if cli.json {
-        println!("{}", serde_json::to_string(&report).map_err(|e| CliError::runtime(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(|e| CliError::runtime(e.to_string()))?
+        );
     } else {
         println!("{}", bench_table(&report));
     }
@@ -263,7 +332,16 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
 fn bench_table(report: &BenchReport) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
-        "contender", "jobs", "wall s", "jobs/s", "probe p50 ms", "probe p99 ms", "probe max ms", "redis cpu s", "freed MB",
+        "contender",
+        "jobs",
+        "wall s",
+        "jobs/s",
+        "probe p50 ms",
+        "probe p99 ms",
+        "probe max ms",
+        "longest call ms",
+        "redis cpu s",
+        "freed MB",
     ]);
     for m in &report.results {
         t.add_row(vec![
@@ -274,14 +352,19 @@ fn bench_table(report: &BenchReport) -> String {
             format!("{:.2}", m.probe_p50_ms),
             format!("{:.2}", m.probe_p99_ms),
             format!("{:.2}", m.probe_max_ms),
+            format!("{:.2}", m.longest_call_ms),
             format!("{:.2}", m.redis_cpu_s),
             format!("{:.1}", m.memory_freed_bytes as f64 / 1_048_576.0),
         ]);
     }
-    let mut out = format!("{} completed jobs of ~{} bytes per dataset\n{t}", report.jobs, report.job_bytes);
+    let mut out = format!(
+        "{} completed jobs of ~{} bytes per dataset\n{t}",
+        report.jobs, report.job_bytes
+    );
     if let Some(r) = report.ratio_vs_bullmq {
         out.push_str(&format!("\nbullsweep / BullMQ Queue.clean jobs/s: {r:.2}x"));
     }
+    out.push_str("\nlean = ZREM + DEL of the job hash only: not BullMQ-correct (leaves sub-keys, parents, dedup keys); shown as the floor");
     for s in &report.skipped {
         out.push_str(&format!("\nskipped {s}"));
     }
@@ -289,7 +372,12 @@ fn bench_table(report: &BenchReport) -> String {
 }
 
 /// BullMQ's Queue.clean in a Node process; the probe runs only while clean() runs.
-fn run_bullmq(script: &std::path::Path, port: u16, db: u32, url: &str) -> Result<(u64, f64, Vec<Duration>), CliError> {
+fn run_bullmq(
+    script: &std::path::Path,
+    port: u16,
+    db: u32,
+    url: &str,
+) -> Result<(u64, f64, Vec<Duration>), CliError> {
     let node_err = |e: std::io::Error| CliError::runtime(format!("BullMQ contender failed: {e}"));
     let mut child = Command::new("node")
         .arg(script)
@@ -300,12 +388,17 @@ fn run_bullmq(script: &std::path::Path, port: u16, db: u32, url: &str) -> Result
         .stdout(Stdio::piped())
         .spawn()
         .map_err(node_err)?;
-    let stdout = child.stdout.take().ok_or_else(|| CliError::runtime("no stdout from node"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| CliError::runtime("no stdout from node"))?;
     let mut lines = BufReader::new(stdout).lines();
     let ready = lines.next().transpose().map_err(node_err)?;
     if ready.as_deref() != Some("ready") {
         let _ = child.kill();
-        return Err(CliError::runtime(format!("BullMQ contender did not start (said {ready:?})")));
+        return Err(CliError::runtime(format!(
+            "BullMQ contender did not start (said {ready:?})"
+        )));
     }
     let prober = Prober::start(url)?;
     child
@@ -342,7 +435,8 @@ async fn naive_sweep(con: &mut ConnectionManager) -> Result<u64, redis::RedisErr
             if !ids.is_empty() {
                 let mut pipe = redis::pipe();
                 for id in &ids {
-                    pipe.unlink(&[format!("{BASE}:{id}"), format!("{BASE}:{id}:logs")]).ignore();
+                    pipe.unlink(&[format!("{BASE}:{id}"), format!("{BASE}:{id}:logs")])
+                        .ignore();
                 }
                 pipe.zrem(&set, &ids).ignore();
                 pipe.query_async::<()>(con).await?;
@@ -358,4 +452,83 @@ async fn naive_sweep(con: &mut ConnectionManager) -> Result<u64, redis::RedisErr
             return Ok(removed);
         }
     }
+}
+
+/// The reference floor: per batch, one script that DELs each job hash and ZREMs the ids. It
+/// skips everything BullMQ's semantics need (sub-keys, parents, dedup), so it is never used to
+/// govern data; it shows how close the real sweep comes to the cheapest possible one.
+async fn lean_sweep(con: &mut ConnectionManager) -> Result<u64, redis::RedisError> {
+    let script = redis::Script::new(
+        "local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)\n\
+         for _, id in ipairs(ids) do redis.call('DEL', ARGV[1] .. id) end\n\
+         if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end\n\
+         return #ids",
+    );
+    let mut removed = 0u64;
+    loop {
+        let n: u64 = script
+            .key(format!("{BASE}:completed"))
+            .arg(format!("{BASE}:"))
+            .arg(500)
+            .invoke_async(con)
+            .await?;
+        removed += n;
+        if n == 0 {
+            return Ok(removed);
+        }
+    }
+}
+
+/// Makes SLOWLOG record every call of 1 ms or more; returns the settings to restore.
+async fn slowlog_begin(con: &mut ConnectionManager) -> Result<(String, String), redis::RedisError> {
+    let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
+    let threshold: Vec<String> = get("slowlog-log-slower-than").query_async(con).await?;
+    let max_len: Vec<String> = get("slowlog-max-len").query_async(con).await?;
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(1000)
+        .arg("slowlog-max-len")
+        .arg(100_000)
+        .query_async::<()>(con)
+        .await?;
+    Ok((
+        threshold.get(1).cloned().unwrap_or_else(|| "10000".into()),
+        max_len.get(1).cloned().unwrap_or_else(|| "128".into()),
+    ))
+}
+
+async fn slowlog_end(
+    con: &mut ConnectionManager,
+    saved: (String, String),
+) -> Result<(), redis::RedisError> {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(saved.0)
+        .arg("slowlog-max-len")
+        .arg(saved.1)
+        .query_async::<()>(con)
+        .await
+}
+
+/// The longest call SLOWLOG holds, in ms (0 when none took 1 ms).
+async fn slowlog_max_ms(con: &mut ConnectionManager) -> Result<f64, redis::RedisError> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(100_000)
+        .query_async(con)
+        .await?;
+    let longest = entries
+        .iter()
+        .filter_map(|e| match e {
+            redis::Value::Array(fields) => match fields.get(2) {
+                Some(redis::Value::Int(us)) => Some(*us),
+                _ => None,
+            },
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    Ok(longest as f64 / 1_000.0)
 }

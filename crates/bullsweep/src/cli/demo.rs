@@ -92,7 +92,9 @@ fn dataset(jobs: u64) -> Vec<SeedSpec> {
     specs
 }
 
-async fn counts(con: &mut redis::aio::ConnectionManager) -> Result<(u64, String), redis::RedisError> {
+async fn counts(
+    con: &mut redis::aio::ConnectionManager,
+) -> Result<(u64, String), redis::RedisError> {
     let keys: u64 = redis::cmd("DBSIZE").query_async(con).await?;
     let info: String = redis::cmd("INFO").arg("memory").query_async(con).await?;
     let used = info
@@ -119,15 +121,22 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
         seed_queue(&mut con, spec, now).await.map_err(redis_err)?;
     }
     let seeded: u64 = specs.iter().map(|s| s.completed + s.failed).sum();
-    eprintln!("seeded {seeded} finished jobs in {} queues (3 tenants x 2 environments, plus 2 more)", specs.len());
+    eprintln!(
+        "seeded {seeded} finished jobs in {} queues (3 tenants x 2 environments, plus 2 more)",
+        specs.len()
+    );
 
-    let dir = tempfile::tempdir().map_err(|e| CliError::runtime(format!("cannot make a temp dir: {e}")))?;
+    let dir = tempfile::tempdir()
+        .map_err(|e| CliError::runtime(format!("cannot make a temp dir: {e}")))?;
     let policy_path = dir.path().join("bullsweep.yaml");
     std::fs::write(&policy_path, SAMPLE_POLICY)
         .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
     let set = bullsweep_policy::compile(&policy_path.display().to_string(), SAMPLE_POLICY)
         .map_err(|e| CliError::runtime(format!("the sample policy is invalid: {e}")))?;
-    println!("sample policy ({}):\n{SAMPLE_POLICY}", policy_path.display());
+    println!(
+        "sample policy ({}):\n{SAMPLE_POLICY}",
+        policy_path.display()
+    );
 
     let opts = SweepOptions {
         env: None,
@@ -135,18 +144,37 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
         budget_us: DEFAULT_BUDGET_US,
     };
     let (keys_before, mem_before) = counts(&mut con).await.map_err(redis_err)?;
-    let plan = engine::sweep(&mut con, &set, &opts, Mode::Plan, &|_| {}).await.map_err(redis_err)?;
-    println!("$ bullsweep plan\n{}\n", render::report_text(&plan, Mode::Plan));
+    let plan = engine::sweep(&mut con, &set, &opts, Mode::Plan, &|_| {})
+        .await
+        .map_err(redis_err)?;
+    println!(
+        "$ bullsweep plan\n{}\n",
+        render::report_text(&plan, Mode::Plan)
+    );
     let started = std::time::Instant::now();
-    let done = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {}).await.map_err(redis_err)?;
+    let done = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {})
+        .await
+        .map_err(redis_err)?;
     let elapsed = started.elapsed();
-    println!("$ bullsweep run\n{}\n", render::report_text(&done, Mode::Run));
+    println!(
+        "$ bullsweep run\n{}\n",
+        render::report_text(&done, Mode::Run)
+    );
     let (keys_after, mem_after) = counts(&mut con).await.map_err(redis_err)?;
-    let removed: u64 = done.queues.iter().flat_map(|q| q.states.values()).filter_map(|s| s.done).sum();
+    let removed: u64 = done
+        .queues
+        .iter()
+        .flat_map(|q| q.states.values())
+        .filter_map(|s| s.done)
+        .sum();
     println!("removed {removed} jobs in {elapsed:.2?}");
     println!("keys in Redis:  {keys_before} before, {keys_after} after");
     println!("Redis memory:   {mem_before} before, {mem_after} after");
     drop(server);
     eprintln!("stopped the private redis-server");
-    Ok(if done.has_errors() { super::EXIT_FAILURE } else { 0 })
+    Ok(if done.has_errors() {
+        super::EXIT_FAILURE
+    } else {
+        0
+    })
 }

@@ -48,7 +48,10 @@ impl CliError {
     pub fn redis(url: &str, e: &redis::RedisError) -> Self {
         let shown = redact(url);
         let text = e.to_string();
-        if text.contains("NOAUTH") || text.contains("WRONGPASS") || text.contains("AuthenticationFailed") {
+        if text.contains("NOAUTH")
+            || text.contains("WRONGPASS")
+            || text.contains("AuthenticationFailed")
+        {
             CliError::runtime(format!("Redis at {shown} refused authentication: {text}"))
                 .with_hint("put the password in the URL: redis://:PASSWORD@host:port")
         } else if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() {

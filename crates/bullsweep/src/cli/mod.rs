@@ -24,7 +24,12 @@ pub struct Cli {
     #[arg(long, global = true, env = "BULLSWEEP_REDIS_URL")]
     pub redis: Option<String>,
     /// Policy file (YAML or JSON).
-    #[arg(long, global = true, env = "BULLSWEEP_CONFIG", default_value = "bullsweep.yaml")]
+    #[arg(
+        long,
+        global = true,
+        env = "BULLSWEEP_CONFIG",
+        default_value = "bullsweep.yaml"
+    )]
     pub config: PathBuf,
     /// Environment in force: queues whose layout has no {env} take it, and queues of other
     /// environments are left out.
@@ -82,7 +87,10 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -102,7 +110,9 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
     match &cli.command {
         Command::Check => {
             let set = load_policies(&cli)?;
-            print_out(&cli, &render::policy_set_json(&set), || render::policy_set_text(&set))?;
+            print_out(&cli, &render::policy_set_json(&set), || {
+                render::policy_set_text(&set)
+            })?;
             Ok(0)
         }
         Command::Explain { queue_key_base } => {
@@ -110,15 +120,15 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
             let base = queue_key_base.trim_end_matches(':');
             let Some(q) = set.identify(base, cli.env.as_deref()) else {
                 let layouts: Vec<&str> = set.layouts.iter().map(|l| l.as_str()).collect();
-                return Err(CliError::usage(format!("`{base}` matches no layout, so bullsweep never touches it"))
-                    .with_hint(format!("layouts in force: {}", layouts.join(", "))));
+                return Err(CliError::usage(format!(
+                    "`{base}` matches no layout, so bullsweep never touches it"
+                ))
+                .with_hint(format!("layouts in force: {}", layouts.join(", "))));
             };
             let resolution = set.resolve(&q);
-            print_out(
-                &cli,
-                &render::explain_json(&set, &q, &resolution),
-                || render::explain_text(&set, &q, &resolution),
-            )?;
+            print_out(&cli, &render::explain_json(&set, &q, &resolution), || {
+                render::explain_text(&set, &q, &resolution)
+            })?;
             Ok(match resolution {
                 Resolution::Tie { .. } => EXIT_USAGE,
                 _ => 0,
@@ -127,7 +137,11 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Plan | Command::Run => {
             let set = load_policies(&cli)?;
             let mut con = connect(cli.redis_url()).await?;
-            let mode = if matches!(cli.command, Command::Run) { Mode::Run } else { Mode::Plan };
+            let mode = if matches!(cli.command, Command::Run) {
+                Mode::Run
+            } else {
+                Mode::Plan
+            };
             let report = sweep(&cli, &set, &mut con, mode).await?;
             print_out(&cli, &report, || render::report_text(&report, mode))?;
             Ok(if report.has_errors() { EXIT_FAILURE } else { 0 })
@@ -152,8 +166,10 @@ async fn sweep(
     let bar = (mode == Mode::Run && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} removed {pos} jobs ({per_sec}) {elapsed}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} removed {pos} jobs ({per_sec}) {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
         );
         bar.enable_steady_tick(Duration::from_millis(120));
         bar
@@ -239,7 +255,8 @@ fn print_out<T: serde::Serialize>(
     human: impl FnOnce() -> String,
 ) -> Result<(), CliError> {
     let text = if cli.json {
-        serde_json::to_string(value).map_err(|e| CliError::runtime(format!("cannot encode JSON: {e}")))?
+        serde_json::to_string(value)
+            .map_err(|e| CliError::runtime(format!("cannot encode JSON: {e}")))?
     } else {
         human()
     };

@@ -84,19 +84,37 @@ pub fn policy_set_text(set: &PolicySet) -> String {
     let mut out = String::new();
     let layouts: Vec<&str> = set.layouts.iter().map(|l| l.as_str()).collect();
     let _ = writeln!(out, "{}: valid", set.source);
-    let _ = writeln!(out, "environment: {}", set.environment.as_deref().unwrap_or("(any)"));
+    let _ = writeln!(
+        out,
+        "environment: {}",
+        set.environment.as_deref().unwrap_or("(any)")
+    );
     let _ = writeln!(out, "layouts: {}", layouts.join(", "));
     let mut t = table(&["policy", "env", "queue", "tenant", "state", "rule"]);
     for p in &set.policies {
         let env = p.environment.as_deref().unwrap_or("*");
         let tenant = p.tenant.as_ref().map_or("-", |t| t.as_str());
         for (state, rule) in &p.rules {
-            t.add_row(vec![&p.name, env, p.queue.as_str(), tenant, state.as_str(), &rule_text(rule)]);
+            t.add_row(vec![
+                &p.name,
+                env,
+                p.queue.as_str(),
+                tenant,
+                state.as_str(),
+                &rule_text(rule),
+            ]);
         }
         for j in &p.jobs {
             for (state, rule) in &j.rules {
                 let scope = format!("{state} (job {})", j.name);
-                t.add_row(vec![&p.name, env, p.queue.as_str(), tenant, &scope, &rule_text(rule)]);
+                t.add_row(vec![
+                    &p.name,
+                    env,
+                    p.queue.as_str(),
+                    tenant,
+                    &scope,
+                    &rule_text(rule),
+                ]);
             }
         }
     }
@@ -128,17 +146,26 @@ fn effective_json(rule: &EffectiveRule) -> Value {
     let field = |value: Value, from: String| FieldJson { value, from };
     let mut map = BTreeMap::new();
     if let Some(v) = &rule.max_age {
-        map.insert("maxAge", field(json!(v.value.to_string()), v.source.to_string()));
+        map.insert(
+            "maxAge",
+            field(json!(v.value.to_string()), v.source.to_string()),
+        );
     }
     if let Some(v) = &rule.max_count {
         map.insert("maxCount", field(json!(v.value), v.source.to_string()));
     }
     if let Some(v) = &rule.keep_for {
-        map.insert("keepFor", field(json!(v.value.to_string()), v.source.to_string()));
+        map.insert(
+            "keepFor",
+            field(json!(v.value.to_string()), v.source.to_string()),
+        );
     }
     map.insert(
         "action",
-        field(json!(rule.action.value.as_str()), rule.action.source.to_string()),
+        field(
+            json!(rule.action.value.as_str()),
+            rule.action.source.to_string(),
+        ),
     );
     json!(map)
 }
@@ -165,11 +192,12 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
         Resolution::Covered(eff) => {
             v["policy"] = json!(eff.name);
             v["states"] = states_json(&eff.states);
-            v["jobs"] = json!(eff
-                .jobs
-                .iter()
-                .map(|j| json!({"name": j.name, "states": states_json(&j.states)}))
-                .collect::<Vec<_>>());
+            v["jobs"] = json!(
+                eff.jobs
+                    .iter()
+                    .map(|j| json!({"name": j.name, "states": states_json(&j.states)}))
+                    .collect::<Vec<_>>()
+            );
         }
         Resolution::Uncovered => v["policy"] = Value::Null,
         Resolution::Tie { first, second } => {
@@ -184,13 +212,28 @@ fn effective_rows(t: &mut Table, scope: &str, states: &BTreeMap<JobState, Effect
     for (state, rule) in states {
         let scope = format!("{scope}{state}");
         if let Some(v) = &rule.max_age {
-            t.add_row(vec![scope.clone(), "maxAge".into(), v.value.to_string(), v.source.to_string()]);
+            t.add_row(vec![
+                scope.clone(),
+                "maxAge".into(),
+                v.value.to_string(),
+                v.source.to_string(),
+            ]);
         }
         if let Some(v) = &rule.max_count {
-            t.add_row(vec![scope.clone(), "maxCount".into(), v.value.to_string(), v.source.to_string()]);
+            t.add_row(vec![
+                scope.clone(),
+                "maxCount".into(),
+                v.value.to_string(),
+                v.source.to_string(),
+            ]);
         }
         if let Some(v) = &rule.keep_for {
-            t.add_row(vec![scope.clone(), "keepFor".into(), v.value.to_string(), v.source.to_string()]);
+            t.add_row(vec![
+                scope.clone(),
+                "keepFor".into(),
+                v.value.to_string(),
+                v.source.to_string(),
+            ]);
         }
         t.add_row(vec![
             scope,
@@ -215,7 +258,11 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
     let _ = writeln!(
         out,
         "candidates, most specific first: {}",
-        if candidates.is_empty() { "none".to_string() } else { candidates.join(", ") }
+        if candidates.is_empty() {
+            "none".to_string()
+        } else {
+            candidates.join(", ")
+        }
     );
     match resolution {
         Resolution::Covered(eff) => {
@@ -231,7 +278,10 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
             let _ = writeln!(out, "policy: none; the queue is uncovered and left alone");
         }
         Resolution::Tie { first, second } => {
-            let _ = writeln!(out, "policy: none; `{first}` and `{second}` tie (fix the policy file)");
+            let _ = writeln!(
+                out,
+                "policy: none; `{first}` and `{second}` tie (fix the policy file)"
+            );
         }
     }
     out.trim_end().to_string()
@@ -239,7 +289,9 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
 
 /// `plan` and `run` for people.
 pub fn report_text(report: &Report, mode: Mode) -> String {
-    let mut header = vec!["queue", "tenant", "env", "policy", "state", "jobs", "matched", "action"];
+    let mut header = vec![
+        "queue", "tenant", "env", "policy", "state", "jobs", "matched", "action",
+    ];
     if mode == Mode::Run {
         header.extend(["done", "skipped"]);
     }
@@ -260,22 +312,40 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
             ];
             if mode == Mode::Run {
                 row.push(s.done.unwrap_or(0).to_string());
-                row.push(s.skipped.as_ref().map_or_else(String::new, |k| k.reasons.join("; ")));
+                row.push(
+                    s.skipped
+                        .as_ref()
+                        .map_or_else(String::new, |k| k.reasons.join("; ")),
+                );
             }
             t.add_row(row);
         }
         if let Some(e) = &q.error {
-            let mut row = vec![q.key.clone(), tenant, env, q.policy.clone(), format!("error: {e}")];
+            let mut row = vec![
+                q.key.clone(),
+                tenant,
+                env,
+                q.policy.clone(),
+                format!("error: {e}"),
+            ];
             row.resize(header.len(), String::new());
             t.add_row(row);
         }
     }
     let mut out = format!("{t}\n");
     if !report.uncovered.is_empty() {
-        let _ = writeln!(out, "uncovered (no policy, left alone): {}", report.uncovered.join(", "));
+        let _ = writeln!(
+            out,
+            "uncovered (no policy, left alone): {}",
+            report.uncovered.join(", ")
+        );
     }
     if !report.unmanaged.is_empty() {
-        let _ = writeln!(out, "unmanaged (no layout matches, never touched): {}", report.unmanaged.join(", "));
+        let _ = writeln!(
+            out,
+            "unmanaged (no layout matches, never touched): {}",
+            report.unmanaged.join(", ")
+        );
     }
     out.trim_end().to_string()
 }

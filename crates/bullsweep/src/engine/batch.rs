@@ -37,7 +37,9 @@ impl BatchSizer {
         let per_job = elapsed_us.max(1) as f64 / jobs as f64;
         let fit = (self.budget_us as f64 * 1.25 / per_job) as u64;
         // Grow at most fourfold per call, so one cheap batch cannot jump to the cap.
-        self.limit = fit.min(self.limit.saturating_mul(4)).clamp(MIN_LIMIT, MAX_LIMIT);
+        self.limit = fit
+            .min(self.limit.saturating_mul(4))
+            .clamp(MIN_LIMIT, MAX_LIMIT);
     }
 }
 

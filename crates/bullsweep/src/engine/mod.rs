@@ -8,8 +8,12 @@ mod report;
 pub use batch::BatchSizer;
 pub use report::{QueueReport, Report, Skipped, StateReport};
 
-use crate::bullmq::{BatchOutcome, FinishedEntry, QueueKeys, discover_queues, scripts};
-use bullsweep_policy::{Action, EffectivePolicy, JobState, PolicySet, QueueId, Resolution, Selection};
+use crate::bullmq::{
+    BatchOutcome, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
+};
+use bullsweep_policy::{
+    Action, EffectivePolicy, JobState, PolicySet, QueueId, Resolution, Selection,
+};
 use redis::aio::ConnectionLike;
 use redis::{RedisError, RedisResult};
 use std::collections::BTreeMap;
@@ -120,7 +124,9 @@ pub async fn sweep<C: ConnectionLike>(
         match set.resolve(&q) {
             Resolution::Uncovered => report.uncovered.push(q.base.clone()),
             Resolution::Tie { first, second } => report.queues.push(QueueReport {
-                error: Some(format!("policies `{first}` and `{second}` tie for this queue")),
+                error: Some(format!(
+                    "policies `{first}` and `{second}` tie for this queue"
+                )),
                 ..queue_report(&q, String::new())
             }),
             Resolution::Covered(eff) => {
@@ -134,7 +140,15 @@ pub async fn sweep<C: ConnectionLike>(
                         action: groups.action_label(),
                         ..StateReport::default()
                     };
-                    let result = govern_state(con, &keys, state, &groups, opts, mode, &mut sr, progress).await;
+                    let work = StateWork {
+                        keys: &keys,
+                        state,
+                        groups: &groups,
+                        opts,
+                        mode,
+                        progress,
+                    };
+                    let result = work.govern(con, &mut sr).await;
                     qr.states.insert(state.as_str().to_string(), sr);
                     if let Err(e) = result {
                         qr.error = Some(format!("{state}: {e}"));
@@ -220,72 +234,6 @@ fn not_implemented_reason(action: Action) -> String {
     format!("action `{action}` is accepted but not performed by this version; jobs left in place")
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn govern_state<C: ConnectionLike>(
-    con: &mut C,
-    keys: &QueueKeys,
-    state: JobState,
-    groups: &RuleGroups,
-    opts: &SweepOptions,
-    mode: Mode,
-    sr: &mut StateReport,
-    progress: &(dyn Fn(u64) + Sync),
-) -> RedisResult<()> {
-    let set_key = keys.finished_set(state);
-    match (&groups.default, groups.by_name.is_empty()) {
-        (Some(group), true) => {
-            let sel = group.selection;
-            let (jobs, by_age, by_grace): (u64, u64, u64) = with_retry!(
-                redis::pipe()
-                    .zcard(&set_key)
-                    .zcount(&set_key, "-inf", sel.age_cutoff.unwrap_or(i64::MIN))
-                    .zcount(&set_key, "-inf", sel.grace_cutoff.unwrap_or(i64::MAX))
-                    .query_async::<(u64, u64, u64)>(con)
-            )?;
-            sr.jobs = jobs;
-            sr.matched = if sel.selects_anything() {
-                sel.prefix_len(jobs, by_age, by_grace)
-            } else {
-                0
-            };
-            if mode == Mode::Plan {
-                return Ok(());
-            }
-            let mut skipped = Skipped::default();
-            let mut done = 0;
-            if group.action != Action::Remove {
-                skipped.not_implemented = sr.matched;
-                skipped.reasons.push(not_implemented_reason(group.action));
-            } else if sel.selects_anything() {
-                let mut sizer = BatchSizer::new(opts.budget_us);
-                let mut offset = 0;
-                loop {
-                    let out: BatchOutcome = with_retry!(scripts().sweep_prefix(
-                        con,
-                        keys,
-                        state,
-                        &sel,
-                        sizer.limit(),
-                        opts.budget_us,
-                        offset
-                    ))?;
-                    sizer.observe(out.removed + out.locked + out.malformed, out.elapsed_us);
-                    offset += out.locked + out.malformed;
-                    tally(&mut skipped, &out);
-                    done += out.removed;
-                    progress(out.removed);
-                    if out.progress == 1 {
-                        break;
-                    }
-                }
-            }
-            finish(sr, done, skipped);
-            Ok(())
-        }
-        _ => walk_state(con, keys, state, groups, opts, mode, sr, progress).await,
-    }
-}
-
 fn tally(skipped: &mut Skipped, out: &BatchOutcome) {
     skipped.locked += out.locked;
     skipped.malformed += out.malformed;
@@ -295,7 +243,9 @@ fn tally(skipped: &mut Skipped, out: &BatchOutcome) {
 fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
     sr.done = Some(done);
     if skipped.locked > 0 {
-        skipped.reasons.push(format!("{} held by a worker's lock", skipped.locked));
+        skipped
+            .reasons
+            .push(format!("{} held by a worker's lock", skipped.locked));
     }
     if skipped.malformed > 0 {
         skipped.reasons.push(format!(
@@ -304,88 +254,169 @@ fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
         ));
     }
     if skipped.changed > 0 {
-        skipped.reasons.push(format!("{} changed since selection", skipped.changed));
+        skipped
+            .reasons
+            .push(format!("{} changed since selection", skipped.changed));
     }
     sr.skipped = (!skipped.is_empty()).then_some(skipped);
 }
 
-/// Job rules make selection depend on each job's name, so the set is walked from its newest
-/// end (counting the newest N per group) and selected jobs are removed by id, each re-checked.
-#[allow(clippy::too_many_arguments)]
-async fn walk_state<C: ConnectionLike>(
-    con: &mut C,
-    keys: &QueueKeys,
+/// Everything one state of one queue needs while it is planned or swept.
+struct StateWork<'a> {
+    keys: &'a QueueKeys,
     state: JobState,
-    groups: &RuleGroups,
-    opts: &SweepOptions,
+    groups: &'a RuleGroups,
+    opts: &'a SweepOptions,
     mode: Mode,
-    sr: &mut StateReport,
-    progress: &(dyn Fn(u64) + Sync),
-) -> RedisResult<()> {
-    let mut newer = vec![0u64; groups.by_name.len() + 1];
-    let mut below: Option<i64> = None;
-    let mut pending: Vec<(String, i64)> = Vec::new();
-    let mut skipped = Skipped::default();
-    let mut reasons_seen: Vec<Action> = Vec::new();
-    let mut sizer = BatchSizer::new(opts.budget_us);
-    let mut done = 0;
-    loop {
-        let page: Vec<FinishedEntry> = with_retry!(scripts().page_newest(con, keys, state, below, WALK_PAGE))?;
-        let Some(last) = page.last() else { break };
-        below = Some(last.score);
-        sr.jobs += page.len() as u64;
-        for entry in page {
-            let Some((idx, group)) = groups.group_of(&entry.name) else {
-                continue;
-            };
-            let seen = newer[idx];
-            newer[idx] += 1;
-            if !group.selection.selects(entry.score, seen) {
-                continue;
-            }
-            sr.matched += 1;
-            if group.action == Action::Remove {
-                pending.push((entry.id, entry.score));
-            } else {
-                skipped.not_implemented += 1;
-                if !reasons_seen.contains(&group.action) {
-                    reasons_seen.push(group.action);
-                    skipped.reasons.push(not_implemented_reason(group.action));
+    progress: &'a (dyn Fn(u64) + Sync),
+}
+
+impl StateWork<'_> {
+    async fn govern<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sr: &mut StateReport,
+    ) -> RedisResult<()> {
+        match (&self.groups.default, self.groups.by_name.is_empty()) {
+            (Some(group), true) => self.sweep_prefix(con, group, sr).await,
+            _ => self.walk(con, sr).await,
+        }
+    }
+
+    /// Without job rules the selected jobs are a prefix of the set: counted for a plan, and
+    /// removed from the oldest end by self-selecting, time-bounded script calls for a run.
+    async fn sweep_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        group: &RuleGroup,
+        sr: &mut StateReport,
+    ) -> RedisResult<()> {
+        let set_key = self.keys.finished_set(self.state);
+        let sel = group.selection;
+        let (jobs, by_age, by_grace): (u64, u64, u64) = with_retry!(
+            redis::pipe()
+                .zcard(&set_key)
+                .zcount(&set_key, "-inf", sel.age_cutoff.unwrap_or(i64::MIN))
+                .zcount(&set_key, "-inf", sel.grace_cutoff.unwrap_or(i64::MAX))
+                .query_async::<(u64, u64, u64)>(con)
+        )?;
+        sr.jobs = jobs;
+        sr.matched = if sel.selects_anything() {
+            sel.prefix_len(jobs, by_age, by_grace)
+        } else {
+            0
+        };
+        if self.mode == Mode::Plan {
+            return Ok(());
+        }
+        let mut skipped = Skipped::default();
+        let mut done = 0;
+        if group.action != Action::Remove {
+            skipped.not_implemented = sr.matched;
+            skipped.reasons.push(not_implemented_reason(group.action));
+        } else if sel.selects_anything() {
+            let mut sizer = BatchSizer::new(self.opts.budget_us);
+            let mut offset = 0;
+            loop {
+                let batch = PrefixBatch {
+                    selection: sel,
+                    limit: sizer.limit(),
+                    budget_us: self.opts.budget_us,
+                    offset,
+                };
+                let out: BatchOutcome =
+                    with_retry!(scripts().sweep_prefix(con, self.keys, self.state, &batch))?;
+                sizer.observe(out.removed + out.locked + out.malformed, out.elapsed_us);
+                offset += out.locked + out.malformed;
+                tally(&mut skipped, &out);
+                done += out.removed;
+                (self.progress)(out.removed);
+                if out.progress == 1 {
+                    break;
                 }
             }
         }
-        if mode == Mode::Run && pending.len() as u64 >= sizer.limit() {
-            done += remove_pending(con, keys, state, &mut pending, &mut sizer, opts, &mut skipped, progress).await?;
-        }
-    }
-    if mode == Mode::Run {
-        done += remove_pending(con, keys, state, &mut pending, &mut sizer, opts, &mut skipped, progress).await?;
         finish(sr, done, skipped);
+        Ok(())
     }
-    Ok(())
-}
 
-#[allow(clippy::too_many_arguments)]
-async fn remove_pending<C: ConnectionLike>(
-    con: &mut C,
-    keys: &QueueKeys,
-    state: JobState,
-    pending: &mut Vec<(String, i64)>,
-    sizer: &mut BatchSizer,
-    opts: &SweepOptions,
-    skipped: &mut Skipped,
-    progress: &(dyn Fn(u64) + Sync),
-) -> RedisResult<u64> {
-    let mut done = 0;
-    while !pending.is_empty() {
-        let take = pending.len().min(sizer.limit() as usize);
-        let out: BatchOutcome = with_retry!(scripts().remove_ids(con, keys, state, &pending[..take], opts.budget_us))?;
-        let handled = (out.progress as usize).clamp(1, take);
-        pending.drain(..handled);
-        sizer.observe(handled as u64, out.elapsed_us);
-        tally(skipped, &out);
-        done += out.removed;
-        progress(out.removed);
+    /// Job rules make selection depend on each job's name, so the set is walked from its
+    /// newest end (counting the newest N per group) and selected jobs are removed by id, each
+    /// re-checked against its score.
+    async fn walk<C: ConnectionLike>(&self, con: &mut C, sr: &mut StateReport) -> RedisResult<()> {
+        let groups = self.groups;
+        let mut newer = vec![0u64; groups.by_name.len() + 1];
+        let mut below: Option<i64> = None;
+        let mut pending: Vec<(String, i64)> = Vec::new();
+        let mut skipped = Skipped::default();
+        let mut reasons_seen: Vec<Action> = Vec::new();
+        let mut sizer = BatchSizer::new(self.opts.budget_us);
+        let mut done = 0;
+        loop {
+            let page: Vec<FinishedEntry> =
+                with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
+            let Some(last) = page.last() else { break };
+            below = Some(last.score);
+            sr.jobs += page.len() as u64;
+            for entry in page {
+                let Some((idx, group)) = groups.group_of(&entry.name) else {
+                    continue;
+                };
+                let seen = newer[idx];
+                newer[idx] += 1;
+                if !group.selection.selects(entry.score, seen) {
+                    continue;
+                }
+                sr.matched += 1;
+                if group.action == Action::Remove {
+                    pending.push((entry.id, entry.score));
+                } else {
+                    skipped.not_implemented += 1;
+                    if !reasons_seen.contains(&group.action) {
+                        reasons_seen.push(group.action);
+                        skipped.reasons.push(not_implemented_reason(group.action));
+                    }
+                }
+            }
+            if self.mode == Mode::Run && pending.len() as u64 >= sizer.limit() {
+                done += self
+                    .remove_pending(con, &mut pending, &mut sizer, &mut skipped)
+                    .await?;
+            }
+        }
+        if self.mode == Mode::Run {
+            done += self
+                .remove_pending(con, &mut pending, &mut sizer, &mut skipped)
+                .await?;
+            finish(sr, done, skipped);
+        }
+        Ok(())
     }
-    Ok(done)
+
+    async fn remove_pending<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        pending: &mut Vec<(String, i64)>,
+        sizer: &mut BatchSizer,
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        let mut done = 0;
+        while !pending.is_empty() {
+            let take = pending.len().min(sizer.limit() as usize);
+            let out: BatchOutcome = with_retry!(scripts().remove_ids(
+                con,
+                self.keys,
+                self.state,
+                &pending[..take],
+                self.opts.budget_us
+            ))?;
+            let handled = (out.progress as usize).clamp(1, take);
+            pending.drain(..handled);
+            sizer.observe(handled as u64, out.elapsed_us);
+            tally(skipped, &out);
+            done += out.removed;
+            (self.progress)(out.removed);
+        }
+        Ok(done)
+    }
 }
