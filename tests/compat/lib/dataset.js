@@ -1,0 +1,105 @@
+// Builds a realistic dataset with real BullMQ: several prefixes and tenants, flows across two
+// queues (with failed children whose parents wait), deduplicated jobs with and without TTL,
+// custom ids containing ':', a job scheduler, job logs, failed jobs with stack traces, and a
+// job held active under a worker's lock.
+'use strict';
+const { Queue, Worker, FlowProducer } = require('bullmq');
+const { sleep } = require('./harness');
+
+// prefix → queue names; the key bases are `${prefix}:${queue}`.
+const QUEUES = [
+  { prefix: 'bull', name: 'emails' },
+  { prefix: 'bull:acme:prod', name: 'billing' },
+  { prefix: 'bull:acme:prod', name: 'ledger' },
+  { prefix: 'bull:globex:prod', name: 'billing' },
+  { prefix: '{app}', name: 'reports' },
+];
+
+// The layouts that identify every queue above.
+const LAYOUTS = ['bull:{queue}', 'bull:{tenant}:{env}:{queue}', '{{app}}:{queue}'];
+
+async function processor(job) {
+  await job.log(`started ${job.id}`);
+  if (job.name.startsWith('fail')) {
+    throw new Error(`boom ${job.id}`);
+  }
+  if (job.name === 'hang') {
+    return new Promise(() => {}); // held active, under its lock, until the test ends
+  }
+  return { ok: true, id: job.id, n: job.data.n };
+}
+
+async function waitUntilSettled(queues, { activeAllowed }) {
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    let busy = 0;
+    let active = 0;
+    for (const q of queues) {
+      const c = await q.getJobCounts('wait', 'prioritized', 'active');
+      busy += c.wait + c.prioritized;
+      active += c.active;
+    }
+    if (busy === 0 && active <= activeAllowed) return;
+    if (Date.now() > deadline) throw new Error(`dataset did not settle: ${busy} waiting, ${active} active`);
+    await sleep(50);
+  }
+}
+
+async function build(connection, { jobsPerQueue = 40 } = {}) {
+  const queues = QUEUES.map(({ prefix, name }) => new Queue(name, { connection, prefix }));
+  const byBase = Object.fromEntries(queues.map((q, i) => [`${QUEUES[i].prefix}:${QUEUES[i].name}`, q]));
+  const emails = byBase['bull:emails'];
+  const billing = byBase['bull:acme:prod:billing'];
+
+  // Plain jobs everywhere: most complete, every fifth fails.
+  for (const q of queues) {
+    for (let n = 0; n < jobsPerQueue; n++) {
+      await q.add(n % 5 === 4 ? 'fail-charge' : 'send-email', { n, user: { email: `u${n}@example.com` } });
+    }
+  }
+  // Custom ids with ':' (exactly three parts), deduplication with and without TTL.
+  await emails.add('send-email', { n: 1 }, { jobId: 'order:2024:0001' });
+  await emails.add('fail-charge', { n: 2 }, { jobId: 'order:2024:0002' });
+  await emails.add('send-email', { n: 3 }, { deduplication: { id: 'dedup-forever' } });
+  await emails.add('send-email', { n: 4 }, { deduplication: { id: 'dedup-ttl', ttl: 600000 } });
+  await emails.add('fail-charge', { n: 5 }, { deduplication: { id: 'dedup-failed', ttl: 600000 } });
+
+  // Flows: parents in billing, children in billing and ledger.
+  const flows = new FlowProducer({ connection });
+  const acme = { prefix: 'bull:acme:prod' };
+  // A failed child in the parent's own queue: the parent waits for it forever.
+  await flows.add({ name: 'parent-same', queueName: 'billing', ...acme, data: {}, children: [
+    { name: 'fail-child', queueName: 'billing', ...acme, data: { n: 1 } },
+    { name: 'child-ok', queueName: 'ledger', ...acme, data: { n: 2 } },
+  ] });
+  // A failed child in another queue.
+  await flows.add({ name: 'parent-cross', queueName: 'billing', ...acme, data: {}, children: [
+    { name: 'fail-child', queueName: 'ledger', ...acme, data: { n: 3 } },
+  ] });
+  // A flow that completes: the parent keeps its children's results in :processed.
+  await flows.add({ name: 'parent-done', queueName: 'billing', ...acme, data: {}, children: [
+    { name: 'child-ok', queueName: 'ledger', ...acme, data: { n: 4 } },
+    { name: 'child-ok', queueName: 'billing', ...acme, data: { n: 5 } },
+  ] });
+  await flows.close();
+
+  // A job scheduler whose iterations complete.
+  await emails.upsertJobScheduler('tick', { every: 150 }, { name: 'tick', data: { n: 0 } });
+
+  const workers = queues.map((q, i) => new Worker(QUEUES[i].name, processor, {
+    connection, prefix: QUEUES[i].prefix, lockDuration: 600000, concurrency: 4,
+  }));
+  await waitUntilSettled(queues, { activeAllowed: 0 });
+  await sleep(500); // a few scheduler iterations
+  await emails.removeJobScheduler('tick');
+  await waitUntilSettled(queues, { activeAllowed: 0 });
+
+  // One job held active under a lock.
+  await billing.add('hang', { n: 99 }, { jobId: 'held-by-worker' });
+  await waitUntilSettled(queues, { activeAllowed: 1 });
+  await Promise.all(workers.map((w) => w.close(true)));
+  await Promise.all(queues.map((q) => q.close()));
+  return { bases: Object.keys(byBase).sort() };
+}
+
+module.exports = { build, QUEUES, LAYOUTS };

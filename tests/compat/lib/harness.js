@@ -1,0 +1,119 @@
+// Test harness: a private redis-server on a free port in its own temp dir, a full keyspace
+// dump for comparisons, and a runner for the bullsweep binary.
+'use strict';
+const { spawn, execFile } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const IORedis = require('ioredis');
+
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+const BIN = process.env.BULLSWEEP_BIN || path.join(ROOT, 'target', 'debug', 'bullsweep');
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function startRedis() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-compat-'));
+  const port = await freePort();
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    try {
+      const c = new IORedis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      await c.connect();
+      await c.ping();
+      c.disconnect();
+      break;
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`redis-server did not start: ${err.message}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  const clients = [];
+  return {
+    port,
+    url: (db = 0) => `redis://127.0.0.1:${port}/${db}`,
+    connection: (db = 0) => ({ host: '127.0.0.1', port, db }),
+    client: (db = 0) => {
+      const c = new IORedis({ port, db, maxRetriesPerRequest: 3 });
+      clients.push(c);
+      return c;
+    },
+    stop: () => {
+      for (const c of clients) c.disconnect();
+      proc.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// Every key of one database with its type and full value; streams are excluded.
+async function dumpKeyspace(client) {
+  const keys = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  keys.sort();
+  const out = {};
+  for (const key of keys) {
+    const type = await client.type(key);
+    let value;
+    switch (type) {
+      case 'string': value = await client.get(key); break;
+      case 'hash': value = Object.fromEntries(Object.entries(await client.hgetall(key)).sort()); break;
+      case 'list': value = await client.lrange(key, 0, -1); break;
+      case 'set': value = (await client.smembers(key)).sort(); break;
+      case 'zset': value = await client.zrange(key, 0, -1, 'WITHSCORES'); break;
+      case 'stream': continue;
+      default: value = `<${type}>`;
+    }
+    const ttl = await client.pttl(key);
+    out[key] = { type, value, expires: ttl >= 0 };
+  }
+  return out;
+}
+
+// Copies every key of database `from` into database `to` (values and expiry).
+async function copyDatabase(client, from, to) {
+  await client.select(from);
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'COUNT', 1000);
+    for (const key of batch) await client.copy(key, key, 'DB', to, 'REPLACE');
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+// Runs bullsweep with arguments; resolves {code, stdout, stderr}.
+function bullsweep(args, env = {}) {
+  return new Promise((resolve) => {
+    execFile(BIN, args, { env: { ...process.env, ...env }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+function writePolicy(text) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-policy-'));
+  const file = path.join(dir, 'bullsweep.yaml');
+  fs.writeFileSync(file, text);
+  return file;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+module.exports = { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, BIN };

@@ -1,0 +1,87 @@
+// Differential test: BullMQ's Queue.clean on one database, `bullsweep run` with the equivalent
+// policy on an identical copy; the two keyspaces must be identical (streams excluded), and
+// BullMQ's own API must find the swept queues consistent.
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { Queue } = require('bullmq');
+const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep } = require('../lib/harness');
+const { build, QUEUES, LAYOUTS } = require('../lib/dataset');
+const { assertConsistent } = require('../lib/consistency');
+
+let redis;
+before(async () => { redis = await startRedis(); });
+after(() => redis.stop());
+
+function policy(rules) {
+  return [
+    'version: 1',
+    'discovery:',
+    '  layouts:',
+    ...LAYOUTS.map((l) => `    - "${l}"`),
+    'policies:',
+    `  - { name: everything, queueNamePattern: "*", rules: ${rules} }`,
+    '',
+  ].join('\n');
+}
+
+async function cleanWithBullMQ(db, grace, limitFor) {
+  for (const { prefix, name } of [...QUEUES].sort((a, b) => `${a.prefix}:${a.name}`.localeCompare(`${b.prefix}:${b.name}`))) {
+    const q = new Queue(name, { connection: redis.connection(db), prefix });
+    for (const state of ['completed', 'failed']) {
+      await q.clean(grace, limitFor ? await limitFor(q, state) : 0, state);
+    }
+    await q.close();
+  }
+}
+
+test('bullsweep run leaves the same keyspace as Queue.clean(0, 0)', async () => {
+  const admin = redis.client(0);
+  await admin.flushall();
+  await build(redis.connection(0));
+  await copyDatabase(admin, 0, 1);
+  await sleep(20); // every finished job is now older than maxAge below
+  const before = await dumpKeyspace(redis.client(1));
+
+  await cleanWithBullMQ(0, 0);
+  const run = await bullsweep(['--redis', redis.url(1), '--config', writePolicy(policy('{ completed: { maxAge: 1ms }, failed: { maxAge: 1ms } }')), '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+
+  const expected = await dumpKeyspace(redis.client(0));
+  const actual = await dumpKeyspace(redis.client(1));
+  assert.deepEqual(actual, expected);
+
+  // The comparison is not vacuous: jobs, sub-keys, parents and dedup keys went away.
+  const gone = Object.keys(before).filter((k) => !(k in actual));
+  assert.ok(gone.some((k) => k.endsWith(':logs')), 'logs removed');
+  assert.ok(gone.some((k) => k.endsWith(':processed')), 'a parent\'s :processed removed');
+  assert.ok(gone.some((k) => k.includes(':de:')), 'a dedup key removed');
+  assert.ok(gone.some((k) => k.startsWith('bull:emails:order:2024:')), 'custom ids with colons removed');
+  assert.ok(gone.some((k) => k.includes(':repeat:tick:')), 'scheduler iterations removed');
+  assert.ok('bull:acme:prod:billing:held-by-worker:lock' in actual, 'the locked active job is untouched');
+  const report = JSON.parse(run.stdout);
+  const done = report.queues.flatMap((q) => Object.values(q.states)).reduce((n, s) => n + s.done, 0);
+  assert.ok(done > 150, `bullsweep removed ${done} jobs`);
+
+  await assertConsistent(redis, 1, QUEUES);
+});
+
+test('maxCount keeps the newest N exactly like Queue.clean(0, total - N)', async () => {
+  const admin = redis.client(0);
+  await admin.flushall();
+  await build(redis.connection(0));
+  await copyDatabase(admin, 0, 1);
+  await sleep(20);
+  const keep = 7;
+  await cleanWithBullMQ(0, 0, async (q, state) => Math.max(0, (await q.getJobCountByTypes(state)) - keep) || -1);
+  const run = await bullsweep(['--redis', redis.url(1), '--config', writePolicy(policy(`{ completed: { maxCount: ${keep} }, failed: { maxCount: ${keep} } }`)), 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual(await dumpKeyspace(redis.client(1)), await dumpKeyspace(redis.client(0)));
+  for (const { prefix, name } of QUEUES) {
+    const q = new Queue(name, { connection: redis.connection(1), prefix });
+    const counts = await q.getJobCounts('completed', 'failed');
+    assert.ok(counts.completed <= keep && counts.failed <= keep, `${prefix}:${name} ${JSON.stringify(counts)}`);
+    await q.close();
+  }
+  await assertConsistent(redis, 1, QUEUES);
+});
