@@ -1,0 +1,41 @@
+# bullsweep — `make demo` runs the product on a private Redis; `make test` runs every check.
+# Both install what is missing: redis-server (Debian package) and the Node compatibility suite.
+
+CARGO ?= cargo
+COMPAT := tests/compat
+
+.PHONY: demo test build release bench deps redis-server compat-deps lint unit compat
+
+demo: redis-server
+	$(CARGO) run --release --quiet -- demo
+
+test: deps lint unit compat
+
+deps: redis-server compat-deps
+
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing redis-server"; \
+		apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+
+compat-deps:
+	@[ -d $(COMPAT)/node_modules/bullmq ] || (cd $(COMPAT) && npm ci --no-audit --no-fund)
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --all-targets
+
+compat: build
+	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep node --test --test-concurrency=1 test/
+
+build:
+	$(CARGO) build --quiet
+
+release:
+	$(CARGO) build --release --quiet
+
+bench: release redis-server compat-deps
+	./target/release/bullsweep bench --jobs 200000

@@ -1,0 +1,573 @@
+//! The command line against a real, private redis-server: exit codes, messages, JSON output
+//! (read back through independent types), and what `plan` and `run` do to the keyspace.
+
+use bullsweep::redis_server::PrivateRedis;
+use bullsweep::seed::{SeedSpec, seed_queue};
+use redis::Commands;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const DAY: i64 = 86_400_000;
+
+/// `plan --json` / `run --json`, as a consumer of the format would read it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonReport {
+    queues: Vec<JsonQueue>,
+    uncovered: Vec<String>,
+    unmanaged: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonQueue {
+    key: String,
+    queue: String,
+    tenant: Option<String>,
+    env: Option<String>,
+    policy: String,
+    states: BTreeMap<String, JsonState>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonState {
+    jobs: u64,
+    matched: u64,
+    action: String,
+    #[serde(default)]
+    done: Option<u64>,
+    #[serde(default)]
+    skipped: Option<JsonSkipped>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonSkipped {
+    locked: u64,
+    malformed: u64,
+    changed: u64,
+    not_implemented: u64,
+    #[serde(default)]
+    reasons: Vec<String>,
+}
+
+struct World {
+    redis: PrivateRedis,
+    dir: tempfile::TempDir,
+    db: u32,
+}
+
+impl World {
+    fn new() -> Self {
+        World {
+            redis: PrivateRedis::start().expect("redis-server starts"),
+            dir: tempfile::tempdir().expect("temp dir"),
+            db: 0,
+        }
+    }
+
+    fn url(&self) -> String {
+        self.redis.url(self.db)
+    }
+
+    fn con(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect")
+    }
+
+    fn policy(&self, text: &str) -> PathBuf {
+        let path = self.dir.path().join("bullsweep.yaml");
+        std::fs::write(&path, text).expect("write policy");
+        path
+    }
+
+    fn seed(&self, spec: SeedSpec, now_ms: i64) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let url = self.url();
+        rt.block_on(async {
+            let client = redis::Client::open(url).expect("url");
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect");
+            seed_queue(&mut con, &spec, now_ms).await.expect("seed");
+        });
+    }
+
+    fn run(&self, policy: &PathBuf, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(self.url())
+            .arg("--config")
+            .arg(policy)
+            .args(args)
+            .env_remove("BULLSWEEP_REDIS_URL")
+            .env_remove("BULLSWEEP_CONFIG")
+            .output()
+            .expect("bullsweep runs")
+    }
+
+    fn report(&self, policy: &PathBuf, command: &str) -> JsonReport {
+        let out = self.run(policy, &["--json", command]);
+        assert!(
+            out.status.success(),
+            "{command} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("valid JSON report")
+    }
+}
+
+fn now_ms() -> i64 {
+    bullsweep::cli::now_ms()
+}
+
+fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSpec {
+    SeedSpec {
+        base: base.to_string(),
+        completed,
+        failed,
+        spread_ms: spread_days * DAY,
+        names: vec!["send-email".into(), "render".into()],
+        job_bytes: 400,
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
+    con.zrange_withscores(key, 0, -1).expect("zrange")
+}
+
+#[test]
+fn config_errors_name_file_line_column_and_exit_2() {
+    let w = World::new();
+    let policy = w.policy("version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxAge: 0s, action: delete }\n");
+    for command in ["check", "plan", "run"] {
+        let out = w.run(&policy, &[command]);
+        assert_eq!(out.status.code(), Some(2), "{command}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("bullsweep.yaml:6:28: duration `0s` must be greater than zero"),
+            "{err}"
+        );
+        assert!(
+            err.contains("bullsweep.yaml:6:40: unknown action `delete`"),
+            "{err}"
+        );
+        assert!(
+            err.starts_with("error: 2 problems in the policy file"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_policy_file_is_a_usage_error() {
+    let w = World::new();
+    let out = w.run(&w.dir.path().join("nope.yaml"), &["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot read policy file"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn unreachable_redis_is_a_clear_runtime_error() {
+    let w = World::new();
+    let policy = w.policy("version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--redis", "redis://127.0.0.1:1/0", "--config"])
+        .arg(&policy)
+        .arg("plan")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error: cannot reach Redis at redis://127.0.0.1:1/0"),
+        "{err}"
+    );
+    assert!(err.contains("hint:"), "{err}");
+}
+
+#[test]
+fn explain_names_the_origin_of_every_field() {
+    let w = World::new();
+    let policy = w.policy(
+        r#"version: 1
+environment: production
+environments: { production: [prod] }
+discovery: { layouts: ["bull:{tenant}:{env}:{queue}"] }
+policies:
+  - name: billing
+    queueNamePattern: "billing*"
+    rules:
+      completed: { maxAge: 7d, maxCount: 1000, action: remove }
+    jobs:
+      - name: send-email
+        completed: { maxAge: 5m }
+tenants:
+  - tenantId: trial-co
+    overrides:
+      completed: { maxCount: 100 }
+"#,
+    );
+    let out = w.run(
+        &policy,
+        &["--json", "explain", "bull:trial-co:prod:billing-export"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["policy"], "billing->override:trial-co");
+    assert_eq!(v["env"], "production");
+    let completed = &v["states"]["completed"];
+    assert_eq!(completed["maxAge"]["value"], "1w");
+    assert_eq!(completed["maxAge"]["from"], "policy billing");
+    assert_eq!(completed["maxCount"]["value"], 100);
+    assert_eq!(completed["maxCount"]["from"], "tenant override trial-co");
+    assert_eq!(completed["action"]["from"], "policy billing");
+    let email = &v["jobs"][0]["states"]["completed"];
+    assert_eq!(email["maxAge"]["from"], "policy billing, job send-email");
+
+    let text = w.run(&policy, &["explain", "bull:trial-co:prod:billing-export"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("tenant override trial-co"), "{text}");
+
+    let out = w.run(&policy, &["explain", "other:thing"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("matches no layout"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn plan_changes_nothing_and_run_removes_what_plan_showed() {
+    let w = World::new();
+    let now = now_ms();
+    w.seed(spec("bull:mail", 100, 20, 10), now);
+    let policy = w.policy("version: 1\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 5d }, failed: { maxCount: 5 } } }\n");
+    let mut con = w.con();
+    let keys_before: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    let plan = w.report(&policy, "plan");
+    let keys_after_plan: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    assert_eq!(keys_before, keys_after_plan, "plan changed the keyspace");
+    let q = &plan.queues[0];
+    assert_eq!(
+        (q.key.as_str(), q.queue.as_str(), q.policy.as_str()),
+        ("bull:mail", "mail", "mail")
+    );
+    assert_eq!(q.tenant, None);
+    let completed = &q.states["completed"];
+    assert_eq!(completed.jobs, 100);
+    let old = scores(&mut con, "bull:mail:completed")
+        .iter()
+        .filter(|(_, s)| *s <= now - 5 * DAY)
+        .count() as u64;
+    assert!(old > 30 && old < 70, "seeded ages are spread: {old}");
+    assert_eq!(completed.matched, old);
+    assert_eq!(completed.done, None);
+    assert_eq!(q.states["failed"].matched, 15);
+
+    let run = w.report(&policy, "run");
+    let completed = &run.queues[0].states["completed"];
+    assert_eq!(completed.done, Some(old));
+    assert_eq!(run.queues[0].states["failed"].done, Some(15));
+    let left = scores(&mut con, "bull:mail:completed");
+    assert_eq!(left.len() as u64, 100 - old);
+    assert!(left.iter().all(|(_, s)| *s > now - 5 * DAY - 60_000));
+    for (id, _) in left {
+        let exists: bool = con.exists(format!("bull:mail:{id}")).expect("exists");
+        assert!(exists, "kept job {id} lost its hash");
+    }
+    let failed: u64 = con.zcard("bull:mail:failed").expect("zcard");
+    assert_eq!(failed, 5);
+    let hashes: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    assert_eq!(
+        hashes,
+        keys_before - old - 15 + 1,
+        "exactly the removed jobs' hashes are gone, and the events stream appeared"
+    );
+
+    // A `cleaned` event per batch, adding up to what was removed.
+    let events: redis::streams::StreamRangeReply =
+        con.xrange_all("bull:mail:events").expect("xrange");
+    let field = |entry: &redis::streams::StreamId, name: &str| -> Option<String> {
+        entry
+            .map
+            .get(name)
+            .and_then(|v| redis::from_redis_value_ref(v).ok())
+    };
+    let cleaned: u64 = events
+        .ids
+        .iter()
+        .filter(|e| field(e, "event").as_deref() == Some("cleaned"))
+        .filter_map(|e| field(e, "count").and_then(|n| n.parse::<u64>().ok()))
+        .sum();
+    assert_eq!(cleaned, old + 15);
+
+    // Running again finds nothing more to do.
+    let again = w.report(&policy, "run");
+    assert_eq!(again.queues[0].states["completed"].done, Some(0));
+}
+
+#[test]
+fn locked_and_malformed_jobs_are_held_back_and_counted() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 12, 0, 3), now_ms());
+    let mut con = w.con();
+    let ids: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("ids");
+    let _: () = con
+        .set_ex(format!("bull:mail:{}:lock", ids[0]), "worker-token", 600)
+        .expect("lock");
+    let _: () = con.del(format!("bull:mail:{}", ids[1])).expect("del");
+    let _: () = con
+        .set(format!("bull:mail:{}", ids[1]), "not a hash")
+        .expect("set");
+    let _: () = con
+        .hdel(format!("bull:mail:{}", ids[2]), "finishedOn")
+        .expect("hdel");
+    let _: () = con
+        .del(format!("bull:mail:{}", ids[3]))
+        .expect("dangling id");
+    let policy = w.policy("version: 1\npolicies: [{ name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n");
+    let run = w.report(&policy, "run");
+    let s = &run.queues[0].states["completed"];
+    assert_eq!(s.matched, 12);
+    assert_eq!(s.done, Some(9), "9 removed, the dangling id among them");
+    let skipped = s.skipped.as_ref().expect("skipped");
+    assert_eq!(
+        (skipped.locked, skipped.malformed, skipped.changed),
+        (1, 2, 0)
+    );
+    assert!(
+        skipped.reasons.iter().any(|r| r.contains("lock")),
+        "{:?}",
+        skipped.reasons
+    );
+    let left: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("left");
+    assert_eq!(left, vec![ids[0].clone(), ids[1].clone(), ids[2].clone()]);
+    let locked_hash: BTreeMap<String, String> =
+        con.hgetall(format!("bull:mail:{}", ids[0])).expect("hash");
+    assert!(
+        locked_hash.contains_key("finishedOn"),
+        "the locked job is untouched"
+    );
+}
+
+#[test]
+fn job_rules_apply_their_own_limits_per_job_name() {
+    let w = World::new();
+    let now = now_ms();
+    w.seed(spec("bull:mail", 200, 0, 10), now);
+    let policy = w.policy(
+        r#"version: 1
+policies:
+  - name: mail
+    queueNamePattern: mail
+    rules:
+      completed: { maxAge: 7d }
+    jobs:
+      - name: send-email
+        completed: { maxAge: 1d, maxCount: 4 }
+"#,
+    );
+    let mut con = w.con();
+    let before = scores(&mut con, "bull:mail:completed");
+    let name_of = |con: &mut redis::Connection, id: &str| -> String {
+        con.hget(format!("bull:mail:{id}"), "name").expect("name")
+    };
+    let mut expected_left = Vec::new();
+    let mut emails_seen = 0;
+    for (id, score) in before.iter().rev() {
+        let keep = if name_of(&mut con, id) == "send-email" {
+            emails_seen += 1;
+            emails_seen <= 4 && *score > now - DAY
+        } else {
+            *score > now - 7 * DAY
+        };
+        if keep {
+            expected_left.push(id.clone());
+        }
+    }
+    let plan = w.report(&policy, "plan");
+    assert_eq!(
+        plan.queues[0].states["completed"].matched,
+        (200 - expected_left.len()) as u64
+    );
+    let run = w.report(&policy, "run");
+    assert_eq!(
+        run.queues[0].states["completed"].done,
+        Some((200 - expected_left.len()) as u64)
+    );
+    let mut left: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("left");
+    left.reverse();
+    assert_eq!(left, expected_left);
+    assert!(
+        left.iter()
+            .filter(|id| name_of(&mut con, id) == "send-email")
+            .count()
+            <= 4
+    );
+}
+
+#[test]
+fn keep_for_protects_recent_jobs_whatever_max_count_says() {
+    let w = World::new();
+    let now = now_ms();
+    w.seed(spec("bull:mail", 50, 0, 4), now);
+    let policy = w.policy("version: 1\npolicies: [{ name: m, queueNamePattern: mail, rules: { completed: { maxCount: 0, keepFor: 2d } } }]\n");
+    let run = w.report(&policy, "run");
+    let mut con = w.con();
+    let left = scores(&mut con, "bull:mail:completed");
+    assert!(!left.is_empty());
+    assert!(
+        left.iter().all(|(_, s)| *s > now - 2 * DAY - 60_000),
+        "nothing older than keepFor is left"
+    );
+    assert_eq!(
+        run.queues[0].states["completed"].done,
+        Some(50 - left.len() as u64)
+    );
+}
+
+#[test]
+fn one_failing_queue_does_not_stop_the_others() {
+    let w = World::new();
+    w.seed(spec("bull:a-broken", 10, 0, 3), now_ms());
+    w.seed(spec("bull:b-fine", 10, 0, 3), now_ms());
+    let mut con = w.con();
+    let _: () = con.del("bull:a-broken:completed").expect("del");
+    let _: () = con
+        .set("bull:a-broken:completed", "wrong type")
+        .expect("set");
+    let policy = w.policy("version: 1\npolicies: [{ name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n");
+    let out = w.run(&policy, &["--json", "run"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed queue makes the run fail"
+    );
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("report still printed");
+    let broken = report
+        .queues
+        .iter()
+        .find(|q| q.queue == "a-broken")
+        .expect("broken queue");
+    assert!(
+        broken
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("WRONGTYPE")),
+        "{:?}",
+        broken.error
+    );
+    let fine = report
+        .queues
+        .iter()
+        .find(|q| q.queue == "b-fine")
+        .expect("fine queue");
+    assert_eq!(fine.states["completed"].done, Some(10));
+    assert!(fine.error.is_none());
+}
+
+#[test]
+fn uncovered_unmanaged_and_other_environments_are_left_alone() {
+    let w = World::new();
+    let now = now_ms();
+    for base in [
+        "bull:acme:prod:mail",
+        "bull:acme:staging:mail",
+        "bull:acme:prod:other",
+        "legacy:queue",
+    ] {
+        w.seed(spec(base, 5, 0, 3), now);
+    }
+    let policy = w.policy(
+        r#"version: 1
+environments: { production: [prod] }
+discovery: { layouts: ["bull:{tenant}:{env}:{queue}"] }
+policies:
+  - { name: mail, environment: production, queueNamePattern: mail, rules: { completed: { maxAge: 1ms } } }
+"#,
+    );
+    let plan = w.report(&policy, "plan");
+    assert_eq!(plan.unmanaged, vec!["legacy:queue"]);
+    assert_eq!(
+        plan.uncovered,
+        vec!["bull:acme:prod:other", "bull:acme:staging:mail"]
+    );
+    let only_prod = w.run(&policy, &["--json", "--env", "production", "run"]);
+    assert!(only_prod.status.success(), "{}", stderr(&only_prod));
+    let report: JsonReport = serde_json::from_slice(&only_prod.stdout).expect("json");
+    assert_eq!(report.queues.len(), 1);
+    assert_eq!(report.queues[0].env.as_deref(), Some("production"));
+    assert_eq!(report.queues[0].tenant.as_deref(), Some("acme"));
+    assert_eq!(
+        report.uncovered,
+        vec!["bull:acme:prod:other"],
+        "staging is out of scope with --env"
+    );
+    let mut con = w.con();
+    for (key, want) in [
+        ("bull:acme:prod:mail:completed", 0u64),
+        ("bull:acme:staging:mail:completed", 5),
+        ("bull:acme:prod:other:completed", 5),
+        ("legacy:queue:completed", 5),
+    ] {
+        let n: u64 = con.zcard(key).expect("zcard");
+        assert_eq!(n, want, "{key}");
+    }
+}
+
+#[test]
+fn actions_not_yet_performed_are_reported_and_touch_nothing() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 10, 10, 3), now_ms());
+    let policy = w.policy("version: 1\npolicies: [{ name: m, queueNamePattern: mail, rules: { completed: { maxAge: 1ms, action: archive }, failed: { maxAge: 1ms, action: notify } } }]\n");
+    let run = w.report(&policy, "run");
+    for (state, action) in [("completed", "archive"), ("failed", "notify")] {
+        let s = &run.queues[0].states[state];
+        assert_eq!(s.action, action);
+        assert_eq!(s.matched, 10);
+        assert_eq!(s.done, Some(0));
+        let skipped = s.skipped.as_ref().expect("skipped");
+        assert_eq!(skipped.not_implemented, 10);
+        assert!(
+            skipped.reasons[0].contains(&format!("`{action}`")),
+            "{:?}",
+            skipped.reasons
+        );
+    }
+    let mut con = w.con();
+    let n: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(n, 10);
+}
+
+#[test]
+fn a_database_index_in_the_url_is_honoured() {
+    let mut w = World::new();
+    w.db = 3;
+    w.seed(spec("bull:mail", 10, 0, 3), now_ms());
+    let policy = w.policy("version: 1\npolicies: [{ name: m, queueNamePattern: mail, rules: { completed: { maxAge: 1ms } } }]\n");
+    let run = w.report(&policy, "run");
+    assert_eq!(run.queues[0].states["completed"].done, Some(10));
+    w.db = 0;
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut w.con()).expect("dbsize");
+    assert_eq!(keys, 0, "database 0 was never touched");
+}
