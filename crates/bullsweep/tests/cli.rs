@@ -326,26 +326,28 @@ fn plan_changes_nothing_and_run_removes_what_plan_showed() {
     assert_eq!(again.queues[0].states["completed"].done, Some(0));
 }
 
-#[test]
-fn locked_and_malformed_jobs_are_held_back_and_counted() {
+/// Seeds 12 jobs under `base`, then locks one, makes one a string, strips `finishedOn` from
+/// one and deletes one's hash; a sweep must remove exactly the other 8 and the dangling id.
+fn held_back_jobs_are_counted(base: &str, layout: &str) {
     let w = World::new();
-    w.seed(spec("bull:mail", 12, 0, 3), now_ms());
+    w.seed(spec(base, 12, 0, 3), now_ms());
     let mut con = w.con();
-    let ids: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("ids");
+    let set = format!("{base}:completed");
+    let ids: Vec<String> = con.zrange(&set, 0, -1).expect("ids");
     let _: () = con
-        .set_ex(format!("bull:mail:{}:lock", ids[0]), "worker-token", 600)
+        .set_ex(format!("{base}:{}:lock", ids[0]), "worker-token", 600)
         .expect("lock");
-    let _: () = con.del(format!("bull:mail:{}", ids[1])).expect("del");
+    let _: () = con.del(format!("{base}:{}", ids[1])).expect("del");
     let _: () = con
-        .set(format!("bull:mail:{}", ids[1]), "not a hash")
+        .set(format!("{base}:{}", ids[1]), "not a hash")
         .expect("set");
     let _: () = con
-        .hdel(format!("bull:mail:{}", ids[2]), "finishedOn")
+        .hdel(format!("{base}:{}", ids[2]), "finishedOn")
         .expect("hdel");
-    let _: () = con
-        .del(format!("bull:mail:{}", ids[3]))
-        .expect("dangling id");
-    let policy = w.policy("version: 1\npolicies: [{ name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n");
+    let _: () = con.del(format!("{base}:{}", ids[3])).expect("dangling id");
+    let policy = w.policy(&format!(
+        "version: 1\ndiscovery: {{ layouts: ['{layout}'] }}\npolicies: [{{ name: all, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n"
+    ));
     let run = w.report(&policy, "run");
     let s = &run.queues[0].states["completed"];
     assert_eq!(s.matched, 12);
@@ -360,14 +362,27 @@ fn locked_and_malformed_jobs_are_held_back_and_counted() {
         "{:?}",
         skipped.reasons
     );
-    let left: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("left");
+    let left: Vec<String> = con.zrange(&set, 0, -1).expect("left");
     assert_eq!(left, vec![ids[0].clone(), ids[1].clone(), ids[2].clone()]);
     let locked_hash: BTreeMap<String, String> =
-        con.hgetall(format!("bull:mail:{}", ids[0])).expect("hash");
+        con.hgetall(format!("{base}:{}", ids[0])).expect("hash");
     assert!(
         locked_hash.contains_key("finishedOn"),
         "the locked job is untouched"
     );
+    let leftovers: Vec<String> = con.keys(format!("{base}:{}*", ids[4])).expect("keys");
+    assert!(leftovers.is_empty(), "a removed job left {leftovers:?}");
+}
+
+#[test]
+fn locked_and_malformed_jobs_are_held_back_and_counted() {
+    held_back_jobs_are_counted("bull:mail", "bull:{queue}");
+}
+
+/// A `*` in the prefix would be read as a SORT pattern, so the script reads job by job.
+#[test]
+fn a_prefix_with_a_star_takes_the_job_by_job_path() {
+    held_back_jobs_are_counted("we*ird:mail", "we*ird:{queue}");
 }
 
 #[test]

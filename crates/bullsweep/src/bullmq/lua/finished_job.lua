@@ -108,18 +108,6 @@ local function readFinishedJob(jobKey)
   return f[1], f[2], f[3]
 end
 
--- How many jobs at the head of the set are locked (one EXISTS for the whole batch).
-local function countLocked(queuePrefix, ids, from, to)
-  if to < from then
-    return 0
-  end
-  local locks = {}
-  for i = from, to do
-    locks[#locks + 1] = queuePrefix .. ids[i] .. ':lock'
-  end
-  return rcall('EXISTS', unpack(locks))
-end
-
 -- Removes one job whose fields were read. Parent and dedup bookkeeping runs in BullMQ's order
 -- (parent, dedup, then keys), so pending deletes are flushed first.
 local function removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
