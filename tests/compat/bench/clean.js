@@ -1,12 +1,13 @@
 // Benchmark contender: BullMQ's own Queue.clean(0, 0, 'completed') on one queue.
-// Usage: node clean.js <port> <db> <queue>. Prints "ready", waits for a line on stdin, cleans,
+// Usage: node clean.js <host> <port> <db> <queue> (password in BULLSWEEP_BENCH_REDIS_PASSWORD). Prints "ready", waits for a line on stdin, cleans,
 // then prints {"ms": <time spent in clean>, "removed": <jobs>} as JSON.
 'use strict';
 const { Queue } = require('bullmq');
 
 async function main() {
-  const [port, db, name] = process.argv.slice(2);
-  const queue = new Queue(name, { connection: { host: '127.0.0.1', port: Number(port), db: Number(db) } });
+  const [host, port, db, name] = process.argv.slice(2);
+  const password = process.env.BULLSWEEP_BENCH_REDIS_PASSWORD || undefined;
+  const queue = new Queue(name, { connection: { host, port: Number(port), db: Number(db), password } });
   await queue.waitUntilReady();
   process.stdout.write('ready\n');
   process.stdin.once('data', async () => {

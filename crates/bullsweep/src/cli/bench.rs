@@ -37,6 +37,9 @@ pub struct BenchArgs {
     /// What to measure.
     #[arg(long, value_enum, default_value_t = Strategy::Sweep)]
     pub strategy: Strategy,
+    /// Rounds; contenders are interleaved in each, and medians reported.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.
     #[arg(long, env = "BULLSWEEP_COMPAT_DIR", default_value = "tests/compat")]
     pub compat_dir: PathBuf,
@@ -50,6 +53,8 @@ const BASE: &str = "bull:bench";
 pub struct Measurement {
     /// Contender name.
     pub contender: String,
+    /// Round number (0 in the summary).
+    pub round: u32,
     /// Jobs removed.
     pub removed: u64,
     /// Wall time of the clean, in seconds.
@@ -79,9 +84,13 @@ pub struct BenchReport {
     pub jobs: u64,
     /// Approximate job size.
     pub job_bytes: usize,
-    /// One row per contender.
-    pub results: Vec<Measurement>,
-    /// bullsweep jobs/s divided by BullMQ jobs/s, when BullMQ ran.
+    /// One row per contender and round.
+    pub rounds: Vec<Measurement>,
+    /// One row per contender: medians over rounds (maxima for the worst-case columns).
+    pub summary: Vec<Measurement>,
+    /// bullsweep jobs/s divided by BullMQ jobs/s, per round.
+    pub ratios_vs_bullmq: Vec<f64>,
+    /// The median of `ratios_vs_bullmq`.
     pub ratio_vs_bullmq: Option<f64>,
     /// Contenders that could not run, and why.
     pub skipped: Vec<String>,
@@ -147,6 +156,15 @@ async fn info_number(
         .sum())
 }
 
+/// Where the BullMQ contender connects.
+struct NodeTarget {
+    script: PathBuf,
+    host: String,
+    port: u16,
+    db: i64,
+    password: Option<String>,
+}
+
 /// Runs `bench`.
 pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     let Strategy::Sweep = args.strategy;
@@ -161,23 +179,35 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     };
     let mut con = super::connect(&url).await?;
     let redis_err = |e: redis::RedisError| CliError::redis(&url, &e);
-    let db: u32 = redis::Client::open(url.as_str())
-        .map(|c| c.get_connection_info().redis_settings().db() as u32)
-        .unwrap_or(0);
-    let port = url
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.split('/').next())
-        .and_then(|p| p.parse::<u16>().ok())
-        .unwrap_or(6379);
+    let info = redis::Client::open(url.as_str())
+        .map_err(|e| CliError::redis(&url, &e))?
+        .get_connection_info()
+        .clone();
+    let (host, port) = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+        other => {
+            return Err(CliError::usage(format!(
+                "bench needs a plain TCP Redis URL, got {other}"
+            )));
+        }
+    };
+    let node = NodeTarget {
+        script: args.compat_dir.join("bench/clean.js"),
+        host,
+        port,
+        db: info.redis_settings().db(),
+        password: info.redis_settings().password().map(str::to_string),
+    };
 
     let mut report = BenchReport {
         jobs: args.jobs,
         job_bytes: args.job_bytes,
-        results: Vec::new(),
+        rounds: Vec::new(),
+        summary: Vec::new(),
+        ratios_vs_bullmq: Vec::new(),
         ratio_vs_bullmq: None,
         skipped: Vec::new(),
     };
-    let node_script = args.compat_dir.join("bench/clean.js");
     let node_ready = args.compat_dir.join("node_modules/bullmq").is_dir()
         && Command::new("node")
             .arg("--version")
@@ -190,115 +220,31 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             args.compat_dir.display()
         ));
     }
-    let saved_slowlog = slowlog_begin(&mut con).await.map_err(redis_err)?;
     let contenders: Vec<&str> = ["bullsweep", "bullmq", "naive", "lean"]
         .into_iter()
         .filter(|c| *c != "bullmq" || node_ready)
         .collect();
 
-    for contender in contenders {
-        redis::cmd("FLUSHDB")
-            .query_async::<()>(&mut con)
-            .await
-            .map_err(redis_err)?;
-        let spec = SeedSpec {
-            base: BASE.to_string(),
-            completed: args.jobs,
-            failed: 0,
-            spread_ms: 3_600_000,
-            names: vec!["bench-job".into()],
-            job_bytes: args.job_bytes,
-        };
-        eprintln!("{contender}: seeding {} jobs", args.jobs);
-        seed_queue(&mut con, &spec, now_ms() - 1_000)
-            .await
-            .map_err(redis_err)?;
-        redis::cmd("SLOWLOG")
-            .arg("RESET")
-            .query_async::<()>(&mut con)
-            .await
-            .map_err(redis_err)?;
-        let mem_before = info_number(&mut con, "memory", &["used_memory"])
-            .await
-            .map_err(redis_err)?;
-        let cpu_before = info_number(&mut con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-            .await
-            .map_err(redis_err)?;
-
-        let (removed, seconds, probes) = match contender {
-            "bullsweep" => {
-                let set = bullsweep_policy::compile(
-                    "bench",
-                    "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n",
-                )
-                .map_err(|e| CliError::runtime(e.to_string()))?;
-                let opts = SweepOptions {
-                    env: None,
-                    now_ms: now_ms(),
-                    budget_us: DEFAULT_BUDGET_US,
-                };
-                let prober = Prober::start(&url)?;
-                let started = Instant::now();
-                let out = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {})
-                    .await
-                    .map_err(redis_err)?;
-                let seconds = started.elapsed().as_secs_f64();
-                let removed = out
-                    .queues
-                    .iter()
-                    .flat_map(|q| q.states.values())
-                    .filter_map(|s| s.done)
-                    .sum();
-                (removed, seconds, prober.finish())
-            }
-            "bullmq" => run_bullmq(&node_script, port, db, &url)?,
-            "naive" => {
-                let prober = Prober::start(&url)?;
-                let started = Instant::now();
-                let removed = naive_sweep(&mut con).await.map_err(redis_err)?;
-                (removed, started.elapsed().as_secs_f64(), prober.finish())
-            }
-            _ => {
-                let prober = Prober::start(&url)?;
-                let started = Instant::now();
-                let removed = lean_sweep(&mut con).await.map_err(redis_err)?;
-                (removed, started.elapsed().as_secs_f64(), prober.finish())
-            }
-        };
-        let longest_call_ms = slowlog_max_ms(&mut con).await.map_err(redis_err)?;
-
-        let cpu_after = info_number(&mut con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-            .await
-            .map_err(redis_err)?;
-        let mem_after = info_number(&mut con, "memory", &["used_memory"])
-            .await
-            .map_err(redis_err)?;
-        let left: u64 = redis::cmd("ZCARD")
-            .arg(format!("{BASE}:completed"))
-            .query_async(&mut con)
-            .await
-            .map_err(redis_err)?;
-        if left != 0 || removed != args.jobs {
-            return Err(CliError::runtime(format!(
-                "{contender} left {left} jobs in the completed set and reported {removed} removed of {}",
-                args.jobs
-            )));
+    let saved_slowlog = slowlog_begin(&mut con).await.map_err(redis_err)?;
+    // Why rounds: on a shared 2-vCPU host one run's ratio swings by tens of percent; contenders
+    // are interleaved within each round and the medians are reported.
+    for round in 1..=args.rounds.max(1) {
+        for contender in &contenders {
+            eprintln!("round {round}: {contender}, seeding {} jobs", args.jobs);
+            let mut m = measure(&mut con, &url, contender, args, &node).await?;
+            m.round = round;
+            report.rounds.push(m);
         }
-        let mut sorted = probes.clone();
-        sorted.sort();
-        report.results.push(Measurement {
-            contender: contender.to_string(),
-            removed,
-            seconds,
-            jobs_per_sec: removed as f64 / seconds.max(1e-9),
-            probe_p50_ms: percentile(&sorted, 0.50),
-            probe_p99_ms: percentile(&sorted, 0.99),
-            probe_max_ms: percentile(&sorted, 1.0),
-            probes: sorted.len(),
-            longest_call_ms,
-            redis_cpu_s: cpu_after - cpu_before,
-            memory_freed_bytes: (mem_before - mem_after) as i64,
-        });
+        let rate = |name: &str| {
+            report
+                .rounds
+                .iter()
+                .find(|m| m.round == round && m.contender == name)
+                .map(|m| m.jobs_per_sec)
+        };
+        if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate("bullmq")) {
+            report.ratios_vs_bullmq.push(ours / theirs);
+        }
     }
     redis::cmd("FLUSHDB")
         .query_async::<()>(&mut con)
@@ -308,16 +254,11 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         .await
         .map_err(redis_err)?;
 
-    let rate = |name: &str| {
-        report
-            .results
-            .iter()
-            .find(|m| m.contender == name)
-            .map(|m| m.jobs_per_sec)
-    };
-    if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate("bullmq")) {
-        report.ratio_vs_bullmq = Some(ours / theirs);
-    }
+    report.summary = contenders
+        .iter()
+        .map(|c| summarize(c, &report.rounds))
+        .collect();
+    report.ratio_vs_bullmq = median(report.ratios_vs_bullmq.clone());
     if cli.json {
         println!(
             "{}",
@@ -327,6 +268,148 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         println!("{}", bench_table(&report));
     }
     Ok(0)
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(values[values.len() / 2])
+}
+
+/// Medians over rounds, except the worst-case columns, which take the maximum.
+fn summarize(contender: &str, rounds: &[Measurement]) -> Measurement {
+    let mine: Vec<&Measurement> = rounds.iter().filter(|m| m.contender == contender).collect();
+    let med =
+        |f: fn(&Measurement) -> f64| median(mine.iter().map(|m| f(m)).collect()).unwrap_or(0.0);
+    let max = |f: fn(&Measurement) -> f64| mine.iter().map(|m| f(m)).fold(0.0, f64::max);
+    Measurement {
+        contender: contender.to_string(),
+        round: 0,
+        removed: mine.first().map_or(0, |m| m.removed),
+        seconds: med(|m| m.seconds),
+        jobs_per_sec: med(|m| m.jobs_per_sec),
+        probe_p50_ms: med(|m| m.probe_p50_ms),
+        probe_p99_ms: med(|m| m.probe_p99_ms),
+        probe_max_ms: max(|m| m.probe_max_ms),
+        probes: mine.iter().map(|m| m.probes).sum(),
+        longest_call_ms: max(|m| m.longest_call_ms),
+        redis_cpu_s: med(|m| m.redis_cpu_s),
+        memory_freed_bytes: med(|m| m.memory_freed_bytes as f64) as i64,
+    }
+}
+
+/// Seeds a fresh dataset and empties it with one contender while the prober runs.
+async fn measure(
+    con: &mut ConnectionManager,
+    url: &str,
+    contender: &str,
+    args: &BenchArgs,
+    node: &NodeTarget,
+) -> Result<Measurement, CliError> {
+    let redis_err = |e: redis::RedisError| CliError::redis(url, &e);
+    redis::cmd("FLUSHDB")
+        .query_async::<()>(con)
+        .await
+        .map_err(redis_err)?;
+    let spec = SeedSpec {
+        base: BASE.to_string(),
+        completed: args.jobs,
+        failed: 0,
+        spread_ms: 3_600_000,
+        names: vec!["bench-job".into()],
+        job_bytes: args.job_bytes,
+    };
+    seed_queue(con, &spec, now_ms() - 1_000)
+        .await
+        .map_err(redis_err)?;
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async::<()>(con)
+        .await
+        .map_err(redis_err)?;
+    let mem_before = info_number(con, "memory", &["used_memory"])
+        .await
+        .map_err(redis_err)?;
+    let cpu_before = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+        .await
+        .map_err(redis_err)?;
+
+    let (removed, seconds, probes) = match contender {
+        "bullsweep" => {
+            let set = bullsweep_policy::compile(
+                "bench",
+                "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n",
+            )
+            .map_err(|e| CliError::runtime(e.to_string()))?;
+            let opts = SweepOptions {
+                env: None,
+                now_ms: now_ms(),
+                budget_us: DEFAULT_BUDGET_US,
+            };
+            let prober = Prober::start(url)?;
+            let started = Instant::now();
+            let out = engine::sweep(con, &set, &opts, Mode::Run, &|_| {})
+                .await
+                .map_err(redis_err)?;
+            let seconds = started.elapsed().as_secs_f64();
+            let removed = out
+                .queues
+                .iter()
+                .flat_map(|q| q.states.values())
+                .filter_map(|s| s.done)
+                .sum();
+            (removed, seconds, prober.finish())
+        }
+        "bullmq" => run_bullmq(node, url)?,
+        "naive" => {
+            let prober = Prober::start(url)?;
+            let started = Instant::now();
+            let removed = naive_sweep(con).await.map_err(redis_err)?;
+            (removed, started.elapsed().as_secs_f64(), prober.finish())
+        }
+        _ => {
+            let prober = Prober::start(url)?;
+            let started = Instant::now();
+            let removed = lean_sweep(con).await.map_err(redis_err)?;
+            (removed, started.elapsed().as_secs_f64(), prober.finish())
+        }
+    };
+    let longest_call_ms = slowlog_max_ms(con).await.map_err(redis_err)?;
+    let cpu_after = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+        .await
+        .map_err(redis_err)?;
+    let mem_after = info_number(con, "memory", &["used_memory"])
+        .await
+        .map_err(redis_err)?;
+    let left: u64 = redis::cmd("ZCARD")
+        .arg(format!("{BASE}:completed"))
+        .query_async(con)
+        .await
+        .map_err(redis_err)?;
+    if left != 0 || removed != args.jobs {
+        return Err(CliError::runtime(format!(
+            "{contender} left {left} jobs in the completed set and reported {removed} removed of {}",
+            args.jobs
+        )));
+    }
+    let mut sorted = probes;
+    sorted.sort();
+    Ok(Measurement {
+        contender: contender.to_string(),
+        round: 0,
+        removed,
+        seconds,
+        jobs_per_sec: removed as f64 / seconds.max(1e-9),
+        probe_p50_ms: percentile(&sorted, 0.50),
+        probe_p99_ms: percentile(&sorted, 0.99),
+        probe_max_ms: percentile(&sorted, 1.0),
+        probes: sorted.len(),
+        longest_call_ms,
+        redis_cpu_s: cpu_after - cpu_before,
+        memory_freed_bytes: (mem_before - mem_after) as i64,
+    })
 }
 
 fn bench_table(report: &BenchReport) -> String {
@@ -343,7 +426,7 @@ fn bench_table(report: &BenchReport) -> String {
         "redis cpu s",
         "freed MB",
     ]);
-    for m in &report.results {
+    for m in &report.summary {
         t.add_row(vec![
             m.contender.clone(),
             m.removed.to_string(),
@@ -357,12 +440,21 @@ fn bench_table(report: &BenchReport) -> String {
             format!("{:.1}", m.memory_freed_bytes as f64 / 1_048_576.0),
         ]);
     }
+    let rounds = report.rounds.iter().map(|m| m.round).max().unwrap_or(0);
     let mut out = format!(
-        "{} completed jobs of ~{} bytes per dataset\n{t}",
+        "{} completed jobs of ~{} bytes per dataset; medians of {rounds} rounds (probe max and longest call: worst round)\n{t}",
         report.jobs, report.job_bytes
     );
     if let Some(r) = report.ratio_vs_bullmq {
-        out.push_str(&format!("\nbullsweep / BullMQ Queue.clean jobs/s: {r:.2}x"));
+        let each: Vec<String> = report
+            .ratios_vs_bullmq
+            .iter()
+            .map(|r| format!("{r:.2}x"))
+            .collect();
+        out.push_str(&format!(
+            "\nbullsweep / BullMQ Queue.clean jobs/s: {r:.2}x median (rounds: {})",
+            each.join(", ")
+        ));
     }
     out.push_str("\nlean = ZREM + DEL of the job hash only: not BullMQ-correct (leaves sub-keys, parents, dedup keys); shown as the floor");
     for s in &report.skipped {
@@ -372,18 +464,18 @@ fn bench_table(report: &BenchReport) -> String {
 }
 
 /// BullMQ's Queue.clean in a Node process; the probe runs only while clean() runs.
-fn run_bullmq(
-    script: &std::path::Path,
-    port: u16,
-    db: u32,
-    url: &str,
-) -> Result<(u64, f64, Vec<Duration>), CliError> {
+fn run_bullmq(node: &NodeTarget, url: &str) -> Result<(u64, f64, Vec<Duration>), CliError> {
     let node_err = |e: std::io::Error| CliError::runtime(format!("BullMQ contender failed: {e}"));
     let mut child = Command::new("node")
-        .arg(script)
-        .arg(port.to_string())
-        .arg(db.to_string())
+        .arg(&node.script)
+        .arg(&node.host)
+        .arg(node.port.to_string())
+        .arg(node.db.to_string())
         .arg(QUEUE)
+        .env(
+            "BULLSWEEP_BENCH_REDIS_PASSWORD",
+            node.password.as_deref().unwrap_or(""),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
