@@ -46,7 +46,7 @@ struct JsonState {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct JsonSkipped {
     locked: u64,
     malformed: u64,

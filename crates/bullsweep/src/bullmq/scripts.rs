@@ -42,8 +42,10 @@ pub struct BatchOutcome {
     pub changed: u64,
     /// Time the call held Redis, measured by Redis itself.
     pub elapsed_us: u64,
-    /// For a prefix sweep: nothing selected is left. For an id batch: how many ids were handled.
-    pub progress: u64,
+    /// Prefix sweep: nothing selected is left beyond the jobs held back.
+    pub exhausted: bool,
+    /// Id batch: how many of the ids were looked at before the budget ran out.
+    pub handled: u64,
 }
 
 /// The arguments of one prefix-sweep call.
@@ -104,7 +106,8 @@ impl Scripts {
             malformed,
             changed: 0,
             elapsed_us,
-            progress: exhausted,
+            exhausted: exhausted == 1,
+            handled: removed + locked + malformed,
         })
     }
 
@@ -141,7 +144,8 @@ impl Scripts {
             malformed,
             changed,
             elapsed_us,
-            progress: handled,
+            exhausted: false,
+            handled,
         })
     }
 

@@ -354,12 +354,7 @@ async fn measure(
                 .await
                 .map_err(redis_err)?;
             let seconds = started.elapsed().as_secs_f64();
-            let removed = out
-                .queues
-                .iter()
-                .flat_map(|q| q.states.values())
-                .filter_map(|s| s.done)
-                .sum();
+            let removed = out.done();
             (removed, seconds, prober.finish())
         }
         "bullmq" => run_bullmq(node, url)?,

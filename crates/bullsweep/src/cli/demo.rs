@@ -161,12 +161,7 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
         render::report_text(&done, Mode::Run)
     );
     let (keys_after, mem_after) = counts(&mut con).await.map_err(redis_err)?;
-    let removed: u64 = done
-        .queues
-        .iter()
-        .flat_map(|q| q.states.values())
-        .filter_map(|s| s.done)
-        .sum();
+    let removed: u64 = done.done();
     println!("removed {removed} jobs in {elapsed:.2?}");
     println!("keys in Redis:  {keys_before} before, {keys_after} after");
     println!("Redis memory:   {mem_before} before, {mem_after} after");

@@ -187,12 +187,7 @@ async fn sweep(
         bar.finish_and_clear();
     }
     if mode == Mode::Run {
-        let done: u64 = report
-            .queues
-            .iter()
-            .flat_map(|q| q.states.values())
-            .filter_map(|s| s.done)
-            .sum();
+        let done: u64 = report.done();
         eprintln!("removed {done} jobs in {:.2?}", started.elapsed());
     }
     Ok(report)

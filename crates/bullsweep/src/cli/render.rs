@@ -5,7 +5,6 @@ use bullsweep_policy::{
     EffectiveRule, JobState, PolicySet, QueueId, Resolution, StateRule, StateRules,
 };
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
-use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -136,37 +135,31 @@ pub fn policy_set_text(set: &PolicySet) -> String {
     out.trim_end().to_string()
 }
 
-#[derive(Serialize)]
-struct FieldJson {
-    value: Value,
-    from: String,
+/// An effective rule's fields in display order: name, value as JSON, origin.
+fn effective_fields(rule: &EffectiveRule) -> Vec<(&'static str, Value, String)> {
+    let mut fields = Vec::new();
+    if let Some(v) = &rule.max_age {
+        fields.push(("maxAge", json!(v.value.to_string()), v.source.to_string()));
+    }
+    if let Some(v) = &rule.max_count {
+        fields.push(("maxCount", json!(v.value), v.source.to_string()));
+    }
+    if let Some(v) = &rule.keep_for {
+        fields.push(("keepFor", json!(v.value.to_string()), v.source.to_string()));
+    }
+    fields.push((
+        "action",
+        json!(rule.action.value.as_str()),
+        rule.action.source.to_string(),
+    ));
+    fields
 }
 
 fn effective_json(rule: &EffectiveRule) -> Value {
-    let field = |value: Value, from: String| FieldJson { value, from };
-    let mut map = BTreeMap::new();
-    if let Some(v) = &rule.max_age {
-        map.insert(
-            "maxAge",
-            field(json!(v.value.to_string()), v.source.to_string()),
-        );
-    }
-    if let Some(v) = &rule.max_count {
-        map.insert("maxCount", field(json!(v.value), v.source.to_string()));
-    }
-    if let Some(v) = &rule.keep_for {
-        map.insert(
-            "keepFor",
-            field(json!(v.value.to_string()), v.source.to_string()),
-        );
-    }
-    map.insert(
-        "action",
-        field(
-            json!(rule.action.value.as_str()),
-            rule.action.source.to_string(),
-        ),
-    );
+    let map: BTreeMap<&str, Value> = effective_fields(rule)
+        .into_iter()
+        .map(|(name, value, from)| (name, json!({ "value": value, "from": from })))
+        .collect();
     json!(map)
 }
 
@@ -210,37 +203,17 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
 
 fn effective_rows(t: &mut Table, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
     for (state, rule) in states {
-        let scope = format!("{scope}{state}");
-        if let Some(v) = &rule.max_age {
+        for (name, value, from) in effective_fields(rule) {
+            let shown = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_string);
             t.add_row(vec![
-                scope.clone(),
-                "maxAge".into(),
-                v.value.to_string(),
-                v.source.to_string(),
+                format!("{scope}{state}"),
+                name.to_string(),
+                shown,
+                from,
             ]);
         }
-        if let Some(v) = &rule.max_count {
-            t.add_row(vec![
-                scope.clone(),
-                "maxCount".into(),
-                v.value.to_string(),
-                v.source.to_string(),
-            ]);
-        }
-        if let Some(v) = &rule.keep_for {
-            t.add_row(vec![
-                scope.clone(),
-                "keepFor".into(),
-                v.value.to_string(),
-                v.source.to_string(),
-            ]);
-        }
-        t.add_row(vec![
-            scope,
-            "action".into(),
-            rule.action.value.to_string(),
-            rule.action.source.to_string(),
-        ]);
     }
 }
 

@@ -186,8 +186,8 @@ struct RuleGroup {
 struct RuleGroups {
     /// Jobs no job rule names.
     default: Option<RuleGroup>,
-    /// Job name → its group.
-    by_name: BTreeMap<String, RuleGroup>,
+    /// Job name → its group, numbered from 1 (0 is the default group).
+    by_name: BTreeMap<String, (usize, RuleGroup)>,
 }
 
 impl RuleGroups {
@@ -197,10 +197,12 @@ impl RuleGroups {
             action: rule.action.value,
         };
         let default = eff.states.get(&state).map(group);
-        let by_name: BTreeMap<String, RuleGroup> = eff
+        let by_name: BTreeMap<String, (usize, RuleGroup)> = eff
             .jobs
             .iter()
             .filter_map(|j| j.states.get(&state).map(|r| (j.name.clone(), group(r))))
+            .enumerate()
+            .map(|(i, (name, g))| (name, (i + 1, g)))
             .collect();
         (default.is_some() || !by_name.is_empty()).then_some(RuleGroups { default, by_name })
     }
@@ -209,7 +211,7 @@ impl RuleGroups {
         let mut actions = self
             .default
             .iter()
-            .chain(self.by_name.values())
+            .chain(self.by_name.values().map(|(_, g)| g))
             .map(|g| g.action);
         let first = actions.next().unwrap_or(Action::Remove);
         if actions.all(|a| a == first) {
@@ -220,11 +222,8 @@ impl RuleGroups {
     }
 
     fn group_of(&self, name: &str) -> Option<(usize, &RuleGroup)> {
-        match self.by_name.get_key_value(name) {
-            Some((key, g)) => {
-                let idx = self.by_name.keys().position(|k| k == key).unwrap_or(0) + 1;
-                Some((idx, g))
-            }
+        match self.by_name.get(name) {
+            Some((idx, g)) => Some((*idx, g)),
             None => self.default.as_ref().map(|g| (0, g)),
         }
     }
@@ -331,7 +330,7 @@ impl StateWork<'_> {
                 tally(&mut skipped, &out);
                 done += out.removed;
                 (self.progress)(out.removed);
-                if out.progress == 1 {
+                if out.exhausted {
                     break;
                 }
             }
@@ -410,7 +409,7 @@ impl StateWork<'_> {
                 &pending[..take],
                 self.opts.budget_us
             ))?;
-            let handled = (out.progress as usize).clamp(1, take);
+            let handled = (out.handled as usize).clamp(1, take);
             pending.drain(..handled);
             sizer.observe(handled as u64, out.elapsed_us);
             tally(skipped, &out);

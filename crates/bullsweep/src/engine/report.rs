@@ -54,6 +54,7 @@ pub struct StateReport {
 
 /// Selected jobs that `run` did not act on.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct Skipped {
     /// Held by a worker's lock.
     pub locked: u64,
@@ -76,6 +77,15 @@ impl Skipped {
 }
 
 impl Report {
+    /// Jobs acted on across every queue and state.
+    pub fn done(&self) -> u64 {
+        self.queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.done)
+            .sum()
+    }
+
     /// Whether any queue failed.
     pub fn has_errors(&self) -> bool {
         self.queues.iter().any(|q| q.error.is_some())

@@ -121,6 +121,21 @@ local function removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
   return dels
 end
 
+-- One call's bookkeeping: ids removed, keys waiting for one UNLINK, jobs held back.
+local function newBatch()
+  return {removed = {}, dels = {}, locked = 0, malformed = 0}
+end
+
+-- Removes a job whose fields were read, or holds it back as malformed (finishedOn nil).
+local function takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
+  if finishedOn == nil then
+    batch.malformed = batch.malformed + 1
+    return
+  end
+  batch.dels = removeReadJob(batch.dels, queuePrefix, jobId, parentKey, deid)
+  batch.removed[#batch.removed + 1] = jobId
+end
+
 local function zremAll(setKey, ids)
   for from = 1, #ids, 5000 do
     rcall('ZREM', setKey, unpack(ids, from, math.min(from + 4999, #ids)))

@@ -20,7 +20,8 @@ local queuePrefix = ARGV[1]
 local budget = tonumber(ARGV[2])
 
 local started = nowMicros()
-local removed, dels, locked, malformed, changed, handled = {}, {}, 0, 0, 0, 0
+local batch = newBatch()
+local changed, handled = 0, 0
 for i = 3, #ARGV, 2 do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = queuePrefix .. jobId
@@ -28,25 +29,20 @@ for i = 3, #ARGV, 2 do
   if not score or tonumber(score) ~= expected then
     changed = changed + 1
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
-    locked = locked + 1
+    batch.locked = batch.locked + 1
   else
-    local finishedOn, parentKey, deid = readFinishedJob(jobKey)
-    if finishedOn == nil then
-      malformed = malformed + 1
-    else
-      dels = removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
-      removed[#removed + 1] = jobId
-    end
+    takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
   end
   handled = handled + 1
   if handled % 16 == 0 then
-    dels = flushDeletes(dels)
+    batch.dels = flushDeletes(batch.dels)
     if nowMicros() - started >= budget then
       break
     end
   end
 end
-flushDeletes(dels)
+flushDeletes(batch.dels)
+local removed = batch.removed
 zremAll(setKey, removed)
 addCleanedEvent(eventsKey, metaKey, #removed)
-return {#removed, locked, malformed, changed, nowMicros() - started, handled}
+return {#removed, batch.locked, batch.malformed, changed, nowMicros() - started, handled}

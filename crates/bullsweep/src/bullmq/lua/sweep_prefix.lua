@@ -68,38 +68,32 @@ else
     'GET', queuePrefix .. '*:lock', 'GET', queuePrefix .. '*->finishedOn',
     'GET', queuePrefix .. '*->parentKey', 'GET', queuePrefix .. '*->deid')
 end
-local removed, dels, locked, malformed, held = {}, {}, 0, 0, 0
+local batch = newBatch()
 local jobs = #rows / 5
 local exhausted = (jobs < limit) and 1 or 0
 for n = 1, jobs do
   local i = n * 5 - 4
-  local jobId, lock, finishedOn, parentKey, deid = rows[i], rows[i + 1], rows[i + 2], rows[i + 3], rows[i + 4]
-  if lock then
-    locked = locked + 1
-    held = held + 1
+  local jobId, finishedOn, parentKey, deid = rows[i], rows[i + 2], rows[i + 3], rows[i + 4]
+  if rows[i + 1] then
+    batch.locked = batch.locked + 1
   else
     if not finishedOn then
       -- No hash, not a hash, or a hash without finishedOn: classify atomically.
       finishedOn, parentKey, deid = readFinishedJob(queuePrefix .. jobId)
     end
-    if finishedOn == nil then
-      malformed = malformed + 1
-      held = held + 1
-    else
-      dels = removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
-      removed[#removed + 1] = jobId
-    end
+    takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
   end
   if n % CHUNK == 0 and n < jobs then
-    dels = flushDeletes(dels)
+    batch.dels = flushDeletes(batch.dels)
     if nowMicros() - started >= budget then
       exhausted = 0
       break
     end
   end
 end
-flushDeletes(dels)
-if held == 0 then
+flushDeletes(batch.dels)
+local removed = batch.removed
+if batch.locked + batch.malformed == 0 then
   -- Nothing held back: the removed jobs are exactly the ranks just read.
   if #removed > 0 then
     rcall('ZREMRANGEBYRANK', setKey, offset, offset + #removed - 1)
@@ -108,4 +102,4 @@ else
   zremAll(setKey, removed)
 end
 addCleanedEvent(eventsKey, metaKey, #removed)
-return {#removed, locked, malformed, nowMicros() - started, exhausted}
+return {#removed, batch.locked, batch.malformed, nowMicros() - started, exhausted}
