@@ -586,3 +586,42 @@ fn a_database_index_in_the_url_is_honoured() {
     let keys: u64 = redis::cmd("DBSIZE").query(&mut w.con()).expect("dbsize");
     assert_eq!(keys, 0, "database 0 was never touched");
 }
+
+#[test]
+fn refused_authentication_is_a_clear_runtime_error() {
+    let w = World::new();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret")
+        .query(&mut w.con())
+        .expect("set a password");
+    let policy = w.policy("version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n");
+    let out = w.run(&policy, &["plan"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("refused authentication"), "{err}");
+    assert!(err.contains("redis://:PASSWORD@host:port"), "{err}");
+
+    let with_password = format!("redis://:s3cret@127.0.0.1:{}/0", w.redis.port());
+    let wrong = format!("redis://:wrong@127.0.0.1:{}/0", w.redis.port());
+    let ok = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--redis", &with_password, "--config"])
+        .arg(&policy)
+        .arg("plan")
+        .output()
+        .expect("runs");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let bad = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--redis", &wrong, "--config"])
+        .arg(&policy)
+        .arg("plan")
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        !stderr(&bad).contains("wrong"),
+        "the password is never printed: {}",
+        stderr(&bad)
+    );
+}

@@ -1,0 +1,74 @@
+//! Every `--help` and the user-facing messages are snapshotted, so wording cannot drift
+//! unnoticed. Review changes with `cargo insta review`.
+
+use std::process::Command;
+
+fn bullsweep(args: &[&str], dir: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("BULLSWEEP_REDIS_URL")
+        .env_remove("BULLSWEEP_CONFIG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("bullsweep runs");
+    format!(
+        "exit: {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn help_texts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for command in ["", "check", "explain", "plan", "run", "demo", "bench"] {
+        let mut args: Vec<&str> = command.split_whitespace().collect();
+        args.push("--help");
+        let name = if command.is_empty() { "help" } else { command };
+        insta::assert_snapshot!(format!("help_{name}"), bullsweep(&args, dir.path()));
+    }
+}
+
+#[test]
+fn user_facing_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases = [
+        ("missing_file", "", vec!["check"]),
+        (
+            "bad_policy",
+            "version: 1\npolicies:\n  - name: a\n    queueNamePatern: '*'\n    rules:\n      completed: { maxAge: 0s, action: delete }\n  - { name: a, queueNamePattern: '[x' }\n",
+            vec!["check"],
+        ),
+        (
+            "tie",
+            "version: 1\npolicies:\n  - { name: a, queueNamePattern: 'bill*' }\n  - { name: b, queueNamePattern: '*ling' }\n",
+            vec!["check"],
+        ),
+        (
+            "no_layout",
+            "version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\n",
+            vec!["explain", "jobs:other:queue"],
+        ),
+        (
+            "unreachable",
+            "version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\n",
+            vec!["--redis", "redis://127.0.0.1:1/0", "plan"],
+        ),
+        (
+            "bad_url",
+            "version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\n",
+            vec!["--redis", "http://nope", "plan"],
+        ),
+        ("unknown_flag", "", vec!["plan", "--jsn"]),
+    ];
+    for (name, policy, args) in cases {
+        if !policy.is_empty() {
+            std::fs::write(dir.path().join("bullsweep.yaml"), policy).expect("write policy");
+        } else {
+            let _ = std::fs::remove_file(dir.path().join("bullsweep.yaml"));
+        }
+        insta::assert_snapshot!(format!("error_{name}"), bullsweep(&args, dir.path()));
+    }
+}
