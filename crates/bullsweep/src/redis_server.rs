@@ -1,7 +1,7 @@
 //! A private `redis-server` on a free loopback port in its own temporary directory, for
 //! `demo`, `bench` and the test suite. It is killed when dropped.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,17 +42,21 @@ impl PrivateRedis {
                 })?;
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
-                if let Some(status) = child.try_wait()? {
+                if child.try_wait()?.is_some() {
                     // Lost the port race, or Redis refused the options.
-                    let _ = status;
                     break;
                 }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Ok(PrivateRedis {
-                        child,
-                        port,
-                        _dir: dir,
-                    });
+                if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
+                    // Another process may have taken the port between our probe and Redis's
+                    // bind; only a server reporting our child's pid is ours.
+                    if served_by(stream, child.id()) {
+                        return Ok(PrivateRedis {
+                            child,
+                            port,
+                            _dir: dir,
+                        });
+                    }
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -73,6 +77,30 @@ impl PrivateRedis {
     pub fn url(&self, db: u32) -> String {
         format!("redis://127.0.0.1:{}/{db}", self.port)
     }
+}
+
+/// Whether the Redis behind `stream` runs as process `pid` (from `INFO server`).
+fn served_by(mut stream: TcpStream, pid: u32) -> bool {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(line) = text.lines().find(|l| l.starts_with("process_id:")) {
+            return line.trim_start_matches("process_id:").trim() == pid.to_string();
+        }
+    }
+    false
 }
 
 impl Drop for PrivateRedis {

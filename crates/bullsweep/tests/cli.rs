@@ -1,154 +1,12 @@
 //! The command line against a real, private redis-server: exit codes, messages, JSON output
 //! (read back through independent types), and what `plan` and `run` do to the keyspace.
 
-use bullsweep::redis_server::PrivateRedis;
-use bullsweep::seed::{SeedSpec, seed_queue};
+mod common;
+
+use common::*;
 use redis::Commands;
-use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-const DAY: i64 = 86_400_000;
-
-/// `plan --json` / `run --json`, as a consumer of the format would read it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonReport {
-    queues: Vec<JsonQueue>,
-    uncovered: Vec<String>,
-    unmanaged: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonQueue {
-    key: String,
-    queue: String,
-    tenant: Option<String>,
-    env: Option<String>,
-    policy: String,
-    states: BTreeMap<String, JsonState>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonState {
-    jobs: u64,
-    matched: u64,
-    action: String,
-    #[serde(default)]
-    done: Option<u64>,
-    #[serde(default)]
-    skipped: Option<JsonSkipped>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct JsonSkipped {
-    locked: u64,
-    malformed: u64,
-    changed: u64,
-    not_implemented: u64,
-    #[serde(default)]
-    reasons: Vec<String>,
-}
-
-struct World {
-    redis: PrivateRedis,
-    dir: tempfile::TempDir,
-    db: u32,
-}
-
-impl World {
-    fn new() -> Self {
-        World {
-            redis: PrivateRedis::start().expect("redis-server starts"),
-            dir: tempfile::tempdir().expect("temp dir"),
-            db: 0,
-        }
-    }
-
-    fn url(&self) -> String {
-        self.redis.url(self.db)
-    }
-
-    fn con(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("connect")
-    }
-
-    fn policy(&self, text: &str) -> PathBuf {
-        let path = self.dir.path().join("bullsweep.yaml");
-        std::fs::write(&path, text).expect("write policy");
-        path
-    }
-
-    fn seed(&self, spec: SeedSpec, now_ms: i64) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let url = self.url();
-        rt.block_on(async {
-            let client = redis::Client::open(url).expect("url");
-            let mut con = client
-                .get_multiplexed_async_connection()
-                .await
-                .expect("connect");
-            seed_queue(&mut con, &spec, now_ms).await.expect("seed");
-        });
-    }
-
-    fn run(&self, policy: &PathBuf, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-            .arg("--redis")
-            .arg(self.url())
-            .arg("--config")
-            .arg(policy)
-            .args(args)
-            .env_remove("BULLSWEEP_REDIS_URL")
-            .env_remove("BULLSWEEP_CONFIG")
-            .output()
-            .expect("bullsweep runs")
-    }
-
-    fn report(&self, policy: &PathBuf, command: &str) -> JsonReport {
-        let out = self.run(policy, &["--json", command]);
-        assert!(
-            out.status.success(),
-            "{command} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("valid JSON report")
-    }
-}
-
-fn now_ms() -> i64 {
-    bullsweep::cli::now_ms()
-}
-
-fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSpec {
-    SeedSpec {
-        base: base.to_string(),
-        completed,
-        failed,
-        spread_ms: spread_days * DAY,
-        names: vec!["send-email".into(), "render".into()],
-        job_bytes: 400,
-    }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
-    con.zrange_withscores(key, 0, -1).expect("zrange")
-}
+use std::process::Command;
 
 #[test]
 fn config_errors_name_file_line_column_and_exit_2() {
@@ -297,9 +155,19 @@ fn plan_changes_nothing_and_run_removes_what_plan_showed() {
     }
     let failed: u64 = con.zcard("bull:mail:failed").expect("zcard");
     assert_eq!(failed, 5);
-    let hashes: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    let mut own: Vec<String> = con.keys("bullsweep:*").expect("keys");
+    own.sort();
     assert_eq!(
-        hashes,
+        own,
+        [
+            "bullsweep:audit",
+            "bullsweep:audit:head",
+            "bullsweep:audit:seq"
+        ]
+    );
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    assert_eq!(
+        keys - own.len() as u64,
         keys_before - old - 15 + 1,
         "exactly the removed jobs' hashes are gone, and the events stream appeared"
     );

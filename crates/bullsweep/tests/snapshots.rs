@@ -23,10 +23,25 @@ fn bullsweep(args: &[&str], dir: &std::path::Path) -> String {
 #[test]
 fn help_texts() {
     let dir = tempfile::tempdir().expect("temp dir");
-    for command in ["", "check", "explain", "plan", "run", "demo", "bench"] {
+    for command in [
+        "",
+        "check",
+        "explain",
+        "plan",
+        "run",
+        "demo",
+        "bench",
+        "audit",
+        "audit verify",
+        "audit tail",
+    ] {
         let mut args: Vec<&str> = command.split_whitespace().collect();
         args.push("--help");
-        let name = if command.is_empty() { "help" } else { command };
+        let name = if command.is_empty() {
+            "help".to_string()
+        } else {
+            command.replace(' ', "_")
+        };
         insta::assert_snapshot!(format!("help_{name}"), bullsweep(&args, dir.path()));
     }
 }

@@ -3,8 +3,8 @@
 use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
 use crate::layout::Layout;
 use crate::model::{
-    Action, JobRule, JobState, Policy, PolicySet, Sla, SourcePos, StateRule, StateRules,
-    TenantOverride,
+    Action, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet, Sla, SourcePos,
+    StateRule, StateRules, TenantOverride,
 };
 use crate::pattern::NamePattern;
 use crate::raw::{RawDuration, RawPolicyFile, RawStateRule};
@@ -390,8 +390,18 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     }
 
     check_ties(&mut c, &policies);
+    let audit = match &raw.audit {
+        None => Some(AuditTarget::File(DEFAULT_AUDIT_FILE.into())),
+        Some(a) => match audit_target(&a.url.value) {
+            Ok(t) => Some(t),
+            Err((message, hint)) => {
+                c.error_hint(&a.url.referenced, "audit.url", message, hint);
+                None
+            }
+        },
+    };
 
-    if c.errors.is_empty() {
+    if let (true, Some(audit)) = (c.errors.is_empty(), audit) {
         Ok(PolicySet {
             source: file.to_string(),
             environment,
@@ -399,6 +409,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             layouts,
             policies,
             tenants,
+            audit,
         })
     } else {
         c.errors.sort_by_key(|e| (e.pos.line, e.pos.column));
@@ -407,6 +418,38 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             errors: c.errors,
         })
     }
+}
+
+/// `file:///abs/path`, `file://relative/path` or a plain path. PostgreSQL comes later.
+fn audit_target(url: &str) -> Result<AuditTarget, (String, String)> {
+    if let Some(path) = url.strip_prefix("file://") {
+        if path.is_empty() {
+            return Err((
+                "audit url `file://` names no file".into(),
+                "e.g. file:///var/lib/bullsweep/audit.jsonl".into(),
+            ));
+        }
+        return Ok(AuditTarget::File(path.into()));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err((
+            "the PostgreSQL audit store is not available in this version".into(),
+            "use a file:// audit url for now".into(),
+        ));
+    }
+    if url.contains("://") {
+        return Err((
+            format!("unsupported audit url `{url}`"),
+            "expected file:///path/to/audit.jsonl".into(),
+        ));
+    }
+    if url.trim().is_empty() {
+        return Err((
+            "audit url is empty".into(),
+            "e.g. file:///var/lib/bullsweep/audit.jsonl".into(),
+        ));
+    }
+    Ok(AuditTarget::File(url.into()))
 }
 
 /// Two policies tie when they can apply to one queue with equal specificity.

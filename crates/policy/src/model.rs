@@ -174,6 +174,16 @@ pub struct TenantOverride {
     pub overrides: StateRules,
 }
 
+/// Where audit events are kept durably.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuditTarget {
+    /// An append-only, hash-chained JSON-lines file.
+    File(std::path::PathBuf),
+}
+
+/// The audit file used when the policy file names none.
+pub const DEFAULT_AUDIT_FILE: &str = "bullsweep-audit.jsonl";
+
 /// A policy file that passed validation.
 #[derive(Clone, Debug)]
 pub struct PolicySet {
@@ -189,6 +199,8 @@ pub struct PolicySet {
     pub policies: Vec<Policy>,
     /// Tenant overrides, in file order.
     pub tenants: Vec<TenantOverride>,
+    /// The durable audit store.
+    pub audit: AuditTarget,
 }
 
 impl PolicySet {

@@ -20,6 +20,14 @@ pub struct RawPolicyFile {
     pub policies: Vec<Spanned<RawPolicy>>,
     #[serde(default)]
     pub tenants: Vec<Spanned<RawTenant>>,
+    pub audit: Option<RawAudit>,
+}
+
+/// `audit:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawAudit {
+    pub url: Spanned<String>,
 }
 
 /// `discovery:`.

@@ -259,6 +259,33 @@ fn bad_input_is_located() {
 }
 
 #[test]
+fn audit_store_urls() {
+    use bullsweep_policy::{AuditTarget, DEFAULT_AUDIT_FILE};
+    assert_eq!(
+        set("version: 1\n").audit,
+        AuditTarget::File(DEFAULT_AUDIT_FILE.into())
+    );
+    assert_eq!(
+        set("version: 1\naudit: { url: file:///var/lib/bullsweep/audit.jsonl }\n").audit,
+        AuditTarget::File("/var/lib/bullsweep/audit.jsonl".into())
+    );
+    assert_eq!(
+        set("version: 1\naudit: { url: trail.jsonl }\n").audit,
+        AuditTarget::File("trail.jsonl".into())
+    );
+    let err = errors("version: 1\naudit: { url: postgres://db/audit }\n");
+    assert!(
+        err.contains("p.yaml:2:15: the PostgreSQL audit store is not available"),
+        "{err}"
+    );
+    let err = errors("version: 1\naudit: { url: s3://bucket/audit }\n");
+    assert!(
+        err.contains("unsupported audit url `s3://bucket/audit`"),
+        "{err}"
+    );
+}
+
+#[test]
 fn every_error_is_reported_at_once() {
     let got = errors(
         "version: 1\npolicies:\n  - { name: a, queueNamePattern: '[' }\n  - { name: b, queueNamePattern: '*', rules: { completed: { maxAge: 0 } } }\n",

@@ -58,7 +58,8 @@ async function startRedis() {
   };
 }
 
-// Every key of one database with its type and full value; streams are excluded.
+// Every key of one database with its type and full value; streams and bullsweep's own keys
+// (its audit stream, counter and checkpoint under `bullsweep:`) are excluded.
 async function dumpKeyspace(client) {
   const keys = [];
   let cursor = '0';
@@ -70,6 +71,7 @@ async function dumpKeyspace(client) {
   keys.sort();
   const out = {};
   for (const key of keys) {
+    if (key.startsWith('bullsweep:')) continue;
     const type = await client.type(key);
     let value;
     switch (type) {
@@ -99,9 +101,11 @@ async function copyDatabase(client, from, to) {
 }
 
 // Runs bullsweep with arguments; resolves {code, stdout, stderr}.
+// Runs in a fresh temporary directory, where its default audit file goes.
 function bullsweep(args, env = {}) {
+  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-run-'));
   return new Promise((resolve) => {
-    execFile(BIN, args, { env: { ...process.env, ...env }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(BIN, args, { cwd, env: { ...process.env, ...env }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
     });
   });

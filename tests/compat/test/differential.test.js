@@ -59,6 +59,7 @@ test('bullsweep run leaves the same keyspace as Queue.clean(0, 0)', async () => 
   assert.ok(gone.some((k) => k.startsWith('bull:emails:order:2024:')), 'custom ids with colons removed');
   assert.ok(gone.some((k) => k.includes(':repeat:tick:')), 'scheduler iterations removed');
   assert.ok('bull:acme:prod:billing:held-by-worker:lock' in actual, 'the locked active job is untouched');
+  assert.ok(await redis.client(1).exists('bullsweep:audit:head'), 'the run was audited');
   const report = JSON.parse(run.stdout);
   const done = report.queues.flatMap((q) => Object.values(q.states)).reduce((n, s) => n + s.done, 0);
   assert.ok(done > 150, `bullsweep removed ${done} jobs`);

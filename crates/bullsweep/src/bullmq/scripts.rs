@@ -84,6 +84,7 @@ impl Scripts {
         keys: &QueueKeys,
         state: JobState,
         batch: &PrefixBatch,
+        audit_ctx: &str,
     ) -> RedisResult<BatchOutcome> {
         let sel = &batch.selection;
         let (removed, locked, malformed, elapsed_us, exhausted): (u64, u64, u64, u64, u64) = self
@@ -98,6 +99,7 @@ impl Scripts {
             .arg(batch.limit)
             .arg(batch.budget_us)
             .arg(batch.offset)
+            .arg(audit_ctx)
             .invoke_async(con)
             .await?;
         Ok(BatchOutcome {
@@ -119,6 +121,7 @@ impl Scripts {
         state: JobState,
         jobs: &[(String, i64)],
         budget_us: u64,
+        audit_ctx: &str,
     ) -> RedisResult<BatchOutcome> {
         let mut invocation = self.remove_ids.prepare_invoke();
         invocation
@@ -126,7 +129,8 @@ impl Scripts {
             .key(keys.events())
             .key(keys.meta())
             .arg(keys.job_prefix())
-            .arg(budget_us);
+            .arg(budget_us)
+            .arg(audit_ctx);
         for (id, score) in jobs {
             invocation.arg(id).arg(score);
         }

@@ -347,6 +347,8 @@ async fn measure(
                 env: None,
                 now_ms: now_ms(),
                 budget_us: DEFAULT_BUDGET_US,
+                execution_id: "bench".into(),
+                audit_unavailable: None,
             };
             let prober = Prober::start(url)?;
             let started = Instant::now();

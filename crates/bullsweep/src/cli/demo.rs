@@ -1,8 +1,8 @@
 //! `bullsweep demo`: a private Redis, a seeded multi-tenant dataset, a sample policy, then
 //! `plan` and `run`, with job counts and memory before and after.
 
-use super::{CliError, DEFAULT_BUDGET_US, now_ms, render};
-use crate::engine::{self, Mode, SweepOptions};
+use super::{CliError, now_ms, render};
+use crate::engine::Mode;
 use crate::redis_server::PrivateRedis;
 use crate::seed::{SeedSpec, seed_queue};
 
@@ -131,30 +131,23 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
     let policy_path = dir.path().join("bullsweep.yaml");
     std::fs::write(&policy_path, SAMPLE_POLICY)
         .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
-    let set = bullsweep_policy::compile(&policy_path.display().to_string(), SAMPLE_POLICY)
+    let mut set = bullsweep_policy::compile(&policy_path.display().to_string(), SAMPLE_POLICY)
         .map_err(|e| CliError::runtime(format!("the sample policy is invalid: {e}")))?;
+    let audit_path = dir.path().join("bullsweep-audit.jsonl");
+    set.audit = bullsweep_policy::AuditTarget::File(audit_path.clone());
     println!(
         "sample policy ({}):\n{SAMPLE_POLICY}",
         policy_path.display()
     );
 
-    let opts = SweepOptions {
-        env: None,
-        now_ms: now_ms(),
-        budget_us: DEFAULT_BUDGET_US,
-    };
     let (keys_before, mem_before) = counts(&mut con).await.map_err(redis_err)?;
-    let plan = engine::sweep(&mut con, &set, &opts, Mode::Plan, &|_| {})
-        .await
-        .map_err(redis_err)?;
+    let plan = super::audited_sweep(&mut con, &url, &set, None, Mode::Plan, &|_| {}).await?;
     println!(
         "$ bullsweep plan\n{}\n",
         render::report_text(&plan, Mode::Plan)
     );
     let started = std::time::Instant::now();
-    let done = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {})
-        .await
-        .map_err(redis_err)?;
+    let done = super::audited_sweep(&mut con, &url, &set, None, Mode::Run, &|_| {}).await?;
     let elapsed = started.elapsed();
     println!(
         "$ bullsweep run\n{}\n",
@@ -165,6 +158,18 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
     println!("removed {removed} jobs in {elapsed:.2?}");
     println!("keys in Redis:  {keys_before} before, {keys_after} after");
     println!("Redis memory:   {mem_before} before, {mem_after} after");
+    let audit = crate::audit::verify(&audit_path)
+        .map_err(|e| CliError::runtime(format!("cannot read the audit file: {e}")))?;
+    println!(
+        "audit trail:    {} events, chain intact up to seq {} ({})",
+        audit.events,
+        audit.head.0,
+        if audit.broken.is_none() {
+            "verified"
+        } else {
+            "BROKEN"
+        }
+    );
     drop(server);
     eprintln!("stopped the private redis-server");
     Ok(if done.has_errors() {

@@ -8,8 +8,9 @@ mod render;
 
 pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 
+use crate::audit::{self, AuditContext, FileAuditStore};
 use crate::engine::{self, Mode, Report, SweepOptions};
-use bullsweep_policy::{PolicySet, Resolution};
+use bullsweep_policy::{Action, AuditTarget, PolicySet, Resolution};
 use clap::{Parser, Subcommand};
 use redis::aio::ConnectionManager;
 use std::io::{IsTerminal, Write};
@@ -65,6 +66,23 @@ pub enum Command {
     },
     /// Measure bullsweep against BullMQ's Queue.clean and a naive ZSCAN + UNLINK sweep.
     Bench(bench::BenchArgs),
+    /// Read and check the audit trail.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// `bullsweep audit …`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check every link of the hash chain and compare its head with the checkpoint in Redis;
+    /// exits 1 at the first broken link or when the file was cut short.
+    Verify,
+    /// Print the newest events, oldest first.
+    Tail {
+        /// How many events.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        lines: usize,
+    },
 }
 
 impl Cli {
@@ -147,6 +165,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
             Ok(if report.has_errors() { EXIT_FAILURE } else { 0 })
         }
         Command::Demo { jobs } => demo::run(*jobs).await,
+        Command::Audit(command) => audit_command(&cli, command).await,
         Command::Bench(args) => bench::run(&cli, args).await,
     }
 }
@@ -158,11 +177,6 @@ async fn sweep(
     con: &mut ConnectionManager,
     mode: Mode,
 ) -> Result<Report, CliError> {
-    let opts = SweepOptions {
-        env: cli.env.clone(),
-        now_ms: now_ms(),
-        budget_us: DEFAULT_BUDGET_US,
-    };
     let bar = (mode == Mode::Run && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(
@@ -180,17 +194,176 @@ async fn sweep(
             bar.inc(n);
         }
     };
-    let report = engine::sweep(con, set, &opts, mode, &progress)
-        .await
-        .map_err(|e| CliError::redis(cli.redis_url(), &e))?;
+    let report = audited_sweep(con, cli.redis_url(), set, cli.env.clone(), mode, &progress).await?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     if mode == Mode::Run {
-        let done: u64 = report.done();
-        eprintln!("removed {done} jobs in {:.2?}", started.elapsed());
+        eprintln!(
+            "removed {} jobs in {:.2?}",
+            report.done(),
+            started.elapsed()
+        );
     }
     Ok(report)
+}
+
+/// A plan, or a run whose changes are audited: the durable store is opened first (policies
+/// with `sla.auditRequired` do nothing when it cannot be), events left in Redis by an earlier
+/// run are shipped, the sweep runs, and its events are shipped, with one `failed` event per
+/// queue that failed.
+pub async fn audited_sweep(
+    con: &mut ConnectionManager,
+    url: &str,
+    set: &PolicySet,
+    env: Option<String>,
+    mode: Mode,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Report, CliError> {
+    let redis_err = |e: redis::RedisError| CliError::redis(url, &e);
+    let execution_id = execution_id();
+    let mut store = None;
+    let mut audit_unavailable = None;
+    if mode == Mode::Run {
+        let AuditTarget::File(path) = &set.audit;
+        match FileAuditStore::open(path) {
+            Ok(mut opened) => match audit::ship(con, &mut opened).await {
+                Ok(_) => store = Some(opened),
+                Err(e) => audit_unavailable = Some(e.to_string()),
+            },
+            Err(e) => audit_unavailable = Some(e.to_string()),
+        }
+        if let Some(reason) = &audit_unavailable {
+            eprintln!(
+                "warning: audit store unavailable: {reason}; policies with sla.auditRequired will not run"
+            );
+        }
+    }
+    let opts = SweepOptions {
+        env,
+        now_ms: now_ms(),
+        budget_us: DEFAULT_BUDGET_US,
+        execution_id: execution_id.clone(),
+        audit_unavailable,
+    };
+    let report = engine::sweep(con, set, &opts, mode, progress)
+        .await
+        .map_err(redis_err)?;
+    if let Some(store) = &mut store {
+        let shipped = async {
+            audit::ship(con, store).await?;
+            for q in report.queues.iter().filter(|q| q.error.is_some()) {
+                let ctx = AuditContext {
+                    policy_name: q.policy.clone(),
+                    policy_version: String::new(),
+                    queue_name: q.queue.clone(),
+                    queue_key: q.key.clone(),
+                    tenant: q.tenant.clone(),
+                    environment: q.env.clone(),
+                    action: Action::Remove.as_str().to_string(),
+                    state: String::new(),
+                    compliance_tag: None,
+                    execution_id: execution_id.clone(),
+                };
+                let error = q.error.as_deref().unwrap_or_default();
+                audit::record_failure(con, store, ctx, now_ms(), error).await?;
+            }
+            Ok::<(), audit::ShipError>(())
+        };
+        shipped.await.map_err(|e| {
+            CliError::runtime(format!("the run's audit events could not be shipped: {e}"))
+                .with_hint(
+                    "they are kept in the Redis stream bullsweep:audit and shipped by the next run",
+                )
+        })?;
+    }
+    Ok(report)
+}
+
+async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliError> {
+    let set = load_policies(cli)?;
+    let AuditTarget::File(path) = &set.audit;
+    match command {
+        AuditCommand::Verify => {
+            let report = audit::verify(path).map_err(|e| CliError::runtime(e.to_string()))?;
+            let mut con = connect(cli.redis_url()).await?;
+            let head = audit::redis_head(&mut con)
+                .await
+                .map_err(|e| CliError::redis(cli.redis_url(), &e))?;
+            let (seq, hash) = &report.head;
+            if let Some((line, problem)) = &report.broken {
+                return Err(CliError::runtime(format!(
+                    "{}:{line}: broken chain: {problem}",
+                    path.display()
+                ))
+                .with_hint(format!("the {} lines before it verify", report.events)));
+            }
+            match head {
+                Some((head_seq, head_hash))
+                    if head_seq > *seq || (head_seq == *seq && head_hash != *hash) =>
+                {
+                    return Err(CliError::runtime(format!(
+                        "{}: the file ends at seq {seq}, but Redis's checkpoint says seq {head_seq} (hash {head_hash}) was written: the file was cut short or replaced",
+                        path.display()
+                    )));
+                }
+                _ => {}
+            }
+            println!(
+                "{}: ok, {} events, head seq {seq} hash {hash}",
+                path.display(),
+                report.events
+            );
+            match audit::redis_head(&mut con).await.ok().flatten() {
+                Some((s, h)) => println!("checkpoint in Redis: seq {s} hash {h}"),
+                None => println!("checkpoint in Redis: none"),
+            }
+            Ok(0)
+        }
+        AuditCommand::Tail { lines } => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", path.display())))?;
+            let all: Vec<&str> = text.lines().collect();
+            let mut out = String::new();
+            for line in &all[all.len().saturating_sub(*lines)..] {
+                let rec: audit::AuditLine = serde_json::from_str(line).map_err(|e| {
+                    CliError::runtime(format!(
+                        "{} holds a line that is not an audit record: {e}",
+                        path.display()
+                    ))
+                })?;
+                let text = if cli.json {
+                    serde_json::to_string(&rec.event).unwrap_or_default()
+                } else {
+                    let e = &rec.event;
+                    format!(
+                        "#{} {} {} {} {} {} jobs {} [{}]",
+                        e.seq,
+                        e.timestamp,
+                        e.status,
+                        e.action,
+                        e.queue_key,
+                        e.job_count,
+                        e.policy_name,
+                        e.execution_id
+                    )
+                };
+                out.push_str(&text);
+                out.push('\n');
+            }
+            print!("{out}");
+            Ok(0)
+        }
+    }
+}
+
+/// A run's id for audit events: time and process, in hex.
+fn execution_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{nanos:x}-{:x}", std::process::id())
 }
 
 /// The time budget of one Lua call: the target is 2 ms, and the scripts stop themselves past it.

@@ -8,6 +8,7 @@ mod report;
 pub use batch::BatchSizer;
 pub use report::{QueueReport, Report, Skipped, StateReport};
 
+use crate::audit::AuditContext;
 use crate::bullmq::{
     BatchOutcome, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
 };
@@ -38,6 +39,11 @@ pub struct SweepOptions {
     pub now_ms: i64,
     /// Target time one Lua call may hold Redis, in microseconds.
     pub budget_us: u64,
+    /// Names this run in audit events.
+    pub execution_id: String,
+    /// Why the durable audit store cannot be used, if it cannot. Policies with
+    /// `sla.auditRequired` then do nothing (fail closed).
+    pub audit_unavailable: Option<String>,
 }
 
 /// How many times a batch that failed on a connection problem is retried. Each batch is one
@@ -131,6 +137,16 @@ pub async fn sweep<C: ConnectionLike>(
             }),
             Resolution::Covered(eff) => {
                 let mut qr = queue_report(&q, eff.name.clone());
+                let audit_required = eff.sla.as_ref().is_some_and(|s| s.audit_required);
+                if let (Mode::Run, true, Some(reason)) =
+                    (mode, audit_required, &opts.audit_unavailable)
+                {
+                    qr.error = Some(format!(
+                        "sla.auditRequired is set and the audit store is unavailable ({reason}); nothing was changed"
+                    ));
+                    report.queues.push(qr);
+                    continue;
+                }
                 let keys = QueueKeys::new(&q.base);
                 for state in JobState::ALL {
                     let Some(groups) = RuleGroups::for_state(&eff, state, opts.now_ms) else {
@@ -140,6 +156,14 @@ pub async fn sweep<C: ConnectionLike>(
                         action: groups.action_label(),
                         ..StateReport::default()
                     };
+                    let audit_ctx = serde_json::to_string(&AuditContext::for_queue(
+                        &q,
+                        &eff,
+                        state,
+                        Action::Remove.as_str(),
+                        &opts.execution_id,
+                    ))
+                    .unwrap_or_default();
                     let work = StateWork {
                         keys: &keys,
                         state,
@@ -147,6 +171,7 @@ pub async fn sweep<C: ConnectionLike>(
                         opts,
                         mode,
                         progress,
+                        audit_ctx: &audit_ctx,
                     };
                     let result = work.govern(con, &mut sr).await;
                     qr.states.insert(state.as_str().to_string(), sr);
@@ -268,6 +293,7 @@ struct StateWork<'a> {
     opts: &'a SweepOptions,
     mode: Mode,
     progress: &'a (dyn Fn(u64) + Sync),
+    audit_ctx: &'a str,
 }
 
 impl StateWork<'_> {
@@ -323,8 +349,13 @@ impl StateWork<'_> {
                     budget_us: self.opts.budget_us,
                     offset,
                 };
-                let out: BatchOutcome =
-                    with_retry!(scripts().sweep_prefix(con, self.keys, self.state, &batch))?;
+                let out: BatchOutcome = with_retry!(scripts().sweep_prefix(
+                    con,
+                    self.keys,
+                    self.state,
+                    &batch,
+                    self.audit_ctx
+                ))?;
                 sizer.observe(out.removed + out.locked + out.malformed, out.elapsed_us);
                 offset += out.locked + out.malformed;
                 tally(&mut skipped, &out);
@@ -407,7 +438,8 @@ impl StateWork<'_> {
                 self.keys,
                 self.state,
                 &pending[..take],
-                self.opts.budget_us
+                self.opts.budget_us,
+                self.audit_ctx
             ))?;
             let handled = (out.handled as usize).clamp(1, take);
             pending.drain(..handled);

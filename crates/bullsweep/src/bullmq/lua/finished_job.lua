@@ -8,6 +8,8 @@
       the chain), and a parent in another queue is pushed to its wait list with a marker;
     * de:<deid> (and dn:<deid>) go only when de:<deid> still names this job;
     * the job hash and its :logs, :dependencies, :processed, :failed, :unsuccessful go.
+  Every batch that removes jobs appends one audit event to bullsweep:audit (with a sequence
+  number from bullsweep:audit:seq) in the same call.
   Added invariant: a job whose :lock exists is never touched, and a job whose key is not a hash,
   or whose hash has no finishedOn, is held back as malformed.
 ]]
@@ -140,6 +142,19 @@ local function zremAll(setKey, ids)
   for from = 1, #ids, 5000 do
     rcall('ZREM', setKey, unpack(ids, from, math.min(from + 4999, #ids)))
   end
+end
+
+-- Appends the batch's audit event in the same call as the change it records, so a batch that
+-- happened always has its record. ctx is the caller's JSON context (policy, queue, run).
+local function addAuditEvent(ctx, removed)
+  if #removed == 0 then
+    return
+  end
+  local seq = rcall('INCR', 'bullsweep:audit:seq')
+  local t = rcall('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  rcall('XADD', 'bullsweep:audit', '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,
+    'jobIds', cjson.encode(removed))
 end
 
 local function addCleanedEvent(eventsKey, metaKey, count)

@@ -7,7 +7,8 @@
   KEYS[3] meta hash (<base>:meta)
   ARGV[1] job key prefix (<base>:)
   ARGV[2] time budget in microseconds
-  ARGV[3..] pairs: job id, expected score
+  ARGV[3] audit context: JSON naming the policy, queue and run, stored with the audit event
+  ARGV[4..] pairs: job id, expected score
 
   Returns {removed, locked, malformed, changed, elapsed_us, handled}; handled counts the pairs
   looked at, so the caller resends the rest when the budget ran out.
@@ -22,7 +23,7 @@ local budget = tonumber(ARGV[2])
 local started = nowMicros()
 local batch = newBatch()
 local changed, handled = 0, 0
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = queuePrefix .. jobId
   local score = rcall('ZSCORE', setKey, jobId)
@@ -45,4 +46,5 @@ flushDeletes(batch.dels)
 local removed = batch.removed
 zremAll(setKey, removed)
 addCleanedEvent(eventsKey, metaKey, #removed)
+addAuditEvent(ARGV[3], removed)
 return {#removed, batch.locked, batch.malformed, changed, nowMicros() - started, handled}

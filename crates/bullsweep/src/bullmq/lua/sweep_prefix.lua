@@ -11,6 +11,7 @@
   ARGV[5] most jobs to look at in this call
   ARGV[6] time budget in microseconds; the call stops after the chunk that crosses it
   ARGV[7] offset: jobs at the head of the set that earlier calls held back
+  ARGV[8] audit context: JSON naming the policy, queue and run, stored with the audit event
 
   Returns {removed, locked, malformed, elapsed_us, exhausted}; exhausted is 1 when no
   selected job is left beyond the ones held back.
@@ -102,4 +103,5 @@ else
   zremAll(setKey, removed)
 end
 addCleanedEvent(eventsKey, metaKey, #removed)
+addAuditEvent(ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, nowMicros() - started, exhausted}

@@ -1,0 +1,285 @@
+//! The audit trail. Every batch that changes queue data appends its event to the Redis stream
+//! `bullsweep:audit` in the same Lua call as the change; [`ship`] then moves events, at least
+//! once, into the durable store: an append-only JSON-lines file in which each line carries
+//! `prevHash` and `hash = SHA-256(prevHash || canonical event)`. The newest `(seq, hash)` is also
+//! kept in Redis (`bullsweep:audit:head`), so that [`verify`] catches a file cut short.
+
+mod chain;
+
+pub use chain::{AuditLine, FileAuditStore, GENESIS_HASH, VerifyReport, verify};
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
+use serde::{Deserialize, Serialize};
+
+/// The stream the Lua scripts append to.
+pub const AUDIT_STREAM: &str = "bullsweep:audit";
+/// The counter that numbers audit events.
+pub const AUDIT_SEQ: &str = "bullsweep:audit:seq";
+/// The newest shipped `(seq, hash)`, as JSON.
+pub const AUDIT_HEAD: &str = "bullsweep:audit:head";
+
+/// What the caller tells a script about the batch it runs: stored with each audit event.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditContext {
+    /// Effective policy name.
+    pub policy_name: String,
+    /// Short hash of the effective policy, so a change of rules shows in the trail.
+    pub policy_version: String,
+    /// Queue name.
+    pub queue_name: String,
+    /// Queue key base.
+    pub queue_key: String,
+    /// Tenant, if the layout has one.
+    pub tenant: Option<String>,
+    /// Canonical environment.
+    pub environment: Option<String>,
+    /// `remove`, later `archive`, `anonymize`, `notify`, `erase`.
+    pub action: String,
+    /// The job state acted on.
+    pub state: String,
+    /// The policy's compliance tag.
+    pub compliance_tag: Option<String>,
+    /// The run that did it.
+    pub execution_id: String,
+}
+
+/// One audit event, with its fields in the canonical order that is hashed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    /// Sequence number, unique and increasing; the durable store dedupes on it.
+    pub seq: u64,
+    /// When the change happened, ms since the epoch (Redis clock).
+    pub timestamp: i64,
+    /// Effective policy name.
+    pub policy_name: String,
+    /// Short hash of the effective policy.
+    pub policy_version: String,
+    /// Queue name.
+    pub queue_name: String,
+    /// Queue key base.
+    pub queue_key: String,
+    /// Tenant.
+    pub tenant: Option<String>,
+    /// Environment.
+    pub environment: Option<String>,
+    /// Action taken.
+    pub action: String,
+    /// Job state acted on.
+    pub state: String,
+    /// Jobs acted on.
+    pub job_count: u64,
+    /// Their ids.
+    pub job_ids: Vec<String>,
+    /// Compliance tag.
+    pub compliance_tag: Option<String>,
+    /// The run that did it.
+    pub execution_id: String,
+    /// `success`, `partial` or `failed`.
+    pub status: String,
+    /// What went wrong, for `partial` and `failed`.
+    pub error_detail: Option<String>,
+}
+
+impl AuditEvent {
+    /// An event from a stream entry written by a script.
+    fn from_stream(seq: u64, timestamp: i64, ctx: AuditContext, job_ids: Vec<String>) -> Self {
+        AuditEvent {
+            seq,
+            timestamp,
+            policy_name: ctx.policy_name,
+            policy_version: ctx.policy_version,
+            queue_name: ctx.queue_name,
+            queue_key: ctx.queue_key,
+            tenant: ctx.tenant,
+            environment: ctx.environment,
+            action: ctx.action,
+            state: ctx.state,
+            job_count: job_ids.len() as u64,
+            job_ids,
+            compliance_tag: ctx.compliance_tag,
+            execution_id: ctx.execution_id,
+            status: "success".into(),
+            error_detail: None,
+        }
+    }
+}
+
+impl AuditContext {
+    /// The context for one state of one governed queue.
+    pub fn for_queue(
+        q: &bullsweep_policy::QueueId,
+        eff: &bullsweep_policy::EffectivePolicy,
+        state: bullsweep_policy::JobState,
+        action: &str,
+        execution_id: &str,
+    ) -> Self {
+        AuditContext {
+            policy_name: eff.name.clone(),
+            policy_version: policy_version(eff),
+            queue_name: q.queue.clone(),
+            queue_key: q.base.clone(),
+            tenant: q.tenant.clone(),
+            environment: q.env.clone(),
+            action: action.to_string(),
+            state: state.as_str().to_string(),
+            compliance_tag: eff.sla.as_ref().and_then(|s| s.compliance_tag.clone()),
+            execution_id: execution_id.to_string(),
+        }
+    }
+}
+
+/// A short hash of the effective policy: the same rules give the same version.
+pub fn policy_version(eff: &bullsweep_policy::EffectivePolicy) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{eff:?}").as_bytes());
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Stream entries moved per round trip.
+const SHIP_PAGE: usize = 200;
+
+fn field<'a>(fields: &'a [Value], name: &str) -> Option<&'a Value> {
+    fields
+        .chunks_exact(2)
+        .find(|kv| matches!(&kv[0], Value::BulkString(k) if k == name.as_bytes()))
+        .map(|kv| &kv[1])
+}
+
+fn text(v: Option<&Value>) -> Option<String> {
+    match v {
+        Some(Value::BulkString(b)) => String::from_utf8(b.clone()).ok(),
+        _ => None,
+    }
+}
+
+/// Moves every pending stream event into the store (skipping those it already holds), updates
+/// the head checkpoint, then deletes the shipped entries. Returns how many were appended.
+/// A crash at any point leaves each event in the stream, the file, or both, never neither.
+pub async fn ship<C: ConnectionLike>(
+    con: &mut C,
+    store: &mut FileAuditStore,
+) -> Result<u64, ShipError> {
+    let mut appended = 0;
+    loop {
+        let entries: Vec<(String, Vec<Value>)> = {
+            let raw: Vec<Value> = redis::cmd("XRANGE")
+                .arg(AUDIT_STREAM)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(SHIP_PAGE)
+                .query_async(con)
+                .await?;
+            raw.into_iter()
+                .filter_map(|e| match e {
+                    Value::Array(mut parts) if parts.len() == 2 => {
+                        let fields = match parts.pop() {
+                            Some(Value::Array(f)) => f,
+                            _ => return None,
+                        };
+                        text(parts.first()).map(|id| (id, fields))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        if entries.is_empty() {
+            return Ok(appended);
+        }
+        let mut events = Vec::new();
+        for (id, fields) in &entries {
+            let seq = text(field(fields, "seq")).and_then(|s| s.parse::<u64>().ok());
+            let ts = text(field(fields, "ts")).and_then(|s| s.parse::<i64>().ok());
+            let ctx = text(field(fields, "ctx"))
+                .and_then(|s| serde_json::from_str::<AuditContext>(&s).ok());
+            let ids = text(field(fields, "jobIds"))
+                .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok());
+            match (seq, ts, ctx, ids) {
+                (Some(seq), Some(ts), Some(ctx), Some(ids)) => {
+                    events.push(AuditEvent::from_stream(seq, ts, ctx, ids))
+                }
+                _ => return Err(ShipError::Malformed(id.clone())),
+            }
+        }
+        appended += store.append(&events)?;
+        let (seq, hash) = store.head();
+        redis::cmd("SET")
+            .arg(AUDIT_HEAD)
+            .arg(serde_json::json!({ "seq": seq, "hash": hash }).to_string())
+            .query_async::<()>(con)
+            .await?;
+        let mut del = redis::cmd("XDEL");
+        del.arg(AUDIT_STREAM);
+        for (id, _) in &entries {
+            del.arg(id);
+        }
+        del.query_async::<()>(con).await?;
+    }
+}
+
+/// Appends an event that no script wrote (a failed queue), numbered from the same counter.
+pub async fn record_failure<C: ConnectionLike>(
+    con: &mut C,
+    store: &mut FileAuditStore,
+    ctx: AuditContext,
+    timestamp: i64,
+    error: &str,
+) -> Result<(), ShipError> {
+    let seq: u64 = redis::cmd("INCR").arg(AUDIT_SEQ).query_async(con).await?;
+    let mut event = AuditEvent::from_stream(seq, timestamp, ctx, Vec::new());
+    event.status = "failed".into();
+    event.error_detail = Some(error.to_string());
+    store.append(std::slice::from_ref(&event))?;
+    let (seq, hash) = store.head();
+    redis::cmd("SET")
+        .arg(AUDIT_HEAD)
+        .arg(serde_json::json!({ "seq": seq, "hash": hash }).to_string())
+        .query_async::<()>(con)
+        .await?;
+    Ok(())
+}
+
+/// The head checkpoint kept in Redis, if any.
+pub async fn redis_head<C: ConnectionLike>(con: &mut C) -> RedisResult<Option<(u64, String)>> {
+    let raw: Option<String> = redis::cmd("GET").arg(AUDIT_HEAD).query_async(con).await?;
+    Ok(raw.and_then(|r| {
+        let v: serde_json::Value = serde_json::from_str(&r).ok()?;
+        Some((v["seq"].as_u64()?, v["hash"].as_str()?.to_string()))
+    }))
+}
+
+/// Why shipping stopped.
+#[derive(Debug)]
+pub enum ShipError {
+    /// Redis failed.
+    Redis(redis::RedisError),
+    /// The store failed; nothing was deleted from the stream.
+    Store(std::io::Error),
+    /// A stream entry could not be read as an audit event.
+    Malformed(String),
+}
+
+impl std::fmt::Display for ShipError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShipError::Redis(e) => write!(f, "Redis: {e}"),
+            ShipError::Store(e) => write!(f, "audit store: {e}"),
+            ShipError::Malformed(id) => write!(f, "audit stream entry {id} is malformed"),
+        }
+    }
+}
+
+impl From<redis::RedisError> for ShipError {
+    fn from(e: redis::RedisError) -> Self {
+        ShipError::Redis(e)
+    }
+}
+
+impl From<std::io::Error> for ShipError {
+    fn from(e: std::io::Error) -> Self {
+        ShipError::Store(e)
+    }
+}

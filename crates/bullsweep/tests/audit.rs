@@ -1,0 +1,274 @@
+//! The audit trail against a real redis-server: every removal is recorded once, the hash chain
+//! catches tampering, `sla.auditRequired` fails closed, and a killed run loses no event.
+
+mod common;
+
+use common::*;
+use redis::Commands;
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// One line of the audit file, read independently of bullsweep's own types.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Line {
+    seq: u64,
+    queue_key: String,
+    action: String,
+    status: String,
+    job_count: u64,
+    job_ids: Vec<String>,
+    prev_hash: String,
+    hash: String,
+}
+
+fn lines(path: &Path) -> Vec<Line> {
+    std::fs::read_to_string(path)
+        .expect("audit file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("audit line"))
+        .collect()
+}
+
+const POLICY: &str = "version: 1\npolicies: [{ name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1ms }, failed: { maxCount: 3 } } }]\n";
+
+/// Two queues with enough jobs for several batches each.
+fn seeded() -> World {
+    let w = World::new();
+    w.seed(spec("bull:mail", 400, 40, 3), now_ms());
+    w.seed(spec("bull:sms", 300, 30, 3), now_ms());
+    w
+}
+
+#[test]
+fn every_removal_is_in_the_audit_trail_once() {
+    let w = seeded();
+    let mut con = w.con();
+    let before: BTreeSet<String> = ["bull:mail", "bull:sms"]
+        .iter()
+        .flat_map(|b| {
+            let ids: Vec<String> = con.zrange(format!("{b}:completed"), 0, -1).expect("ids");
+            let failed: Vec<String> = con.zrange(format!("{b}:failed"), 0, -1).expect("ids");
+            ids.into_iter()
+                .chain(failed)
+                .map(move |id| format!("{b}:{id}"))
+        })
+        .collect();
+    let policy = w.policy(POLICY);
+    let report = w.report(&policy, "run");
+    let done: u64 = report
+        .queues
+        .iter()
+        .flat_map(|q| q.states.values())
+        .filter_map(|s| s.done)
+        .sum();
+    assert_eq!(done, 700 + 64);
+
+    let file = w.dir.path().join("bullsweep-audit.jsonl");
+    let trail = lines(&file);
+    assert!(trail.len() >= 4, "several batches: {}", trail.len());
+    assert!(
+        trail
+            .iter()
+            .all(|l| l.action == "remove" && l.status == "success")
+    );
+    assert_eq!(trail.iter().map(|l| l.job_count).sum::<u64>(), done);
+    let mut audited = BTreeSet::new();
+    for l in &trail {
+        assert_eq!(l.job_ids.len() as u64, l.job_count);
+        for id in &l.job_ids {
+            assert!(
+                audited.insert(format!("{}:{id}", l.queue_key)),
+                "{id} audited twice"
+            );
+        }
+    }
+    let after: BTreeSet<String> = before
+        .iter()
+        .filter(|k| con.exists::<_, bool>(k.as_str()).expect("exists"))
+        .cloned()
+        .collect();
+    let removed: BTreeSet<String> = before.difference(&after).cloned().collect();
+    assert_eq!(audited, removed, "the trail names exactly the removed jobs");
+    assert!(
+        trail
+            .windows(2)
+            .all(|w| w[1].seq > w[0].seq && w[1].prev_hash == w[0].hash)
+    );
+
+    let pending: u64 = con.xlen("bullsweep:audit").expect("xlen");
+    assert_eq!(pending, 0, "shipped events leave the stream");
+    let head: String = con.get("bullsweep:audit:head").expect("head");
+    assert!(head.contains(&trail[trail.len() - 1].hash));
+
+    let verify = w.run(&policy, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let out = String::from_utf8_lossy(&verify.stdout);
+    assert!(
+        out.contains(&format!("ok, {} events", trail.len())),
+        "{out}"
+    );
+    let tail = w.run(&policy, &["--json", "audit", "tail", "-n", "2"]);
+    assert_eq!(String::from_utf8_lossy(&tail.stdout).lines().count(), 2);
+
+    // A second run removes nothing and appends nothing.
+    let again = w.report(&policy, "run");
+    assert_eq!(
+        again
+            .queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.done)
+            .sum::<u64>(),
+        0
+    );
+    assert_eq!(lines(&file).len(), trail.len());
+}
+
+#[test]
+fn verify_catches_every_kind_of_tampering() {
+    let w = seeded();
+    let policy = w.policy(POLICY);
+    w.report(&policy, "run");
+    let file = w.dir.path().join("bullsweep-audit.jsonl");
+    let original = std::fs::read_to_string(&file).expect("audit file");
+    let rows: Vec<&str> = original.lines().collect();
+    assert!(rows.len() >= 4);
+    let join = |rows: &[String]| rows.iter().map(|r| format!("{r}\n")).collect::<String>();
+    let owned: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+
+    let mut flipped = owned.clone();
+    let digit = flipped[1].find("\"jobIds\":[\"").expect("job ids") + 11;
+    let mut bytes = flipped[1].clone().into_bytes();
+    bytes[digit] = if bytes[digit] == b'9' { b'8' } else { b'9' };
+    flipped[1] = String::from_utf8(bytes).expect("utf8");
+    let mut dropped = owned.clone();
+    dropped.remove(1);
+    let mut swapped = owned.clone();
+    swapped.swap(1, 2);
+    let cut = owned[..owned.len() - 1].to_vec();
+
+    for (what, text, expect) in [
+        ("flip one byte", join(&flipped), "line was edited"),
+        ("drop a line", join(&dropped), "prevHash differs"),
+        ("swap two lines", join(&swapped), "prevHash differs"),
+        ("cut the tail", join(&cut), "cut short"),
+    ] {
+        std::fs::write(&file, text).expect("tamper");
+        let out = w.run(&policy, &["audit", "verify"]);
+        assert_eq!(out.status.code(), Some(1), "{what} went unnoticed");
+        assert!(stderr(&out).contains(expect), "{what}: {}", stderr(&out));
+    }
+    std::fs::write(&file, original).expect("restore");
+    let out = w.run(&policy, &["audit", "verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn audit_required_fails_closed_without_a_store() {
+    let w = World::new();
+    w.seed(spec("bull:billing", 50, 0, 3), now_ms());
+    w.seed(spec("bull:mail", 50, 0, 3), now_ms());
+    let unusable = w.dir.path().join("not-a-file");
+    std::fs::create_dir(&unusable).expect("dir");
+    let policy = w.policy(&format!(
+        r#"version: 1
+audit: {{ url: "file://{}" }}
+policies:
+  - {{ name: billing, queueNamePattern: billing, rules: {{ completed: {{ maxAge: 1ms }} }}, sla: {{ auditRequired: true, complianceTag: soc2 }} }}
+  - {{ name: mail, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms }} }} }}
+"#,
+        unusable.display()
+    ));
+    let out = w.run(&policy, &["--json", "run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("audit store unavailable"),
+        "{}",
+        stderr(&out)
+    );
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
+    let billing = report
+        .queues
+        .iter()
+        .find(|q| q.queue == "billing")
+        .expect("billing");
+    assert!(
+        billing
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("sla.auditRequired")),
+        "{:?}",
+        billing.error
+    );
+    let mail = report
+        .queues
+        .iter()
+        .find(|q| q.queue == "mail")
+        .expect("mail");
+    assert_eq!(mail.states["completed"].done, Some(50));
+    let mut con = w.con();
+    let left: u64 = con.zcard("bull:billing:completed").expect("zcard");
+    assert_eq!(left, 50, "nothing deleted without its audit record");
+    let pending: u64 = con.xlen("bullsweep:audit").expect("xlen");
+    assert!(
+        pending > 0,
+        "mail's events wait in Redis for a working store"
+    );
+}
+
+#[test]
+fn a_killed_run_loses_no_event_and_ships_none_twice() {
+    let w = World::new();
+    for q in ["a", "b", "c", "d"] {
+        w.seed(spec(&format!("bull:{q}"), 8_000, 0, 3), now_ms());
+    }
+    let policy = w.policy(POLICY);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(w.url())
+        .arg("--config")
+        .arg(&policy)
+        .arg("run")
+        .current_dir(w.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(250));
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+    let mut con = w.con();
+    let left_after_kill: u64 = ["a", "b", "c", "d"]
+        .iter()
+        .map(|q| {
+            con.zcard::<_, u64>(format!("bull:{q}:completed"))
+                .expect("zcard")
+        })
+        .sum();
+    let finish = w.run(&policy, &["run"]);
+    assert!(finish.status.success(), "{}", stderr(&finish));
+
+    let trail = lines(&w.dir.path().join("bullsweep-audit.jsonl"));
+    let mut seen = BTreeSet::new();
+    for l in &trail {
+        for id in &l.job_ids {
+            assert!(
+                seen.insert(format!("{}:{id}", l.queue_key)),
+                "{id} audited twice"
+            );
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        32_000,
+        "every removed job is in the trail exactly once"
+    );
+    assert!(trail.windows(2).all(|p| p[1].seq > p[0].seq));
+    let verify = w.run(&policy, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    eprintln!("killed with {left_after_kill} of 32000 jobs left");
+}
