@@ -114,6 +114,23 @@ fn every_removal_is_in_the_audit_trail_once() {
     let tail = w.run(&policy, &["--json", "audit", "tail", "-n", "2"]);
     assert_eq!(String::from_utf8_lossy(&tail.stdout).lines().count(), 2);
 
+    let query = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec!["--json", "audit", "query"];
+        all.extend_from_slice(args);
+        let out = w.run(&policy, &all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json event"))
+            .collect()
+    };
+    let mail = query(&["--queue", "mail"]);
+    assert!(!mail.is_empty() && mail.iter().all(|e| e["queueKey"] == "bull:mail"));
+    assert_eq!(query(&["--queue", "bull:*"]).len(), trail.len());
+    assert!(query(&["--action", "archive"]).is_empty());
+    assert_eq!(query(&["--since", "1h"]).len(), trail.len());
+    assert!(query(&["--since", &(now_ms() + 60_000).to_string()]).is_empty());
+
     // A second run removes nothing and appends nothing.
     let again = w.report(&policy, "run");
     assert_eq!(

@@ -34,6 +34,7 @@ fn help_texts() {
         "audit",
         "audit verify",
         "audit tail",
+        "audit query",
     ] {
         let mut args: Vec<&str> = command.split_whitespace().collect();
         args.push("--help");

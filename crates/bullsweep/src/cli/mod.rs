@@ -83,6 +83,18 @@ pub enum AuditCommand {
         #[arg(short = 'n', long, default_value_t = 10)]
         lines: usize,
     },
+    /// Print the events that match every filter given, oldest first.
+    Query {
+        /// Queue name or key base, or a glob on either.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only events newer than this: a duration such as `24h`, or ms since the epoch.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this action (`remove`, …).
+        #[arg(long)]
+        action: Option<String>,
+    },
 }
 
 impl Cli {
@@ -321,40 +333,82 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
             Ok(0)
         }
         AuditCommand::Tail { lines } => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", path.display())))?;
-            let all: Vec<&str> = text.lines().collect();
-            let mut out = String::new();
-            for line in &all[all.len().saturating_sub(*lines)..] {
-                let rec: audit::AuditLine = serde_json::from_str(line).map_err(|e| {
+            let events = read_events(path)?;
+            print_events(cli, &events[events.len().saturating_sub(*lines)..]);
+            Ok(0)
+        }
+        AuditCommand::Query {
+            queue,
+            since,
+            action,
+        } => {
+            let queue = queue
+                .as_deref()
+                .map(bullsweep_policy::NamePattern::new)
+                .transpose()
+                .map_err(|e| CliError::usage(format!("--queue: {e}")))?;
+            let since = since
+                .as_deref()
+                .map(|s| match s.parse::<i64>() {
+                    Ok(ms) => Ok(ms),
+                    Err(_) => bullsweep_policy::parse_duration_str(s)
+                        .map(|d| now_ms() - d.as_millis() as i64),
+                })
+                .transpose()
+                .map_err(|e| CliError::usage(format!("--since: {e}")))?;
+            let events: Vec<audit::AuditEvent> = read_events(path)?
+                .into_iter()
+                .filter(|e| {
+                    queue
+                        .as_ref()
+                        .is_none_or(|q| q.matches(&e.queue_name) || q.matches(&e.queue_key))
+                })
+                .filter(|e| since.is_none_or(|t| e.timestamp >= t))
+                .filter(|e| action.as_ref().is_none_or(|a| &e.action == a))
+                .collect();
+            print_events(cli, &events);
+            Ok(0)
+        }
+    }
+}
+
+/// Every event in the audit file, oldest first.
+fn read_events(path: &std::path::Path) -> Result<Vec<audit::AuditEvent>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", path.display())))?;
+    text.lines()
+        .map(|line| {
+            serde_json::from_str::<audit::AuditLine>(line)
+                .map(|rec| rec.event)
+                .map_err(|e| {
                     CliError::runtime(format!(
                         "{} holds a line that is not an audit record: {e}",
                         path.display()
                     ))
-                })?;
-                let text = if cli.json {
-                    serde_json::to_string(&rec.event).unwrap_or_default()
-                } else {
-                    let e = &rec.event;
-                    format!(
-                        "#{} {} {} {} {} {} jobs {} [{}]",
-                        e.seq,
-                        e.timestamp,
-                        e.status,
-                        e.action,
-                        e.queue_key,
-                        e.job_count,
-                        e.policy_name,
-                        e.execution_id
-                    )
-                };
-                out.push_str(&text);
-                out.push('\n');
+                    .with_hint("run `bullsweep audit verify`")
+                })
+        })
+        .collect()
+}
+
+/// One event per line: JSON with `--json`, else a short summary.
+fn print_events(cli: &Cli, events: &[audit::AuditEvent]) {
+    let mut out = String::new();
+    for e in events {
+        if cli.json {
+            out.push_str(&serde_json::to_string(e).unwrap_or_default());
+        } else {
+            out.push_str(&format!(
+                "#{} {} {} {} {} {} {} jobs, policy {} [{}]",
+                e.seq, e.timestamp, e.status, e.action, e.state, e.queue_key, e.job_count, e.policy_name, e.execution_id
+            ));
+            if let Some(err) = &e.error_detail {
+                out.push_str(&format!(": {err}"));
             }
-            print!("{out}");
-            Ok(0)
         }
+        out.push('\n');
     }
+    print!("{out}");
 }
 
 /// A run's id for audit events: time and process, in hex.
