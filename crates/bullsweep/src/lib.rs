@@ -6,6 +6,7 @@
 //! logic lives in the pure `bullsweep-policy` crate.
 #![deny(missing_docs)]
 
+pub mod archive;
 pub mod audit;
 pub mod bullmq;
 pub mod cli;

@@ -422,9 +422,9 @@ policies:
 fn actions_not_yet_performed_are_reported_and_touch_nothing() {
     let w = World::new();
     w.seed(spec("bull:mail", 10, 10, 3), now_ms());
-    let policy = w.policy("version: 1\npolicies: [{ name: m, queueNamePattern: mail, rules: { completed: { maxAge: 1ms, action: archive }, failed: { maxAge: 1ms, action: notify } } }]\n");
+    let policy = w.policy("version: 1\npolicies: [{ name: m, queueNamePattern: mail, rules: { completed: { maxAge: 1ms, action: anonymize }, failed: { maxAge: 1ms, action: notify } } }]\n");
     let run = w.report(&policy, "run");
-    for (state, action) in [("completed", "archive"), ("failed", "notify")] {
+    for (state, action) in [("completed", "anonymize"), ("failed", "notify")] {
         let s = &run.queues[0].states[state];
         assert_eq!(s.action, action);
         assert_eq!(s.matched, 10);

@@ -35,6 +35,9 @@ fn help_texts() {
         "audit verify",
         "audit tail",
         "audit query",
+        "archive",
+        "archive ls",
+        "archive cat",
     ] {
         let mut args: Vec<&str> = command.split_whitespace().collect();
         args.push("--help");

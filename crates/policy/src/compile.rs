@@ -3,8 +3,8 @@
 use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
 use crate::layout::Layout;
 use crate::model::{
-    Action, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet, Sla, SourcePos,
-    StateRule, StateRules, TenantOverride,
+    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet,
+    Sla, SourcePos, StateRule, StateRules, TenantOverride,
 };
 use crate::pattern::NamePattern;
 use crate::raw::{RawDuration, RawPolicyFile, RawStateRule};
@@ -401,6 +401,54 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
         },
     };
 
+    let archive = raw.archive.as_ref().and_then(|a| {
+        if let Some(comp) = &a.compression
+            && comp.value != "zstd"
+        {
+            c.error_hint(
+                &comp.referenced,
+                "archive.compression",
+                format!("unsupported compression `{}`", comp.value),
+                "segments are compressed with zstd",
+            );
+        }
+        let url = &a.url.value;
+        match url.strip_prefix("file://") {
+            Some(path) if !path.is_empty() => Some(ArchiveTarget::Directory(path.into())),
+            _ if url.starts_with("s3://") => {
+                c.error_hint(
+                    &a.url.referenced,
+                    "archive.url",
+                    "the S3 archive sink is not available in this version",
+                    "use a file:// directory for now",
+                );
+                None
+            }
+            _ => {
+                c.error_hint(
+                    &a.url.referenced,
+                    "archive.url",
+                    format!("unsupported archive url `{url}`"),
+                    "expected file:///path/to/archive",
+                );
+                None
+            }
+        }
+    });
+    let wants_archive = policies.iter().any(|p| {
+        p.rules
+            .values()
+            .chain(p.jobs.iter().flat_map(|j| j.rules.values()))
+            .any(|r| r.action == Some(Action::Archive))
+    }) || tenants_want_archive(&raw);
+    if wants_archive && raw.archive.is_none() {
+        c.errors.push(ConfigError {
+            pos: SourcePos { line: 1, column: 1 },
+            path: "archive".into(),
+            message: "a policy uses `action: archive` but the file has no `archive:` sink".into(),
+            hint: Some("add `archive: { url: file:///var/lib/bullsweep/archive }`".into()),
+        });
+    }
     if let (true, Some(audit)) = (c.errors.is_empty(), audit) {
         Ok(PolicySet {
             source: file.to_string(),
@@ -410,6 +458,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             policies,
             tenants,
             audit,
+            archive,
         })
     } else {
         c.errors.sort_by_key(|e| (e.pos.line, e.pos.column));
@@ -418,6 +467,20 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             errors: c.errors,
         })
     }
+}
+
+fn tenants_want_archive(raw: &RawPolicyFile) -> bool {
+    raw.tenants.iter().any(|t| {
+        [&t.value.overrides.completed, &t.value.overrides.failed]
+            .into_iter()
+            .flatten()
+            .any(|r| {
+                r.value
+                    .action
+                    .as_ref()
+                    .is_some_and(|a| a.value == "archive")
+            })
+    })
 }
 
 /// `file:///abs/path`, `file://relative/path` or a plain path. PostgreSQL comes later.

@@ -16,8 +16,8 @@ pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use duration::{BareUnit, Millis, parse_duration_str};
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
-    Action, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet, Sla, SourcePos,
-    StateRule, StateRules, TenantOverride,
+    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet,
+    Sla, SourcePos, StateRule, StateRules, TenantOverride,
 };
 pub use pattern::{NamePattern, Specificity};
 pub use resolve::{

@@ -181,6 +181,13 @@ pub enum AuditTarget {
     File(std::path::PathBuf),
 }
 
+/// Where `action: archive` writes job copies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArchiveTarget {
+    /// A local directory of zstd-compressed JSON-lines segments with manifests.
+    Directory(std::path::PathBuf),
+}
+
 /// The audit file used when the policy file names none.
 pub const DEFAULT_AUDIT_FILE: &str = "bullsweep-audit.jsonl";
 
@@ -201,6 +208,8 @@ pub struct PolicySet {
     pub tenants: Vec<TenantOverride>,
     /// The durable audit store.
     pub audit: AuditTarget,
+    /// The archive sink, if configured; `action: archive` needs one.
+    pub archive: Option<ArchiveTarget>,
 }
 
 impl PolicySet {

@@ -21,6 +21,15 @@ pub struct RawPolicyFile {
     #[serde(default)]
     pub tenants: Vec<Spanned<RawTenant>>,
     pub audit: Option<RawAudit>,
+    pub archive: Option<RawArchive>,
+}
+
+/// `archive:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawArchive {
+    pub url: Spanned<String>,
+    pub compression: Option<Spanned<String>>,
 }
 
 /// `audit:`.

@@ -61,6 +61,17 @@ pub struct PrefixBatch {
     pub offset: u64,
 }
 
+/// A job selected for removal by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Job id.
+    pub id: String,
+    /// Its score when selected.
+    pub score: i64,
+    /// For archive: the fingerprint of the copy; the job is removed only if it still matches.
+    pub fingerprint: Option<String>,
+}
+
 /// One entry of a finished set, as read by a page walk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishedEntry {
@@ -113,16 +124,18 @@ impl Scripts {
         })
     }
 
-    /// Removes the given jobs if each still has its expected score (see `lua/remove_ids.lua`).
+    /// Removes the given jobs if each still has its expected score, and, when it carries one,
+    /// its fingerprint (see `lua/remove_ids.lua`). All candidates carry one or none do.
     pub async fn remove_ids<C: ConnectionLike>(
         &self,
         con: &mut C,
         keys: &QueueKeys,
         state: JobState,
-        jobs: &[(String, i64)],
+        jobs: &[Candidate],
         budget_us: u64,
         audit_ctx: &str,
     ) -> RedisResult<BatchOutcome> {
+        let checked = jobs.first().is_some_and(|c| c.fingerprint.is_some());
         let mut invocation = self.remove_ids.prepare_invoke();
         invocation
             .key(keys.finished_set(state))
@@ -130,9 +143,13 @@ impl Scripts {
             .key(keys.meta())
             .arg(keys.job_prefix())
             .arg(budget_us)
-            .arg(audit_ctx);
-        for (id, score) in jobs {
-            invocation.arg(id).arg(score);
+            .arg(audit_ctx)
+            .arg(if checked { "1" } else { "0" });
+        for c in jobs {
+            invocation.arg(&c.id).arg(c.score);
+            if checked {
+                invocation.arg(c.fingerprint.as_deref().unwrap_or_default());
+            }
         }
         let (removed, locked, malformed, changed, elapsed_us, handled): (
             u64,

@@ -6,9 +6,12 @@ use crate::engine::Mode;
 use crate::redis_server::PrivateRedis;
 use crate::seed::{SeedSpec, seed_queue};
 
-/// The policy the demo writes and applies; the README explains the same file.
+/// The policy the demo writes and applies, with `{dir}` replaced by its temporary directory;
+/// the README explains the same file.
 pub const SAMPLE_POLICY: &str = r#"version: 1
 environment: production
+audit: { url: "file://{dir}/bullsweep-audit.jsonl" }
+archive: { url: "file://{dir}/archive", compression: zstd }
 environments:
   production: [prod]
   staging: [stage]
@@ -129,16 +132,13 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
     let dir = tempfile::tempdir()
         .map_err(|e| CliError::runtime(format!("cannot make a temp dir: {e}")))?;
     let policy_path = dir.path().join("bullsweep.yaml");
-    std::fs::write(&policy_path, SAMPLE_POLICY)
+    let policy = SAMPLE_POLICY.replace("{dir}", &dir.path().display().to_string());
+    std::fs::write(&policy_path, &policy)
         .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
-    let mut set = bullsweep_policy::compile(&policy_path.display().to_string(), SAMPLE_POLICY)
+    let set = bullsweep_policy::compile(&policy_path.display().to_string(), &policy)
         .map_err(|e| CliError::runtime(format!("the sample policy is invalid: {e}")))?;
     let audit_path = dir.path().join("bullsweep-audit.jsonl");
-    set.audit = bullsweep_policy::AuditTarget::File(audit_path.clone());
-    println!(
-        "sample policy ({}):\n{SAMPLE_POLICY}",
-        policy_path.display()
-    );
+    println!("sample policy ({}):\n{policy}", policy_path.display());
 
     let (keys_before, mem_before) = counts(&mut con).await.map_err(redis_err)?;
     let plan = super::audited_sweep(&mut con, &url, &set, None, Mode::Plan, &|_| {}).await?;
@@ -160,6 +160,14 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
     println!("Redis memory:   {mem_before} before, {mem_after} after");
     let audit = crate::audit::verify(&audit_path)
         .map_err(|e| CliError::runtime(format!("cannot read the audit file: {e}")))?;
+    let segments = crate::archive::LocalArchive::new(&dir.path().join("archive"))
+        .list()
+        .map_err(|e| CliError::runtime(format!("cannot list the archive: {e}")))?;
+    println!(
+        "archive:        {} segments, {} jobs, verified before deletion",
+        segments.len(),
+        segments.iter().map(|m| m.records).sum::<u64>()
+    );
     println!(
         "audit trail:    {} events, chain intact up to seq {} ({})",
         audit.events,

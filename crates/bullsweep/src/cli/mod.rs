@@ -8,9 +8,10 @@ mod render;
 
 pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 
+use crate::archive::LocalArchive;
 use crate::audit::{self, AuditContext, FileAuditStore};
 use crate::engine::{self, Mode, Report, SweepOptions};
-use bullsweep_policy::{Action, AuditTarget, PolicySet, Resolution};
+use bullsweep_policy::{Action, ArchiveTarget, AuditTarget, PolicySet, Resolution};
 use clap::{Parser, Subcommand};
 use redis::aio::ConnectionManager;
 use std::io::{IsTerminal, Write};
@@ -69,6 +70,34 @@ pub enum Command {
     /// Read and check the audit trail.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Read the archive.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
+}
+
+/// `bullsweep archive …`.
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// List segments (from their manifests), oldest path first.
+    Ls {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only queues whose name or key base matches this glob.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only segments holding jobs finished at or after this: a duration such as `7d`, or ms.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only segments holding jobs finished before this: a duration such as `1d`, or ms.
+        #[arg(long)]
+        until: Option<String>,
+    },
+    /// Print a segment's records as JSON lines, after checking it against its manifest.
+    Cat {
+        /// The segment path as `archive ls` prints it.
+        segment: String,
+    },
 }
 
 /// `bullsweep audit …`.
@@ -178,6 +207,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Demo { jobs } => demo::run(*jobs).await,
         Command::Audit(command) => audit_command(&cli, command).await,
+        Command::Archive(command) => archive_command(&cli, command),
         Command::Bench(args) => bench::run(&cli, args).await,
     }
 }
@@ -347,15 +377,7 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
                 .map(bullsweep_policy::NamePattern::new)
                 .transpose()
                 .map_err(|e| CliError::usage(format!("--queue: {e}")))?;
-            let since = since
-                .as_deref()
-                .map(|s| match s.parse::<i64>() {
-                    Ok(ms) => Ok(ms),
-                    Err(_) => bullsweep_policy::parse_duration_str(s)
-                        .map(|d| now_ms() - d.as_millis() as i64),
-                })
-                .transpose()
-                .map_err(|e| CliError::usage(format!("--since: {e}")))?;
+            let since = instant_arg("--since", since.as_deref())?;
             let events: Vec<audit::AuditEvent> = read_events(path)?
                 .into_iter()
                 .filter(|e| {
@@ -367,6 +389,87 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
                 .filter(|e| action.as_ref().is_none_or(|a| &e.action == a))
                 .collect();
             print_events(cli, &events);
+            Ok(0)
+        }
+    }
+}
+
+/// `--since`/`--until` values: ms since the epoch, or a duration before now.
+fn instant_arg(flag: &str, value: Option<&str>) -> Result<Option<i64>, CliError> {
+    value
+        .map(|s| match s.parse::<i64>() {
+            Ok(ms) => Ok(ms),
+            Err(_) => {
+                bullsweep_policy::parse_duration_str(s).map(|d| now_ms() - d.as_millis() as i64)
+            }
+        })
+        .transpose()
+        .map_err(|e| CliError::usage(format!("{flag}: {e}")))
+}
+
+fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
+    let set = load_policies(cli)?;
+    let Some(ArchiveTarget::Directory(root)) = &set.archive else {
+        return Err(CliError::usage("the policy file has no `archive:` sink")
+            .with_hint("add `archive: { url: file:///var/lib/bullsweep/archive }`"));
+    };
+    let sink = LocalArchive::new(root);
+    let io_err = |e: std::io::Error| CliError::runtime(format!("archive {}: {e}", root.display()));
+    match command {
+        ArchiveCommand::Ls {
+            tenant,
+            queue,
+            since,
+            until,
+        } => {
+            let queue = queue
+                .as_deref()
+                .map(bullsweep_policy::NamePattern::new)
+                .transpose()
+                .map_err(|e| CliError::usage(format!("--queue: {e}")))?;
+            let since = instant_arg("--since", since.as_deref())?;
+            let until = instant_arg("--until", until.as_deref())?;
+            let mut out = String::new();
+            for m in sink.list().map_err(io_err)? {
+                let name = m.queue.rsplit(':').next().unwrap_or(&m.queue);
+                let keep = tenant.as_ref().is_none_or(|t| m.tenant.as_ref() == Some(t))
+                    && queue
+                        .as_ref()
+                        .is_none_or(|q| q.matches(name) || q.matches(&m.queue))
+                    && since.is_none_or(|t| m.to_ms >= t)
+                    && until.is_none_or(|t| m.from_ms < t);
+                if keep {
+                    if cli.json {
+                        out.push_str(&serde_json::to_string(&m).unwrap_or_default());
+                    } else {
+                        out.push_str(&format!(
+                            "{}  {} records  {} bytes  {}..{}  {}",
+                            m.segment, m.records, m.bytes, m.from_ms, m.to_ms, m.policy
+                        ));
+                    }
+                    out.push('\n');
+                }
+            }
+            print!("{out}");
+            Ok(0)
+        }
+        ArchiveCommand::Cat { segment } => {
+            let manifest = sink
+                .list()
+                .map_err(io_err)?
+                .into_iter()
+                .find(|m| &m.segment == segment)
+                .ok_or_else(|| {
+                    CliError::usage(format!("no segment `{segment}` in {}", root.display()))
+                        .with_hint("`bullsweep archive ls` lists them")
+                })?;
+            sink.verify(&manifest).map_err(io_err)?;
+            let mut out = String::new();
+            for record in sink.read_segment(segment).map_err(io_err)? {
+                out.push_str(&serde_json::to_string(&record).unwrap_or_default());
+                out.push('\n');
+            }
+            print!("{out}");
             Ok(0)
         }
     }
@@ -400,7 +503,15 @@ fn print_events(cli: &Cli, events: &[audit::AuditEvent]) {
         } else {
             out.push_str(&format!(
                 "#{} {} {} {} {} {} {} jobs, policy {} [{}]",
-                e.seq, e.timestamp, e.status, e.action, e.state, e.queue_key, e.job_count, e.policy_name, e.execution_id
+                e.seq,
+                e.timestamp,
+                e.status,
+                e.action,
+                e.state,
+                e.queue_key,
+                e.job_count,
+                e.policy_name,
+                e.execution_id
             ));
             if let Some(err) = &e.error_detail {
                 out.push_str(&format!(": {err}"));

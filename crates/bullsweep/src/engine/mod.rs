@@ -8,12 +8,13 @@ mod report;
 pub use batch::BatchSizer;
 pub use report::{QueueReport, Report, Skipped, StateReport};
 
+use crate::archive::{ArchiveRecord, LocalArchive, SegmentMeta, job_fingerprint};
 use crate::audit::AuditContext;
 use crate::bullmq::{
-    BatchOutcome, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
+    BatchOutcome, Candidate, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
 };
 use bullsweep_policy::{
-    Action, EffectivePolicy, JobState, PolicySet, QueueId, Resolution, Selection,
+    Action, ArchiveTarget, EffectivePolicy, JobState, PolicySet, QueueId, Resolution, Selection,
 };
 use redis::aio::ConnectionLike;
 use redis::{RedisError, RedisResult};
@@ -49,6 +50,11 @@ pub struct SweepOptions {
 /// How many times a batch that failed on a connection problem is retried. Each batch is one
 /// atomic script call, so a retry never finds it half done.
 const MAX_RETRIES: u32 = 4;
+/// One job as the archive reads it: hash fields in `HGETALL` order, log lines, locked.
+type JobRead = (Vec<(String, String)>, Vec<String>, bool);
+
+/// Jobs per archive segment: one pipelined read, one file.
+const ARCHIVE_SEGMENT_JOBS: u64 = 1_000;
 /// Entries one page of a newest-first walk reads.
 const WALK_PAGE: u64 = 500;
 
@@ -122,6 +128,18 @@ pub async fn sweep<C: ConnectionLike>(
     progress: &(dyn Fn(u64) + Sync),
 ) -> RedisResult<Report> {
     let inv = inventory(con, set, opts.env.as_deref()).await?;
+    // An archive that cannot be written fails every archive rule closed, before any read.
+    let archive = match &set.archive {
+        Some(ArchiveTarget::Directory(root)) if mode == Mode::Run => {
+            let sink = LocalArchive::new(root);
+            Some(
+                sink.check_writable()
+                    .map(|_| sink)
+                    .map_err(|e| e.to_string()),
+            )
+        }
+        _ => None,
+    };
     let mut report = Report {
         unmanaged: inv.unmanaged,
         ..Report::default()
@@ -160,11 +178,13 @@ pub async fn sweep<C: ConnectionLike>(
                         &q,
                         &eff,
                         state,
-                        Action::Remove.as_str(),
+                        &groups.action_label(),
                         &opts.execution_id,
                     ))
                     .unwrap_or_default();
                     let work = StateWork {
+                        queue: &q,
+                        policy: &eff.name,
                         keys: &keys,
                         state,
                         groups: &groups,
@@ -172,6 +192,7 @@ pub async fn sweep<C: ConnectionLike>(
                         mode,
                         progress,
                         audit_ctx: &audit_ctx,
+                        archive: archive.as_ref(),
                     };
                     let result = work.govern(con, &mut sr).await;
                     qr.states.insert(state.as_str().to_string(), sr);
@@ -287,6 +308,8 @@ fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
 
 /// Everything one state of one queue needs while it is planned or swept.
 struct StateWork<'a> {
+    queue: &'a QueueId,
+    policy: &'a str,
     keys: &'a QueueKeys,
     state: JobState,
     groups: &'a RuleGroups,
@@ -294,6 +317,8 @@ struct StateWork<'a> {
     mode: Mode,
     progress: &'a (dyn Fn(u64) + Sync),
     audit_ctx: &'a str,
+    /// The archive sink, or why it cannot be written; `None` without one (or in a plan).
+    archive: Option<&'a Result<LocalArchive, String>>,
 }
 
 impl StateWork<'_> {
@@ -336,7 +361,22 @@ impl StateWork<'_> {
         }
         let mut skipped = Skipped::default();
         let mut done = 0;
-        if group.action != Action::Remove {
+        if group.action == Action::Archive && sel.selects_anything() {
+            match self.archive {
+                Some(Ok(sink)) => done = self.archive_prefix(con, sink, &sel, &mut skipped).await?,
+                Some(Err(reason)) => {
+                    return Err(RedisError::from((
+                        redis::ErrorKind::Client,
+                        "archive sink unwritable; nothing archived or deleted",
+                        reason.clone(),
+                    )));
+                }
+                None => {
+                    skipped.not_implemented = sr.matched;
+                    skipped.reasons.push("no archive sink is configured".into());
+                }
+            }
+        } else if group.action != Action::Remove {
             skipped.not_implemented = sr.matched;
             skipped.reasons.push(not_implemented_reason(group.action));
         } else if sel.selects_anything() {
@@ -370,6 +410,100 @@ impl StateWork<'_> {
         Ok(())
     }
 
+    /// Archive, verify, then delete: reads a batch from the oldest end, writes it as one
+    /// durable, verified segment, and only then deletes the jobs, each re-checked against the
+    /// fingerprint of its copy. Jobs that are locked, malformed or changed stay, and are
+    /// archived again by a later run (readers dedupe on queue, id and finishedOn).
+    async fn archive_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sink: &LocalArchive,
+        sel: &Selection,
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        let set_key = self.keys.finished_set(self.state);
+        let prefix = self.keys.job_prefix();
+        let meta = SegmentMeta {
+            queue_key: &self.queue.base,
+            queue_name: &self.queue.queue,
+            tenant: self.queue.tenant.as_deref(),
+            env: self.queue.env.as_deref(),
+            policy: self.policy,
+            run_id: &self.opts.execution_id,
+        };
+        let mut sizer = BatchSizer::new(self.opts.budget_us);
+        let (mut offset, mut done, mut segment) = (0u64, 0u64, 0u64);
+        loop {
+            let (jobs, by_age, by_grace): (u64, u64, u64) = with_retry!(
+                redis::pipe()
+                    .zcard(&set_key)
+                    .zcount(&set_key, "-inf", sel.age_cutoff.unwrap_or(i64::MIN))
+                    .zcount(&set_key, "-inf", sel.grace_cutoff.unwrap_or(i64::MAX))
+                    .query_async::<(u64, u64, u64)>(con)
+            )?;
+            let take = ARCHIVE_SEGMENT_JOBS.min(
+                sel.prefix_len(jobs, by_age, by_grace)
+                    .saturating_sub(offset),
+            );
+            if take == 0 {
+                return Ok(done);
+            }
+            let rows: Vec<(String, f64)> = with_retry!(
+                redis::cmd("ZRANGE")
+                    .arg(&set_key)
+                    .arg(offset)
+                    .arg(offset + take - 1)
+                    .arg("WITHSCORES")
+                    .query_async::<Vec<(String, f64)>>(con)
+            )?;
+            let mut pipe = redis::pipe();
+            for (id, _) in &rows {
+                let key = format!("{prefix}{id}");
+                pipe.hgetall(&key)
+                    .lrange(format!("{key}:logs"), 0, -1)
+                    .exists(format!("{key}:lock"));
+            }
+            let reads: Vec<JobRead> = with_retry!(pipe.query_async::<Vec<JobRead>>(con))?;
+            let mut records = Vec::new();
+            let mut candidates = Vec::new();
+            for ((id, score), (hash, logs, locked)) in rows.iter().zip(reads) {
+                let finished = hash
+                    .iter()
+                    .find(|(k, _)| k == "finishedOn")
+                    .and_then(|(_, v)| v.parse::<i64>().ok());
+                match (locked, finished) {
+                    (true, _) => skipped.locked += 1,
+                    (false, None) => skipped.malformed += 1,
+                    (false, Some(finished_on)) => {
+                        candidates.push(Candidate {
+                            id: id.clone(),
+                            score: *score as i64,
+                            fingerprint: Some(job_fingerprint(&hash, logs.len())),
+                        });
+                        records.push(ArchiveRecord::new(
+                            &self.queue.base,
+                            id,
+                            self.state.as_str(),
+                            finished_on,
+                            &hash,
+                            logs,
+                        ));
+                    }
+                }
+            }
+            if !records.is_empty() {
+                segment += 1;
+                sink.write_segment(&meta, segment, &records)?;
+            }
+            let removed = self
+                .remove_pending(con, &mut candidates, &mut sizer, skipped)
+                .await?;
+            done += removed;
+            // What was not removed stays at the head of the set; read past it.
+            offset += take - removed;
+        }
+    }
+
     /// Job rules make selection depend on each job's name, so the set is walked from its
     /// newest end (counting the newest N per group) and selected jobs are removed by id, each
     /// re-checked against its score.
@@ -377,7 +511,7 @@ impl StateWork<'_> {
         let groups = self.groups;
         let mut newer = vec![0u64; groups.by_name.len() + 1];
         let mut below: Option<i64> = None;
-        let mut pending: Vec<(String, i64)> = Vec::new();
+        let mut pending: Vec<Candidate> = Vec::new();
         let mut skipped = Skipped::default();
         let mut reasons_seen: Vec<Action> = Vec::new();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
@@ -399,7 +533,11 @@ impl StateWork<'_> {
                 }
                 sr.matched += 1;
                 if group.action == Action::Remove {
-                    pending.push((entry.id, entry.score));
+                    pending.push(Candidate {
+                        id: entry.id,
+                        score: entry.score,
+                        fingerprint: None,
+                    });
                 } else {
                     skipped.not_implemented += 1;
                     if !reasons_seen.contains(&group.action) {
@@ -426,7 +564,7 @@ impl StateWork<'_> {
     async fn remove_pending<C: ConnectionLike>(
         &self,
         con: &mut C,
-        pending: &mut Vec<(String, i64)>,
+        pending: &mut Vec<Candidate>,
         sizer: &mut BatchSizer,
         skipped: &mut Skipped,
     ) -> RedisResult<u64> {

@@ -8,22 +8,42 @@
   ARGV[1] job key prefix (<base>:)
   ARGV[2] time budget in microseconds
   ARGV[3] audit context: JSON naming the policy, queue and run, stored with the audit event
-  ARGV[4..] pairs: job id, expected score
+  ARGV[4] '1' when each job carries a fingerprint (archive), else '0'
+  ARGV[5..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint
 
-  Returns {removed, locked, malformed, changed, elapsed_us, handled}; handled counts the pairs
+  Returns {removed, locked, malformed, changed, elapsed_us, handled}; handled counts the jobs
   looked at, so the caller resends the rest when the budget ran out.
 
   Invariant: a job no longer in the set, or with another score, was moved or re-finished since
-  it was selected and is left alone (counted as changed).
+  it was selected and is left alone (counted as changed). With fingerprints, a job whose fields
+  or log count differ from what was archived is left alone too: nothing is deleted without its
+  exact copy.
 ]]
+
+-- SHA-1 over the hash's field\0value pairs in HGETALL order, then the log count; must match
+-- archive::job_fingerprint. A reordered hash only reads as changed, which keeps the job.
+local function fingerprint(jobKey)
+  local flat = redis.pcall('HGETALL', jobKey)
+  if flat.err then
+    return nil
+  end
+  local parts = {}
+  for i = 1, #flat, 2 do
+    parts[#parts + 1] = flat[i] .. '\0' .. flat[i + 1]
+  end
+  return redis.sha1hex(table.concat(parts, '\0') .. '\0' .. rcall('LLEN', jobKey .. ':logs'))
+end
+
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]
 local budget = tonumber(ARGV[2])
 
 local started = nowMicros()
+local checked = ARGV[4] == '1'
+local stride = checked and 3 or 2
 local batch = newBatch()
 local changed, handled = 0, 0
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, stride do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = queuePrefix .. jobId
   local score = rcall('ZSCORE', setKey, jobId)
@@ -31,6 +51,8 @@ for i = 4, #ARGV, 2 do
     changed = changed + 1
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
     batch.locked = batch.locked + 1
+  elseif checked and fingerprint(jobKey) ~= ARGV[i + 2] then
+    changed = changed + 1
   else
     takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
   end

@@ -1,0 +1,432 @@
+//! The archive sink for `action: archive`: full job records written to segments (zstd-compressed
+//! JSON lines, one record per job) under `<root>/<tenant>/<env>/<queue>/<YYYY-MM-DD>/`, each with
+//! a manifest. A segment is durable (fsynced, renamed into place, directory fsynced) and its
+//! checksum verified before any job in it is deleted from Redis.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+/// Hash fields holding JSON that records keep parsed.
+const JSON_FIELDS: [&str; 3] = ["data", "returnvalue", "stacktrace"];
+
+/// One archived job.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveRecord {
+    /// Queue key base.
+    pub queue: String,
+    /// Job id.
+    pub id: String,
+    /// The state it was archived from.
+    pub state: String,
+    /// `finishedOn`; readers dedupe on `(queue, id, finishedOn)`.
+    pub finished_on: i64,
+    /// Every hash field; `data`, `returnvalue` and `stacktrace` parsed where they are JSON.
+    pub fields: Map<String, Value>,
+    /// The job's log lines.
+    pub logs: Vec<String>,
+}
+
+impl ArchiveRecord {
+    /// Builds a record from the raw hash and logs.
+    pub fn new(
+        queue: &str,
+        id: &str,
+        state: &str,
+        finished_on: i64,
+        hash: &[(String, String)],
+        logs: Vec<String>,
+    ) -> Self {
+        let fields = hash
+            .iter()
+            .map(|(k, v)| {
+                let value = if JSON_FIELDS.contains(&k.as_str()) {
+                    serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()))
+                } else {
+                    Value::String(v.clone())
+                };
+                (k.clone(), value)
+            })
+            .collect();
+        ArchiveRecord {
+            queue: queue.to_string(),
+            id: id.to_string(),
+            state: state.to_string(),
+            finished_on,
+            fields,
+            logs,
+        }
+    }
+}
+
+/// What a segment holds, written beside it as `<segment>.manifest.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SegmentManifest {
+    /// The segment's path relative to the archive root.
+    pub segment: String,
+    /// Records in it.
+    pub records: u64,
+    /// Size of the compressed file.
+    pub bytes: u64,
+    /// SHA-256 of the compressed file, hex.
+    pub sha256: String,
+    /// Oldest `finishedOn` in it.
+    pub from_ms: i64,
+    /// Newest `finishedOn` in it.
+    pub to_ms: i64,
+    /// The effective policy that archived it.
+    pub policy: String,
+    /// Queue key base.
+    pub queue: String,
+    /// Tenant, if any.
+    pub tenant: Option<String>,
+    /// Environment, if any.
+    pub env: Option<String>,
+}
+
+/// Where and for whom a segment is written.
+#[derive(Clone, Debug)]
+pub struct SegmentMeta<'a> {
+    /// Queue key base.
+    pub queue_key: &'a str,
+    /// Queue name.
+    pub queue_name: &'a str,
+    /// Tenant.
+    pub tenant: Option<&'a str>,
+    /// Environment.
+    pub env: Option<&'a str>,
+    /// Effective policy name.
+    pub policy: &'a str,
+    /// Makes segment names unique within a run.
+    pub run_id: &'a str,
+}
+
+/// A local directory archive.
+#[derive(Clone, Debug)]
+pub struct LocalArchive {
+    root: PathBuf,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `YYYY-MM-DD` (UTC) of a millisecond timestamp.
+fn utc_date(ms: i64) -> String {
+    // Days to civil date (proleptic Gregorian), after Howard Hinnant's algorithm.
+    let z = ms.div_euclid(86_400_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// A path segment safe for any file system: no separators, no leading dot.
+fn safe(part: &str) -> String {
+    let cleaned: String = part
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.{}".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match cleaned.trim_start_matches('.') {
+        "" => "_".to_string(),
+        s => s.to_string(),
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl LocalArchive {
+    /// An archive rooted at `root` (created on first write).
+    pub fn new(root: &Path) -> Self {
+        LocalArchive {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// Checks that the root can be created and written, so an unwritable archive fails before
+    /// anything is read or deleted.
+    pub fn check_writable(&self) -> io::Result<()> {
+        fs::create_dir_all(&self.root).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create {}: {e}", self.root.display()),
+            )
+        })?;
+        let probe = self.root.join(".bullsweep-write-check");
+        File::create(&probe)
+            .and_then(|mut f| f.write_all(b"ok").and_then(|_| f.sync_all()))
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot write in {}: {e}", self.root.display()),
+                )
+            })?;
+        fs::remove_file(probe)
+    }
+
+    /// Writes records as one segment and its manifest, durably, then reads the segment back and
+    /// checks its SHA-256. Only after this returns may the jobs be deleted.
+    pub fn write_segment(
+        &self,
+        meta: &SegmentMeta<'_>,
+        seq: u64,
+        records: &[ArchiveRecord],
+    ) -> io::Result<SegmentManifest> {
+        let from_ms = records
+            .iter()
+            .map(|r| r.finished_on)
+            .min()
+            .unwrap_or_default();
+        let to_ms = records
+            .iter()
+            .map(|r| r.finished_on)
+            .max()
+            .unwrap_or_default();
+        let rel_dir: PathBuf = [
+            safe(meta.tenant.unwrap_or("_")),
+            safe(meta.env.unwrap_or("_")),
+            safe(meta.queue_name),
+            utc_date(from_ms),
+        ]
+        .iter()
+        .collect();
+        let dir = self.root.join(&rel_dir);
+        fs::create_dir_all(&dir)?;
+        let name = format!("{from_ms}-{}-{seq}.jsonl.zst", safe(meta.run_id));
+        let rel = rel_dir.join(&name);
+        let final_path = dir.join(&name);
+        let tmp_path = dir.join(format!(".{name}.tmp"));
+
+        let file = File::create(&tmp_path)?;
+        let mut encoder = zstd::Encoder::new(file, 3)?;
+        for record in records {
+            serde_json::to_writer(&mut encoder, record).map_err(io::Error::other)?;
+            encoder.write_all(b"\n")?;
+        }
+        let file = encoder.finish()?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp_path, &final_path)?;
+        sync_dir(&dir)?;
+
+        let bytes = fs::read(&final_path)?;
+        let manifest = SegmentManifest {
+            segment: rel.to_string_lossy().into_owned(),
+            records: records.len() as u64,
+            bytes: bytes.len() as u64,
+            sha256: hex(&Sha256::digest(&bytes)),
+            from_ms,
+            to_ms,
+            policy: meta.policy.to_string(),
+            queue: meta.queue_key.to_string(),
+            tenant: meta.tenant.map(str::to_string),
+            env: meta.env.map(str::to_string),
+        };
+        let manifest_path = dir.join(format!("{name}.manifest.json"));
+        let tmp_manifest = dir.join(format!(".{name}.manifest.json.tmp"));
+        let mut f = File::create(&tmp_manifest)?;
+        f.write_all(
+            serde_json::to_string_pretty(&manifest)
+                .map_err(io::Error::other)?
+                .as_bytes(),
+        )?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp_manifest, &manifest_path)?;
+        sync_dir(&dir)?;
+        self.verify(&manifest)?;
+        Ok(manifest)
+    }
+
+    /// Re-reads a segment and checks size, checksum and record count against its manifest.
+    pub fn verify(&self, manifest: &SegmentManifest) -> io::Result<()> {
+        let bytes = fs::read(self.root.join(&manifest.segment))?;
+        let digest = hex(&Sha256::digest(&bytes));
+        if bytes.len() as u64 != manifest.bytes || digest != manifest.sha256 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("segment {} does not match its manifest", manifest.segment),
+            ));
+        }
+        let count = BufReader::new(zstd::Decoder::new(&bytes[..])?)
+            .lines()
+            .count() as u64;
+        if count != manifest.records {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "segment {} holds {count} records, its manifest says {}",
+                    manifest.segment, manifest.records
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every manifest under the root, sorted by segment path.
+    pub fn list(&self) -> io::Result<Vec<SegmentManifest>> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        while let Some(dir) = stack.pop() {
+            let entries = match fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                let path = entry?.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.to_string_lossy().ends_with(".manifest.json")
+                    && !path
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                {
+                    let text = fs::read_to_string(&path)?;
+                    out.push(serde_json::from_str(&text).map_err(|e| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("{}: {e}", path.display()),
+                        )
+                    })?);
+                }
+            }
+        }
+        out.sort_by(|a: &SegmentManifest, b| a.segment.cmp(&b.segment));
+        Ok(out)
+    }
+
+    /// The records of one segment (path relative to the root).
+    pub fn read_segment(&self, segment: &str) -> io::Result<Vec<ArchiveRecord>> {
+        let file = File::open(self.root.join(segment))?;
+        BufReader::new(zstd::Decoder::new(file)?)
+            .lines()
+            .map(|line| {
+                line.and_then(|l| {
+                    serde_json::from_str(&l)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+                })
+            })
+            .collect()
+    }
+}
+
+/// The fingerprint the delete script recomputes to prove a job is unchanged since it was read:
+/// SHA-1 over the hash's `field\0value` pairs in `HGETALL` order, joined by `\0`, then `\0` and
+/// the number of log lines. `lua/remove_ids.lua` computes the same. (Sorting inside Lua would
+/// follow Redis's collation locale; a hash whose order changed only reads as changed.)
+pub fn job_fingerprint(hash: &[(String, String)], log_count: usize) -> String {
+    let pairs: Vec<String> = hash.iter().map(|(k, v)| format!("{k}\0{v}")).collect();
+    let mut text = pairs.join("\0");
+    text.push('\0');
+    text.push_str(&log_count.to_string());
+    sha1_smol::Sha1::from(text.as_bytes()).digest().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(951_782_400_000), "2000-02-29");
+        assert_eq!(utc_date(1_795_990_000_000), "2026-11-29");
+    }
+
+    #[test]
+    fn safe_path_parts() {
+        assert_eq!(safe("../etc"), "_etc");
+        assert_eq!(safe("a/b"), "a_b");
+        assert_eq!(safe(""), "_");
+        assert_eq!(safe("{bull}"), "{bull}");
+    }
+
+    #[test]
+    fn a_segment_round_trips_and_a_damaged_one_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let archive = LocalArchive::new(dir.path());
+        archive.check_writable().expect("writable");
+        let hash = vec![
+            ("name".to_string(), "send".to_string()),
+            (
+                "data".to_string(),
+                r#"{"user":{"email":"a@b.c"}}"#.to_string(),
+            ),
+            ("finishedOn".to_string(), "1795990000000".to_string()),
+        ];
+        let record = ArchiveRecord::new(
+            "bull:q",
+            "7",
+            "completed",
+            1_795_990_000_000,
+            &hash,
+            vec!["log".into()],
+        );
+        assert_eq!(
+            record.fields["data"]["user"]["email"], "a@b.c",
+            "data is parsed JSON"
+        );
+        let meta = SegmentMeta {
+            queue_key: "bull:q",
+            queue_name: "q",
+            tenant: None,
+            env: None,
+            policy: "p",
+            run_id: "r1",
+        };
+        let manifest = archive
+            .write_segment(&meta, 1, std::slice::from_ref(&record))
+            .expect("write");
+        assert_eq!(manifest.records, 1);
+        assert!(
+            manifest.segment.starts_with("_/_/q/2026-11-29/"),
+            "{}",
+            manifest.segment
+        );
+        assert_eq!(
+            archive.read_segment(&manifest.segment).expect("read"),
+            vec![record]
+        );
+        assert_eq!(archive.list().expect("list"), vec![manifest.clone()]);
+        let path = dir.path().join(&manifest.segment);
+        let mut bytes = fs::read(&path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&path, bytes).expect("damage");
+        assert!(archive.verify(&manifest).is_err());
+    }
+
+    #[test]
+    fn fingerprints_follow_content_and_log_count() {
+        let a = vec![
+            ("x".to_string(), "1".to_string()),
+            ("y".to_string(), "2".to_string()),
+        ];
+        assert_eq!(job_fingerprint(&a, 0), job_fingerprint(&a.clone(), 0));
+        assert_ne!(job_fingerprint(&a, 0), job_fingerprint(&a, 1));
+        let c = vec![
+            ("x".to_string(), "1".to_string()),
+            ("y".to_string(), "3".to_string()),
+        ];
+        assert_ne!(job_fingerprint(&a, 0), job_fingerprint(&c, 0));
+    }
+}

@@ -1,0 +1,254 @@
+//! `action: archive` against a real redis-server: every copy matches what Redis held, nothing
+//! is deleted without its verified copy, a job that changed after it was copied stays, and a
+//! run killed at any point loses no job.
+
+mod common;
+
+use bullsweep::archive::{ArchiveRecord, job_fingerprint};
+use bullsweep::bullmq::{Candidate, QueueKeys, scripts};
+use bullsweep_policy::JobState;
+use common::*;
+use redis::Commands;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+type Snapshot = BTreeMap<String, (Vec<(String, String)>, Vec<String>)>;
+
+/// Every job hash and its logs, by id.
+fn snapshot(con: &mut redis::Connection, base: &str) -> Snapshot {
+    let ids: Vec<String> = con.zrange(format!("{base}:completed"), 0, -1).expect("ids");
+    ids.into_iter()
+        .map(|id| {
+            let hash: Vec<(String, String)> = con.hgetall(format!("{base}:{id}")).expect("hash");
+            let logs: Vec<String> = con
+                .lrange(format!("{base}:{id}:logs"), 0, -1)
+                .expect("logs");
+            (id, (hash, logs))
+        })
+        .collect()
+}
+
+fn policy(w: &World, archive_url: &str) -> std::path::PathBuf {
+    w.policy(&format!(
+        "version: 1\narchive: {{ url: \"{archive_url}\" }}\npolicies: [{{ name: keep-a-copy, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}]\n"
+    ))
+}
+
+fn archived(w: &World, policy: &std::path::Path) -> Vec<ArchiveRecord> {
+    let ls = w.run(&policy.to_path_buf(), &["--json", "archive", "ls"]);
+    assert!(ls.status.success(), "{}", stderr(&ls));
+    let mut records = Vec::new();
+    for line in String::from_utf8_lossy(&ls.stdout).lines() {
+        let manifest: Value = serde_json::from_str(line).expect("manifest");
+        let segment = manifest["segment"].as_str().expect("segment");
+        let cat = w.run(&policy.to_path_buf(), &["archive", "cat", segment]);
+        assert!(cat.status.success(), "{}", stderr(&cat));
+        let text = String::from_utf8_lossy(&cat.stdout).into_owned();
+        let before = records.len();
+        records.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<ArchiveRecord>(l).expect("record")),
+        );
+        assert_eq!(
+            (records.len() - before) as u64,
+            manifest["records"].as_u64().expect("count")
+        );
+    }
+    records
+}
+
+/// A record holds exactly the job: every field (JSON ones parsed) and every log line.
+fn assert_matches(record: &ArchiveRecord, hash: &[(String, String)], logs: &[String]) {
+    assert_eq!(record.fields.len(), hash.len(), "job {}", record.id);
+    for (k, v) in hash {
+        let want = match k.as_str() {
+            "data" | "returnvalue" | "stacktrace" => {
+                serde_json::from_str(v).unwrap_or(Value::String(v.clone()))
+            }
+            _ => Value::String(v.clone()),
+        };
+        assert_eq!(record.fields[k], want, "job {} field {k}", record.id);
+    }
+    assert_eq!(record.logs, logs, "job {} logs", record.id);
+}
+
+#[test]
+fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 2_500, 0, 3), now_ms());
+    let mut con = w.con();
+    for id in ["5", "77", "2400"] {
+        let _: () = con
+            .rpush(
+                format!("bull:mail:{id}:logs"),
+                vec!["step 1", "step 2 \u{2713}"],
+            )
+            .expect("logs");
+    }
+    let before = snapshot(&mut con, "bull:mail");
+    let root = w.dir.path().join("archive");
+    let policy = policy(&w, &format!("file://{}", root.display()));
+    let report = w.report(&policy, "run");
+    assert_eq!(report.queues[0].states["completed"].action, "archive");
+    assert_eq!(report.queues[0].states["completed"].done, Some(2_500));
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 0);
+    let logs_left: Vec<String> = con.keys("bull:mail:*:logs").expect("keys");
+    assert!(logs_left.is_empty());
+
+    let records = archived(&w, &policy);
+    assert_eq!(records.len(), 2_500);
+    for r in &records {
+        let (hash, logs) = &before[&r.id];
+        assert_eq!(
+            (r.queue.as_str(), r.state.as_str()),
+            ("bull:mail", "completed")
+        );
+        assert_matches(r, hash, logs);
+    }
+    let trail = w.run(
+        &policy,
+        &["--json", "audit", "query", "--action", "archive"],
+    );
+    let archived_ids: u64 = String::from_utf8_lossy(&trail.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("event")["jobCount"]
+                .as_u64()
+                .expect("count")
+        })
+        .sum();
+    assert_eq!(archived_ids, 2_500, "every archived job is audited");
+}
+
+#[test]
+fn an_unwritable_archive_fails_closed() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 100, 0, 3), now_ms());
+    let blocker = w.dir.path().join("a-file");
+    std::fs::write(&blocker, "not a directory").expect("file");
+    let policy = policy(&w, &format!("file://{}/archive", blocker.display()));
+    let out = w.run(&policy, &["--json", "run"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
+    let error = report.queues[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("archive sink unwritable"), "{error}");
+    let left: u64 = w.con().zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 100, "nothing deleted without its copy");
+}
+
+#[test]
+fn a_job_that_changed_after_it_was_copied_is_kept() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 3, 0, 3), now_ms());
+    let mut con = w.con();
+    let rows: Vec<(String, i64)> = con
+        .zrange_withscores("bull:mail:completed", 0, -1)
+        .expect("rows");
+    let candidates: Vec<Candidate> = rows
+        .iter()
+        .map(|(id, score)| {
+            let hash: Vec<(String, String)> = con.hgetall(format!("bull:mail:{id}")).expect("hash");
+            Candidate {
+                id: id.clone(),
+                score: *score,
+                fingerprint: Some(job_fingerprint(&hash, 0)),
+            }
+        })
+        .collect();
+    // After the copy was made: one job's data changes, another gains a log line.
+    let _: () = con
+        .hset(
+            format!("bull:mail:{}", rows[1].0),
+            "data",
+            "{\"changed\":true}",
+        )
+        .expect("hset");
+    let _: () = con
+        .rpush(format!("bull:mail:{}:logs", rows[2].0), "late")
+        .expect("rpush");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let out = rt.block_on(async {
+        let client = redis::Client::open(w.url()).expect("url");
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        scripts()
+            .remove_ids(
+                &mut con,
+                &QueueKeys::new("bull:mail"),
+                JobState::Completed,
+                &candidates,
+                100_000,
+                "{}",
+            )
+            .await
+            .expect("script")
+    });
+    assert_eq!((out.removed, out.changed), (1, 2));
+    let left: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("left");
+    assert_eq!(left, vec![rows[1].0.clone(), rows[2].0.clone()]);
+}
+
+#[test]
+fn a_killed_archive_run_never_loses_a_job() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 20_000, 0, 3), now_ms());
+    let mut con = w.con();
+    let before = snapshot(&mut con, "bull:mail");
+    let root = w.dir.path().join("archive");
+    let policy = policy(&w, &format!("file://{}", root.display()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(w.url())
+        .arg("--config")
+        .arg(&policy)
+        .arg("run")
+        .current_dir(w.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(400));
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+
+    let present: std::collections::BTreeSet<String> = con
+        .zrange::<_, Vec<String>>("bull:mail:completed", 0, -1)
+        .expect("ids")
+        .into_iter()
+        .collect();
+    let copies: BTreeMap<String, ArchiveRecord> = archived(&w, &policy)
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
+    let gone: Vec<&String> = before.keys().filter(|id| !present.contains(*id)).collect();
+    for id in &gone {
+        let copy = copies
+            .get(*id)
+            .unwrap_or_else(|| panic!("job {id} left Redis without a copy"));
+        let (hash, logs) = &before[*id];
+        assert_matches(copy, hash, logs);
+    }
+    eprintln!("killed with {} of 20000 jobs archived and gone", gone.len());
+
+    let finish = w.run(&policy, &["run"]);
+    assert!(finish.status.success(), "{}", stderr(&finish));
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 0);
+    let mut unique = std::collections::BTreeSet::new();
+    for r in archived(&w, &policy) {
+        unique.insert((r.queue.clone(), r.id.clone(), r.finished_on));
+    }
+    assert_eq!(
+        unique.len(),
+        20_000,
+        "after dedupe by (queue, id, finishedOn), every job is archived"
+    );
+}
