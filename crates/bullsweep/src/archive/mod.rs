@@ -330,15 +330,14 @@ impl LocalArchive {
 }
 
 /// The fingerprint the delete script recomputes to prove a job is unchanged since it was read:
-/// SHA-1 over the hash's `field\0value` pairs in `HGETALL` order, joined by `\0`, then `\0` and
-/// the number of log lines. `lua/remove_ids.lua` computes the same. (Sorting inside Lua would
-/// follow Redis's collation locale; a hash whose order changed only reads as changed.)
-pub fn job_fingerprint(hash: &[(String, String)], log_count: usize) -> String {
-    let pairs: Vec<String> = hash.iter().map(|(k, v)| format!("{k}\0{v}")).collect();
-    let mut text = pairs.join("\0");
-    text.push('\0');
-    text.push_str(&log_count.to_string());
-    sha1_smol::Sha1::from(text.as_bytes()).digest().to_string()
+/// SHA-1 of the job hash's `DUMP` serialization, a NUL byte, and the number of log lines.
+/// `lua/remove_ids.lua` computes the same.
+pub fn job_fingerprint(dump: &[u8], log_count: usize) -> String {
+    let mut sha = sha1_smol::Sha1::new();
+    sha.update(dump);
+    sha.update(b"\0");
+    sha.update(log_count.to_string().as_bytes());
+    sha.digest().to_string()
 }
 
 #[cfg(test)]

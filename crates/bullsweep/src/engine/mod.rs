@@ -50,8 +50,9 @@ pub struct SweepOptions {
 /// How many times a batch that failed on a connection problem is retried. Each batch is one
 /// atomic script call, so a retry never finds it half done.
 const MAX_RETRIES: u32 = 4;
-/// One job as the archive reads it: hash fields in `HGETALL` order, log lines, locked.
-type JobRead = (Vec<(String, String)>, Vec<String>, bool);
+/// One job as the archive reads it: hash fields in `HGETALL` order, log lines, locked, and the
+/// hash's `DUMP` (for the fingerprint).
+type JobRead = (Vec<(String, String)>, Vec<String>, bool, Option<Vec<u8>>);
 
 /// Jobs per archive segment: one pipelined read, one file.
 const ARCHIVE_SEGMENT_JOBS: u64 = 1_000;
@@ -461,12 +462,14 @@ impl StateWork<'_> {
                 let key = format!("{prefix}{id}");
                 pipe.hgetall(&key)
                     .lrange(format!("{key}:logs"), 0, -1)
-                    .exists(format!("{key}:lock"));
+                    .exists(format!("{key}:lock"))
+                    .cmd("DUMP")
+                    .arg(&key);
             }
             let reads: Vec<JobRead> = with_retry!(pipe.query_async::<Vec<JobRead>>(con))?;
             let mut records = Vec::new();
             let mut candidates = Vec::new();
-            for ((id, score), (hash, logs, locked)) in rows.iter().zip(reads) {
+            for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(reads) {
                 let finished = hash
                     .iter()
                     .find(|(k, _)| k == "finishedOn")
@@ -478,7 +481,10 @@ impl StateWork<'_> {
                         candidates.push(Candidate {
                             id: id.clone(),
                             score: *score as i64,
-                            fingerprint: Some(job_fingerprint(&hash, logs.len())),
+                            fingerprint: Some(job_fingerprint(
+                                &dump.unwrap_or_default(),
+                                logs.len(),
+                            )),
                         });
                         records.push(ArchiveRecord::new(
                             &self.queue.base,

@@ -20,18 +20,15 @@
   exact copy.
 ]]
 
--- SHA-1 over the hash's field\0value pairs in HGETALL order, then the log count; must match
--- archive::job_fingerprint. A reordered hash only reads as changed, which keeps the job.
+-- SHA-1 of the job hash's DUMP serialization, a NUL, and its log count; must match
+-- archive::job_fingerprint. DUMP is one C-level pass; a hash whose internal order changed only
+-- reads as changed, which keeps the job.
 local function fingerprint(jobKey)
-  local flat = redis.pcall('HGETALL', jobKey)
-  if flat.err then
+  local dump = redis.pcall('DUMP', jobKey)
+  if type(dump) ~= 'string' then
     return nil
   end
-  local parts = {}
-  for i = 1, #flat, 2 do
-    parts[#parts + 1] = flat[i] .. '\0' .. flat[i + 1]
-  end
-  return redis.sha1hex(table.concat(parts, '\0') .. '\0' .. rcall('LLEN', jobKey .. ':logs'))
+  return redis.sha1hex(dump .. '\0' .. rcall('LLEN', jobKey .. ':logs'))
 end
 
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
