@@ -150,11 +150,14 @@ fn a_job_that_changed_after_it_was_copied_is_kept() {
     let candidates: Vec<Candidate> = rows
         .iter()
         .map(|(id, score)| {
-            let hash: Vec<(String, String)> = con.hgetall(format!("bull:mail:{id}")).expect("hash");
+            let dump: Vec<u8> = redis::cmd("DUMP")
+                .arg(format!("bull:mail:{id}"))
+                .query(&mut con)
+                .expect("dump");
             Candidate {
                 id: id.clone(),
                 score: *score,
-                fingerprint: Some(job_fingerprint(&hash, 0)),
+                fingerprint: Some(job_fingerprint(&dump, 0)),
             }
         })
         .collect();
