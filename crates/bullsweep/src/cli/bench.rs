@@ -4,6 +4,7 @@
 //! latency percentiles, Redis CPU and memory freed, and the ratio to BullMQ from the same run.
 
 use super::{Cli, CliError, DEFAULT_BUDGET_US, now_ms};
+use crate::archive::LocalArchive;
 use crate::engine::{self, Mode, SweepOptions};
 use crate::redis_server::PrivateRedis;
 use crate::seed::{SeedSpec, seed_queue};
@@ -23,6 +24,8 @@ use std::time::{Duration, Instant};
 pub enum Strategy {
     /// Removing completed jobs: bullsweep vs `Queue.clean` vs a naive sweep.
     Sweep,
+    /// `action: archive` to a local directory: archive, verify, then delete.
+    Archive,
 }
 
 /// `bench` options.
@@ -75,6 +78,8 @@ pub struct Measurement {
     pub redis_cpu_s: f64,
     /// Bytes of Redis memory freed.
     pub memory_freed_bytes: i64,
+    /// Peak resident memory of this process so far (VmHWM), MB.
+    pub client_peak_rss_mb: f64,
 }
 
 /// The whole run.
@@ -167,7 +172,6 @@ struct NodeTarget {
 
 /// Runs `bench`.
 pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
-    let Strategy::Sweep = args.strategy;
     let (_server, url) = match &cli.redis {
         Some(url) => (None, url.clone()),
         None => {
@@ -220,10 +224,13 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             args.compat_dir.display()
         ));
     }
-    let contenders: Vec<&str> = ["bullsweep", "bullmq", "naive", "lean"]
-        .into_iter()
-        .filter(|c| *c != "bullmq" || node_ready)
-        .collect();
+    let contenders: Vec<&str> = match args.strategy {
+        Strategy::Sweep => ["bullsweep", "bullmq", "naive", "lean"]
+            .into_iter()
+            .filter(|c| *c != "bullmq" || node_ready)
+            .collect(),
+        Strategy::Archive => vec!["archive"],
+    };
 
     let saved_slowlog = slowlog_begin(&mut con).await.map_err(redis_err)?;
     // Why rounds: on a shared 2-vCPU host one run's ratio swings by tens of percent; contenders
@@ -297,6 +304,7 @@ fn summarize(contender: &str, rounds: &[Measurement]) -> Measurement {
         longest_call_ms: max(|m| m.longest_call_ms),
         redis_cpu_s: med(|m| m.redis_cpu_s),
         memory_freed_bytes: med(|m| m.memory_freed_bytes as f64) as i64,
+        client_peak_rss_mb: max(|m| m.client_peak_rss_mb),
     }
 }
 
@@ -366,11 +374,51 @@ async fn measure(
             let removed = naive_sweep(con).await.map_err(redis_err)?;
             (removed, started.elapsed().as_secs_f64(), prober.finish())
         }
-        _ => {
+        "archive" => {
+            let dir = tempfile::tempdir().map_err(|e| CliError::runtime(e.to_string()))?;
+            let policy = format!(
+                "version: 1\narchive: {{ url: \"file://{}/archive\" }}\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n",
+                dir.path().display()
+            );
+            let set = bullsweep_policy::compile("bench", &policy)
+                .map_err(|e| CliError::runtime(e.to_string()))?;
+            let opts = SweepOptions {
+                env: None,
+                now_ms: now_ms(),
+                budget_us: DEFAULT_BUDGET_US,
+                execution_id: "bench".into(),
+                audit_unavailable: None,
+            };
+            let prober = Prober::start(url)?;
+            let started = Instant::now();
+            let out = engine::sweep(con, &set, &opts, Mode::Run, &|_| {})
+                .await
+                .map_err(redis_err)?;
+            let seconds = started.elapsed().as_secs_f64();
+            let archived: u64 = LocalArchive::new(&dir.path().join("archive"))
+                .list()
+                .map_err(|e| CliError::runtime(format!("archive: {e}")))?
+                .iter()
+                .map(|m| m.records)
+                .sum();
+            if archived != out.done() {
+                return Err(CliError::runtime(format!(
+                    "archive contender removed {} jobs but archived {archived}",
+                    out.done()
+                )));
+            }
+            (out.done(), seconds, prober.finish())
+        }
+        "lean" => {
             let prober = Prober::start(url)?;
             let started = Instant::now();
             let removed = lean_sweep(con).await.map_err(redis_err)?;
             (removed, started.elapsed().as_secs_f64(), prober.finish())
+        }
+        other => {
+            return Err(CliError::runtime(format!(
+                "unknown bench contender `{other}`"
+            )));
         }
     };
     let longest_call_ms = slowlog_max_ms(con).await.map_err(redis_err)?;
@@ -406,7 +454,20 @@ async fn measure(
         longest_call_ms,
         redis_cpu_s: cpu_after - cpu_before,
         memory_freed_bytes: (mem_before - mem_after) as i64,
+        client_peak_rss_mb: peak_rss_mb(),
     })
+}
+
+/// This process's peak resident memory (VmHWM), in MB; 0 where /proc is not available.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 fn bench_table(report: &BenchReport) -> String {
@@ -422,6 +483,7 @@ fn bench_table(report: &BenchReport) -> String {
         "longest call ms",
         "redis cpu s",
         "freed MB",
+        "client peak RSS MB",
     ]);
     for m in &report.summary {
         t.add_row(vec![
@@ -435,6 +497,7 @@ fn bench_table(report: &BenchReport) -> String {
             format!("{:.2}", m.longest_call_ms),
             format!("{:.2}", m.redis_cpu_s),
             format!("{:.1}", m.memory_freed_bytes as f64 / 1_048_576.0),
+            format!("{:.0}", m.client_peak_rss_mb),
         ]);
     }
     let rounds = report.rounds.iter().map(|m| m.round).max().unwrap_or(0);
@@ -453,7 +516,9 @@ fn bench_table(report: &BenchReport) -> String {
             each.join(", ")
         ));
     }
-    out.push_str("\nlean = ZREM + DEL of the job hash only: not BullMQ-correct (leaves sub-keys, parents, dedup keys); shown as the floor");
+    if report.summary.iter().any(|m| m.contender == "lean") {
+        out.push_str("\nlean = ZREM + DEL of the job hash only: not BullMQ-correct (leaves sub-keys, parents, dedup keys); shown as the floor");
+    }
     for s in &report.skipped {
         out.push_str(&format!("\nskipped {s}"));
     }
