@@ -255,3 +255,71 @@ fn a_killed_archive_run_never_loses_a_job() {
         "after dedupe by (queue, id, finishedOn), every job is archived"
     );
 }
+
+#[test]
+fn job_rules_can_archive_one_name_and_remove_another() {
+    let w = World::new();
+    let now = now_ms();
+    w.seed(spec("bull:mail", 400, 0, 10), now);
+    let mut con = w.con();
+    let before = snapshot(&mut con, "bull:mail");
+    let name = |hash: &[(String, String)]| {
+        hash.iter()
+            .find(|(k, _)| k == "name")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let root = w.dir.path().join("archive");
+    let policy = w.policy(&format!(
+        r#"version: 1
+archive: {{ url: "file://{}" }}
+policies:
+  - name: mail
+    queueNamePattern: mail
+    rules:
+      completed: {{ maxAge: 7d, action: remove }}
+    jobs:
+      - name: send-email
+        completed: {{ maxAge: 1ms, action: archive }}
+"#,
+        root.display()
+    ));
+    let report = w.report(&policy, "run");
+    let state = &report.queues[0].states["completed"];
+    assert_eq!(state.action, "mixed");
+    let emails: Vec<&String> = before
+        .iter()
+        .filter(|(_, (h, _))| name(h) == "send-email")
+        .map(|(id, _)| id)
+        .collect();
+    let records = archived(&w, &policy);
+    let mut archived_ids: Vec<&String> = records.iter().map(|r| &r.id).collect();
+    archived_ids.sort();
+    let mut expected = emails.clone();
+    expected.sort();
+    assert_eq!(
+        archived_ids, expected,
+        "exactly the send-email jobs are archived"
+    );
+    for r in &records {
+        let (hash, logs) = &before[&r.id];
+        assert_matches(r, hash, logs);
+    }
+    let left: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("left");
+    assert!(
+        left.iter().all(|id| name(&before[id].0) == "render"),
+        "no send-email job is left"
+    );
+    let old_renders = before
+        .iter()
+        .filter(|(_, (h, _))| name(h) == "render")
+        .filter(|(_, (h, _))| {
+            h.iter()
+                .find(|(k, _)| k == "finishedOn")
+                .and_then(|(_, v)| v.parse::<i64>().ok())
+                .is_some_and(|f| f <= now - 7 * DAY)
+        })
+        .count() as u64;
+    assert!(old_renders > 0);
+    assert_eq!(state.done, Some(emails.len() as u64 + old_renders));
+}

@@ -309,6 +309,14 @@ fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
     sr.skipped = (!skipped.is_empty()).then_some(skipped);
 }
 
+/// Where one state's archive segments go, numbered within the run.
+struct ArchiveWriter<'a> {
+    sink: &'a LocalArchive,
+    meta: SegmentMeta<'a>,
+    segment: u64,
+    sizer: BatchSizer,
+}
+
 /// Everything one state of one queue needs while it is planned or swept.
 struct StateWork<'a> {
     queue: &'a QueueId,
@@ -324,7 +332,7 @@ struct StateWork<'a> {
     archive: Option<&'a Result<LocalArchive, String>>,
 }
 
-impl StateWork<'_> {
+impl<'a> StateWork<'a> {
     async fn govern<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -365,15 +373,8 @@ impl StateWork<'_> {
         let mut skipped = Skipped::default();
         let mut done = 0;
         if group.action == Action::Archive && sel.selects_anything() {
-            match self.archive {
-                Some(Ok(sink)) => done = self.archive_prefix(con, sink, &sel, &mut skipped).await?,
-                Some(Err(reason)) => {
-                    return Err(RedisError::from((
-                        redis::ErrorKind::Client,
-                        "archive sink unwritable; nothing archived or deleted",
-                        reason.clone(),
-                    )));
-                }
+            match self.archive_sink()? {
+                Some(sink) => done = self.archive_prefix(con, sink, &sel, &mut skipped).await?,
                 None => {
                     skipped.not_implemented = sr.matched;
                     skipped.reasons.push("no archive sink is configured".into());
@@ -413,10 +414,9 @@ impl StateWork<'_> {
         Ok(())
     }
 
-    /// Archive, verify, then delete: reads a batch from the oldest end, writes it as one
-    /// durable, verified segment, and only then deletes the jobs, each re-checked against the
-    /// fingerprint of its copy. Jobs that are locked, malformed or changed stay, and are
-    /// archived again by a later run (readers dedupe on queue, id and finishedOn).
+    /// Archive, verify, then delete, from the oldest end of the set: each batch becomes one
+    /// segment. Jobs that are locked, malformed or changed stay, and are archived again by a
+    /// later run (readers dedupe on queue, id and finishedOn).
     async fn archive_prefix<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -425,17 +425,8 @@ impl StateWork<'_> {
         skipped: &mut Skipped,
     ) -> RedisResult<u64> {
         let set_key = self.keys.finished_set(self.state);
-        let prefix = self.keys.job_prefix();
-        let meta = SegmentMeta {
-            queue_key: &self.queue.base,
-            queue_name: &self.queue.queue,
-            tenant: self.queue.tenant.as_deref(),
-            env: self.queue.env.as_deref(),
-            policy: self.policy,
-            run_id: &self.opts.execution_id,
-        };
-        let mut sizer = BatchSizer::new(self.opts.budget_us);
-        let (mut offset, mut done, mut segment) = (0u64, 0u64, 0u64);
+        let mut writer = self.archive_writer(sink);
+        let (mut offset, mut done) = (0u64, 0u64);
         loop {
             let (jobs, by_age, by_grace): (u64, u64, u64) = with_retry!(
                 redis::pipe()
@@ -459,62 +450,104 @@ impl StateWork<'_> {
                     .arg("WITHSCORES")
                     .query_async::<Vec<(String, f64)>>(con)
             )?;
-            // Why chunks: Redis runs a client's whole pipeline before serving anyone else, so
-            // each round trip reads few enough jobs to stay well under a millisecond or two.
-            let mut reads: Vec<JobRead> = Vec::with_capacity(rows.len());
-            for chunk in rows.chunks(ARCHIVE_READ_JOBS) {
-                let mut pipe = redis::pipe();
-                for (id, _) in chunk {
-                    let key = format!("{prefix}{id}");
-                    pipe.hgetall(&key)
-                        .lrange(format!("{key}:logs"), 0, -1)
-                        .exists(format!("{key}:lock"))
-                        .cmd("DUMP")
-                        .arg(&key);
-                }
-                reads.extend(with_retry!(pipe.query_async::<Vec<JobRead>>(con))?);
-            }
-            let mut records = Vec::new();
-            let mut candidates = Vec::new();
-            for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(reads) {
-                let finished = hash
-                    .iter()
-                    .find(|(k, _)| k == "finishedOn")
-                    .and_then(|(_, v)| v.parse::<i64>().ok());
-                match (locked, finished) {
-                    (true, _) => skipped.locked += 1,
-                    (false, None) => skipped.malformed += 1,
-                    (false, Some(finished_on)) => {
-                        candidates.push(Candidate {
-                            id: id.clone(),
-                            score: *score as i64,
-                            fingerprint: Some(job_fingerprint(
-                                &dump.unwrap_or_default(),
-                                logs.len(),
-                            )),
-                        });
-                        records.push(ArchiveRecord::new(
-                            &self.queue.base,
-                            id,
-                            self.state.as_str(),
-                            finished_on,
-                            &hash,
-                            logs,
-                        ));
-                    }
-                }
-            }
-            if !records.is_empty() {
-                segment += 1;
-                sink.write_segment(&meta, segment, &records)?;
-            }
-            let removed = self
-                .remove_pending(con, &mut candidates, &mut sizer, skipped)
-                .await?;
+            let rows: Vec<(String, i64)> = rows.into_iter().map(|(id, s)| (id, s as i64)).collect();
+            let removed = self.archive_batch(con, &mut writer, &rows, skipped).await?;
             done += removed;
             // What was not removed stays at the head of the set; read past it.
             offset += take - removed;
         }
+    }
+
+    /// The archive sink; an unwritable one fails the state before anything is read or deleted.
+    fn archive_sink(&self) -> RedisResult<Option<&'a LocalArchive>> {
+        match self.archive {
+            Some(Ok(sink)) => Ok(Some(sink)),
+            Some(Err(reason)) => Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "archive sink unwritable; nothing archived or deleted",
+                reason.clone(),
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    fn archive_writer<'s>(&'s self, sink: &'s LocalArchive) -> ArchiveWriter<'s> {
+        ArchiveWriter {
+            sink,
+            meta: SegmentMeta {
+                queue_key: &self.queue.base,
+                queue_name: &self.queue.queue,
+                tenant: self.queue.tenant.as_deref(),
+                env: self.queue.env.as_deref(),
+                policy: self.policy,
+                run_id: &self.opts.execution_id,
+            },
+            segment: 0,
+            sizer: BatchSizer::new(self.opts.budget_us),
+        }
+    }
+
+    /// Reads the given jobs, writes the readable ones as one durable, verified segment, then
+    /// deletes them, each re-checked against the fingerprint of its copy. Returns how many
+    /// were deleted.
+    async fn archive_batch<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        rows: &[(String, i64)],
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        let prefix = self.keys.job_prefix();
+        // Why chunks: Redis runs a client's whole pipeline before serving anyone else, so
+        // each round trip reads few enough jobs to stay well under a millisecond or two.
+        let mut reads: Vec<JobRead> = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(ARCHIVE_READ_JOBS) {
+            let mut pipe = redis::pipe();
+            for (id, _) in chunk {
+                let key = format!("{prefix}{id}");
+                pipe.hgetall(&key)
+                    .lrange(format!("{key}:logs"), 0, -1)
+                    .exists(format!("{key}:lock"))
+                    .cmd("DUMP")
+                    .arg(&key);
+            }
+            reads.extend(with_retry!(pipe.query_async::<Vec<JobRead>>(con))?);
+        }
+        let mut records = Vec::new();
+        let mut candidates = Vec::new();
+        for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(reads) {
+            let finished = hash
+                .iter()
+                .find(|(k, _)| k == "finishedOn")
+                .and_then(|(_, v)| v.parse::<i64>().ok());
+            match (locked, finished) {
+                (true, _) => skipped.locked += 1,
+                (false, None) => skipped.malformed += 1,
+                (false, Some(finished_on)) => {
+                    candidates.push(Candidate {
+                        id: id.clone(),
+                        score: *score,
+                        fingerprint: Some(job_fingerprint(&dump.unwrap_or_default(), logs.len())),
+                    });
+                    records.push(ArchiveRecord::new(
+                        &self.queue.base,
+                        id,
+                        self.state.as_str(),
+                        finished_on,
+                        &hash,
+                        logs,
+                    ));
+                }
+            }
+        }
+        if !records.is_empty() {
+            writer.segment += 1;
+            writer
+                .sink
+                .write_segment(&writer.meta, writer.segment, &records)?;
+        }
+        self.remove_pending(con, &mut candidates, &mut writer.sizer, skipped)
+            .await
     }
 
     /// Job rules make selection depend on each job's name, so the set is walked from its
@@ -529,6 +562,18 @@ impl StateWork<'_> {
         let mut reasons_seen: Vec<Action> = Vec::new();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
         let mut done = 0;
+        let archives = groups
+            .default
+            .iter()
+            .chain(groups.by_name.values().map(|(_, g)| g))
+            .any(|g| g.action == Action::Archive);
+        let sink = if archives && self.mode == Mode::Run {
+            self.archive_sink()?
+        } else {
+            None
+        };
+        let mut writer = sink.map(|s| self.archive_writer(s));
+        let mut to_archive: Vec<(String, i64)> = Vec::new();
         loop {
             let page: Vec<FinishedEntry> =
                 with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
@@ -551,6 +596,8 @@ impl StateWork<'_> {
                         score: entry.score,
                         fingerprint: None,
                     });
+                } else if group.action == Action::Archive && writer.is_some() {
+                    to_archive.push((entry.id, entry.score));
                 } else {
                     skipped.not_implemented += 1;
                     if !reasons_seen.contains(&group.action) {
@@ -559,11 +606,26 @@ impl StateWork<'_> {
                     }
                 }
             }
+            if let Some(w) = writer.as_mut()
+                && to_archive.len() as u64 >= ARCHIVE_SEGMENT_JOBS
+            {
+                done += self
+                    .archive_batch(con, w, &to_archive, &mut skipped)
+                    .await?;
+                to_archive.clear();
+            }
             if self.mode == Mode::Run && pending.len() as u64 >= sizer.limit() {
                 done += self
                     .remove_pending(con, &mut pending, &mut sizer, &mut skipped)
                     .await?;
             }
+        }
+        if let Some(w) = writer.as_mut()
+            && !to_archive.is_empty()
+        {
+            done += self
+                .archive_batch(con, w, &to_archive, &mut skipped)
+                .await?;
         }
         if self.mode == Mode::Run {
             done += self
