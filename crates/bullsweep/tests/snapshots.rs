@@ -38,6 +38,7 @@ fn help_texts() {
         "archive",
         "archive ls",
         "archive cat",
+        "archive restore",
     ] {
         let mut args: Vec<&str> = command.split_whitespace().collect();
         args.push("--help");

@@ -63,6 +63,22 @@ impl ArchiveRecord {
     }
 }
 
+impl ArchiveRecord {
+    /// The hash fields as Redis holds them: JSON fields serialized back to text.
+    pub fn hash_fields(&self) -> Vec<(String, String)> {
+        self.fields
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    Value::String(s) if !JSON_FIELDS.contains(&k.as_str()) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect()
+    }
+}
+
 /// What a segment holds, written beside it as `<segment>.manifest.json`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

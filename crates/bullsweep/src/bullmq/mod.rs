@@ -6,4 +6,4 @@ pub mod scripts;
 
 pub use discovery::discover_queues;
 pub use keys::QueueKeys;
-pub use scripts::{BatchOutcome, Candidate, FinishedEntry, PrefixBatch, scripts};
+pub use scripts::{BatchOutcome, Candidate, FinishedEntry, PrefixBatch, RestoreMode, scripts};

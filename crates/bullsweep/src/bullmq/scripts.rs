@@ -11,12 +11,14 @@ const FINISHED_JOB: &str = include_str!("lua/finished_job.lua");
 const SWEEP_PREFIX: &str = include_str!("lua/sweep_prefix.lua");
 const REMOVE_IDS: &str = include_str!("lua/remove_ids.lua");
 const PAGE_NEWEST: &str = include_str!("lua/page_newest.lua");
+const RESTORE_JOB: &str = include_str!("lua/restore_job.lua");
 
 /// The compiled scripts. Built once per process; Redis caches them by SHA.
 pub struct Scripts {
     sweep_prefix: Script,
     remove_ids: Script,
     page_newest: Script,
+    restore_job: Script,
 }
 
 /// The scripts, built on first use.
@@ -26,6 +28,7 @@ pub fn scripts() -> &'static Scripts {
         sweep_prefix: Script::new(&format!("{FINISHED_JOB}\n{SWEEP_PREFIX}")),
         remove_ids: Script::new(&format!("{FINISHED_JOB}\n{REMOVE_IDS}")),
         page_newest: Script::new(PAGE_NEWEST),
+        restore_job: Script::new(RESTORE_JOB),
     })
 }
 
@@ -197,6 +200,52 @@ impl Scripts {
                 name: c[2].clone(),
             })
             .collect())
+    }
+}
+
+/// How `restore_job` puts a job back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreMode {
+    /// The same id, back into its finished set with its fields and logs.
+    Original,
+    /// A new job in `wait` with the same name and data.
+    New,
+}
+
+impl Scripts {
+    /// Restores a job (see `lua/restore_job.lua`); `None` when the id is taken.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn restore_job<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        mode: RestoreMode,
+        original_id: &str,
+        state: &str,
+        score: i64,
+        fields: &[(String, String)],
+        logs: &[String],
+    ) -> RedisResult<Option<String>> {
+        let mut invocation = self.restore_job.prepare_invoke();
+        invocation
+            .arg(keys.job_prefix())
+            .arg(match mode {
+                RestoreMode::Original => "original",
+                RestoreMode::New => "new",
+            })
+            .arg(original_id)
+            .arg(state)
+            .arg(score)
+            .arg(fields.len());
+        for (k, v) in fields {
+            invocation.arg(k).arg(v);
+        }
+        if mode == RestoreMode::Original {
+            for line in logs {
+                invocation.arg(line);
+            }
+        }
+        invocation.invoke_async(con).await
     }
 }
 

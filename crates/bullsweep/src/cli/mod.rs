@@ -10,6 +10,7 @@ pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 
 use crate::archive::LocalArchive;
 use crate::audit::{self, AuditContext, FileAuditStore};
+use crate::bullmq::{QueueKeys, RestoreMode, scripts};
 use crate::engine::{self, Mode, Report, SweepOptions};
 use bullsweep_policy::{Action, ArchiveTarget, AuditTarget, PolicySet, Resolution};
 use clap::{Parser, Subcommand};
@@ -98,6 +99,27 @@ pub enum ArchiveCommand {
         /// The segment path as `archive ls` prints it.
         segment: String,
     },
+    /// Put an archived job back into BullMQ (its newest copy, if archived more than once).
+    Restore {
+        /// The queue's key base, e.g. `bull:acme:prod:billing`.
+        queue: String,
+        /// The job id.
+        id: String,
+        /// `new`: a new job in wait with the same name, data and options, to run again.
+        /// `original`: the same id, back in its finished set with every field and its logs
+        /// (refused when that id exists).
+        #[arg(long = "as", value_enum, default_value_t = RestoreAs::New)]
+        restore_as: RestoreAs,
+    },
+}
+
+/// How `archive restore` puts a job back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RestoreAs {
+    /// A new waiting job.
+    New,
+    /// The original job, in its original state.
+    Original,
 }
 
 /// `bullsweep audit …`.
@@ -207,7 +229,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Demo { jobs } => demo::run(*jobs).await,
         Command::Audit(command) => audit_command(&cli, command).await,
-        Command::Archive(command) => archive_command(&cli, command),
+        Command::Archive(command) => archive_command(&cli, command).await,
         Command::Bench(args) => bench::run(&cli, args).await,
     }
 }
@@ -407,7 +429,7 @@ fn instant_arg(flag: &str, value: Option<&str>) -> Result<Option<i64>, CliError>
         .map_err(|e| CliError::usage(format!("{flag}: {e}")))
 }
 
-fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
+async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
     let set = load_policies(cli)?;
     let Some(ArchiveTarget::Directory(root)) = &set.archive else {
         return Err(CliError::usage("the policy file has no `archive:` sink")
@@ -452,6 +474,87 @@ fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError>
             }
             print!("{out}");
             Ok(0)
+        }
+        ArchiveCommand::Restore {
+            queue,
+            id,
+            restore_as,
+        } => {
+            let base = queue.trim_end_matches(':');
+            let mut newest: Option<crate::archive::ArchiveRecord> = None;
+            for m in sink
+                .list()
+                .map_err(io_err)?
+                .into_iter()
+                .filter(|m| m.queue == base)
+            {
+                for record in sink.read_segment(&m.segment).map_err(io_err)? {
+                    if &record.id == id
+                        && newest
+                            .as_ref()
+                            .is_none_or(|n| record.finished_on > n.finished_on)
+                    {
+                        newest = Some(record);
+                    }
+                }
+            }
+            let record = newest.ok_or_else(|| {
+                CliError::usage(format!("job {id} of {base} is not in the archive")).with_hint(
+                    "`bullsweep archive ls --queue …` and `archive cat` show what is there",
+                )
+            })?;
+            let mut fields = record.hash_fields();
+            let mode = match restore_as {
+                RestoreAs::Original => RestoreMode::Original,
+                RestoreAs::New => {
+                    let keep = ["name", "data", "opts"];
+                    fields.retain(|(k, _)| keep.contains(&k.as_str()));
+                    for (k, v) in fields.iter_mut() {
+                        if k == "opts"
+                            && let Ok(serde_json::Value::Object(mut opts)) = serde_json::from_str(v)
+                        {
+                            opts.remove("jobId");
+                            *v = serde_json::Value::Object(opts).to_string();
+                        }
+                    }
+                    fields.push(("timestamp".into(), now_ms().to_string()));
+                    fields.push(("delay".into(), "0".into()));
+                    fields.push(("priority".into(), "0".into()));
+                    RestoreMode::New
+                }
+            };
+            let mut con = connect(cli.redis_url()).await?;
+            let restored = scripts()
+                .restore_job(
+                    &mut con,
+                    &QueueKeys::new(base),
+                    mode,
+                    &record.id,
+                    &record.state,
+                    record.finished_on,
+                    &fields,
+                    &record.logs,
+                )
+                .await
+                .map_err(|e| CliError::redis(cli.redis_url(), &e))?;
+            match restored {
+                Some(new_id) => {
+                    println!(
+                        "restored {base}:{} as {base}:{new_id} ({})",
+                        record.id,
+                        match mode {
+                            RestoreMode::Original => format!("original, in {}", record.state),
+                            RestoreMode::New => "new, in wait".to_string(),
+                        }
+                    );
+                    Ok(0)
+                }
+                None => Err(CliError::runtime(format!(
+                    "{base}:{} exists; nothing restored",
+                    record.id
+                ))
+                .with_hint("use --as new to run a copy as a new job")),
+            }
         }
         ArchiveCommand::Cat { segment } => {
             let manifest = sink
