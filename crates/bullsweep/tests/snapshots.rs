@@ -39,6 +39,7 @@ fn help_texts() {
         "archive ls",
         "archive cat",
         "archive restore",
+        "archive grep",
     ] {
         let mut args: Vec<&str> = command.split_whitespace().collect();
         args.push("--help");

@@ -5,6 +5,7 @@
 
 mod compile;
 mod duration;
+mod jsonpath;
 mod layout;
 mod model;
 mod pattern;
@@ -14,6 +15,7 @@ mod selection;
 
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use duration::{BareUnit, Millis, parse_duration_str};
+pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
     Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet,

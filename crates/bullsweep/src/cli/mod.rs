@@ -99,6 +99,12 @@ pub enum ArchiveCommand {
         /// The segment path as `archive ls` prints it.
         segment: String,
     },
+    /// Print the archived records (JSON lines) where a JSON path holds a value, e.g.
+    /// `fields.data.user.id=u7`, `id=1042` or `fields.data.items[*].sku=A-1`.
+    Grep {
+        /// `<path>=<value>`; the path is over the record as `archive cat` prints it.
+        filter: String,
+    },
     /// Put an archived job back into BullMQ (its newest copy, if archived more than once).
     Restore {
         /// The queue's key base, e.g. `bull:acme:prod:billing`.
@@ -474,6 +480,32 @@ async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, Cli
             }
             print!("{out}");
             Ok(0)
+        }
+        ArchiveCommand::Grep { filter } => {
+            let (path, wanted) = filter.split_once('=').ok_or_else(|| {
+                CliError::usage(format!("`{filter}` is not `<path>=<value>`"))
+                    .with_hint("e.g. fields.data.user.id=u7")
+            })?;
+            let path = bullsweep_policy::JsonPath::new(path).map_err(CliError::usage)?;
+            let mut out = String::new();
+            let mut matched = 0;
+            for m in sink.list().map_err(io_err)? {
+                for record in sink.read_segment(&m.segment).map_err(io_err)? {
+                    let value = serde_json::to_value(&record).unwrap_or_default();
+                    let hit = path.find(&value).into_iter().any(|v| match v {
+                        serde_json::Value::String(s) => s == wanted,
+                        other => serde_json::to_string(other).is_ok_and(|text| text == wanted),
+                    });
+                    if hit {
+                        matched += 1;
+                        out.push_str(&serde_json::to_string(&record).unwrap_or_default());
+                        out.push('\n');
+                    }
+                }
+            }
+            print!("{out}");
+            eprintln!("{matched} matching records");
+            Ok(if matched > 0 { 0 } else { EXIT_FAILURE })
         }
         ArchiveCommand::Restore {
             queue,
