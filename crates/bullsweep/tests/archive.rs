@@ -11,7 +11,6 @@ use common::*;
 use redis::Commands;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 type Snapshot = BTreeMap<String, (Vec<(String, String)>, Vec<String>)>;
@@ -207,20 +206,7 @@ fn a_killed_archive_run_never_loses_a_job() {
     let before = snapshot(&mut con, "bull:mail");
     let root = w.dir.path().join("archive");
     let policy = policy(&w, &format!("file://{}", root.display()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .arg("--redis")
-        .arg(w.url())
-        .arg("--config")
-        .arg(&policy)
-        .arg("run")
-        .current_dir(w.dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
-    std::thread::sleep(Duration::from_millis(400));
-    let _ = child.kill(); // SIGKILL
-    let _ = child.wait();
+    w.run_and_kill(&policy, Duration::from_millis(400));
 
     let present: std::collections::BTreeSet<String> = con
         .zrange::<_, Vec<String>>("bull:mail:completed", 0, -1)

@@ -8,7 +8,6 @@ use redis::Commands;
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 /// One line of the audit file, read independently of bullsweep's own types.
@@ -244,20 +243,7 @@ fn a_killed_run_loses_no_event_and_ships_none_twice() {
         w.seed(spec(&format!("bull:{q}"), 8_000, 0, 3), now_ms());
     }
     let policy = w.policy(POLICY);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .arg("--redis")
-        .arg(w.url())
-        .arg("--config")
-        .arg(&policy)
-        .arg("run")
-        .current_dir(w.dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
-    std::thread::sleep(Duration::from_millis(250));
-    let _ = child.kill(); // SIGKILL
-    let _ = child.wait();
+    w.run_and_kill(&policy, Duration::from_millis(250));
     let mut con = w.con();
     let left_after_kill: u64 = ["a", "b", "c", "d"]
         .iter()

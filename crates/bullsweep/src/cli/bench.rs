@@ -161,6 +161,29 @@ async fn info_number(
         .sum())
 }
 
+/// Runs bullsweep with a policy while the prober runs: the report, seconds, probe samples.
+async fn run_policy(
+    con: &mut ConnectionManager,
+    url: &str,
+    policy: &str,
+) -> Result<(crate::engine::Report, f64, Vec<Duration>), CliError> {
+    let set =
+        bullsweep_policy::compile("bench", policy).map_err(|e| CliError::runtime(e.to_string()))?;
+    let opts = SweepOptions {
+        env: None,
+        now_ms: now_ms(),
+        budget_us: DEFAULT_BUDGET_US,
+        execution_id: "bench".into(),
+        audit_unavailable: None,
+    };
+    let prober = Prober::start(url)?;
+    let started = Instant::now();
+    let report = engine::sweep(con, &set, &opts, Mode::Run, &|_| {})
+        .await
+        .map_err(|e| CliError::redis(url, &e))?;
+    Ok((report, started.elapsed().as_secs_f64(), prober.finish()))
+}
+
 /// Where the BullMQ contender connects.
 struct NodeTarget {
     script: PathBuf,
@@ -346,26 +369,9 @@ async fn measure(
 
     let (removed, seconds, probes) = match contender {
         "bullsweep" => {
-            let set = bullsweep_policy::compile(
-                "bench",
-                "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n",
-            )
-            .map_err(|e| CliError::runtime(e.to_string()))?;
-            let opts = SweepOptions {
-                env: None,
-                now_ms: now_ms(),
-                budget_us: DEFAULT_BUDGET_US,
-                execution_id: "bench".into(),
-                audit_unavailable: None,
-            };
-            let prober = Prober::start(url)?;
-            let started = Instant::now();
-            let out = engine::sweep(con, &set, &opts, Mode::Run, &|_| {})
-                .await
-                .map_err(redis_err)?;
-            let seconds = started.elapsed().as_secs_f64();
-            let removed = out.done();
-            (removed, seconds, prober.finish())
+            let policy = "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n";
+            let (report, seconds, probes) = run_policy(con, url, policy).await?;
+            (report.done(), seconds, probes)
         }
         "bullmq" => run_bullmq(node, url)?,
         "naive" => {
@@ -380,34 +386,20 @@ async fn measure(
                 "version: 1\narchive: {{ url: \"file://{}/archive\" }}\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n",
                 dir.path().display()
             );
-            let set = bullsweep_policy::compile("bench", &policy)
-                .map_err(|e| CliError::runtime(e.to_string()))?;
-            let opts = SweepOptions {
-                env: None,
-                now_ms: now_ms(),
-                budget_us: DEFAULT_BUDGET_US,
-                execution_id: "bench".into(),
-                audit_unavailable: None,
-            };
-            let prober = Prober::start(url)?;
-            let started = Instant::now();
-            let out = engine::sweep(con, &set, &opts, Mode::Run, &|_| {})
-                .await
-                .map_err(redis_err)?;
-            let seconds = started.elapsed().as_secs_f64();
+            let (report, seconds, probes) = run_policy(con, url, &policy).await?;
             let archived: u64 = LocalArchive::new(&dir.path().join("archive"))
                 .list()
                 .map_err(|e| CliError::runtime(format!("archive: {e}")))?
                 .iter()
                 .map(|m| m.records)
                 .sum();
-            if archived != out.done() {
+            if archived != report.done() {
                 return Err(CliError::runtime(format!(
                     "archive contender removed {} jobs but archived {archived}",
-                    out.done()
+                    report.done()
                 )));
             }
-            (out.done(), seconds, prober.finish())
+            (report.done(), seconds, probes)
         }
         "lean" => {
             let prober = Prober::start(url)?;

@@ -400,11 +400,7 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
             since,
             action,
         } => {
-            let queue = queue
-                .as_deref()
-                .map(bullsweep_policy::NamePattern::new)
-                .transpose()
-                .map_err(|e| CliError::usage(format!("--queue: {e}")))?;
+            let queue = queue_arg(queue.as_deref())?;
             let since = instant_arg("--since", since.as_deref())?;
             let events: Vec<audit::AuditEvent> = read_events(path)?
                 .into_iter()
@@ -420,6 +416,14 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
             Ok(0)
         }
     }
+}
+
+/// A `--queue` glob.
+fn queue_arg(value: Option<&str>) -> Result<Option<bullsweep_policy::NamePattern>, CliError> {
+    value
+        .map(bullsweep_policy::NamePattern::new)
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--queue: {e}")))
 }
 
 /// `--since`/`--until` values: ms since the epoch, or a duration before now.
@@ -450,11 +454,7 @@ async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, Cli
             since,
             until,
         } => {
-            let queue = queue
-                .as_deref()
-                .map(bullsweep_policy::NamePattern::new)
-                .transpose()
-                .map_err(|e| CliError::usage(format!("--queue: {e}")))?;
+            let queue = queue_arg(queue.as_deref())?;
             let since = instant_arg("--since", since.as_deref())?;
             let until = instant_arg("--until", until.as_deref())?;
             let mut out = String::new();

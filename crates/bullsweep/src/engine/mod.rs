@@ -282,6 +282,22 @@ fn not_implemented_reason(action: Action) -> String {
     format!("action `{action}` is accepted but not performed by this version; jobs left in place")
 }
 
+/// A finished set's size and how many scores sit at or below the age and grace cutoffs: the
+/// inputs of `Selection::prefix_len`, in one round trip of O(log n) commands.
+async fn prefix_counts<C: ConnectionLike>(
+    con: &mut C,
+    set_key: &str,
+    sel: &Selection,
+) -> RedisResult<(u64, u64, u64)> {
+    with_retry!(
+        redis::pipe()
+            .zcard(set_key)
+            .zcount(set_key, "-inf", sel.age_cutoff.unwrap_or(i64::MIN))
+            .zcount(set_key, "-inf", sel.grace_cutoff.unwrap_or(i64::MAX))
+            .query_async::<(u64, u64, u64)>(con)
+    )
+}
+
 fn tally(skipped: &mut Skipped, out: &BatchOutcome) {
     skipped.locked += out.locked;
     skipped.malformed += out.malformed;
@@ -354,13 +370,7 @@ impl<'a> StateWork<'a> {
     ) -> RedisResult<()> {
         let set_key = self.keys.finished_set(self.state);
         let sel = group.selection;
-        let (jobs, by_age, by_grace): (u64, u64, u64) = with_retry!(
-            redis::pipe()
-                .zcard(&set_key)
-                .zcount(&set_key, "-inf", sel.age_cutoff.unwrap_or(i64::MIN))
-                .zcount(&set_key, "-inf", sel.grace_cutoff.unwrap_or(i64::MAX))
-                .query_async::<(u64, u64, u64)>(con)
-        )?;
+        let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, &sel).await?;
         sr.jobs = jobs;
         sr.matched = if sel.selects_anything() {
             sel.prefix_len(jobs, by_age, by_grace)
@@ -428,13 +438,7 @@ impl<'a> StateWork<'a> {
         let mut writer = self.archive_writer(sink);
         let (mut offset, mut done) = (0u64, 0u64);
         loop {
-            let (jobs, by_age, by_grace): (u64, u64, u64) = with_retry!(
-                redis::pipe()
-                    .zcard(&set_key)
-                    .zcount(&set_key, "-inf", sel.age_cutoff.unwrap_or(i64::MIN))
-                    .zcount(&set_key, "-inf", sel.grace_cutoff.unwrap_or(i64::MAX))
-                    .query_async::<(u64, u64, u64)>(con)
-            )?;
+            let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, sel).await?;
             let take = ARCHIVE_SEGMENT_JOBS.min(
                 sel.prefix_len(jobs, by_age, by_grace)
                     .saturating_sub(offset),

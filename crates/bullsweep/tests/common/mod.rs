@@ -118,6 +118,24 @@ impl World {
             .expect("bullsweep runs")
     }
 
+    /// Starts `run` in the background and SIGKILLs it after `after`, mid-run.
+    pub fn run_and_kill(&self, policy: &PathBuf, after: std::time::Duration) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(self.url())
+            .arg("--config")
+            .arg(policy)
+            .arg("run")
+            .current_dir(self.dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(after);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+    }
+
     pub fn report(&self, policy: &PathBuf, command: &str) -> JsonReport {
         let out = self.run(policy, &["--json", command]);
         assert!(

@@ -144,6 +144,12 @@ local function zremAll(setKey, ids)
   end
 end
 
+-- Flushes pending deletes; true once the call has used its time budget.
+local function spentBudget(batch, started, budget)
+  batch.dels = flushDeletes(batch.dels)
+  return nowMicros() - started >= budget
+end
+
 -- Appends the batch's audit event in the same call as the change it records, so a batch that
 -- happened always has its record. ctx is the caller's JSON context (policy, queue, run).
 local function addAuditEvent(ctx, removed)
@@ -157,9 +163,11 @@ local function addAuditEvent(ctx, removed)
     'jobIds', cjson.encode(removed))
 end
 
-local function addCleanedEvent(eventsKey, metaKey, count)
-  if count > 0 then
+-- The events a batch leaves: BullMQ's `cleaned` on the queue's stream, and its audit event.
+local function recordBatch(eventsKey, metaKey, ctx, removed)
+  if #removed > 0 then
     local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
-    rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'cleaned', 'count', count)
+    rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'cleaned', 'count', #removed)
   end
+  addAuditEvent(ctx, removed)
 end

@@ -54,16 +54,12 @@ for i = 5, #ARGV, stride do
     takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
   end
   handled = handled + 1
-  if handled % 16 == 0 then
-    batch.dels = flushDeletes(batch.dels)
-    if nowMicros() - started >= budget then
-      break
-    end
+  if handled % 16 == 0 and spentBudget(batch, started, budget) then
+    break
   end
 end
 flushDeletes(batch.dels)
 local removed = batch.removed
 zremAll(setKey, removed)
-addCleanedEvent(eventsKey, metaKey, #removed)
-addAuditEvent(ARGV[3], removed)
+recordBatch(eventsKey, metaKey, ARGV[3], removed)
 return {#removed, batch.locked, batch.malformed, changed, nowMicros() - started, handled}

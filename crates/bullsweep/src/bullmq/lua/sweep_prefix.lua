@@ -84,12 +84,9 @@ for n = 1, jobs do
     end
     takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
   end
-  if n % CHUNK == 0 and n < jobs then
-    batch.dels = flushDeletes(batch.dels)
-    if nowMicros() - started >= budget then
-      exhausted = 0
-      break
-    end
+  if n % CHUNK == 0 and n < jobs and spentBudget(batch, started, budget) then
+    exhausted = 0
+    break
   end
 end
 flushDeletes(batch.dels)
@@ -102,6 +99,5 @@ if batch.locked + batch.malformed == 0 then
 else
   zremAll(setKey, removed)
 end
-addCleanedEvent(eventsKey, metaKey, #removed)
-addAuditEvent(ARGV[8], removed)
+recordBatch(eventsKey, metaKey, ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, nowMicros() - started, exhausted}
