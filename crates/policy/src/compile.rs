@@ -3,8 +3,8 @@
 use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
 use crate::layout::Layout;
 use crate::model::{
-    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet,
-    Sla, SourcePos, StateRule, StateRules, TenantOverride,
+    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, NotifyTargets,
+    Policy, PolicySet, Sla, SourcePos, StateRule, StateRules, TenantOverride, Webhook,
 };
 use crate::pattern::NamePattern;
 use crate::raw::{RawDuration, RawPolicyFile, RawStateRule};
@@ -449,6 +449,46 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             hint: Some("add `archive: { url: file:///var/lib/bullsweep/archive }`".into()),
         });
     }
+    let mut notify = NotifyTargets::default();
+    if let Some(n) = &raw.notify {
+        notify.log = n.log;
+        if let Some(w) = &n.webhook {
+            if w.url.value.starts_with("http://") || w.url.value.starts_with("https://") {
+                notify.webhook = Some(Webhook {
+                    url: w.url.value.clone(),
+                    headers: w.headers.clone().into_iter().collect(),
+                });
+            } else {
+                c.error_hint(
+                    &w.url.referenced,
+                    "notify.webhook.url",
+                    format!("webhook url `{}` is not http(s)", w.url.value),
+                    "e.g. https://hooks.example.com/bullsweep",
+                );
+            }
+        }
+    }
+    let wants_notify = policies.iter().any(|p| {
+        p.rules
+            .values()
+            .chain(p.jobs.iter().flat_map(|j| j.rules.values()))
+            .any(|r| r.action == Some(Action::Notify))
+    });
+    if wants_notify
+        && raw
+            .notify
+            .as_ref()
+            .is_none_or(|n| n.webhook.is_none() && !n.log)
+    {
+        c.errors.push(ConfigError {
+            pos: SourcePos { line: 1, column: 1 },
+            path: "notify".into(),
+            message: "a policy uses `action: notify` but the file names no notify target".into(),
+            hint: Some(
+                "add `notify: { log: true }` or `notify: { webhook: { url: https://… } }`".into(),
+            ),
+        });
+    }
     if let (true, Some(audit)) = (c.errors.is_empty(), audit) {
         Ok(PolicySet {
             source: file.to_string(),
@@ -459,6 +499,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             tenants,
             audit,
             archive,
+            notify,
         })
     } else {
         c.errors.sort_by_key(|e| (e.pos.line, e.pos.column));

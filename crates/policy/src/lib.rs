@@ -18,8 +18,8 @@ pub use duration::{BareUnit, Millis, parse_duration_str};
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
-    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, Policy, PolicySet,
-    Sla, SourcePos, StateRule, StateRules, TenantOverride,
+    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, NotifyTargets,
+    Policy, PolicySet, Sla, SourcePos, StateRule, StateRules, TenantOverride, Webhook,
 };
 pub use pattern::{NamePattern, Specificity};
 pub use resolve::{

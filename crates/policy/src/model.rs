@@ -188,6 +188,24 @@ pub enum ArchiveTarget {
     Directory(std::path::PathBuf),
 }
 
+/// Where `action: notify` sends its notices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NotifyTargets {
+    /// POST the notice as JSON here.
+    pub webhook: Option<Webhook>,
+    /// Write the notice to the log (stderr).
+    pub log: bool,
+}
+
+/// An HTTP endpoint for notices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Webhook {
+    /// `http://` or `https://` URL.
+    pub url: String,
+    /// Extra request headers, such as `Authorization`.
+    pub headers: Vec<(String, String)>,
+}
+
 /// The audit file used when the policy file names none.
 pub const DEFAULT_AUDIT_FILE: &str = "bullsweep-audit.jsonl";
 
@@ -210,6 +228,8 @@ pub struct PolicySet {
     pub audit: AuditTarget,
     /// The archive sink, if configured; `action: archive` needs one.
     pub archive: Option<ArchiveTarget>,
+    /// Notice targets; `action: notify` needs at least one.
+    pub notify: NotifyTargets,
 }
 
 impl PolicySet {

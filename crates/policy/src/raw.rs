@@ -22,6 +22,25 @@ pub struct RawPolicyFile {
     pub tenants: Vec<Spanned<RawTenant>>,
     pub audit: Option<RawAudit>,
     pub archive: Option<RawArchive>,
+    pub notify: Option<RawNotify>,
+}
+
+/// `notify:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawNotify {
+    pub webhook: Option<RawWebhook>,
+    #[serde(default)]
+    pub log: bool,
+}
+
+/// `notify.webhook:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawWebhook {
+    pub url: Spanned<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// `archive:`.

@@ -220,18 +220,25 @@ pub async fn ship<C: ConnectionLike>(
     }
 }
 
-/// Appends an event that no script wrote (a failed queue), numbered from the same counter.
-pub async fn record_failure<C: ConnectionLike>(
+/// Appends an event that no script wrote (a failed queue, a notice), numbered from the same
+/// counter as the scripts' events.
+pub async fn record_event<C: ConnectionLike>(
     con: &mut C,
     store: &mut FileAuditStore,
     ctx: AuditContext,
-    timestamp: i64,
-    error: &str,
+    job_ids: Vec<String>,
+    error: Option<&str>,
 ) -> Result<(), ShipError> {
     let seq: u64 = redis::cmd("INCR").arg(AUDIT_SEQ).query_async(con).await?;
-    let mut event = AuditEvent::from_stream(seq, timestamp, ctx, Vec::new());
-    event.status = "failed".into();
-    event.error_detail = Some(error.to_string());
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default();
+    let mut event = AuditEvent::from_stream(seq, timestamp, ctx, job_ids);
+    if let Some(error) = error {
+        event.status = "failed".into();
+        event.error_detail = Some(error.to_string());
+    }
     store.append(std::slice::from_ref(&event))?;
     let (seq, hash) = store.head();
     redis::cmd("SET")

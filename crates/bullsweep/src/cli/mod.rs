@@ -4,6 +4,7 @@
 mod bench;
 mod demo;
 mod error;
+mod notify;
 mod render;
 
 pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
@@ -319,24 +320,63 @@ pub async fn audited_sweep(
     let report = engine::sweep(con, set, &opts, mode, progress)
         .await
         .map_err(redis_err)?;
+    // Notices go out whatever the audit store's state; each delivery is then audited.
+    let mut deliveries = Vec::new();
+    for notice in &report.notices {
+        deliveries.push(notify::deliver(notice, &set.notify).await);
+    }
     if let Some(store) = &mut store {
         let shipped = async {
             audit::ship(con, store).await?;
+            let context = |key: &str,
+                           queue: &str,
+                           tenant: &Option<String>,
+                           env: &Option<String>,
+                           policy: &str,
+                           action: Action,
+                           state: &str| AuditContext {
+                policy_name: policy.to_string(),
+                policy_version: String::new(),
+                queue_name: queue.to_string(),
+                queue_key: key.to_string(),
+                tenant: tenant.clone(),
+                environment: env.clone(),
+                action: action.as_str().to_string(),
+                state: state.to_string(),
+                compliance_tag: None,
+                execution_id: execution_id.clone(),
+            };
             for q in report.queues.iter().filter(|q| q.error.is_some()) {
-                let ctx = AuditContext {
-                    policy_name: q.policy.clone(),
-                    policy_version: String::new(),
-                    queue_name: q.queue.clone(),
-                    queue_key: q.key.clone(),
-                    tenant: q.tenant.clone(),
-                    environment: q.env.clone(),
-                    action: Action::Remove.as_str().to_string(),
-                    state: String::new(),
-                    compliance_tag: None,
-                    execution_id: execution_id.clone(),
-                };
-                let error = q.error.as_deref().unwrap_or_default();
-                audit::record_failure(con, store, ctx, now_ms(), error).await?;
+                let ctx = context(
+                    &q.key,
+                    &q.queue,
+                    &q.tenant,
+                    &q.env,
+                    &q.policy,
+                    Action::Remove,
+                    "",
+                );
+                audit::record_event(con, store, ctx, Vec::new(), q.error.as_deref()).await?;
+            }
+            for (n, delivered) in report.notices.iter().zip(&deliveries) {
+                let ctx = context(
+                    &n.queue_key,
+                    &n.queue_name,
+                    &n.tenant,
+                    &n.environment,
+                    &n.policy,
+                    Action::Notify,
+                    &n.state,
+                );
+                let ids = n.jobs.iter().map(|j| j.id.clone()).collect();
+                audit::record_event(
+                    con,
+                    store,
+                    ctx,
+                    ids,
+                    delivered.as_ref().err().map(String::as_str),
+                )
+                .await?;
             }
             Ok::<(), audit::ShipError>(())
         };
@@ -346,6 +386,10 @@ pub async fn audited_sweep(
                     "they are kept in the Redis stream bullsweep:audit and shipped by the next run",
                 )
         })?;
+    }
+    if let Some(failure) = deliveries.into_iter().find_map(Result::err) {
+        return Err(CliError::runtime(format!("notify: {failure}"))
+            .with_hint("the jobs were left in place; the next run notifies again"));
     }
     Ok(report)
 }

@@ -6,7 +6,7 @@ mod batch;
 mod report;
 
 pub use batch::BatchSizer;
-pub use report::{QueueReport, Report, Skipped, StateReport};
+pub use report::{Notice, NoticeJob, QueueReport, Report, Skipped, StateReport};
 
 use crate::archive::{ArchiveRecord, LocalArchive, SegmentMeta, job_fingerprint};
 use crate::audit::AuditContext;
@@ -54,6 +54,8 @@ const MAX_RETRIES: u32 = 4;
 /// hash's `DUMP` (for the fingerprint).
 type JobRead = (Vec<(String, String)>, Vec<String>, bool, Option<Vec<u8>>);
 
+/// Most jobs a notice lists (all are counted).
+const NOTICE_JOBS: u64 = 1_000;
 /// Jobs per archive segment file.
 const ARCHIVE_SEGMENT_JOBS: u64 = 1_000;
 /// Jobs read per pipelined round trip while archiving.
@@ -198,6 +200,7 @@ pub async fn sweep<C: ConnectionLike>(
                         archive: archive.as_ref(),
                     };
                     let result = work.govern(con, &mut sr).await;
+                    report.notices.extend(sr.notice.take());
                     qr.states.insert(state.as_str().to_string(), sr);
                     if let Err(e) = result {
                         qr.error = Some(format!("{state}: {e}"));
@@ -390,6 +393,10 @@ impl<'a> StateWork<'a> {
                     skipped.reasons.push("no archive sink is configured".into());
                 }
             }
+        } else if group.action == Action::Notify && sel.selects_anything() {
+            let notice = self.collect_notice(con, sr.matched).await?;
+            done = notice.count;
+            sr.notice = Some(notice);
         } else if group.action != Action::Remove {
             skipped.not_implemented = sr.matched;
             skipped.reasons.push(not_implemented_reason(group.action));
@@ -460,6 +467,58 @@ impl<'a> StateWork<'a> {
             // What was not removed stays at the head of the set; read past it.
             offset += take - removed;
         }
+    }
+
+    /// The notice for `action: notify`: the selected jobs (the oldest, up to
+    /// `NOTICE_JOBS`) with their failure reasons. Reads only.
+    async fn collect_notice<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        matched: u64,
+    ) -> RedisResult<Notice> {
+        let set_key = self.keys.finished_set(self.state);
+        let listed = matched.min(NOTICE_JOBS);
+        let mut jobs = Vec::new();
+        if listed > 0 {
+            let rows: Vec<(String, f64)> = with_retry!(
+                redis::cmd("ZRANGE")
+                    .arg(&set_key)
+                    .arg(0)
+                    .arg(listed - 1)
+                    .arg("WITHSCORES")
+                    .query_async::<Vec<(String, f64)>>(con)
+            )?;
+            let prefix = self.keys.job_prefix();
+            for chunk in rows.chunks(ARCHIVE_READ_JOBS) {
+                let mut pipe = redis::pipe();
+                for (id, _) in chunk {
+                    pipe.hget(format!("{prefix}{id}"), "failedReason");
+                }
+                let reasons: Vec<Option<String>> =
+                    with_retry!(pipe.query_async::<Vec<Option<String>>>(con))?;
+                jobs.extend(
+                    chunk
+                        .iter()
+                        .zip(reasons)
+                        .map(|((id, score), reason)| NoticeJob {
+                            id: id.clone(),
+                            failed_reason: reason,
+                            finished_on: *score as i64,
+                        }),
+                );
+            }
+        }
+        Ok(Notice {
+            queue_key: self.queue.base.clone(),
+            queue_name: self.queue.queue.clone(),
+            tenant: self.queue.tenant.clone(),
+            environment: self.queue.env.clone(),
+            policy: self.policy.to_string(),
+            state: self.state.as_str().to_string(),
+            count: matched,
+            jobs,
+            execution_id: self.opts.execution_id.clone(),
+        })
     }
 
     /// The archive sink; an unwritable one fails the state before anything is read or deleted.

@@ -13,6 +13,45 @@ pub struct Report {
     pub uncovered: Vec<String>,
     /// Key bases of BullMQ queues that match no layout; never touched.
     pub unmanaged: Vec<String>,
+    /// Notices that `action: notify` produced, for the caller to deliver.
+    #[serde(skip)]
+    pub notices: Vec<Notice>,
+}
+
+/// What `action: notify` tells about one queue: the jobs past retention, which stay in place.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Notice {
+    /// Queue key base.
+    pub queue_key: String,
+    /// Queue name.
+    pub queue_name: String,
+    /// Tenant.
+    pub tenant: Option<String>,
+    /// Environment.
+    pub environment: Option<String>,
+    /// Effective policy name.
+    pub policy: String,
+    /// The state the jobs are in.
+    pub state: String,
+    /// How many jobs are past retention.
+    pub count: u64,
+    /// The oldest of them (at most 1,000), with their failure reasons.
+    pub jobs: Vec<NoticeJob>,
+    /// The run that found them.
+    pub execution_id: String,
+}
+
+/// One job in a notice.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeJob {
+    /// Job id.
+    pub id: String,
+    /// Its `failedReason`, if any.
+    pub failed_reason: Option<String>,
+    /// Its `finishedOn`.
+    pub finished_on: i64,
 }
 
 /// One governed queue.
@@ -50,6 +89,9 @@ pub struct StateReport {
     /// Selected jobs left alone, and why (`run` only, when any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Skipped>,
+    /// The notice for `action: notify`, moved into [`Report::notices`].
+    #[serde(skip)]
+    pub notice: Option<Notice>,
 }
 
 /// Selected jobs that `run` did not act on.
