@@ -117,6 +117,13 @@ fn a_notice_lists_the_failed_jobs_is_retried_and_deletes_nothing() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["status"], "success");
     assert_eq!(events[0]["jobCount"], 20);
+    let version = notice["policyVersion"].as_str().expect("version");
+    assert!(!version.is_empty());
+    assert_eq!(
+        events[0]["policyVersion"], version,
+        "the notice and its audit event agree"
+    );
+    assert_eq!(notice["action"], "notify");
 }
 
 #[test]

@@ -328,55 +328,14 @@ pub async fn audited_sweep(
     if let Some(store) = &mut store {
         let shipped = async {
             audit::ship(con, store).await?;
-            let context = |key: &str,
-                           queue: &str,
-                           tenant: &Option<String>,
-                           env: &Option<String>,
-                           policy: &str,
-                           action: Action,
-                           state: &str| AuditContext {
-                policy_name: policy.to_string(),
-                policy_version: String::new(),
-                queue_name: queue.to_string(),
-                queue_key: key.to_string(),
-                tenant: tenant.clone(),
-                environment: env.clone(),
-                action: action.as_str().to_string(),
-                state: state.to_string(),
-                compliance_tag: None,
-                execution_id: execution_id.clone(),
-            };
             for q in report.queues.iter().filter(|q| q.error.is_some()) {
-                let ctx = context(
-                    &q.key,
-                    &q.queue,
-                    &q.tenant,
-                    &q.env,
-                    &q.policy,
-                    Action::Remove,
-                    "",
-                );
+                let ctx = failed_queue_context(q, &execution_id);
                 audit::record_event(con, store, ctx, Vec::new(), q.error.as_deref()).await?;
             }
             for (n, delivered) in report.notices.iter().zip(&deliveries) {
-                let ctx = context(
-                    &n.queue_key,
-                    &n.queue_name,
-                    &n.tenant,
-                    &n.environment,
-                    &n.policy,
-                    Action::Notify,
-                    &n.state,
-                );
                 let ids = n.jobs.iter().map(|j| j.id.clone()).collect();
-                audit::record_event(
-                    con,
-                    store,
-                    ctx,
-                    ids,
-                    delivered.as_ref().err().map(String::as_str),
-                )
-                .await?;
+                let error = delivered.as_ref().err().map(String::as_str);
+                audit::record_event(con, store, n.context.clone(), ids, error).await?;
             }
             Ok::<(), audit::ShipError>(())
         };
@@ -699,6 +658,23 @@ fn print_events(cli: &Cli, events: &[audit::AuditEvent]) {
         out.push('\n');
     }
     print!("{out}");
+}
+
+/// The audit context of a queue whose work failed: what the report knows of it (the state and
+/// the policy's version are not known there).
+fn failed_queue_context(q: &engine::QueueReport, execution_id: &str) -> AuditContext {
+    AuditContext {
+        policy_name: q.policy.clone(),
+        policy_version: String::new(),
+        queue_name: q.queue.clone(),
+        queue_key: q.key.clone(),
+        tenant: q.tenant.clone(),
+        environment: q.env.clone(),
+        action: Action::Remove.as_str().to_string(),
+        state: String::new(),
+        compliance_tag: None,
+        execution_id: execution_id.to_string(),
+    }
 }
 
 /// A run's id for audit events: time and process, in hex.

@@ -179,14 +179,14 @@ pub async fn sweep<C: ConnectionLike>(
                         action: groups.action_label(),
                         ..StateReport::default()
                     };
-                    let audit_ctx = serde_json::to_string(&AuditContext::for_queue(
+                    let audit = AuditContext::for_queue(
                         &q,
                         &eff,
                         state,
                         &groups.action_label(),
                         &opts.execution_id,
-                    ))
-                    .unwrap_or_default();
+                    );
+                    let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
                     let work = StateWork {
                         queue: &q,
                         policy: &eff.name,
@@ -196,6 +196,7 @@ pub async fn sweep<C: ConnectionLike>(
                         opts,
                         mode,
                         progress,
+                        audit: &audit,
                         audit_ctx: &audit_ctx,
                         archive: archive.as_ref(),
                     };
@@ -346,6 +347,8 @@ struct StateWork<'a> {
     opts: &'a SweepOptions,
     mode: Mode,
     progress: &'a (dyn Fn(u64) + Sync),
+    /// The state's audit context, and its JSON as the scripts store it.
+    audit: &'a AuditContext,
     audit_ctx: &'a str,
     /// The archive sink, or why it cannot be written; `None` without one (or in a plan).
     archive: Option<&'a Result<LocalArchive, String>>,
@@ -509,15 +512,9 @@ impl<'a> StateWork<'a> {
             }
         }
         Ok(Notice {
-            queue_key: self.queue.base.clone(),
-            queue_name: self.queue.queue.clone(),
-            tenant: self.queue.tenant.clone(),
-            environment: self.queue.env.clone(),
-            policy: self.policy.to_string(),
-            state: self.state.as_str().to_string(),
+            context: self.audit.clone(),
             count: matched,
             jobs,
-            execution_id: self.opts.execution_id.clone(),
         })
     }
 

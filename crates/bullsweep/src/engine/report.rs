@@ -1,6 +1,7 @@
 //! The typed result of `plan` and `run`. `--json` prints it as one object; the human table is
 //! drawn from the same value.
 
+use crate::audit::AuditContext;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -19,31 +20,22 @@ pub struct Report {
 }
 
 /// What `action: notify` tells about one queue: the jobs past retention, which stay in place.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// Its JSON is the audit context (policy, version, queue, tenant, environment, action, state,
+/// compliance tag, run) followed by the count and the jobs.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Notice {
-    /// Queue key base.
-    pub queue_key: String,
-    /// Queue name.
-    pub queue_name: String,
-    /// Tenant.
-    pub tenant: Option<String>,
-    /// Environment.
-    pub environment: Option<String>,
-    /// Effective policy name.
-    pub policy: String,
-    /// The state the jobs are in.
-    pub state: String,
+    /// Who and what the notice is about, as its audit event records it.
+    #[serde(flatten)]
+    pub context: AuditContext,
     /// How many jobs are past retention.
     pub count: u64,
     /// The oldest of them (at most 1,000), with their failure reasons.
     pub jobs: Vec<NoticeJob>,
-    /// The run that found them.
-    pub execution_id: String,
 }
 
 /// One job in a notice.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct NoticeJob {
     /// Job id.
