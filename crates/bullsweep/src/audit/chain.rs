@@ -231,7 +231,7 @@ mod tests {
             compliance_tag: None,
             execution_id: "x".into(),
         };
-        AuditEvent::from_stream(seq, 1_000 + seq as i64, ctx, vec![seq.to_string()])
+        AuditEvent::new(seq, 1_000 + seq as i64, ctx, vec![seq.to_string()])
     }
 
     #[test]

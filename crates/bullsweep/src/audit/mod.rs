@@ -20,8 +20,9 @@ pub const AUDIT_SEQ: &str = "bullsweep:audit:seq";
 pub const AUDIT_HEAD: &str = "bullsweep:audit:head";
 
 /// What the caller tells a script about the batch it runs: stored with each audit event.
+/// (No `deny_unknown_fields`: it is flattened into [`AuditEvent`].)
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AuditContext {
     /// Effective policy name.
     pub policy_name: String,
@@ -45,7 +46,8 @@ pub struct AuditContext {
     pub execution_id: String,
 }
 
-/// One audit event, with its fields in the canonical order that is hashed.
+/// One audit event, with its fields in the canonical order that is hashed: sequence and time,
+/// the context the batch ran in, then what was done.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
@@ -53,30 +55,13 @@ pub struct AuditEvent {
     pub seq: u64,
     /// When the change happened, ms since the epoch (Redis clock).
     pub timestamp: i64,
-    /// Effective policy name.
-    pub policy_name: String,
-    /// Short hash of the effective policy.
-    pub policy_version: String,
-    /// Queue name.
-    pub queue_name: String,
-    /// Queue key base.
-    pub queue_key: String,
-    /// Tenant.
-    pub tenant: Option<String>,
-    /// Environment.
-    pub environment: Option<String>,
-    /// Action taken.
-    pub action: String,
-    /// Job state acted on.
-    pub state: String,
+    /// Policy, queue, tenant, environment, action, state, compliance tag and run.
+    #[serde(flatten)]
+    pub context: AuditContext,
     /// Jobs acted on.
     pub job_count: u64,
     /// Their ids.
     pub job_ids: Vec<String>,
-    /// Compliance tag.
-    pub compliance_tag: Option<String>,
-    /// The run that did it.
-    pub execution_id: String,
     /// `success`, `partial` or `failed`.
     pub status: String,
     /// What went wrong, for `partial` and `failed`.
@@ -84,23 +69,14 @@ pub struct AuditEvent {
 }
 
 impl AuditEvent {
-    /// An event from a stream entry written by a script.
-    fn from_stream(seq: u64, timestamp: i64, ctx: AuditContext, job_ids: Vec<String>) -> Self {
+    /// A successful event for `job_ids`.
+    fn new(seq: u64, timestamp: i64, context: AuditContext, job_ids: Vec<String>) -> Self {
         AuditEvent {
             seq,
             timestamp,
-            policy_name: ctx.policy_name,
-            policy_version: ctx.policy_version,
-            queue_name: ctx.queue_name,
-            queue_key: ctx.queue_key,
-            tenant: ctx.tenant,
-            environment: ctx.environment,
-            action: ctx.action,
-            state: ctx.state,
+            context,
             job_count: job_ids.len() as u64,
             job_ids,
-            compliance_tag: ctx.compliance_tag,
-            execution_id: ctx.execution_id,
             status: "success".into(),
             error_detail: None,
         }
@@ -199,7 +175,7 @@ pub async fn ship<C: ConnectionLike>(
                 .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok());
             match (seq, ts, ctx, ids) {
                 (Some(seq), Some(ts), Some(ctx), Some(ids)) => {
-                    events.push(AuditEvent::from_stream(seq, ts, ctx, ids))
+                    events.push(AuditEvent::new(seq, ts, ctx, ids))
                 }
                 _ => return Err(ShipError::Malformed(id.clone())),
             }
@@ -234,7 +210,7 @@ pub async fn record_event<C: ConnectionLike>(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or_default();
-    let mut event = AuditEvent::from_stream(seq, timestamp, ctx, job_ids);
+    let mut event = AuditEvent::new(seq, timestamp, ctx, job_ids);
     if let Some(error) = error {
         event.status = "failed".into();
         event.error_detail = Some(error.to_string());

@@ -408,12 +408,12 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
             let events: Vec<audit::AuditEvent> = read_events(path)?
                 .into_iter()
                 .filter(|e| {
-                    queue
-                        .as_ref()
-                        .is_none_or(|q| q.matches(&e.queue_name) || q.matches(&e.queue_key))
+                    queue.as_ref().is_none_or(|q| {
+                        q.matches(&e.context.queue_name) || q.matches(&e.context.queue_key)
+                    })
                 })
                 .filter(|e| since.is_none_or(|t| e.timestamp >= t))
-                .filter(|e| action.as_ref().is_none_or(|a| &e.action == a))
+                .filter(|e| action.as_ref().is_none_or(|a| &e.context.action == a))
                 .collect();
             print_events(cli, &events);
             Ok(0)
@@ -644,12 +644,12 @@ fn print_events(cli: &Cli, events: &[audit::AuditEvent]) {
                 e.seq,
                 e.timestamp,
                 e.status,
-                e.action,
-                e.state,
-                e.queue_key,
+                e.context.action,
+                e.context.state,
+                e.context.queue_key,
                 e.job_count,
-                e.policy_name,
-                e.execution_id
+                e.context.policy_name,
+                e.context.execution_id
             ));
             if let Some(err) = &e.error_detail {
                 out.push_str(&format!(": {err}"));
