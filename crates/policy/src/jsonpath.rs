@@ -15,7 +15,6 @@ enum Step {
 /// A compiled path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JsonPath {
-    text: String,
     steps: Vec<Step>,
 }
 
@@ -59,15 +58,7 @@ impl JsonPath {
         if steps.is_empty() {
             return Err("path is empty".into());
         }
-        Ok(JsonPath {
-            text: text.to_string(),
-            steps,
-        })
-    }
-
-    /// The path as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
+        Ok(JsonPath { steps })
     }
 
     /// Every value the path reaches in `root`.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The `prevHash` of the first line.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -36,7 +36,6 @@ fn chain_hash(prev_hash: &str, event: &AuditEvent) -> String {
 
 /// An open audit file, locked against other writers for as long as it is held.
 pub struct FileAuditStore {
-    path: PathBuf,
     file: File,
     last_seq: u64,
     last_hash: String,
@@ -82,7 +81,6 @@ impl FileAuditStore {
             _ => (0, GENESIS_HASH.to_string()),
         };
         Ok(FileAuditStore {
-            path: path.to_path_buf(),
             file,
             last_seq,
             last_hash,
@@ -92,11 +90,6 @@ impl FileAuditStore {
     /// The newest `(seq, hash)` in the file.
     pub fn head(&self) -> (u64, String) {
         (self.last_seq, self.last_hash.clone())
-    }
-
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Appends the events the file does not hold yet (by `seq`), chained, and makes them

@@ -16,11 +16,6 @@ impl QueueKeys {
         }
     }
 
-    /// The base itself, e.g. `bull:emails`.
-    pub fn base(&self) -> &str {
-        &self.base
-    }
-
     /// `<base>:` — the prefix of every job key, as BullMQ's scripts take it.
     pub fn job_prefix(&self) -> String {
         format!("{}:", self.base)
