@@ -421,22 +421,23 @@ policies:
 #[test]
 fn actions_not_yet_performed_are_reported_and_touch_nothing() {
     let w = World::new();
-    w.seed(spec("bull:mail", 10, 0, 3), now_ms());
-    let policy = w.policy("version: 1\npolicies: [{ name: m, queueNamePattern: mail, rules: { completed: { maxAge: 1ms, action: anonymize } } }]\n");
+    w.seed(spec("bull:mail", 0, 10, 3), now_ms());
+    // Notify under job-name rules is not performed yet.
+    let policy = w.policy("version: 1\nnotify: { log: true }\npolicies: [{ name: m, queueNamePattern: mail, jobs: [{ name: render, failed: { maxAge: 1ms, action: notify } }] }]\n");
     let run = w.report(&policy, "run");
-    let s = &run.queues[0].states["completed"];
-    assert_eq!(s.action, "anonymize");
-    assert_eq!(s.matched, 10);
+    let s = &run.queues[0].states["failed"];
+    assert_eq!(s.action, "notify");
+    assert_eq!(s.matched, 5);
     assert_eq!(s.done, Some(0));
     let skipped = s.skipped.as_ref().expect("skipped");
-    assert_eq!(skipped.not_implemented, 10);
+    assert_eq!(skipped.not_implemented, 5);
     assert!(
-        skipped.reasons[0].contains("`anonymize`"),
+        skipped.reasons[0].contains("`notify`"),
         "{:?}",
         skipped.reasons
     );
     let mut con = w.con();
-    let n: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    let n: u64 = con.zcard("bull:mail:failed").expect("zcard");
     assert_eq!(n, 10);
 }
 

@@ -1,13 +1,15 @@
 //! Parsing and validation: policy text in, a [`PolicySet`] or every problem found out.
 
 use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
+use crate::jsonpath::JsonPath;
 use crate::layout::Layout;
 use crate::model::{
     Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, NotifyTargets,
     Policy, PolicySet, Sla, SourcePos, StateRule, StateRules, TenantOverride, Webhook,
 };
 use crate::pattern::NamePattern;
-use crate::raw::{RawDuration, RawPolicyFile, RawStateRule};
+use crate::pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern};
+use crate::raw::{RawDuration, RawPii, RawPolicyFile, RawStateRule};
 use serde_saphyr::{Location, Spanned};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -193,6 +195,71 @@ impl Checker {
         )
     }
 
+    /// One `pii:` layer laid over `base` field by field.
+    fn pii(&mut self, raw: &Spanned<RawPii>, base: Option<&PiiRules>, path: &str) -> PiiRules {
+        let r = &raw.value;
+        let errors_before = self.errors.len();
+        let paths = match &r.paths {
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    JsonPath::new(&p.value)
+                        .map_err(|m| self.error(&p.referenced, format!("{path}.paths[{i}]"), m))
+                        .ok()
+                })
+                .collect(),
+            None => base.map(|b| b.paths.clone()).unwrap_or_default(),
+        };
+        let patterns = match &r.patterns {
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    let found = TextPattern::from_name(&p.value);
+                    if found.is_none() {
+                        let names: Vec<&str> =
+                            TextPattern::ALL.iter().map(|t| t.as_str()).collect();
+                        let hint = match suggest(&p.value, &names) {
+                            Some(s) => {
+                                format!("did you mean `{s}`? expected one of {}", names.join(", "))
+                            }
+                            None => format!("expected one of {}", names.join(", ")),
+                        };
+                        self.error_hint(
+                            &p.referenced,
+                            format!("{path}.patterns[{i}]"),
+                            format!("unknown pattern `{}`", p.value),
+                            hint,
+                        );
+                    }
+                    found
+                })
+                .collect(),
+            None => base.map(|b| b.patterns.clone()).unwrap_or_default(),
+        };
+        let replacement = match &r.replacement {
+            Some(s) => s.value.clone(),
+            None => base.map_or_else(
+                || DEFAULT_REPLACEMENT.to_string(),
+                |b| b.replacement.clone(),
+            ),
+        };
+        if paths.is_empty() && patterns.is_empty() && self.errors.len() == errors_before {
+            self.error_hint(
+                &raw.referenced,
+                path,
+                "pii names no paths and no patterns, so it would scrub nothing",
+                "e.g. `pii: { paths: [user.email], patterns: [email, credit-card] }`",
+            );
+        }
+        PiiRules {
+            paths,
+            patterns,
+            replacement,
+        }
+    }
+
     fn pattern(&mut self, raw: &Spanned<String>, path: &str) -> Option<NamePattern> {
         NamePattern::new(&raw.value)
             .map_err(|m| self.error(&raw.referenced, path, m))
@@ -251,6 +318,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
         layouts.push(Layout::new(DEFAULT_LAYOUT).expect("the default layout is valid"));
     }
 
+    let global_pii = raw.pii.as_ref().map(|p| c.pii(p, None, "pii"));
     let mut policies = Vec::new();
     let mut names: HashMap<String, SourcePos> = HashMap::new();
     for (i, p) in raw.policies.iter().enumerate() {
@@ -330,6 +398,24 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                 _ => c.error(&job.referenced, &jpath, "job rule is missing `name`"),
             }
         }
+        let pii = match &rp.pii {
+            Some(own) => Some(c.pii(own, global_pii.as_ref(), &format!("{path}.pii"))),
+            None => global_pii.clone(),
+        };
+        let uses = |a: Action| {
+            rules
+                .values()
+                .chain(jobs.iter().flat_map(|j| j.rules.values()))
+                .any(|r| r.action == Some(a))
+        };
+        if uses(Action::Anonymize) && pii.is_none() {
+            c.error_hint(
+                &p.referenced,
+                &path,
+                "policy uses `action: anonymize` but no `pii:` rules apply to it",
+                "add `pii: { paths: [...], patterns: [email, credit-card] }` to the policy or the file",
+            );
+        }
         let sla = rp.sla.as_ref().map(|s| Sla {
             max_data_age_hours: s.max_data_age_hours,
             compliance_tag: s.compliance_tag.clone(),
@@ -344,6 +430,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                 rules,
                 jobs,
                 sla,
+                pii,
                 pos: pos(&p.referenced),
             });
         }
@@ -440,13 +527,26 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             .values()
             .chain(p.jobs.iter().flat_map(|j| j.rules.values()))
             .any(|r| r.action == Some(Action::Archive))
-    }) || tenants_want_archive(&raw);
+    }) || tenants_want(&raw, Action::Archive);
     if wants_archive && raw.archive.is_none() {
         c.errors.push(ConfigError {
             pos: SourcePos { line: 1, column: 1 },
             path: "archive".into(),
             message: "a policy uses `action: archive` but the file has no `archive:` sink".into(),
             hint: Some("add `archive: { url: file:///var/lib/bullsweep/archive }`".into()),
+        });
+    }
+    if tenants_want(&raw, Action::Anonymize)
+        && global_pii.is_none()
+        && policies.iter().any(|p| p.pii.is_none())
+    {
+        c.errors.push(ConfigError {
+            pos: SourcePos { line: 1, column: 1 },
+            path: "pii".into(),
+            message:
+                "a tenant override uses `action: anonymize` but the file has no top-level `pii:`"
+                    .into(),
+            hint: Some("add `pii: { paths: [...], patterns: [email, credit-card] }`".into()),
         });
     }
     let mut notify = NotifyTargets::default();
@@ -510,7 +610,8 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     }
 }
 
-fn tenants_want_archive(raw: &RawPolicyFile) -> bool {
+/// Whether a tenant override sets `action` anywhere.
+fn tenants_want(raw: &RawPolicyFile, action: Action) -> bool {
     raw.tenants.iter().any(|t| {
         [&t.value.overrides.completed, &t.value.overrides.failed]
             .into_iter()
@@ -519,7 +620,7 @@ fn tenants_want_archive(raw: &RawPolicyFile) -> bool {
                 r.value
                     .action
                     .as_ref()
-                    .is_some_and(|a| a.value == "archive")
+                    .is_some_and(|a| a.value == action.as_str())
             })
     })
 }

@@ -9,6 +9,7 @@ mod jsonpath;
 mod layout;
 mod model;
 mod pattern;
+mod pii;
 mod raw;
 mod resolve;
 mod selection;
@@ -22,6 +23,7 @@ pub use model::{
     Policy, PolicySet, Sla, SourcePos, StateRule, StateRules, TenantOverride, Webhook,
 };
 pub use pattern::{NamePattern, Specificity};
+pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern};
 pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,
 };

@@ -3,6 +3,7 @@
 use crate::duration::Millis;
 use crate::layout::Layout;
 use crate::pattern::NamePattern;
+use crate::pii::PiiRules;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -159,6 +160,8 @@ pub struct Policy {
     pub jobs: Vec<JobRule>,
     /// Business context.
     pub sla: Option<Sla>,
+    /// Scrubbing rules for `action: anonymize`: the policy's `pii` over the top-level one.
+    pub pii: Option<PiiRules>,
     /// Where the policy starts in the file.
     pub pos: SourcePos,
 }

@@ -23,6 +23,17 @@ pub struct RawPolicyFile {
     pub audit: Option<RawAudit>,
     pub archive: Option<RawArchive>,
     pub notify: Option<RawNotify>,
+    pub pii: Option<Spanned<RawPii>>,
+}
+
+/// `pii:`, at the top level or in a policy. Every field is optional so that a policy's `pii`
+/// overrides the top-level one field by field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPii {
+    pub paths: Option<Vec<Spanned<String>>>,
+    pub patterns: Option<Vec<Spanned<String>>>,
+    pub replacement: Option<Spanned<String>>,
 }
 
 /// `notify:`.
@@ -79,6 +90,7 @@ pub struct RawPolicy {
     #[serde(default)]
     pub jobs: Vec<Spanned<RawJobRule>>,
     pub sla: Option<RawSla>,
+    pub pii: Option<Spanned<RawPii>>,
 }
 
 /// Rules keyed by job state.

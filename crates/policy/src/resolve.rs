@@ -4,6 +4,7 @@
 use crate::duration::Millis;
 use crate::model::{Action, JobState, Policy, PolicySet, Sla, StateRule, TenantOverride};
 use crate::pattern::Specificity;
+use crate::pii::PiiRules;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -124,6 +125,8 @@ pub struct EffectivePolicy {
     pub jobs: Vec<EffectiveJobRule>,
     /// The winning policy's SLA.
     pub sla: Option<Sla>,
+    /// Scrubbing rules for `action: anonymize`.
+    pub pii: Option<PiiRules>,
 }
 
 /// The outcome of resolving one queue.
@@ -259,6 +262,7 @@ impl PolicySet {
             states,
             jobs,
             sla: winner.sla.clone(),
+            pii: winner.pii.clone(),
         })
     }
 

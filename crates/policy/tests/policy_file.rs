@@ -286,6 +286,71 @@ fn audit_store_urls() {
 }
 
 #[test]
+fn pii_merges_policy_over_file_field_by_field() {
+    use bullsweep_policy::{JsonPath, TextPattern};
+    let s = set(r#"version: 1
+pii:
+  paths: ["user.email", "**.phone"]
+  patterns: [email]
+policies:
+  - name: own
+    queueNamePattern: mail
+    rules: { completed: { maxAge: 1d, action: anonymize } }
+    pii: { patterns: [credit-card], replacement: "***" }
+  - name: inherits
+    queueNamePattern: "*"
+    rules: { failed: { maxAge: 1d, action: anonymize } }
+"#);
+    let own = covered(&s, "bull:mail").pii.expect("pii in force");
+    assert_eq!(
+        own.paths,
+        vec![
+            JsonPath::new("user.email").expect("valid"),
+            JsonPath::new("**.phone").expect("valid")
+        ]
+    );
+    assert_eq!(own.patterns, vec![TextPattern::CreditCard]);
+    assert_eq!(own.replacement, "***");
+    let inherited = covered(&s, "bull:other").pii.expect("pii in force");
+    assert_eq!(inherited.patterns, vec![TextPattern::Email]);
+    assert_eq!(inherited.replacement, "[REDACTED]");
+}
+
+#[test]
+fn pii_mistakes_are_located() {
+    for (text, want) in [
+        (
+            "version: 1\npii: { patterns: [emial] }\n",
+            "p.yaml:2:19: unknown pattern `emial` (at `pii.patterns[0]`)",
+        ),
+        (
+            "version: 1\npii: { paths: ['a..b'] }\n",
+            "p.yaml:2:16: path `a..b` has an empty step",
+        ),
+        (
+            "version: 1\npii: { replacement: x }\n",
+            "pii names no paths and no patterns",
+        ),
+        (
+            "version: 1\npolicies:\n  - { name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1d, action: anonymize } } }\n",
+            "p.yaml:3:5: policy uses `action: anonymize` but no `pii:` rules apply to it",
+        ),
+        (
+            "version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\ntenants: [{ tenantId: t, overrides: { failed: { action: anonymize } } }]\n",
+            "a tenant override uses `action: anonymize` but the file has no top-level `pii:`",
+        ),
+    ] {
+        let got = errors(text);
+        assert!(
+            got.contains(want),
+            "input:\n{text}\nwant: {want}\ngot:  {got}"
+        );
+    }
+    let hint = errors("version: 1\npii: { patterns: [emial] }\n");
+    assert!(hint.contains("did you mean `email`?"), "{hint}");
+}
+
+#[test]
 fn every_error_is_reported_at_once() {
     let got = errors(
         "version: 1\npolicies:\n  - { name: a, queueNamePattern: '[' }\n  - { name: b, queueNamePattern: '*', rules: { completed: { maxAge: 0 } } }\n",

@@ -6,4 +6,7 @@ pub mod scripts;
 
 pub use discovery::discover_queues;
 pub use keys::QueueKeys;
-pub use scripts::{BatchOutcome, Candidate, FinishedEntry, PrefixBatch, RestoreMode, scripts};
+pub use scripts::{
+    BatchOutcome, Candidate, FinishedEntry, PrefixBatch, RestoreMode, ScrubOutcome, ScrubbedJob,
+    scripts,
+};

@@ -14,7 +14,8 @@ use crate::bullmq::{
     BatchOutcome, Candidate, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
 };
 use bullsweep_policy::{
-    Action, ArchiveTarget, EffectivePolicy, JobState, PolicySet, QueueId, Resolution, Selection,
+    Action, ArchiveTarget, EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution,
+    Selection,
 };
 use redis::aio::ConnectionLike;
 use redis::{RedisError, RedisResult};
@@ -87,6 +88,10 @@ macro_rules! with_retry {
         }
     }};
 }
+
+mod anonymize;
+
+pub use anonymize::ANONYMIZED_MARKER;
 
 /// Queues found in Redis, sorted by how the policy file sees them.
 #[derive(Clone, Debug, Default)]
@@ -199,6 +204,7 @@ pub async fn sweep<C: ConnectionLike>(
                         audit: &audit,
                         audit_ctx: &audit_ctx,
                         archive: archive.as_ref(),
+                        pii: eff.pii.as_ref(),
                     };
                     let result = work.govern(con, &mut sr).await;
                     report.notices.extend(sr.notice.take());
@@ -352,6 +358,8 @@ struct StateWork<'a> {
     audit_ctx: &'a str,
     /// The archive sink, or why it cannot be written; `None` without one (or in a plan).
     archive: Option<&'a Result<LocalArchive, String>>,
+    /// The scrubbing rules for `action: anonymize`.
+    pii: Option<&'a PiiRules>,
 }
 
 impl<'a> StateWork<'a> {
@@ -400,6 +408,12 @@ impl<'a> StateWork<'a> {
             let notice = self.collect_notice(con, sr.matched).await?;
             done = notice.count;
             sr.notice = Some(notice);
+        } else if let (Action::Anonymize, true, Some(rules)) =
+            (group.action, sel.selects_anything(), self.pii)
+        {
+            done = self
+                .anonymize_prefix(con, rules, &sel, &mut skipped)
+                .await?;
         } else if group.action != Action::Remove {
             skipped.not_implemented = sr.matched;
             skipped.reasons.push(not_implemented_reason(group.action));
@@ -634,6 +648,7 @@ impl<'a> StateWork<'a> {
         };
         let mut writer = sink.map(|s| self.archive_writer(s));
         let mut to_archive: Vec<(String, i64)> = Vec::new();
+        let mut to_anonymize: Vec<(String, i64)> = Vec::new();
         loop {
             let page: Vec<FinishedEntry> =
                 with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
@@ -658,6 +673,8 @@ impl<'a> StateWork<'a> {
                     });
                 } else if group.action == Action::Archive && writer.is_some() {
                     to_archive.push((entry.id, entry.score));
+                } else if group.action == Action::Anonymize && self.pii.is_some() {
+                    to_anonymize.push((entry.id, entry.score));
                 } else {
                     skipped.not_implemented += 1;
                     if !reasons_seen.contains(&group.action) {
@@ -674,6 +691,14 @@ impl<'a> StateWork<'a> {
                     .await?;
                 to_archive.clear();
             }
+            if let (Mode::Run, Some(rules)) = (self.mode, self.pii)
+                && to_anonymize.len() as u64 >= ARCHIVE_SEGMENT_JOBS
+            {
+                done += self
+                    .anonymize_rows(con, rules, &to_anonymize, &mut skipped)
+                    .await?;
+                to_anonymize.clear();
+            }
             if self.mode == Mode::Run && pending.len() as u64 >= sizer.limit() {
                 done += self
                     .remove_pending(con, &mut pending, &mut sizer, &mut skipped)
@@ -688,6 +713,11 @@ impl<'a> StateWork<'a> {
                 .await?;
         }
         if self.mode == Mode::Run {
+            if let Some(rules) = self.pii {
+                done += self
+                    .anonymize_rows(con, rules, &to_anonymize, &mut skipped)
+                    .await?;
+            }
             done += self
                 .remove_pending(con, &mut pending, &mut sizer, &mut skipped)
                 .await?;

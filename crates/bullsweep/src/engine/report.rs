@@ -98,15 +98,23 @@ pub struct Skipped {
     pub changed: u64,
     /// Selected for an action this version does not perform yet.
     pub not_implemented: u64,
+    /// Selected for `anonymize` but scrubbed by an earlier run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub already_anonymized: u64,
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Skipped {
     /// Whether nothing was skipped.
     pub fn is_empty(&self) -> bool {
-        self.locked + self.malformed + self.changed + self.not_implemented == 0
+        self.locked + self.malformed + self.changed + self.not_implemented + self.already_anonymized
+            == 0
     }
 }
 

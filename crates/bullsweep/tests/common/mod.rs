@@ -54,6 +54,8 @@ pub struct JsonSkipped {
     pub changed: u64,
     pub not_implemented: u64,
     #[serde(default)]
+    pub already_anonymized: u64,
+    #[serde(default)]
     pub reasons: Vec<String>,
 }
 

@@ -1,0 +1,120 @@
+--[[
+  anonymize_jobs.lua: write scrubbed values over the PII of named jobs of one finished set,
+  each only if nothing it was computed from changed since it was read. Prepended by
+  finished_job.lua for its helpers (nowMicros, addAuditEvent).
+
+  KEYS[1] finished set (<base>:completed or <base>:failed)
+  ARGV[1] job key prefix (<base>:)
+  ARGV[2] time budget in microseconds
+  ARGV[3] audit context: JSON naming the policy, queue and run, stored with the audit event
+  ARGV[4] marker field set on every scrubbed job (BullMQ ignores unknown fields)
+  ARGV[5] marker value (the time of the run)
+  ARGV[6..] per job:
+    id, expected score, expected fingerprint,
+    n, then n (field, new value) pairs,
+    m, then m new log lines (m = -1: logs unchanged),
+    c, then c (hash key, field, new value) triples: copies in a parent's :processed / :failed
+
+  The fingerprint is the SHA-1 of, in order: the job's data, returnvalue, failedReason and
+  stacktrace fields, its log count and lines, and each copy's current value, every value as
+  `<byte length>:<bytes>` or `-` when absent. It must match anonymize::fingerprint.
+
+  Returns {scrubbed, locked, changed, already, elapsed_us, handled}.
+
+  Invariants: a job whose :lock exists is never touched; a job that moved, changed score, or
+  changed in any field, log or copy the new values were computed from is left alone (changed);
+  a job already carrying the marker is left alone (already); every job written is marked, so a
+  job is scrubbed at most once; the audit event is appended in this same call.
+]]
+
+local function piece(v)
+  if not v or v == false then
+    return '-'
+  end
+  return #v .. ':' .. v
+end
+
+local function currentFingerprint(jobKey, copies)
+  local f = rcall('HMGET', jobKey, 'data', 'returnvalue', 'failedReason', 'stacktrace')
+  local parts = {piece(f[1]), piece(f[2]), piece(f[3]), piece(f[4])}
+  local logs = rcall('LRANGE', jobKey .. ':logs', 0, -1)
+  parts[#parts + 1] = tostring(#logs)
+  for _, line in ipairs(logs) do
+    parts[#parts + 1] = piece(line)
+  end
+  for _, c in ipairs(copies) do
+    parts[#parts + 1] = piece(rcall('HGET', c[1], c[2]))
+  end
+  return redis.sha1hex(table.concat(parts, '|'))
+end
+
+local setKey = KEYS[1]
+local queuePrefix = ARGV[1]
+local budget = tonumber(ARGV[2])
+local marker, markerValue = ARGV[4], ARGV[5]
+
+local started = nowMicros()
+local scrubbed, locked, changed, already, handled = {}, 0, 0, 0, 0
+local i = 6
+while i <= #ARGV do
+  local jobId, expected, fp = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  i = i + 3
+  local fields = {}
+  local n = tonumber(ARGV[i])
+  for k = 1, n do
+    fields[#fields + 1] = ARGV[i + 2 * k - 1]
+    fields[#fields + 1] = ARGV[i + 2 * k]
+  end
+  i = i + 1 + 2 * n
+  local m = tonumber(ARGV[i])
+  local logs = nil
+  if m >= 0 then
+    logs = {}
+    for k = 1, m do
+      logs[k] = ARGV[i + k]
+    end
+    i = i + 1 + m
+  else
+    i = i + 1
+  end
+  local copies = {}
+  local c = tonumber(ARGV[i])
+  for k = 1, c do
+    local at = i + 3 * (k - 1)
+    copies[k] = {ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]}
+  end
+  i = i + 1 + 3 * c
+
+  local jobKey = queuePrefix .. jobId
+  local score = rcall('ZSCORE', setKey, jobId)
+  if not score or tonumber(score) ~= expected then
+    changed = changed + 1
+  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
+    locked = locked + 1
+  elseif rcall('HEXISTS', jobKey, marker) == 1 then
+    already = already + 1
+  elseif currentFingerprint(jobKey, copies) ~= fp then
+    changed = changed + 1
+  else
+    fields[#fields + 1] = marker
+    fields[#fields + 1] = markerValue
+    rcall('HSET', jobKey, unpack(fields))
+    if logs then
+      local logsKey = jobKey .. ':logs'
+      rcall('DEL', logsKey)
+      for from = 1, #logs, 1000 do
+        rcall('RPUSH', logsKey, unpack(logs, from, math.min(from + 999, #logs)))
+      end
+    end
+    for _, copy in ipairs(copies) do
+      rcall('HSET', copy[1], copy[2], copy[3])
+    end
+    scrubbed[#scrubbed + 1] = jobId
+  end
+  handled = handled + 1
+  if handled % 8 == 0 and nowMicros() - started >= budget then
+    break
+  end
+end
+addAuditEvent(ARGV[3], scrubbed)
+return {#scrubbed, locked, changed, already, nowMicros() - started, handled}

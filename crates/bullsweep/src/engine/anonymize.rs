@@ -1,0 +1,314 @@
+//! `action: anonymize`: read the selected jobs, scrub their PII in the client, and write the
+//! new values back with a compare-and-set script that also marks each job, so a job is
+//! scrubbed at most once and a job that changed in between is left for a later run.
+
+use super::{MAX_RETRIES, Skipped, StateWork, retryable};
+use crate::bullmq::{ScrubOutcome, ScrubbedJob, scripts};
+use bullsweep_policy::{PiiRules, Selection};
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+use std::time::Duration;
+
+/// The field that marks a scrubbed job, holding when it was scrubbed (ms since the epoch).
+/// BullMQ reads job hashes by field name and ignores fields it does not know.
+pub const ANONYMIZED_MARKER: &str = "bullsweepAnonymizedAt";
+
+/// Jobs read per pipelined round trip.
+const READ_JOBS: usize = 100;
+/// Selected jobs listed per page of a prefix.
+const PAGE_JOBS: u64 = 1_000;
+
+/// SHA-1 over the values a scrub was computed from, in the encoding
+/// `lua/anonymize_jobs.lua` recomputes: each value as `<byte length>:<bytes>` or `-`, then
+/// the log count and lines, then each copy, joined by `|`.
+pub fn fingerprint(
+    fields: &[Option<String>],
+    logs: &[String],
+    copies: &[Option<String>],
+) -> String {
+    fn piece(v: Option<&str>) -> String {
+        v.map_or_else(|| "-".to_string(), |v| format!("{}:{v}", v.len()))
+    }
+    let mut parts: Vec<String> = fields.iter().map(|f| piece(f.as_deref())).collect();
+    parts.push(logs.len().to_string());
+    parts.extend(logs.iter().map(|l| piece(Some(l))));
+    parts.extend(copies.iter().map(|c| piece(c.as_deref())));
+    sha1_smol::Sha1::from(parts.join("|")).digest().to_string()
+}
+
+/// The fields the fingerprint covers, in its order.
+const SCRUBBED_FIELDS: [&str; 4] = ["data", "returnvalue", "failedReason", "stacktrace"];
+
+/// The scrubbed job for what was read: new values only for what changed.
+fn scrub(
+    rules: &PiiRules,
+    id: &str,
+    score: i64,
+    fields: Vec<Option<String>>,
+    logs: Vec<String>,
+    copies: Vec<(String, String, Option<String>)>,
+) -> ScrubbedJob {
+    let mut job = ScrubbedJob {
+        id: id.to_string(),
+        score,
+        ..ScrubbedJob::default()
+    };
+    for (name, value) in SCRUBBED_FIELDS.iter().zip(&fields) {
+        let Some(value) = value else { continue };
+        let new = match *name {
+            "data" | "returnvalue" => rules.scrub_json(value),
+            "stacktrace" => rules.scrub_text_or_json(value),
+            _ => rules.scrub_text(value),
+        };
+        if let Some(new) = new {
+            job.fields.push((name.to_string(), new));
+        }
+    }
+    let scrubbed_logs: Vec<Option<String>> = logs.iter().map(|l| rules.scrub_text(l)).collect();
+    if scrubbed_logs.iter().any(Option::is_some) {
+        job.logs = Some(
+            scrubbed_logs
+                .into_iter()
+                .zip(&logs)
+                .map(|(new, old)| new.unwrap_or_else(|| old.clone()))
+                .collect(),
+        );
+    }
+    // Copies are fingerprinted only when written, so an unrelated copy cannot block the job.
+    let mut written_copies = Vec::new();
+    for (key, field, value) in copies {
+        let new = value.as_deref().and_then(|v| {
+            if key.ends_with(":processed") {
+                rules.scrub_json(v)
+            } else {
+                rules.scrub_text(v)
+            }
+        });
+        if let Some(new) = new {
+            written_copies.push(value);
+            job.copies.push((key, field, new));
+        }
+    }
+    job.fingerprint = fingerprint(&fields, &logs, &written_copies);
+    job
+}
+
+impl StateWork<'_> {
+    /// Anonymizes the selected prefix of the set (the oldest jobs), page by page. Jobs stay
+    /// in the set, so pages move forward by index.
+    pub(super) async fn anonymize_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        rules: &PiiRules,
+        sel: &Selection,
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        let set_key = self.keys.finished_set(self.state);
+        let (mut offset, mut done) = (0u64, 0u64);
+        loop {
+            let (jobs, by_age, by_grace) = super::prefix_counts(con, &set_key, sel).await?;
+            let take = PAGE_JOBS.min(
+                sel.prefix_len(jobs, by_age, by_grace)
+                    .saturating_sub(offset),
+            );
+            if take == 0 {
+                return Ok(done);
+            }
+            let rows: Vec<(String, f64)> = with_retry!(
+                redis::cmd("ZRANGE")
+                    .arg(&set_key)
+                    .arg(offset)
+                    .arg(offset + take - 1)
+                    .arg("WITHSCORES")
+                    .query_async::<Vec<(String, f64)>>(con)
+            )?;
+            let rows: Vec<(String, i64)> = rows.into_iter().map(|(id, s)| (id, s as i64)).collect();
+            done += self.anonymize_rows(con, rules, &rows, skipped).await?;
+            offset += take;
+        }
+    }
+
+    /// Reads, scrubs and writes back the given jobs. Returns how many were scrubbed.
+    pub(super) async fn anonymize_rows<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        rules: &PiiRules,
+        rows: &[(String, i64)],
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        let prefix = self.keys.job_prefix();
+        let mut ctx = self.audit.clone();
+        ctx.action = "anonymize".into();
+        let audit_ctx = serde_json::to_string(&ctx).unwrap_or_default();
+        let mut sizer = super::BatchSizer::new(self.opts.budget_us);
+        let mut done = 0;
+        for chunk in rows.chunks(READ_JOBS) {
+            // First the cheap look: marker, lock and parent, so that jobs scrubbed by an
+            // earlier run cost one small read.
+            let mut pipe = redis::pipe();
+            for (id, _) in chunk {
+                let key = format!("{prefix}{id}");
+                pipe.cmd("HMGET")
+                    .arg(&key)
+                    .arg("finishedOn")
+                    .arg("parentKey")
+                    .arg(ANONYMIZED_MARKER)
+                    .exists(format!("{key}:lock"));
+            }
+            type Head = (Vec<Option<String>>, bool);
+            let heads: Vec<Head> = with_retry!(pipe.query_async::<Vec<Head>>(con))?;
+            let mut todo: Vec<(&str, i64, Option<String>)> = Vec::new();
+            for ((id, score), (head, locked)) in chunk.iter().zip(heads) {
+                let mut head = head.into_iter();
+                let (finished, parent, marked) = (head.next(), head.next(), head.next());
+                if locked {
+                    skipped.locked += 1;
+                } else if marked.flatten().is_some() {
+                    skipped.already_anonymized += 1;
+                } else if finished.flatten().is_none() {
+                    skipped.malformed += 1;
+                } else {
+                    todo.push((id, *score, parent.flatten().filter(|p| !p.is_empty())));
+                }
+            }
+            if todo.is_empty() {
+                continue;
+            }
+            let mut pipe = redis::pipe();
+            for (id, _, parent) in &todo {
+                let key = format!("{prefix}{id}");
+                pipe.cmd("HMGET")
+                    .arg(&key)
+                    .arg(&SCRUBBED_FIELDS[..])
+                    .lrange(format!("{key}:logs"), 0, -1);
+                if let Some(parent) = parent {
+                    pipe.hget(format!("{parent}:processed"), &key)
+                        .hget(format!("{parent}:failed"), &key);
+                }
+            }
+            let mut replies: std::collections::VecDeque<redis::Value> =
+                with_retry!(pipe.query_async::<Vec<redis::Value>>(con))?.into();
+            let mut jobs = Vec::with_capacity(todo.len());
+            for (id, score, parent) in todo {
+                let fields: Vec<Option<String>> = take_reply(&mut replies)?;
+                let logs: Vec<String> = take_reply(&mut replies)?;
+                let mut copies = Vec::new();
+                if let Some(parent) = parent {
+                    let key = format!("{prefix}{id}");
+                    for suffix in [":processed", ":failed"] {
+                        let value: Option<String> = take_reply(&mut replies)?;
+                        copies.push((format!("{parent}{suffix}"), key.clone(), value));
+                    }
+                }
+                jobs.push(scrub(rules, id, score, fields, logs, copies));
+            }
+            done += self
+                .write_scrubbed(con, &mut jobs, &audit_ctx, &mut sizer, skipped)
+                .await?;
+        }
+        Ok(done)
+    }
+
+    async fn write_scrubbed<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        jobs: &mut Vec<ScrubbedJob>,
+        audit_ctx: &str,
+        sizer: &mut super::BatchSizer,
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        let mut done = 0;
+        while !jobs.is_empty() {
+            let take = jobs.len().min(sizer.limit() as usize);
+            let out: ScrubOutcome = with_retry!(scripts().anonymize_jobs(
+                con,
+                self.keys,
+                self.state,
+                &jobs[..take],
+                self.opts.budget_us,
+                audit_ctx,
+                (ANONYMIZED_MARKER, self.opts.now_ms),
+            ))?;
+            let handled = (out.handled as usize).clamp(1, take);
+            jobs.drain(..handled);
+            sizer.observe(handled as u64, out.elapsed_us);
+            skipped.locked += out.locked;
+            skipped.changed += out.changed;
+            skipped.already_anonymized += out.already;
+            done += out.scrubbed;
+            (self.progress)(out.scrubbed);
+        }
+        Ok(done)
+    }
+}
+
+/// The next reply of a pipeline whose shape varies per job.
+fn take_reply<T: redis::FromRedisValue>(
+    replies: &mut std::collections::VecDeque<redis::Value>,
+) -> RedisResult<T> {
+    let value = replies.pop_front().ok_or_else(|| {
+        redis::RedisError::from((redis::ErrorKind::Client, "pipeline reply missing"))
+    })?;
+    Ok(redis::from_redis_value(value)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bullsweep_policy::{JsonPath, TextPattern};
+
+    fn rules() -> PiiRules {
+        PiiRules {
+            paths: vec![JsonPath::new("user.email").expect("valid")],
+            patterns: vec![TextPattern::Email],
+            replacement: "[X]".into(),
+        }
+    }
+
+    #[test]
+    fn only_changed_values_are_written() {
+        let job = scrub(
+            &rules(),
+            "1",
+            5,
+            vec![
+                Some(r#"{"user":{"email":"a@b.co"}}"#.into()),
+                Some(r#"{"ok":true}"#.into()),
+                Some("no mail for a@b.co".into()),
+                None,
+            ],
+            vec!["sent".into(), "to a@b.co".into()],
+            vec![
+                (
+                    "bull:p:9:processed".into(),
+                    "bull:q:1".into(),
+                    Some(r#"{"ok":true}"#.into()),
+                ),
+                ("bull:p:9:failed".into(), "bull:q:1".into(), None),
+            ],
+        );
+        assert_eq!(
+            job.fields,
+            vec![
+                (
+                    "data".to_string(),
+                    r#"{"user":{"email":"[X]"}}"#.to_string()
+                ),
+                ("failedReason".to_string(), "no mail for [X]".to_string()),
+            ]
+        );
+        assert_eq!(job.logs, Some(vec!["sent".into(), "to [X]".into()]));
+        assert!(job.copies.is_empty(), "an unchanged copy is not written");
+    }
+
+    #[test]
+    fn fingerprint_encoding_is_unambiguous() {
+        let a = fingerprint(&[Some("a|1:b".into()), None], &[], &[]);
+        let b = fingerprint(&[Some("a".into()), Some("b".into())], &[], &[]);
+        assert_ne!(a, b);
+        assert_ne!(
+            fingerprint(&[None], &["x".into()], &[]),
+            fingerprint(&[None], &[], &[Some("x".into())])
+        );
+    }
+}
