@@ -168,7 +168,7 @@ fn verify_catches_every_kind_of_tampering() {
     let cut = owned[..owned.len() - 1].to_vec();
 
     for (what, text, expect) in [
-        ("flip one byte", join(&flipped), "line was edited"),
+        ("flip one byte", join(&flipped), "record was edited"),
         ("drop a line", join(&dropped), "prevHash differs"),
         ("swap two lines", join(&swapped), "prevHash differs"),
         ("cut the tail", join(&cut), "cut short"),

@@ -35,6 +35,7 @@ fn help_texts() {
         "audit verify",
         "audit tail",
         "audit query",
+        "audit schema",
         "archive",
         "archive ls",
         "archive cat",

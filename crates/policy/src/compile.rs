@@ -625,7 +625,7 @@ fn tenants_want(raw: &RawPolicyFile, action: Action) -> bool {
     })
 }
 
-/// `file:///abs/path`, `file://relative/path` or a plain path. PostgreSQL comes later.
+/// `file:///abs/path`, `file://relative/path`, a plain path, or `postgres://…`.
 fn audit_target(url: &str) -> Result<AuditTarget, (String, String)> {
     if let Some(path) = url.strip_prefix("file://") {
         if path.is_empty() {
@@ -637,15 +637,12 @@ fn audit_target(url: &str) -> Result<AuditTarget, (String, String)> {
         return Ok(AuditTarget::File(path.into()));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Err((
-            "the PostgreSQL audit store is not available in this version".into(),
-            "use a file:// audit url for now".into(),
-        ));
+        return Ok(AuditTarget::Postgres(url.to_string()));
     }
     if url.contains("://") {
         return Err((
             format!("unsupported audit url `{url}`"),
-            "expected file:///path/to/audit.jsonl".into(),
+            "expected file:///path/to/audit.jsonl or postgres://user@host/db".into(),
         ));
     }
     if url.trim().is_empty() {

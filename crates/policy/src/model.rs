@@ -182,6 +182,8 @@ pub struct TenantOverride {
 pub enum AuditTarget {
     /// An append-only, hash-chained JSON-lines file.
     File(std::path::PathBuf),
+    /// An append-only, hash-chained PostgreSQL table, by connection URL.
+    Postgres(String),
 }
 
 /// Where `action: archive` writes job copies.

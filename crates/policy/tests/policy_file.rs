@@ -273,10 +273,9 @@ fn audit_store_urls() {
         set("version: 1\naudit: { url: trail.jsonl }\n").audit,
         AuditTarget::File("trail.jsonl".into())
     );
-    let err = errors("version: 1\naudit: { url: postgres://db/audit }\n");
-    assert!(
-        err.contains("p.yaml:2:15: the PostgreSQL audit store is not available"),
-        "{err}"
+    assert_eq!(
+        set("version: 1\naudit: { url: \"postgres://bullsweep@db/ops\" }\n").audit,
+        AuditTarget::Postgres("postgres://bullsweep@db/ops".into())
     );
     let err = errors("version: 1\naudit: { url: s3://bucket/audit }\n");
     assert!(

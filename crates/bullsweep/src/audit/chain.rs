@@ -25,8 +25,12 @@ pub struct AuditLine {
 
 /// `SHA-256(prev_hash || canonical JSON of event)`, hex. The canonical JSON is the event
 /// struct serialized in declaration order, never a re-ordered map.
-fn chain_hash(prev_hash: &str, event: &AuditEvent) -> String {
-    let canonical = serde_json::to_string(event).unwrap_or_default();
+pub(super) fn chain_hash(prev_hash: &str, event: &AuditEvent) -> String {
+    hash_text(prev_hash, &serde_json::to_string(event).unwrap_or_default())
+}
+
+/// `SHA-256(prev_hash || canonical)`, hex.
+pub(super) fn hash_text(prev_hash: &str, canonical: &str) -> String {
     let digest = Sha256::new()
         .chain_update(prev_hash.as_bytes())
         .chain_update(canonical.as_bytes())
@@ -148,15 +152,50 @@ fn read_tail(file: &mut File, len: u64) -> io::Result<Vec<u8>> {
     }
 }
 
-/// The outcome of checking a whole file.
+/// The outcome of checking a whole chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Lines that checked out before the first problem.
     pub events: u64,
     /// The last good `(seq, hash)`.
     pub head: (u64, String),
-    /// The first broken link: 1-based line number and what is wrong.
+    /// The first broken link: 1-based line (or row) number and what is wrong.
     pub broken: Option<(u64, String)>,
+}
+
+impl VerifyReport {
+    /// An empty chain, before any record is checked.
+    pub fn new() -> Self {
+        VerifyReport {
+            events: 0,
+            head: (0, GENESIS_HASH.to_string()),
+            broken: None,
+        }
+    }
+
+    /// Checks the next record against the chain so far; `Some` names what is wrong.
+    pub(super) fn link(&mut self, number: u64, rec: AuditLine) -> Option<String> {
+        if rec.prev_hash != self.head.1 {
+            Some(format!(
+                "does not follow record {}: prevHash differs (a record was removed, inserted or moved)",
+                number - 1
+            ))
+        } else if chain_hash(&rec.prev_hash, &rec.event) != rec.hash {
+            Some("its content does not match its hash (the record was edited)".to_string())
+        } else if rec.event.seq <= self.head.0 {
+            Some(format!("seq {} does not increase", rec.event.seq))
+        } else {
+            self.events += 1;
+            self.head = (rec.event.seq, rec.hash);
+            None
+        }
+    }
+}
+
+impl Default for VerifyReport {
+    fn default() -> Self {
+        VerifyReport::new()
+    }
 }
 
 /// Checks every link of the chain, stopping at the first broken one.
@@ -164,11 +203,7 @@ pub fn verify(path: &Path) -> io::Result<VerifyReport> {
     let file = File::open(path)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?;
     let mut reader = BufReader::new(file);
-    let mut report = VerifyReport {
-        events: 0,
-        head: (0, GENESIS_HASH.to_string()),
-        broken: None,
-    };
+    let mut report = VerifyReport::new();
     let mut line = String::new();
     let mut number = 0;
     loop {
@@ -182,21 +217,7 @@ pub fn verify(path: &Path) -> io::Result<VerifyReport> {
         } else {
             match serde_json::from_str::<AuditLine>(line.trim_end()) {
                 Err(e) => Some(format!("not a valid audit record ({e})")),
-                Ok(rec) if rec.prev_hash != report.head.1 => Some(format!(
-                    "does not follow line {}: prevHash differs (a line was removed, inserted or moved)",
-                    number - 1
-                )),
-                Ok(rec) if chain_hash(&rec.prev_hash, &rec.event) != rec.hash => {
-                    Some("its content does not match its hash (the line was edited)".to_string())
-                }
-                Ok(rec) if rec.event.seq <= report.head.0 => {
-                    Some(format!("seq {} does not increase", rec.event.seq))
-                }
-                Ok(rec) => {
-                    report.events += 1;
-                    report.head = (rec.event.seq, rec.hash);
-                    None
-                }
+                Ok(rec) => report.link(number, rec),
             }
         };
         if let Some(problem) = problem {
@@ -204,6 +225,29 @@ pub fn verify(path: &Path) -> io::Result<VerifyReport> {
             return Ok(report);
         }
     }
+}
+
+/// Every event in the file, oldest first.
+pub(super) fn read_events(path: &Path) -> io::Result<Vec<AuditEvent>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str::<AuditLine>(line)
+                .map(|rec| rec.event)
+                .map_err(|e| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{}:{}: not an audit record ({e}); run `bullsweep audit verify`",
+                            path.display(),
+                            i + 1
+                        ),
+                    )
+                })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,8 +5,12 @@
 //! kept in Redis (`bullsweep:audit:head`), so that [`verify`] catches a file cut short.
 
 mod chain;
+pub mod postgres;
 
-pub use chain::{AuditLine, FileAuditStore, GENESIS_HASH, VerifyReport, verify};
+pub use chain::{AuditLine, FileAuditStore, GENESIS_HASH, VerifyReport};
+pub use postgres::PostgresAuditStore;
+
+use bullsweep_policy::AuditTarget;
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -114,6 +118,58 @@ pub fn policy_version(eff: &bullsweep_policy::EffectivePolicy) -> String {
     digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
+/// An open durable store: the hash-chained file or the PostgreSQL table.
+pub enum AuditStore {
+    /// `file://…` (the default).
+    File(FileAuditStore),
+    /// `postgres://…`.
+    Postgres(PostgresAuditStore),
+}
+
+impl AuditStore {
+    /// Opens the store the policy file names, ready to append.
+    pub async fn open(target: &AuditTarget) -> std::io::Result<Self> {
+        Ok(match target {
+            AuditTarget::File(path) => AuditStore::File(FileAuditStore::open(path)?),
+            AuditTarget::Postgres(url) => {
+                AuditStore::Postgres(PostgresAuditStore::open(url).await?)
+            }
+        })
+    }
+
+    /// The newest `(seq, hash)` held.
+    pub fn head(&self) -> (u64, String) {
+        match self {
+            AuditStore::File(s) => s.head(),
+            AuditStore::Postgres(s) => s.head(),
+        }
+    }
+
+    /// Appends, durably, the events not held yet (by `seq`); returns how many.
+    pub async fn append(&mut self, events: &[AuditEvent]) -> std::io::Result<u64> {
+        match self {
+            AuditStore::File(s) => s.append(events),
+            AuditStore::Postgres(s) => s.append(events).await,
+        }
+    }
+}
+
+/// Checks the whole chain of the store the policy file names.
+pub async fn verify(target: &AuditTarget) -> std::io::Result<VerifyReport> {
+    match target {
+        AuditTarget::File(path) => chain::verify(path),
+        AuditTarget::Postgres(url) => postgres::verify(url).await,
+    }
+}
+
+/// Every event in the store, oldest first.
+pub async fn read_events(target: &AuditTarget) -> std::io::Result<Vec<AuditEvent>> {
+    match target {
+        AuditTarget::File(path) => chain::read_events(path),
+        AuditTarget::Postgres(url) => postgres::read_events(url).await,
+    }
+}
+
 /// Stream entries moved per round trip.
 const SHIP_PAGE: usize = 200;
 
@@ -136,7 +192,7 @@ fn text(v: Option<&Value>) -> Option<String> {
 /// A crash at any point leaves each event in the stream, the file, or both, never neither.
 pub async fn ship<C: ConnectionLike>(
     con: &mut C,
-    store: &mut FileAuditStore,
+    store: &mut AuditStore,
 ) -> Result<u64, ShipError> {
     let mut appended = 0;
     loop {
@@ -180,7 +236,7 @@ pub async fn ship<C: ConnectionLike>(
                 _ => return Err(ShipError::Malformed(id.clone())),
             }
         }
-        appended += store.append(&events)?;
+        appended += store.append(&events).await?;
         let (seq, hash) = store.head();
         redis::cmd("SET")
             .arg(AUDIT_HEAD)
@@ -200,7 +256,7 @@ pub async fn ship<C: ConnectionLike>(
 /// counter as the scripts' events.
 pub async fn record_event<C: ConnectionLike>(
     con: &mut C,
-    store: &mut FileAuditStore,
+    store: &mut AuditStore,
     ctx: AuditContext,
     job_ids: Vec<String>,
     error: Option<&str>,
@@ -215,7 +271,7 @@ pub async fn record_event<C: ConnectionLike>(
         event.status = "failed".into();
         event.error_detail = Some(error.to_string());
     }
-    store.append(std::slice::from_ref(&event))?;
+    store.append(std::slice::from_ref(&event)).await?;
     let (seq, hash) = store.head();
     redis::cmd("SET")
         .arg(AUDIT_HEAD)

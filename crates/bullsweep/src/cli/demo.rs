@@ -137,7 +137,6 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
         .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
     let set = bullsweep_policy::compile(&policy_path.display().to_string(), &policy)
         .map_err(|e| CliError::runtime(format!("the sample policy is invalid: {e}")))?;
-    let audit_path = dir.path().join("bullsweep-audit.jsonl");
     println!("sample policy ({}):\n{policy}", policy_path.display());
 
     let (keys_before, mem_before) = counts(&mut con).await.map_err(redis_err)?;
@@ -158,7 +157,8 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
     println!("removed {removed} jobs in {elapsed:.2?}");
     println!("keys in Redis:  {keys_before} before, {keys_after} after");
     println!("Redis memory:   {mem_before} before, {mem_after} after");
-    let audit = crate::audit::verify(&audit_path)
+    let audit = crate::audit::verify(&set.audit)
+        .await
         .map_err(|e| CliError::runtime(format!("cannot read the audit file: {e}")))?;
     let segments = crate::archive::LocalArchive::new(&dir.path().join("archive"))
         .list()

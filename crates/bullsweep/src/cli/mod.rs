@@ -10,7 +10,7 @@ mod render;
 pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 
 use crate::archive::LocalArchive;
-use crate::audit::{self, AuditContext, FileAuditStore};
+use crate::audit::{self, AuditContext, AuditStore};
 use crate::bullmq::{QueueKeys, RestoreMode, scripts};
 use crate::engine::{self, Mode, Report, SweepOptions};
 use bullsweep_policy::{Action, ArchiveTarget, AuditTarget, PolicySet, Resolution};
@@ -133,7 +133,7 @@ pub enum RestoreAs {
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// Check every link of the hash chain and compare its head with the checkpoint in Redis;
-    /// exits 1 at the first broken link or when the file was cut short.
+    /// exits 1 at the first broken link or when the trail was cut short.
     Verify,
     /// Print the newest events, oldest first.
     Tail {
@@ -152,6 +152,13 @@ pub enum AuditCommand {
         /// Only this action (`remove`, …).
         #[arg(long)]
         action: Option<String>,
+    },
+    /// Print the SQL that creates the PostgreSQL audit table, its guard trigger and read
+    /// functions, and lets WRITER append (INSERT only). Run it once with psql as the owner.
+    Schema {
+        /// The role bullsweep connects as.
+        #[arg(long, default_value = "bullsweep")]
+        writer: String,
     },
 }
 
@@ -296,8 +303,7 @@ pub async fn audited_sweep(
     let mut store = None;
     let mut audit_unavailable = None;
     if mode == Mode::Run {
-        let AuditTarget::File(path) = &set.audit;
-        match FileAuditStore::open(path) {
+        match AuditStore::open(&set.audit).await {
             Ok(mut opened) => match audit::ship(con, &mut opened).await {
                 Ok(_) => store = Some(opened),
                 Err(e) => audit_unavailable = Some(e.to_string()),
@@ -353,38 +359,57 @@ pub async fn audited_sweep(
     Ok(report)
 }
 
+/// The audit store as messages name it (without a password).
+fn audit_location(target: &AuditTarget) -> String {
+    match target {
+        AuditTarget::File(path) => path.display().to_string(),
+        AuditTarget::Postgres(url) => format!(
+            "{} (table {})",
+            error::redact(url),
+            audit::postgres::AUDIT_TABLE
+        ),
+    }
+}
+
 async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliError> {
+    if let AuditCommand::Schema { writer } = command {
+        print!("{}", audit::postgres::schema_sql(writer));
+        return Ok(0);
+    }
     let set = load_policies(cli)?;
-    let AuditTarget::File(path) = &set.audit;
+    let target = &set.audit;
+    let location = audit_location(target);
     match command {
+        AuditCommand::Schema { .. } => Ok(0),
         AuditCommand::Verify => {
-            let report = audit::verify(path).map_err(|e| CliError::runtime(e.to_string()))?;
+            let report = audit::verify(target)
+                .await
+                .map_err(|e| CliError::runtime(e.to_string()))?;
             let mut con = connect(cli.redis_url()).await?;
             let head = audit::redis_head(&mut con)
                 .await
                 .map_err(|e| CliError::redis(cli.redis_url(), &e))?;
             let (seq, hash) = &report.head;
             if let Some((line, problem)) = &report.broken {
-                return Err(CliError::runtime(format!(
-                    "{}:{line}: broken chain: {problem}",
-                    path.display()
-                ))
-                .with_hint(format!("the {} lines before it verify", report.events)));
+                let at = match target {
+                    AuditTarget::File(_) => format!("{location}:{line}"),
+                    AuditTarget::Postgres(_) => format!("{location} row {line}"),
+                };
+                return Err(CliError::runtime(format!("{at}: broken chain: {problem}"))
+                    .with_hint(format!("the {} lines before it verify", report.events)));
             }
             match head {
                 Some((head_seq, head_hash))
                     if head_seq > *seq || (head_seq == *seq && head_hash != *hash) =>
                 {
                     return Err(CliError::runtime(format!(
-                        "{}: the file ends at seq {seq}, but Redis's checkpoint says seq {head_seq} (hash {head_hash}) was written: the file was cut short or replaced",
-                        path.display()
+                        "{location}: the chain ends at seq {seq}, but Redis's checkpoint says seq {head_seq} (hash {head_hash}) was written: the trail was cut short or replaced"
                     )));
                 }
                 _ => {}
             }
             println!(
-                "{}: ok, {} events, head seq {seq} hash {hash}",
-                path.display(),
+                "{location}: ok, {} events, head seq {seq} hash {hash}",
                 report.events
             );
             match audit::redis_head(&mut con).await.ok().flatten() {
@@ -394,7 +419,7 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
             Ok(0)
         }
         AuditCommand::Tail { lines } => {
-            let events = read_events(path)?;
+            let events = read_events(target).await?;
             print_events(cli, &events[events.len().saturating_sub(*lines)..]);
             Ok(0)
         }
@@ -405,7 +430,8 @@ async fn audit_command(cli: &Cli, command: &AuditCommand) -> Result<i32, CliErro
         } => {
             let queue = queue_arg(queue.as_deref())?;
             let since = instant_arg("--since", since.as_deref())?;
-            let events: Vec<audit::AuditEvent> = read_events(path)?
+            let events: Vec<audit::AuditEvent> = read_events(target)
+                .await?
                 .into_iter()
                 .filter(|e| {
                     queue.as_ref().is_none_or(|q| {
@@ -613,23 +639,11 @@ async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, Cli
     }
 }
 
-/// Every event in the audit file, oldest first.
-fn read_events(path: &std::path::Path) -> Result<Vec<audit::AuditEvent>, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", path.display())))?;
-    text.lines()
-        .map(|line| {
-            serde_json::from_str::<audit::AuditLine>(line)
-                .map(|rec| rec.event)
-                .map_err(|e| {
-                    CliError::runtime(format!(
-                        "{} holds a line that is not an audit record: {e}",
-                        path.display()
-                    ))
-                    .with_hint("run `bullsweep audit verify`")
-                })
-        })
-        .collect()
+/// Every event in the audit store, oldest first.
+async fn read_events(target: &AuditTarget) -> Result<Vec<audit::AuditEvent>, CliError> {
+    audit::read_events(target)
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))
 }
 
 /// One event per line: JSON with `--json`, else a short summary.

@@ -2,6 +2,8 @@
 //! and the JSON report as a consumer would read it.
 #![allow(dead_code)] // each test binary uses a different part of it
 
+pub mod postgres;
+
 use bullsweep::redis_server::PrivateRedis;
 use bullsweep::seed::{SeedSpec, seed_queue};
 use redis::Commands;
