@@ -4,19 +4,29 @@
 CARGO ?= cargo
 COMPAT := tests/compat
 
-.PHONY: demo test build release bench deps redis-server compat-deps lint unit compat
+.PHONY: demo test build release bench deps redis-server postgresql moto compat-deps lint unit compat
 
 demo: redis-server
 	$(CARGO) run --release --quiet -- demo
 
 test: deps lint unit compat
 
-deps: redis-server compat-deps
+deps: redis-server postgresql moto compat-deps
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "installing redis-server"; \
 		apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+		echo "installing postgresql"; \
+		apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
+
+moto:
+	@command -v moto_server >/dev/null 2>&1 || { \
+		echo "installing moto[server]"; \
+		python3 -m pip install -q 'moto[server]==5.2.5'; }
 
 compat-deps:
 	@[ -d $(COMPAT)/node_modules/bullmq ] || (cd $(COMPAT) && npm ci --no-audit --no-fund)

@@ -35,14 +35,14 @@ fn policy(w: &World, archive_url: &str) -> std::path::PathBuf {
     ))
 }
 
-fn archived(w: &World, policy: &std::path::Path) -> Vec<ArchiveRecord> {
-    let ls = w.run(&policy.to_path_buf(), &["--json", "archive", "ls"]);
+fn archived(w: &World, policy: &std::path::Path, env: &[(&str, String)]) -> Vec<ArchiveRecord> {
+    let ls = w.run_env(&policy.to_path_buf(), &["--json", "archive", "ls"], env);
     assert!(ls.status.success(), "{}", stderr(&ls));
     let mut records = Vec::new();
     for line in String::from_utf8_lossy(&ls.stdout).lines() {
         let manifest: Value = serde_json::from_str(line).expect("manifest");
         let segment = manifest["segment"].as_str().expect("segment");
-        let cat = w.run(&policy.to_path_buf(), &["archive", "cat", segment]);
+        let cat = w.run_env(&policy.to_path_buf(), &["archive", "cat", segment], env);
         assert!(cat.status.success(), "{}", stderr(&cat));
         let text = String::from_utf8_lossy(&cat.stdout).into_owned();
         let before = records.len();
@@ -97,7 +97,7 @@ fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
     let logs_left: Vec<String> = con.keys("bull:mail:*:logs").expect("keys");
     assert!(logs_left.is_empty());
 
-    let records = archived(&w, &policy);
+    let records = archived(&w, &policy, &[]);
     assert_eq!(records.len(), 2_500);
     for r in &records {
         let (hash, logs) = &before[&r.id];
@@ -213,7 +213,7 @@ fn a_killed_archive_run_never_loses_a_job() {
         .expect("ids")
         .into_iter()
         .collect();
-    let copies: BTreeMap<String, ArchiveRecord> = archived(&w, &policy)
+    let copies: BTreeMap<String, ArchiveRecord> = archived(&w, &policy, &[])
         .into_iter()
         .map(|r| (r.id.clone(), r))
         .collect();
@@ -232,7 +232,7 @@ fn a_killed_archive_run_never_loses_a_job() {
     let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
     assert_eq!(left, 0);
     let mut unique = std::collections::BTreeSet::new();
-    for r in archived(&w, &policy) {
+    for r in archived(&w, &policy, &[]) {
         unique.insert((r.queue.clone(), r.id.clone(), r.finished_on));
     }
     assert_eq!(
@@ -278,7 +278,7 @@ policies:
         .filter(|(_, (h, _))| name(h) == "send-email")
         .map(|(id, _)| id)
         .collect();
-    let records = archived(&w, &policy);
+    let records = archived(&w, &policy, &[]);
     let mut archived_ids: Vec<&String> = records.iter().map(|r| &r.id).collect();
     archived_ids.sort();
     let mut expected = emails.clone();
@@ -308,4 +308,71 @@ policies:
         .count() as u64;
     assert!(old_renders > 0);
     assert_eq!(state.done, Some(emails.len() as u64 + old_renders));
+}
+
+#[test]
+fn an_s3_compatible_bucket_holds_verified_copies() {
+    let s3 = common::moto::PrivateS3::start();
+    s3.create_bucket("job-archive");
+    let env = s3.env();
+    let w = World::new();
+    w.seed(spec("bull:mail", 1_500, 0, 3), now_ms());
+    let mut con = w.con();
+    let _: () = con
+        .rpush("bull:mail:42:logs", vec!["sent", "ok"])
+        .expect("logs");
+    let before = snapshot(&mut con, "bull:mail");
+
+    // A bucket that does not exist fails closed before anything is read or deleted.
+    let missing = w.policy(
+        "version: 1\narchive: { url: \"s3://no-such-bucket/x\" }\npolicies: [{ name: keep-a-copy, queueNamePattern: mail, rules: { completed: { maxAge: 1ms, action: archive } } }]\n",
+    );
+    let out = w.run_env(&missing, &["--json", "run"], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
+    let error = report.queues[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("archive sink unwritable"), "{error}");
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 1_500, "nothing deleted without its copy");
+
+    let policy = policy(&w, "s3://job-archive/prod/jobs");
+    let out = w.run_env(&policy, &["--json", "run"], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 0);
+    let keys = s3.keys("job-archive");
+    assert!(
+        keys.iter().all(|k| k.starts_with("prod/jobs/_/_/mail/")),
+        "{keys:?}"
+    );
+    assert_eq!(
+        keys.iter()
+            .filter(|k| k.ends_with(".manifest.json"))
+            .count()
+            * 2,
+        keys.len(),
+        "one manifest per segment, no leftovers: {keys:?}"
+    );
+    let records = archived(&w, &policy, &env);
+    assert_eq!(records.len(), 1_500);
+    for r in &records {
+        let (hash, logs) = &before[&r.id];
+        assert_matches(r, hash, logs);
+    }
+
+    // Restored from the bucket, the job is back exactly.
+    let out = w.run_env(
+        &policy,
+        &["archive", "restore", "bull:mail", "42", "--as", "original"],
+        &env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let hash: Vec<(String, String)> = con.hgetall("bull:mail:42").expect("hash");
+    let mut want = before["42"].0.clone();
+    let mut got = hash;
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let logs: Vec<String> = con.lrange("bull:mail:42:logs", 0, -1).expect("logs");
+    assert_eq!(logs, before["42"].1);
 }

@@ -503,20 +503,29 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
         match url.strip_prefix("file://") {
             Some(path) if !path.is_empty() => Some(ArchiveTarget::Directory(path.into())),
             _ if url.starts_with("s3://") => {
-                c.error_hint(
-                    &a.url.referenced,
-                    "archive.url",
-                    "the S3 archive sink is not available in this version",
-                    "use a file:// directory for now",
-                );
-                None
+                let rest = url.trim_start_matches("s3://");
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    c.error_hint(
+                        &a.url.referenced,
+                        "archive.url",
+                        format!("archive url `{url}` names no bucket"),
+                        "expected s3://bucket/prefix",
+                    );
+                    None
+                } else {
+                    Some(ArchiveTarget::S3 {
+                        bucket: bucket.to_string(),
+                        prefix: prefix.trim_matches('/').to_string(),
+                    })
+                }
             }
             _ => {
                 c.error_hint(
                     &a.url.referenced,
                     "archive.url",
                     format!("unsupported archive url `{url}`"),
-                    "expected file:///path/to/archive",
+                    "expected file:///path/to/archive or s3://bucket/prefix",
                 );
                 None
             }

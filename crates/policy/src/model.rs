@@ -191,6 +191,14 @@ pub enum AuditTarget {
 pub enum ArchiveTarget {
     /// A local directory of zstd-compressed JSON-lines segments with manifests.
     Directory(std::path::PathBuf),
+    /// An S3-compatible bucket, under a key prefix; endpoint and credentials come from the
+    /// environment.
+    S3 {
+        /// Bucket name.
+        bucket: String,
+        /// Key prefix, without leading or trailing `/` (may be empty).
+        prefix: String,
+    },
 }
 
 /// Where `action: notify` sends its notices.

@@ -1,14 +1,20 @@
-//! The archive sink for `action: archive`: full job records written to segments (zstd-compressed
-//! JSON lines, one record per job) under `<root>/<tenant>/<env>/<queue>/<YYYY-MM-DD>/`, each with
-//! a manifest. A segment is durable (fsynced, renamed into place, directory fsynced) and its
-//! checksum verified before any job in it is deleted from Redis.
+//! The archive for `action: archive`: full job records written to segments (zstd-compressed
+//! JSON lines, one record per job) named `<tenant>/<env>/<queue>/<YYYY-MM-DD>/…`, each with a
+//! manifest, in a local directory or an S3-compatible bucket. A segment is durable (fsynced and
+//! renamed into place locally, a completed upload remotely) and read back and verified before
+//! any job in it is deleted from Redis.
 
+mod local;
+mod s3;
+
+pub use local::LocalArchive;
+pub use s3::S3Archive;
+
+use bullsweep_policy::ArchiveTarget;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
 
 /// Hash fields holding JSON that records keep parsed.
 const JSON_FIELDS: [&str; 3] = ["data", "returnvalue", "stacktrace"];
@@ -122,12 +128,6 @@ pub struct SegmentMeta<'a> {
     pub run_id: &'a str,
 }
 
-/// A local directory archive.
-#[derive(Clone, Debug)]
-pub struct LocalArchive {
-    root: PathBuf,
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -147,7 +147,7 @@ fn utc_date(ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
-/// A path segment safe for any file system: no separators, no leading dot.
+/// A path segment safe for any file system and object store: no separators, no leading dot.
 fn safe(part: &str) -> String {
     let cleaned: String = part
         .chars()
@@ -165,183 +165,182 @@ fn safe(part: &str) -> String {
     }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+/// The manifest's name beside its segment.
+fn manifest_name(segment: &str) -> String {
+    format!("{segment}.manifest.json")
 }
 
-impl LocalArchive {
-    /// An archive rooted at `root` (created on first write).
-    pub fn new(root: &Path) -> Self {
-        LocalArchive {
-            root: root.to_path_buf(),
+/// A segment encoded in memory, ready to store: its compressed bytes and manifest.
+struct EncodedSegment {
+    manifest: SegmentManifest,
+    bytes: Vec<u8>,
+}
+
+/// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`.
+fn encode_segment(
+    meta: &SegmentMeta<'_>,
+    seq: u64,
+    records: &[ArchiveRecord],
+) -> io::Result<EncodedSegment> {
+    let from_ms = records
+        .iter()
+        .map(|r| r.finished_on)
+        .min()
+        .unwrap_or_default();
+    let to_ms = records
+        .iter()
+        .map(|r| r.finished_on)
+        .max()
+        .unwrap_or_default();
+    let segment = format!(
+        "{}/{}/{}/{}/{from_ms}-{}-{seq}.jsonl.zst",
+        safe(meta.tenant.unwrap_or("_")),
+        safe(meta.env.unwrap_or("_")),
+        safe(meta.queue_name),
+        utc_date(from_ms),
+        safe(meta.run_id),
+    );
+    let mut encoder = zstd::Encoder::new(Vec::new(), 3)?;
+    for record in records {
+        serde_json::to_writer(&mut encoder, record).map_err(io::Error::other)?;
+        encoder.write_all(b"\n")?;
+    }
+    let bytes = encoder.finish()?;
+    let manifest = SegmentManifest {
+        segment,
+        records: records.len() as u64,
+        bytes: bytes.len() as u64,
+        sha256: hex(&Sha256::digest(&bytes)),
+        from_ms,
+        to_ms,
+        policy: meta.policy.to_string(),
+        queue: meta.queue_key.to_string(),
+        tenant: meta.tenant.map(str::to_string),
+        env: meta.env.map(str::to_string),
+    };
+    Ok(EncodedSegment { manifest, bytes })
+}
+
+/// Checks stored bytes against their manifest: size, SHA-256 and record count.
+fn check_segment(manifest: &SegmentManifest, bytes: &[u8]) -> io::Result<()> {
+    let digest = hex(&Sha256::digest(bytes));
+    if bytes.len() as u64 != manifest.bytes || digest != manifest.sha256 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("segment {} does not match its manifest", manifest.segment),
+        ));
+    }
+    let count = BufReader::new(zstd::Decoder::new(bytes)?).lines().count() as u64;
+    if count != manifest.records {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "segment {} holds {count} records, its manifest says {}",
+                manifest.segment, manifest.records
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn decode_segment(bytes: &[u8]) -> io::Result<Vec<ArchiveRecord>> {
+    BufReader::new(zstd::Decoder::new(bytes)?)
+        .lines()
+        .map(|line| {
+            line.and_then(|l| {
+                serde_json::from_str(&l).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            })
+        })
+        .collect()
+}
+
+fn parse_manifest(name: &str, bytes: &[u8]) -> io::Result<SegmentManifest> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{name}: {e}")))
+}
+
+/// Where archived segments are kept: a local directory or an S3-compatible bucket.
+pub enum ArchiveSink {
+    /// `file:///…`.
+    Local(LocalArchive),
+    /// `s3://bucket/prefix`.
+    S3(S3Archive),
+}
+
+impl ArchiveSink {
+    /// The sink the policy file names. S3 settings come from the environment.
+    pub fn open(target: &ArchiveTarget) -> io::Result<Self> {
+        Ok(match target {
+            ArchiveTarget::Directory(root) => ArchiveSink::Local(LocalArchive::new(root)),
+            ArchiveTarget::S3 { bucket, prefix } => {
+                ArchiveSink::S3(S3Archive::new(bucket, prefix)?)
+            }
+        })
+    }
+
+    /// Fails unless a segment could be written now, so an unwritable archive fails before
+    /// anything is read or deleted.
+    pub async fn check_writable(&self) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.check_writable(),
+            ArchiveSink::S3(a) => a.check_writable().await,
         }
     }
 
-    /// Checks that the root can be created and written, so an unwritable archive fails before
-    /// anything is read or deleted.
-    pub fn check_writable(&self) -> io::Result<()> {
-        fs::create_dir_all(&self.root).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot create {}: {e}", self.root.display()),
-            )
-        })?;
-        let probe = self.root.join(".bullsweep-write-check");
-        File::create(&probe)
-            .and_then(|mut f| f.write_all(b"ok").and_then(|_| f.sync_all()))
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot write in {}: {e}", self.root.display()),
-                )
-            })?;
-        fs::remove_file(probe)
+    async fn put(&self, name: &str, bytes: Vec<u8>) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.put(name, &bytes),
+            ArchiveSink::S3(a) => a.put(name, bytes).await,
+        }
     }
 
-    /// Writes records as one segment and its manifest, durably, then reads the segment back and
-    /// checks its SHA-256. Only after this returns may the jobs be deleted.
-    pub fn write_segment(
+    async fn get(&self, name: &str) -> io::Result<Vec<u8>> {
+        match self {
+            ArchiveSink::Local(a) => a.get(name),
+            ArchiveSink::S3(a) => a.get(name).await,
+        }
+    }
+
+    /// Writes records as one segment and its manifest, durably (fsynced locally, a completed
+    /// upload remotely), then reads the segment back and checks it. Only after this returns
+    /// may the jobs be deleted.
+    pub async fn write_segment(
         &self,
         meta: &SegmentMeta<'_>,
         seq: u64,
         records: &[ArchiveRecord],
     ) -> io::Result<SegmentManifest> {
-        let from_ms = records
-            .iter()
-            .map(|r| r.finished_on)
-            .min()
-            .unwrap_or_default();
-        let to_ms = records
-            .iter()
-            .map(|r| r.finished_on)
-            .max()
-            .unwrap_or_default();
-        let rel_dir: PathBuf = [
-            safe(meta.tenant.unwrap_or("_")),
-            safe(meta.env.unwrap_or("_")),
-            safe(meta.queue_name),
-            utc_date(from_ms),
-        ]
-        .iter()
-        .collect();
-        let dir = self.root.join(&rel_dir);
-        fs::create_dir_all(&dir)?;
-        let name = format!("{from_ms}-{}-{seq}.jsonl.zst", safe(meta.run_id));
-        let rel = rel_dir.join(&name);
-        let final_path = dir.join(&name);
-        let tmp_path = dir.join(format!(".{name}.tmp"));
-
-        let file = File::create(&tmp_path)?;
-        let mut encoder = zstd::Encoder::new(file, 3)?;
-        for record in records {
-            serde_json::to_writer(&mut encoder, record).map_err(io::Error::other)?;
-            encoder.write_all(b"\n")?;
-        }
-        let file = encoder.finish()?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp_path, &final_path)?;
-        sync_dir(&dir)?;
-
-        let bytes = fs::read(&final_path)?;
-        let manifest = SegmentManifest {
-            segment: rel.to_string_lossy().into_owned(),
-            records: records.len() as u64,
-            bytes: bytes.len() as u64,
-            sha256: hex(&Sha256::digest(&bytes)),
-            from_ms,
-            to_ms,
-            policy: meta.policy.to_string(),
-            queue: meta.queue_key.to_string(),
-            tenant: meta.tenant.map(str::to_string),
-            env: meta.env.map(str::to_string),
-        };
-        let manifest_path = dir.join(format!("{name}.manifest.json"));
-        let tmp_manifest = dir.join(format!(".{name}.manifest.json.tmp"));
-        let mut f = File::create(&tmp_manifest)?;
-        f.write_all(
-            serde_json::to_string_pretty(&manifest)
-                .map_err(io::Error::other)?
-                .as_bytes(),
-        )?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp_manifest, &manifest_path)?;
-        sync_dir(&dir)?;
-        self.verify(&manifest)?;
+        let EncodedSegment { manifest, bytes } = encode_segment(meta, seq, records)?;
+        self.put(&manifest.segment, bytes).await?;
+        let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
+        self.put(&manifest_name(&manifest.segment), text.into_bytes())
+            .await?;
+        self.verify(&manifest).await?;
         Ok(manifest)
     }
 
     /// Re-reads a segment and checks size, checksum and record count against its manifest.
-    pub fn verify(&self, manifest: &SegmentManifest) -> io::Result<()> {
-        let bytes = fs::read(self.root.join(&manifest.segment))?;
-        let digest = hex(&Sha256::digest(&bytes));
-        if bytes.len() as u64 != manifest.bytes || digest != manifest.sha256 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("segment {} does not match its manifest", manifest.segment),
-            ));
-        }
-        let count = BufReader::new(zstd::Decoder::new(&bytes[..])?)
-            .lines()
-            .count() as u64;
-        if count != manifest.records {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "segment {} holds {count} records, its manifest says {}",
-                    manifest.segment, manifest.records
-                ),
-            ));
-        }
-        Ok(())
+    pub async fn verify(&self, manifest: &SegmentManifest) -> io::Result<()> {
+        check_segment(manifest, &self.get(&manifest.segment).await?)
     }
 
-    /// Every manifest under the root, sorted by segment path.
-    pub fn list(&self) -> io::Result<Vec<SegmentManifest>> {
-        let mut out = Vec::new();
-        let mut stack = vec![self.root.clone()];
-        while let Some(dir) = stack.pop() {
-            let entries = match fs::read_dir(&dir) {
-                Ok(e) => e,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            for entry in entries {
-                let path = entry?.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.to_string_lossy().ends_with(".manifest.json")
-                    && !path
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                {
-                    let text = fs::read_to_string(&path)?;
-                    out.push(serde_json::from_str(&text).map_err(|e| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("{}: {e}", path.display()),
-                        )
-                    })?);
-                }
-            }
+    /// Every manifest, sorted by segment path.
+    pub async fn list(&self) -> io::Result<Vec<SegmentManifest>> {
+        let names = match self {
+            ArchiveSink::Local(a) => a.manifest_names()?,
+            ArchiveSink::S3(a) => a.manifest_names().await?,
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            out.push(parse_manifest(&name, &self.get(&name).await?)?);
         }
-        out.sort_by(|a: &SegmentManifest, b| a.segment.cmp(&b.segment));
+        out.sort_by(|a, b| a.segment.cmp(&b.segment));
         Ok(out)
     }
 
-    /// The records of one segment (path relative to the root).
-    pub fn read_segment(&self, segment: &str) -> io::Result<Vec<ArchiveRecord>> {
-        let file = File::open(self.root.join(segment))?;
-        BufReader::new(zstd::Decoder::new(file)?)
-            .lines()
-            .map(|line| {
-                line.and_then(|l| {
-                    serde_json::from_str(&l)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-                })
-            })
-            .collect()
+    /// The records of one segment (its path as `list` gives it).
+    pub async fn read_segment(&self, segment: &str) -> io::Result<Vec<ArchiveRecord>> {
+        decode_segment(&self.get(segment).await?)
     }
 }
 
@@ -375,11 +374,11 @@ mod tests {
         assert_eq!(safe("{bull}"), "{bull}");
     }
 
-    #[test]
-    fn a_segment_round_trips_and_a_damaged_one_is_refused() {
+    #[tokio::test]
+    async fn a_segment_round_trips_and_a_damaged_one_is_refused() {
         let dir = tempfile::tempdir().expect("dir");
-        let archive = LocalArchive::new(dir.path());
-        archive.check_writable().expect("writable");
+        let archive = ArchiveSink::Local(LocalArchive::new(dir.path()));
+        archive.check_writable().await.expect("writable");
         let hash = vec![
             ("name".to_string(), "send".to_string()),
             (
@@ -410,6 +409,7 @@ mod tests {
         };
         let manifest = archive
             .write_segment(&meta, 1, std::slice::from_ref(&record))
+            .await
             .expect("write");
         assert_eq!(manifest.records, 1);
         assert!(
@@ -418,16 +418,16 @@ mod tests {
             manifest.segment
         );
         assert_eq!(
-            archive.read_segment(&manifest.segment).expect("read"),
+            archive.read_segment(&manifest.segment).await.expect("read"),
             vec![record]
         );
-        assert_eq!(archive.list().expect("list"), vec![manifest.clone()]);
+        assert_eq!(archive.list().await.expect("list"), vec![manifest.clone()]);
         let path = dir.path().join(&manifest.segment);
-        let mut bytes = fs::read(&path).expect("read");
+        let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        fs::write(&path, bytes).expect("damage");
-        assert!(archive.verify(&manifest).is_err());
+        std::fs::write(&path, bytes).expect("damage");
+        assert!(archive.verify(&manifest).await.is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! latency percentiles, Redis CPU and memory freed, and the ratio to BullMQ from the same run.
 
 use super::{Cli, CliError, DEFAULT_BUDGET_US, now_ms};
-use crate::archive::LocalArchive;
+use crate::archive::{ArchiveSink, LocalArchive};
 use crate::engine::{self, Mode, SweepOptions};
 use crate::redis_server::PrivateRedis;
 use crate::seed::{SeedSpec, seed_queue};
@@ -387,8 +387,9 @@ async fn measure(
                 dir.path().display()
             );
             let (report, seconds, probes) = run_policy(con, url, &policy).await?;
-            let archived: u64 = LocalArchive::new(&dir.path().join("archive"))
+            let archived: u64 = ArchiveSink::Local(LocalArchive::new(&dir.path().join("archive")))
                 .list()
+                .await
                 .map_err(|e| CliError::runtime(format!("archive: {e}")))?
                 .iter()
                 .map(|m| m.records)

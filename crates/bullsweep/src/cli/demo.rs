@@ -160,9 +160,12 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
     let audit = crate::audit::verify(&set.audit)
         .await
         .map_err(|e| CliError::runtime(format!("cannot read the audit file: {e}")))?;
-    let segments = crate::archive::LocalArchive::new(&dir.path().join("archive"))
-        .list()
-        .map_err(|e| CliError::runtime(format!("cannot list the archive: {e}")))?;
+    let segments = crate::archive::ArchiveSink::Local(crate::archive::LocalArchive::new(
+        &dir.path().join("archive"),
+    ))
+    .list()
+    .await
+    .map_err(|e| CliError::runtime(format!("cannot list the archive: {e}")))?;
     println!(
         "archive:        {} segments, {} jobs, verified before deletion",
         segments.len(),

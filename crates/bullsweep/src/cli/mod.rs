@@ -9,7 +9,7 @@ mod render;
 
 pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 
-use crate::archive::LocalArchive;
+use crate::archive::ArchiveSink;
 use crate::audit::{self, AuditContext, AuditStore};
 use crate::bullmq::{QueueKeys, RestoreMode, scripts};
 use crate::engine::{self, Mode, Report, SweepOptions};
@@ -470,12 +470,16 @@ fn instant_arg(flag: &str, value: Option<&str>) -> Result<Option<i64>, CliError>
 
 async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
     let set = load_policies(cli)?;
-    let Some(ArchiveTarget::Directory(root)) = &set.archive else {
+    let Some(target) = &set.archive else {
         return Err(CliError::usage("the policy file has no `archive:` sink")
             .with_hint("add `archive: { url: file:///var/lib/bullsweep/archive }`"));
     };
-    let sink = LocalArchive::new(root);
-    let io_err = |e: std::io::Error| CliError::runtime(format!("archive {}: {e}", root.display()));
+    let where_ = match target {
+        ArchiveTarget::Directory(root) => root.display().to_string(),
+        ArchiveTarget::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
+    };
+    let io_err = |e: std::io::Error| CliError::runtime(format!("archive {where_}: {e}"));
+    let sink = ArchiveSink::open(target).map_err(io_err)?;
     match command {
         ArchiveCommand::Ls {
             tenant,
@@ -487,7 +491,7 @@ async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, Cli
             let since = instant_arg("--since", since.as_deref())?;
             let until = instant_arg("--until", until.as_deref())?;
             let mut out = String::new();
-            for m in sink.list().map_err(io_err)? {
+            for m in sink.list().await.map_err(io_err)? {
                 let name = m.queue.rsplit(':').next().unwrap_or(&m.queue);
                 let keep = tenant.as_ref().is_none_or(|t| m.tenant.as_ref() == Some(t))
                     && queue
@@ -518,8 +522,8 @@ async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, Cli
             let path = bullsweep_policy::JsonPath::new(path).map_err(CliError::usage)?;
             let mut out = String::new();
             let mut matched = 0;
-            for m in sink.list().map_err(io_err)? {
-                for record in sink.read_segment(&m.segment).map_err(io_err)? {
+            for m in sink.list().await.map_err(io_err)? {
+                for record in sink.read_segment(&m.segment).await.map_err(io_err)? {
                     let value = serde_json::to_value(&record).unwrap_or_default();
                     let hit = path.find(&value).into_iter().any(|v| match v {
                         serde_json::Value::String(s) => s == wanted,
@@ -545,11 +549,12 @@ async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, Cli
             let mut newest: Option<crate::archive::ArchiveRecord> = None;
             for m in sink
                 .list()
+                .await
                 .map_err(io_err)?
                 .into_iter()
                 .filter(|m| m.queue == base)
             {
-                for record in sink.read_segment(&m.segment).map_err(io_err)? {
+                for record in sink.read_segment(&m.segment).await.map_err(io_err)? {
                     if &record.id == id
                         && newest
                             .as_ref()
@@ -620,16 +625,17 @@ async fn archive_command(cli: &Cli, command: &ArchiveCommand) -> Result<i32, Cli
         ArchiveCommand::Cat { segment } => {
             let manifest = sink
                 .list()
+                .await
                 .map_err(io_err)?
                 .into_iter()
                 .find(|m| &m.segment == segment)
                 .ok_or_else(|| {
-                    CliError::usage(format!("no segment `{segment}` in {}", root.display()))
+                    CliError::usage(format!("no segment `{segment}` in {where_}"))
                         .with_hint("`bullsweep archive ls` lists them")
                 })?;
-            sink.verify(&manifest).map_err(io_err)?;
+            sink.verify(&manifest).await.map_err(io_err)?;
             let mut out = String::new();
-            for record in sink.read_segment(segment).map_err(io_err)? {
+            for record in sink.read_segment(segment).await.map_err(io_err)? {
                 out.push_str(&serde_json::to_string(&record).unwrap_or_default());
                 out.push('\n');
             }

@@ -8,14 +8,13 @@ mod report;
 pub use batch::BatchSizer;
 pub use report::{Notice, NoticeJob, QueueReport, Report, Skipped, StateReport};
 
-use crate::archive::{ArchiveRecord, LocalArchive, SegmentMeta, job_fingerprint};
+use crate::archive::{ArchiveRecord, ArchiveSink, SegmentMeta, job_fingerprint};
 use crate::audit::AuditContext;
 use crate::bullmq::{
     BatchOutcome, Candidate, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
 };
 use bullsweep_policy::{
-    Action, ArchiveTarget, EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution,
-    Selection,
+    Action, EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution, Selection,
 };
 use redis::aio::ConnectionLike;
 use redis::{RedisError, RedisResult};
@@ -140,14 +139,13 @@ pub async fn sweep<C: ConnectionLike>(
     let inv = inventory(con, set, opts.env.as_deref()).await?;
     // An archive that cannot be written fails every archive rule closed, before any read.
     let archive = match &set.archive {
-        Some(ArchiveTarget::Directory(root)) if mode == Mode::Run => {
-            let sink = LocalArchive::new(root);
-            Some(
-                sink.check_writable()
-                    .map(|_| sink)
-                    .map_err(|e| e.to_string()),
-            )
-        }
+        Some(target) if mode == Mode::Run => Some(match ArchiveSink::open(target) {
+            Ok(sink) => match sink.check_writable().await {
+                Ok(()) => Ok(sink),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        }),
         _ => None,
     };
     let mut report = Report {
@@ -337,7 +335,7 @@ fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
 
 /// Where one state's archive segments go, numbered within the run.
 struct ArchiveWriter<'a> {
-    sink: &'a LocalArchive,
+    sink: &'a ArchiveSink,
     meta: SegmentMeta<'a>,
     segment: u64,
     sizer: BatchSizer,
@@ -357,7 +355,7 @@ struct StateWork<'a> {
     audit: &'a AuditContext,
     audit_ctx: &'a str,
     /// The archive sink, or why it cannot be written; `None` without one (or in a plan).
-    archive: Option<&'a Result<LocalArchive, String>>,
+    archive: Option<&'a Result<ArchiveSink, String>>,
     /// The scrubbing rules for `action: anonymize`.
     pii: Option<&'a PiiRules>,
 }
@@ -454,7 +452,7 @@ impl<'a> StateWork<'a> {
     async fn archive_prefix<C: ConnectionLike>(
         &self,
         con: &mut C,
-        sink: &LocalArchive,
+        sink: &ArchiveSink,
         sel: &Selection,
         skipped: &mut Skipped,
     ) -> RedisResult<u64> {
@@ -533,7 +531,7 @@ impl<'a> StateWork<'a> {
     }
 
     /// The archive sink; an unwritable one fails the state before anything is read or deleted.
-    fn archive_sink(&self) -> RedisResult<Option<&'a LocalArchive>> {
+    fn archive_sink(&self) -> RedisResult<Option<&'a ArchiveSink>> {
         match self.archive {
             Some(Ok(sink)) => Ok(Some(sink)),
             Some(Err(reason)) => Err(RedisError::from((
@@ -545,7 +543,7 @@ impl<'a> StateWork<'a> {
         }
     }
 
-    fn archive_writer<'s>(&'s self, sink: &'s LocalArchive) -> ArchiveWriter<'s> {
+    fn archive_writer<'s>(&'s self, sink: &'s ArchiveSink) -> ArchiveWriter<'s> {
         ArchiveWriter {
             sink,
             meta: SegmentMeta {
@@ -618,7 +616,8 @@ impl<'a> StateWork<'a> {
             writer.segment += 1;
             writer
                 .sink
-                .write_segment(&writer.meta, writer.segment, &records)?;
+                .write_segment(&writer.meta, writer.segment, &records)
+                .await?;
         }
         self.remove_pending(con, &mut candidates, &mut writer.sizer, skipped)
             .await

@@ -2,6 +2,7 @@
 //! and the JSON report as a consumer would read it.
 #![allow(dead_code)] // each test binary uses a different part of it
 
+pub mod moto;
 pub mod postgres;
 
 use bullsweep::redis_server::PrivateRedis;
@@ -109,6 +110,11 @@ impl World {
     }
 
     pub fn run(&self, policy: &PathBuf, args: &[&str]) -> Output {
+        self.run_env(policy, args, &[])
+    }
+
+    /// `run` with extra environment variables.
+    pub fn run_env(&self, policy: &PathBuf, args: &[&str], env: &[(&str, String)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_bullsweep"))
             .arg("--redis")
             .arg(self.url())
@@ -118,6 +124,7 @@ impl World {
             .current_dir(self.dir.path())
             .env_remove("BULLSWEEP_REDIS_URL")
             .env_remove("BULLSWEEP_CONFIG")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("bullsweep runs")
     }

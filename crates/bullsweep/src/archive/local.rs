@@ -1,0 +1,102 @@
+//! The local directory sink: every object is written to a temporary file, fsynced, renamed
+//! into place, and its directory fsynced, so a name that exists holds its whole content.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// A local directory archive.
+#[derive(Clone, Debug)]
+pub struct LocalArchive {
+    root: PathBuf,
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl LocalArchive {
+    /// An archive rooted at `root` (created on first write).
+    pub fn new(root: &Path) -> Self {
+        LocalArchive {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// Checks that the root can be created and written.
+    pub fn check_writable(&self) -> io::Result<()> {
+        fs::create_dir_all(&self.root).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create {}: {e}", self.root.display()),
+            )
+        })?;
+        let probe = self.root.join(".bullsweep-write-check");
+        File::create(&probe)
+            .and_then(|mut f| f.write_all(b"ok").and_then(|_| f.sync_all()))
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot write in {}: {e}", self.root.display()),
+                )
+            })?;
+        fs::remove_file(probe)
+    }
+
+    /// Writes `name` (a `/`-separated path under the root) durably.
+    pub(super) fn put(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let path = self.root.join(name);
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.root.clone());
+        fs::create_dir_all(&dir)?;
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dir.join(format!(".{file_name}.tmp"));
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, &path)?;
+        sync_dir(&dir)
+    }
+
+    /// Reads `name`.
+    pub(super) fn get(&self, name: &str) -> io::Result<Vec<u8>> {
+        fs::read(self.root.join(name))
+    }
+
+    /// Every manifest under the root, as `/`-separated names.
+    pub(super) fn manifest_names(&self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        while let Some(dir) = stack.pop() {
+            let entries = match fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                let path = entry?.path();
+                let hidden = path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+                if path.is_dir() {
+                    stack.push(path);
+                } else if !hidden && path.to_string_lossy().ends_with(".manifest.json") {
+                    let rel = path.strip_prefix(&self.root).unwrap_or(&path);
+                    out.push(
+                        rel.components()
+                            .map(|c| c.as_os_str().to_string_lossy())
+                            .collect::<Vec<_>>()
+                            .join("/"),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+}
