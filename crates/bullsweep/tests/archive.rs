@@ -198,22 +198,16 @@ fn a_job_that_changed_after_it_was_copied_is_kept() {
     assert_eq!(left, vec![rows[1].0.clone(), rows[2].0.clone()]);
 }
 
-#[test]
-fn a_killed_archive_run_never_loses_a_job() {
-    let w = World::new();
-    w.seed(spec("bull:mail", 20_000, 0, 3), now_ms());
-    let mut con = w.con();
-    let before = snapshot(&mut con, "bull:mail");
-    let root = w.dir.path().join("archive");
-    let policy = policy(&w, &format!("file://{}", root.display()));
-    w.run_and_kill(&policy, Duration::from_millis(400));
-
-    let present: std::collections::BTreeSet<String> = con
+/// Every job gone from Redis has an archived copy equal to what Redis held; returns how many
+/// are gone.
+fn assert_no_job_lost(w: &World, policy: &std::path::Path, before: &Snapshot) -> usize {
+    let present: std::collections::BTreeSet<String> = w
+        .con()
         .zrange::<_, Vec<String>>("bull:mail:completed", 0, -1)
         .expect("ids")
         .into_iter()
         .collect();
-    let copies: BTreeMap<String, ArchiveRecord> = archived(&w, &policy, &[])
+    let copies: BTreeMap<String, ArchiveRecord> = archived(w, policy, &[])
         .into_iter()
         .map(|r| (r.id.clone(), r))
         .collect();
@@ -225,19 +219,49 @@ fn a_killed_archive_run_never_loses_a_job() {
         let (hash, logs) = &before[*id];
         assert_matches(copy, hash, logs);
     }
-    eprintln!("killed with {} of 20000 jobs archived and gone", gone.len());
+    gone.len()
+}
+
+#[test]
+fn archive_runs_killed_at_random_points_never_lose_a_job() {
+    const JOBS: usize = 100_000;
+    let w = World::new();
+    w.seed(spec("bull:mail", JOBS as u64, 0, 3), now_ms());
+    let mut con = w.con();
+    let before = snapshot(&mut con, "bull:mail");
+    let root = w.dir.path().join("archive");
+    let policy = policy(&w, &format!("file://{}", root.display()));
+    // Kill points vary from run to run; the seed is printed so a failure can be replayed.
+    let mut state = std::env::var("BULLSWEEP_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(|| now_ms() as u64);
+    eprintln!("kill seed {state} (set BULLSWEEP_KILL_SEED to replay)");
+    let mut gone = 0;
+    for round in 0..4 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        let delay = Duration::from_millis(150 + (state >> 33) % 1_200);
+        w.run_and_kill(&policy, delay);
+        let now_gone = assert_no_job_lost(&w, &policy, &before);
+        eprintln!("round {round}: killed after {delay:?}; {now_gone} of {JOBS} archived and gone");
+        assert!(now_gone >= gone, "jobs came back");
+        gone = now_gone;
+    }
 
     let finish = w.run(&policy, &["run"]);
     assert!(finish.status.success(), "{}", stderr(&finish));
     let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
     assert_eq!(left, 0);
+    assert_eq!(assert_no_job_lost(&w, &policy, &before), JOBS);
     let mut unique = std::collections::BTreeSet::new();
     for r in archived(&w, &policy, &[]) {
         unique.insert((r.queue.clone(), r.id.clone(), r.finished_on));
     }
     assert_eq!(
         unique.len(),
-        20_000,
+        JOBS,
         "after dedupe by (queue, id, finishedOn), every job is archived"
     );
 }

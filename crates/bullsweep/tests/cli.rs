@@ -419,26 +419,40 @@ policies:
 }
 
 #[test]
-fn actions_not_yet_performed_are_reported_and_touch_nothing() {
+fn notify_under_a_job_rule_reports_only_that_jobs_name_and_deletes_nothing() {
     let w = World::new();
     w.seed(spec("bull:mail", 0, 10, 3), now_ms());
-    // Notify under job-name rules is not performed yet.
     let policy = w.policy("version: 1\nnotify: { log: true }\npolicies: [{ name: m, queueNamePattern: mail, jobs: [{ name: render, failed: { maxAge: 1ms, action: notify } }] }]\n");
-    let run = w.report(&policy, "run");
+    let out = w.run(&policy, &["--json", "run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
     let s = &run.queues[0].states["failed"];
-    assert_eq!(s.action, "notify");
-    assert_eq!(s.matched, 5);
-    assert_eq!(s.done, Some(0));
-    let skipped = s.skipped.as_ref().expect("skipped");
-    assert_eq!(skipped.not_implemented, 5);
-    assert!(
-        skipped.reasons[0].contains("`notify`"),
-        "{:?}",
-        skipped.reasons
+    assert_eq!(
+        (s.action.as_str(), s.matched, s.done),
+        ("notify", 5, Some(5))
     );
+    let notice_line = stderr(&out)
+        .lines()
+        .find(|l| l.contains("\"action\":\"notify\""))
+        .map(str::to_string)
+        .expect("a notice in the log");
+    let json = &notice_line[notice_line.find('{').expect("JSON notice")..];
+    let notice: serde_json::Value = serde_json::from_str(json).expect("notice JSON");
+    assert_eq!(notice["count"], 5);
     let mut con = w.con();
+    let jobs = notice["jobs"].as_array().expect("jobs");
+    assert_eq!(jobs.len(), 5);
+    let mut last = 0;
+    for job in jobs {
+        let id = job["id"].as_str().expect("id");
+        let name: String = con.hget(format!("bull:mail:{id}"), "name").expect("name");
+        assert_eq!(name, "render", "only the rule's job name is listed");
+        let finished = job["finishedOn"].as_i64().expect("finishedOn");
+        assert!(finished >= last, "oldest first");
+        last = finished;
+    }
     let n: u64 = con.zcard("bull:mail:failed").expect("zcard");
-    assert_eq!(n, 10);
+    assert_eq!(n, 10, "notify deletes nothing");
 }
 
 #[test]

@@ -484,7 +484,7 @@ impl<'a> StateWork<'a> {
         }
     }
 
-    /// The notice for `action: notify`: the selected jobs (the oldest, up to
+    /// The notice for `action: notify` on a prefix: the selected jobs (the oldest, up to
     /// `NOTICE_JOBS`) with their failure reasons. Reads only.
     async fn collect_notice<C: ConnectionLike>(
         &self,
@@ -493,9 +493,9 @@ impl<'a> StateWork<'a> {
     ) -> RedisResult<Notice> {
         let set_key = self.keys.finished_set(self.state);
         let listed = matched.min(NOTICE_JOBS);
-        let mut jobs = Vec::new();
+        let mut rows = Vec::new();
         if listed > 0 {
-            let rows: Vec<(String, f64)> = with_retry!(
+            let read: Vec<(String, f64)> = with_retry!(
                 redis::cmd("ZRANGE")
                     .arg(&set_key)
                     .arg(0)
@@ -503,29 +503,43 @@ impl<'a> StateWork<'a> {
                     .arg("WITHSCORES")
                     .query_async::<Vec<(String, f64)>>(con)
             )?;
-            let prefix = self.keys.job_prefix();
-            for chunk in rows.chunks(ARCHIVE_READ_JOBS) {
-                let mut pipe = redis::pipe();
-                for (id, _) in chunk {
-                    pipe.hget(format!("{prefix}{id}"), "failedReason");
-                }
-                let reasons: Vec<Option<String>> =
-                    with_retry!(pipe.query_async::<Vec<Option<String>>>(con))?;
-                jobs.extend(
-                    chunk
-                        .iter()
-                        .zip(reasons)
-                        .map(|((id, score), reason)| NoticeJob {
-                            id: id.clone(),
-                            failed_reason: reason,
-                            finished_on: *score as i64,
-                        }),
-                );
-            }
+            rows = read.into_iter().map(|(id, s)| (id, s as i64)).collect();
         }
+        self.notice_for(con, &rows, matched).await
+    }
+
+    /// A notice counting `count` jobs and listing `rows` with their failure reasons.
+    async fn notice_for<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        rows: &[(String, i64)],
+        count: u64,
+    ) -> RedisResult<Notice> {
+        let prefix = self.keys.job_prefix();
+        let mut jobs = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(ARCHIVE_READ_JOBS) {
+            let mut pipe = redis::pipe();
+            for (id, _) in chunk {
+                pipe.hget(format!("{prefix}{id}"), "failedReason");
+            }
+            let reasons: Vec<Option<String>> =
+                with_retry!(pipe.query_async::<Vec<Option<String>>>(con))?;
+            jobs.extend(
+                chunk
+                    .iter()
+                    .zip(reasons)
+                    .map(|((id, score), reason)| NoticeJob {
+                        id: id.clone(),
+                        failed_reason: reason,
+                        finished_on: *score,
+                    }),
+            );
+        }
+        let mut context = self.audit.clone();
+        context.action = Action::Notify.as_str().into();
         Ok(Notice {
-            context: self.audit.clone(),
-            count: matched,
+            context,
+            count,
             jobs,
         })
     }
@@ -648,6 +662,8 @@ impl<'a> StateWork<'a> {
         let mut writer = sink.map(|s| self.archive_writer(s));
         let mut to_archive: Vec<(String, i64)> = Vec::new();
         let mut to_anonymize: Vec<(String, i64)> = Vec::new();
+        let mut to_notify: std::collections::VecDeque<(String, i64)> = Default::default();
+        let mut notify_count = 0u64;
         loop {
             let page: Vec<FinishedEntry> =
                 with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
@@ -674,6 +690,13 @@ impl<'a> StateWork<'a> {
                     to_archive.push((entry.id, entry.score));
                 } else if group.action == Action::Anonymize && self.pii.is_some() {
                     to_anonymize.push((entry.id, entry.score));
+                } else if group.action == Action::Notify {
+                    notify_count += 1;
+                    // The walk runs newest first; the notice lists the oldest.
+                    to_notify.push_back((entry.id, entry.score));
+                    if to_notify.len() as u64 > NOTICE_JOBS {
+                        to_notify.pop_front();
+                    }
                 } else {
                     skipped.not_implemented += 1;
                     if !reasons_seen.contains(&group.action) {
@@ -712,6 +735,12 @@ impl<'a> StateWork<'a> {
                 .await?;
         }
         if self.mode == Mode::Run {
+            if notify_count > 0 {
+                let rows: Vec<(String, i64)> = to_notify.into_iter().rev().collect();
+                let notice = self.notice_for(con, &rows, notify_count).await?;
+                done += notice.count;
+                sr.notice = Some(notice);
+            }
             if let Some(rules) = self.pii {
                 done += self
                     .anonymize_rows(con, rules, &to_anonymize, &mut skipped)
