@@ -58,6 +58,13 @@ fn locked_jobs_are_untouched_and_job_rules_mix_anonymize_with_remove() {
     let _: () = con.set("bull:mail:1:lock", "worker-token").expect("lock");
     let before_locked: Vec<(String, String)> = con.hgetall("bull:mail:1").expect("hash");
     let p = policy(&w);
+    let explain = w.run(&p, &["--json", "explain", "bull:mail"]);
+    assert!(explain.status.success(), "{}", stderr(&explain));
+    let explain: serde_json::Value = serde_json::from_slice(&explain.stdout).expect("json");
+    assert_eq!(
+        explain["pii"],
+        serde_json::json!({"paths": ["user.email"], "patterns": ["email"], "replacement": "[REDACTED]"})
+    );
 
     let plan = w.report(&p, "plan");
     assert_eq!(plan.queues[0].states["failed"].matched, 30);

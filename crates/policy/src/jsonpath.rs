@@ -15,7 +15,14 @@ enum Step {
 /// A compiled path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JsonPath {
+    text: String,
     steps: Vec<Step>,
+}
+
+impl std::fmt::Display for JsonPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 impl JsonPath {
@@ -58,7 +65,10 @@ impl JsonPath {
         if steps.is_empty() {
             return Err("path is empty".into());
         }
-        Ok(JsonPath { steps })
+        Ok(JsonPath {
+            text: text.to_string(),
+            steps,
+        })
     }
 
     /// Every value the path reaches in `root`.

@@ -409,3 +409,16 @@ proptest! {
         prop_assert_eq!(b, again);
     }
 }
+
+#[test]
+fn the_readme_example_compiles() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("A complete example")
+        .and_then(|i| readme[i..].find("```yaml").map(|j| i + j + "```yaml".len()))
+        .expect("the README has its complete example");
+    let end = start + readme[start..].find("```").expect("closing fence");
+    let example = set(&readme[start..end]);
+    assert!(example.policies.iter().any(|p| p.pii.is_some()));
+    assert!(example.archive.is_some());
+}

@@ -185,6 +185,13 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
         Resolution::Covered(eff) => {
             v["policy"] = json!(eff.name);
             v["states"] = states_json(&eff.states);
+            v["pii"] = eff.pii.as_ref().map_or(Value::Null, |p| {
+                json!({
+                    "paths": p.paths.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "patterns": p.patterns.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+                    "replacement": p.replacement,
+                })
+            });
             v["jobs"] = json!(
                 eff.jobs
                     .iter()
@@ -246,6 +253,22 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
                 effective_rows(&mut t, &format!("job {}: ", j.name), &j.states);
             }
             let _ = writeln!(out, "{t}");
+            if let Some(p) = &eff.pii {
+                let list = |items: Vec<String>| {
+                    if items.is_empty() {
+                        "none".to_string()
+                    } else {
+                        items.join(", ")
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "pii: paths {}; patterns {}; replacement {:?}",
+                    list(p.paths.iter().map(ToString::to_string).collect()),
+                    list(p.patterns.iter().map(ToString::to_string).collect()),
+                    p.replacement
+                );
+            }
         }
         Resolution::Uncovered => {
             let _ = writeln!(out, "policy: none; the queue is uncovered and left alone");
