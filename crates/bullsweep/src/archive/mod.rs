@@ -14,7 +14,7 @@ use bullsweep_policy::ArchiveTarget;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader};
 
 /// Hash fields holding JSON that records keep parsed.
 const JSON_FIELDS: [&str; 3] = ["data", "returnvalue", "stacktrace"];
@@ -37,35 +37,56 @@ pub struct ArchiveRecord {
     pub logs: Vec<String>,
 }
 
-impl ArchiveRecord {
-    /// Builds a record from the raw hash and logs.
-    pub fn new(
-        queue: &str,
-        id: &str,
-        state: &str,
-        finished_on: i64,
-        hash: &[(String, String)],
-        logs: Vec<String>,
-    ) -> Self {
-        let fields = hash
-            .iter()
-            .map(|(k, v)| {
-                let value = if JSON_FIELDS.contains(&k.as_str()) {
-                    serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()))
-                } else {
-                    Value::String(v.clone())
-                };
-                (k.clone(), value)
-            })
-            .collect();
-        ArchiveRecord {
-            queue: queue.to_string(),
-            id: id.to_string(),
-            state: state.to_string(),
-            finished_on,
-            fields,
-            logs,
+/// One job as read from Redis, borrowed, in the shape of an [`ArchiveRecord`]. It serializes to
+/// the same JSON without building a tree: JSON fields are checked and embedded as they are.
+#[derive(Clone, Copy, Debug)]
+pub struct JobCopy<'a> {
+    /// Queue key base.
+    pub queue: &'a str,
+    /// Job id.
+    pub id: &'a str,
+    /// The state it is archived from.
+    pub state: &'a str,
+    /// `finishedOn`.
+    pub finished_on: i64,
+    /// The hash, as `HGETALL` returned it.
+    pub hash: &'a [(String, String)],
+    /// The log lines.
+    pub logs: &'a [String],
+}
+
+/// The hash of a [`JobCopy`] as the record's `fields` object.
+struct CopiedFields<'a>(&'a [(String, String)]);
+
+impl Serialize for CopiedFields<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            let raw = JSON_FIELDS
+                .contains(&k.as_str())
+                .then(|| serde_json::from_str::<&serde_json::value::RawValue>(v).ok())
+                .flatten();
+            match raw {
+                Some(raw) => map.serialize_entry(k, raw)?,
+                None => map.serialize_entry(k, v)?,
+            }
         }
+        map.end()
+    }
+}
+
+impl Serialize for JobCopy<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("ArchiveRecord", 6)?;
+        s.serialize_field("queue", self.queue)?;
+        s.serialize_field("id", self.id)?;
+        s.serialize_field("state", self.state)?;
+        s.serialize_field("finishedOn", &self.finished_on)?;
+        s.serialize_field("fields", &CopiedFields(self.hash))?;
+        s.serialize_field("logs", self.logs)?;
+        s.end()
     }
 }
 
@@ -176,11 +197,12 @@ struct EncodedSegment {
     bytes: Vec<u8>,
 }
 
-/// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`.
+/// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`:
+/// every record is encoded into one buffer, then compressed in one call.
 fn encode_segment(
     meta: &SegmentMeta<'_>,
     seq: u64,
-    records: &[ArchiveRecord],
+    records: &[JobCopy<'_>],
 ) -> io::Result<EncodedSegment> {
     let from_ms = records
         .iter()
@@ -200,12 +222,12 @@ fn encode_segment(
         utc_date(from_ms),
         safe(meta.run_id),
     );
-    let mut encoder = zstd::Encoder::new(Vec::new(), 3)?;
+    let mut plain = Vec::with_capacity(records.len() * 2048);
     for record in records {
-        serde_json::to_writer(&mut encoder, record).map_err(io::Error::other)?;
-        encoder.write_all(b"\n")?;
+        serde_json::to_writer(&mut plain, record).map_err(io::Error::other)?;
+        plain.push(b'\n');
     }
-    let bytes = encoder.finish()?;
+    let bytes = zstd::bulk::compress(&plain, 3)?;
     let manifest = SegmentManifest {
         segment,
         records: records.len() as u64,
@@ -230,7 +252,8 @@ fn check_segment(manifest: &SegmentManifest, bytes: &[u8]) -> io::Result<()> {
             format!("segment {} does not match its manifest", manifest.segment),
         ));
     }
-    let count = BufReader::new(zstd::Decoder::new(bytes)?).lines().count() as u64;
+    let plain = zstd::decode_all(bytes)?;
+    let count = plain.iter().filter(|b| **b == b'\n').count() as u64;
     if count != manifest.records {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -308,7 +331,7 @@ impl ArchiveSink {
         &self,
         meta: &SegmentMeta<'_>,
         seq: u64,
-        records: &[ArchiveRecord],
+        records: &[JobCopy<'_>],
     ) -> io::Result<SegmentManifest> {
         let EncodedSegment { manifest, bytes } = encode_segment(meta, seq, records)?;
         self.put(&manifest.segment, bytes).await?;
@@ -387,17 +410,26 @@ mod tests {
             ),
             ("finishedOn".to_string(), "1795990000000".to_string()),
         ];
-        let record = ArchiveRecord::new(
-            "bull:q",
-            "7",
-            "completed",
-            1_795_990_000_000,
-            &hash,
-            vec!["log".into()],
-        );
+        let logs = vec!["log".to_string()];
+        let copy = JobCopy {
+            queue: "bull:q",
+            id: "7",
+            state: "completed",
+            finished_on: 1_795_990_000_000,
+            hash: &hash,
+            logs: &logs,
+        };
+        let text = serde_json::to_string(&copy).expect("encode");
+        let record: ArchiveRecord = serde_json::from_str(&text).expect("a copy reads as a record");
         assert_eq!(
             record.fields["data"]["user"]["email"], "a@b.c",
             "data is parsed JSON"
+        );
+        assert_eq!(record.fields["name"], "send");
+        assert_eq!(
+            record.hash_fields(),
+            hash,
+            "fields read back as Redis held them"
         );
         let meta = SegmentMeta {
             queue_key: "bull:q",
@@ -408,7 +440,7 @@ mod tests {
             run_id: "r1",
         };
         let manifest = archive
-            .write_segment(&meta, 1, std::slice::from_ref(&record))
+            .write_segment(&meta, 1, std::slice::from_ref(&copy))
             .await
             .expect("write");
         assert_eq!(manifest.records, 1);

@@ -103,28 +103,14 @@ impl StateWork<'_> {
         sel: &Selection,
         skipped: &mut Skipped,
     ) -> RedisResult<u64> {
-        let set_key = self.keys.finished_set(self.state);
         let (mut offset, mut done) = (0u64, 0u64);
         loop {
-            let (jobs, by_age, by_grace) = super::prefix_counts(con, &set_key, sel).await?;
-            let take = PAGE_JOBS.min(
-                sel.prefix_len(jobs, by_age, by_grace)
-                    .saturating_sub(offset),
-            );
-            if take == 0 {
+            let rows = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
+            if rows.is_empty() {
                 return Ok(done);
             }
-            let rows: Vec<(String, f64)> = with_retry!(
-                redis::cmd("ZRANGE")
-                    .arg(&set_key)
-                    .arg(offset)
-                    .arg(offset + take - 1)
-                    .arg("WITHSCORES")
-                    .query_async::<Vec<(String, f64)>>(con)
-            )?;
-            let rows: Vec<(String, i64)> = rows.into_iter().map(|(id, s)| (id, s as i64)).collect();
             done += self.anonymize_rows(con, rules, &rows, skipped).await?;
-            offset += take;
+            offset += rows.len() as u64;
         }
     }
 

@@ -8,7 +8,7 @@ mod report;
 pub use batch::BatchSizer;
 pub use report::{Notice, NoticeJob, QueueReport, Report, Skipped, StateReport};
 
-use crate::archive::{ArchiveRecord, ArchiveSink, SegmentMeta, job_fingerprint};
+use crate::archive::{ArchiveSink, JobCopy, SegmentMeta, job_fingerprint};
 use crate::audit::AuditContext;
 use crate::bullmq::{
     BatchOutcome, Candidate, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
@@ -403,7 +403,7 @@ impl<'a> StateWork<'a> {
                 }
             }
         } else if group.action == Action::Notify && sel.selects_anything() {
-            let notice = self.collect_notice(con, sr.matched).await?;
+            let notice = self.collect_notice(con, &sel, sr.matched).await?;
             done = notice.count;
             sr.notice = Some(notice);
         } else if let (Action::Anonymize, true, Some(rules)) =
@@ -456,32 +456,49 @@ impl<'a> StateWork<'a> {
         sel: &Selection,
         skipped: &mut Skipped,
     ) -> RedisResult<u64> {
-        let set_key = self.keys.finished_set(self.state);
         let mut writer = self.archive_writer(sink);
         let (mut offset, mut done) = (0u64, 0u64);
         loop {
-            let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, sel).await?;
-            let take = ARCHIVE_SEGMENT_JOBS.min(
-                sel.prefix_len(jobs, by_age, by_grace)
-                    .saturating_sub(offset),
-            );
-            if take == 0 {
+            let rows = self
+                .prefix_page(con, sel, offset, ARCHIVE_SEGMENT_JOBS)
+                .await?;
+            if rows.is_empty() {
                 return Ok(done);
             }
-            let rows: Vec<(String, f64)> = with_retry!(
-                redis::cmd("ZRANGE")
-                    .arg(&set_key)
-                    .arg(offset)
-                    .arg(offset + take - 1)
-                    .arg("WITHSCORES")
-                    .query_async::<Vec<(String, f64)>>(con)
-            )?;
-            let rows: Vec<(String, i64)> = rows.into_iter().map(|(id, s)| (id, s as i64)).collect();
             let removed = self.archive_batch(con, &mut writer, &rows, skipped).await?;
             done += removed;
             // What was not removed stays at the head of the set; read past it.
-            offset += take - removed;
+            offset += rows.len() as u64 - removed;
         }
+    }
+
+    /// Up to `max` selected jobs `(id, score)` from rank `offset` of the selected prefix,
+    /// counted afresh (the set may have changed since the last page); empty past its end.
+    async fn prefix_page<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sel: &Selection,
+        offset: u64,
+        max: u64,
+    ) -> RedisResult<Vec<(String, i64)>> {
+        let set_key = self.keys.finished_set(self.state);
+        let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, sel).await?;
+        let take = max.min(
+            sel.prefix_len(jobs, by_age, by_grace)
+                .saturating_sub(offset),
+        );
+        if take == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String, f64)> = with_retry!(
+            redis::cmd("ZRANGE")
+                .arg(&set_key)
+                .arg(offset)
+                .arg(offset + take - 1)
+                .arg("WITHSCORES")
+                .query_async::<Vec<(String, f64)>>(con)
+        )?;
+        Ok(rows.into_iter().map(|(id, s)| (id, s as i64)).collect())
     }
 
     /// The notice for `action: notify` on a prefix: the selected jobs (the oldest, up to
@@ -489,22 +506,10 @@ impl<'a> StateWork<'a> {
     async fn collect_notice<C: ConnectionLike>(
         &self,
         con: &mut C,
+        sel: &Selection,
         matched: u64,
     ) -> RedisResult<Notice> {
-        let set_key = self.keys.finished_set(self.state);
-        let listed = matched.min(NOTICE_JOBS);
-        let mut rows = Vec::new();
-        if listed > 0 {
-            let read: Vec<(String, f64)> = with_retry!(
-                redis::cmd("ZRANGE")
-                    .arg(&set_key)
-                    .arg(0)
-                    .arg(listed - 1)
-                    .arg("WITHSCORES")
-                    .query_async::<Vec<(String, f64)>>(con)
-            )?;
-            rows = read.into_iter().map(|(id, s)| (id, s as i64)).collect();
-        }
+        let rows = self.prefix_page(con, sel, 0, NOTICE_JOBS).await?;
         self.notice_for(con, &rows, matched).await
     }
 
@@ -601,7 +606,7 @@ impl<'a> StateWork<'a> {
         }
         let mut records = Vec::new();
         let mut candidates = Vec::new();
-        for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(reads) {
+        for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(&reads) {
             let finished = hash
                 .iter()
                 .find(|(k, _)| k == "finishedOn")
@@ -613,16 +618,19 @@ impl<'a> StateWork<'a> {
                     candidates.push(Candidate {
                         id: id.clone(),
                         score: *score,
-                        fingerprint: Some(job_fingerprint(&dump.unwrap_or_default(), logs.len())),
+                        fingerprint: Some(job_fingerprint(
+                            dump.as_deref().unwrap_or_default(),
+                            logs.len(),
+                        )),
                     });
-                    records.push(ArchiveRecord::new(
-                        &self.queue.base,
+                    records.push(JobCopy {
+                        queue: &self.queue.base,
                         id,
-                        self.state.as_str(),
+                        state: self.state.as_str(),
                         finished_on,
-                        &hash,
+                        hash,
                         logs,
-                    ));
+                    });
                 }
             }
         }

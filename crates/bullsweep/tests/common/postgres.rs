@@ -130,8 +130,11 @@ fn ready(port: u16) -> bool {
     .is_ok()
 }
 
-/// Runs SQL statements on a fresh connection; the server's message on failure.
-pub fn run_sql(url: &str, sql: &str) -> Result<(), String> {
+/// Runs `f` on a fresh connection as `url`'s user; the server's message on failure.
+fn with_client<T>(
+    url: &str,
+    f: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
+) -> Result<T, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -143,40 +146,30 @@ pub fn run_sql(url: &str, sql: &str) -> Result<(), String> {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        client.batch_execute(sql).await.map_err(|e| {
+        f(&client).await.map_err(|e| {
             e.as_db_error()
                 .map_or_else(|| e.to_string(), |d| d.message().to_string())
         })
     })
 }
 
-/// Runs a query as `url`'s user; rows as text columns.
+/// Runs SQL statements.
+pub fn run_sql(url: &str, sql: &str) -> Result<(), String> {
+    with_client(url, async |c| c.batch_execute(sql).await)
+}
+
+/// Runs a query; rows as text columns.
 pub fn query(url: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let rows = client.simple_query(sql).await.map_err(|e| {
-            e.as_db_error()
-                .map_or_else(|| e.to_string(), |d| d.message().to_string())
-        })?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|m| match m {
-                tokio_postgres::SimpleQueryMessage::Row(r) => {
-                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                }
-                _ => None,
-            })
-            .collect())
-    })
+    let messages = with_client(url, async |c| c.simple_query(sql).await)?;
+    Ok(messages
+        .into_iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
+            _ => None,
+        })
+        .collect())
 }
 
 impl Drop for PrivatePostgres {
