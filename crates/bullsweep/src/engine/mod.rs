@@ -688,6 +688,10 @@ impl<'a> StateWork<'a> {
                     continue;
                 }
                 sr.matched += 1;
+                // A plan only counts; collecting would hold every selected id.
+                if self.mode == Mode::Plan {
+                    continue;
+                }
                 if group.action == Action::Remove {
                     pending.push(Candidate {
                         id: entry.id,
