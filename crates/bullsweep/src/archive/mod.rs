@@ -134,19 +134,19 @@ pub struct SegmentManifest {
 
 /// Where and for whom a segment is written.
 #[derive(Clone, Debug)]
-pub struct SegmentMeta<'a> {
+pub struct SegmentMeta {
     /// Queue key base.
-    pub queue_key: &'a str,
+    pub queue_key: String,
     /// Queue name.
-    pub queue_name: &'a str,
+    pub queue_name: String,
     /// Tenant.
-    pub tenant: Option<&'a str>,
+    pub tenant: Option<String>,
     /// Environment.
-    pub env: Option<&'a str>,
+    pub env: Option<String>,
     /// Effective policy name.
-    pub policy: &'a str,
+    pub policy: String,
     /// Makes segment names unique within a run.
-    pub run_id: &'a str,
+    pub run_id: String,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -200,7 +200,7 @@ struct EncodedSegment {
 /// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`:
 /// every record is encoded into one buffer, then compressed in one call.
 fn encode_segment(
-    meta: &SegmentMeta<'_>,
+    meta: &SegmentMeta,
     seq: u64,
     records: &[JobCopy<'_>],
 ) -> io::Result<EncodedSegment> {
@@ -216,11 +216,11 @@ fn encode_segment(
         .unwrap_or_default();
     let segment = format!(
         "{}/{}/{}/{}/{from_ms}-{}-{seq}.jsonl.zst",
-        safe(meta.tenant.unwrap_or("_")),
-        safe(meta.env.unwrap_or("_")),
-        safe(meta.queue_name),
+        safe(meta.tenant.as_deref().unwrap_or("_")),
+        safe(meta.env.as_deref().unwrap_or("_")),
+        safe(&meta.queue_name),
         utc_date(from_ms),
-        safe(meta.run_id),
+        safe(&meta.run_id),
     );
     let mut plain = Vec::with_capacity(records.len() * 2048);
     for record in records {
@@ -235,10 +235,10 @@ fn encode_segment(
         sha256: hex(&Sha256::digest(&bytes)),
         from_ms,
         to_ms,
-        policy: meta.policy.to_string(),
-        queue: meta.queue_key.to_string(),
-        tenant: meta.tenant.map(str::to_string),
-        env: meta.env.map(str::to_string),
+        policy: meta.policy.clone(),
+        queue: meta.queue_key.clone(),
+        tenant: meta.tenant.clone(),
+        env: meta.env.clone(),
     };
     Ok(EncodedSegment { manifest, bytes })
 }
@@ -282,7 +282,9 @@ fn parse_manifest(name: &str, bytes: &[u8]) -> io::Result<SegmentManifest> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{name}: {e}")))
 }
 
-/// Where archived segments are kept: a local directory or an S3-compatible bucket.
+/// Where archived segments are kept: a local directory or an S3-compatible bucket. Cloning
+/// is cheap (a path, or a shared client).
+#[derive(Clone, Debug)]
 pub enum ArchiveSink {
     /// `file:///…`.
     Local(LocalArchive),
@@ -329,7 +331,7 @@ impl ArchiveSink {
     /// may the jobs be deleted.
     pub async fn write_segment(
         &self,
-        meta: &SegmentMeta<'_>,
+        meta: &SegmentMeta,
         seq: u64,
         records: &[JobCopy<'_>],
     ) -> io::Result<SegmentManifest> {
@@ -432,12 +434,12 @@ mod tests {
             "fields read back as Redis held them"
         );
         let meta = SegmentMeta {
-            queue_key: "bull:q",
-            queue_name: "q",
+            queue_key: "bull:q".into(),
+            queue_name: "q".into(),
             tenant: None,
             env: None,
-            policy: "p",
-            run_id: "r1",
+            policy: "p".into(),
+            run_id: "r1".into(),
         };
         let manifest = archive
             .write_segment(&meta, 1, std::slice::from_ref(&copy))

@@ -11,7 +11,7 @@ use std::io;
 use std::time::Duration;
 
 /// A bucket and key prefix.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct S3Archive {
     store: AmazonS3,
     bucket: String,

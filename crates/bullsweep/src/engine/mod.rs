@@ -336,9 +336,33 @@ fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
 /// Where one state's archive segments go, numbered within the run.
 struct ArchiveWriter<'a> {
     sink: &'a ArchiveSink,
-    meta: SegmentMeta<'a>,
+    meta: SegmentMeta,
     segment: u64,
     sizer: BatchSizer,
+}
+
+/// Lowers the calling thread's scheduling priority to the lowest (nice 19), so that on a
+/// small machine shared with Redis, encoding segments never preempts Redis mid-call.
+fn yield_cpu_to_redis() {
+    unsafe extern "C" {
+        fn setpriority(which: i32, who: u32, prio: i32) -> i32;
+        fn gettid() -> i32;
+    }
+    const PRIO_PROCESS: i32 = 0;
+    // SAFETY: both calls take plain integers and only affect this thread; a failure leaves
+    // the priority as it was, which is harmless.
+    unsafe {
+        let tid = gettid();
+        if tid > 0 {
+            setpriority(PRIO_PROCESS, tid as u32, 19);
+        }
+    }
+}
+
+/// A segment being written in the background, and the jobs to delete once it is durable.
+struct SegmentInFlight {
+    write: Option<tokio::task::JoinHandle<std::io::Result<crate::archive::SegmentManifest>>>,
+    candidates: Vec<Candidate>,
 }
 
 /// Everything one state of one queue needs while it is planned or swept.
@@ -458,17 +482,31 @@ impl<'a> StateWork<'a> {
     ) -> RedisResult<u64> {
         let mut writer = self.archive_writer(sink);
         let (mut offset, mut done) = (0u64, 0u64);
+        // One segment is written in the background while the next is read and the one
+        // before is deleted: (segment, how many rows it covers).
+        let mut in_flight: Option<(SegmentInFlight, u64)> = None;
         loop {
+            let ahead = in_flight.as_ref().map_or(0, |(_, n)| *n);
             let rows = self
-                .prefix_page(con, sel, offset, ARCHIVE_SEGMENT_JOBS)
+                .prefix_page(con, sel, offset + ahead, ARCHIVE_SEGMENT_JOBS)
                 .await?;
-            if rows.is_empty() {
-                return Ok(done);
+            let next = if rows.is_empty() {
+                None
+            } else {
+                Some(self.start_segment(con, &mut writer, &rows, skipped).await?)
+            };
+            if let Some((segment, n)) = in_flight.take() {
+                let removed = self
+                    .finish_segment(con, &mut writer, segment, skipped)
+                    .await?;
+                done += removed;
+                // What was not removed stays at the head of the set; read past it.
+                offset += n - removed;
             }
-            let removed = self.archive_batch(con, &mut writer, &rows, skipped).await?;
-            done += removed;
-            // What was not removed stays at the head of the set; read past it.
-            offset += rows.len() as u64 - removed;
+            match next {
+                Some(segment) => in_flight = Some((segment, rows.len() as u64)),
+                None => return Ok(done),
+            }
         }
     }
 
@@ -566,12 +604,12 @@ impl<'a> StateWork<'a> {
         ArchiveWriter {
             sink,
             meta: SegmentMeta {
-                queue_key: &self.queue.base,
-                queue_name: &self.queue.queue,
-                tenant: self.queue.tenant.as_deref(),
-                env: self.queue.env.as_deref(),
-                policy: self.policy,
-                run_id: &self.opts.execution_id,
+                queue_key: self.queue.base.clone(),
+                queue_name: self.queue.queue.clone(),
+                tenant: self.queue.tenant.clone(),
+                env: self.queue.env.clone(),
+                policy: self.policy.to_string(),
+                run_id: self.opts.execution_id.clone(),
             },
             segment: 0,
             sizer: BatchSizer::new(self.opts.budget_us),
@@ -588,6 +626,19 @@ impl<'a> StateWork<'a> {
         rows: &[(String, i64)],
         skipped: &mut Skipped,
     ) -> RedisResult<u64> {
+        let segment = self.start_segment(con, writer, rows, skipped).await?;
+        self.finish_segment(con, writer, segment, skipped).await
+    }
+
+    /// Reads the given jobs and starts writing the readable ones as one segment on a
+    /// blocking thread, so the caller can talk to Redis meanwhile. Nothing is deleted yet.
+    async fn start_segment<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        rows: &[(String, i64)],
+        skipped: &mut Skipped,
+    ) -> RedisResult<SegmentInFlight> {
         let prefix = self.keys.job_prefix();
         // Why chunks: Redis runs a client's whole pipeline before serving anyone else, so
         // each round trip reads few enough jobs to stay well under a millisecond or two.
@@ -604,9 +655,10 @@ impl<'a> StateWork<'a> {
             }
             reads.extend(with_retry!(pipe.query_async::<Vec<JobRead>>(con))?);
         }
-        let mut records = Vec::new();
+        // (id, finishedOn, hash, logs) of each job to copy.
+        let mut copies = Vec::new();
         let mut candidates = Vec::new();
-        for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(&reads) {
+        for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(reads) {
             let finished = hash
                 .iter()
                 .find(|(k, _)| k == "finishedOn")
@@ -623,25 +675,62 @@ impl<'a> StateWork<'a> {
                             logs.len(),
                         )),
                     });
-                    records.push(JobCopy {
-                        queue: &self.queue.base,
-                        id,
-                        state: self.state.as_str(),
-                        finished_on,
-                        hash,
-                        logs,
-                    });
+                    copies.push((id.clone(), finished_on, hash, logs));
                 }
             }
         }
-        if !records.is_empty() {
-            writer.segment += 1;
-            writer
-                .sink
-                .write_segment(&writer.meta, writer.segment, &records)
-                .await?;
+        if copies.is_empty() {
+            return Ok(SegmentInFlight {
+                write: None,
+                candidates,
+            });
         }
-        self.remove_pending(con, &mut candidates, &mut writer.sizer, skipped)
+        writer.segment += 1;
+        let (sink, meta, seq) = (writer.sink.clone(), writer.meta.clone(), writer.segment);
+        let (queue, state) = (self.queue.base.clone(), self.state.as_str());
+        let runtime = tokio::runtime::Handle::current();
+        let write = tokio::task::spawn_blocking(move || {
+            yield_cpu_to_redis();
+            let records: Vec<JobCopy<'_>> = copies
+                .iter()
+                .map(|(id, finished_on, hash, logs)| JobCopy {
+                    queue: &queue,
+                    id,
+                    state,
+                    finished_on: *finished_on,
+                    hash,
+                    logs,
+                })
+                .collect();
+            // The runtime's driver keeps running on the caller's thread, so an S3 upload
+            // awaited here makes progress.
+            runtime.block_on(sink.write_segment(&meta, seq, &records))
+        });
+        Ok(SegmentInFlight {
+            write: Some(write),
+            candidates,
+        })
+    }
+
+    /// Waits until a started segment is durable and verified, then deletes its jobs (each
+    /// re-checked against its fingerprint). Returns how many were deleted.
+    async fn finish_segment<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        mut segment: SegmentInFlight,
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        if let Some(write) = segment.write {
+            write.await.map_err(|e| {
+                RedisError::from((
+                    redis::ErrorKind::Client,
+                    "archive writer stopped; nothing deleted",
+                    e.to_string(),
+                ))
+            })??;
+        }
+        self.remove_pending(con, &mut segment.candidates, &mut writer.sizer, skipped)
             .await
     }
 
