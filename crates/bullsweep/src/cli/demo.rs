@@ -12,6 +12,7 @@ pub const SAMPLE_POLICY: &str = r#"version: 1
 environment: production
 audit: { url: "file://{dir}/bullsweep-audit.jsonl" }
 archive: { url: "file://{dir}/archive", compression: zstd }
+pii: { paths: ["user.email"], patterns: [email, credit-card] }
 environments:
   production: [prod]
   staging: [stage]
@@ -32,7 +33,7 @@ policies:
     queueNamePattern: "notifications"
     rules:
       completed: { maxAge: 1d, action: remove }
-      failed: { maxAge: 14d, action: remove }
+      failed: { maxAge: 14d, action: anonymize }
     jobs:
       - name: send-sms
         completed: { maxAge: 2h }
@@ -153,8 +154,10 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
         render::report_text(&done, Mode::Run)
     );
     let (keys_after, mem_after) = counts(&mut con).await.map_err(redis_err)?;
-    let removed: u64 = done.done();
-    println!("removed {removed} jobs in {elapsed:.2?}");
+    println!(
+        "acted on {} jobs (removed, archived or anonymized) in {elapsed:.2?}",
+        done.done()
+    );
     println!("keys in Redis:  {keys_before} before, {keys_after} after");
     println!("Redis memory:   {mem_before} before, {mem_after} after");
     let audit = crate::audit::verify(&set.audit)
