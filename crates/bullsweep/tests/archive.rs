@@ -73,6 +73,45 @@ fn assert_matches(record: &ArchiveRecord, hash: &[(String, String)], logs: &[Str
     assert_eq!(record.logs, logs, "job {} logs", record.id);
 }
 
+/// Makes two jobs oversized: one with a 9 MB data field, one with 12,000 log lines.
+fn make_oversized(con: &mut redis::Connection, base: &str) -> [&'static str; 2] {
+    let blob = format!(r#"{{"blob":"{}"}}"#, "x".repeat(9 << 20));
+    let _: () = con
+        .hset(format!("{base}:100"), "data", blob)
+        .expect("big data");
+    let lines: Vec<String> = (0..12_000).map(|i| format!("line {i} \u{2713}")).collect();
+    let _: () = con
+        .rpush(format!("{base}:101:logs"), lines)
+        .expect("many logs");
+    ["100", "101"]
+}
+
+/// Each oversized job is the only record of its segment (it was streamed, not batched).
+fn assert_streamed_alone(
+    w: &World,
+    policy: &std::path::Path,
+    env: &[(&str, String)],
+    ids: &[&str],
+) {
+    let ls = w.run_env(&policy.to_path_buf(), &["--json", "archive", "ls"], env);
+    let manifests: Vec<Value> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("manifest"))
+        .collect();
+    for id in ids {
+        let alone = manifests.iter().any(|m| {
+            let cat = w.run_env(
+                &policy.to_path_buf(),
+                &["archive", "cat", m["segment"].as_str().expect("segment")],
+                env,
+            );
+            let text = String::from_utf8_lossy(&cat.stdout).into_owned();
+            m["records"] == 1 && text.contains(&format!("\"id\":\"{id}\""))
+        });
+        assert!(alone, "oversized job {id} has a segment of its own");
+    }
+}
+
 #[test]
 fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
     let w = World::new();
@@ -86,6 +125,7 @@ fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
             )
             .expect("logs");
     }
+    let oversized = make_oversized(&mut con, "bull:mail");
     let before = snapshot(&mut con, "bull:mail");
     let root = w.dir.path().join("archive");
     let policy = policy(&w, &format!("file://{}", root.display()));
@@ -99,6 +139,7 @@ fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
 
     let records = archived(&w, &policy, &[]);
     assert_eq!(records.len(), 2_500);
+    assert_streamed_alone(&w, &policy, &[], &oversized);
     for r in &records {
         let (hash, logs) = &before[&r.id];
         assert_eq!(
@@ -345,6 +386,7 @@ fn an_s3_compatible_bucket_holds_verified_copies() {
     let _: () = con
         .rpush("bull:mail:42:logs", vec!["sent", "ok"])
         .expect("logs");
+    let oversized = make_oversized(&mut con, "bull:mail");
     let before = snapshot(&mut con, "bull:mail");
 
     // A bucket that does not exist fails closed before anything is read or deleted.
@@ -379,6 +421,7 @@ fn an_s3_compatible_bucket_holds_verified_copies() {
     );
     let records = archived(&w, &policy, &env);
     assert_eq!(records.len(), 1_500);
+    assert_streamed_alone(&w, &policy, &env, &oversized);
     for r in &records {
         let (hash, logs) = &before[&r.id];
         assert_matches(r, hash, logs);

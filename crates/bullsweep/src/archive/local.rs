@@ -64,6 +64,32 @@ impl LocalArchive {
         sync_dir(&dir)
     }
 
+    /// A staging file beside `name`'s final place (its directory created).
+    pub(super) fn staging_path(&self, name: &str) -> io::Result<PathBuf> {
+        let path = self.root.join(name);
+        let dir = path
+            .parent()
+            .map_or_else(|| self.root.clone(), Path::to_path_buf);
+        fs::create_dir_all(&dir)?;
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(dir.join(format!(".{file_name}.stream.tmp")))
+    }
+
+    /// Renames a staged, fsynced file into place as `name`, and fsyncs its directory.
+    pub(super) fn put_staged(&self, name: &str, staged: &Path) -> io::Result<()> {
+        let path = self.root.join(name);
+        fs::rename(staged, &path)?;
+        sync_dir(path.parent().unwrap_or(&self.root))
+    }
+
+    /// Size and SHA-256 of `name`, read in blocks.
+    pub(super) fn digest(&self, name: &str) -> io::Result<(u64, String)> {
+        super::digest_reader(File::open(self.root.join(name))?)
+    }
+
     /// Reads `name`.
     pub(super) fn get(&self, name: &str) -> io::Result<Vec<u8>> {
         fs::read(self.root.join(name))

@@ -6,9 +6,11 @@
 
 mod local;
 mod s3;
+mod stream;
 
 pub use local::LocalArchive;
 pub use s3::S3Archive;
+pub use stream::StreamedSegment;
 
 use bullsweep_policy::ArchiveTarget;
 use serde::{Deserialize, Serialize};
@@ -153,6 +155,21 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Size and SHA-256 (hex) of everything a reader yields, read in 1 MiB blocks.
+fn digest_reader(mut reader: impl io::Read) -> io::Result<(u64, String)> {
+    let mut sha = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            return Ok((size, hex(&sha.finalize())));
+        }
+        sha.update(&buf[..n]);
+        size += n as u64;
+    }
+}
+
 /// `YYYY-MM-DD` (UTC) of a millisecond timestamp.
 fn utc_date(ms: i64) -> String {
     // Days to civil date (proleptic Gregorian), after Howard Hinnant's algorithm.
@@ -197,6 +214,18 @@ struct EncodedSegment {
     bytes: Vec<u8>,
 }
 
+/// `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>.jsonl.zst`, `_` for a missing part.
+fn segment_name(meta: &SegmentMeta, seq: u64, from_ms: i64) -> String {
+    format!(
+        "{}/{}/{}/{}/{from_ms}-{}-{seq}.jsonl.zst",
+        safe(meta.tenant.as_deref().unwrap_or("_")),
+        safe(meta.env.as_deref().unwrap_or("_")),
+        safe(&meta.queue_name),
+        utc_date(from_ms),
+        safe(&meta.run_id),
+    )
+}
+
 /// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`:
 /// every record is encoded into one buffer, then compressed in one call.
 fn encode_segment(
@@ -214,14 +243,7 @@ fn encode_segment(
         .map(|r| r.finished_on)
         .max()
         .unwrap_or_default();
-    let segment = format!(
-        "{}/{}/{}/{}/{from_ms}-{}-{seq}.jsonl.zst",
-        safe(meta.tenant.as_deref().unwrap_or("_")),
-        safe(meta.env.as_deref().unwrap_or("_")),
-        safe(&meta.queue_name),
-        utc_date(from_ms),
-        safe(&meta.run_id),
-    );
+    let segment = segment_name(meta, seq, from_ms);
     let mut plain = Vec::with_capacity(records.len() * 2048);
     for record in records {
         serde_json::to_writer(&mut plain, record).map_err(io::Error::other)?;
@@ -337,11 +359,54 @@ impl ArchiveSink {
     ) -> io::Result<SegmentManifest> {
         let EncodedSegment { manifest, bytes } = encode_segment(meta, seq, records)?;
         self.put(&manifest.segment, bytes).await?;
-        let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
-        self.put(&manifest_name(&manifest.segment), text.into_bytes())
-            .await?;
+        self.put_manifest(&manifest).await?;
         self.verify(&manifest).await?;
         Ok(manifest)
+    }
+
+    /// Writes a segment's manifest beside it, durably.
+    async fn put_manifest(&self, manifest: &SegmentManifest) -> io::Result<()> {
+        let text = serde_json::to_string_pretty(manifest).map_err(io::Error::other)?;
+        self.put(&manifest_name(&manifest.segment), text.into_bytes())
+            .await
+    }
+
+    /// Where a streamed segment is staged before the sink takes it: beside its final place
+    /// locally (so taking it is a rename), in the temporary directory for S3.
+    fn staging_path(&self, segment: &str) -> io::Result<std::path::PathBuf> {
+        let file_name = segment.rsplit('/').next().unwrap_or(segment);
+        match self {
+            ArchiveSink::Local(a) => a.staging_path(segment),
+            ArchiveSink::S3(_) => Ok(std::env::temp_dir()
+                .join(format!(".bullsweep-{}-{file_name}.tmp", std::process::id()))),
+        }
+    }
+
+    /// Takes a staged, fsynced file as `name`: a rename locally, a multipart upload on S3.
+    async fn put_staged(&self, name: &str, staged: &std::path::Path) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.put_staged(name, staged),
+            ArchiveSink::S3(a) => {
+                let result = a.put_file(name, staged).await;
+                let _ = std::fs::remove_file(staged);
+                result
+            }
+        }
+    }
+
+    /// Checks a stored segment's size and SHA-256 against its manifest, reading it in blocks.
+    async fn check_digest(&self, manifest: &SegmentManifest) -> io::Result<()> {
+        let (bytes, sha256) = match self {
+            ArchiveSink::Local(a) => a.digest(&manifest.segment)?,
+            ArchiveSink::S3(a) => a.digest(&manifest.segment).await?,
+        };
+        if bytes != manifest.bytes || sha256 != manifest.sha256 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("segment {} does not match its manifest", manifest.segment),
+            ));
+        }
+        Ok(())
     }
 
     /// Re-reads a segment and checks size, checksum and record count against its manifest.
@@ -378,6 +443,17 @@ pub fn job_fingerprint(dump: &[u8], log_count: usize) -> String {
     sha.update(b"\0");
     sha.update(log_count.to_string().as_bytes());
     sha.digest().to_string()
+}
+
+/// The change check for an oversized job, whose `DUMP` would hold Redis too long:
+/// `shape:` + SHA-1 of its field names (sorted by bytes) with their lengths, and its log
+/// count. `lua/remove_ids.lua` computes the same.
+pub fn shape_fingerprint(fields: &[(String, usize)], log_count: u64) -> String {
+    let mut sorted: Vec<&(String, usize)> = fields.iter().collect();
+    sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let mut parts: Vec<String> = sorted.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    parts.push(format!("logs={log_count}"));
+    format!("shape:{}", sha1_smol::Sha1::from(parts.join("\n")).digest())
 }
 
 #[cfg(test)]

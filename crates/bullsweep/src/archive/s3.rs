@@ -80,6 +80,57 @@ impl S3Archive {
             .map_err(|e| self.error("cannot upload", name, e))
     }
 
+    /// Uploads a local file as `name` in parts, reading it 8 MiB at a time.
+    pub(super) async fn put_file(&self, name: &str, file: &std::path::Path) -> io::Result<()> {
+        use std::io::Read;
+        let upload = self
+            .store
+            .put_multipart(&self.path(name))
+            .await
+            .map_err(|e| self.error("cannot start uploading", name, e))?;
+        let mut writer = object_store::WriteMultipart::new(upload);
+        let mut reader = std::fs::File::open(file)?;
+        let mut buf = vec![0u8; 8 << 20];
+        loop {
+            let n = reader.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            writer.write(&buf[..n]);
+            writer
+                .wait_for_capacity(2)
+                .await
+                .map_err(|e| self.error("cannot upload", name, e))?;
+        }
+        writer
+            .finish()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.error("cannot finish uploading", name, e))
+    }
+
+    /// Size and SHA-256 of `name`, downloaded as a stream.
+    pub(super) async fn digest(&self, name: &str) -> io::Result<(u64, String)> {
+        use sha2::{Digest, Sha256};
+        let result = self
+            .store
+            .get(&self.path(name))
+            .await
+            .map_err(|e| self.error("cannot read", name, e))?;
+        let mut stream = result.into_stream();
+        let mut sha = Sha256::new();
+        let mut size = 0u64;
+        while let Some(chunk) = stream
+            .try_next()
+            .await
+            .map_err(|e| self.error("cannot read", name, e))?
+        {
+            sha.update(&chunk);
+            size += chunk.len() as u64;
+        }
+        Ok((size, super::hex(&sha.finalize())))
+    }
+
     /// Downloads `name`.
     pub(super) async fn get(&self, name: &str) -> io::Result<Vec<u8>> {
         let result = self

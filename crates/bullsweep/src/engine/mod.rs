@@ -8,7 +8,9 @@ mod report;
 pub use batch::BatchSizer;
 pub use report::{Notice, NoticeJob, QueueReport, Report, Skipped, StateReport};
 
-use crate::archive::{ArchiveSink, JobCopy, SegmentMeta, job_fingerprint};
+use crate::archive::{
+    ArchiveSink, JobCopy, SegmentMeta, StreamedSegment, job_fingerprint, shape_fingerprint,
+};
 use crate::audit::AuditContext;
 use crate::bullmq::{
     BatchOutcome, Candidate, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
@@ -60,6 +62,13 @@ const NOTICE_JOBS: u64 = 1_000;
 const ARCHIVE_SEGMENT_JOBS: u64 = 1_000;
 /// Jobs read per pipelined round trip while archiving.
 const ARCHIVE_READ_JOBS: usize = 100;
+/// A job using more memory than this in Redis is archived alone and streamed: read one field
+/// and one page of logs at a time, never whole.
+const LARGE_JOB_BYTES: u64 = 8 << 20;
+/// A job with more log lines than this is streamed too.
+const LARGE_JOB_LOGS: u64 = 10_000;
+/// Log lines read per round trip when streaming.
+const LOG_PAGE: usize = 1_000;
 /// Entries one page of a newest-first walk reads.
 const WALK_PAGE: u64 = 500;
 
@@ -363,6 +372,8 @@ fn yield_cpu_to_redis() {
 struct SegmentInFlight {
     write: Option<tokio::task::JoinHandle<std::io::Result<crate::archive::SegmentManifest>>>,
     candidates: Vec<Candidate>,
+    /// Oversized jobs of the batch, archived one by one after the segment.
+    large: Vec<(String, i64)>,
 }
 
 /// Everything one state of one queue needs while it is planned or swept.
@@ -640,6 +651,32 @@ impl<'a> StateWork<'a> {
         skipped: &mut Skipped,
     ) -> RedisResult<SegmentInFlight> {
         let prefix = self.keys.job_prefix();
+        // First a cheap look at each job's size, so that an oversized one is never read whole.
+        let mut normal: Vec<(String, i64)> = Vec::with_capacity(rows.len());
+        let mut large = Vec::new();
+        for chunk in rows.chunks(ARCHIVE_READ_JOBS) {
+            let mut pipe = redis::pipe();
+            for (id, _) in chunk {
+                let key = format!("{prefix}{id}");
+                // SAMPLES 0 counts every field: a sample could miss the one huge field.
+                pipe.cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(&key)
+                    .arg("SAMPLES")
+                    .arg(0)
+                    .llen(format!("{key}:logs"));
+            }
+            let sizes: Vec<(Option<u64>, u64)> =
+                with_retry!(pipe.query_async::<Vec<(Option<u64>, u64)>>(con))?;
+            for (row, (bytes, logs)) in chunk.iter().zip(sizes) {
+                if bytes.unwrap_or(0) > LARGE_JOB_BYTES || logs > LARGE_JOB_LOGS {
+                    large.push(row.clone());
+                } else {
+                    normal.push(row.clone());
+                }
+            }
+        }
+        let rows = &normal[..];
         // Why chunks: Redis runs a client's whole pipeline before serving anyone else, so
         // each round trip reads few enough jobs to stay well under a millisecond or two.
         let mut reads: Vec<JobRead> = Vec::with_capacity(rows.len());
@@ -683,6 +720,7 @@ impl<'a> StateWork<'a> {
             return Ok(SegmentInFlight {
                 write: None,
                 candidates,
+                large,
             });
         }
         writer.segment += 1;
@@ -709,6 +747,7 @@ impl<'a> StateWork<'a> {
         Ok(SegmentInFlight {
             write: Some(write),
             candidates,
+            large,
         })
     }
 
@@ -730,7 +769,88 @@ impl<'a> StateWork<'a> {
                 ))
             })??;
         }
-        self.remove_pending(con, &mut segment.candidates, &mut writer.sizer, skipped)
+        let mut removed = self
+            .remove_pending(con, &mut segment.candidates, &mut writer.sizer, skipped)
+            .await?;
+        for (id, score) in &segment.large {
+            removed += self
+                .archive_large_job(con, writer, id, *score, skipped)
+                .await?;
+        }
+        Ok(removed)
+    }
+
+    /// Archives one oversized job as a segment of its own, streamed: one hash field and one
+    /// page of log lines in memory at a time. Its delete is checked against the job's shape
+    /// (field names and lengths, log count), since hashing its `DUMP` would hold Redis too
+    /// long. Returns 1 when the job was deleted.
+    async fn archive_large_job<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        id: &str,
+        score: i64,
+        skipped: &mut Skipped,
+    ) -> RedisResult<u64> {
+        let key = format!("{}{id}", self.keys.job_prefix());
+        let (locked, finished, names): (bool, Option<String>, Vec<String>) = with_retry!(
+            redis::pipe()
+                .exists(format!("{key}:lock"))
+                .hget(&key, "finishedOn")
+                .hkeys(&key)
+                .query_async::<(bool, Option<String>, Vec<String>)>(con)
+        )?;
+        let Some(finished_on) = finished.and_then(|f| f.parse::<i64>().ok()) else {
+            skipped.malformed += u64::from(!locked);
+            skipped.locked += u64::from(locked);
+            return Ok(0);
+        };
+        if locked {
+            skipped.locked += 1;
+            return Ok(0);
+        }
+        writer.segment += 1;
+        let mut segment = StreamedSegment::start(
+            writer.sink,
+            &writer.meta,
+            writer.segment,
+            (id, self.state.as_str(), finished_on),
+        )?;
+        let mut shape = Vec::with_capacity(names.len());
+        for name in names {
+            let value: Option<String> = with_retry!(
+                redis::cmd("HGET")
+                    .arg(&key)
+                    .arg(&name)
+                    .query_async::<Option<String>>(con)
+            )?;
+            if let Some(value) = value {
+                segment.field(&name, &value)?;
+                shape.push((name, value.len()));
+            }
+        }
+        let mut logs = 0u64;
+        loop {
+            let page: Vec<String> = with_retry!(
+                redis::cmd("LRANGE")
+                    .arg(format!("{key}:logs"))
+                    .arg(logs)
+                    .arg(logs + LOG_PAGE as u64 - 1)
+                    .query_async::<Vec<String>>(con)
+            )?;
+            segment.logs(&page)?;
+            logs += page.len() as u64;
+            if page.len() < LOG_PAGE {
+                break;
+            }
+        }
+        segment.finish(writer.sink, &writer.meta).await?;
+        let mut candidate = vec![Candidate {
+            id: id.to_string(),
+            score,
+            fingerprint: Some(shape_fingerprint(&shape, logs)),
+        }];
+        self.remove_pending(con, &mut candidate, &mut writer.sizer, skipped)
             .await
     }
 

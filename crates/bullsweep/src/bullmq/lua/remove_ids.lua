@@ -9,7 +9,8 @@
   ARGV[2] time budget in microseconds
   ARGV[3] audit context: JSON naming the policy, queue and run, stored with the audit event
   ARGV[4] '1' when each job carries a fingerprint (archive), else '0'
-  ARGV[5..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint
+  ARGV[5..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
+            fingerprint, or `shape:…` for an oversized job)
 
   Returns {removed, locked, malformed, changed, elapsed_us, handled}; handled counts the jobs
   looked at, so the caller resends the rest when the budget ran out.
@@ -31,6 +32,27 @@ local function fingerprint(jobKey)
   return redis.sha1hex(dump .. '\0' .. rcall('LLEN', jobKey .. ':logs'))
 end
 
+-- For oversized jobs, whose DUMP would hold Redis too long: SHA-1 of the sorted field names
+-- with their lengths and the log count, prefixed `shape:`; must match
+-- archive::shape_fingerprint. Catches added, removed and resized fields and new log lines.
+local function shapeFingerprint(jobKey)
+  local names = rcall('HKEYS', jobKey)
+  table.sort(names)
+  local parts = {}
+  for i, name in ipairs(names) do
+    parts[i] = name .. '=' .. rcall('HSTRLEN', jobKey, name)
+  end
+  parts[#parts + 1] = 'logs=' .. rcall('LLEN', jobKey .. ':logs')
+  return 'shape:' .. redis.sha1hex(table.concat(parts, '\n'))
+end
+
+local function currentFingerprint(jobKey, expected)
+  if string.sub(expected, 1, 6) == 'shape:' then
+    return shapeFingerprint(jobKey)
+  end
+  return fingerprint(jobKey)
+end
+
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]
 local budget = tonumber(ARGV[2])
@@ -48,7 +70,7 @@ for i = 5, #ARGV, stride do
     changed = changed + 1
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
     batch.locked = batch.locked + 1
-  elseif checked and fingerprint(jobKey) ~= ARGV[i + 2] then
+  elseif checked and currentFingerprint(jobKey, ARGV[i + 2]) ~= ARGV[i + 2] then
     changed = changed + 1
   else
     takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
