@@ -62,8 +62,8 @@ const NOTICE_JOBS: u64 = 1_000;
 const ARCHIVE_SEGMENT_JOBS: u64 = 1_000;
 /// Jobs read per pipelined round trip while archiving.
 const ARCHIVE_READ_JOBS: usize = 100;
-/// A job using more memory than this in Redis is archived alone and streamed: read one field
-/// and one page of logs at a time, never whole.
+/// A job whose `data` and `returnvalue` (the fields that carry user payloads) hold more than
+/// this is archived alone and streamed: read one field and one page of logs at a time.
 const LARGE_JOB_BYTES: u64 = 8 << 20;
 /// A job with more log lines than this is streamed too.
 const LARGE_JOB_LOGS: u64 = 10_000;
@@ -658,18 +658,18 @@ impl<'a> StateWork<'a> {
             let mut pipe = redis::pipe();
             for (id, _) in chunk {
                 let key = format!("{prefix}{id}");
-                // SAMPLES 0 counts every field: a sample could miss the one huge field.
-                pipe.cmd("MEMORY")
-                    .arg("USAGE")
+                pipe.cmd("HSTRLEN")
                     .arg(&key)
-                    .arg("SAMPLES")
-                    .arg(0)
+                    .arg("data")
+                    .cmd("HSTRLEN")
+                    .arg(&key)
+                    .arg("returnvalue")
                     .llen(format!("{key}:logs"));
             }
-            let sizes: Vec<(Option<u64>, u64)> =
-                with_retry!(pipe.query_async::<Vec<(Option<u64>, u64)>>(con))?;
-            for (row, (bytes, logs)) in chunk.iter().zip(sizes) {
-                if bytes.unwrap_or(0) > LARGE_JOB_BYTES || logs > LARGE_JOB_LOGS {
+            let sizes: Vec<(u64, u64, u64)> =
+                with_retry!(pipe.query_async::<Vec<(u64, u64, u64)>>(con))?;
+            for (row, (data, returnvalue, logs)) in chunk.iter().zip(sizes) {
+                if data + returnvalue > LARGE_JOB_BYTES || logs > LARGE_JOB_LOGS {
                     large.push(row.clone());
                 } else {
                     normal.push(row.clone());
