@@ -237,12 +237,7 @@ pub async fn ship<C: ConnectionLike>(
             }
         }
         appended += store.append(&events).await?;
-        let (seq, hash) = store.head();
-        redis::cmd("SET")
-            .arg(AUDIT_HEAD)
-            .arg(serde_json::json!({ "seq": seq, "hash": hash }).to_string())
-            .query_async::<()>(con)
-            .await?;
+        save_head(con, store).await?;
         let mut del = redis::cmd("XDEL");
         del.arg(AUDIT_STREAM);
         for (id, _) in &entries {
@@ -272,13 +267,18 @@ pub async fn record_event<C: ConnectionLike>(
         event.error_detail = Some(error.to_string());
     }
     store.append(std::slice::from_ref(&event)).await?;
+    save_head(con, store).await?;
+    Ok(())
+}
+
+/// Records the store's newest `(seq, hash)` in Redis, for `verify` to catch a cut tail.
+async fn save_head<C: ConnectionLike>(con: &mut C, store: &AuditStore) -> RedisResult<()> {
     let (seq, hash) = store.head();
     redis::cmd("SET")
         .arg(AUDIT_HEAD)
         .arg(serde_json::json!({ "seq": seq, "hash": hash }).to_string())
         .query_async::<()>(con)
-        .await?;
-    Ok(())
+        .await
 }
 
 /// The head checkpoint kept in Redis, if any.
