@@ -43,25 +43,15 @@ impl LocalArchive {
         fs::remove_file(probe)
     }
 
-    /// Writes `name` (a `/`-separated path under the root) durably.
+    /// Writes `name` (a `/`-separated path under the root) durably: staged, fsynced, renamed
+    /// into place.
     pub(super) fn put(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
-        let path = self.root.join(name);
-        let dir = path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| self.root.clone());
-        fs::create_dir_all(&dir)?;
-        let file_name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = dir.join(format!(".{file_name}.tmp"));
-        let mut f = File::create(&tmp)?;
+        let staged = self.staging_path(name)?;
+        let mut f = File::create(&staged)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
-        fs::rename(&tmp, &path)?;
-        sync_dir(&dir)
+        self.put_staged(name, &staged)
     }
 
     /// A staging file beside `name`'s final place (its directory created).
@@ -75,7 +65,7 @@ impl LocalArchive {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(dir.join(format!(".{file_name}.stream.tmp")))
+        Ok(dir.join(format!(".{file_name}.tmp")))
     }
 
     /// Renames a staged, fsynced file into place as `name`, and fsyncs its directory.
