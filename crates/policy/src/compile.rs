@@ -9,7 +9,8 @@ use crate::model::{
 };
 use crate::pattern::NamePattern;
 use crate::pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern};
-use crate::raw::{RawDuration, RawPii, RawPolicyFile, RawStateRule};
+use crate::raw::{RawDuration, RawPii, RawPolicyFile, RawStateRule, RawSubject};
+use crate::subject::Subject;
 use serde_saphyr::{Location, Spanned};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -260,6 +261,72 @@ impl Checker {
         }
     }
 
+    /// A `subjects:` list; names must be unique within it.
+    fn subjects(&mut self, raw: &[Spanned<RawSubject>], path: &str) -> Vec<Subject> {
+        let mut out: Vec<Subject> = Vec::new();
+        for (i, entry) in raw.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let r = &entry.value;
+            let errors_before = self.errors.len();
+            let name = match &r.name {
+                Some(n) if n.value.trim().is_empty() => {
+                    self.error(&n.referenced, format!("{at}.name"), "subject name is empty");
+                    None
+                }
+                Some(n) if out.iter().any(|s| s.name == n.value) => {
+                    self.error(
+                        &n.referenced,
+                        format!("{at}.name"),
+                        format!("duplicate subject `{}` in this list", n.value),
+                    );
+                    None
+                }
+                Some(n) => Some(n.value.clone()),
+                None => {
+                    self.error_hint(
+                        &entry.referenced,
+                        &at,
+                        "subject is missing `name`",
+                        "e.g. `- { name: user, paths: [user.id] }`",
+                    );
+                    None
+                }
+            };
+            if r.paths.is_empty() {
+                self.error_hint(
+                    &entry.referenced,
+                    format!("{at}.paths"),
+                    "subject names no `paths`, so it would find nothing",
+                    "e.g. `paths: [user.id, customerId]`",
+                );
+            }
+            let paths: Vec<JsonPath> = r
+                .paths
+                .iter()
+                .enumerate()
+                .filter_map(|(j, p)| {
+                    JsonPath::new(&p.value)
+                        .map_err(|m| self.error(&p.referenced, format!("{at}.paths[{j}]"), m))
+                        .ok()
+                })
+                .collect();
+            let tenant_path = r.tenant_path.as_ref().and_then(|p| {
+                JsonPath::new(&p.value)
+                    .map_err(|m| self.error(&p.referenced, format!("{at}.tenantPath"), m))
+                    .ok()
+            });
+            if let (Some(name), true) = (name, self.errors.len() == errors_before) {
+                out.push(Subject {
+                    name,
+                    paths,
+                    tenant_path,
+                    pos: pos(&entry.referenced),
+                });
+            }
+        }
+        out
+    }
+
     fn pattern(&mut self, raw: &Spanned<String>, path: &str) -> Option<NamePattern> {
         NamePattern::new(&raw.value)
             .map_err(|m| self.error(&raw.referenced, path, m))
@@ -319,6 +386,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     }
 
     let global_pii = raw.pii.as_ref().map(|p| c.pii(p, None, "pii"));
+    let subjects = c.subjects(&raw.subjects, "subjects");
     let mut policies = Vec::new();
     let mut names: HashMap<String, SourcePos> = HashMap::new();
     for (i, p) in raw.policies.iter().enumerate() {
@@ -416,6 +484,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                 "add `pii: { paths: [...], patterns: [email, credit-card] }` to the policy or the file",
             );
         }
+        let policy_subjects = c.subjects(&rp.subjects, &format!("{path}.subjects"));
         let sla = rp.sla.as_ref().map(|s| Sla {
             max_data_age_hours: s.max_data_age_hours,
             compliance_tag: s.compliance_tag.clone(),
@@ -431,6 +500,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                 jobs,
                 sla,
                 pii,
+                subjects: policy_subjects,
                 pos: pos(&p.referenced),
             });
         }
@@ -609,6 +679,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             audit,
             archive,
             notify,
+            subjects,
         })
     } else {
         c.errors.sort_by_key(|e| (e.pos.line, e.pos.column));

@@ -13,6 +13,7 @@ mod pii;
 mod raw;
 mod resolve;
 mod selection;
+mod subject;
 
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use duration::{BareUnit, Millis, parse_duration_str};
@@ -28,3 +29,4 @@ pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,
 };
 pub use selection::Selection;
+pub use subject::{Prefilter, Subject, holds_anywhere, leaf_is, text_mentions};

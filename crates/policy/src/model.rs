@@ -4,6 +4,7 @@ use crate::duration::Millis;
 use crate::layout::Layout;
 use crate::pattern::NamePattern;
 use crate::pii::PiiRules;
+use crate::subject::Subject;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -162,6 +163,8 @@ pub struct Policy {
     pub sla: Option<Sla>,
     /// Scrubbing rules for `action: anonymize`: the policy's `pii` over the top-level one.
     pub pii: Option<PiiRules>,
+    /// The policy's own `subjects:`, used for its queues beside the top-level ones.
+    pub subjects: Vec<Subject>,
     /// Where the policy starts in the file.
     pub pos: SourcePos,
 }
@@ -243,6 +246,8 @@ pub struct PolicySet {
     pub archive: Option<ArchiveTarget>,
     /// Notice targets; `action: notify` needs at least one.
     pub notify: NotifyTargets,
+    /// Top-level `subjects:`, for every queue.
+    pub subjects: Vec<Subject>,
 }
 
 impl PolicySet {

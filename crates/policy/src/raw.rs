@@ -24,6 +24,18 @@ pub struct RawPolicyFile {
     pub archive: Option<RawArchive>,
     pub notify: Option<RawNotify>,
     pub pii: Option<Spanned<RawPii>>,
+    #[serde(default)]
+    pub subjects: Vec<Spanned<RawSubject>>,
+}
+
+/// One entry of `subjects:`, at the top level or in a policy.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawSubject {
+    pub name: Option<Spanned<String>>,
+    #[serde(default)]
+    pub paths: Vec<Spanned<String>>,
+    pub tenant_path: Option<Spanned<String>>,
 }
 
 /// `pii:`, at the top level or in a policy. Every field is optional so that a policy's `pii`
@@ -91,6 +103,8 @@ pub struct RawPolicy {
     pub jobs: Vec<Spanned<RawJobRule>>,
     pub sla: Option<RawSla>,
     pub pii: Option<Spanned<RawPii>>,
+    #[serde(default)]
+    pub subjects: Vec<Spanned<RawSubject>>,
 }
 
 /// Rules keyed by job state.

@@ -5,6 +5,7 @@ use crate::duration::Millis;
 use crate::model::{Action, JobState, Policy, PolicySet, Sla, StateRule, TenantOverride};
 use crate::pattern::Specificity;
 use crate::pii::PiiRules;
+use crate::subject::Subject;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -175,6 +176,33 @@ impl PolicySet {
         let mut out: Vec<&Policy> = self.policies.iter().filter(|p| applies(p, q)).collect();
         out.sort_by_key(|p| std::cmp::Reverse(rank(p)));
         out
+    }
+
+    /// The `subjects:` entries named `name` that apply to a queue: the top-level one, then those
+    /// of every policy that applies to it. A job belongs to the subject when any of them finds it.
+    pub fn subjects_for(&self, q: &QueueId, name: &str) -> Vec<&Subject> {
+        let own = self
+            .candidates(q)
+            .into_iter()
+            .flat_map(|p| p.subjects.iter());
+        self.subjects
+            .iter()
+            .chain(own)
+            .filter(|s| s.name == name)
+            .collect()
+    }
+
+    /// Every subject name the file declares, sorted.
+    pub fn subject_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .subjects
+            .iter()
+            .chain(self.policies.iter().flat_map(|p| p.subjects.iter()))
+            .map(|s| s.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// Resolves the effective policy for a queue.

@@ -350,6 +350,64 @@ fn pii_mistakes_are_located() {
 }
 
 #[test]
+fn subjects_apply_from_the_file_and_from_every_policy_of_a_queue() {
+    let set = set(
+        "version: 1\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\nsubjects:\n  - { name: user, paths: [user.id], tenantPath: tenantId }\npolicies:\n  - name: billing\n    queueNamePattern: billing\n    subjects: [{ name: user, paths: [customerId] }, { name: card, paths: [card.holder] }]\n",
+    );
+    assert_eq!(set.subject_names(), vec!["card", "user"]);
+    let billing = queue(&set, "bull:acme:billing");
+    let found: Vec<String> = set
+        .subjects_for(&billing, "user")
+        .iter()
+        .flat_map(|s| s.paths.iter().map(|p| p.to_string()))
+        .collect();
+    assert_eq!(found, vec!["user.id", "customerId"]);
+    let other = queue(&set, "bull:acme:mail");
+    assert_eq!(set.subjects_for(&other, "user").len(), 1);
+    assert!(set.subjects_for(&other, "card").is_empty());
+    assert_eq!(
+        set.subjects[0]
+            .tenant_path
+            .as_ref()
+            .map(|p| p.to_string())
+            .as_deref(),
+        Some("tenantId")
+    );
+}
+
+#[test]
+fn subject_mistakes_are_located() {
+    for (text, want) in [
+        (
+            "version: 1\nsubjects: [{ paths: [a] }]\n",
+            "p.yaml:2:12: subject is missing `name`",
+        ),
+        (
+            "version: 1\nsubjects: [{ name: user }]\n",
+            "subject names no `paths`, so it would find nothing",
+        ),
+        (
+            "version: 1\nsubjects: [{ name: user, paths: ['a..b'] }]\n",
+            "p.yaml:2:34: path `a..b` has an empty step (at `subjects[0].paths[0]`)",
+        ),
+        (
+            "version: 1\nsubjects: [{ name: u, paths: [a] }, { name: u, paths: [b] }]\n",
+            "duplicate subject `u` in this list",
+        ),
+        (
+            "version: 1\nsubjects: [{ name: u, paths: [a], tenantpath: t }]\n",
+            "tenantPath",
+        ),
+    ] {
+        let got = errors(text);
+        assert!(
+            got.contains(want),
+            "input:\n{text}\nwant: {want}\ngot:  {got}"
+        );
+    }
+}
+
+#[test]
 fn every_error_is_reported_at_once() {
     let got = errors(
         "version: 1\npolicies:\n  - { name: a, queueNamePattern: '[' }\n  - { name: b, queueNamePattern: '*', rules: { completed: { maxAge: 0 } } }\n",
