@@ -67,7 +67,8 @@ pub fn text_mentions(text: &str, value: &str) -> bool {
     text.match_indices(value).any(|(at, _)| {
         let before = text[..at].chars().next_back();
         let after = text[at + value.len()..].chars().next();
-        !(first && before.is_some_and(word)) && !(last && after.is_some_and(word))
+        let glued = (first && before.is_some_and(word)) || (last && after.is_some_and(word));
+        !glued
     })
 }
 
