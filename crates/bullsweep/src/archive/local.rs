@@ -75,6 +75,16 @@ impl LocalArchive {
         sync_dir(path.parent().unwrap_or(&self.root))
     }
 
+    /// Deletes `name` and fsyncs its directory; a name already gone is not an error.
+    pub(super) fn remove(&self, name: &str) -> io::Result<()> {
+        let path = self.root.join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => sync_dir(path.parent().unwrap_or(&self.root)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Size and SHA-256 of `name`, read in blocks.
     pub(super) fn digest(&self, name: &str) -> io::Result<(u64, String)> {
         super::digest_reader(File::open(self.root.join(name))?)

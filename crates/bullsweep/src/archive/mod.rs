@@ -226,6 +226,30 @@ fn segment_name(meta: &SegmentMeta, seq: u64, from_ms: i64) -> String {
     )
 }
 
+/// Records as JSON lines in one buffer, compressed in one call.
+fn compress_records<R: Serialize>(records: &[R]) -> io::Result<Vec<u8>> {
+    let mut plain = Vec::with_capacity(records.len() * 2048);
+    for record in records {
+        serde_json::to_writer(&mut plain, record).map_err(io::Error::other)?;
+        plain.push(b'\n');
+    }
+    zstd::bulk::compress(&plain, 3)
+}
+
+/// The name a rewritten segment takes: `<stem>~<n+1>.jsonl.zst` after `<stem>~<n>.jsonl.zst`
+/// (or `<stem>.jsonl.zst`). It follows from the old name alone, so a rewrite interrupted and
+/// run again writes the same name.
+fn next_revision(segment: &str) -> String {
+    let stem = segment.strip_suffix(".jsonl.zst").unwrap_or(segment);
+    let (base, n) = match stem.rsplit_once('~') {
+        Some((base, n)) if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() => {
+            (base, n.parse::<u64>().unwrap_or(0))
+        }
+        _ => (stem, 0),
+    };
+    format!("{base}~{}.jsonl.zst", n + 1)
+}
+
 /// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`:
 /// every record is encoded into one buffer, then compressed in one call.
 fn encode_segment(
@@ -244,12 +268,7 @@ fn encode_segment(
         .max()
         .unwrap_or_default();
     let segment = segment_name(meta, seq, from_ms);
-    let mut plain = Vec::with_capacity(records.len() * 2048);
-    for record in records {
-        serde_json::to_writer(&mut plain, record).map_err(io::Error::other)?;
-        plain.push(b'\n');
-    }
-    let bytes = zstd::bulk::compress(&plain, 3)?;
+    let bytes = compress_records(records)?;
     let manifest = SegmentManifest {
         segment,
         records: records.len() as u64,
@@ -364,6 +383,45 @@ impl ArchiveSink {
         Ok(manifest)
     }
 
+    /// Replaces a segment by one holding only `keep`, or by nothing when `keep` is empty. The
+    /// new segment is written, given its manifest and verified before the old segment, then its
+    /// manifest, are deleted, so a crash leaves the old one to be rewritten again (to the same
+    /// new name), never a manifest-less segment. Returns the new manifest.
+    pub async fn rewrite_segment(
+        &self,
+        old: &SegmentManifest,
+        keep: &[ArchiveRecord],
+    ) -> io::Result<Option<SegmentManifest>> {
+        let replacement = if keep.is_empty() {
+            None
+        } else {
+            let bytes = compress_records(keep)?;
+            let manifest = SegmentManifest {
+                segment: next_revision(&old.segment),
+                records: keep.len() as u64,
+                bytes: bytes.len() as u64,
+                sha256: hex(&Sha256::digest(&bytes)),
+                from_ms: keep.iter().map(|r| r.finished_on).min().unwrap_or_default(),
+                to_ms: keep.iter().map(|r| r.finished_on).max().unwrap_or_default(),
+                ..old.clone()
+            };
+            self.put(&manifest.segment, bytes).await?;
+            self.put_manifest(&manifest).await?;
+            self.verify(&manifest).await?;
+            Some(manifest)
+        };
+        self.remove(&old.segment).await?;
+        self.remove(&manifest_name(&old.segment)).await?;
+        Ok(replacement)
+    }
+
+    async fn remove(&self, name: &str) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.remove(name),
+            ArchiveSink::S3(a) => a.remove(name).await,
+        }
+    }
+
     /// Writes a segment's manifest beside it, durably.
     async fn put_manifest(&self, manifest: &SegmentManifest) -> io::Result<()> {
         let text = serde_json::to_string_pretty(manifest).map_err(io::Error::other)?;
@@ -465,6 +523,22 @@ mod tests {
         assert_eq!(utc_date(0), "1970-01-01");
         assert_eq!(utc_date(951_782_400_000), "2000-02-29");
         assert_eq!(utc_date(1_795_990_000_000), "2026-11-29");
+    }
+
+    #[test]
+    fn revisions_follow_the_old_name() {
+        assert_eq!(
+            next_revision("t/e/q/d/1-r-2.jsonl.zst"),
+            "t/e/q/d/1-r-2~1.jsonl.zst"
+        );
+        assert_eq!(
+            next_revision("t/e/q/d/1-r-2~1.jsonl.zst"),
+            "t/e/q/d/1-r-2~2.jsonl.zst"
+        );
+        assert_eq!(
+            next_revision("t/e/q/d/1-r~x-2.jsonl.zst"),
+            "t/e/q/d/1-r~x-2~1.jsonl.zst"
+        );
     }
 
     #[test]

@@ -71,6 +71,14 @@ impl S3Archive {
             .map_err(|e| self.error("cannot delete", name, e))
     }
 
+    /// Deletes `name`; a name already gone is not an error.
+    pub(super) async fn remove(&self, name: &str) -> io::Result<()> {
+        match self.store.delete(&self.path(name)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("cannot delete", name, e)),
+        }
+    }
+
     /// Uploads `name` in one request.
     pub(super) async fn put(&self, name: &str, bytes: Vec<u8>) -> io::Result<()> {
         self.store

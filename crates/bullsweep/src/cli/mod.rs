@@ -4,6 +4,7 @@
 mod bench;
 mod demo;
 mod error;
+mod forget;
 mod notify;
 mod render;
 
@@ -67,6 +68,9 @@ pub enum Command {
         #[arg(long, default_value_t = 60_000)]
         jobs: u64,
     },
+    /// Erase one data subject's jobs and every copy of them (parents' copies, dedup
+    /// placeholders, scheduler templates, events, archived records); prints a JSON receipt.
+    Forget(forget::ForgetArgs),
     /// Measure bullsweep against BullMQ's Queue.clean and a naive ZSCAN + UNLINK sweep.
     Bench(bench::BenchArgs),
     /// Read and check the audit trail.
@@ -245,6 +249,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Audit(command) => audit_command(&cli, command).await,
         Command::Archive(command) => archive_command(&cli, command).await,
         Command::Bench(args) => bench::run(&cli, args).await,
+        Command::Forget(args) => forget::run(&cli, args).await,
     }
 }
 

@@ -98,6 +98,7 @@ macro_rules! with_retry {
 }
 
 mod anonymize;
+pub mod forget;
 
 pub use anonymize::ANONYMIZED_MARKER;
 

@@ -1,0 +1,299 @@
+--[[
+  erase_jobs.lua: erasure of one subject's data in one queue (bullsweep forget). Prepended with
+  finished_job.lua for its helpers.
+
+  KEYS: none; keys are built from the queue prefix, as BullMQ's own scripts do.
+  ARGV[1] queue prefix (`<base>:`)
+  ARGV[2] `probe` (report each item's state, change nothing) or `erase`
+  ARGV[3] audit context JSON (erase only)
+  ARGV[4] time budget in microseconds
+  ARGV[5..] items, four values each: kind, id, field, SHA-1 of the value the caller matched
+    kind `scheduler`: a job scheduler whose template `repeat:<id>` holds the subject in `data`
+    kind `dedup`:     a deduplication placeholder `dn:<id>`, likewise
+    kind `job`:       a job, likewise
+    kind `processed` or `failed`: the copy of a child (field = the child's key) in the
+                      parent <id>'s :processed or :failed hash; a failed copy's :unsuccessful
+                      entry goes with it
+    kind `event`:     an entry of the queue's events stream (id = the entry id)
+  Returns {handled, statuses, childKeys, copies, elapsedMicros}: one status per handled item,
+  the full keys of children removed with their parents, and parent copies removed.
+
+  Statuses: `removed:<prev state>`, `state:<state>` (probe), `locked:<state>` (the job or one
+  of its pending children holds a worker lock: never touched), `gone`, `changed` (its data is
+  no longer what the caller matched: nothing done, the caller reads it again), `scheduler`
+  (the current iteration of a job scheduler that is not being erased: BullMQ refuses it too).
+
+  Removal follows BullMQ's Job.remove() (removeJob with removeChildren): the job leaves
+  whichever state holds it; its parent loses it from :dependencies and, when that was the last
+  one and the parent waits for children, goes to wait with a `waiting` event; its children
+  (pending, processed and failed) are removed the same way; its dedup key goes when it names
+  the job; its keys go; a `removed` event with `prev` is added. Erasure adds one step BullMQ
+  leaves out: the job's copies in its parent's :processed, :failed and :unsuccessful go too.
+  Every erase call that removes anything appends its audit event in the same call.
+]]
+local prefix = ARGV[1]
+local probing = ARGV[2] == 'probe'
+local ctx = ARGV[3]
+local budget = tonumber(ARGV[4])
+local started = nowMicros()
+
+-- As in BullMQ, a job key's id is the text after its last ':', and its prefix is the rest.
+local function splitJobKey(jobKey)
+  local id = string.match(jobKey, '.*:(.*)')
+  return string.sub(jobKey, 1, #jobKey - #id), id
+end
+
+local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
+local LISTS = {'active', 'wait', 'paused'}
+
+-- The state holding a job, without changing anything.
+local function stateOf(p, id)
+  for _, s in ipairs(ZSETS) do
+    if rcall('ZSCORE', p .. s, id) then
+      return s
+    end
+  end
+  for _, s in ipairs(LISTS) do
+    if rcall('LPOS', p .. s, id, 'RANK', -1) then
+      return s
+    end
+  end
+  return 'unknown'
+end
+
+-- Takes a job out of the state holding it; returns that state.
+local function leaveState(p, id)
+  for _, s in ipairs(ZSETS) do
+    if rcall('ZREM', p .. s, id) == 1 then
+      return s
+    end
+  end
+  for _, s in ipairs(LISTS) do
+    -- From the tail: the jobs waiting longest sit there.
+    if rcall('LREM', p .. s, -1, id) == 1 then
+      return s
+    end
+  end
+  return 'unknown'
+end
+
+-- Whether the job or any pending child (recursively) holds a worker lock.
+local function lockedTree(jobKey)
+  if rcall('EXISTS', jobKey .. ':lock') == 1 then
+    return true
+  end
+  for _, childKey in ipairs(rcall('SMEMBERS', jobKey .. ':dependencies')) do
+    if lockedTree(childKey) then
+      return true
+    end
+  end
+  return false
+end
+
+local function addEvent(p, ...)
+  local maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
+  rcall('XADD', p .. 'events', 'MAXLEN', '~', maxLen, '*', ...)
+end
+
+-- Drops the job from its parent's pending dependencies; a parent left with none that waits
+-- for children goes to wait (BullMQ's non-hard removal).
+local function releaseParent(jobKey, parentKey)
+  if not parentKey or parentKey == '' then
+    return
+  end
+  local depsKey = parentKey .. ':dependencies'
+  if rcall('SREM', depsKey, jobKey) == 0 or rcall('SCARD', depsKey) > 0 then
+    return
+  end
+  local parentPrefix, parentId = splitJobKey(parentKey)
+  if rcall('ZREM', parentPrefix .. 'waiting-children', parentId) == 1 then
+    rcall('RPUSH', parentPrefix .. 'wait', parentId)
+    if not queuePausedOrMaxed(parentPrefix) then
+      rcall('ZADD', parentPrefix .. 'marker', 0, '0')
+    end
+    addEvent(parentPrefix, 'event', 'waiting', 'jobId', parentId, 'prev', 'waiting-children')
+  end
+end
+
+local removeTree
+
+-- Removes every child a job has or had: pending, processed and failed.
+local function removeChildren(jobKey, children)
+  local seen = {}
+  local keys = rcall('SMEMBERS', jobKey .. ':dependencies')
+  for _, hashKey in ipairs({jobKey .. ':processed', jobKey .. ':failed'}) do
+    local flat = rcall('HKEYS', hashKey)
+    for i = 1, #flat do
+      keys[#keys + 1] = flat[i]
+    end
+  end
+  for _, k in ipairs(rcall('ZRANGE', jobKey .. ':unsuccessful', 0, -1)) do
+    keys[#keys + 1] = k
+  end
+  for _, childKey in ipairs(keys) do
+    if not seen[childKey] and rcall('EXISTS', childKey) == 1 then
+      seen[childKey] = true
+      local childPrefix, childId = splitJobKey(childKey)
+      removeTree(childPrefix, childId, children)
+      children[#children + 1] = childKey
+    end
+  end
+end
+
+-- Removes a job and its children; returns the state it left.
+removeTree = function(p, id, children)
+  local jobKey = p .. id
+  local f = rcall('HMGET', jobKey, 'parentKey', 'deid')
+  local prev = leaveState(p, id)
+  releaseParent(jobKey, f[1])
+  removeChildren(jobKey, children)
+  releaseDedup(p, id, f[2])
+  deleteJobKeys(jobKey)
+  addEvent(p, 'event', 'removed', 'jobId', id, 'prev', prev)
+  return prev, f[1]
+end
+
+-- Removes the job's copies in its parent's :processed, :failed and :unsuccessful.
+local function removeCopies(jobKey, parentKey)
+  if not parentKey or parentKey == '' then
+    return 0
+  end
+  return rcall('HDEL', parentKey .. ':processed', jobKey) + rcall('HDEL', parentKey .. ':failed', jobKey)
+    + rcall('ZREM', parentKey .. ':unsuccessful', jobKey)
+end
+
+local function sameData(key, sha)
+  local data = rcall('HGET', key, 'data')
+  return data and redis.sha1hex(data) == sha
+end
+
+-- Scheduler ids erased by this call, so their current iterations may go too.
+local erasedSchedulers = {}
+
+local function eraseScheduler(sid, sha)
+  local templateKey = prefix .. 'repeat:' .. sid
+  if rcall('EXISTS', templateKey) == 0 then
+    return 'gone'
+  end
+  if not sameData(templateKey, sha) then
+    return 'changed'
+  end
+  local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
+  if probing then
+    return 'state:scheduler'
+  end
+  erasedSchedulers[sid] = true
+  rcall('ZREM', prefix .. 'repeat', sid)
+  rcall('DEL', templateKey)
+  local nextId = millis and ('repeat:' .. sid .. ':' .. millis)
+  if nextId and rcall('EXISTS', prefix .. nextId) == 1 and not lockedTree(prefix .. nextId) then
+    removeTree(prefix, nextId, {})
+  end
+  return 'removed:scheduler'
+end
+
+local function eraseDedup(deid, sha)
+  local key = prefix .. 'dn:' .. deid
+  if rcall('EXISTS', key) == 0 then
+    return 'gone'
+  end
+  if not sameData(key, sha) then
+    return 'changed'
+  end
+  if probing then
+    return 'state:dedup'
+  end
+  rcall('DEL', key)
+  return 'removed:dedup'
+end
+
+local function isLiveSchedulerJob(id)
+  local sid = rcall('HGET', prefix .. id, 'rjk')
+  if not sid or erasedSchedulers[sid] then
+    return false
+  end
+  local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
+  return millis ~= false and millis ~= nil and id == ('repeat:' .. sid .. ':' .. millis)
+end
+
+local removed, children, copies = {}, {}, 0
+
+local function eraseJob(id, sha)
+  local jobKey = prefix .. id
+  if rcall('EXISTS', jobKey) == 0 then
+    return 'gone'
+  end
+  if not sameData(jobKey, sha) then
+    return 'changed'
+  end
+  if lockedTree(jobKey) then
+    return 'locked:' .. stateOf(prefix, id)
+  end
+  if isLiveSchedulerJob(id) then
+    return 'scheduler'
+  end
+  if probing then
+    return 'state:' .. stateOf(prefix, id)
+  end
+  local prev, parentKey = removeTree(prefix, id, children)
+  copies = copies + removeCopies(jobKey, parentKey)
+  return 'removed:' .. prev
+end
+
+local function eraseCopy(hash, parentId, childKey, sha)
+  local key = prefix .. parentId .. ':' .. hash
+  local value = rcall('HGET', key, childKey)
+  if not value then
+    return 'gone'
+  end
+  if redis.sha1hex(value) ~= sha then
+    return 'changed'
+  end
+  if probing then
+    return 'state:copy'
+  end
+  copies = copies + rcall('HDEL', key, childKey)
+  if hash == 'failed' then
+    copies = copies + rcall('ZREM', prefix .. parentId .. ':unsuccessful', childKey)
+  end
+  return 'removed:copy'
+end
+
+local statuses = {}
+local handled = 0
+for i = 5, #ARGV, 4 do
+  local kind, id, field, sha = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local status
+  if kind == 'event' then
+    status = (probing or rcall('XDEL', prefix .. 'events', id) == 1) and 'removed:event' or 'gone'
+  elseif kind == 'processed' or kind == 'failed' then
+    status = eraseCopy(kind, id, field, sha)
+  elseif kind == 'scheduler' then
+    status = eraseScheduler(id, sha)
+  elseif kind == 'dedup' then
+    status = eraseDedup(id, sha)
+  else
+    status = eraseJob(id, sha)
+  end
+  statuses[#statuses + 1] = status
+  if string.sub(status, 1, 8) == 'removed:' then
+    if kind == 'job' then
+      removed[#removed + 1] = id
+    elseif kind == 'processed' or kind == 'failed' then
+      removed[#removed + 1] = id .. ':' .. kind .. '/' .. field
+    else
+      removed[#removed + 1] = kind .. ':' .. id
+    end
+  end
+  handled = handled + 1
+  if nowMicros() - started >= budget then
+    break
+  end
+end
+if not probing then
+  for _, k in ipairs(children) do
+    removed[#removed + 1] = k
+  end
+  addAuditEvent(ctx, removed)
+end
+return {handled, statuses, children, copies, nowMicros() - started}

@@ -1,0 +1,1133 @@
+//! Erasure of one data subject (`bullsweep forget`): scope → scan → probe → erase (waiting for
+//! active jobs) → events streams → archive segments → receipt.
+//!
+//! The scan walks the keyspace once with `SCAN … TYPE hash` rather than each state's list or
+//! set, so a job that moves between states while the scan runs is still seen (SCAN returns
+//! every key that exists for its whole duration), and placeholders (`dn:`), scheduler templates
+//! (`repeat:`) and parents' copy hashes come with it. Each step pipelines the previous step's
+//! reads (`HGET data`, `HGETALL` of copy hashes) with the next `SCAN`; every call is small, so
+//! none holds Redis for long. Bytes are tested with [`Prefilter`] before anything is parsed.
+
+use super::{MAX_RETRIES, retryable};
+use crate::archive::{ArchiveRecord, ArchiveSink};
+use crate::audit::{AuditContext, AuditStore};
+use crate::bullmq::QueueKeys;
+use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
+use bullsweep_policy::{PolicySet, Prefilter, QueueId, Subject, holds_anywhere, text_mentions};
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+/// Hash keys one `SCAN` step asks for.
+const SCAN_COUNT: u64 = 1_000;
+/// Items one erase or probe call is given; its own clock stops it sooner when needed.
+const ERASE_ITEMS: usize = 200;
+/// Stream entries read per `XRANGE`.
+const EVENTS_PAGE: u64 = 500;
+/// How often locked jobs are looked at again while waiting for them.
+const ACTIVE_POLL: Duration = Duration::from_millis(200);
+/// How often an item that changed under us is read and matched again.
+const CHANGED_RETRIES: usize = 3;
+
+/// What to erase and how.
+#[derive(Clone, Debug)]
+pub struct ForgetRequest {
+    /// The subject's name in `subjects:`.
+    pub subject: String,
+    /// The subject's id.
+    pub value: String,
+    /// Only this tenant's queues (or jobs, where the tenant is in the data).
+    pub tenant: Option<String>,
+    /// Names the erasure in the audit trail and the receipt.
+    pub request_id: String,
+    /// Find and report only.
+    pub dry_run: bool,
+    /// How long to wait for active jobs to finish.
+    pub wait_active: Duration,
+    /// Environment in force, as for `run`.
+    pub env: Option<String>,
+    /// Target time one Lua call may hold Redis, in microseconds.
+    pub budget_us: u64,
+}
+
+/// Why an erasure could not start; nothing was read or changed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ScopeError {
+    /// No `subjects:` entry has this name.
+    UnknownSubject {
+        /// The name asked for.
+        name: String,
+        /// The names the file declares.
+        known: Vec<String>,
+    },
+    /// No queue belongs to the tenant.
+    TenantWithoutQueues(String),
+}
+
+impl std::fmt::Display for ScopeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScopeError::UnknownSubject { name, known } if known.is_empty() => write!(
+                f,
+                "unknown subject `{name}`: the policy file declares no `subjects:`"
+            ),
+            ScopeError::UnknownSubject { name, known } => write!(
+                f,
+                "unknown subject `{name}`; the policy file declares: {}",
+                known.join(", ")
+            ),
+            ScopeError::TenantWithoutQueues(t) => write!(
+                f,
+                "tenant `{t}` has no queues: no managed queue's key names it, and no subject declares a `tenantPath` for queues without a tenant"
+            ),
+        }
+    }
+}
+
+/// One queue the erasure covers, with the subject's extractors for it.
+#[derive(Clone, Debug)]
+pub struct ScopedQueue {
+    /// The queue.
+    pub queue: QueueId,
+    /// The `subjects:` entries that apply.
+    pub subjects: Vec<Subject>,
+    /// When the tenant is not in the key: only jobs whose data names this tenant.
+    pub data_tenant: Option<String>,
+}
+
+impl ScopedQueue {
+    /// Whether job data (already parsed) belongs to the subject.
+    fn matches(&self, data: &serde_json::Value, value: &str) -> bool {
+        self.subjects.iter().any(|s| s.holds(data, value))
+            && self.data_tenant.as_ref().is_none_or(|t| {
+                self.subjects
+                    .iter()
+                    .any(|s| s.tenant_of(data).as_ref() == Some(t))
+            })
+    }
+}
+
+/// The queues an erasure covers. Pure: the caller discovers the managed queues.
+pub fn scope(
+    set: &PolicySet,
+    managed: &[QueueId],
+    subject: &str,
+    tenant: Option<&str>,
+) -> Result<Vec<ScopedQueue>, ScopeError> {
+    let known = set.subject_names();
+    if !known.contains(&subject) {
+        return Err(ScopeError::UnknownSubject {
+            name: subject.to_string(),
+            known: known.iter().map(|s| s.to_string()).collect(),
+        });
+    }
+    let mut out = Vec::new();
+    let mut tenant_seen = false;
+    for q in managed {
+        let subjects: Vec<Subject> = set.subjects_for(q, subject).into_iter().cloned().collect();
+        let data_tenant = match (tenant, &q.tenant) {
+            (None, _) => None,
+            (Some(t), Some(own)) if own == t => None,
+            (Some(_), Some(_)) => continue,
+            (Some(t), None) if subjects.iter().any(|s| s.tenant_path.is_some()) => {
+                Some(t.to_string())
+            }
+            (Some(_), None) => continue,
+        };
+        tenant_seen = true;
+        if !subjects.is_empty() {
+            out.push(ScopedQueue {
+                queue: q.clone(),
+                subjects,
+                data_tenant,
+            });
+        }
+    }
+    match tenant {
+        Some(t) if !tenant_seen => Err(ScopeError::TenantWithoutQueues(t.to_string())),
+        _ => Ok(out),
+    }
+}
+
+/// What the scan looked at.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScanStats {
+    /// Hash keys SCAN returned under the covered queues.
+    pub keys: u64,
+    /// Job hashes (and placeholders and templates) whose data was tested.
+    pub jobs: u64,
+    /// Parent copy hashes tested.
+    pub copy_hashes: u64,
+    /// Jobs whose data is not JSON (skipped and counted).
+    pub malformed: u64,
+    /// Wall time of the scan.
+    pub seconds: f64,
+}
+
+/// One thing found, and what was done with it.
+#[derive(Clone, Debug)]
+struct Found {
+    item: ErasureItem,
+    /// The probe's or erase's last status.
+    status: String,
+}
+
+/// What was found and done in one queue.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueReceipt {
+    /// Queue key base.
+    pub queue: String,
+    /// Tenant, from the key.
+    pub tenant: Option<String>,
+    /// Job ids by the state they were found in.
+    pub states: BTreeMap<String, Vec<String>>,
+    /// Children removed with a parent (full keys).
+    pub removed_with_parent: Vec<String>,
+    /// Copies in parents' `:processed` / `:failed` / `:unsuccessful`, as `<parent>:<hash>/<child key>`
+    /// for copies found by the scan; copies removed with their jobs are counted.
+    pub copies: Vec<String>,
+    /// Copies removed together with their jobs.
+    pub copies_with_jobs: u64,
+    /// Deduplication placeholders (`dn:<id>`).
+    pub dedup_placeholders: Vec<String>,
+    /// Job schedulers whose template held the subject (`repeat:<id>`), removed with their next
+    /// iteration.
+    pub schedulers: Vec<String>,
+    /// Events stream entries deleted (or that would be).
+    pub events: u64,
+    /// Jobs still locked by a worker after `--wait-active`: their erasure is pending.
+    pub pending: Vec<PendingJob>,
+    /// Items left alone, with why: `scheduler` (the live iteration of a scheduler whose
+    /// template does not hold the subject) or `changed` (its data kept changing).
+    pub refused: Vec<RefusedItem>,
+}
+
+/// A job whose erasure waits for a worker.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingJob {
+    /// Job id.
+    pub id: String,
+    /// Its state (`active`, or the parent's state when a child is locked).
+    pub state: String,
+}
+
+/// An item left alone.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedItem {
+    /// Job id (or `dn:`/`repeat:` id).
+    pub id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What was found and done in one archive segment.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SegmentReceipt {
+    /// The segment (its path as `archive ls` prints it).
+    pub segment: String,
+    /// Queue key base.
+    pub queue: String,
+    /// The subject's records in it.
+    pub records: u64,
+    /// Their job ids.
+    pub ids: Vec<String>,
+    /// `rewritten`, `deleted` (nothing else was in it), or with `--dry-run` `wouldRewrite` /
+    /// `wouldDelete`.
+    pub action: String,
+    /// The segment that replaced it.
+    pub replaced_by: Option<String>,
+}
+
+/// The erasure receipt: where the subject's data was and what was done, as counts and ids,
+/// never the data itself.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    /// The request id.
+    pub request_id: String,
+    /// The subject's name (its id is not repeated here).
+    pub subject: String,
+    /// The tenant asked for.
+    pub tenant: Option<String>,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+    /// `erased`, `pending` (some active jobs remain), `nothingFound`, or `wouldErase`.
+    pub status: String,
+    /// Start, ms since the epoch.
+    pub started_at: i64,
+    /// End, ms since the epoch.
+    pub finished_at: i64,
+    /// Queues covered.
+    pub queues_scanned: u64,
+    /// What the scan looked at.
+    pub scan: ScanStats,
+    /// Queues where something was found.
+    pub queues: Vec<QueueReceipt>,
+    /// Archive segments where something was found.
+    pub archive: Vec<SegmentReceipt>,
+    /// Archive segments read.
+    pub archive_segments_scanned: u64,
+}
+
+impl Receipt {
+    /// Whether any data was found.
+    pub fn found_anything(&self) -> bool {
+        !self.queues.is_empty() || !self.archive.is_empty()
+    }
+}
+
+/// Why an erasure stopped part way. What was done before is audited; running it again
+/// finishes it.
+#[derive(Debug)]
+pub enum ForgetError {
+    /// Redis failed.
+    Redis(redis::RedisError),
+    /// The archive failed.
+    Archive(String),
+    /// The audit store failed.
+    Audit(String),
+}
+
+impl std::fmt::Display for ForgetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ForgetError::Redis(e) => write!(f, "Redis: {e}"),
+            ForgetError::Archive(e) => write!(f, "archive: {e}"),
+            ForgetError::Audit(e) => write!(f, "audit store: {e}"),
+        }
+    }
+}
+
+impl From<redis::RedisError> for ForgetError {
+    fn from(e: redis::RedisError) -> Self {
+        ForgetError::Redis(e)
+    }
+}
+
+/// Runs a pipeline, retrying it when the connection failed (every command in it only reads).
+async fn read_pipe<C: ConnectionLike>(
+    con: &mut C,
+    pipe: &redis::Pipeline,
+) -> RedisResult<Vec<Value>> {
+    with_retry!(pipe.query_async::<Vec<Value>>(con))
+}
+
+fn bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+fn sha1_hex(b: &[u8]) -> String {
+    sha1_smol::Sha1::from(b).digest().to_string()
+}
+
+/// A key the scan will read, routed to its queue.
+#[derive(Clone, Debug)]
+struct ScanKey {
+    queue: usize,
+    key: String,
+    kind: ErasureKind,
+    /// Job / dedup / scheduler id, or the parent's id for a copy hash.
+    id: String,
+}
+
+/// Routes a key to the longest covered base it starts with, and says what it is.
+fn route(key: &str, bases: &HashMap<String, usize>) -> Option<ScanKey> {
+    let (prefix_len, queue) = key
+        .rmatch_indices(':')
+        .find_map(|(at, _)| bases.get(&key[..=at]).map(|q| (at + 1, *q)))?;
+    let id = &key[prefix_len..];
+    let (kind, id) = if let Some(parent) = id.strip_suffix(":processed") {
+        (ErasureKind::Processed, parent)
+    } else if let Some(parent) = id.strip_suffix(":failed") {
+        (ErasureKind::Failed, parent)
+    } else if let Some(d) = id.strip_prefix("dn:") {
+        (ErasureKind::Dedup, d)
+    } else if let Some(sid) = id.strip_prefix("repeat:").filter(|sid| {
+        // `repeat:<sid>` is a template; `repeat:<sid>:<millis>` is an iteration (a job).
+        sid.rsplit_once(':')
+            .is_none_or(|(_, tail)| !tail.bytes().all(|b| b.is_ascii_digit()))
+    }) {
+        (ErasureKind::Scheduler, sid)
+    } else if id == "meta" || id.starts_with("metrics:") || id.is_empty() {
+        return None;
+    } else {
+        (ErasureKind::Job, id)
+    };
+    Some(ScanKey {
+        queue,
+        key: key.to_string(),
+        kind,
+        id: id.to_string(),
+    })
+}
+
+/// A glob matching every key under the bases: their longest common prefix, escaped, then `*`.
+fn scan_pattern(bases: &[String]) -> String {
+    let first = bases.first().map(String::as_str).unwrap_or_default();
+    let mut len = first.len();
+    for b in bases {
+        len = len.min(
+            first
+                .bytes()
+                .zip(b.bytes())
+                .take_while(|(x, y)| x == y)
+                .count(),
+        );
+    }
+    while !first.is_char_boundary(len) {
+        len -= 1;
+    }
+    let mut out = String::new();
+    for c in first[..len].chars() {
+        if "*?[]\\".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('*');
+    out
+}
+
+/// What testing one step's reads found, per scoped queue, and how many were looked at.
+#[derive(Default)]
+struct StepFound {
+    found: Vec<(usize, Found)>,
+    jobs: u64,
+    copy_hashes: u64,
+    malformed: u64,
+}
+
+/// Tests one step's reads (`HGET data` or `HGETALL` replies, in `keys` order). Pure CPU work,
+/// run on a blocking thread while Redis answers the next step.
+fn test_step(
+    scoped: &[ScopedQueue],
+    prefilter: &Prefilter,
+    value: &str,
+    keys: &[ScanKey],
+    replies: &[Value],
+) -> StepFound {
+    let mut out = StepFound::default();
+    for (k, reply) in keys.iter().zip(replies) {
+        let q = &scoped[k.queue];
+        match (k.kind, reply) {
+            (ErasureKind::Processed | ErasureKind::Failed, Value::Array(flat)) => {
+                out.copy_hashes += 1;
+                for pair in flat.chunks_exact(2) {
+                    let (Some(field), Some(v)) = (bytes(&pair[0]), bytes(&pair[1])) else {
+                        continue;
+                    };
+                    if copy_holds(prefilter, v, value) {
+                        out.found.push((
+                            k.queue,
+                            Found {
+                                item: ErasureItem {
+                                    kind: k.kind,
+                                    id: k.id.clone(),
+                                    field: String::from_utf8_lossy(field).into_owned(),
+                                    sha: sha1_hex(v),
+                                },
+                                status: String::new(),
+                            },
+                        ));
+                    }
+                }
+            }
+            (_, reply) => {
+                let Some(data) = bytes(reply) else { continue };
+                out.jobs += 1;
+                if !prefilter.may_hold(data) {
+                    continue;
+                }
+                match serde_json::from_slice::<serde_json::Value>(data) {
+                    Ok(parsed) if q.matches(&parsed, value) => out.found.push((
+                        k.queue,
+                        Found {
+                            item: ErasureItem {
+                                kind: k.kind,
+                                id: k.id.clone(),
+                                field: String::new(),
+                                sha: sha1_hex(data),
+                            },
+                            status: String::new(),
+                        },
+                    )),
+                    Ok(_) => {}
+                    Err(_) => out.malformed += 1,
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A batch of reads in flight, with the keys it reads.
+type InFlightRead = (
+    tokio::task::JoinHandle<RedisResult<Vec<Value>>>,
+    Vec<ScanKey>,
+);
+
+/// Reads that run as their own tasks on clones of a multiplexed connection, so that several
+/// are in flight at once.
+async fn spawned_read<C>(mut con: C, pipe: redis::Pipeline) -> RedisResult<Vec<Value>>
+where
+    C: ConnectionLike + Send + 'static,
+{
+    read_pipe(&mut con, &pipe).await
+}
+
+fn joined<T>(r: Result<RedisResult<T>, tokio::task::JoinError>) -> RedisResult<T> {
+    r.map_err(|e| {
+        redis::RedisError::from((redis::ErrorKind::Client, "scan task failed", e.to_string()))
+    })?
+}
+
+/// Scans the keyspace once for the subject; returns what was found per scoped queue.
+/// `SCAN` steps run one ahead of the reads of the keys they return (`HGET data`, or `HGETALL`
+/// for copy hashes), and up to two read batches are in flight, so Redis always has the next
+/// request queued; replies are tested on blocking threads meanwhile.
+async fn scan<C>(
+    con: &C,
+    scoped: &[ScopedQueue],
+    value: &str,
+    stats: &mut ScanStats,
+) -> RedisResult<Vec<Vec<Found>>>
+where
+    C: ConnectionLike + Clone + Send + 'static,
+{
+    let started = Instant::now();
+    let shared = std::sync::Arc::new((scoped.to_vec(), Prefilter::new(value), value.to_string()));
+    let bases: HashMap<String, usize> = scoped
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("{}:", s.queue.base), i))
+        .collect();
+    let pattern = scan_pattern(&bases.keys().cloned().collect::<Vec<_>>());
+    let scan_step = |cursor: u64| {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT)
+            .arg("TYPE")
+            .arg("hash");
+        tokio::spawn(spawned_read(con.clone(), pipe))
+    };
+    let mut next_scan = Some(scan_step(0));
+    let mut reads: std::collections::VecDeque<InFlightRead> = std::collections::VecDeque::new();
+    let mut tests = Vec::new();
+    loop {
+        if let Some(step) = next_scan.take() {
+            let reply = joined(step.await)?;
+            let (next, keys): (u64, Vec<String>) = match reply.into_iter().next() {
+                Some(v) => redis::from_redis_value(v)?,
+                None => (0, Vec::new()),
+            };
+            stats.keys += keys.len() as u64;
+            if next != 0 {
+                next_scan = Some(scan_step(next));
+            }
+            // SCAN may return a key twice; reading it twice only costs a read.
+            let routed: Vec<ScanKey> = keys.iter().filter_map(|k| route(k, &bases)).collect();
+            if !routed.is_empty() {
+                let mut pipe = redis::pipe();
+                for k in &routed {
+                    match k.kind {
+                        ErasureKind::Processed | ErasureKind::Failed => pipe.hgetall(&k.key),
+                        _ => pipe.hget(&k.key, "data"),
+                    };
+                }
+                reads.push_back((tokio::spawn(spawned_read(con.clone(), pipe)), routed));
+            }
+        }
+        while reads.len() > 1 || (next_scan.is_none() && !reads.is_empty()) {
+            let Some((read, keys)) = reads.pop_front() else {
+                break;
+            };
+            let replies = joined(read.await)?;
+            let work = shared.clone();
+            tests.push(tokio::task::spawn_blocking(move || {
+                test_step(&work.0, &work.1, &work.2, &keys, &replies)
+            }));
+        }
+        if next_scan.is_none() && reads.is_empty() {
+            break;
+        }
+    }
+    let mut found: Vec<Vec<Found>> = vec![Vec::new(); scoped.len()];
+    for t in tests {
+        let step = t.await.map_err(|e| {
+            redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "scan worker failed",
+                e.to_string(),
+            ))
+        })?;
+        stats.jobs += step.jobs;
+        stats.copy_hashes += step.copy_hashes;
+        stats.malformed += step.malformed;
+        for (q, f) in step.found {
+            found[q].push(f);
+        }
+    }
+    for list in &mut found {
+        list.sort_by(|a, b| {
+            (a.item.kind, &a.item.id, &a.item.field).cmp(&(b.item.kind, &b.item.id, &b.item.field))
+        });
+        list.dedup_by(|a, b| a.item == b.item);
+    }
+    stats.seconds += started.elapsed().as_secs_f64();
+    Ok(found)
+}
+
+/// Whether a child's copy (a return value as JSON, or a failed reason as text) names the value.
+fn copy_holds(prefilter: &Prefilter, raw: &[u8], value: &str) -> bool {
+    if !prefilter.may_hold(raw) {
+        return false;
+    }
+    match serde_json::from_slice::<serde_json::Value>(raw) {
+        Ok(v) => holds_anywhere(&v, value),
+        Err(_) => text_mentions(&String::from_utf8_lossy(raw), value),
+    }
+}
+
+/// Runs the erase script (or its probe) over items until each has a status.
+async fn apply<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    erase: bool,
+    items: &mut [Found],
+    ctx: &str,
+    budget_us: u64,
+    qr: &mut QueueReceipt,
+) -> RedisResult<()> {
+    let mut at = 0;
+    while at < items.len() {
+        let end = (at + ERASE_ITEMS).min(items.len());
+        let batch: Vec<ErasureItem> = items[at..end].iter().map(|f| f.item.clone()).collect();
+        // An erase is one atomic script; retrying one that failed on the connection is safe
+        // because a retried item that already went reports `gone`.
+        let out = with_retry!(scripts().erase_jobs(con, keys, erase, &batch, budget_us, ctx))?;
+        if out.statuses.is_empty() {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "erase script handled no item",
+            )));
+        }
+        for (f, s) in items[at..].iter_mut().zip(&out.statuses) {
+            f.status = s.clone();
+        }
+        at += out.statuses.len();
+        qr.removed_with_parent.extend(out.children);
+        qr.copies_with_jobs += out.copies;
+    }
+    Ok(())
+}
+
+/// Reads an item's value again after the script said it changed: the new SHA-1 if it still
+/// belongs to the subject, else `None`.
+async fn reread<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    q: &ScopedQueue,
+    item: &ErasureItem,
+    value: &str,
+) -> RedisResult<Option<String>> {
+    let prefix = keys.job_prefix();
+    let raw: Option<Vec<u8>> = match item.kind {
+        ErasureKind::Job => {
+            redis::cmd("HGET")
+                .arg(format!("{prefix}{}", item.id))
+                .arg("data")
+                .query_async(con)
+                .await?
+        }
+        ErasureKind::Dedup => {
+            redis::cmd("HGET")
+                .arg(format!("{prefix}dn:{}", item.id))
+                .arg("data")
+                .query_async(con)
+                .await?
+        }
+        ErasureKind::Scheduler => {
+            redis::cmd("HGET")
+                .arg(format!("{prefix}repeat:{}", item.id))
+                .arg("data")
+                .query_async(con)
+                .await?
+        }
+        ErasureKind::Processed | ErasureKind::Failed => {
+            redis::cmd("HGET")
+                .arg(format!("{prefix}{}:{}", item.id, item.kind.as_str()))
+                .arg(&item.field)
+                .query_async(con)
+                .await?
+        }
+        ErasureKind::Event => None,
+    };
+    let Some(raw) = raw else { return Ok(None) };
+    let still = match item.kind {
+        ErasureKind::Processed | ErasureKind::Failed => {
+            copy_holds(&Prefilter::new(value), &raw, value)
+        }
+        _ => serde_json::from_slice::<serde_json::Value>(&raw).is_ok_and(|d| q.matches(&d, value)),
+    };
+    Ok(still.then(|| sha1_hex(&raw)))
+}
+
+/// Probes or erases one queue's items: changed items are read again, locked jobs are waited
+/// for up to `wait_active`, and the receipt is filled in.
+#[allow(clippy::too_many_arguments)]
+async fn handle_queue<C: ConnectionLike>(
+    con: &mut C,
+    q: &ScopedQueue,
+    mut items: Vec<Found>,
+    req: &ForgetRequest,
+    ctx: &str,
+    deadline: Instant,
+) -> RedisResult<(QueueReceipt, BTreeSet<String>)> {
+    let keys = QueueKeys::new(&q.queue.base);
+    let mut qr = QueueReceipt {
+        queue: q.queue.base.clone(),
+        tenant: q.queue.tenant.clone(),
+        ..QueueReceipt::default()
+    };
+    let erase = !req.dry_run;
+    let mut done: Vec<Found> = Vec::new();
+    let mut retries = 0;
+    loop {
+        apply(con, &keys, erase, &mut items, ctx, req.budget_us, &mut qr).await?;
+        let mut again = Vec::new();
+        for mut f in items.drain(..) {
+            let waiting = f.status.starts_with("locked:") && erase && Instant::now() < deadline;
+            if f.status == "changed" && retries < CHANGED_RETRIES {
+                if let Some(sha) = reread(con, &keys, q, &f.item, &req.value).await? {
+                    f.item.sha = sha;
+                    again.push(f);
+                }
+            } else if waiting {
+                again.push(f);
+            } else {
+                done.push(f);
+            }
+        }
+        if again.is_empty() {
+            break;
+        }
+        if again.iter().all(|f| f.status.starts_with("locked:")) {
+            tokio::time::sleep(ACTIVE_POLL.min(deadline.saturating_duration_since(Instant::now())))
+                .await;
+        }
+        retries += 1;
+        items = again;
+    }
+    let mut erased_ids = BTreeSet::new();
+    for f in done {
+        let id = f.item.id.clone();
+        let (verb, detail) = f.status.split_once(':').unwrap_or((f.status.as_str(), ""));
+        match (verb, f.item.kind) {
+            ("removed" | "state", ErasureKind::Job) => {
+                qr.states
+                    .entry(detail.to_string())
+                    .or_default()
+                    .push(id.clone());
+                erased_ids.insert(id);
+            }
+            ("removed" | "state", ErasureKind::Dedup) => {
+                qr.dedup_placeholders.push(format!("dn:{id}"))
+            }
+            ("removed" | "state", ErasureKind::Scheduler) => {
+                qr.schedulers.push(format!("repeat:{id}"))
+            }
+            ("removed" | "state", kind @ (ErasureKind::Processed | ErasureKind::Failed)) => qr
+                .copies
+                .push(format!("{id}:{}/{}", kind.as_str(), f.item.field)),
+            ("locked", _) => qr.pending.push(PendingJob {
+                id,
+                state: detail.to_string(),
+            }),
+            ("gone", _) => {}
+            _ => qr.refused.push(RefusedItem {
+                id,
+                reason: f.status.clone(),
+            }),
+        }
+    }
+    let prefix = keys.job_prefix();
+    for child in &qr.removed_with_parent {
+        if let Some(id) = child.strip_prefix(&prefix) {
+            erased_ids.insert(id.to_string());
+        }
+    }
+    Ok((qr, erased_ids))
+}
+
+/// Deletes (or counts) the events stream entries of erased jobs and those naming the subject.
+/// `removed` entries carry no data and stay.
+async fn erase_events<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    erased: &BTreeSet<String>,
+    value: &str,
+    erase: bool,
+    ctx: &str,
+    budget_us: u64,
+) -> RedisResult<u64> {
+    let prefilter = Prefilter::new(value);
+    let mut start = "-".to_string();
+    let mut doomed: Vec<ErasureItem> = Vec::new();
+    loop {
+        let page: Vec<StreamEntry> = {
+            let raw: Value = with_retry!(
+                redis::cmd("XRANGE")
+                    .arg(keys.events())
+                    .arg(&start)
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(EVENTS_PAGE)
+                    .query_async::<Value>(con)
+            )?;
+            stream_entries(raw)
+        };
+        let Some((last, _)) = page.last() else { break };
+        start = format!("({last}");
+        for (id, fields) in &page {
+            let field = |name: &str| {
+                fields
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_slice())
+            };
+            if field("event") == Some(b"removed".as_slice()) {
+                continue;
+            }
+            let of_erased = field("jobId")
+                .is_some_and(|j| erased.contains(String::from_utf8_lossy(j).as_ref()));
+            let names_subject = fields
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "event" | "jobId" | "prev"))
+                .any(|(_, v)| copy_holds(&prefilter, v, value));
+            if of_erased || names_subject {
+                doomed.push(ErasureItem {
+                    kind: ErasureKind::Event,
+                    id: id.clone(),
+                    field: String::new(),
+                    sha: String::new(),
+                });
+            }
+        }
+        if page.len() < EVENTS_PAGE as usize {
+            break;
+        }
+    }
+    if erase && !doomed.is_empty() {
+        let mut at = 0;
+        while at < doomed.len() {
+            let chunk = &doomed[at..(at + ERASE_ITEMS).min(doomed.len())];
+            let out = with_retry!(scripts().erase_jobs(con, keys, true, chunk, budget_us, ctx))?;
+            at += out.statuses.len().max(1);
+        }
+    }
+    Ok(doomed.len() as u64)
+}
+
+/// One events stream entry: its id and field/value pairs.
+type StreamEntry = (String, Vec<(String, Vec<u8>)>);
+
+/// XRANGE's reply as entries.
+fn stream_entries(raw: Value) -> Vec<StreamEntry> {
+    let Value::Array(entries) = raw else {
+        return Vec::new();
+    };
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let Value::Array(mut parts) = e else {
+                return None;
+            };
+            let fields = match parts.pop() {
+                Some(Value::Array(f)) => f,
+                _ => return None,
+            };
+            let id = parts
+                .pop()
+                .and_then(|v| bytes(&v).map(|b| String::from_utf8_lossy(b).into_owned()))?;
+            let pairs = fields
+                .chunks_exact(2)
+                .filter_map(|p| {
+                    Some((
+                        String::from_utf8_lossy(bytes(&p[0])?).into_owned(),
+                        bytes(&p[1])?.to_vec(),
+                    ))
+                })
+                .collect();
+            Some((id, pairs))
+        })
+        .collect()
+}
+
+/// The audit context of an erasure step in one queue.
+fn erase_context(q: &QueueId, state: &str, request_id: &str) -> AuditContext {
+    AuditContext {
+        policy_name: "forget".into(),
+        policy_version: String::new(),
+        queue_name: q.queue.clone(),
+        queue_key: q.base.clone(),
+        tenant: q.tenant.clone(),
+        environment: q.env.clone(),
+        action: "erase".into(),
+        state: state.into(),
+        compliance_tag: Some("gdpr".into()),
+        execution_id: request_id.into(),
+    }
+}
+
+/// Finds and (unless a dry run) erases the subject in every scoped queue's jobs, copies,
+/// placeholders, scheduler templates and events. Archive segments are [`erase_archive`]'s.
+pub async fn forget_in_redis<C>(
+    con: &mut C,
+    scoped: &[ScopedQueue],
+    req: &ForgetRequest,
+) -> RedisResult<(ScanStats, Vec<QueueReceipt>)>
+where
+    C: ConnectionLike + Clone + Send + 'static,
+{
+    let mut stats = ScanStats::default();
+    let found = scan(con, scoped, &req.value, &mut stats).await?;
+    let deadline = Instant::now() + req.wait_active;
+    let mut receipts = Vec::new();
+    for (q, items) in scoped.iter().zip(found) {
+        let keys = QueueKeys::new(&q.queue.base);
+        let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", &req.request_id))
+            .unwrap_or_default();
+        let (mut qr, erased) = handle_queue(con, q, items, req, &ctx, deadline).await?;
+        let ev_ctx = serde_json::to_string(&erase_context(&q.queue, "events", &req.request_id))
+            .unwrap_or_default();
+        qr.events = erase_events(
+            con,
+            &keys,
+            &erased,
+            &req.value,
+            !req.dry_run,
+            &ev_ctx,
+            req.budget_us,
+        )
+        .await?;
+        let empty = qr.states.is_empty()
+            && qr.removed_with_parent.is_empty()
+            && qr.copies.is_empty()
+            && qr.copies_with_jobs == 0
+            && qr.dedup_placeholders.is_empty()
+            && qr.schedulers.is_empty()
+            && qr.events == 0
+            && qr.pending.is_empty()
+            && qr.refused.is_empty();
+        if !empty {
+            receipts.push(qr);
+        }
+    }
+    Ok((stats, receipts))
+}
+
+/// The segments of the archive that hold the subject: rewritten without its records (or
+/// deleted when nothing else is in them), unless a dry run. Each change is recorded in the
+/// audit `store` as soon as it is made; a failed record stops the erasure there.
+pub async fn erase_archive<C: ConnectionLike>(
+    con: &mut C,
+    mut store: Option<&mut AuditStore>,
+    sink: &ArchiveSink,
+    set: &PolicySet,
+    req: &ForgetRequest,
+) -> Result<(Vec<SegmentReceipt>, u64), ForgetError> {
+    let err = |e: std::io::Error| ForgetError::Archive(e.to_string());
+    let manifests = sink.list().await.map_err(err)?;
+    let global: Vec<Subject> = set
+        .subjects
+        .iter()
+        .filter(|s| s.name == req.subject)
+        .cloned()
+        .collect();
+    let prefilter = Prefilter::new(&req.value);
+    let mut out = Vec::new();
+    let mut scanned = 0;
+    for m in manifests {
+        let queue = set.identify(&m.queue, req.env.as_deref());
+        let data_tenant = match (&req.tenant, &m.tenant) {
+            (None, _) => None,
+            (Some(t), Some(own)) if own == t => None,
+            (Some(_), Some(_)) => continue,
+            (Some(t), None) => Some(t.clone()),
+        };
+        let subjects = match &queue {
+            Some(q) => set
+                .subjects_for(q, &req.subject)
+                .into_iter()
+                .cloned()
+                .collect(),
+            None => global.clone(),
+        };
+        if subjects.is_empty() {
+            continue;
+        }
+        let scoped = ScopedQueue {
+            queue: queue.unwrap_or_else(|| QueueId {
+                base: m.queue.clone(),
+                prefix: m
+                    .queue
+                    .rsplit_once(':')
+                    .map(|(p, _)| p.to_string())
+                    .unwrap_or_default(),
+                queue: m.queue.rsplit(':').next().unwrap_or_default().to_string(),
+                tenant: m.tenant.clone(),
+                env: m.env.clone(),
+            }),
+            subjects,
+            data_tenant,
+        };
+        scanned += 1;
+        let records = match sink.read_segment(&m.segment).await {
+            Ok(r) => r,
+            // A rewrite that stopped between deleting a segment and its manifest.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !req.dry_run => {
+                sink.rewrite_segment(&m, &[]).await.map_err(err)?;
+                continue;
+            }
+            Err(e) => return Err(err(e)),
+        };
+        let (gone, keep): (Vec<ArchiveRecord>, Vec<ArchiveRecord>) = records
+            .into_iter()
+            .partition(|r| record_matches(r, &scoped, &prefilter, &req.value));
+        if gone.is_empty() {
+            continue;
+        }
+        let ids: Vec<String> = gone.iter().map(|r| r.id.clone()).collect();
+        let mut receipt = SegmentReceipt {
+            segment: m.segment.clone(),
+            queue: m.queue.clone(),
+            records: gone.len() as u64,
+            ids,
+            action: match (req.dry_run, keep.is_empty()) {
+                (true, true) => "wouldDelete",
+                (true, false) => "wouldRewrite",
+                (false, true) => "deleted",
+                (false, false) => "rewritten",
+            }
+            .into(),
+            replaced_by: None,
+        };
+        if !req.dry_run {
+            receipt.replaced_by = sink
+                .rewrite_segment(&m, &keep)
+                .await
+                .map_err(err)?
+                .map(|n| n.segment);
+            if let Some(store) = store.as_deref_mut() {
+                let ctx = erase_context(&scoped.queue, "archive", &req.request_id);
+                crate::audit::record_event(con, store, ctx, receipt.ids.clone(), None)
+                    .await
+                    .map_err(|e| ForgetError::Audit(e.to_string()))?;
+            }
+        }
+        out.push(receipt);
+    }
+    Ok((out, scanned))
+}
+
+fn record_matches(r: &ArchiveRecord, q: &ScopedQueue, prefilter: &Prefilter, value: &str) -> bool {
+    let Some(data) = r.fields.get("data") else {
+        return false;
+    };
+    let text = data.to_string();
+    if !prefilter.may_hold(text.as_bytes()) {
+        return false;
+    }
+    match data {
+        serde_json::Value::String(s) => {
+            serde_json::from_str::<serde_json::Value>(s).is_ok_and(|d| q.matches(&d, value))
+        }
+        d => q.matches(d, value),
+    }
+}
+
+/// The receipt's overall status.
+pub fn status_of(
+    dry_run: bool,
+    queues: &[QueueReceipt],
+    archive: &[SegmentReceipt],
+) -> &'static str {
+    if queues.iter().any(|q| !q.pending.is_empty()) {
+        "pending"
+    } else if queues.is_empty() && archive.is_empty() {
+        "nothingFound"
+    } else if dry_run {
+        "wouldErase"
+    } else {
+        "erased"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bases(list: &[&str]) -> HashMap<String, usize> {
+        list.iter()
+            .enumerate()
+            .map(|(i, b)| (format!("{b}:"), i))
+            .collect()
+    }
+
+    #[test]
+    fn keys_route_to_the_longest_base_and_their_kind() {
+        let b = bases(&["bull:acme", "bull:acme:prod:mail"]);
+        let r = |k: &str| route(k, &b).map(|s| (s.queue, s.kind, s.id));
+        assert_eq!(
+            r("bull:acme:prod:mail:42"),
+            Some((1, ErasureKind::Job, "42".into()))
+        );
+        assert_eq!(r("bull:acme:7"), Some((0, ErasureKind::Job, "7".into())));
+        assert_eq!(
+            r("bull:acme:prod:mail:9:processed"),
+            Some((1, ErasureKind::Processed, "9".into()))
+        );
+        assert_eq!(
+            r("bull:acme:prod:mail:9:failed"),
+            Some((1, ErasureKind::Failed, "9".into()))
+        );
+        assert_eq!(
+            r("bull:acme:prod:mail:dn:k1"),
+            Some((1, ErasureKind::Dedup, "k1".into()))
+        );
+        assert_eq!(
+            r("bull:acme:prod:mail:repeat:daily"),
+            Some((1, ErasureKind::Scheduler, "daily".into()))
+        );
+        assert_eq!(
+            r("bull:acme:prod:mail:repeat:daily:1700000000000"),
+            Some((1, ErasureKind::Job, "repeat:daily:1700000000000".into()))
+        );
+        assert_eq!(r("bull:acme:prod:mail:meta"), None);
+        assert_eq!(r("bull:other:1"), None);
+    }
+
+    #[test]
+    fn the_scan_pattern_is_the_common_prefix_escaped() {
+        let p = |l: &[&str]| scan_pattern(&l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(p(&["bull:a:", "bull:b:"]), "bull:*");
+        assert_eq!(p(&["{bull}:a:"]), "{bull}:a:*");
+        assert_eq!(p(&["q*[x]:", "q*[y]:"]), "q\\*\\[*");
+        assert_eq!(p(&["a:", "b:"]), "*");
+    }
+}
