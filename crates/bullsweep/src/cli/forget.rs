@@ -9,6 +9,7 @@ use crate::engine::forget::{
 };
 use crate::engine::inventory;
 use clap::Args;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 /// `forget` options.
@@ -97,9 +98,6 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
         .map(ArchiveSink::open)
         .transpose()
         .map_err(|e| CliError::runtime(format!("archive: {e}")))?;
-    let (scan, queues) = forget_in_redis(&mut con, &scoped, &req)
-        .await
-        .map_err(redis_err)?;
     let (archive, archive_segments_scanned) = match &sink {
         Some(sink) => erase_archive(&mut con, store.as_mut(), sink, &set, &req)
             .await
@@ -110,6 +108,16 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
             })?,
         None => (Vec::new(), 0),
     };
+    let mut archived: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for segment in &archive {
+        archived
+            .entry(segment.queue.clone())
+            .or_default()
+            .extend(segment.ids.iter().cloned());
+    }
+    let (scan, queues) = forget_in_redis(&mut con, &scoped, &req, &archived)
+        .await
+        .map_err(redis_err)?;
     if let Some(store) = store.as_mut() {
         audit::ship(&mut con, store).await.map_err(|e| {
             CliError::runtime(format!(

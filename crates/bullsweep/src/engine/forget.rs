@@ -895,11 +895,15 @@ fn erase_context(q: &QueueId, state: &str, request_id: &str) -> AuditContext {
 }
 
 /// Finds and (unless a dry run) erases the subject in every scoped queue's jobs, copies,
-/// placeholders, scheduler templates and events. Archive segments are [`erase_archive`]'s.
+/// placeholders, scheduler templates and events. Archive segments are [`erase_archive`]'s;
+/// it runs first, so that the events of jobs that are only in the archive go too.
+/// `archived` holds, per queue key base, ids of jobs whose archived records were erased: their
+/// events go too.
 pub async fn forget_in_redis<C>(
     con: &mut C,
     scoped: &[ScopedQueue],
     req: &ForgetRequest,
+    archived: &HashMap<String, BTreeSet<String>>,
 ) -> RedisResult<(ScanStats, Vec<QueueReceipt>)>
 where
     C: ConnectionLike + Clone + Send + 'static,
@@ -912,7 +916,10 @@ where
         let keys = QueueKeys::new(&q.queue.base);
         let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", &req.request_id))
             .unwrap_or_default();
-        let (mut qr, erased) = handle_queue(con, q, items, req, &ctx, deadline).await?;
+        let (mut qr, mut erased) = handle_queue(con, q, items, req, &ctx, deadline).await?;
+        if let Some(ids) = archived.get(&q.queue.base) {
+            erased.extend(ids.iter().cloned());
+        }
         let ev_ctx = serde_json::to_string(&erase_context(&q.queue, "events", &req.request_id))
             .unwrap_or_default();
         qr.events = erase_events(
@@ -1067,12 +1074,12 @@ pub fn status_of(
     queues: &[QueueReceipt],
     archive: &[SegmentReceipt],
 ) -> &'static str {
-    if queues.iter().any(|q| !q.pending.is_empty()) {
-        "pending"
-    } else if queues.is_empty() && archive.is_empty() {
+    if queues.is_empty() && archive.is_empty() {
         "nothingFound"
     } else if dry_run {
         "wouldErase"
+    } else if queues.iter().any(|q| !q.pending.is_empty()) {
+        "pending"
     } else {
         "erased"
     }
