@@ -26,7 +26,15 @@ pub enum Strategy {
     Sweep,
     /// `action: archive` to a local directory: archive, verify, then delete.
     Archive,
+    /// `forget`: find and erase one user's jobs among `--jobs` jobs in 20 queues, against
+    /// BullMQ's `Queue.getJobs` pages filtered in JS.
+    Forget,
 }
+
+/// Queues the forget dataset is spread over.
+const FORGET_QUEUES: u64 = 20;
+/// The user the forget contenders erase (the seed names users `u0` … `u9972` in turn).
+const FORGET_SUBJECT: &str = "u42";
 
 /// `bench` options.
 #[derive(Debug, Args)]
@@ -85,6 +93,8 @@ pub struct Measurement {
 /// The whole run.
 #[derive(Debug, Serialize)]
 pub struct BenchReport {
+    /// What was measured (`sweep`, `archive`, `forget`).
+    pub strategy: String,
     /// Jobs per dataset.
     pub jobs: u64,
     /// Approximate job size.
@@ -187,6 +197,7 @@ async fn run_policy(
 /// Where the BullMQ contender connects.
 struct NodeTarget {
     script: PathBuf,
+    compat_dir: PathBuf,
     host: String,
     port: u16,
     db: i64,
@@ -220,6 +231,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     };
     let node = NodeTarget {
         script: args.compat_dir.join("bench/clean.js"),
+        compat_dir: args.compat_dir.clone(),
         host,
         port,
         db: info.redis_settings().db(),
@@ -227,6 +239,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     };
 
     let mut report = BenchReport {
+        strategy: format!("{:?}", args.strategy).to_lowercase(),
         jobs: args.jobs,
         job_bytes: args.job_bytes,
         rounds: Vec::new(),
@@ -253,6 +266,10 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             .filter(|c| *c != "bullmq" || node_ready)
             .collect(),
         Strategy::Archive => vec!["archive"],
+        Strategy::Forget => ["bullsweep", "bullmq"]
+            .into_iter()
+            .filter(|c| *c != "bullmq" || node_ready)
+            .collect(),
     };
 
     let saved_slowlog = slowlog_begin(&mut con).await.map_err(redis_err)?;
@@ -261,7 +278,10 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     for round in 1..=args.rounds.max(1) {
         for contender in &contenders {
             eprintln!("round {round}: {contender}, seeding {} jobs", args.jobs);
-            let mut m = measure(&mut con, &url, contender, args, &node).await?;
+            let mut m = match args.strategy {
+                Strategy::Forget => measure_forget(&mut con, &url, contender, args, &node).await?,
+                _ => measure(&mut con, &url, contender, args, &node).await?,
+            };
             m.round = round;
             report.rounds.push(m);
         }
@@ -451,6 +471,131 @@ async fn measure(
     })
 }
 
+/// Seeds `--jobs` finished jobs (one in ten failed) over 20 queues and erases one user with
+/// one contender while the prober runs. `removed` in the result counts jobs scanned; both
+/// contenders must erase exactly the user's jobs.
+async fn measure_forget(
+    con: &mut ConnectionManager,
+    url: &str,
+    contender: &str,
+    args: &BenchArgs,
+    node: &NodeTarget,
+) -> Result<Measurement, CliError> {
+    let redis_err = |e: redis::RedisError| CliError::redis(url, &e);
+    redis::cmd("FLUSHDB")
+        .query_async::<()>(con)
+        .await
+        .map_err(redis_err)?;
+    let per_queue = args.jobs / FORGET_QUEUES;
+    let names: Vec<String> = (0..FORGET_QUEUES)
+        .map(|i| format!("bench-forget-{i}"))
+        .collect();
+    for name in &names {
+        let spec = SeedSpec {
+            base: format!("bull:{name}"),
+            completed: per_queue - per_queue / 10,
+            failed: per_queue / 10,
+            spread_ms: 3_600_000,
+            names: vec!["bench-job".into()],
+            job_bytes: args.job_bytes,
+        };
+        seed_queue(con, &spec, now_ms() - 1_000)
+            .await
+            .map_err(redis_err)?;
+    }
+    // The seed gives job i the user `u{i % 9973}`.
+    let subject_n: u64 = FORGET_SUBJECT[1..].parse().unwrap_or(0);
+    let expected = FORGET_QUEUES * (0..per_queue).filter(|i| i % 9973 == subject_n).count() as u64;
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async::<()>(con)
+        .await
+        .map_err(redis_err)?;
+    let cpu_before = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+        .await
+        .map_err(redis_err)?;
+    let (scanned, erased, seconds, probes) = match contender {
+        "bullsweep" => {
+            let policy = "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies:\n  - { name: keep, queueNamePattern: \"*\", rules: { completed: { maxAge: 30d } } }\n";
+            let set = bullsweep_policy::compile("bench", policy)
+                .map_err(|e| CliError::runtime(e.to_string()))?;
+            let inv = engine::inventory(con, &set, None)
+                .await
+                .map_err(redis_err)?;
+            let scoped = engine::forget::scope(&set, &inv.managed, "user", None)
+                .map_err(|e| CliError::runtime(e.to_string()))?;
+            let req = engine::forget::ForgetRequest {
+                subject: "user".into(),
+                value: FORGET_SUBJECT.into(),
+                tenant: None,
+                request_id: "bench".into(),
+                dry_run: false,
+                wait_active: Duration::ZERO,
+                env: None,
+                budget_us: DEFAULT_BUDGET_US,
+            };
+            let prober = Prober::start(url)?;
+            let started = Instant::now();
+            let (stats, queues) =
+                engine::forget::forget_in_redis(con, &scoped, &req, &Default::default())
+                    .await
+                    .map_err(redis_err)?;
+            let seconds = started.elapsed().as_secs_f64();
+            let erased = queues
+                .iter()
+                .flat_map(|q| q.states.values())
+                .map(|ids| ids.len() as u64)
+                .sum();
+            (stats.jobs, erased, seconds, prober.finish())
+        }
+        "bullmq" => {
+            let mut node_args = vec![FORGET_SUBJECT.to_string()];
+            node_args.extend(names.iter().cloned());
+            let script = node.compat_dir.join("bench/forget.js");
+            let (value, probes) = run_node(node, &script, &node_args, url)?;
+            let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
+            (
+                value["scanned"].as_u64().unwrap_or(0),
+                value["removed"].as_u64().unwrap_or(0),
+                ms / 1_000.0,
+                probes,
+            )
+        }
+        other => {
+            return Err(CliError::runtime(format!(
+                "unknown forget contender `{other}`"
+            )));
+        }
+    };
+    let longest_call_ms = slowlog_max_ms(con).await.map_err(redis_err)?;
+    let cpu_after = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+        .await
+        .map_err(redis_err)?;
+    if erased != expected || scanned < args.jobs - expected {
+        return Err(CliError::runtime(format!(
+            "{contender} scanned {scanned} jobs and erased {erased}; expected {expected} of {}",
+            args.jobs
+        )));
+    }
+    let mut sorted = probes;
+    sorted.sort();
+    Ok(Measurement {
+        contender: contender.to_string(),
+        round: 0,
+        removed: scanned,
+        seconds,
+        jobs_per_sec: scanned as f64 / seconds.max(1e-9),
+        probe_p50_ms: percentile(&sorted, 0.50),
+        probe_p99_ms: percentile(&sorted, 0.99),
+        probe_max_ms: percentile(&sorted, 1.0),
+        probes: sorted.len(),
+        longest_call_ms,
+        redis_cpu_s: cpu_after - cpu_before,
+        memory_freed_bytes: 0,
+        client_peak_rss_mb: peak_rss_mb(),
+    })
+}
+
 /// This process's peak resident memory (VmHWM), in MB; 0 where /proc is not available.
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -494,10 +639,20 @@ fn bench_table(report: &BenchReport) -> String {
         ]);
     }
     let rounds = report.rounds.iter().map(|m| m.round).max().unwrap_or(0);
+    let what = if report.strategy == "forget" {
+        "finished jobs in 20 queues, one user's erased (jobs = jobs scanned)"
+    } else {
+        "completed jobs"
+    };
     let mut out = format!(
-        "{} completed jobs of ~{} bytes per dataset; medians of {rounds} rounds (probe max and longest call: worst round)\n{t}",
+        "{} {what} of ~{} bytes per dataset; medians of {rounds} rounds (probe max and longest call: worst round)\n{t}",
         report.jobs, report.job_bytes
     );
+    let versus = if report.strategy == "forget" {
+        "bullsweep forget / BullMQ getJobs-and-filter"
+    } else {
+        "bullsweep / BullMQ Queue.clean"
+    };
     if let Some(r) = report.ratio_vs_bullmq {
         let each: Vec<String> = report
             .ratios_vs_bullmq
@@ -505,7 +660,7 @@ fn bench_table(report: &BenchReport) -> String {
             .map(|r| format!("{r:.2}x"))
             .collect();
         out.push_str(&format!(
-            "\nbullsweep / BullMQ Queue.clean jobs/s: {r:.2}x median (rounds: {})",
+            "\n{versus} jobs/s: {r:.2}x median (rounds: {})",
             each.join(", ")
         ));
     }
@@ -520,13 +675,27 @@ fn bench_table(report: &BenchReport) -> String {
 
 /// BullMQ's Queue.clean in a Node process; the probe runs only while clean() runs.
 fn run_bullmq(node: &NodeTarget, url: &str) -> Result<(u64, f64, Vec<Duration>), CliError> {
+    let (value, probes) = run_node(node, &node.script, &[QUEUE.to_string()], url)?;
+    let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
+    let removed = value["removed"].as_u64().unwrap_or(0);
+    Ok((removed, ms / 1_000.0, probes))
+}
+
+/// Runs a Node contender (`<script> <host> <port> <db> <args…>`): waits for its `ready`,
+/// starts the probe, says go, and returns the JSON line it prints with the probe's samples.
+fn run_node(
+    node: &NodeTarget,
+    script: &std::path::Path,
+    args: &[String],
+    url: &str,
+) -> Result<(serde_json::Value, Vec<Duration>), CliError> {
     let node_err = |e: std::io::Error| CliError::runtime(format!("BullMQ contender failed: {e}"));
     let mut child = Command::new("node")
-        .arg(&node.script)
+        .arg(script)
         .arg(&node.host)
         .arg(node.port.to_string())
         .arg(node.db.to_string())
-        .arg(QUEUE)
+        .args(args)
         .env(
             "BULLSWEEP_BENCH_REDIS_PASSWORD",
             node.password.as_deref().unwrap_or(""),
@@ -559,9 +728,7 @@ fn run_bullmq(node: &NodeTarget, url: &str) -> Result<(u64, f64, Vec<Duration>),
     let _ = child.wait();
     let value: serde_json::Value = serde_json::from_str(result.as_deref().unwrap_or(""))
         .map_err(|e| CliError::runtime(format!("BullMQ contender printed no result: {e}")))?;
-    let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
-    let removed = value["removed"].as_u64().unwrap_or(0);
-    Ok((removed, ms / 1_000.0, probes))
+    Ok((value, probes))
 }
 
 /// The naive sweep of the seed article: ZSCAN the set, UNLINK each job's keys, ZREM the ids.

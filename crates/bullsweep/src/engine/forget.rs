@@ -1,8 +1,7 @@
 //! Erasure of one data subject (`bullsweep forget`): scope → scan → probe → erase (waiting for
 //! active jobs) → events streams → archive segments → receipt.
 //!
-//! The scan walks the keyspace once with `SCAN … TYPE hash` rather than each state's list or
-//! set, so a job that moves between states while the scan runs is still seen (SCAN returns
+//! The scan walks the keyspace once with `SCAN` rather than each state's list or set, so a job that moves between states while the scan runs is still seen (SCAN returns
 //! every key that exists for its whole duration), and placeholders (`dn:`), scheduler templates
 //! (`repeat:`) and parents' copy hashes come with it. Each step pipelines the previous step's
 //! reads (`HGET data`, `HGETALL` of copy hashes) with the next `SCAN`; every call is small, so
@@ -341,7 +340,32 @@ struct ScanKey {
     id: String,
 }
 
-/// Routes a key to the longest covered base it starts with, and says what it is.
+/// A queue's own keys (under its base), none of which holds job data.
+const QUEUE_KEYS: [&str; 17] = [
+    "meta",
+    "id",
+    "events",
+    "wait",
+    "paused",
+    "active",
+    "prioritized",
+    "delayed",
+    "completed",
+    "failed",
+    "waiting-children",
+    "stalled",
+    "stalled-check",
+    "limiter",
+    "marker",
+    "pc",
+    "repeat",
+];
+/// Sub-keys of a job that hold no data of the subject's (copies are in `:processed` and
+/// `:failed`, which are read).
+const JOB_SUB_KEYS: [&str; 4] = [":logs", ":lock", ":dependencies", ":unsuccessful"];
+
+/// Routes a key to the longest covered base it starts with, and says what it is; `None` for
+/// keys that cannot hold the subject's data, so that no read is spent on them.
 fn route(key: &str, bases: &HashMap<String, usize>) -> Option<ScanKey> {
     let (prefix_len, queue) = key
         .rmatch_indices(':')
@@ -359,7 +383,12 @@ fn route(key: &str, bases: &HashMap<String, usize>) -> Option<ScanKey> {
             .is_none_or(|(_, tail)| !tail.bytes().all(|b| b.is_ascii_digit()))
     }) {
         (ErasureKind::Scheduler, sid)
-    } else if id == "meta" || id.starts_with("metrics:") || id.is_empty() {
+    } else if QUEUE_KEYS.contains(&id)
+        || id.is_empty()
+        || id.starts_with("metrics:")
+        || id.starts_with("de:")
+        || JOB_SUB_KEYS.iter().any(|s| id.ends_with(s))
+    {
         return None;
     } else {
         (ErasureKind::Job, id)
@@ -520,9 +549,7 @@ where
             .arg("MATCH")
             .arg(&pattern)
             .arg("COUNT")
-            .arg(SCAN_COUNT)
-            .arg("TYPE")
-            .arg("hash");
+            .arg(SCAN_COUNT);
         tokio::spawn(spawned_read(con.clone(), pipe))
     };
     let mut next_scan = Some(scan_step(0));
@@ -542,7 +569,10 @@ where
             // SCAN may return a key twice; reading it twice only costs a read.
             let routed: Vec<ScanKey> = keys.iter().filter_map(|k| route(k, &bases)).collect();
             if !routed.is_empty() {
+                // A key of another type (a custom key under the base) answers WRONGTYPE, which
+                // is read as nothing to test.
                 let mut pipe = redis::pipe();
+                pipe.ignore_errors();
                 for k in &routed {
                     match k.kind {
                         ErasureKind::Processed | ErasureKind::Failed => pipe.hgetall(&k.key),
@@ -559,6 +589,7 @@ where
             let replies = joined(read.await)?;
             let work = shared.clone();
             tests.push(tokio::task::spawn_blocking(move || {
+                super::yield_cpu_to_redis();
                 test_step(&work.0, &work.1, &work.2, &keys, &replies)
             }));
         }
@@ -1126,7 +1157,76 @@ mod tests {
             Some((1, ErasureKind::Job, "repeat:daily:1700000000000".into()))
         );
         assert_eq!(r("bull:acme:prod:mail:meta"), None);
+        assert_eq!(r("bull:acme:prod:mail:failed"), None);
+        assert_eq!(r("bull:acme:prod:mail:42:logs"), None);
+        assert_eq!(r("bull:acme:prod:mail:de:k1"), None);
         assert_eq!(r("bull:other:1"), None);
+    }
+
+    fn policy_set() -> PolicySet {
+        bullsweep_policy::compile(
+            "p.yaml",
+            "version: 1\ndiscovery: { layouts: ['bull:{tenant}:{queue}', 'bull:{queue}'] }\nsubjects: [{ name: user, paths: [user.id], tenantPath: tenantId }]\npolicies:\n  - { name: billing, queueNamePattern: billing, subjects: [{ name: card, paths: [card.holder] }] }\n",
+        )
+        .expect("policy")
+    }
+
+    #[test]
+    fn scope_follows_subject_and_tenant() {
+        let set = policy_set();
+        let managed: Vec<QueueId> = [
+            "bull:acme:billing",
+            "bull:acme:mail",
+            "bull:globex:mail",
+            "bull:shared",
+        ]
+        .iter()
+        .filter_map(|b| set.identify(b, None))
+        .collect();
+        let bases = |s: &[ScopedQueue]| s.iter().map(|q| q.queue.base.clone()).collect::<Vec<_>>();
+        let all = scope(&set, &managed, "user", None).expect("scope");
+        assert_eq!(all.len(), 4);
+        let acme = scope(&set, &managed, "user", Some("acme")).expect("scope");
+        assert_eq!(
+            bases(&acme),
+            ["bull:acme:billing", "bull:acme:mail", "bull:shared"]
+        );
+        let shared = acme
+            .iter()
+            .find(|q| q.queue.base == "bull:shared")
+            .expect("shared");
+        assert_eq!(
+            shared.data_tenant.as_deref(),
+            Some("acme"),
+            "a queue without a tenant filters by data"
+        );
+        let data = |v: serde_json::Value| shared.matches(&v, "u1");
+        assert!(data(
+            serde_json::json!({"user": {"id": "u1"}, "tenantId": "acme"})
+        ));
+        assert!(!data(
+            serde_json::json!({"user": {"id": "u1"}, "tenantId": "globex"})
+        ));
+        assert!(!data(serde_json::json!({"user": {"id": "u1"}})));
+        let card = scope(&set, &managed, "card", None).expect("scope");
+        assert_eq!(
+            bases(&card),
+            ["bull:acme:billing"],
+            "a policy's subject applies to its queues only"
+        );
+        assert!(matches!(
+            scope(&set, &managed, "usr", None),
+            Err(ScopeError::UnknownSubject { .. })
+        ));
+        let no_shared: Vec<QueueId> = managed
+            .iter()
+            .filter(|q| q.tenant.is_some())
+            .cloned()
+            .collect();
+        assert_eq!(
+            scope(&set, &no_shared, "user", Some("initech")).map(|s| s.len()),
+            Err(ScopeError::TenantWithoutQueues("initech".into()))
+        );
     }
 
     #[test]
