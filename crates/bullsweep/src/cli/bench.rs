@@ -26,8 +26,8 @@ pub enum Strategy {
     Sweep,
     /// `action: archive` to a local directory: archive, verify, then delete.
     Archive,
-    /// `forget`: find and erase one user's jobs among `--jobs` jobs in 20 queues, against
-    /// BullMQ's `Queue.getJobs` pages filtered in JS.
+    /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
+    /// `Queue.getJobs` pages filtered in JS.
     Forget,
 }
 

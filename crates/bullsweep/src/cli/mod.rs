@@ -68,8 +68,7 @@ pub enum Command {
         #[arg(long, default_value_t = 60_000)]
         jobs: u64,
     },
-    /// Erase one data subject's jobs and every copy of them (parents' copies, dedup
-    /// placeholders, scheduler templates, events, archived records); prints a JSON receipt.
+    /// Erase one person's jobs and every copy of them, everywhere; prints a JSON receipt.
     Forget(forget::ForgetArgs),
     /// Measure bullsweep against BullMQ's Queue.clean and a naive ZSCAN + UNLINK sweep.
     Bench(bench::BenchArgs),
