@@ -108,6 +108,24 @@ impl ScopedQueue {
     }
 }
 
+/// Whether a queue (or archive segment) whose key names the tenant `own` is in scope for a
+/// request for tenant `wanted`: `None` when it is not, else the tenant to filter job data by
+/// (when the key names none and a subject can find it in the data).
+fn tenant_scope(
+    wanted: Option<&str>,
+    own: Option<&str>,
+    subjects: &[Subject],
+) -> Option<Option<String>> {
+    match (wanted, own) {
+        (None, _) => Some(None),
+        (Some(t), Some(own)) => (own == t).then_some(None),
+        (Some(t), None) => subjects
+            .iter()
+            .any(|s| s.tenant_path.is_some())
+            .then(|| Some(t.to_string())),
+    }
+}
+
 /// The queues an erasure covers. Pure: the caller discovers the managed queues.
 pub fn scope(
     set: &PolicySet,
@@ -126,14 +144,8 @@ pub fn scope(
     let mut tenant_seen = false;
     for q in managed {
         let subjects: Vec<Subject> = set.subjects_for(q, subject).into_iter().cloned().collect();
-        let data_tenant = match (tenant, &q.tenant) {
-            (None, _) => None,
-            (Some(t), Some(own)) if own == t => None,
-            (Some(_), Some(_)) => continue,
-            (Some(t), None) if subjects.iter().any(|s| s.tenant_path.is_some()) => {
-                Some(t.to_string())
-            }
-            (Some(_), None) => continue,
+        let Some(data_tenant) = tenant_scope(tenant, q.tenant.as_deref(), &subjects) else {
+            continue;
         };
         tenant_seen = true;
         if !subjects.is_empty() {
@@ -515,10 +527,13 @@ where
     read_pipe(&mut con, &pipe).await
 }
 
+/// A scan task that panicked or was cancelled, as a Redis client error.
+fn task_failed(e: tokio::task::JoinError) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Client, "scan task failed", e.to_string()))
+}
+
 fn joined<T>(r: Result<RedisResult<T>, tokio::task::JoinError>) -> RedisResult<T> {
-    r.map_err(|e| {
-        redis::RedisError::from((redis::ErrorKind::Client, "scan task failed", e.to_string()))
-    })?
+    r.map_err(task_failed)?
 }
 
 /// Scans the keyspace once for the subject; returns what was found per scoped queue.
@@ -599,13 +614,7 @@ where
     }
     let mut found: Vec<Vec<Found>> = vec![Vec::new(); scoped.len()];
     for t in tests {
-        let step = t.await.map_err(|e| {
-            redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "scan worker failed",
-                e.to_string(),
-            ))
-        })?;
+        let step = t.await.map_err(task_failed)?;
         stats.jobs += step.jobs;
         stats.copy_hashes += step.copy_hashes;
         stats.malformed += step.malformed;
@@ -677,37 +686,21 @@ async fn reread<C: ConnectionLike>(
     value: &str,
 ) -> RedisResult<Option<String>> {
     let prefix = keys.job_prefix();
-    let raw: Option<Vec<u8>> = match item.kind {
-        ErasureKind::Job => {
-            redis::cmd("HGET")
-                .arg(format!("{prefix}{}", item.id))
-                .arg("data")
-                .query_async(con)
-                .await?
-        }
-        ErasureKind::Dedup => {
-            redis::cmd("HGET")
-                .arg(format!("{prefix}dn:{}", item.id))
-                .arg("data")
-                .query_async(con)
-                .await?
-        }
-        ErasureKind::Scheduler => {
-            redis::cmd("HGET")
-                .arg(format!("{prefix}repeat:{}", item.id))
-                .arg("data")
-                .query_async(con)
-                .await?
-        }
-        ErasureKind::Processed | ErasureKind::Failed => {
-            redis::cmd("HGET")
-                .arg(format!("{prefix}{}:{}", item.id, item.kind.as_str()))
-                .arg(&item.field)
-                .query_async(con)
-                .await?
-        }
-        ErasureKind::Event => None,
+    let (key, field) = match item.kind {
+        ErasureKind::Job => (format!("{prefix}{}", item.id), "data"),
+        ErasureKind::Dedup => (format!("{prefix}dn:{}", item.id), "data"),
+        ErasureKind::Scheduler => (format!("{prefix}repeat:{}", item.id), "data"),
+        ErasureKind::Processed | ErasureKind::Failed => (
+            format!("{prefix}{}:{}", item.id, item.kind.as_str()),
+            item.field.as_str(),
+        ),
+        ErasureKind::Event => return Ok(None),
     };
+    let raw: Option<Vec<u8>> = redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(con)
+        .await?;
     let Some(raw) = raw else { return Ok(None) };
     let still = match item.kind {
         ErasureKind::Processed | ErasureKind::Failed => {
@@ -1002,12 +995,6 @@ pub async fn erase_archive<C: ConnectionLike>(
     let mut scanned = 0;
     for m in manifests {
         let queue = set.identify(&m.queue, req.env.as_deref());
-        let data_tenant = match (&req.tenant, &m.tenant) {
-            (None, _) => None,
-            (Some(t), Some(own)) if own == t => None,
-            (Some(_), Some(_)) => continue,
-            (Some(t), None) => Some(t.clone()),
-        };
         let subjects = match &queue {
             Some(q) => set
                 .subjects_for(q, &req.subject)
@@ -1015,6 +1002,10 @@ pub async fn erase_archive<C: ConnectionLike>(
                 .cloned()
                 .collect(),
             None => global.clone(),
+        };
+        let Some(data_tenant) = tenant_scope(req.tenant.as_deref(), m.tenant.as_deref(), &subjects)
+        else {
+            continue;
         };
         if subjects.is_empty() {
             continue;
