@@ -120,4 +120,13 @@ function writePolicy(text) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-module.exports = { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, BIN };
+// Polls `check` until it resolves true; fails after 15 s, naming `what` it waited for.
+async function waitFor(what, check) {
+  const deadline = Date.now() + 15000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+module.exports = { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN };

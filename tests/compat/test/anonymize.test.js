@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Queue, Worker, FlowProducer } = require('bullmq');
-const { startRedis, dumpKeyspace, bullsweep, writePolicy, sleep } = require('../lib/harness');
+const { startRedis, dumpKeyspace, bullsweep, writePolicy, sleep, waitFor } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 
 const EMAIL = 'jane.doe@example.com';
@@ -19,14 +19,6 @@ const R = '[REDACTED]';
 let redis;
 before(async () => { redis = await startRedis(); });
 after(() => redis.stop());
-
-async function waitFor(what, check) {
-  const deadline = Date.now() + 15000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 test('anonymize scrubs PII everywhere BullMQ keeps it, once, and BullMQ still reads the jobs', async () => {
   const connection = redis.connection(0);

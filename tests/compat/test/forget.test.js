@@ -11,7 +11,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Queue, Worker, FlowProducer } = require('bullmq');
-const { startRedis, dumpKeyspace, bullsweep, writePolicy, sleep } = require('../lib/harness');
+const { startRedis, dumpKeyspace, bullsweep, writePolicy, sleep, waitFor } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 
 const ID = 'u42';
@@ -23,14 +23,6 @@ const bob = (extra = {}) => ({ user: { ...OTHER }, ...extra });
 let redis;
 before(async () => { redis = await startRedis(); });
 after(() => redis.stop());
-
-async function waitFor(what, check) {
-  const deadline = Date.now() + 15000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 async function streamsText(client) {
   let cursor = '0';

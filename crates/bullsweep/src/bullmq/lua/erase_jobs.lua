@@ -37,12 +37,6 @@ local ctx = ARGV[3]
 local budget = tonumber(ARGV[4])
 local started = nowMicros()
 
--- As in BullMQ, a job key's id is the text after its last ':', and its prefix is the rest.
-local function splitJobKey(jobKey)
-  local id = string.match(jobKey, '.*:(.*)')
-  return string.sub(jobKey, 1, #jobKey - #id), id
-end
-
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
 local LISTS = {'active', 'wait', 'paused'}
 
@@ -101,16 +95,9 @@ local function releaseParent(jobKey, parentKey)
   if not parentKey or parentKey == '' then
     return
   end
-  local depsKey = parentKey .. ':dependencies'
-  if rcall('SREM', depsKey, jobKey) == 0 or rcall('SCARD', depsKey) > 0 then
-    return
-  end
-  local parentPrefix, parentId = splitJobKey(parentKey)
-  if rcall('ZREM', parentPrefix .. 'waiting-children', parentId) == 1 then
-    rcall('RPUSH', parentPrefix .. 'wait', parentId)
-    if not queuePausedOrMaxed(parentPrefix) then
-      rcall('ZADD', parentPrefix .. 'marker', 0, '0')
-    end
+  local parentPrefix, parentId = takeLastDependency(jobKey, parentKey)
+  if parentPrefix then
+    pushParentToWait(parentPrefix, parentId)
     addEvent(parentPrefix, 'event', 'waiting', 'jobId', parentId, 'prev', 'waiting-children')
   end
 end

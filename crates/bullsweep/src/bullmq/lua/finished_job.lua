@@ -1,6 +1,7 @@
 --[[
-  finished_job.lua: the per-job removal that both destructive scripts share. It is prepended
-  to sweep_prefix.lua and remove_ids.lua; it defines functions only.
+  finished_job.lua: the per-job removal and the audit helpers that the scripts changing job
+  data share. It is prepended to sweep_prefix.lua, remove_ids.lua, anonymize_jobs.lua and
+  erase_jobs.lua; it defines functions only.
 
   Semantics are those of BullMQ 6's Queue.clean for finished sets ("hard" mode):
     * the job is dropped from its parent's :dependencies; if that was the last one and the
@@ -55,19 +56,42 @@ local function queuePausedOrMaxed(queuePrefix)
   return false
 end
 
+-- As in BullMQ, a job key's id is the text after its last ':', and its prefix is the rest.
+local function splitJobKey(jobKey)
+  local id = string.match(jobKey, '.*:(.*)')
+  return string.sub(jobKey, 1, #jobKey - #id), id
+end
+
+-- Drops a child from its parent's pending dependencies. When that was the last one and the
+-- parent waited for children, takes the parent out of waiting-children and returns its prefix
+-- and id; where the parent goes is the caller's choice.
+local function takeLastDependency(jobKey, parentKey)
+  local depsKey = parentKey .. ':dependencies'
+  if rcall('SREM', depsKey, jobKey) == 0 or rcall('SCARD', depsKey) > 0 then
+    return nil
+  end
+  local parentPrefix, parentId = splitJobKey(parentKey)
+  if rcall('ZREM', parentPrefix .. 'waiting-children', parentId) ~= 1 then
+    return nil
+  end
+  return parentPrefix, parentId
+end
+
+-- Puts a released parent in its wait list, with a marker unless its queue is paused or maxed.
+local function pushParentToWait(parentPrefix, parentId)
+  rcall('RPUSH', parentPrefix .. 'wait', parentId)
+  if not queuePausedOrMaxed(parentPrefix) then
+    rcall('ZADD', parentPrefix .. 'marker', 0, '0')
+  end
+end
+
 local detachFromParent
 detachFromParent = function(jobKey, parentKey, deid, queuePrefix)
   if not parentKey or parentKey == '' or rcall('EXISTS', parentKey) == 0 then
     return
   end
-  local depsKey = parentKey .. ':dependencies'
-  if rcall('SREM', depsKey, jobKey) == 0 or rcall('SCARD', depsKey) > 0 then
-    return
-  end
-  -- BullMQ takes the parent id as the text after the last ':' of its key.
-  local parentId = string.match(parentKey, '.*:(.*)')
-  local parentPrefix = string.sub(parentKey, 1, #parentKey - #parentId)
-  if rcall('ZREM', parentPrefix .. 'waiting-children', parentId) ~= 1 then
+  local parentPrefix, parentId = takeLastDependency(jobKey, parentKey)
+  if not parentPrefix then
     return
   end
   if parentPrefix == queuePrefix then
@@ -79,10 +103,7 @@ detachFromParent = function(jobKey, parentKey, deid, queuePrefix)
       rcall('DEL', parentPrefix .. 'de:' .. deid)
     end
   else
-    rcall('RPUSH', parentPrefix .. 'wait', parentId)
-    if not queuePausedOrMaxed(parentPrefix) then
-      rcall('ZADD', parentPrefix .. 'marker', 0, '0')
-    end
+    pushParentToWait(parentPrefix, parentId)
   end
 end
 
