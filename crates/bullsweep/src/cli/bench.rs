@@ -375,17 +375,10 @@ async fn measure(
     seed_queue(con, &spec, now_ms() - 1_000)
         .await
         .map_err(redis_err)?;
-    redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async::<()>(con)
-        .await
-        .map_err(redis_err)?;
     let mem_before = info_number(con, "memory", &["used_memory"])
         .await
         .map_err(redis_err)?;
-    let cpu_before = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?;
+    let cpu_before = start_counters(con).await.map_err(redis_err)?;
 
     let (removed, seconds, probes) = match contender {
         "bullsweep" => {
@@ -434,10 +427,7 @@ async fn measure(
             )));
         }
     };
-    let longest_call_ms = slowlog_max_ms(con).await.map_err(redis_err)?;
-    let cpu_after = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?;
+    let (longest_call_ms, redis_cpu_s) = stop_counters(con, cpu_before).await.map_err(redis_err)?;
     let mem_after = info_number(con, "memory", &["used_memory"])
         .await
         .map_err(redis_err)?;
@@ -465,7 +455,7 @@ async fn measure(
         probe_max_ms: percentile(&sorted, 1.0),
         probes: sorted.len(),
         longest_call_ms,
-        redis_cpu_s: cpu_after - cpu_before,
+        redis_cpu_s,
         memory_freed_bytes: (mem_before - mem_after) as i64,
         client_peak_rss_mb: peak_rss_mb(),
     })
@@ -506,14 +496,7 @@ async fn measure_forget(
     // The seed gives job i the user `u{i % 9973}`.
     let subject_n: u64 = FORGET_SUBJECT[1..].parse().unwrap_or(0);
     let expected = FORGET_QUEUES * (0..per_queue).filter(|i| i % 9973 == subject_n).count() as u64;
-    redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async::<()>(con)
-        .await
-        .map_err(redis_err)?;
-    let cpu_before = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?;
+    let cpu_before = start_counters(con).await.map_err(redis_err)?;
     let (scanned, erased, seconds, probes) = match contender {
         "bullsweep" => {
             let policy = "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies:\n  - { name: keep, queueNamePattern: \"*\", rules: { completed: { maxAge: 30d } } }\n";
@@ -567,10 +550,7 @@ async fn measure_forget(
             )));
         }
     };
-    let longest_call_ms = slowlog_max_ms(con).await.map_err(redis_err)?;
-    let cpu_after = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?;
+    let (longest_call_ms, redis_cpu_s) = stop_counters(con, cpu_before).await.map_err(redis_err)?;
     if erased != expected || scanned < args.jobs - expected {
         return Err(CliError::runtime(format!(
             "{contender} scanned {scanned} jobs and erased {erased}; expected {expected} of {}",
@@ -590,7 +570,7 @@ async fn measure_forget(
         probe_max_ms: percentile(&sorted, 1.0),
         probes: sorted.len(),
         longest_call_ms,
-        redis_cpu_s: cpu_after - cpu_before,
+        redis_cpu_s,
         memory_freed_bytes: 0,
         client_peak_rss_mb: peak_rss_mb(),
     })
@@ -824,6 +804,25 @@ async fn slowlog_end(
         .arg(saved.1)
         .query_async::<()>(con)
         .await
+}
+
+/// Resets SLOWLOG and reads Redis's CPU seconds, just before a contender starts.
+async fn start_counters(con: &mut ConnectionManager) -> Result<f64, redis::RedisError> {
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async::<()>(con)
+        .await?;
+    info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await
+}
+
+/// The longest call since [`start_counters`] (ms) and the Redis CPU seconds spent since.
+async fn stop_counters(
+    con: &mut ConnectionManager,
+    cpu_before: f64,
+) -> Result<(f64, f64), redis::RedisError> {
+    let longest = slowlog_max_ms(con).await?;
+    let cpu_after = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await?;
+    Ok((longest, cpu_after - cpu_before))
 }
 
 /// The longest call SLOWLOG holds, in ms (0 when none took 1 ms).
