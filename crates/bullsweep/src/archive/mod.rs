@@ -236,18 +236,18 @@ fn compress_records<R: Serialize>(records: &[R]) -> io::Result<Vec<u8>> {
     zstd::bulk::compress(&plain, 3)
 }
 
-/// The name a rewritten segment takes: `<stem>~<n+1>.jsonl.zst` after `<stem>~<n>.jsonl.zst`
-/// (or `<stem>.jsonl.zst`). It follows from the old name alone, so a rewrite interrupted and
-/// run again writes the same name.
+/// The name a rewritten segment takes: `<stem>.r<n+1>.jsonl.zst` after `<stem>.r<n>.jsonl.zst`
+/// (or `<stem>.jsonl.zst`), in characters every object store keeps as they are. It follows
+/// from the old name alone, so a rewrite interrupted and run again writes the same name.
 fn next_revision(segment: &str) -> String {
     let stem = segment.strip_suffix(".jsonl.zst").unwrap_or(segment);
-    let (base, n) = match stem.rsplit_once('~') {
-        Some((base, n)) if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() => {
+    let (base, n) = match stem.rsplit_once(".r") {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
             (base, n.parse::<u64>().unwrap_or(0))
         }
         _ => (stem, 0),
     };
-    format!("{base}~{}.jsonl.zst", n + 1)
+    format!("{base}.r{}.jsonl.zst", n + 1)
 }
 
 /// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`:
@@ -529,15 +529,15 @@ mod tests {
     fn revisions_follow_the_old_name() {
         assert_eq!(
             next_revision("t/e/q/d/1-r-2.jsonl.zst"),
-            "t/e/q/d/1-r-2~1.jsonl.zst"
+            "t/e/q/d/1-r-2.r1.jsonl.zst"
         );
         assert_eq!(
-            next_revision("t/e/q/d/1-r-2~1.jsonl.zst"),
-            "t/e/q/d/1-r-2~2.jsonl.zst"
+            next_revision("t/e/q/d/1-r-2.r1.jsonl.zst"),
+            "t/e/q/d/1-r-2.r2.jsonl.zst"
         );
         assert_eq!(
-            next_revision("t/e/q/d/1-r~x-2.jsonl.zst"),
-            "t/e/q/d/1-r~x-2~1.jsonl.zst"
+            next_revision("t/e/q/d/1-r.x-2.jsonl.zst"),
+            "t/e/q/d/1-r.x-2.r1.jsonl.zst"
         );
     }
 
