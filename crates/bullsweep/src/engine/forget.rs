@@ -730,13 +730,15 @@ async fn handle_queue<C: ConnectionLike>(
     };
     let erase = !req.dry_run;
     let mut done: Vec<Found> = Vec::new();
-    let mut retries = 0;
+    // Rounds in which some item had changed: waiting for locked jobs does not use them up.
+    let mut changed_rounds = 0;
     loop {
         apply(con, &keys, erase, &mut items, ctx, req.budget_us, &mut qr).await?;
         let mut again = Vec::new();
+        let any_changed = items.iter().any(|f| f.status == "changed");
         for mut f in items.drain(..) {
             let waiting = f.status.starts_with("locked:") && erase && Instant::now() < deadline;
-            if f.status == "changed" && retries < CHANGED_RETRIES {
+            if f.status == "changed" && changed_rounds < CHANGED_RETRIES {
                 if let Some(sha) = reread(con, &keys, q, &f.item, &req.value).await? {
                     f.item.sha = sha;
                     again.push(f);
@@ -754,7 +756,7 @@ async fn handle_queue<C: ConnectionLike>(
             tokio::time::sleep(ACTIVE_POLL.min(deadline.saturating_duration_since(Instant::now())))
                 .await;
         }
-        retries += 1;
+        changed_rounds += usize::from(any_changed);
         items = again;
     }
     let mut erased_ids = BTreeSet::new();
