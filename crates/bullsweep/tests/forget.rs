@@ -1,6 +1,7 @@
 //! `forget` against a real redis-server and a real S3-compatible server: archived records of
 //! the subject are erased from the bucket (segments rewritten, old objects deleted), the jobs
-//! in Redis go, everyone else's records stay, and a second erasure finds nothing.
+//! in Redis go, everyone else's records stay, and a second erasure finds nothing; with no
+//! audit store, nothing is erased.
 
 mod common;
 
@@ -126,4 +127,42 @@ fn forget_erases_archived_records_from_an_s3_bucket() {
     assert!(again.status.success(), "{}", stderr(&again));
     let receipt: Value = serde_json::from_slice(&again.stdout).expect("receipt");
     assert_eq!(receipt["status"], "nothingFound", "{receipt}");
+}
+
+#[test]
+fn nothing_is_erased_without_the_audit_store() {
+    let w = World::new();
+    w.seed(spec("bull:billing", 100, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\naudit: { url: \"file:///proc/no-such-dir/audit.jsonl\" }\nsubjects: [{ name: user, paths: [user.id] }]\npolicies: [{ name: keep, queueNamePattern: billing, rules: { completed: { maxAge: 30d } } }]\n",
+    );
+    let mut con = w.con();
+    let before: Vec<(String, String)> = con.hgetall("bull:billing:43").expect("hash");
+    let out = w.run(
+        &policy,
+        &["forget", "--subject", "user=u42", "--request-id", "R-9"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("audit store unavailable"),
+        "{}",
+        stderr(&out)
+    );
+    let after: Vec<(String, String)> = con.hgetall("bull:billing:43").expect("hash");
+    assert_eq!(after, before, "the job stays");
+    // A dry run needs no audit store.
+    let dry = w.run(
+        &policy,
+        &[
+            "forget",
+            "--subject",
+            "user=u42",
+            "--request-id",
+            "R-9",
+            "--dry-run",
+        ],
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let receipt: Value = serde_json::from_slice(&dry.stdout).expect("receipt");
+    assert_eq!(receipt["status"], "wouldErase");
 }

@@ -82,14 +82,16 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
     let mut store = if args.dry_run {
         None
     } else {
-        let mut opened = AuditStore::open(&set.audit).await.map_err(|e| {
+        let unavailable = |e: &dyn std::fmt::Display| {
             CliError::runtime(format!("audit store unavailable: {e}"))
                 .with_hint("erasure is always audited, so nothing was erased")
-        })?;
-        audit::ship(&mut con, &mut opened).await.map_err(|e| {
-            CliError::runtime(format!("audit store unavailable: {e}"))
-                .with_hint("erasure is always audited, so nothing was erased")
-        })?;
+        };
+        let mut opened = AuditStore::open(&set.audit)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        audit::ship(&mut con, &mut opened)
+            .await
+            .map_err(|e| unavailable(&e))?;
         Some(opened)
     };
     let sink = set
