@@ -149,9 +149,22 @@ local function removeCopies(jobKey, parentKey)
     + rcall('ZREM', parentKey .. ':unsuccessful', jobKey)
 end
 
-local function sameData(key, sha)
-  local data = rcall('HGET', key, 'data')
-  return data and redis.sha1hex(data) == sha
+-- Why a hash matched by its `data` may not be touched: `gone`, `changed` (its data's SHA-1 is
+-- no longer the one matched, or the key is no longer a hash), or nil when it is as matched.
+-- pcall: an error here would end the script after earlier removals but before their audit
+-- event.
+local function unlikeMatched(key, sha)
+  local data = redis.pcall('HGET', key, 'data')
+  if type(data) == 'table' and data.err then
+    return 'changed'
+  end
+  if not data then
+    return (rcall('EXISTS', key) == 0) and 'gone' or 'changed'
+  end
+  if redis.sha1hex(data) ~= sha then
+    return 'changed'
+  end
+  return nil
 end
 
 -- Scheduler ids erased by this call, so their current iterations may go too.
@@ -159,11 +172,9 @@ local erasedSchedulers = {}
 
 local function eraseScheduler(sid, sha)
   local templateKey = prefix .. 'repeat:' .. sid
-  if rcall('EXISTS', templateKey) == 0 then
-    return 'gone'
-  end
-  if not sameData(templateKey, sha) then
-    return 'changed'
+  local unlike = unlikeMatched(templateKey, sha)
+  if unlike then
+    return unlike
   end
   local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
   if probing then
@@ -181,11 +192,9 @@ end
 
 local function eraseDedup(deid, sha)
   local key = prefix .. 'dn:' .. deid
-  if rcall('EXISTS', key) == 0 then
-    return 'gone'
-  end
-  if not sameData(key, sha) then
-    return 'changed'
+  local unlike = unlikeMatched(key, sha)
+  if unlike then
+    return unlike
   end
   if probing then
     return 'state:dedup'
@@ -207,11 +216,9 @@ local removed, children, copies = {}, {}, 0
 
 local function eraseJob(id, sha)
   local jobKey = prefix .. id
-  if rcall('EXISTS', jobKey) == 0 then
-    return 'gone'
-  end
-  if not sameData(jobKey, sha) then
-    return 'changed'
+  local unlike = unlikeMatched(jobKey, sha)
+  if unlike then
+    return unlike
   end
   if lockedTree(jobKey) then
     return 'locked:' .. stateOf(prefix, id)
