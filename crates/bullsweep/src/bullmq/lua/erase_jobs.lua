@@ -236,11 +236,11 @@ end
 
 local function eraseCopy(hash, parentId, childKey, sha)
   local key = prefix .. parentId .. ':' .. hash
-  local value = rcall('HGET', key, childKey)
+  local value = redis.pcall('HGET', key, childKey)
   if not value then
     return 'gone'
   end
-  if redis.sha1hex(value) ~= sha then
+  if type(value) ~= 'string' or redis.sha1hex(value) ~= sha then
     return 'changed'
   end
   if probing then
