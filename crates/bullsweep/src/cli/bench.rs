@@ -442,23 +442,14 @@ async fn measure(
             args.jobs
         )));
     }
-    let mut sorted = probes;
-    sorted.sort();
-    Ok(Measurement {
-        contender: contender.to_string(),
-        round: 0,
+    Ok(Measurement::of_run(
+        contender,
         removed,
         seconds,
-        jobs_per_sec: removed as f64 / seconds.max(1e-9),
-        probe_p50_ms: percentile(&sorted, 0.50),
-        probe_p99_ms: percentile(&sorted, 0.99),
-        probe_max_ms: percentile(&sorted, 1.0),
-        probes: sorted.len(),
-        longest_call_ms,
-        redis_cpu_s,
-        memory_freed_bytes: (mem_before - mem_after) as i64,
-        client_peak_rss_mb: peak_rss_mb(),
-    })
+        probes,
+        (longest_call_ms, redis_cpu_s),
+        (mem_before - mem_after) as i64,
+    ))
 }
 
 /// Seeds `--jobs` finished jobs (one in ten failed) over 20 queues and erases one user with
@@ -557,23 +548,44 @@ async fn measure_forget(
             args.jobs
         )));
     }
-    let mut sorted = probes;
-    sorted.sort();
-    Ok(Measurement {
-        contender: contender.to_string(),
-        round: 0,
-        removed: scanned,
+    Ok(Measurement::of_run(
+        contender,
+        scanned,
         seconds,
-        jobs_per_sec: scanned as f64 / seconds.max(1e-9),
-        probe_p50_ms: percentile(&sorted, 0.50),
-        probe_p99_ms: percentile(&sorted, 0.99),
-        probe_max_ms: percentile(&sorted, 1.0),
-        probes: sorted.len(),
-        longest_call_ms,
-        redis_cpu_s,
-        memory_freed_bytes: 0,
-        client_peak_rss_mb: peak_rss_mb(),
-    })
+        probes,
+        (longest_call_ms, redis_cpu_s),
+        0,
+    ))
+}
+
+impl Measurement {
+    /// One contender's run: `jobs` handled in `seconds`, the probe's samples, the longest call
+    /// and Redis CPU seconds (from [`stop_counters`]), and the memory freed.
+    fn of_run(
+        contender: &str,
+        jobs: u64,
+        seconds: f64,
+        mut probes: Vec<Duration>,
+        (longest_call_ms, redis_cpu_s): (f64, f64),
+        memory_freed_bytes: i64,
+    ) -> Self {
+        probes.sort();
+        Measurement {
+            contender: contender.to_string(),
+            round: 0,
+            removed: jobs,
+            seconds,
+            jobs_per_sec: jobs as f64 / seconds.max(1e-9),
+            probe_p50_ms: percentile(&probes, 0.50),
+            probe_p99_ms: percentile(&probes, 0.99),
+            probe_max_ms: percentile(&probes, 1.0),
+            probes: probes.len(),
+            longest_call_ms,
+            redis_cpu_s,
+            memory_freed_bytes,
+            client_peak_rss_mb: peak_rss_mb(),
+        }
+    }
 }
 
 /// This process's peak resident memory (VmHWM), in MB; 0 where /proc is not available.
