@@ -4,12 +4,16 @@ use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
 use crate::jsonpath::JsonPath;
 use crate::layout::Layout;
 use crate::model::{
-    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, NotifyTargets,
-    Policy, PolicySet, Sla, SourcePos, StateRule, StateRules, TenantOverride, Webhook,
+    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, DeadLetter, JobRule, JobState, KeepIf,
+    NotifyTargets, Policy, PolicySet, RunMode, Sla, SourcePos, StalledAction, StalledRule,
+    StateRule, StateRules, TenantOverride, Webhook,
 };
 use crate::pattern::NamePattern;
 use crate::pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern};
-use crate::raw::{RawDuration, RawPii, RawPolicyFile, RawStateRule, RawSubject};
+use crate::raw::{
+    RawDeadLetter, RawDuration, RawPii, RawPolicyFile, RawStalled, RawStateRule, RawSubject,
+};
+use crate::schedule::{CostModel, DEFAULT_SCHEDULE, Schedule};
 use crate::subject::Subject;
 use serde_saphyr::{Location, Spanned};
 use std::collections::{BTreeMap, HashMap};
@@ -153,12 +157,125 @@ impl Checker {
                 }
             }
         });
+        let keep_if = r.keep_if.as_ref().and_then(|k| {
+            JsonPath::new(&k.value.path.value)
+                .map_err(|m| self.error(&k.value.path.referenced, format!("{path}.keepIf.path"), m))
+                .ok()
+                .map(|p| KeepIf {
+                    path: p,
+                    equals: k.value.equals.clone(),
+                })
+        });
         StateRule {
             max_age,
             max_count,
             keep_for,
             action,
+            keep_if,
         }
+    }
+
+    /// `schedule:` as written (a number is milliseconds), read in `timezone` if it is cron.
+    fn schedule(
+        &mut self,
+        raw: &Spanned<RawDuration>,
+        timezone: Option<&str>,
+        path: &str,
+    ) -> Option<Schedule> {
+        let parsed = match &raw.value {
+            RawDuration::Number(n) => {
+                from_bare_number(*n, BareUnit::Milliseconds).map(Schedule::Every)
+            }
+            RawDuration::Text(t) => Schedule::parse(t, timezone),
+        };
+        parsed
+            .map_err(|m| self.error(&raw.referenced, path, m))
+            .ok()
+    }
+
+    /// `rules.stalled`: both fields are required.
+    fn stalled(&mut self, raw: &Spanned<RawStalled>, path: &str) -> Option<StalledRule> {
+        let max_age = match &raw.value.max_age {
+            Some(d) => self.duration(d, BareUnit::Seconds, &format!("{path}.maxAge")),
+            None => {
+                self.error_hint(
+                    &raw.referenced,
+                    path,
+                    "stalled rule is missing `maxAge`",
+                    "e.g. `stalled: { maxAge: 1h, action: retry }`",
+                );
+                None
+            }
+        };
+        let action = match &raw.value.action {
+            Some(a) => match a.value.as_str() {
+                "remove" => Some(StalledAction::Remove),
+                "retry" => Some(StalledAction::Retry),
+                other => {
+                    let hint = match suggest(other, &["remove", "retry"]) {
+                        Some(s) => format!("did you mean `{s}`? expected remove or retry"),
+                        None => "expected remove or retry".to_string(),
+                    };
+                    self.error_hint(
+                        &a.referenced,
+                        format!("{path}.action"),
+                        format!("unknown stalled action `{other}`"),
+                        hint,
+                    );
+                    None
+                }
+            },
+            None => {
+                self.error_hint(
+                    &raw.referenced,
+                    path,
+                    "stalled rule is missing `action`",
+                    "expected remove or retry",
+                );
+                None
+            }
+        };
+        Some(StalledRule {
+            max_age: max_age?,
+            action: action?,
+        })
+    }
+
+    /// `deadLetter:`: three ages since the job finished, each later than the one before.
+    fn dead_letter(&mut self, raw: &Spanned<RawDeadLetter>, path: &str) -> Option<DeadLetter> {
+        let r = &raw.value;
+        let mut age = |field: &Option<Spanned<RawDuration>>, name: &str| match field {
+            Some(d) => self.duration(d, BareUnit::Seconds, &format!("{path}.{name}")),
+            None => {
+                self.error_hint(
+                    &raw.referenced,
+                    path,
+                    format!("deadLetter is missing `{name}`"),
+                    "e.g. `deadLetter: { warm: 2h, cold: 30d, purgeAfter: 90d }`",
+                );
+                None
+            }
+        };
+        let warm = age(&r.warm, "warm");
+        let cold = age(&r.cold, "cold");
+        let purge_after = age(&r.purge_after, "purgeAfter");
+        let (warm, cold, purge_after) = (warm?, cold?, purge_after?);
+        if warm >= cold || cold > purge_after {
+            self.error_hint(
+                &raw.referenced,
+                path,
+                format!(
+                    "deadLetter phases must follow each other: warm ({warm}) < cold ({cold}) <= purgeAfter ({purge_after})"
+                ),
+                "each is an age since the job finished",
+            );
+            return None;
+        }
+        Some(DeadLetter {
+            warm,
+            cold,
+            purge_after,
+        })
     }
 
     fn state_rules(
@@ -386,6 +503,35 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     }
 
     let global_pii = raw.pii.as_ref().map(|p| c.pii(p, None, "pii"));
+    let file_timezone = raw.timezone.as_ref().map(|t| t.value.as_str());
+    if let Some(tz) = &raw.timezone
+        && let Err(m) = crate::schedule::check_timezone(&tz.value)
+    {
+        c.error(&tz.referenced, "timezone", m);
+    }
+    let schedule = match &raw.schedule {
+        Some(s) => c.schedule(s, file_timezone, "schedule"),
+        None => Some(Schedule::Every(DEFAULT_SCHEDULE)),
+    };
+    let mut cost = CostModel::default();
+    if let Some(raw_cost) = &raw.cost {
+        for (field, name, slot) in [
+            (&raw_cost.per_gb_month, "perGbMonth", &mut cost.per_gb_month),
+            (&raw_cost.max_leak, "maxLeak", &mut cost.max_leak),
+        ] {
+            if let Some(v) = field {
+                if v.value > 0.0 && v.value.is_finite() {
+                    *slot = v.value;
+                } else {
+                    c.error(
+                        &v.referenced,
+                        format!("cost.{name}"),
+                        format!("cost.{name} must be a positive number, got {}", v.value),
+                    );
+                }
+            }
+        }
+    }
     let subjects = c.subjects(&raw.subjects, "subjects");
     let mut policies = Vec::new();
     let mut names: HashMap<String, SourcePos> = HashMap::new();
@@ -485,6 +631,72 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             );
         }
         let policy_subjects = c.subjects(&rp.subjects, &format!("{path}.subjects"));
+        if let Some(tz) = &rp.timezone
+            && let Err(m) = crate::schedule::check_timezone(&tz.value)
+        {
+            c.error(&tz.referenced, format!("{path}.timezone"), m);
+        }
+        let timezone = rp
+            .timezone
+            .as_ref()
+            .map(|t| t.value.as_str())
+            .or(file_timezone);
+        let policy_schedule = match (&rp.schedule, &raw.schedule, &rp.timezone) {
+            (Some(own), _, _) => c.schedule(own, timezone, &format!("{path}.schedule")),
+            // The file's schedule read in the policy's own time zone.
+            (None, Some(file), Some(_)) => c.schedule(file, timezone, &format!("{path}.timezone")),
+            _ => None,
+        };
+        let mode = match &rp.mode {
+            None => RunMode::Schedule,
+            Some(m) => match RunMode::ALL.into_iter().find(|r| r.as_str() == m.value) {
+                Some(mode) => mode,
+                None => {
+                    let names: Vec<&str> = RunMode::ALL.iter().map(|r| r.as_str()).collect();
+                    c.error_hint(
+                        &m.referenced,
+                        format!("{path}.mode"),
+                        format!("unknown mode `{}`", m.value),
+                        format!("expected one of {}", names.join(", ")),
+                    );
+                    RunMode::Schedule
+                }
+            },
+        };
+        let stalled = rp
+            .rules
+            .stalled
+            .as_ref()
+            .and_then(|st| c.stalled(st, &format!("{path}.rules.stalled")));
+        let dead_letter = rp
+            .dead_letter
+            .as_ref()
+            .and_then(|d| c.dead_letter(d, &format!("{path}.deadLetter")));
+        let mut depends_on = Vec::new();
+        for (j, d) in rp.depends_on.iter().enumerate() {
+            if d.value.trim().is_empty() {
+                c.error(
+                    &d.referenced,
+                    format!("{path}.dependsOn[{j}]"),
+                    "queue name is empty",
+                );
+            } else {
+                depends_on.push(d.value.clone());
+            }
+        }
+        let move_exhausted_to = rp.move_exhausted_to.as_ref().and_then(|m| {
+            if m.value.trim().is_empty() || m.value.contains(':') {
+                c.error_hint(
+                    &m.referenced,
+                    format!("{path}.moveExhaustedTo"),
+                    format!("`{}` is not a queue name", m.value),
+                    "name a queue of the same prefix, e.g. `moveExhaustedTo: billing-dlq`",
+                );
+                None
+            } else {
+                Some(m.value.clone())
+            }
+        });
         let sla = rp.sla.as_ref().map(|s| Sla {
             max_data_age_hours: s.max_data_age_hours,
             compliance_tag: s.compliance_tag.clone(),
@@ -501,6 +713,12 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
                 sla,
                 pii,
                 subjects: policy_subjects,
+                schedule: policy_schedule,
+                mode,
+                stalled,
+                depends_on,
+                dead_letter,
+                move_exhausted_to,
                 pos: pos(&p.referenced),
             });
         }
@@ -517,6 +735,14 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
         );
         let o = &t.value.overrides;
         let overrides = c.state_rules(&o.completed, &o.failed, &format!("{path}.overrides"));
+        if let Some(st) = &o.stalled {
+            c.error_hint(
+                &st.referenced,
+                format!("{path}.overrides.stalled"),
+                "a tenant override cannot set `stalled`",
+                "set `rules.stalled` in the policy instead",
+            );
+        }
         match &t.value.tenant_id {
             Some(id) if !id.value.is_empty() => {
                 let key = (id.value.clone(), environment.clone());
@@ -547,6 +773,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     }
 
     check_ties(&mut c, &policies);
+    check_dependency_cycles(&mut c, &policies);
     let audit = match &raw.audit {
         None => Some(AuditTarget::File(DEFAULT_AUDIT_FILE.into())),
         Some(a) => match audit_target(&a.url.value) {
@@ -668,7 +895,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             ),
         });
     }
-    if let (true, Some(audit)) = (c.errors.is_empty(), audit) {
+    if let (true, Some(audit), Some(schedule)) = (c.errors.is_empty(), audit, schedule) {
         Ok(PolicySet {
             source: file.to_string(),
             environment,
@@ -680,6 +907,8 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             archive,
             notify,
             subjects,
+            schedule,
+            cost,
         })
     } else {
         c.errors.sort_by_key(|e| (e.pos.line, e.pos.column));
@@ -764,6 +993,78 @@ fn check_ties(c: &mut Checker, policies: &[Policy]) {
                     ),
                 });
             }
+        }
+    }
+}
+
+/// Refuses `dependsOn` lists that loop. A name depends on the most specific policies whose
+/// pattern matches it; a policy's own queues are not counted as its dependencies.
+fn check_dependency_cycles(c: &mut Checker, policies: &[Policy]) {
+    let targets = |name: &str, from: usize| -> Vec<usize> {
+        let matching: Vec<usize> = (0..policies.len())
+            .filter(|&i| i != from && policies[i].queue.matches(name))
+            .collect();
+        let best = matching
+            .iter()
+            .map(|&i| policies[i].queue.specificity())
+            .max();
+        matching
+            .into_iter()
+            .filter(|&i| Some(policies[i].queue.specificity()) == best)
+            .collect()
+    };
+    let edges: Vec<Vec<usize>> = policies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut out: Vec<usize> = p.depends_on.iter().flat_map(|n| targets(n, i)).collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        })
+        .collect();
+    // Depth-first search with colours; the first back edge found names the cycle.
+    let mut colour = vec![0u8; policies.len()];
+    let mut stack: Vec<usize> = Vec::new();
+    fn visit(
+        at: usize,
+        edges: &[Vec<usize>],
+        colour: &mut [u8],
+        stack: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        colour[at] = 1;
+        stack.push(at);
+        for &next in &edges[at] {
+            if colour[next] == 1 {
+                let from = stack.iter().position(|&s| s == next).unwrap_or(0);
+                let mut cycle = stack[from..].to_vec();
+                cycle.push(next);
+                return Some(cycle);
+            }
+            if colour[next] == 0
+                && let Some(cycle) = visit(next, edges, colour, stack)
+            {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        colour[at] = 2;
+        None
+    }
+    for start in 0..policies.len() {
+        if colour[start] != 0 {
+            continue;
+        }
+        if let Some(cycle) = visit(start, &edges, &mut colour, &mut stack) {
+            let names: Vec<&str> = cycle.iter().map(|&i| policies[i].name.as_str()).collect();
+            let first = &policies[cycle[0]];
+            c.errors.push(ConfigError {
+                pos: first.pos,
+                path: String::new(),
+                message: format!("dependsOn forms a cycle: {}", names.join(" -> ")),
+                hint: Some("remove one of the dependencies so queues can be ordered".into()),
+            });
+            return;
         }
     }
 }

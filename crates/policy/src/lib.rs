@@ -12,6 +12,7 @@ mod pattern;
 mod pii;
 mod raw;
 mod resolve;
+mod schedule;
 mod selection;
 mod subject;
 
@@ -20,13 +21,16 @@ pub use duration::{BareUnit, Millis, parse_duration_str};
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
-    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, JobRule, JobState, NotifyTargets,
-    Policy, PolicySet, Sla, SourcePos, StateRule, StateRules, TenantOverride, Webhook,
+    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, DeadLetter, JobRule, JobState, KeepIf,
+    NotifyTargets, Policy, PolicySet, RunMode, Sla, SourcePos, StalledAction, StalledRule,
+    StateRule, StateRules, TenantOverride, Webhook,
 };
 pub use pattern::{NamePattern, Specificity};
 pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern};
 pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,
+    dependency_order,
 };
+pub use schedule::{AUTO_MAX, AUTO_MIN, CostModel, CronSchedule, DEFAULT_SCHEDULE, Schedule};
 pub use selection::Selection;
 pub use subject::{Prefilter, Subject, holds_anywhere, leaf_is, text_mentions};

@@ -1,9 +1,11 @@
 //! The validated policy set: what `compile` produces and `resolve` reads.
 
 use crate::duration::Millis;
+use crate::jsonpath::JsonPath;
 use crate::layout::Layout;
 use crate::pattern::NamePattern;
 use crate::pii::PiiRules;
+use crate::schedule::{CostModel, Schedule};
 use crate::subject::Subject;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -94,7 +96,7 @@ impl fmt::Display for Action {
 }
 
 /// A partial rule for one state. Layers (policy, job rule, tenant override) merge field by field.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StateRule {
     /// Act on jobs finished longer ago than this.
     pub max_age: Option<Millis>,
@@ -104,6 +106,100 @@ pub struct StateRule {
     pub keep_for: Option<Millis>,
     /// What to do with the selected jobs.
     pub action: Option<Action>,
+    /// Jobs the event-driven path leaves to the periodic sweep.
+    pub keep_if: Option<KeepIf>,
+}
+
+/// `keepIf: { path, equals }`: a condition on one finished job. The event-driven path leaves a
+/// job that meets it for the periodic sweep, which applies the age and count rules.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeepIf {
+    /// A path over the job: `returnvalue.status`, `data.user.tier`, `name`, `failedReason`…
+    /// (`data`, `returnvalue` and `opts` are read as JSON).
+    pub path: JsonPath,
+    /// The value the path must hold.
+    pub equals: serde_json::Value,
+}
+
+impl KeepIf {
+    /// Whether the job, seen as an object of its hash fields, meets the condition.
+    pub fn holds(&self, job: &serde_json::Value) -> bool {
+        self.path.find(job).into_iter().any(|v| {
+            v == &self.equals
+                || matches!((v, &self.equals), (serde_json::Value::Number(a), serde_json::Value::Number(b)) if a.as_f64() == b.as_f64())
+        })
+    }
+}
+
+/// How the daemon governs a policy's queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RunMode {
+    /// Periodic sweeps on the policy's schedule.
+    #[default]
+    Schedule,
+    /// Removal as `completed` and `failed` events arrive, per job.
+    Event,
+    /// Both: events for speed, sweeps for what events leave behind.
+    Both,
+}
+
+impl RunMode {
+    /// Every mode.
+    pub const ALL: [RunMode; 3] = [RunMode::Schedule, RunMode::Event, RunMode::Both];
+
+    /// The name used in policy files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::Schedule => "schedule",
+            RunMode::Event => "event",
+            RunMode::Both => "both",
+        }
+    }
+
+    /// Whether the daemon reads the queue's events stream.
+    pub fn reads_events(self) -> bool {
+        self != RunMode::Schedule
+    }
+}
+
+/// What `rules.stalled` does to an abandoned active job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StalledAction {
+    /// Remove it the way BullMQ's `Job.remove()` does.
+    Remove,
+    /// Move it back to wait the way BullMQ's stalled-job checker does.
+    Retry,
+}
+
+impl StalledAction {
+    /// The name used in policy files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StalledAction::Remove => "remove",
+            StalledAction::Retry => "retry",
+        }
+    }
+}
+
+/// `rules.stalled`: active jobs whose lock is gone and that started longer ago than `max_age`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StalledRule {
+    /// How long ago the job must have started (`processedOn`).
+    pub max_age: Millis,
+    /// What to do with it.
+    pub action: StalledAction,
+}
+
+/// `deadLetter:`: each field is an age since the job finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Until this age the whole job stays in Redis.
+    pub warm: Millis,
+    /// From `warm` until this age the job is a small marker in Redis, its full copy archived
+    /// (when the file has an archive sink).
+    pub cold: Millis,
+    /// At this age every trace goes: the marker and the archived copy.
+    pub purge_after: Millis,
 }
 
 /// Partial rules keyed by state.
@@ -165,6 +261,18 @@ pub struct Policy {
     pub pii: Option<PiiRules>,
     /// The policy's own `subjects:`, used for its queues beside the top-level ones.
     pub subjects: Vec<Subject>,
+    /// The policy's own `schedule:`; the file's applies when `None`.
+    pub schedule: Option<Schedule>,
+    /// How the daemon governs the policy's queues.
+    pub mode: RunMode,
+    /// `rules.stalled`.
+    pub stalled: Option<StalledRule>,
+    /// Queue names whose sweeps run before this policy's queues in one run.
+    pub depends_on: Vec<String>,
+    /// `deadLetter:` phases for the failed and completed jobs of the policy's queues.
+    pub dead_letter: Option<DeadLetter>,
+    /// Failed jobs with no attempts left move to this queue (same prefix).
+    pub move_exhausted_to: Option<String>,
     /// Where the policy starts in the file.
     pub pos: SourcePos,
 }
@@ -248,6 +356,10 @@ pub struct PolicySet {
     pub notify: NotifyTargets,
     /// Top-level `subjects:`, for every queue.
     pub subjects: Vec<Subject>,
+    /// The file's `schedule:` (default `1h`), for policies that set none.
+    pub schedule: Schedule,
+    /// Prices for `schedule: auto`.
+    pub cost: CostModel,
 }
 
 impl PolicySet {

@@ -26,6 +26,42 @@ pub struct RawPolicyFile {
     pub pii: Option<Spanned<RawPii>>,
     #[serde(default)]
     pub subjects: Vec<Spanned<RawSubject>>,
+    pub schedule: Option<Spanned<RawDuration>>,
+    pub timezone: Option<Spanned<String>>,
+    pub cost: Option<RawCost>,
+}
+
+/// `cost:`, for `schedule: auto`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawCost {
+    pub per_gb_month: Option<Spanned<f64>>,
+    pub max_leak: Option<Spanned<f64>>,
+}
+
+/// A policy's `deadLetter:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawDeadLetter {
+    pub warm: Option<Spanned<RawDuration>>,
+    pub cold: Option<Spanned<RawDuration>>,
+    pub purge_after: Option<Spanned<RawDuration>>,
+}
+
+/// `rules.stalled:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawStalled {
+    pub max_age: Option<Spanned<RawDuration>>,
+    pub action: Option<Spanned<String>>,
+}
+
+/// `keepIf:` in a state rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawKeepIf {
+    pub path: Spanned<String>,
+    pub equals: serde_json::Value,
 }
 
 /// One entry of `subjects:`, at the top level or in a policy.
@@ -105,6 +141,13 @@ pub struct RawPolicy {
     pub pii: Option<Spanned<RawPii>>,
     #[serde(default)]
     pub subjects: Vec<Spanned<RawSubject>>,
+    pub schedule: Option<Spanned<RawDuration>>,
+    pub timezone: Option<Spanned<String>>,
+    pub mode: Option<Spanned<String>>,
+    #[serde(default)]
+    pub depends_on: Vec<Spanned<String>>,
+    pub dead_letter: Option<Spanned<RawDeadLetter>>,
+    pub move_exhausted_to: Option<Spanned<String>>,
 }
 
 /// Rules keyed by job state.
@@ -113,6 +156,7 @@ pub struct RawPolicy {
 pub struct RawStateRules {
     pub completed: Option<Spanned<RawStateRule>>,
     pub failed: Option<Spanned<RawStateRule>>,
+    pub stalled: Option<Spanned<RawStalled>>,
 }
 
 /// A rule for one state; every field is optional so that layers merge field by field.
@@ -123,6 +167,7 @@ pub struct RawStateRule {
     pub max_count: Option<Spanned<i64>>,
     pub keep_for: Option<Spanned<RawDuration>>,
     pub action: Option<Spanned<String>>,
+    pub keep_if: Option<Spanned<RawKeepIf>>,
 }
 
 /// One entry of a policy's `jobs:`.

@@ -2,9 +2,13 @@
 //! tenant overrides, with the origin of every field for `explain`.
 
 use crate::duration::Millis;
-use crate::model::{Action, JobState, Policy, PolicySet, Sla, StateRule, TenantOverride};
+use crate::model::{
+    Action, DeadLetter, JobState, KeepIf, Policy, PolicySet, RunMode, Sla, StalledRule, StateRule,
+    TenantOverride,
+};
 use crate::pattern::Specificity;
 use crate::pii::PiiRules;
+use crate::schedule::Schedule;
 use crate::subject::Subject;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -92,7 +96,7 @@ pub struct Sourced<T> {
 }
 
 /// The complete rule for one state after merging layers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EffectiveRule {
     /// Act on jobs finished longer ago than this.
     pub max_age: Option<Sourced<Millis>>,
@@ -102,10 +106,12 @@ pub struct EffectiveRule {
     pub keep_for: Option<Sourced<Millis>>,
     /// What to do.
     pub action: Sourced<Action>,
+    /// Jobs the event-driven path leaves to the periodic sweep.
+    pub keep_if: Option<Sourced<KeepIf>>,
 }
 
 /// Effective rules for jobs of one name.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EffectiveJobRule {
     /// The job name.
     pub name: String,
@@ -128,6 +134,18 @@ pub struct EffectivePolicy {
     pub sla: Option<Sla>,
     /// Scrubbing rules for `action: anonymize`.
     pub pii: Option<PiiRules>,
+    /// When the daemon sweeps the queue: the policy's schedule, else the file's.
+    pub schedule: Schedule,
+    /// Whether the daemon also acts on the queue's events.
+    pub mode: RunMode,
+    /// `rules.stalled`.
+    pub stalled: Option<StalledRule>,
+    /// Queues swept before this one in a run.
+    pub depends_on: Vec<String>,
+    /// Dead-letter phases.
+    pub dead_letter: Option<DeadLetter>,
+    /// Where failed jobs with no attempts left move.
+    pub move_exhausted_to: Option<String>,
 }
 
 /// The outcome of resolving one queue.
@@ -291,6 +309,15 @@ impl PolicySet {
             jobs,
             sla: winner.sla.clone(),
             pii: winner.pii.clone(),
+            schedule: winner
+                .schedule
+                .clone()
+                .unwrap_or_else(|| self.schedule.clone()),
+            mode: winner.mode,
+            stalled: winner.stalled,
+            depends_on: winner.depends_on.clone(),
+            dead_letter: winner.dead_letter,
+            move_exhausted_to: winner.move_exhausted_to.clone(),
         })
     }
 
@@ -317,6 +344,7 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
     let mut max_age = None;
     let mut max_count = None;
     let mut keep_for = None;
+    let mut keep_if = None;
     let mut action = Sourced {
         value: Action::Remove,
         source: Provenance::Default,
@@ -339,6 +367,12 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
         if let Some(v) = rule.keep_for {
             keep_for = Some(sourced(v));
         }
+        if let Some(v) = rule.keep_if {
+            keep_if = Some(Sourced {
+                value: v,
+                source: source.clone(),
+            });
+        }
         if let Some(v) = rule.action {
             action = Sourced {
                 value: v,
@@ -351,5 +385,39 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
         max_count,
         keep_for,
         action,
+        keep_if,
     })
+}
+
+/// The order a run visits queues in: each after the queues its `dependsOn` names (by queue
+/// name), otherwise in the given order. `items` are (queue name, names it depends on); the
+/// result lists indexes into `items`. Queues caught in a loop (which `check` refuses) keep
+/// their given order at the end.
+pub fn dependency_order(items: &[(&str, &[String])]) -> Vec<usize> {
+    let mut waiting: Vec<usize> = items
+        .iter()
+        .map(|(name, deps)| {
+            items
+                .iter()
+                .filter(|(other, _)| other != name && deps.iter().any(|d| d == other))
+                .count()
+        })
+        .collect();
+    let mut done = vec![false; items.len()];
+    let mut out = Vec::with_capacity(items.len());
+    while out.len() < items.len() {
+        let Some(next) = (0..items.len()).find(|&i| !done[i] && waiting[i] == 0) else {
+            out.extend((0..items.len()).filter(|&i| !done[i]));
+            break;
+        };
+        done[next] = true;
+        out.push(next);
+        let name = items[next].0;
+        for (i, (other, deps)) in items.iter().enumerate() {
+            if !done[i] && *other != name && deps.iter().any(|d| d == name) {
+                waiting[i] -= 1;
+            }
+        }
+    }
+    out
 }

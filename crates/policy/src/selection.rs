@@ -42,6 +42,16 @@ impl Selection {
         (by_age || by_count) && !in_grace
     }
 
+    /// Whether a job is selected on its own score alone, as the event-driven path decides:
+    /// past `maxAge`, or `maxCount: 0`, and not inside `keepFor`. A job a `maxCount` above zero
+    /// might select is left to the periodic sweep, which counts.
+    pub fn selects_alone(&self, score: i64) -> bool {
+        let by_age = self.age_cutoff.is_some_and(|c| score <= c);
+        let keep_none = self.keep_newest == Some(0);
+        let in_grace = self.grace_cutoff.is_some_and(|g| score > g);
+        (by_age || keep_none) && !in_grace
+    }
+
     /// How many of the oldest jobs are selected, given the set's size and how many jobs have
     /// a score at or below the age and grace cutoffs.
     pub fn prefix_len(&self, total: u64, at_or_below_age: u64, at_or_below_grace: u64) -> u64 {
@@ -91,6 +101,21 @@ mod tests {
                 .map(|(i, s)| sel.selects(*s, (n - 1 - i) as u64)).collect();
             prop_assert!(flags.windows(2).all(|w| w[0] || !w[1]));
         }
+    }
+
+    #[test]
+    fn alone_means_age_or_keep_none_outside_grace() {
+        let sel = |age, keep, grace| Selection {
+            age_cutoff: age,
+            keep_newest: keep,
+            grace_cutoff: grace,
+        };
+        assert!(sel(Some(100), None, None).selects_alone(100));
+        assert!(!sel(Some(100), None, None).selects_alone(101));
+        assert!(sel(None, Some(0), None).selects_alone(i64::MAX));
+        assert!(!sel(None, Some(5), None).selects_alone(0));
+        assert!(!sel(None, Some(0), Some(50)).selects_alone(60));
+        assert!(!sel(None, None, None).selects_alone(0));
     }
 
     #[test]

@@ -480,3 +480,138 @@ fn the_readme_example_compiles() {
     assert!(example.policies.iter().any(|p| p.pii.is_some()));
     assert!(example.archive.is_some());
 }
+
+const DAEMON: &str = r#"version: 1
+schedule: 12h
+timezone: Europe/Paris
+cost: { perGbMonth: 20, maxLeak: 0.5 }
+policies:
+  - name: billing
+    queueNamePattern: billing
+    schedule: "CRON 0 3 * * *"
+    mode: both
+    dependsOn: [ledger]
+    rules:
+      completed: { maxCount: 0, keepIf: { path: returnvalue.status, equals: failed } }
+      stalled: { maxAge: 1h, action: retry }
+  - name: ledger
+    queueNamePattern: ledger
+    schedule: 86400000
+  - name: dlq
+    queueNamePattern: "*-dlq"
+    schedule: auto
+    deadLetter: { warm: 2h, cold: 30d, purgeAfter: 90d }
+  - name: rest
+    queueNamePattern: "*"
+    moveExhaustedTo: all-dlq
+"#;
+
+#[test]
+fn daemon_settings_resolve_per_queue() {
+    use bullsweep_policy::{RunMode, Schedule, StalledAction};
+    let s = set(DAEMON);
+    assert_eq!(s.cost.per_gb_month, 20.0);
+    let billing = covered(&s, "bull:billing");
+    assert!(matches!(&billing.schedule, Schedule::Cron(c) if c.timezone == "Europe/Paris"));
+    assert_eq!(billing.mode, RunMode::Both);
+    assert_eq!(billing.depends_on, vec!["ledger".to_string()]);
+    let stalled = billing.stalled.expect("stalled rule");
+    assert_eq!(
+        (stalled.max_age, stalled.action),
+        (Millis(3_600_000), StalledAction::Retry)
+    );
+    let keep = billing.states[&JobState::Completed]
+        .keep_if
+        .clone()
+        .expect("keepIf");
+    assert!(
+        keep.value
+            .holds(&serde_json::json!({"returnvalue": {"status": "failed"}}))
+    );
+    assert!(
+        !keep
+            .value
+            .holds(&serde_json::json!({"returnvalue": {"status": "ok"}}))
+    );
+    assert_eq!(
+        covered(&s, "bull:ledger").schedule,
+        Schedule::Every(Millis(86_400_000))
+    );
+    let dlq = covered(&s, "bull:orders-dlq");
+    assert_eq!(dlq.schedule, Schedule::Auto);
+    assert_eq!(
+        dlq.dead_letter.expect("deadLetter").cold,
+        Millis(30 * 86_400_000)
+    );
+    let rest = covered(&s, "bull:emails");
+    assert_eq!(rest.schedule, Schedule::Every(Millis(43_200_000)));
+    assert_eq!(rest.mode, RunMode::Schedule);
+    assert_eq!(rest.move_exhausted_to.as_deref(), Some("all-dlq"));
+    // No schedule anywhere: one hour.
+    let plain = set("version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\n");
+    assert_eq!(
+        covered(&plain, "bull:x").schedule,
+        Schedule::Every(Millis(3_600_000))
+    );
+}
+
+#[test]
+fn daemon_mistakes_are_located() {
+    let e = errors("version: 1\nschedule: \"0 3 * * *\"\n");
+    assert!(
+        e.starts_with(
+            "p.yaml:2:11: `0 3 * * *` looks like a cron expression; write `CRON 0 3 * * *`"
+        ),
+        "{e}"
+    );
+    let e = errors(
+        "version: 1\npolicies:\n  - name: a\n    queueNamePattern: a\n    schedule: 'CRON 0 3 * * *'\n    timezone: Mars/Base\n    mode: events\n    rules:\n      stalled: { maxAge: 1h, action: retyr }\n    deadLetter: { warm: 30d, cold: 2h, purgeAfter: 90d }\n",
+    );
+    assert!(
+        e.contains("p.yaml:6:15: unknown time zone `Mars/Base`"),
+        "{e}"
+    );
+    assert!(e.contains("p.yaml:7:11: unknown mode `events`"), "{e}");
+    assert!(
+        e.contains("unknown stalled action `retyr`") && e.contains("did you mean `retry`?"),
+        "{e}"
+    );
+    assert!(
+        e.contains("deadLetter phases must follow each other"),
+        "{e}"
+    );
+}
+
+#[test]
+fn dependency_cycles_are_refused_and_printed() {
+    let e = errors(
+        "version: 1\npolicies:\n  - { name: billing, queueNamePattern: billing, dependsOn: [ledger] }\n  - { name: ledger, queueNamePattern: ledger, dependsOn: [audit] }\n  - { name: audit, queueNamePattern: audit, dependsOn: [billing] }\n",
+    );
+    assert!(
+        e.contains("p.yaml:3:5: dependsOn forms a cycle: billing -> ledger -> audit -> billing"),
+        "{e}"
+    );
+    // A catch-all that depends on a queue another policy governs more specifically is no loop.
+    set(
+        "version: 1\npolicies:\n  - { name: all, queueNamePattern: '*', dependsOn: [billing] }\n  - { name: billing, queueNamePattern: billing, dependsOn: [ledger] }\n  - { name: ledger, queueNamePattern: ledger }\n",
+    );
+}
+
+#[test]
+fn queues_run_after_their_dependencies() {
+    use bullsweep_policy::dependency_order;
+    let none: Vec<String> = Vec::new();
+    let on_ledger = vec!["ledger".to_string()];
+    let on_billing = vec!["billing".to_string()];
+    let items: Vec<(&str, &[String])> = vec![
+        ("reports", &on_billing),
+        ("billing", &on_ledger),
+        ("emails", &none),
+        ("ledger", &none),
+    ];
+    let order: Vec<&str> = dependency_order(&items)
+        .into_iter()
+        .map(|i| items[i].0)
+        .collect();
+    assert_eq!(order, ["emails", "ledger", "billing", "reports"]);
+}

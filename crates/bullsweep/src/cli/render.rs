@@ -2,7 +2,8 @@
 
 use crate::engine::{Mode, Report};
 use bullsweep_policy::{
-    EffectiveRule, JobState, PolicySet, QueueId, Resolution, StateRule, StateRules,
+    DeadLetter, EffectivePolicy, EffectiveRule, JobState, Policy, PolicySet, QueueId, Resolution,
+    RunMode, Schedule, StalledRule, StateRule, StateRules,
 };
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde_json::{Value, json};
@@ -29,7 +30,80 @@ fn rule_text(rule: &StateRule) -> String {
     if let Some(v) = rule.action {
         parts.push(format!("action {v}"));
     }
+    if let Some(k) = &rule.keep_if {
+        parts.push(format!("keepIf {} = {}", k.path, k.equals));
+    }
     parts.join(", ")
+}
+
+/// The daemon settings of a policy or an effective policy, as `(field, text, JSON)`; fields at
+/// their defaults are left out.
+fn daemon_fields(
+    schedule: Option<&Schedule>,
+    mode: RunMode,
+    stalled: Option<&StalledRule>,
+    dead_letter: Option<&DeadLetter>,
+    depends_on: &[String],
+    move_exhausted_to: Option<&str>,
+) -> Vec<(&'static str, String, Value)> {
+    let mut out = Vec::new();
+    if let Some(s) = schedule {
+        out.push(("schedule", s.to_string(), json!(s.to_string())));
+    }
+    if mode != RunMode::Schedule {
+        out.push(("mode", mode.as_str().to_string(), json!(mode.as_str())));
+    }
+    if let Some(st) = stalled {
+        out.push((
+            "stalled",
+            format!("maxAge {}, action {}", st.max_age, st.action.as_str()),
+            json!({"maxAgeMs": st.max_age.as_millis(), "action": st.action.as_str()}),
+        ));
+    }
+    if let Some(d) = dead_letter {
+        out.push((
+            "deadLetter",
+            format!("warm {}, cold {}, purgeAfter {}", d.warm, d.cold, d.purge_after),
+            json!({"warmMs": d.warm.as_millis(), "coldMs": d.cold.as_millis(), "purgeAfterMs": d.purge_after.as_millis()}),
+        ));
+    }
+    if !depends_on.is_empty() {
+        out.push(("dependsOn", depends_on.join(", "), json!(depends_on)));
+    }
+    if let Some(q) = move_exhausted_to {
+        out.push(("moveExhaustedTo", q.to_string(), json!(q)));
+    }
+    out
+}
+
+fn policy_daemon_fields(p: &Policy) -> Vec<(&'static str, String, Value)> {
+    daemon_fields(
+        p.schedule.as_ref(),
+        p.mode,
+        p.stalled.as_ref(),
+        p.dead_letter.as_ref(),
+        &p.depends_on,
+        p.move_exhausted_to.as_deref(),
+    )
+}
+
+fn effective_daemon_fields(eff: &EffectivePolicy) -> Vec<(&'static str, String, Value)> {
+    daemon_fields(
+        Some(&eff.schedule),
+        eff.mode,
+        eff.stalled.as_ref(),
+        eff.dead_letter.as_ref(),
+        &eff.depends_on,
+        eff.move_exhausted_to.as_deref(),
+    )
+}
+
+fn fields_json(fields: Vec<(&'static str, String, Value)>) -> Value {
+    let map: serde_json::Map<String, Value> = fields
+        .into_iter()
+        .map(|(name, _, v)| (name.to_string(), v))
+        .collect();
+    Value::Object(map)
 }
 
 fn rules_json(rules: &StateRules) -> Value {
@@ -43,6 +117,7 @@ fn rules_json(rules: &StateRules) -> Value {
                     "maxCount": r.max_count,
                     "keepForMs": r.keep_for.map(|d| d.as_millis()),
                     "action": r.action.map(|a| a.as_str()),
+                    "keepIf": r.keep_if.as_ref().map(|k| json!({"path": k.path.to_string(), "equals": k.equals})),
                 }),
             )
         })
@@ -69,7 +144,9 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
                 "complianceTag": s.compliance_tag,
                 "auditRequired": s.audit_required,
             })),
+            "daemon": fields_json(policy_daemon_fields(p)),
         })).collect::<Vec<_>>(),
+        "schedule": set.schedule.to_string(),
         "tenants": set.tenants.iter().map(|t| json!({
             "tenantId": t.tenant_id,
             "environment": t.environment,
@@ -89,6 +166,7 @@ pub fn policy_set_text(set: &PolicySet) -> String {
         set.environment.as_deref().unwrap_or("(any)")
     );
     let _ = writeln!(out, "layouts: {}", layouts.join(", "));
+    let _ = writeln!(out, "schedule: {}", set.schedule);
     let mut t = table(&["policy", "env", "queue", "tenant", "state", "rule"]);
     for p in &set.policies {
         let env = p.environment.as_deref().unwrap_or("*");
@@ -118,6 +196,17 @@ pub fn policy_set_text(set: &PolicySet) -> String {
         }
     }
     let _ = writeln!(out, "{t}");
+    let mut daemon = table(&["policy", "daemon setting", "value"]);
+    let mut any = false;
+    for p in &set.policies {
+        for (name, text, _) in policy_daemon_fields(p) {
+            any = true;
+            daemon.add_row(vec![p.name.clone(), name.to_string(), text]);
+        }
+    }
+    if any {
+        let _ = writeln!(out, "{daemon}");
+    }
     if !set.tenants.is_empty() {
         let mut t = table(&["tenant override", "env", "state", "rule"]);
         for o in &set.tenants {
@@ -146,6 +235,13 @@ fn effective_fields(rule: &EffectiveRule) -> Vec<(&'static str, Value, String)> 
     }
     if let Some(v) = &rule.keep_for {
         fields.push(("keepFor", json!(v.value.to_string()), v.source.to_string()));
+    }
+    if let Some(v) = &rule.keep_if {
+        fields.push((
+            "keepIf",
+            json!(format!("{} = {}", v.value.path, v.value.equals)),
+            v.source.to_string(),
+        ));
     }
     fields.push((
         "action",
@@ -198,6 +294,7 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
                     .map(|j| json!({"name": j.name, "states": states_json(&j.states)}))
                     .collect::<Vec<_>>()
             );
+            v["daemon"] = fields_json(effective_daemon_fields(eff));
         }
         Resolution::Uncovered => v["policy"] = Value::Null,
         Resolution::Tie { first, second } => {
@@ -253,6 +350,9 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
                 effective_rows(&mut t, &format!("job {}: ", j.name), &j.states);
             }
             let _ = writeln!(out, "{t}");
+            for (name, text, _) in effective_daemon_fields(eff) {
+                let _ = writeln!(out, "{name}: {text}");
+            }
             if let Some(p) = &eff.pii {
                 let list = |items: Vec<String>| {
                     if items.is_empty() {
