@@ -10,6 +10,8 @@ pub mod archive;
 pub mod audit;
 pub mod bullmq;
 pub mod cli;
+pub mod daemon;
 pub mod engine;
+pub mod lock;
 pub mod redis_server;
 pub mod seed;

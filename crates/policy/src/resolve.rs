@@ -149,6 +149,10 @@ pub struct EffectivePolicy {
 }
 
 /// The outcome of resolving one queue.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per queue and read in place"
+)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Resolution {
     /// A policy governs the queue.

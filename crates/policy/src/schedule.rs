@@ -295,7 +295,7 @@ impl CostModel {
     /// measured yet (or none at all) gives the default hour.
     pub fn interval(&self, growth_bytes_per_day: f64) -> Millis {
         let daily_cost = growth_bytes_per_day / (1u64 << 30) as f64 * self.per_gb_month / 30.0;
-        if !(daily_cost > 0.0) || !daily_cost.is_finite() {
+        if daily_cost.is_nan() || daily_cost <= 0.0 || daily_cost.is_infinite() {
             return DEFAULT_SCHEDULE;
         }
         let ms = self.max_leak / daily_cost * 86_400_000.0;

@@ -129,4 +129,32 @@ async function waitFor(what, check) {
   }
 }
 
-module.exports = { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN };
+// Starts `bullsweep daemon` with arguments in its own temporary directory (where its default
+// audit file goes, unless `cwd` is given). Its stderr is kept; `exited` resolves to
+// {code, signal} when it ends.
+function startDaemon(args, { cwd, env = {} } = {}) {
+  const dir = cwd || fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-daemon-'));
+  const proc = spawn(BIN, ['daemon', '--discover-every', '200ms', ...args], {
+    cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  return {
+    proc,
+    dir,
+    exited,
+    log: () => stderr,
+    kill: (signal = 'SIGTERM') => { proc.kill(signal); return exited; },
+  };
+}
+
+// GETs a path from a daemon's --listen address; resolves {status, body}.
+async function httpGet(port, urlPath) {
+  const res = await fetch(`http://127.0.0.1:${port}${urlPath}`);
+  return { status: res.status, body: await res.text() };
+}
+
+module.exports = {
+  startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN, startDaemon, httpGet, freePort,
+};

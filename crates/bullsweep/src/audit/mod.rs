@@ -187,6 +187,38 @@ fn text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// How long a writer waits for another to finish with the store.
+const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Opens the durable store under the audit lock and runs `f` with it, so that every process
+/// appending to one store (daemon replicas, a CLI run beside the daemon) extends one chain:
+/// the head is read after the lock is taken, and nobody else appends until it is released.
+pub async fn with_store<C: ConnectionLike, T>(
+    con: &mut C,
+    target: &AuditTarget,
+    f: impl AsyncFnOnce(&mut C, &mut AuditStore) -> Result<T, ShipError>,
+) -> Result<T, ShipError> {
+    let owner = format!("audit-{}", std::process::id());
+    let lock = crate::lock::QueueLock::acquire_within(
+        con,
+        crate::lock::AUDIT_LOCK_KEY,
+        &owner,
+        STORE_WAIT,
+    )
+    .await?
+    .ok_or_else(|| {
+        ShipError::Store(std::io::Error::other(
+            "another writer held the audit store for 30 s",
+        ))
+    })?;
+    let result = match AuditStore::open(target).await {
+        Ok(mut store) => f(con, &mut store).await,
+        Err(e) => Err(ShipError::Store(e)),
+    };
+    let _ = lock.release(con).await;
+    result
+}
+
 /// Moves every pending stream event into the store (skipping those it already holds), updates
 /// the head checkpoint, then deletes the shipped entries. Returns how many were appended.
 /// A crash at any point leaves each event in the stream, the file, or both, never neither.

@@ -16,6 +16,11 @@ impl QueueKeys {
         }
     }
 
+    /// `<base>:<name>`, such as the `wait` list or the `delayed` set.
+    pub fn sub(&self, name: &str) -> String {
+        format!("{}:{name}", self.base)
+    }
+
     /// `<base>:` — the prefix of every job key, as BullMQ's scripts take it.
     pub fn job_prefix(&self) -> String {
         format!("{}:", self.base)

@@ -185,6 +185,9 @@ async fn run_policy(
         budget_us: DEFAULT_BUDGET_US,
         execution_id: "bench".into(),
         audit_unavailable: None,
+        queues: None,
+        stop: None,
+        timings: None,
     };
     let prober = Prober::start(url)?;
     let started = Instant::now();

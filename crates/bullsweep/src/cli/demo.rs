@@ -1,6 +1,7 @@
 //! `bullsweep demo`: a private Redis, a seeded multi-tenant dataset, a sample policy, then
 //! `plan` and `run`, with job counts and memory before and after.
 
+use super::RunScope;
 use super::{CliError, now_ms, render};
 use crate::engine::Mode;
 use crate::redis_server::PrivateRedis;
@@ -141,13 +142,29 @@ pub async fn run(jobs: u64) -> Result<i32, CliError> {
     println!("sample policy ({}):\n{policy}", policy_path.display());
 
     let (keys_before, mem_before) = counts(&mut con).await.map_err(redis_err)?;
-    let plan = super::audited_sweep(&mut con, &url, &set, None, Mode::Plan, &|_| {}).await?;
+    let plan = super::audited_sweep(
+        &mut con,
+        &url,
+        &set,
+        RunScope::default(),
+        Mode::Plan,
+        &|_| {},
+    )
+    .await?;
     println!(
         "$ bullsweep plan\n{}\n",
         render::report_text(&plan, Mode::Plan)
     );
     let started = std::time::Instant::now();
-    let done = super::audited_sweep(&mut con, &url, &set, None, Mode::Run, &|_| {}).await?;
+    let done = super::audited_sweep(
+        &mut con,
+        &url,
+        &set,
+        RunScope::default(),
+        Mode::Run,
+        &|_| {},
+    )
+    .await?;
     let elapsed = started.elapsed();
     println!(
         "$ bullsweep run\n{}\n",

@@ -8,17 +8,19 @@ mod forget;
 mod notify;
 mod render;
 
-pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
+pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE, redact};
 
 use crate::archive::ArchiveSink;
-use crate::audit::{self, AuditContext, AuditStore};
+use crate::audit::{self, AuditContext};
 use crate::bullmq::{QueueKeys, RestoreMode, scripts};
 use crate::engine::{self, Mode, Report, SweepOptions};
-use bullsweep_policy::{Action, ArchiveTarget, AuditTarget, PolicySet, Resolution};
+use bullsweep_policy::{Action, ArchiveTarget, AuditTarget, PolicySet, QueueId, Resolution};
 use clap::{Parser, Subcommand};
 use redis::aio::ConnectionManager;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Retention governance for BullMQ queues on Redis.
@@ -68,6 +70,8 @@ pub enum Command {
         #[arg(long, default_value_t = 60_000)]
         jobs: u64,
     },
+    /// Govern queues around the clock: schedules, events, locks, metrics.
+    Daemon(crate::daemon::DaemonArgs),
     /// Erase one person's jobs and every copy of them, everywhere; prints a JSON receipt.
     Forget(forget::ForgetArgs),
     /// Measure bullsweep against BullMQ's Queue.clean and a naive ZSCAN + UNLINK sweep.
@@ -249,6 +253,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Archive(command) => archive_command(&cli, command).await,
         Command::Bench(args) => bench::run(&cli, args).await,
         Command::Forget(args) => forget::run(&cli, args).await,
+        Command::Daemon(args) => crate::daemon::run(&cli, args).await,
     }
 }
 
@@ -276,7 +281,11 @@ async fn sweep(
             bar.inc(n);
         }
     };
-    let report = audited_sweep(con, cli.redis_url(), set, cli.env.clone(), mode, &progress).await?;
+    let scope = RunScope {
+        env: cli.env.clone(),
+        ..RunScope::default()
+    };
+    let report = audited_sweep(con, cli.redis_url(), set, scope, mode, &progress).await?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -290,6 +299,19 @@ async fn sweep(
     Ok(report)
 }
 
+/// Which queues a plan or run covers, and how it is stopped early.
+#[derive(Clone, Debug, Default)]
+pub struct RunScope {
+    /// The environment in force (see `--env`).
+    pub env: Option<String>,
+    /// Only these queues; every discovered queue when `None`.
+    pub queues: Option<Vec<QueueId>>,
+    /// Set to stop after the batch in progress.
+    pub stop: Option<Arc<AtomicBool>>,
+    /// Receives the time Redis spent in each removal batch, in microseconds.
+    pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+}
+
 /// A plan, or a run whose changes are audited: the durable store is opened first (policies
 /// with `sla.auditRequired` do nothing when it cannot be), events left in Redis by an earlier
 /// run are shipped, the sweep runs, and its events are shipped, with one `failed` event per
@@ -298,21 +320,20 @@ pub async fn audited_sweep(
     con: &mut ConnectionManager,
     url: &str,
     set: &PolicySet,
-    env: Option<String>,
+    scope: RunScope,
     mode: Mode,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Report, CliError> {
     let redis_err = |e: redis::RedisError| CliError::redis(url, &e);
     let execution_id = execution_id();
-    let mut store = None;
     let mut audit_unavailable = None;
     if mode == Mode::Run {
-        match AuditStore::open(&set.audit).await {
-            Ok(mut opened) => match audit::ship(con, &mut opened).await {
-                Ok(_) => store = Some(opened),
-                Err(e) => audit_unavailable = Some(e.to_string()),
-            },
-            Err(e) => audit_unavailable = Some(e.to_string()),
+        if let Err(e) = audit::with_store(con, &set.audit, async |con, store| {
+            audit::ship(con, store).await
+        })
+        .await
+        {
+            audit_unavailable = Some(e.to_string());
         }
         if let Some(reason) = &audit_unavailable {
             eprintln!(
@@ -321,11 +342,14 @@ pub async fn audited_sweep(
         }
     }
     let opts = SweepOptions {
-        env,
+        env: scope.env,
+        queues: scope.queues,
+        stop: scope.stop,
+        timings: scope.timings,
         now_ms: now_ms(),
         budget_us: DEFAULT_BUDGET_US,
         execution_id: execution_id.clone(),
-        audit_unavailable,
+        audit_unavailable: audit_unavailable.clone(),
     };
     let report = engine::sweep(con, set, &opts, mode, progress)
         .await
@@ -335,8 +359,8 @@ pub async fn audited_sweep(
     for notice in &report.notices {
         deliveries.push(notify::deliver(notice, &set.notify).await);
     }
-    if let Some(store) = &mut store {
-        let shipped = async {
+    if mode == Mode::Run && audit_unavailable.is_none() {
+        let shipped = audit::with_store(con, &set.audit, async |con, store| {
             audit::ship(con, store).await?;
             for q in report.queues.iter().filter(|q| q.error.is_some()) {
                 let ctx = failed_queue_context(q, &execution_id);
@@ -347,8 +371,8 @@ pub async fn audited_sweep(
                 let error = delivered.as_ref().err().map(String::as_str);
                 audit::record_event(con, store, n.context.clone(), ids, error).await?;
             }
-            Ok::<(), audit::ShipError>(())
-        };
+            Ok(())
+        });
         shipped.await.map_err(|e| {
             CliError::runtime(format!("the run's audit events could not be shipped: {e}"))
                 .with_hint(
@@ -723,7 +747,11 @@ pub fn now_ms() -> i64 {
 
 /// Reads and validates the policy file; any problem is a usage error (exit 2).
 pub fn load_policies(cli: &Cli) -> Result<PolicySet, CliError> {
-    let path = &cli.config;
+    load_policy_file(&cli.config)
+}
+
+/// Reads and validates the policy file at `path`; any problem is a usage error (exit 2).
+pub fn load_policy_file(path: &std::path::Path) -> Result<PolicySet, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         CliError::usage(format!("cannot read policy file {}: {e}", path.display()))
             .with_hint("name the file with --config or BULLSWEEP_CONFIG")

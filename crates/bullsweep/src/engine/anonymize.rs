@@ -106,7 +106,7 @@ impl StateWork<'_> {
         let (mut offset, mut done) = (0u64, 0u64);
         loop {
             let rows = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
-            if rows.is_empty() {
+            if rows.is_empty() || self.opts.stopping() {
                 return Ok(done);
             }
             done += self.anonymize_rows(con, rules, &rows, skipped).await?;

@@ -21,6 +21,8 @@ use bullsweep_policy::{
 use redis::aio::ConnectionLike;
 use redis::{RedisError, RedisResult};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Whether to only count (`plan`) or also act (`run`).
@@ -47,6 +49,27 @@ pub struct SweepOptions {
     /// Why the durable audit store cannot be used, if it cannot. Policies with
     /// `sla.auditRequired` then do nothing (fail closed).
     pub audit_unavailable: Option<String>,
+    /// Only these queues, without discovering any; every discovered queue when `None`.
+    pub queues: Option<Vec<QueueId>>,
+    /// Set from outside to stop the run after the batch in progress.
+    pub stop: Option<Arc<AtomicBool>>,
+    /// When set, receives the time Redis spent in each removal batch, in microseconds.
+    pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+}
+
+impl SweepOptions {
+    /// Whether the run was asked to stop; checked between batches, never inside one.
+    pub fn stopping(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    fn record_batch(&self, elapsed_us: u64) {
+        if let Some(Ok(mut t)) = self.timings.as_ref().map(|t| t.lock()) {
+            t.push(elapsed_us);
+        }
+    }
 }
 
 /// How many times a batch that failed on a connection problem is retried. Each batch is one
@@ -138,7 +161,8 @@ pub async fn inventory<C: ConnectionLike>(
     Ok(classify(set, bases, env))
 }
 
-/// Plans or runs every governed queue. `progress` is told how many jobs each batch acted on.
+/// Plans or runs every governed queue (or `opts.queues`), each after the queues its policy's
+/// `dependsOn` names. `progress` is told how many jobs each batch acted on.
 pub async fn sweep<C: ConnectionLike>(
     con: &mut C,
     set: &PolicySet,
@@ -146,7 +170,14 @@ pub async fn sweep<C: ConnectionLike>(
     mode: Mode,
     progress: &(dyn Fn(u64) + Sync),
 ) -> RedisResult<Report> {
-    let inv = inventory(con, set, opts.env.as_deref()).await?;
+    let mut inv = match &opts.queues {
+        Some(queues) => Inventory {
+            managed: queues.clone(),
+            unmanaged: Vec::new(),
+        },
+        None => inventory(con, set, opts.env.as_deref()).await?,
+    };
+    inv.managed = in_dependency_order(set, inv.managed);
     // An archive that cannot be written fails every archive rule closed, before any read.
     let archive = match &set.archive {
         Some(target) if mode == Mode::Run => Some(match ArchiveSink::open(target) {
@@ -163,6 +194,9 @@ pub async fn sweep<C: ConnectionLike>(
         ..Report::default()
     };
     for q in inv.managed {
+        if opts.stopping() {
+            break;
+        }
         match set.resolve(&q) {
             Resolution::Uncovered => report.uncovered.push(q.base.clone()),
             Resolution::Tie { first, second } => report.queues.push(QueueReport {
@@ -227,6 +261,25 @@ pub async fn sweep<C: ConnectionLike>(
         }
     }
     Ok(report)
+}
+
+/// Queues reordered so that each comes after the queues its policy's `dependsOn` names.
+pub fn in_dependency_order(set: &PolicySet, queues: Vec<QueueId>) -> Vec<QueueId> {
+    let deps: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| match set.resolve(q) {
+            Resolution::Covered(eff) => eff.depends_on,
+            _ => Vec::new(),
+        })
+        .collect();
+    let items: Vec<(&str, &[String])> = queues
+        .iter()
+        .zip(&deps)
+        .map(|(q, d)| (q.queue.as_str(), d.as_slice()))
+        .collect();
+    let order = bullsweep_policy::dependency_order(&items);
+    let mut slots: Vec<Option<QueueId>> = queues.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
 fn queue_report(q: &QueueId, policy: String) -> QueueReport {
@@ -469,11 +522,12 @@ impl<'a> StateWork<'a> {
                     self.audit_ctx
                 ))?;
                 sizer.observe(out.removed + out.locked + out.malformed, out.elapsed_us);
+                self.opts.record_batch(out.elapsed_us);
                 offset += out.locked + out.malformed;
                 tally(&mut skipped, &out);
                 done += out.removed;
                 (self.progress)(out.removed);
-                if out.exhausted {
+                if out.exhausted || self.opts.stopping() {
                     break;
                 }
             }
@@ -518,6 +572,15 @@ impl<'a> StateWork<'a> {
             match next {
                 Some(segment) => in_flight = Some((segment, rows.len() as u64)),
                 None => return Ok(done),
+            }
+            if self.opts.stopping() {
+                // Finish the segment already read, then stop.
+                if let Some((segment, _)) = in_flight.take() {
+                    done += self
+                        .finish_segment(con, &mut writer, segment, skipped)
+                        .await?;
+                }
+                return Ok(done);
             }
         }
     }
@@ -886,6 +949,9 @@ impl<'a> StateWork<'a> {
             let page: Vec<FinishedEntry> =
                 with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
             let Some(last) = page.last() else { break };
+            if self.opts.stopping() {
+                break;
+            }
             below = Some(last.score);
             sr.jobs += page.len() as u64;
             for entry in page {
@@ -997,9 +1063,13 @@ impl<'a> StateWork<'a> {
             let handled = (out.handled as usize).clamp(1, take);
             pending.drain(..handled);
             sizer.observe(handled as u64, out.elapsed_us);
+            self.opts.record_batch(out.elapsed_us);
             tally(skipped, &out);
             done += out.removed;
             (self.progress)(out.removed);
+            if self.opts.stopping() {
+                pending.clear();
+            }
         }
         Ok(done)
     }

@@ -1,0 +1,482 @@
+//! Event-driven removal: the daemon reads the events stream (`<base>:events`) of every queue
+//! with `mode: event` or `both` and removes each `completed` or `failed` job its rule selects
+//! on its own (past `maxAge`, or `maxCount: 0`, outside `keepFor`, and not kept by `keepIf`).
+//! Jobs a rule keeps for a while are left to the periodic sweep.
+//!
+//! Delivery is at least once: the id of the last entry acted on is saved in Redis after the
+//! removals it covers, and reading resumes there after a restart. When the stream was trimmed
+//! past the saved id (XINFO STREAM's `max-deleted-entry-id`), entries may be lost, so the queue
+//! gets a full sweep at once. One replica reads a queue's stream at a time (its events lock).
+
+use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
+use super::state;
+use super::{log, wait_or_shutdown};
+use crate::audit::AuditContext;
+use crate::bullmq::{Candidate, QueueKeys, scripts};
+use crate::lock::{QueueLock, events_lock_key};
+use bullsweep_policy::{EffectivePolicy, EffectiveRule, JobState, QueueId, Selection};
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redis::streams::StreamReadReply;
+use redis::{AsyncConnectionConfig, RedisResult, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Entries read per stream per round trip.
+const READ_COUNT: usize = 1_000;
+/// How long one XREAD waits for new entries.
+const BLOCK_MS: u64 = 500;
+/// Time budget of one removal script call, in microseconds.
+const BUDGET_US: u64 = 2_000;
+
+/// A queue whose events the daemon acts on.
+#[derive(Clone, Debug)]
+pub struct EventQueue {
+    /// The queue.
+    pub queue: QueueId,
+    /// Its effective policy.
+    pub policy: EffectivePolicy,
+}
+
+/// What the events reader shares with the daemon's main loop.
+pub struct EventShared {
+    /// The queues to read, as the main loop last resolved them.
+    pub queues: Mutex<Vec<EventQueue>>,
+    /// Key bases the main loop should sweep at once (a gap, or a first start).
+    pub sweep_now: Mutex<BTreeSet<String>>,
+    /// Wakes the main loop.
+    pub wake: Notify,
+}
+
+/// A queue this replica reads, with its lock and position.
+struct Held {
+    lock: QueueLock,
+    cursor: String,
+    queue: EventQueue,
+}
+
+/// A stream id as `(ms, seq)`, for ordering; malformed ids sort first.
+fn stream_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// Where reading should start for a queue just taken over, and whether entries may have been
+/// lost since the saved position (or there is none), which calls for a full sweep.
+async fn start_position(
+    con: &mut ConnectionManager,
+    events_key: &str,
+    saved: Option<String>,
+) -> RedisResult<(String, bool)> {
+    let info: RedisResult<Value> = redis::cmd("XINFO")
+        .arg("STREAM")
+        .arg(events_key)
+        .query_async(con)
+        .await;
+    let fields: BTreeMap<String, Value> = match info {
+        Ok(Value::Map(pairs)) => pairs
+            .into_iter()
+            .filter_map(|(k, v)| redis::from_redis_value::<String>(k).ok().map(|k| (k, v)))
+            .collect(),
+        Ok(Value::Array(items)) => items
+            .chunks(2)
+            .filter_map(|kv| match kv {
+                [k, v] => redis::from_redis_value::<String>(k.clone())
+                    .ok()
+                    .map(|k| (k, v.clone())),
+                _ => None,
+            })
+            .collect(),
+        // No stream yet: nothing was ever published, so nothing can be lost.
+        Ok(_) | Err(_) if saved.is_none() => return Ok(("0-0".into(), true)),
+        Ok(_) => BTreeMap::new(),
+        Err(e) if e.code() == Some("ERR") => BTreeMap::new(),
+        Err(e) => return Err(e),
+    };
+    let text = |name: &str| {
+        fields
+            .get(name)
+            .and_then(|v| redis::from_redis_value::<String>(v.clone()).ok())
+    };
+    match saved {
+        None => Ok((
+            text("last-generated-id").unwrap_or_else(|| "0-0".into()),
+            true,
+        )),
+        Some(cursor) => {
+            let deleted = text("max-deleted-entry-id").unwrap_or_else(|| "0-0".into());
+            let gap = stream_id(&deleted) > stream_id(&cursor);
+            Ok((cursor, gap))
+        }
+    }
+}
+
+/// Reads events until `shutdown` is set. `owner` names this replica in lock tokens.
+pub async fn run(
+    client: redis::Client,
+    mut con: ConnectionManager,
+    shared: Arc<EventShared>,
+    metrics: Arc<DaemonMetrics>,
+    shutdown: Arc<AtomicBool>,
+    owner: String,
+    execution_id: String,
+) {
+    let mut held: BTreeMap<String, Held> = BTreeMap::new();
+    let mut reader: Option<MultiplexedConnection> = None;
+    let mut last_locks = Instant::now() - Duration::from_secs(60);
+    let mut backoff = Duration::from_millis(100);
+    while !shutdown.load(Ordering::Relaxed) {
+        if last_locks.elapsed() >= Duration::from_millis(crate::lock::LOCK_TTL_MS / 5) {
+            last_locks = Instant::now();
+            if let Err(e) = refresh_locks(&mut con, &shared, &metrics, &mut held, &owner).await {
+                log("warn", &format!("events: cannot refresh locks: {e}"));
+            }
+        }
+        if held.is_empty() {
+            wait_or_shutdown(&shutdown, Duration::from_millis(BLOCK_MS)).await;
+            continue;
+        }
+        if reader.is_none() {
+            let config = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(Duration::from_secs(5)))
+                .set_response_timeout(Some(Duration::from_millis(BLOCK_MS + 5_000)));
+            match client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+            {
+                Ok(c) => reader = Some(c),
+                Err(e) => {
+                    log(
+                        "warn",
+                        &format!("events: cannot reach Redis: {e}; retrying in {backoff:?}"),
+                    );
+                    wait_or_shutdown(&shutdown, backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    continue;
+                }
+            }
+        }
+        let Some(r) = reader.as_mut() else { continue };
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT")
+            .arg(READ_COUNT)
+            .arg("BLOCK")
+            .arg(BLOCK_MS)
+            .arg("STREAMS");
+        for base in held.keys() {
+            cmd.arg(QueueKeys::new(base).events());
+        }
+        for h in held.values() {
+            cmd.arg(&h.cursor);
+        }
+        let reply: Option<StreamReadReply> = match cmd.query_async(r).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                log(
+                    "warn",
+                    &format!("events: XREAD failed: {e}; retrying in {backoff:?}"),
+                );
+                reader = None;
+                wait_or_shutdown(&shutdown, backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(100);
+        let Some(reply) = reply else { continue };
+        for stream in reply.keys {
+            let Some(base) = stream.key.strip_suffix(":events").map(str::to_string) else {
+                continue;
+            };
+            let Some(h) = held.get_mut(&base) else {
+                continue;
+            };
+            let Some(last) = stream.ids.last().map(|e| e.id.clone()) else {
+                continue;
+            };
+            let full = stream.ids.len() >= READ_COUNT;
+            let finished: Vec<(JobState, String)> = stream
+                .ids
+                .iter()
+                .filter_map(|entry| {
+                    let event: String = entry.get("event")?;
+                    let state = match event.as_str() {
+                        "completed" => JobState::Completed,
+                        "failed" => JobState::Failed,
+                        _ => return None,
+                    };
+                    Some((state, entry.get::<String>("jobId")?))
+                })
+                .collect();
+            let labels = QueueLabels {
+                queue: base.clone(),
+                tenant: h.queue.queue.tenant.clone().unwrap_or_default(),
+            };
+            let now = crate::cli::now_ms();
+            let newest_ms = stream_id(&last).0 as i64;
+            metrics
+                .event_lag_seconds
+                .get_or_create(&labels)
+                .set((now - newest_ms).max(0) as f64 / 1e3);
+            match act(
+                &mut con,
+                &h.queue,
+                &finished,
+                now,
+                &execution_id,
+                &metrics,
+                &labels,
+            )
+            .await
+            {
+                Ok(()) => {}
+                Err(e) => {
+                    // The position is not saved: the entries are read again.
+                    log(
+                        "warn",
+                        &format!("{base}: event removal failed: {e}; will read again"),
+                    );
+                    metrics.failed_batches.get_or_create(&labels).inc();
+                    reader = None;
+                    wait_or_shutdown(&shutdown, backoff).await;
+                    break;
+                }
+            }
+            if let Err(e) = state::save_cursor(&mut con, &base, &last).await {
+                log("warn", &format!("{base}: cannot save events position: {e}"));
+            }
+            h.cursor = last;
+            // Behind by a full read: make sure the stream was not trimmed past us meanwhile.
+            if full {
+                match start_position(&mut con, &stream.key, Some(h.cursor.clone())).await {
+                    Ok((_, true)) => gap_found(&shared, &metrics, &labels, &base),
+                    Ok(_) => {}
+                    Err(e) => log("warn", &format!("{base}: cannot check the stream: {e}")),
+                }
+            }
+        }
+    }
+    for h in held.values() {
+        let _ = h.lock.release(&mut con).await;
+    }
+}
+
+fn gap_found(shared: &EventShared, metrics: &DaemonMetrics, labels: &QueueLabels, base: &str) {
+    log(
+        "warn",
+        &format!(
+            "{base}: the events stream was trimmed past the saved position; sweeping the queue now"
+        ),
+    );
+    metrics.event_gaps.get_or_create(labels).inc();
+    if let Ok(mut now) = shared.sweep_now.lock() {
+        now.insert(base.to_string());
+    }
+    shared.wake.notify_one();
+}
+
+/// Renews the locks held, drops queues no longer in event mode, and takes free ones.
+async fn refresh_locks(
+    con: &mut ConnectionManager,
+    shared: &EventShared,
+    metrics: &DaemonMetrics,
+    held: &mut BTreeMap<String, Held>,
+    owner: &str,
+) -> RedisResult<()> {
+    let wanted: Vec<EventQueue> = shared.queues.lock().map(|q| q.clone()).unwrap_or_default();
+    let wanted_bases: BTreeSet<&str> = wanted.iter().map(|q| q.queue.base.as_str()).collect();
+    let mut dropped = Vec::new();
+    for (base, h) in held.iter() {
+        if !wanted_bases.contains(base.as_str()) {
+            h.lock.release(con).await?;
+            dropped.push(base.clone());
+        } else if !h.lock.renew(con).await? {
+            log(
+                "warn",
+                &format!("{base}: lost the events lock; another replica reads it now"),
+            );
+            dropped.push(base.clone());
+        }
+    }
+    for base in dropped {
+        held.remove(&base);
+    }
+    for eq in wanted {
+        let base = eq.queue.base.clone();
+        if let Some(h) = held.get_mut(&base) {
+            h.queue = eq;
+            continue;
+        }
+        let Some(lock) = QueueLock::acquire(con, events_lock_key(&base), owner).await? else {
+            continue;
+        };
+        let saved = state::cursors(con, std::slice::from_ref(&base))
+            .await?
+            .pop()
+            .flatten();
+        let first_start = saved.is_none();
+        let (cursor, gap) = start_position(con, &QueueKeys::new(&base).events(), saved).await?;
+        let labels = QueueLabels {
+            queue: base.clone(),
+            tenant: eq.queue.tenant.clone().unwrap_or_default(),
+        };
+        if first_start {
+            // Everything before now is the sweep's; events after it are ours.
+            state::save_cursor(con, &base, &cursor).await?;
+            if let Ok(mut now) = shared.sweep_now.lock() {
+                now.insert(base.clone());
+            }
+            shared.wake.notify_one();
+        } else if gap {
+            gap_found(shared, metrics, &labels, &base);
+        }
+        log("info", &format!("{base}: reading events from {cursor}"));
+        held.insert(
+            base,
+            Held {
+                lock,
+                cursor,
+                queue: eq,
+            },
+        );
+    }
+    Ok(())
+}
+
+/// The rule for a job of `name` in `state`: its job rule, else the queue's.
+fn rule_for<'p>(
+    policy: &'p EffectivePolicy,
+    state: JobState,
+    name: &str,
+) -> Option<&'p EffectiveRule> {
+    match policy.jobs.iter().find(|j| j.name == name) {
+        Some(job) => job.states.get(&state),
+        None => policy.states.get(&state),
+    }
+}
+
+/// The job fields a `keepIf` path may name; `data`, `returnvalue` and `opts` are JSON.
+const JOB_FIELDS: [&str; 6] = [
+    "name",
+    "data",
+    "returnvalue",
+    "opts",
+    "failedReason",
+    "attemptsMade",
+];
+
+/// The job as `keepIf` sees it: an object of its fields.
+fn job_view(values: &[Option<String>]) -> serde_json::Value {
+    let mut object = serde_json::Map::new();
+    for (field, value) in JOB_FIELDS.iter().zip(values) {
+        let Some(text) = value else { continue };
+        let parsed = match *field {
+            "data" | "returnvalue" | "opts" => serde_json::from_str(text)
+                .unwrap_or_else(|_| serde_json::Value::String(text.clone())),
+            "attemptsMade" => text
+                .parse::<i64>()
+                .map(serde_json::Value::from)
+                .unwrap_or_else(|_| serde_json::Value::String(text.clone())),
+            _ => serde_json::Value::String(text.clone()),
+        };
+        object.insert(field.to_string(), parsed);
+    }
+    serde_json::Value::Object(object)
+}
+
+/// Removes the finished jobs of one read that their rules select on their own.
+async fn act(
+    con: &mut ConnectionManager,
+    eq: &EventQueue,
+    finished: &[(JobState, String)],
+    now_ms: i64,
+    execution_id: &str,
+    metrics: &DaemonMetrics,
+    labels: &QueueLabels,
+) -> RedisResult<()> {
+    let keys = QueueKeys::new(&eq.queue.base);
+    let prefix = keys.job_prefix();
+    for state in JobState::ALL {
+        let mut ids: Vec<&str> = finished
+            .iter()
+            .filter(|(s, _)| *s == state)
+            .map(|(_, id)| id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let any_rule = eq.policy.states.contains_key(&state)
+            || eq.policy.jobs.iter().any(|j| j.states.contains_key(&state));
+        if ids.is_empty() || !any_rule {
+            continue;
+        }
+        let set_key = keys.finished_set(state);
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.cmd("HMGET")
+                .arg(format!("{prefix}{id}"))
+                .arg(&JOB_FIELDS);
+            pipe.zscore(&set_key, id);
+        }
+        let replies: Vec<Value> = pipe.query_async(con).await?;
+        let mut candidates = Vec::new();
+        for (id, pair) in ids.iter().zip(replies.chunks(2)) {
+            let [fields, score] = pair else { continue };
+            let (Ok(fields), Ok(Some(score))) = (
+                redis::from_redis_value::<Vec<Option<String>>>(fields.clone()),
+                redis::from_redis_value::<Option<f64>>(score.clone()),
+            ) else {
+                continue;
+            };
+            let name = fields.first().cloned().flatten().unwrap_or_default();
+            let Some(rule) = rule_for(&eq.policy, state, &name) else {
+                continue;
+            };
+            if rule.action.value != bullsweep_policy::Action::Remove {
+                continue;
+            }
+            let score = score as i64;
+            if !Selection::at(rule, now_ms).selects_alone(score) {
+                continue;
+            }
+            if let Some(keep) = &rule.keep_if
+                && keep.value.holds(&job_view(&fields))
+            {
+                continue;
+            }
+            candidates.push(Candidate {
+                id: id.to_string(),
+                score,
+                fingerprint: None,
+            });
+        }
+        if candidates.is_empty() {
+            continue;
+        }
+        let audit = AuditContext::for_queue(&eq.queue, &eq.policy, state, "remove", execution_id);
+        let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
+        let mut timings = Vec::new();
+        let mut removed = 0;
+        let mut rest = &candidates[..];
+        while !rest.is_empty() {
+            let out = scripts()
+                .remove_ids(con, &keys, state, rest, BUDGET_US, &audit_ctx)
+                .await?;
+            timings.push(out.elapsed_us);
+            removed += out.removed;
+            let handled = (out.handled as usize).clamp(1, rest.len());
+            rest = &rest[handled..];
+        }
+        metrics.observe_batches(labels, &timings);
+        metrics
+            .acted
+            .get_or_create(&ActionLabels {
+                queue: labels.queue.clone(),
+                tenant: labels.tenant.clone(),
+                action: "remove".into(),
+            })
+            .inc_by(removed);
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! Locks in Redis, so that two replicas or two runs never govern one queue (or append to the
+//! audit store) at once: `SET NX PX` with a random token, renewed while held, and released
+//! only by its owner (compare-and-delete).
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+use std::sync::OnceLock;
+
+/// How long a lock lives without renewal.
+pub const LOCK_TTL_MS: u64 = 15_000;
+
+fn renew_script() -> &'static Script {
+    static SCRIPT: OnceLock<Script> = OnceLock::new();
+    SCRIPT.get_or_init(|| {
+        Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+               return redis.call('PEXPIRE', KEYS[1], ARGV[2]) \
+             end \
+             return 0",
+        )
+    })
+}
+
+fn release_script() -> &'static Script {
+    static SCRIPT: OnceLock<Script> = OnceLock::new();
+    SCRIPT.get_or_init(|| {
+        Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+               return redis.call('DEL', KEYS[1]) \
+             end \
+             return 0",
+        )
+    })
+}
+
+/// The lock key of a queue's sweeps.
+pub fn sweep_lock_key(base: &str) -> String {
+    format!("bullsweep:lock:{base}")
+}
+
+/// The lock key of a queue's events stream reader.
+pub fn events_lock_key(base: &str) -> String {
+    format!("bullsweep:lock:events:{base}")
+}
+
+/// The lock key of the durable audit store.
+pub const AUDIT_LOCK_KEY: &str = "bullsweep:lock:audit";
+
+/// A held lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueLock {
+    /// The lock's key.
+    pub key: String,
+    token: String,
+}
+
+impl QueueLock {
+    /// Takes the lock if nobody holds it; `None` when somebody does.
+    pub async fn acquire<C: ConnectionLike>(
+        con: &mut C,
+        key: String,
+        owner: &str,
+    ) -> RedisResult<Option<QueueLock>> {
+        let token = format!("{owner}:{:016x}", fastrand::u64(..));
+        let taken: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(LOCK_TTL_MS)
+            .query_async(con)
+            .await?;
+        Ok(taken.map(|_| QueueLock { key, token }))
+    }
+
+    /// Takes the lock, polling while somebody else holds it; `None` after `wait`.
+    pub async fn acquire_within<C: ConnectionLike>(
+        con: &mut C,
+        key: &str,
+        owner: &str,
+        wait: std::time::Duration,
+    ) -> RedisResult<Option<QueueLock>> {
+        let until = std::time::Instant::now() + wait;
+        loop {
+            if let Some(lock) = QueueLock::acquire(con, key.to_string(), owner).await? {
+                return Ok(Some(lock));
+            }
+            if std::time::Instant::now() >= until {
+                return Ok(None);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Extends the lock; `false` when it was lost (expired, or taken by another owner).
+    pub async fn renew<C: ConnectionLike>(&self, con: &mut C) -> RedisResult<bool> {
+        let renewed: i64 = renew_script()
+            .key(&self.key)
+            .arg(&self.token)
+            .arg(LOCK_TTL_MS)
+            .invoke_async(con)
+            .await?;
+        Ok(renewed == 1)
+    }
+
+    /// Releases the lock if it is still ours.
+    pub async fn release<C: ConnectionLike>(&self, con: &mut C) -> RedisResult<bool> {
+        let released: i64 = release_script()
+            .key(&self.key)
+            .arg(&self.token)
+            .invoke_async(con)
+            .await?;
+        Ok(released == 1)
+    }
+}
