@@ -6,7 +6,7 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 use std::sync::OnceLock;
 
-/// How long a lock lives without renewal.
+/// How long a sweep's lock lives without renewal.
 pub const LOCK_TTL_MS: u64 = 15_000;
 
 fn renew_script() -> &'static Script {
@@ -55,11 +55,12 @@ pub struct QueueLock {
 }
 
 impl QueueLock {
-    /// Takes the lock if nobody holds it; `None` when somebody does.
+    /// Takes the lock for `ttl_ms` if nobody holds it; `None` when somebody does.
     pub async fn acquire<C: ConnectionLike>(
         con: &mut C,
         key: String,
         owner: &str,
+        ttl_ms: u64,
     ) -> RedisResult<Option<QueueLock>> {
         let token = format!("{owner}:{:016x}", fastrand::u64(..));
         let taken: Option<String> = redis::cmd("SET")
@@ -67,7 +68,7 @@ impl QueueLock {
             .arg(&token)
             .arg("NX")
             .arg("PX")
-            .arg(LOCK_TTL_MS)
+            .arg(ttl_ms)
             .query_async(con)
             .await?;
         Ok(taken.map(|_| QueueLock { key, token }))
@@ -82,7 +83,8 @@ impl QueueLock {
     ) -> RedisResult<Option<QueueLock>> {
         let until = std::time::Instant::now() + wait;
         loop {
-            if let Some(lock) = QueueLock::acquire(con, key.to_string(), owner).await? {
+            if let Some(lock) = QueueLock::acquire(con, key.to_string(), owner, LOCK_TTL_MS).await?
+            {
                 return Ok(Some(lock));
             }
             if std::time::Instant::now() >= until {
@@ -92,12 +94,13 @@ impl QueueLock {
         }
     }
 
-    /// Extends the lock; `false` when it was lost (expired, or taken by another owner).
-    pub async fn renew<C: ConnectionLike>(&self, con: &mut C) -> RedisResult<bool> {
+    /// Extends the lock to `ttl_ms` from now; `false` when it was lost (expired, or taken by
+    /// another owner).
+    pub async fn renew<C: ConnectionLike>(&self, con: &mut C, ttl_ms: u64) -> RedisResult<bool> {
         let renewed: i64 = renew_script()
             .key(&self.key)
             .arg(&self.token)
-            .arg(LOCK_TTL_MS)
+            .arg(ttl_ms)
             .invoke_async(con)
             .await?;
         Ok(renewed == 1)

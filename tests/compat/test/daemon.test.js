@@ -32,6 +32,11 @@ async function finishJobs(queue, connection, n, { name = 'job', fail = () => fal
   return jobs;
 }
 
+// waitFor, with the daemon's log in the failure message.
+const waitLogged = (d, what, check) => waitFor(what, check).catch((e) => {
+  throw new Error(`${e.message}\n--- daemon log ---\n${d.log()}`);
+});
+
 function metric(body, name, labels) {
   const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
   const line = body.split('\n').find((l) => l.startsWith(`${name}{`) && want.every((w) => l.includes(w)));
@@ -85,5 +90,95 @@ policies:
   assert.equal(Number(await client.hget('bullsweep:lastrun', 'bull:sched')), last);
   assert.equal((await again.kill('SIGTERM')).code, 0);
   await assertConsistent(redis, db, [{ prefix: 'bull', name: 'sched' }]);
+  await queue.close();
+});
+
+test('event mode removes jobs as they finish, keeps keepIf jobs, and misses none across SIGKILL', async () => {
+  const db = 2;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const queue = new Queue('orders', { connection });
+  const policy = writePolicy(`version: 1
+schedule: 1h
+policies:
+  - name: orders
+    queueNamePattern: orders
+    mode: event
+    rules:
+      completed: { maxCount: 0, keepIf: { path: returnvalue.status, equals: failed } }
+      failed: { maxAge: 1h }
+`);
+  const args = ['--redis', redis.url(db), '--config', policy];
+  let d = startDaemon(args);
+  await waitFor('the events reader', async () => d.log().includes('bull:orders: reading events'));
+  // The first start sweeps once (everything before it is the sweep's) and records the run.
+  await waitFor('the first sweep', async () => (await client.hget('bullsweep:lastrun', 'bull:orders')) !== null);
+  const firstRun = await client.hget('bullsweep:lastrun', 'bull:orders');
+
+  const status = (i) => (i % 10 === 0 ? 'failed' : 'ok');
+  const worker = new Worker('orders', async (job) => {
+    if (job.data.i % 50 === 1) throw new Error('boom');
+    await sleep(2);
+    return { status: status(job.data.i) };
+  }, { connection, concurrency: 5 });
+  let finished = 0;
+  worker.on('completed', () => { finished += 1; });
+  worker.on('failed', () => { finished += 1; });
+  await queue.addBulk(range(600).map((i) => ({ name: 'order', data: { i } })));
+  await waitFor('a third of the jobs', async () => finished >= 200);
+  await d.kill('SIGKILL');
+  await waitFor('every job', async () => finished === 600);
+  await worker.close();
+
+  d = startDaemon(args);
+  const kept = range(600).filter((i) => i % 50 !== 1 && status(i) === 'failed').length;
+  await waitLogged(d, 'removal of the jobs finished while the daemon was down', async () => (await queue.getCompletedCount()) === kept);
+  const completed = await queue.getCompleted(0, -1);
+  assert.ok(completed.every((j) => j.returnvalue.status === 'failed'), 'only keepIf jobs stay');
+  assert.equal(await queue.getFailedCount(), 12, 'failed jobs are younger than maxAge');
+  // No sweep ran after the restart: the events did it.
+  assert.equal(await client.hget('bullsweep:lastrun', 'bull:orders'), firstRun);
+  const cursor = await client.hget('bullsweep:cursor', 'bull:orders');
+  const [[lastId]] = await client.xrevrange('bull:orders:events', '+', '-', 'COUNT', 1);
+  assert.ok(cursor <= lastId && cursor.split('-')[0] > '0', `cursor ${cursor}`);
+  assert.equal((await d.kill('SIGTERM')).code, 0, d.log());
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'orders' }]);
+  await queue.close();
+});
+
+test('a stream trimmed past the saved position gets a full sweep at once', async () => {
+  const db = 3;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const queue = new Queue('gappy', { connection, streams: { events: { maxLen: 20 } } });
+  const policy = writePolicy(`version: 1
+schedule: 1h
+policies:
+  - { name: gappy, queueNamePattern: gappy, mode: both, rules: { completed: { maxCount: 0 } } }
+`);
+  const port = await freePort();
+  const args = ['--redis', redis.url(db), '--config', policy, '--listen', `127.0.0.1:${port}`];
+  let d = startDaemon(args);
+  await waitFor('the events reader', async () => d.log().includes('bull:gappy: reading events'));
+  await waitFor('the first sweep', async () => (await client.hget('bullsweep:lastrun', 'bull:gappy')) !== null);
+  const firstRun = Number(await client.hget('bullsweep:lastrun', 'bull:gappy'));
+  await finishJobs(queue, connection, 5);
+  await waitFor('event removal', async () => (await queue.getCompletedCount()) === 0);
+  assert.equal((await d.kill('SIGTERM')).code, 0);
+
+  // While the daemon is down, 1,000 jobs finish and the stream keeps only the newest entries.
+  await finishJobs(queue, connection, 1000);
+  const cursor = await client.hget('bullsweep:cursor', 'bull:gappy');
+  const [[firstId]] = await client.xrange('bull:gappy:events', '-', '+', 'COUNT', 1);
+  assert.ok(firstId > cursor, `stream starts at ${firstId}, after the cursor ${cursor}`);
+
+  d = startDaemon(args);
+  await waitLogged(d, 'the gap sweep', async () => (await queue.getCompletedCount()) === 0);
+  assert.match(d.log(), /bull:gappy: the events stream was trimmed past the saved position/);
+  assert.ok(Number(await client.hget('bullsweep:lastrun', 'bull:gappy')) > firstRun, 'a full sweep ran');
+  const { body } = await httpGet(port, '/metrics');
+  assert.equal(metric(body, 'bullsweep_event_gaps_total', { queue: 'bull:gappy' }), 1, body);
+  assert.equal((await d.kill('SIGTERM')).code, 0);
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'gappy' }]);
   await queue.close();
 });

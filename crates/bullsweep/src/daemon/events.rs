@@ -28,6 +28,9 @@ use tokio::sync::Notify;
 const READ_COUNT: usize = 1_000;
 /// How long one XREAD waits for new entries.
 const BLOCK_MS: u64 = 500;
+/// How long a reader's lock lives without renewal: short, so that another replica (or a
+/// restarted daemon) takes over soon after a reader dies.
+const EVENTS_LOCK_TTL_MS: u64 = 5_000;
 /// Time budget of one removal script call, in microseconds.
 const BUDGET_US: u64 = 2_000;
 
@@ -64,7 +67,9 @@ fn stream_id(id: &str) -> (u64, u64) {
 }
 
 /// Where reading should start for a queue just taken over, and whether entries may have been
-/// lost since the saved position (or there is none), which calls for a full sweep.
+/// lost since the saved position (or there is none), which calls for a full sweep. Entries
+/// were lost when the stream now starts after the saved position: its entry, and any between
+/// it and the new first entry, were trimmed away.
 async fn start_position(
     con: &mut ConnectionManager,
     events_key: &str,
@@ -75,39 +80,45 @@ async fn start_position(
         .arg(events_key)
         .query_async(con)
         .await;
-    let fields: BTreeMap<String, Value> = match info {
-        Ok(Value::Map(pairs)) => pairs
-            .into_iter()
-            .filter_map(|(k, v)| redis::from_redis_value::<String>(k).ok().map(|k| (k, v)))
-            .collect(),
+    let pairs: Vec<(Value, Value)> = match info {
+        Ok(Value::Map(pairs)) => pairs,
         Ok(Value::Array(items)) => items
             .chunks(2)
             .filter_map(|kv| match kv {
-                [k, v] => redis::from_redis_value::<String>(k.clone())
-                    .ok()
-                    .map(|k| (k, v.clone())),
+                [k, v] => Some((k.clone(), v.clone())),
                 _ => None,
             })
             .collect(),
-        // No stream yet: nothing was ever published, so nothing can be lost.
-        Ok(_) | Err(_) if saved.is_none() => return Ok(("0-0".into(), true)),
-        Ok(_) => BTreeMap::new(),
-        Err(e) if e.code() == Some("ERR") => BTreeMap::new(),
+        Ok(_) => Vec::new(),
+        // No stream yet: nothing was published since, so nothing was lost.
+        Err(e) if e.code() == Some("ERR") => Vec::new(),
         Err(e) => return Err(e),
     };
-    let text = |name: &str| {
-        fields
-            .get(name)
-            .and_then(|v| redis::from_redis_value::<String>(v.clone()).ok())
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| redis::from_redis_value_ref::<String>(k).is_ok_and(|k| k == name))
+            .map(|(_, v)| v)
+    };
+    let last_generated =
+        field("last-generated-id").and_then(|v| redis::from_redis_value_ref::<String>(v).ok());
+    // `first-entry` is `[id, [field, value, …]]`, or nil for an empty stream.
+    let first_entry = match field("first-entry") {
+        Some(Value::Array(entry)) => entry
+            .first()
+            .and_then(|id| redis::from_redis_value_ref::<String>(id).ok()),
+        _ => None,
     };
     match saved {
-        None => Ok((
-            text("last-generated-id").unwrap_or_else(|| "0-0".into()),
-            true,
-        )),
+        None => Ok((last_generated.unwrap_or_else(|| "0-0".into()), true)),
         Some(cursor) => {
-            let deleted = text("max-deleted-entry-id").unwrap_or_else(|| "0-0".into());
-            let gap = stream_id(&deleted) > stream_id(&cursor);
+            let at = stream_id(&cursor);
+            let gap = match (&first_entry, &last_generated) {
+                (Some(first), _) => stream_id(first) > at,
+                // Empty, yet entries were added after the cursor: all trimmed.
+                (None, Some(last)) => stream_id(last) > at,
+                (None, None) => false,
+            };
             Ok((cursor, gap))
         }
     }
@@ -128,7 +139,13 @@ pub async fn run(
     let mut last_locks = Instant::now() - Duration::from_secs(60);
     let mut backoff = Duration::from_millis(100);
     while !shutdown.load(Ordering::Relaxed) {
-        if last_locks.elapsed() >= Duration::from_millis(crate::lock::LOCK_TTL_MS / 5) {
+        // Free queues are looked for often while none is held, and with each renewal after.
+        let every = if held.is_empty() {
+            Duration::from_millis(BLOCK_MS)
+        } else {
+            Duration::from_millis(EVENTS_LOCK_TTL_MS / 3)
+        };
+        if last_locks.elapsed() >= every {
             last_locks = Instant::now();
             if let Err(e) = refresh_locks(&mut con, &shared, &metrics, &mut held, &owner).await {
                 log("warn", &format!("events: cannot refresh locks: {e}"));
@@ -292,7 +309,7 @@ async fn refresh_locks(
         if !wanted_bases.contains(base.as_str()) {
             h.lock.release(con).await?;
             dropped.push(base.clone());
-        } else if !h.lock.renew(con).await? {
+        } else if !h.lock.renew(con, EVENTS_LOCK_TTL_MS).await? {
             log(
                 "warn",
                 &format!("{base}: lost the events lock; another replica reads it now"),
@@ -309,7 +326,9 @@ async fn refresh_locks(
             h.queue = eq;
             continue;
         }
-        let Some(lock) = QueueLock::acquire(con, events_lock_key(&base), owner).await? else {
+        let Some(lock) =
+            QueueLock::acquire(con, events_lock_key(&base), owner, EVENTS_LOCK_TTL_MS).await?
+        else {
             continue;
         };
         let saved = state::cursors(con, std::slice::from_ref(&base))

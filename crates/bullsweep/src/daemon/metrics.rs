@@ -174,7 +174,6 @@ impl Default for DaemonMetrics {
 }
 
 impl DaemonMetrics {
-
     /// Records the Redis time of each batch of a run, in microseconds.
     pub fn observe_batches(&self, labels: &QueueLabels, elapsed_us: &[u64]) {
         let Some(longest) = elapsed_us.iter().max() else {

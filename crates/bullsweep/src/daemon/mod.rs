@@ -399,8 +399,13 @@ impl Daemon {
     /// the outcome (lastRunAt, or a retry record).
     async fn run_queue(&mut self, q: &QueueId, forced: bool) -> redis::RedisResult<()> {
         let labels = labels_of(q);
-        let Some(lock) =
-            QueueLock::acquire(&mut self.con, sweep_lock_key(&q.base), &self.owner).await?
+        let Some(lock) = QueueLock::acquire(
+            &mut self.con,
+            sweep_lock_key(&q.base),
+            &self.owner,
+            lock::LOCK_TTL_MS,
+        )
+        .await?
         else {
             self.metrics.lock_contention.get_or_create(&labels).inc();
             if let Some(slot) = self.slots.get_mut(&q.base) {
@@ -699,7 +704,7 @@ async fn keep_lock(
         }
         if renewed.elapsed() >= Duration::from_millis(lock::LOCK_TTL_MS / 3) {
             renewed = Instant::now();
-            match lock.renew(&mut con).await {
+            match lock.renew(&mut con, lock::LOCK_TTL_MS).await {
                 Ok(true) => {}
                 Ok(false) => {
                     log(
