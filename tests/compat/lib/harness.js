@@ -23,10 +23,7 @@ function freePort() {
   });
 }
 
-async function startRedis() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-compat-'));
-  const port = await freePort();
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+async function waitForRedis(port) {
   const deadline = Date.now() + 10000;
   for (;;) {
     try {
@@ -40,6 +37,16 @@ async function startRedis() {
       await new Promise((r) => setTimeout(r, 50));
     }
   }
+}
+
+// A private redis-server. With `persist`, it keeps an append-only file that `restart` reloads.
+async function startRedis({ persist = false } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-compat-'));
+  const port = await freePort();
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir,
+    ...(persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
+  let proc = spawn('redis-server', args, { stdio: 'ignore' });
+  await waitForRedis(port);
   const clients = [];
   return {
     port,
@@ -49,6 +56,16 @@ async function startRedis() {
       const c = new IORedis({ port, db, maxRetriesPerRequest: 3 });
       clients.push(c);
       return c;
+    },
+    // Stops the server (SIGTERM: the append-only file is complete), waits `downMs`, and starts
+    // it again on the same port and directory.
+    restart: async (downMs) => {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
+      await new Promise((r) => setTimeout(r, downMs));
+      proc = spawn('redis-server', args, { stdio: 'ignore' });
+      await waitForRedis(port);
     },
     stop: () => {
       for (const c of clients) c.disconnect();

@@ -4,9 +4,12 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const { Queue, Worker } = require('bullmq');
 const {
-  startRedis, writePolicy, sleep, waitFor, startDaemon, httpGet, freePort,
+  startRedis, writePolicy, sleep, waitFor, startDaemon, httpGet, freePort, bullsweep,
 } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 
@@ -181,4 +184,118 @@ policies:
   assert.equal((await d.kill('SIGTERM')).code, 0);
   await assertConsistent(redis, db, [{ prefix: 'bull', name: 'gappy' }]);
   await queue.close();
+});
+
+test('three replicas sweep every queue, and no batch runs twice', async () => {
+  const db = 4;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const names = range(6).map((i) => `shared${i}`);
+  const queues = names.map((n) => new Queue(n, { connection }));
+  for (const q of queues) await finishJobs(q, connection, 30);
+  const auditDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-audit-'));
+  const auditFile = path.join(auditDir, 'audit.jsonl');
+  const policy = writePolicy(`version: 1
+schedule: 1s
+audit: { url: "file://${auditFile}" }
+policies:
+  - { name: all, queueNamePattern: "shared*", rules: { completed: { maxCount: 0 } } }
+`);
+  const replicas = range(3).map(() => startDaemon(['--redis', redis.url(db), '--config', policy]));
+  await waitFor('every queue swept', async () => {
+    const counts = await Promise.all(queues.map((q) => q.getCompletedCount()));
+    return counts.every((c) => c === 0);
+  });
+  // More jobs while all three keep running, so that runs overlap in time.
+  for (const q of queues) await finishJobs(q, connection, 20);
+  await waitFor('the second round', async () => {
+    const counts = await Promise.all(queues.map((q) => q.getCompletedCount()));
+    return counts.every((c) => c === 0);
+  });
+  for (const r of replicas) assert.equal((await r.kill('SIGTERM')).code, 0, r.log());
+  for (const n of names) assert.ok(await client.hget('bullsweep:lastrun', `bull:${n}`), n);
+
+  const verify = await bullsweep(['audit', 'verify', '--config', policy, '--redis', redis.url(db)]);
+  assert.equal(verify.code, 0, verify.stderr);
+  const removed = new Map();
+  for (const line of fs.readFileSync(auditFile, 'utf8').trim().split('\n')) {
+    const e = JSON.parse(line);
+    if (e.action !== 'remove') continue;
+    for (const id of e.jobIds) {
+      const key = `${e.queueKey}/${id}`;
+      removed.set(key, (removed.get(key) || 0) + 1);
+    }
+  }
+  assert.equal(removed.size, 6 * 50, 'every job removed is audited');
+  assert.deepEqual([...removed.values()].filter((n) => n !== 1), [], 'no job removed twice');
+  await assertConsistent(redis, db, names.map((name) => ({ prefix: 'bull', name })));
+  for (const q of queues) await q.close();
+});
+
+test('SIGHUP reloads a valid policy and keeps the old one when the new one is invalid', async () => {
+  const db = 5;
+  const connection = redis.connection(db);
+  const queue = new Queue('reload', { connection });
+  await finishJobs(queue, connection, 10, { fail: (i) => i < 4 });
+  const file = writePolicy(`version: 1
+schedule: 1s
+policies:
+  - { name: all, queueNamePattern: "*", rules: { completed: { maxCount: 0 } } }
+`);
+  const port = await freePort();
+  const d = startDaemon(['--redis', redis.url(db), '--config', file, '--listen', `127.0.0.1:${port}`]);
+  await waitLogged(d, 'completed jobs swept', async () => (await queue.getCompletedCount()) === 0);
+  assert.equal(await queue.getFailedCount(), 4);
+
+  fs.writeFileSync(file, 'version: 1\nschedule: "0 3 * * *"\n');
+  d.proc.kill('SIGHUP');
+  await waitLogged(d, 'the refusal', async () => d.log().includes('the policy file in force is kept'));
+  assert.match(d.log(), /looks like a cron expression/);
+  await finishJobs(queue, connection, 3);
+  await waitLogged(d, 'the old policy still in force', async () => (await queue.getCompletedCount()) === 0);
+
+  fs.writeFileSync(file, `version: 1
+schedule: 1s
+policies:
+  - { name: all, queueNamePattern: "*", rules: { completed: { maxCount: 0 }, failed: { maxCount: 1 } } }
+`);
+  d.proc.kill('SIGHUP');
+  await waitLogged(d, 'the new policy', async () => (await queue.getFailedCount()) === 1);
+  const { body } = await httpGet(port, '/metrics');
+  assert.equal(metric(body, 'bullsweep_config_reloads_total', { result: 'invalid' }), 1, body);
+  assert.equal(metric(body, 'bullsweep_config_reloads_total', { result: 'ok' }), 1, body);
+  assert.equal((await d.kill('SIGTERM')).code, 0);
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'reload' }]);
+  await queue.close();
+});
+
+test('a Redis restarted under the daemon: it reconnects with backoff and misses nothing', async () => {
+  const own = await startRedis({ persist: true });
+  try {
+    const connection = own.connection(0);
+    const queue = new Queue('steady', { connection });
+    const policy = writePolicy(`version: 1
+schedule: 1h
+policies:
+  - { name: all, queueNamePattern: "*", mode: both, rules: { completed: { maxCount: 0 } } }
+`);
+    const port = await freePort();
+    const d = startDaemon(['--redis', own.url(0), '--config', policy, '--listen', `127.0.0.1:${port}`]);
+    await waitLogged(d, 'the events reader', async () => d.log().includes('bull:steady: reading events'));
+    await finishJobs(queue, connection, 20);
+    await waitLogged(d, 'event removal', async () => (await queue.getCompletedCount()) === 0);
+    await queue.close();
+
+    await own.restart(1500);
+    const q2 = new Queue('steady', { connection });
+    await finishJobs(q2, connection, 20);
+    await waitLogged(d, 'removal after the restart', async () => (await q2.getCompletedCount()) === 0);
+    assert.match(d.log(), /Redis is unreachable; reconnecting with backoff/);
+    assert.equal((await httpGet(port, '/readyz')).status, 200);
+    assert.equal((await d.kill('SIGTERM')).code, 0, d.log());
+    await assertConsistent(own, 0, [{ prefix: 'bull', name: 'steady' }]);
+    await q2.close();
+  } finally {
+    own.stop();
+  }
 });

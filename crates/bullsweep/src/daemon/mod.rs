@@ -241,6 +241,21 @@ impl Daemon {
             if self.reload.swap(false, Ordering::Relaxed) {
                 self.reload_policies();
             }
+            let up = redis::cmd("PING")
+                .query_async::<String>(&mut self.con)
+                .await
+                .is_ok();
+            let was_up = self.metrics.redis_up.swap(up, Ordering::Relaxed);
+            if !up {
+                if was_up {
+                    log("warn", "Redis is unreachable; reconnecting with backoff");
+                }
+                self.sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            if !was_up {
+                log("info", "Redis is reachable again");
+            }
             let stale = self
                 .discovered_at
                 .is_none_or(|at| at.elapsed() >= self.discover_every);
