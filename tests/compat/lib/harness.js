@@ -137,9 +137,9 @@ function writePolicy(text) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Polls `check` until it resolves true; fails after 15 s, naming `what` it waited for.
-async function waitFor(what, check) {
-  const deadline = Date.now() + 15000;
+// Polls `check` until it resolves true; fails after `ms` (15 s), naming `what` it waited for.
+async function waitFor(what, check, ms = 15000) {
+  const deadline = Date.now() + ms;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(25);

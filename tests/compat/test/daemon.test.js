@@ -36,7 +36,7 @@ async function finishJobs(queue, connection, n, { name = 'job', fail = () => fal
 }
 
 // waitFor, with the daemon's log in the failure message.
-const waitLogged = (d, what, check) => waitFor(what, check).catch((e) => {
+const waitLogged = (d, what, check, ms) => waitFor(what, check, ms).catch((e) => {
   throw new Error(`${e.message}\n--- daemon log ---\n${d.log()}`);
 });
 
@@ -298,4 +298,42 @@ policies:
   } finally {
     own.stop();
   }
+});
+
+test('SIGKILL in the middle of an archiving sweep: nothing is lost, the next run finishes', async () => {
+  const db = 6;
+  const connection = redis.connection(db);
+  const queue = new Queue('bulky', { connection });
+  const jobs = await finishJobs(queue, connection, 4000);
+  const archiveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-archive-'));
+  const policy = writePolicy(`version: 1
+schedule: 1s
+archive: { url: "file://${archiveDir}" }
+policies:
+  - { name: all, queueNamePattern: "*", rules: { completed: { maxCount: 0, action: archive } } }
+`);
+  const args = ['--redis', redis.url(db), '--config', policy];
+  const segments = () => fs.readdirSync(archiveDir, { recursive: true }).filter((f) => String(f).endsWith('.manifest.json'));
+  let d = startDaemon(args);
+  await waitLogged(d, 'the first segment', async () => segments().length > 0);
+  await d.kill('SIGKILL');
+  const left = await queue.getCompletedCount();
+  assert.ok(left > 0, `the sweep had ${left} jobs left when it was killed`);
+
+  // The killed run's lock expires; the next daemon takes the queue over and finishes.
+  d = startDaemon(args);
+  await waitLogged(d, 'the rest of the sweep', async () => (await queue.getCompletedCount()) === 0, 40000);
+  assert.equal((await d.kill('SIGTERM')).code, 0);
+  const archived = new Set();
+  const ls = await bullsweep(['--json', 'archive', 'ls', '--config', policy]);
+  assert.equal(ls.code, 0, ls.stderr);
+  for (const line of ls.stdout.trim().split('\n')) {
+    const cat = await bullsweep(['archive', 'cat', JSON.parse(line).segment, '--config', policy]);
+    assert.equal(cat.code, 0, cat.stderr);
+    for (const rec of cat.stdout.trim().split('\n')) archived.add(JSON.parse(rec).id);
+  }
+  const missing = jobs.map((j) => j.id).filter((id) => !archived.has(id));
+  assert.deepEqual(missing, [], 'every removed job has its archived copy');
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'bulky' }]);
+  await queue.close();
 });
