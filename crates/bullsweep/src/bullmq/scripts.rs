@@ -14,6 +14,8 @@ const PAGE_NEWEST: &str = include_str!("lua/page_newest.lua");
 const RESTORE_JOB: &str = include_str!("lua/restore_job.lua");
 const ANONYMIZE_JOBS: &str = include_str!("lua/anonymize_jobs.lua");
 const ERASE_JOBS: &str = include_str!("lua/erase_jobs.lua");
+const JOB_TREE: &str = include_str!("lua/job_tree.lua");
+const ACTIVE_JOBS: &str = include_str!("lua/active_jobs.lua");
 
 /// The compiled scripts. Built once per process; Redis caches them by SHA.
 pub struct Scripts {
@@ -23,6 +25,7 @@ pub struct Scripts {
     restore_job: Script,
     anonymize_jobs: Script,
     erase_jobs: Script,
+    active_jobs: Script,
 }
 
 /// The scripts, built on first use.
@@ -34,7 +37,8 @@ pub fn scripts() -> &'static Scripts {
         page_newest: Script::new(PAGE_NEWEST),
         restore_job: Script::new(RESTORE_JOB),
         anonymize_jobs: Script::new(&format!("{FINISHED_JOB}\n{ANONYMIZE_JOBS}")),
-        erase_jobs: Script::new(&format!("{FINISHED_JOB}\n{ERASE_JOBS}")),
+        erase_jobs: Script::new(&format!("{FINISHED_JOB}\n{JOB_TREE}\n{ERASE_JOBS}")),
+        active_jobs: Script::new(&format!("{FINISHED_JOB}\n{JOB_TREE}\n{ACTIVE_JOBS}")),
     })
 }
 
@@ -403,6 +407,57 @@ impl Scripts {
             statuses,
             children,
             copies,
+            elapsed_us,
+        })
+    }
+}
+
+/// What one `active_jobs` call did (see `lua/active_jobs.lua`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActiveOutcome {
+    /// Ids looked at before the budget ran out.
+    pub handled: u64,
+    /// Jobs retried or removed.
+    pub acted: u64,
+    /// Jobs left alone because a worker's lock exists.
+    pub locked: u64,
+    /// Jobs left alone because they left `active` or started after the cutoff.
+    pub changed: u64,
+    /// Time the call held Redis, measured by Redis.
+    pub elapsed_us: u64,
+}
+
+impl Scripts {
+    /// Retries (`retry == true`) or removes abandoned active jobs started at or before
+    /// `cutoff_ms`, each checked again in the call (see `lua/active_jobs.lua`).
+    #[allow(clippy::too_many_arguments, reason = "one argument per script input")]
+    pub async fn active_jobs<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        retry: bool,
+        cutoff_ms: i64,
+        ids: &[String],
+        budget_us: u64,
+        audit_ctx: &str,
+    ) -> RedisResult<ActiveOutcome> {
+        let mut invocation = self.active_jobs.prepare_invoke();
+        invocation
+            .arg(keys.job_prefix())
+            .arg(if retry { "retry" } else { "remove" })
+            .arg(cutoff_ms)
+            .arg(audit_ctx)
+            .arg(budget_us);
+        for id in ids {
+            invocation.arg(id);
+        }
+        let (handled, acted, locked, changed, elapsed_us): (u64, u64, u64, u64, u64) =
+            invocation.invoke_async(con).await?;
+        Ok(ActiveOutcome {
+            handled,
+            acted,
+            locked,
+            changed,
             elapsed_us,
         })
     }

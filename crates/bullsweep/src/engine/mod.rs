@@ -122,6 +122,7 @@ macro_rules! with_retry {
 
 mod anonymize;
 pub mod forget;
+mod stalled;
 
 pub use anonymize::ANONYMIZED_MARKER;
 
@@ -254,6 +255,17 @@ pub async fn sweep<C: ConnectionLike>(
                     if let Err(e) = result {
                         qr.error = Some(format!("{state}: {e}"));
                         break;
+                    }
+                }
+                if let (Some(rule), None) = (eff.stalled, &qr.error) {
+                    let mut sr = StateReport {
+                        action: rule.action.as_str().to_string(),
+                        ..StateReport::default()
+                    };
+                    let result = stalled::govern(con, &q, &eff, rule, opts, mode, &mut sr).await;
+                    qr.states.insert("stalled".into(), sr);
+                    if let Err(e) = result {
+                        qr.error = Some(format!("stalled: {e}"));
                     }
                 }
                 report.queues.push(qr);

@@ -1,0 +1,69 @@
+--[[
+  active_jobs.lua: `rules.stalled` for one queue: active jobs whose worker lock is gone and that
+  started at or before a cutoff, which no worker will recover. Prepended with finished_job.lua
+  and job_tree.lua for their helpers.
+
+  KEYS: none; keys are built from the queue prefix, as BullMQ's own scripts do.
+  ARGV[1] queue prefix (`<base>:`)
+  ARGV[2] `retry` or `remove`
+  ARGV[3] cutoff: only jobs whose processedOn is at or before it (ms since the epoch)
+  ARGV[4] audit context JSON
+  ARGV[5] time budget in microseconds
+  ARGV[6..] job ids
+  Returns {handled, acted, locked, changed, elapsedMicros}; acted counts jobs, not the children
+  removed with them (those are named in the audit event by their full keys).
+
+  Each job is checked again here: still in `active`, no `:lock`, processedOn at or before the
+  cutoff; otherwise it is left alone (locked, or changed). `retry` does what BullMQ's stalled
+  checker does (moveStalledJobsToWait): the job leaves `active`, its `stc` counter goes up, it
+  goes to the head of `wait` (RPUSH) with a marker unless the queue is paused or maxed, and a
+  `waiting` event (prev `active`) and a `stalled` event are added. `remove` removes it as
+  Job.remove() does (job_tree.lua). Every call that acts appends its audit event in the same
+  call.
+]]
+local prefix = ARGV[1]
+local retrying = ARGV[2] == 'retry'
+local cutoff = tonumber(ARGV[3])
+local ctx = ARGV[4]
+local budget = tonumber(ARGV[5])
+local started = nowMicros()
+
+local acted, jobs, locked, changed, handled = {}, 0, 0, 0, 0
+for i = 6, #ARGV do
+  local id = ARGV[i]
+  local jobKey = prefix .. id
+  local processedOn = tonumber(rcall('HGET', jobKey, 'processedOn') or '')
+  if not rcall('LPOS', prefix .. 'active', id) or not processedOn or processedOn > cutoff then
+    changed = changed + 1
+  elseif rcall('EXISTS', jobKey .. ':lock') == 1 or (not retrying and lockedTree(jobKey)) then
+    locked = locked + 1
+  elseif retrying then
+    rcall('LREM', prefix .. 'active', 1, id)
+    rcall('SREM', prefix .. 'stalled', id)
+    rcall('HINCRBY', jobKey, 'stc', 1)
+    local paused = queuePausedOrMaxed(prefix)
+    rcall('RPUSH', prefix .. 'wait', id)
+    if not paused then
+      rcall('ZADD', prefix .. 'marker', 0, '0')
+    end
+    addEvent(prefix, 'event', 'waiting', 'jobId', id, 'prev', 'active')
+    addEvent(prefix, 'event', 'stalled', 'jobId', id)
+    acted[#acted + 1] = id
+    jobs = jobs + 1
+  else
+    rcall('SREM', prefix .. 'stalled', id)
+    local children = {}
+    removeTree(prefix, id, children)
+    acted[#acted + 1] = id
+    jobs = jobs + 1
+    for _, k in ipairs(children) do
+      acted[#acted + 1] = k
+    end
+  end
+  handled = handled + 1
+  if nowMicros() - started >= budget then
+    break
+  end
+end
+addAuditEvent(ctx, acted)
+return {handled, jobs, locked, changed, nowMicros() - started}

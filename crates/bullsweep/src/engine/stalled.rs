@@ -1,0 +1,106 @@
+//! `rules.stalled`: active jobs whose worker lock is gone and that started longer ago than
+//! `maxAge` — jobs no worker will recover, for example after their service was removed. They
+//! are retried (back to wait, as BullMQ's stalled checker does) or removed, each checked again
+//! inside the script; a job with a live lock is never touched.
+
+use super::report::{Skipped, StateReport};
+use super::{MAX_RETRIES, Mode, SweepOptions, retryable};
+use crate::audit::AuditContext;
+use crate::bullmq::{QueueKeys, scripts};
+use bullsweep_policy::{EffectivePolicy, QueueId, StalledAction, StalledRule};
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+use std::time::Duration;
+
+/// Active jobs read per round trip.
+const PAGE: isize = 500;
+
+/// The audit context of a stalled-job action: state `active`.
+fn audit_context(
+    q: &QueueId,
+    eff: &EffectivePolicy,
+    action: StalledAction,
+    run: &str,
+) -> AuditContext {
+    let mut ctx = AuditContext::for_queue(
+        q,
+        eff,
+        bullsweep_policy::JobState::Failed,
+        action.as_str(),
+        run,
+    );
+    ctx.state = "active".into();
+    ctx
+}
+
+/// Counts (plan) or handles (run) the queue's abandoned active jobs.
+pub(super) async fn govern<C: ConnectionLike>(
+    con: &mut C,
+    q: &QueueId,
+    eff: &EffectivePolicy,
+    rule: StalledRule,
+    opts: &SweepOptions,
+    mode: Mode,
+    sr: &mut StateReport,
+) -> RedisResult<()> {
+    let keys = QueueKeys::new(&q.base);
+    let cutoff = opts
+        .now_ms
+        .saturating_sub(i64::try_from(rule.max_age.as_millis()).unwrap_or(i64::MAX));
+    let prefix = keys.job_prefix();
+    let mut candidates = Vec::new();
+    let mut start = 0isize;
+    loop {
+        let ids: Vec<String> = with_retry!(
+            redis::cmd("LRANGE")
+                .arg(keys.sub("active"))
+                .arg(start)
+                .arg(start + PAGE - 1)
+                .query_async::<Vec<String>>(con)
+        )?;
+        if ids.is_empty() {
+            break;
+        }
+        sr.jobs += ids.len() as u64;
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.exists(format!("{prefix}{id}:lock"));
+            pipe.hget(format!("{prefix}{id}"), "processedOn");
+        }
+        let reads: Vec<(bool, Option<String>)> = with_retry!(pipe.query_async(con))?;
+        for (id, (locked, processed_on)) in ids.iter().zip(reads) {
+            let started = processed_on.and_then(|p| p.parse::<i64>().ok());
+            if !locked && started.is_some_and(|s| s <= cutoff) {
+                candidates.push(id.clone());
+            }
+        }
+        start += PAGE;
+    }
+    sr.matched = candidates.len() as u64;
+    if mode == Mode::Plan {
+        return Ok(());
+    }
+    let ctx = audit_context(q, eff, rule.action, &opts.execution_id);
+    let ctx = serde_json::to_string(&ctx).unwrap_or_default();
+    let mut skipped = Skipped::default();
+    let mut done = 0;
+    let mut rest = &candidates[..];
+    while !rest.is_empty() && !opts.stopping() {
+        let out = with_retry!(scripts().active_jobs(
+            con,
+            &keys,
+            rule.action == StalledAction::Retry,
+            cutoff,
+            rest,
+            opts.budget_us,
+            &ctx
+        ))?;
+        opts.record_batch(out.elapsed_us);
+        done += out.acted;
+        skipped.locked += out.locked;
+        skipped.changed += out.changed;
+        rest = &rest[(out.handled as usize).clamp(1, rest.len())..];
+    }
+    super::finish(sr, done, skipped);
+    Ok(())
+}
