@@ -3,9 +3,14 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { Queue, Worker } = require('bullmq');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { Queue, Worker, UnrecoverableError } = require('bullmq');
 const { startRedis, bullsweep, writePolicy, sleep, waitFor } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
+
+const range = (n) => Array.from({ length: n }, (_, i) => i);
 
 let redis;
 before(async () => { redis = await startRedis(); });
@@ -74,4 +79,94 @@ policies:
   assert.equal(await client.exists(`bull:removeq:${out.removeq.abandoned.id}:logs`), 0);
   await assertConsistent(redis, db, [{ prefix: 'bull', name: 'removeq' }]);
   for (const name of ['retryq', 'removeq']) await out[name].queue.close();
+});
+
+test('moveExhaustedTo and the dead-letter lifecycle: warm, cold marker, gone, purged', async () => {
+  const db = 2;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const archiveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-dlq-archive-'));
+  const policy = writePolicy(`version: 1
+archive: { url: "file://${archiveDir}" }
+policies:
+  - { name: payments, queueNamePattern: payments, moveExhaustedTo: payments-dlq }
+  - name: dead-letters
+    queueNamePattern: "*-dlq"
+    deadLetter: { warm: 2s, cold: 4s, purgeAfter: 6s }
+`);
+  const run = async () => {
+    const r = await bullsweep(['--json', 'run', '--redis', redis.url(db), '--config', policy]);
+    assert.equal(r.code, 0, r.stderr);
+    return JSON.parse(r.stdout);
+  };
+  const payments = new Queue('payments', { connection });
+  const dlq = new Queue('payments-dlq', { connection });
+  await payments.addBulk(range(5).map((i) => ({ name: 'charge', data: { card: `c${i}`, amount: i } })));
+  await payments.add('refund', { card: 'r1' }, { attempts: 3 });
+  const worker = new Worker('payments', async (job) => {
+    await job.log(`trying ${job.name}`);
+    if (job.name === 'refund') throw new UnrecoverableError('card blocked');
+    throw new Error(`declined ${job.data.card}: ${'x'.repeat(400)}`);
+  }, { connection });
+  await waitFor('six failures', async () => (await payments.getFailedCount()) === 6);
+  await worker.close();
+
+  // Exhausted jobs move; the refund, with attempts left, stays.
+  await run();
+  assert.equal(await payments.getFailedCount(), 1);
+  assert.equal((await payments.getFailed())[0].name, 'refund');
+  const moved = await dlq.getFailed(0, -1);
+  assert.equal(moved.length, 5);
+  assert.deepEqual(moved.map((j) => j.data.card).sort(), ['c0', 'c1', 'c2', 'c3', 'c4']);
+  assert.ok(moved.every((j) => j.failedReason.startsWith('declined') && j.attemptsMade === 1));
+  assert.deepEqual((await dlq.getJobLogs(moved[0].id)).logs, ['trying charge']);
+  // A moved job is a real BullMQ job: it can be retried and completed in the dead-letter queue.
+  await moved[0].retry('failed');
+  const dlqWorker = new Worker('payments-dlq', async () => 'handled by hand', { connection });
+  await waitFor('the retried job', async () => (await dlq.getCompletedCount()) === 1);
+  await dlqWorker.close();
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'payments' }, { prefix: 'bull', name: 'payments-dlq' }]);
+
+  // Warm: everything stays whole.
+  await run();
+  assert.equal((await dlq.getFailed(0, -1)).filter((j) => j.data.card).length, 4);
+
+  // Cold: archived, then a small marker that BullMQ still lists.
+  await sleep(2600);
+  const coldReport = await run();
+  assert.equal(coldReport.queues.find((q) => q.queue === 'payments-dlq').states['failed:deadLetter-cold'].done, 4);
+  const cold = await dlq.getFailed(0, -1);
+  assert.equal(cold.length, 4);
+  for (const job of cold) {
+    assert.equal(job.name, 'charge');
+    assert.deepEqual(job.data, {});
+    assert.ok(job.failedReason.startsWith('declined'));
+    const fields = await client.hgetall(`bull:payments-dlq:${job.id}`);
+    const bytes = Object.entries(fields).reduce((n, [k, v]) => n + k.length + v.length, 0);
+    assert.ok(bytes <= 300, `marker of ${bytes} bytes`);
+    assert.ok(Number(fields.archivedAt) > 0 && Number(fields.purgeAfter) === Number(fields.finishedOn) + 6000);
+    assert.equal(await client.exists(`bull:payments-dlq:${job.id}:logs`), 0);
+  }
+  assert.equal((await dlq.getCompleted())[0].name, 'charge');
+  const grep = await bullsweep(['archive', 'grep', 'fields.data.card=c3', '--config', policy]);
+  assert.equal(grep.code, 0, grep.stderr);
+  assert.equal(JSON.parse(grep.stdout.trim()).fields.failedReason.length > 300, true);
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'payments-dlq' }]);
+
+  // Gone from Redis: past `cold`.
+  await sleep(2000);
+  await run();
+  assert.equal(await dlq.getFailedCount(), 0);
+  assert.equal(await dlq.getCompletedCount(), 0);
+  assert.equal((await bullsweep(['archive', 'grep', 'fields.data.card=c3', '--config', policy])).code, 0);
+
+  // Purged: past `purgeAfter`, the archived copies go too.
+  await sleep(2000);
+  const purged = await run();
+  assert.equal(purged.queues.find((q) => q.queue === 'payments-dlq').states['archive:deadLetter-purge'].done, 5);
+  const none = await bullsweep(['archive', 'grep', 'fields.data.card=c3', '--config', policy]);
+  assert.equal(none.code, 1, 'no trace left in the archive');
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'payments-dlq' }]);
+  await payments.close();
+  await dlq.close();
 });

@@ -303,6 +303,37 @@ pub async fn record_event<C: ConnectionLike>(
     Ok(())
 }
 
+/// Appends an event to the Redis stream `bullsweep:audit`, numbered from the same counter as
+/// the scripts' events, for [`ship`] to move into the store: for changes made outside Redis
+/// (an archive purge) that must be recorded even if the store is down.
+pub async fn queue_event<C: ConnectionLike>(
+    con: &mut C,
+    ctx: &AuditContext,
+    job_ids: &[String],
+) -> RedisResult<()> {
+    static SCRIPT: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+    let script = SCRIPT.get_or_init(|| {
+        redis::Script::new(
+            "local seq = redis.call('INCR', KEYS[2]) \
+             local t = redis.call('TIME') \
+             local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+             redis.call('XADD', KEYS[1], '*', 'seq', seq, 'ts', string.format('%d', ms), \
+               'ctx', ARGV[1], 'jobIds', ARGV[2]) \
+             return seq",
+        )
+    });
+    let ctx = serde_json::to_string(ctx).unwrap_or_default();
+    let ids = serde_json::to_string(job_ids).unwrap_or_default();
+    script
+        .key(AUDIT_STREAM)
+        .key(AUDIT_SEQ)
+        .arg(ctx)
+        .arg(ids)
+        .invoke_async::<u64>(con)
+        .await
+        .map(|_| ())
+}
+
 /// Records the store's newest `(seq, hash)` in Redis, for `verify` to catch a cut tail.
 async fn save_head<C: ConnectionLike>(con: &mut C, store: &AuditStore) -> RedisResult<()> {
     let (seq, hash) = store.head();

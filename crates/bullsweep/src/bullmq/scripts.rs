@@ -16,6 +16,8 @@ const ANONYMIZE_JOBS: &str = include_str!("lua/anonymize_jobs.lua");
 const ERASE_JOBS: &str = include_str!("lua/erase_jobs.lua");
 const JOB_TREE: &str = include_str!("lua/job_tree.lua");
 const ACTIVE_JOBS: &str = include_str!("lua/active_jobs.lua");
+const COLD_JOBS: &str = include_str!("lua/cold_jobs.lua");
+const MOVE_FAILED: &str = include_str!("lua/move_failed.lua");
 
 /// The compiled scripts. Built once per process; Redis caches them by SHA.
 pub struct Scripts {
@@ -26,6 +28,8 @@ pub struct Scripts {
     anonymize_jobs: Script,
     erase_jobs: Script,
     active_jobs: Script,
+    cold_jobs: Script,
+    move_failed: Script,
 }
 
 /// The scripts, built on first use.
@@ -39,6 +43,8 @@ pub fn scripts() -> &'static Scripts {
         anonymize_jobs: Script::new(&format!("{FINISHED_JOB}\n{ANONYMIZE_JOBS}")),
         erase_jobs: Script::new(&format!("{FINISHED_JOB}\n{JOB_TREE}\n{ERASE_JOBS}")),
         active_jobs: Script::new(&format!("{FINISHED_JOB}\n{JOB_TREE}\n{ACTIVE_JOBS}")),
+        cold_jobs: Script::new(&format!("{FINISHED_JOB}\n{COLD_JOBS}")),
+        move_failed: Script::new(&format!("{FINISHED_JOB}\n{MOVE_FAILED}")),
     })
 }
 
@@ -59,6 +65,15 @@ pub struct BatchOutcome {
     pub exhausted: bool,
     /// Id batch: how many of the ids were looked at before the budget ran out.
     pub handled: u64,
+}
+
+/// What a cold marker records (see `lua/cold_jobs.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColdMarker {
+    /// When the job went cold, in ms since the epoch.
+    pub archived_at: i64,
+    /// `deadLetter.purgeAfter`: every trace goes this long after the job finished.
+    pub purge_after_ms: u64,
 }
 
 /// The arguments of one prefix-sweep call.
@@ -197,6 +212,94 @@ impl Scripts {
             if checked {
                 invocation.arg(c.fingerprint.as_deref().unwrap_or_default());
             }
+        }
+        let (removed, locked, malformed, changed, elapsed_us, handled): (
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+        ) = invocation.invoke_async(con).await?;
+        Ok(BatchOutcome {
+            removed,
+            locked,
+            malformed,
+            changed,
+            elapsed_us,
+            exhausted: false,
+            handled,
+        })
+    }
+
+    /// Replaces the given jobs by cold markers if each still has its expected score and, when
+    /// it carries one, its fingerprint (see `lua/cold_jobs.lua`). `removed` counts the jobs
+    /// converted.
+    #[allow(clippy::too_many_arguments, reason = "one argument per script input")]
+    pub async fn cold_jobs<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        state: JobState,
+        jobs: &[Candidate],
+        budget_us: u64,
+        audit_ctx: &str,
+        cold: ColdMarker,
+    ) -> RedisResult<BatchOutcome> {
+        let checked = jobs.first().is_some_and(|c| c.fingerprint.is_some());
+        let mut invocation = self.cold_jobs.prepare_invoke();
+        invocation
+            .key(keys.finished_set(state))
+            .arg(keys.job_prefix())
+            .arg(budget_us)
+            .arg(audit_ctx)
+            .arg(if checked { "1" } else { "0" })
+            .arg(cold.archived_at)
+            .arg(cold.purge_after_ms);
+        for c in jobs {
+            invocation.arg(&c.id).arg(c.score);
+            if checked {
+                invocation.arg(c.fingerprint.as_deref().unwrap_or_default());
+            }
+        }
+        let (removed, locked, malformed, changed, elapsed_us, handled): (
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+        ) = invocation.invoke_async(con).await?;
+        Ok(BatchOutcome {
+            removed,
+            locked,
+            malformed,
+            changed,
+            elapsed_us,
+            exhausted: false,
+            handled,
+        })
+    }
+
+    /// Moves failed jobs with no attempts left from `from` to the dead-letter queue `to`, each
+    /// checked again (see `lua/move_failed.lua`). `removed` counts the jobs moved.
+    pub async fn move_failed<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        from: &QueueKeys,
+        to: &QueueKeys,
+        jobs: &[Candidate],
+        budget_us: u64,
+        audit_ctx: &str,
+    ) -> RedisResult<BatchOutcome> {
+        let mut invocation = self.move_failed.prepare_invoke();
+        invocation
+            .arg(from.job_prefix())
+            .arg(to.job_prefix())
+            .arg(audit_ctx)
+            .arg(budget_us);
+        for c in jobs {
+            invocation.arg(&c.id).arg(c.score);
         }
         let (removed, locked, malformed, changed, elapsed_us, handled): (
             u64,

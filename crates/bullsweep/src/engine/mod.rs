@@ -13,7 +13,8 @@ use crate::archive::{
 };
 use crate::audit::AuditContext;
 use crate::bullmq::{
-    BatchOutcome, Candidate, FinishedEntry, PrefixBatch, QueueKeys, discover_queues, scripts,
+    BatchOutcome, Candidate, ColdMarker, FinishedEntry, PrefixBatch, QueueKeys, discover_queues,
+    scripts,
 };
 use bullsweep_policy::{
     Action, EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution, Selection,
@@ -121,6 +122,8 @@ macro_rules! with_retry {
 }
 
 mod anonymize;
+mod dead_letter;
+mod exhausted;
 pub mod forget;
 mod stalled;
 
@@ -218,8 +221,24 @@ pub async fn sweep<C: ConnectionLike>(
                     report.queues.push(qr);
                     continue;
                 }
+                // Exhausted jobs move first, before the failed rules could remove them.
+                if let (Some(target), None) = (&eff.move_exhausted_to, &qr.error) {
+                    let mut sr = StateReport {
+                        action: format!("move to {target}"),
+                        ..StateReport::default()
+                    };
+                    let result =
+                        exhausted::govern(con, &q, &eff, target, opts, mode, &mut sr).await;
+                    qr.states.insert("failed:exhausted".into(), sr);
+                    if let Err(e) = result {
+                        qr.error = Some(format!("moveExhaustedTo: {e}"));
+                    }
+                }
                 let keys = QueueKeys::new(&q.base);
                 for state in JobState::ALL {
+                    if qr.error.is_some() {
+                        break;
+                    }
                     let Some(groups) = RuleGroups::for_state(&eff, state, opts.now_ms) else {
                         continue;
                     };
@@ -248,6 +267,7 @@ pub async fn sweep<C: ConnectionLike>(
                         audit_ctx: &audit_ctx,
                         archive: archive.as_ref(),
                         pii: eff.pii.as_ref(),
+                        cold: None,
                     };
                     let result = work.govern(con, &mut sr).await;
                     report.notices.extend(sr.notice.take());
@@ -255,6 +275,20 @@ pub async fn sweep<C: ConnectionLike>(
                     if let Err(e) = result {
                         qr.error = Some(format!("{state}: {e}"));
                         break;
+                    }
+                }
+                if let (Some(phases), None) = (eff.dead_letter, &qr.error) {
+                    let lifecycle = dead_letter::Lifecycle {
+                        queue: &q,
+                        policy: &eff,
+                        phases,
+                        opts,
+                        mode,
+                        progress,
+                        archive: archive.as_ref(),
+                    };
+                    if let Err(e) = lifecycle.govern(con, &mut qr).await {
+                        qr.error = Some(format!("deadLetter: {e}"));
                     }
                 }
                 if let (Some(rule), None) = (eff.stalled, &qr.error) {
@@ -459,6 +493,9 @@ struct StateWork<'a> {
     archive: Option<&'a Result<ArchiveSink, String>>,
     /// The scrubbing rules for `action: anonymize`.
     pii: Option<&'a PiiRules>,
+    /// When set, selected jobs become cold markers (`deadLetter`) instead of being removed;
+    /// with an archive sink, after their copy is durable.
+    cold: Option<ColdMarker>,
 }
 
 impl<'a> StateWork<'a> {
@@ -578,8 +615,9 @@ impl<'a> StateWork<'a> {
                     .finish_segment(con, &mut writer, segment, skipped)
                     .await?;
                 done += removed;
-                // What was not removed stays at the head of the set; read past it.
-                offset += n - removed;
+                // What was not removed stays at the head of the set; read past it. Cold
+                // markers stay in the set, so every row is read past.
+                offset += if self.cold.is_some() { n } else { n - removed };
             }
             match next {
                 Some(segment) => in_flight = Some((segment, rows.len() as u64)),
@@ -772,6 +810,10 @@ impl<'a> StateWork<'a> {
         let mut copies = Vec::new();
         let mut candidates = Vec::new();
         for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(reads) {
+            if self.cold.is_some() && hash.iter().any(|(k, _)| k == "archivedAt") {
+                // Already a cold marker: archived by an earlier run.
+                continue;
+            }
             let finished = hash
                 .iter()
                 .find(|(k, _)| k == "finishedOn")
@@ -1064,14 +1106,25 @@ impl<'a> StateWork<'a> {
         let mut done = 0;
         while !pending.is_empty() {
             let take = pending.len().min(sizer.limit() as usize);
-            let out: BatchOutcome = with_retry!(scripts().remove_ids(
-                con,
-                self.keys,
-                self.state,
-                &pending[..take],
-                self.opts.budget_us,
-                self.audit_ctx
-            ))?;
+            let out: BatchOutcome = match self.cold {
+                Some(cold) => with_retry!(scripts().cold_jobs(
+                    con,
+                    self.keys,
+                    self.state,
+                    &pending[..take],
+                    self.opts.budget_us,
+                    self.audit_ctx,
+                    cold
+                ))?,
+                None => with_retry!(scripts().remove_ids(
+                    con,
+                    self.keys,
+                    self.state,
+                    &pending[..take],
+                    self.opts.budget_us,
+                    self.audit_ctx
+                ))?,
+            };
             let handled = (out.handled as usize).clamp(1, take);
             pending.drain(..handled);
             sizer.observe(handled as u64, out.elapsed_us);

@@ -1,7 +1,7 @@
 --[[
   finished_job.lua: the per-job removal and the audit helpers that the scripts changing job
-  data share. It is prepended to sweep_prefix.lua, remove_ids.lua, anonymize_jobs.lua and
-  erase_jobs.lua; it defines functions only.
+  data share, and the job fingerprints that prove a job unchanged since it was archived. It is
+  prepended to every script that changes job data; it defines functions only.
 
   Semantics are those of BullMQ 6's Queue.clean for finished sets ("hard" mode):
     * the job is dropped from its parent's :dependencies; if that was the last one and the
@@ -191,4 +191,36 @@ local function recordBatch(eventsKey, metaKey, ctx, removed)
     rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'cleaned', 'count', #removed)
   end
   addAuditEvent(ctx, removed)
+end
+
+-- SHA-1 of the job hash's DUMP serialization, a NUL, and its log count; must match
+-- archive::job_fingerprint. DUMP is one C-level pass; a hash whose internal order changed only
+-- reads as changed, which keeps the job.
+local function fingerprint(jobKey)
+  local dump = redis.pcall('DUMP', jobKey)
+  if type(dump) ~= 'string' then
+    return nil
+  end
+  return redis.sha1hex(dump .. '\0' .. rcall('LLEN', jobKey .. ':logs'))
+end
+
+-- For oversized jobs, whose DUMP would hold Redis too long: SHA-1 of the sorted field names
+-- with their lengths and the log count, prefixed `shape:`; must match
+-- archive::shape_fingerprint. Catches added, removed and resized fields and new log lines.
+local function shapeFingerprint(jobKey)
+  local names = rcall('HKEYS', jobKey)
+  table.sort(names)
+  local parts = {}
+  for i, name in ipairs(names) do
+    parts[i] = name .. '=' .. rcall('HSTRLEN', jobKey, name)
+  end
+  parts[#parts + 1] = 'logs=' .. rcall('LLEN', jobKey .. ':logs')
+  return 'shape:' .. redis.sha1hex(table.concat(parts, '\n'))
+end
+
+local function currentFingerprint(jobKey, expected)
+  if string.sub(expected, 1, 6) == 'shape:' then
+    return shapeFingerprint(jobKey)
+  end
+  return fingerprint(jobKey)
 end

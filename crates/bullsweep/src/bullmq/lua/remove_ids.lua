@@ -21,38 +21,6 @@
   exact copy.
 ]]
 
--- SHA-1 of the job hash's DUMP serialization, a NUL, and its log count; must match
--- archive::job_fingerprint. DUMP is one C-level pass; a hash whose internal order changed only
--- reads as changed, which keeps the job.
-local function fingerprint(jobKey)
-  local dump = redis.pcall('DUMP', jobKey)
-  if type(dump) ~= 'string' then
-    return nil
-  end
-  return redis.sha1hex(dump .. '\0' .. rcall('LLEN', jobKey .. ':logs'))
-end
-
--- For oversized jobs, whose DUMP would hold Redis too long: SHA-1 of the sorted field names
--- with their lengths and the log count, prefixed `shape:`; must match
--- archive::shape_fingerprint. Catches added, removed and resized fields and new log lines.
-local function shapeFingerprint(jobKey)
-  local names = rcall('HKEYS', jobKey)
-  table.sort(names)
-  local parts = {}
-  for i, name in ipairs(names) do
-    parts[i] = name .. '=' .. rcall('HSTRLEN', jobKey, name)
-  end
-  parts[#parts + 1] = 'logs=' .. rcall('LLEN', jobKey .. ':logs')
-  return 'shape:' .. redis.sha1hex(table.concat(parts, '\n'))
-end
-
-local function currentFingerprint(jobKey, expected)
-  if string.sub(expected, 1, 6) == 'shape:' then
-    return shapeFingerprint(jobKey)
-  end
-  return fingerprint(jobKey)
-end
-
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]
 local budget = tonumber(ARGV[2])

@@ -1,0 +1,84 @@
+--[[
+  cold_jobs.lua: the cold phase of `deadLetter`: named jobs of one finished set are replaced by
+  a small marker hash, each only if it still holds the score it was selected with (and, when
+  it was archived first, the fingerprint of its archived copy). Prepended with
+  finished_job.lua for its helpers.
+
+  KEYS[1] finished set (<base>:completed or <base>:failed)
+  ARGV[1] job key prefix (<base>:)
+  ARGV[2] time budget in microseconds
+  ARGV[3] audit context JSON
+  ARGV[4] '1' when each job carries a fingerprint (it was archived), else '0'
+  ARGV[5] archivedAt: now, in ms since the epoch
+  ARGV[6] purgeAfter: how long after it finished every trace of a job goes, in ms
+  ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint
+
+  Returns {converted, locked, malformed, changed, elapsed_us, handled}.
+
+  The marker keeps what BullMQ needs to list the job (name, timestamp, finishedOn, and the
+  first part of failedReason) plus archivedAt and purgeAfter (finishedOn + the purge age), in
+  at most 300 bytes of fields and values. The job stays in its set, so Queue.getFailed() still lists it; its data, return
+  value, stack trace, options and logs go. A job already cold is counted as changed.
+]]
+local MARKER_BYTES = 300
+
+local setKey = KEYS[1]
+local queuePrefix = ARGV[1]
+local budget = tonumber(ARGV[2])
+local checked = ARGV[4] == '1'
+local archivedAt, purgeAge = ARGV[5], tonumber(ARGV[6])
+local started = nowMicros()
+local stride = checked and 3 or 2
+local converted, locked, malformed, changed, handled = {}, 0, 0, 0, 0
+
+-- The marker's fields, with name and failedReason cut to fit the byte limit.
+local function marker(f)
+  local purgeAfter = string.format('%d', tonumber(f[2]) + purgeAge)
+  local fields = {'archivedAt', archivedAt, 'purgeAfter', purgeAfter, 'finishedOn', f[2]}
+  if f[3] then
+    fields[#fields + 1] = 'timestamp'
+    fields[#fields + 1] = f[3]
+  end
+  fields[#fields + 1] = 'name'
+  fields[#fields + 1] = string.sub(f[1] or '', 1, 64)
+  local used = 0
+  for _, v in ipairs(fields) do
+    used = used + #v
+  end
+  local room = MARKER_BYTES - used - #'failedReason'
+  if f[4] and room > 0 then
+    fields[#fields + 1] = 'failedReason'
+    fields[#fields + 1] = string.sub(f[4], 1, room)
+  end
+  return fields
+end
+
+for i = 7, #ARGV, stride do
+  local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
+  local jobKey = queuePrefix .. jobId
+  local score = rcall('ZSCORE', setKey, jobId)
+  if not score or tonumber(score) ~= expected then
+    changed = changed + 1
+  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
+    locked = locked + 1
+  elseif checked and currentFingerprint(jobKey, ARGV[i + 2]) ~= ARGV[i + 2] then
+    changed = changed + 1
+  else
+    local f = redis.pcall('HMGET', jobKey, 'name', 'finishedOn', 'timestamp', 'failedReason', 'archivedAt')
+    if f.err or not tonumber(f[2]) then
+      malformed = malformed + 1
+    elseif f[5] then
+      changed = changed + 1
+    else
+      rcall('UNLINK', jobKey, jobKey .. ':logs')
+      rcall('HSET', jobKey, unpack(marker(f)))
+      converted[#converted + 1] = jobId
+    end
+  end
+  handled = handled + 1
+  if nowMicros() - started >= budget then
+    break
+  end
+end
+addAuditEvent(ARGV[3], converted)
+return {#converted, locked, malformed, changed, nowMicros() - started, handled}

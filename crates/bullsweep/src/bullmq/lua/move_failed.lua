@@ -1,0 +1,74 @@
+--[[
+  move_failed.lua: `moveExhaustedTo`: failed jobs with no attempts left move from one queue's
+  failed set into another queue (the dead-letter queue) of the same Redis, where they are
+  valid BullMQ jobs in its failed set. Prepended with finished_job.lua for its helpers.
+
+  KEYS: none; keys are built from the two prefixes, as BullMQ's own scripts do.
+  ARGV[1] source queue prefix (`<base>:`)
+  ARGV[2] dead-letter queue prefix (`<dlq base>:`)
+  ARGV[3] audit context JSON
+  ARGV[4] time budget in microseconds
+  ARGV[5..] per job: id, expected score (finishedOn in the failed set)
+  Returns {moved, locked, malformed, changed, elapsed_us, handled}.
+
+  Each job is checked again: still in the source's failed set with the expected score, no
+  lock, attemptsMade at least opts.attempts (default 1), and no parent (a child stays, so its
+  flow is not broken). It gets a new id from the dead-letter queue's `id` counter; its hash
+  (plus `movedFrom`, the old key) and logs are copied, it is added to the dead-letter queue's
+  failed set with its finishedOn, and a `failed` event is added there. At the source it is
+  removed as Queue.clean removes a job, with a `removed` event. The dead-letter queue's meta
+  gets `opts.maxLenEvents` if it has none, as BullMQ's add does, so it is a queue BullMQ and
+  bullsweep see.
+]]
+local src, dst, ctx = ARGV[1], ARGV[2], ARGV[3]
+local budget = tonumber(ARGV[4])
+local started = nowMicros()
+
+local function addEventTo(p, ...)
+  local maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
+  rcall('XADD', p .. 'events', 'MAXLEN', '~', maxLen, '*', ...)
+end
+
+local moved, audited, locked, malformed, changed, handled = 0, {}, 0, 0, 0, 0
+for i = 5, #ARGV, 2 do
+  local id, expected = ARGV[i], tonumber(ARGV[i + 1])
+  local jobKey = src .. id
+  local score = rcall('ZSCORE', src .. 'failed', id)
+  if not score or tonumber(score) ~= expected then
+    changed = changed + 1
+  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
+    locked = locked + 1
+  else
+    local f = redis.pcall('HMGET', jobKey, 'attemptsMade', 'opts', 'parentKey', 'finishedOn', 'failedReason')
+    local ok, opts = pcall(cjson.decode, (not f.err and f[2]) or '{}')
+    local attempts = (ok and type(opts) == 'table' and tonumber(opts.attempts)) or 1
+    if f.err or not f[4] then
+      malformed = malformed + 1
+    elseif f[3] or (tonumber(f[1]) or 0) < attempts then
+      changed = changed + 1
+    else
+      rcall('HSETNX', dst .. 'meta', 'opts.maxLenEvents', 10000)
+      local newId = tostring(rcall('INCR', dst .. 'id'))
+      local newKey = dst .. newId
+      rcall('COPY', jobKey, newKey)
+      rcall('HSET', newKey, 'movedFrom', jobKey)
+      if rcall('EXISTS', jobKey .. ':logs') == 1 then
+        rcall('COPY', jobKey .. ':logs', newKey .. ':logs')
+      end
+      rcall('ZADD', dst .. 'failed', score, newId)
+      addEventTo(dst, 'event', 'failed', 'jobId', newId, 'failedReason', f[5] or '', 'prev', 'active')
+      local dels = removeReadJob({}, src, id, nil, rcall('HGET', jobKey, 'deid'))
+      flushDeletes(dels)
+      rcall('ZREM', src .. 'failed', id)
+      addEventTo(src, 'event', 'removed', 'jobId', id, 'prev', 'failed')
+      moved = moved + 1
+      audited[#audited + 1] = id .. '->' .. newKey
+    end
+  end
+  handled = handled + 1
+  if nowMicros() - started >= budget then
+    break
+  end
+end
+addAuditEvent(ctx, audited)
+return {moved, locked, malformed, changed, nowMicros() - started, handled}
