@@ -230,6 +230,7 @@ fn a_job_that_changed_after_it_was_copied_is_kept() {
                 &candidates,
                 100_000,
                 "{}",
+                false,
             )
             .await
             .expect("script")

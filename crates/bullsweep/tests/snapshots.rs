@@ -31,6 +31,7 @@ fn help_texts() {
         "run",
         "demo",
         "bench",
+        "daemon",
         "audit",
         "audit verify",
         "audit tail",

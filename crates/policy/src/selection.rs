@@ -46,10 +46,17 @@ impl Selection {
     /// past `maxAge`, or `maxCount: 0`, and not inside `keepFor`. A job a `maxCount` above zero
     /// might select is left to the periodic sweep, which counts.
     pub fn selects_alone(&self, score: i64) -> bool {
-        let by_age = self.age_cutoff.is_some_and(|c| score <= c);
-        let keep_none = self.keep_newest == Some(0);
-        let in_grace = self.grace_cutoff.is_some_and(|g| score > g);
-        (by_age || keep_none) && !in_grace
+        self.alone_bound().is_some_and(|bound| score <= bound)
+    }
+
+    /// The highest score [`Selection::selects_alone`] accepts; `None` when it accepts none.
+    pub fn alone_bound(&self) -> Option<i64> {
+        let by_rule = if self.keep_newest == Some(0) {
+            Some(i64::MAX)
+        } else {
+            self.age_cutoff
+        };
+        by_rule.map(|b| b.min(self.grace_cutoff.unwrap_or(i64::MAX)))
     }
 
     /// How many of the oldest jobs are selected, given the set's size and how many jobs have
@@ -116,6 +123,9 @@ mod tests {
         assert!(!sel(None, Some(5), None).selects_alone(0));
         assert!(!sel(None, Some(0), Some(50)).selects_alone(60));
         assert!(!sel(None, None, None).selects_alone(0));
+        assert_eq!(sel(Some(100), None, Some(50)).alone_bound(), Some(50));
+        assert_eq!(sel(None, Some(0), None).alone_bound(), Some(i64::MAX));
+        assert_eq!(sel(None, Some(3), None).alone_bound(), None);
     }
 
     #[test]

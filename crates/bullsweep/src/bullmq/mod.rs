@@ -7,6 +7,6 @@ pub mod scripts;
 pub use discovery::discover_queues;
 pub use keys::QueueKeys;
 pub use scripts::{
-    ActiveOutcome, BatchOutcome, Candidate, ColdMarker, FinishedEntry, PrefixBatch, RestoreMode,
-    ScrubOutcome, ScrubbedJob, scripts,
+    ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DrainOutcome, DrainRequest, FinishedEntry,
+    PrefixBatch, RestoreMode, ScrubOutcome, ScrubbedJob, scripts,
 };

@@ -18,6 +18,7 @@ const JOB_TREE: &str = include_str!("lua/job_tree.lua");
 const ACTIVE_JOBS: &str = include_str!("lua/active_jobs.lua");
 const COLD_JOBS: &str = include_str!("lua/cold_jobs.lua");
 const MOVE_FAILED: &str = include_str!("lua/move_failed.lua");
+const DRAIN_EVENTS: &str = include_str!("lua/drain_events.lua");
 
 /// The compiled scripts. Built once per process; Redis caches them by SHA.
 pub struct Scripts {
@@ -30,6 +31,7 @@ pub struct Scripts {
     active_jobs: Script,
     cold_jobs: Script,
     move_failed: Script,
+    drain_events: Script,
 }
 
 /// The scripts, built on first use.
@@ -45,6 +47,7 @@ pub fn scripts() -> &'static Scripts {
         active_jobs: Script::new(&format!("{FINISHED_JOB}\n{JOB_TREE}\n{ACTIVE_JOBS}")),
         cold_jobs: Script::new(&format!("{FINISHED_JOB}\n{COLD_JOBS}")),
         move_failed: Script::new(&format!("{FINISHED_JOB}\n{MOVE_FAILED}")),
+        drain_events: Script::new(&format!("{FINISHED_JOB}\n{DRAIN_EVENTS}")),
     })
 }
 
@@ -65,6 +68,38 @@ pub struct BatchOutcome {
     pub exhausted: bool,
     /// Id batch: how many of the ids were looked at before the budget ran out.
     pub handled: u64,
+}
+
+/// The arguments of one `drain_events` call (see `lua/drain_events.lua`).
+#[derive(Clone, Debug)]
+pub struct DrainRequest<'a> {
+    /// The id of the last entry acted on.
+    pub position: &'a str,
+    /// Most entries to read.
+    pub max_entries: usize,
+    /// Highest score removed, per state; `None` when no rule removes that state's jobs.
+    pub completed_bound: Option<i64>,
+    /// Likewise for failed jobs.
+    pub failed_bound: Option<i64>,
+    /// Audit context JSON for completed jobs.
+    pub completed_ctx: &'a str,
+    /// Audit context JSON for failed jobs.
+    pub failed_ctx: &'a str,
+    /// The hash holding saved positions, and this queue's field in it.
+    pub positions: (&'a str, &'a str),
+    /// Time budget in microseconds.
+    pub budget_us: u64,
+}
+
+/// What one `drain_events` call did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DrainOutcome {
+    /// The new position (saved by the call when it read anything).
+    pub position: String,
+    /// Entries read.
+    pub read: u64,
+    /// Jobs removed, and held back.
+    pub batch: BatchOutcome,
 }
 
 /// What a cold marker records (see `lua/cold_jobs.lua`).
@@ -188,6 +223,9 @@ impl Scripts {
 
     /// Removes the given jobs if each still has its expected score, and, when it carries one,
     /// its fingerprint (see `lua/remove_ids.lua`). All candidates carry one or none do.
+    /// `per_job_events` leaves one `removed` event per job (as Job.remove does) instead of one
+    /// `cleaned` event (as Queue.clean does).
+    #[allow(clippy::too_many_arguments, reason = "one argument per script input")]
     pub async fn remove_ids<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -196,6 +234,7 @@ impl Scripts {
         jobs: &[Candidate],
         budget_us: u64,
         audit_ctx: &str,
+        per_job_events: bool,
     ) -> RedisResult<BatchOutcome> {
         let checked = jobs.first().is_some_and(|c| c.fingerprint.is_some());
         let mut invocation = self.remove_ids.prepare_invoke();
@@ -206,7 +245,12 @@ impl Scripts {
             .arg(keys.job_prefix())
             .arg(budget_us)
             .arg(audit_ctx)
-            .arg(if checked { "1" } else { "0" });
+            .arg(if checked { "1" } else { "0" })
+            .arg(if per_job_events {
+                format!("removed:{state}")
+            } else {
+                "cleaned".to_string()
+            });
         for c in jobs {
             invocation.arg(&c.id).arg(c.score);
             if checked {
@@ -317,6 +361,57 @@ impl Scripts {
             elapsed_us,
             exhausted: false,
             handled,
+        })
+    }
+
+    /// Reads a queue's events after `req.position`, removes the finished jobs they name that
+    /// are within their state's bound, and saves the new position, in one call (see
+    /// `lua/drain_events.lua`).
+    pub async fn drain_events<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        req: &DrainRequest<'_>,
+    ) -> RedisResult<DrainOutcome> {
+        let bound = |b: Option<i64>| b.map(|b| b.to_string()).unwrap_or_default();
+        let (position, read, removed, locked, malformed, changed, elapsed_us): (
+            String,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+        ) = self
+            .drain_events
+            .key(keys.events())
+            .key(keys.finished_set(JobState::Completed))
+            .key(keys.finished_set(JobState::Failed))
+            .key(keys.meta())
+            .key(req.positions.0)
+            .arg(keys.job_prefix())
+            .arg(req.budget_us)
+            .arg(req.position)
+            .arg(req.max_entries)
+            .arg(bound(req.completed_bound))
+            .arg(bound(req.failed_bound))
+            .arg(req.completed_ctx)
+            .arg(req.failed_ctx)
+            .arg(req.positions.1)
+            .invoke_async(con)
+            .await?;
+        Ok(DrainOutcome {
+            position,
+            read,
+            batch: BatchOutcome {
+                removed,
+                locked,
+                malformed,
+                changed,
+                elapsed_us,
+                exhausted: false,
+                handled: read,
+            },
         })
     }
 

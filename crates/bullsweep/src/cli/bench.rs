@@ -29,6 +29,9 @@ pub enum Strategy {
     /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
     /// `Queue.getJobs` pages filtered in JS.
     Forget,
+    /// The daemon's event-driven removal: delay from `completed` to removal at `--rate`
+    /// completions per second, against a QueueEvents listener calling job.remove().
+    Event,
 }
 
 /// Queues the forget dataset is spread over.
@@ -51,6 +54,12 @@ pub struct BenchArgs {
     /// Rounds; contenders are interleaved in each, and medians reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: u32,
+    /// `--strategy event`: completions per second.
+    #[arg(long, default_value_t = 5_000)]
+    pub rate: u64,
+    /// `--strategy event`: seconds of load per contender and round.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.
     #[arg(long, env = "BULLSWEEP_COMPAT_DIR", default_value = "tests/compat")]
     pub compat_dir: PathBuf,
@@ -198,18 +207,18 @@ async fn run_policy(
 }
 
 /// Where the BullMQ contender connects.
-struct NodeTarget {
+pub(super) struct NodeTarget {
     script: PathBuf,
-    compat_dir: PathBuf,
-    host: String,
-    port: u16,
-    db: i64,
-    password: Option<String>,
+    pub(super) compat_dir: PathBuf,
+    pub(super) host: String,
+    pub(super) port: u16,
+    pub(super) db: i64,
+    pub(super) password: Option<String>,
 }
 
 /// Runs `bench`.
 pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
-    let (_server, url) = match &cli.redis {
+    let (server, url) = match &cli.redis {
         Some(url) => (None, url.clone()),
         None => {
             let server = PrivateRedis::start()
@@ -263,12 +272,20 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             args.compat_dir.display()
         ));
     }
+    if args.strategy == Strategy::Event {
+        if !node_ready {
+            return Err(CliError::usage(report.skipped.join("; "))
+                .with_hint("the event bench needs Node and BullMQ for its load"));
+        }
+        return super::bench_event::run(&mut con, &url, args, &node, cli.json, server.is_some())
+            .await;
+    }
     let contenders: Vec<&str> = match args.strategy {
         Strategy::Sweep => ["bullsweep", "bullmq", "naive", "lean"]
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)
             .collect(),
-        Strategy::Archive => vec!["archive"],
+        Strategy::Archive | Strategy::Event => vec!["archive"],
         Strategy::Forget => ["bullsweep", "bullmq"]
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)

@@ -2,6 +2,7 @@
 //! progress go to stderr; a progress bar appears only on a terminal.
 
 mod bench;
+mod bench_event;
 mod demo;
 mod error;
 mod forget;

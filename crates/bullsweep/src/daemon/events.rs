@@ -12,7 +12,7 @@ use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::state;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
-use crate::bullmq::{Candidate, QueueKeys, scripts};
+use crate::bullmq::{Candidate, DrainRequest, QueueKeys, scripts};
 use crate::lock::{QueueLock, events_lock_key};
 use bullsweep_policy::{EffectivePolicy, EffectiveRule, JobState, QueueId, Selection};
 use redis::aio::{ConnectionManager, MultiplexedConnection};
@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// Entries read per stream per round trip.
-const READ_COUNT: usize = 1_000;
+const READ_COUNT: usize = 5_000;
+/// Entries one `drain_events` call reads at most (it also stops at its time budget).
+const DRAIN_COUNT: usize = 250;
 /// How long one XREAD waits for new entries.
 const BLOCK_MS: u64 = 500;
 /// How long a reader's lock lives without renewal: short, so that another replica (or a
@@ -175,10 +177,54 @@ pub async fn run(
                 }
             }
         }
+        // Queues whose rules decide on a job's score alone are drained by one script call
+        // each: read, removal and saved position change together.
+        let now = crate::cli::now_ms();
+        let mut drained_any = false;
+        let mut failed = false;
+        for (base, h) in held.iter_mut() {
+            let Some(bounds) = score_bounds(&h.queue.policy, now) else {
+                continue;
+            };
+            match drain(&mut con, base, h, bounds, now, &execution_id, &metrics).await {
+                Ok(read) => {
+                    drained_any |= read > 0;
+                    if read >= DRAIN_COUNT as u64 {
+                        check_gap(&mut con, &shared, &metrics, base, h).await;
+                    }
+                }
+                Err(e) => {
+                    log(
+                        "warn",
+                        &format!("{base}: event removal failed: {e}; will read again"),
+                    );
+                    metrics
+                        .failed_batches
+                        .get_or_create(&labels_of(base, h))
+                        .inc();
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if failed {
+            wait_or_shutdown(&shutdown, backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+            continue;
+        }
+        if drained_any {
+            // More may have arrived meanwhile: drain again before waiting.
+            continue;
+        }
+        // Wait for new entries on every stream held; the entries of queues that are not
+        // drained by script are acted on here.
         let Some(r) = reader.as_mut() else { continue };
+        let all_drained = held
+            .values()
+            .all(|h| score_bounds(&h.queue.policy, now).is_some());
         let mut cmd = redis::cmd("XREAD");
         cmd.arg("COUNT")
-            .arg(READ_COUNT)
+            .arg(if all_drained { 1 } else { READ_COUNT })
             .arg("BLOCK")
             .arg(BLOCK_MS)
             .arg("STREAMS");
@@ -210,6 +256,9 @@ pub async fn run(
             let Some(h) = held.get_mut(&base) else {
                 continue;
             };
+            if score_bounds(&h.queue.policy, now).is_some() {
+                continue;
+            }
             let Some(last) = stream.ids.last().map(|e| e.id.clone()) else {
                 continue;
             };
@@ -227,17 +276,9 @@ pub async fn run(
                     Some((state, entry.get::<String>("jobId")?))
                 })
                 .collect();
-            let labels = QueueLabels {
-                queue: base.clone(),
-                tenant: h.queue.queue.tenant.clone().unwrap_or_default(),
-            };
-            let now = crate::cli::now_ms();
-            let newest_ms = stream_id(&last).0 as i64;
-            metrics
-                .event_lag_seconds
-                .get_or_create(&labels)
-                .set((now - newest_ms).max(0) as f64 / 1e3);
-            match act(
+            let labels = labels_of(&base, h);
+            set_lag(&metrics, &labels, &last, now);
+            if let Err(e) = act(
                 &mut con,
                 &h.queue,
                 &finished,
@@ -248,18 +289,15 @@ pub async fn run(
             )
             .await
             {
-                Ok(()) => {}
-                Err(e) => {
-                    // The position is not saved: the entries are read again.
-                    log(
-                        "warn",
-                        &format!("{base}: event removal failed: {e}; will read again"),
-                    );
-                    metrics.failed_batches.get_or_create(&labels).inc();
-                    reader = None;
-                    wait_or_shutdown(&shutdown, backoff).await;
-                    break;
-                }
+                // The position is not saved: the entries are read again.
+                log(
+                    "warn",
+                    &format!("{base}: event removal failed: {e}; will read again"),
+                );
+                metrics.failed_batches.get_or_create(&labels).inc();
+                reader = None;
+                wait_or_shutdown(&shutdown, backoff).await;
+                break;
             }
             if let Err(e) = state::save_cursor(&mut con, &base, &last).await {
                 log("warn", &format!("{base}: cannot save events position: {e}"));
@@ -267,11 +305,7 @@ pub async fn run(
             h.cursor = last;
             // Behind by a full read: make sure the stream was not trimmed past us meanwhile.
             if full {
-                match start_position(&mut con, &stream.key, Some(h.cursor.clone())).await {
-                    Ok((_, true)) => gap_found(&shared, &metrics, &labels, &base),
-                    Ok(_) => {}
-                    Err(e) => log("warn", &format!("{base}: cannot check the stream: {e}")),
-                }
+                check_gap(&mut con, &shared, &metrics, &base, h).await;
             }
         }
     }
@@ -292,6 +326,97 @@ fn gap_found(shared: &EventShared, metrics: &DaemonMetrics, labels: &QueueLabels
         now.insert(base.to_string());
     }
     shared.wake.notify_one();
+}
+
+fn labels_of(base: &str, h: &Held) -> QueueLabels {
+    QueueLabels {
+        queue: base.to_string(),
+        tenant: h.queue.queue.tenant.clone().unwrap_or_default(),
+    }
+}
+
+/// The event lag: how old the newest entry acted on was when it was read.
+fn set_lag(metrics: &DaemonMetrics, labels: &QueueLabels, newest: &str, now_ms: i64) {
+    let newest_ms = stream_id(newest).0 as i64;
+    metrics
+        .event_lag_seconds
+        .get_or_create(labels)
+        .set((now_ms - newest_ms).max(0) as f64 / 1e3);
+}
+
+/// After a full read: whether the stream was trimmed past the position meanwhile.
+async fn check_gap(
+    con: &mut ConnectionManager,
+    shared: &EventShared,
+    metrics: &DaemonMetrics,
+    base: &str,
+    h: &Held,
+) {
+    match start_position(con, &QueueKeys::new(base).events(), Some(h.cursor.clone())).await {
+        Ok((_, true)) => gap_found(shared, metrics, &labels_of(base, h), base),
+        Ok(_) => {}
+        Err(e) => log("warn", &format!("{base}: cannot check the stream: {e}")),
+    }
+}
+
+/// The highest score removed per state `(completed, failed)` when the queue's rules decide on
+/// a job's score alone (no job-name rules; no keepIf; action remove), else `None`.
+fn score_bounds(policy: &EffectivePolicy, now_ms: i64) -> Option<(Option<i64>, Option<i64>)> {
+    let plain = policy.jobs.is_empty()
+        && policy
+            .states
+            .values()
+            .all(|r| r.keep_if.is_none() && r.action.value == bullsweep_policy::Action::Remove);
+    let bound = |state| {
+        policy
+            .states
+            .get(&state)
+            .and_then(|r| Selection::at(r, now_ms).alone_bound())
+    };
+    plain.then(|| (bound(JobState::Completed), bound(JobState::Failed)))
+}
+
+/// One `drain_events` call for a held queue; returns the entries read.
+async fn drain(
+    con: &mut ConnectionManager,
+    base: &str,
+    h: &mut Held,
+    (completed, failed): (Option<i64>, Option<i64>),
+    now_ms: i64,
+    execution_id: &str,
+    metrics: &DaemonMetrics,
+) -> RedisResult<u64> {
+    let ctx = |state| {
+        let audit = AuditContext::for_queue(
+            &h.queue.queue,
+            &h.queue.policy,
+            state,
+            "remove",
+            execution_id,
+        );
+        serde_json::to_string(&audit).unwrap_or_default()
+    };
+    let (completed_ctx, failed_ctx) = (ctx(JobState::Completed), ctx(JobState::Failed));
+    let req = DrainRequest {
+        position: &h.cursor,
+        max_entries: DRAIN_COUNT,
+        completed_bound: completed,
+        failed_bound: failed,
+        completed_ctx: &completed_ctx,
+        failed_ctx: &failed_ctx,
+        positions: (state::CURSOR_KEY, base),
+        budget_us: BUDGET_US,
+    };
+    let out = scripts()
+        .drain_events(con, &QueueKeys::new(base), &req)
+        .await?;
+    if out.read > 0 {
+        let labels = labels_of(base, h);
+        set_lag(metrics, &labels, &out.position, now_ms);
+        record(metrics, &labels, &[out.batch.elapsed_us], out.batch.removed);
+        h.cursor = out.position;
+    }
+    Ok(out.read)
 }
 
 /// Renews the locks held, drops queues no longer in event mode, and takes free ones.
@@ -430,6 +555,8 @@ async fn act(
         if ids.is_empty() || !any_rule {
             continue;
         }
+        let audit = AuditContext::for_queue(&eq.queue, &eq.policy, state, "remove", execution_id);
+        let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
         let set_key = keys.finished_set(state);
         let mut pipe = redis::pipe();
         for id in &ids {
@@ -473,29 +600,32 @@ async fn act(
         if candidates.is_empty() {
             continue;
         }
-        let audit = AuditContext::for_queue(&eq.queue, &eq.policy, state, "remove", execution_id);
-        let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
         let mut timings = Vec::new();
         let mut removed = 0;
         let mut rest = &candidates[..];
         while !rest.is_empty() {
             let out = scripts()
-                .remove_ids(con, &keys, state, rest, BUDGET_US, &audit_ctx)
+                .remove_ids(con, &keys, state, rest, BUDGET_US, &audit_ctx, true)
                 .await?;
             timings.push(out.elapsed_us);
             removed += out.removed;
             let handled = (out.handled as usize).clamp(1, rest.len());
             rest = &rest[handled..];
         }
-        metrics.observe_batches(labels, &timings);
-        metrics
-            .acted
-            .get_or_create(&ActionLabels {
-                queue: labels.queue.clone(),
-                tenant: labels.tenant.clone(),
-                action: "remove".into(),
-            })
-            .inc_by(removed);
+        record(metrics, labels, &timings, removed);
     }
     Ok(())
+}
+
+/// Counts the removals of one read in the metrics.
+fn record(metrics: &DaemonMetrics, labels: &QueueLabels, timings: &[u64], removed: u64) {
+    metrics.observe_batches(labels, timings);
+    metrics
+        .acted
+        .get_or_create(&ActionLabels {
+            queue: labels.queue.clone(),
+            tenant: labels.tenant.clone(),
+            action: "remove".into(),
+        })
+        .inc_by(removed);
 }

@@ -129,15 +129,14 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
         sweep_now: Mutex::new(BTreeSet::new()),
         wake: Notify::new(),
     });
-    let reader = tokio::spawn(events::run(
+    let reader = spawn_events_reader(
         client,
-        con.clone(),
+        url.clone(),
         events.clone(),
         metrics.clone(),
         shutdown.clone(),
         owner.clone(),
-        format!("daemon-{owner}"),
-    ));
+    )?;
     let mut daemon = Daemon {
         url,
         env: cli.env.clone(),
@@ -157,11 +156,45 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
     };
     log("info", &format!("daemon started as {}", daemon.owner));
     daemon.main_loop().await;
-    // The reader stops within one XREAD block; give it a bounded time.
-    let _ = tokio::time::timeout(Duration::from_secs(3), reader).await;
+    // The reader stops within one XREAD block (half a second).
+    let _ = reader.join();
     daemon.ship_audit().await;
     log("info", "stopped");
     Ok(0)
+}
+
+/// Runs the events reader on a thread and runtime of its own, with its own connection, so
+/// that nothing the main loop does (an audit file's fsync, a long sweep) delays removals.
+fn spawn_events_reader(
+    client: redis::Client,
+    url: String,
+    shared: Arc<EventShared>,
+    metrics: Arc<DaemonMetrics>,
+    shutdown: Arc<AtomicBool>,
+    owner: String,
+) -> Result<std::thread::JoinHandle<()>, CliError> {
+    std::thread::Builder::new()
+        .name("events".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    log("error", &format!("events: cannot start a runtime: {e}"));
+                    return;
+                }
+            };
+            runtime.block_on(async {
+                let Some(con) = connect_with_backoff(&url, &shutdown, &metrics).await else {
+                    return;
+                };
+                let run_id = format!("daemon-{owner}");
+                events::run(client, con, shared, metrics, shutdown, owner, run_id).await;
+            });
+        })
+        .map_err(|e| CliError::runtime(format!("cannot start the events reader: {e}")))
 }
 
 /// SIGTERM and SIGINT set `shutdown`; SIGHUP sets `reload`; either wakes the main loop.

@@ -1122,7 +1122,8 @@ impl<'a> StateWork<'a> {
                     self.state,
                     &pending[..take],
                     self.opts.budget_us,
-                    self.audit_ctx
+                    self.audit_ctx,
+                    false
                 ))?,
             };
             let handled = (out.handled as usize).clamp(1, take);

@@ -9,7 +9,10 @@
   ARGV[2] time budget in microseconds
   ARGV[3] audit context: JSON naming the policy, queue and run, stored with the audit event
   ARGV[4] '1' when each job carries a fingerprint (archive), else '0'
-  ARGV[5..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
+  ARGV[5] the events left: `cleaned` (one event with the count, as Queue.clean does) or
+          `removed:<state>` (one `removed` event per job with prev <state>, as Job.remove does:
+          the event-driven path removes jobs one by one)
+  ARGV[6..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
             fingerprint, or `shape:…` for an oversized job)
 
   Returns {removed, locked, malformed, changed, elapsed_us, handled}; handled counts the jobs
@@ -30,7 +33,7 @@ local checked = ARGV[4] == '1'
 local stride = checked and 3 or 2
 local batch = newBatch()
 local changed, handled = 0, 0
-for i = 5, #ARGV, stride do
+for i = 6, #ARGV, stride do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = queuePrefix .. jobId
   local score = rcall('ZSCORE', setKey, jobId)
@@ -51,5 +54,14 @@ end
 flushDeletes(batch.dels)
 local removed = batch.removed
 zremAll(setKey, removed)
-recordBatch(eventsKey, metaKey, ARGV[3], removed)
+local prev = string.match(ARGV[5], '^removed:(.+)$')
+if prev then
+  local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
+  for _, jobId in ipairs(removed) do
+    rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'removed', 'jobId', jobId, 'prev', prev)
+  end
+  addAuditEvent(ARGV[3], removed)
+else
+  recordBatch(eventsKey, metaKey, ARGV[3], removed)
+end
 return {#removed, batch.locked, batch.malformed, changed, nowMicros() - started, handled}
