@@ -180,7 +180,9 @@ policies:
   assert.match(d.log(), /bull:gappy: the events stream was trimmed past the saved position/);
   assert.ok(Number(await client.hget('bullsweep:lastrun', 'bull:gappy')) > firstRun, 'a full sweep ran');
   const { body } = await httpGet(port, '/metrics');
-  assert.equal(metric(body, 'bullsweep_event_gaps_total', { queue: 'bull:gappy' }), 1, body);
+  // At least the one found on takeover (a reader this far behind can meet more while it catches
+  // up, since its own `removed` events trim a stream this short).
+  assert.ok(metric(body, 'bullsweep_event_gaps_total', { queue: 'bull:gappy' }) >= 1, body);
   assert.equal((await d.kill('SIGTERM')).code, 0);
   await assertConsistent(redis, db, [{ prefix: 'bull', name: 'gappy' }]);
   await queue.close();

@@ -13,6 +13,7 @@ use super::state;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
 use crate::bullmq::{Candidate, DrainRequest, QueueKeys, scripts};
+use crate::engine::BatchSizer;
 use crate::lock::{QueueLock, events_lock_key};
 use bullsweep_policy::{EffectivePolicy, EffectiveRule, JobState, QueueId, Selection};
 use redis::aio::{ConnectionManager, MultiplexedConnection};
@@ -26,13 +27,16 @@ use tokio::sync::Notify;
 
 /// Entries read per stream per round trip.
 const READ_COUNT: usize = 5_000;
-/// Entries one `drain_events` call reads at most (it also stops at its time budget).
-const DRAIN_COUNT: usize = 250;
 /// How long one XREAD waits for new entries.
 const BLOCK_MS: u64 = 500;
 /// How long a reader's lock lives without renewal: short, so that another replica (or a
 /// restarted daemon) takes over soon after a reader dies.
 const EVENTS_LOCK_TTL_MS: u64 = 5_000;
+/// Time budget of one `drain_events` call, in microseconds: under 5 ms, and as large as that
+/// allows, since a reader behind a busy Redis catches up by the jobs each round trip removes.
+const DRAIN_BUDGET_US: u64 = 4_000;
+/// Pause after a drain that read less than it asked for, in ms.
+const DRAIN_PAUSE_MS: u64 = 3;
 /// Time budget of one removal script call, in microseconds.
 const BUDGET_US: u64 = 2_000;
 
@@ -60,6 +64,8 @@ struct Held {
     lock: QueueLock,
     cursor: String,
     queue: EventQueue,
+    /// Entries the next `drain_events` call reads, paced to the time budget.
+    sizer: BatchSizer,
 }
 
 /// A stream id as `(ms, seq)`, for ordering; malformed ids sort first.
@@ -181,15 +187,17 @@ pub async fn run(
         // each: read, removal and saved position change together.
         let now = crate::cli::now_ms();
         let mut drained_any = false;
+        let mut drained_full = false;
         let mut failed = false;
         for (base, h) in held.iter_mut() {
             let Some(bounds) = score_bounds(&h.queue.policy, now) else {
                 continue;
             };
             match drain(&mut con, base, h, bounds, now, &execution_id, &metrics).await {
-                Ok(read) => {
+                Ok((read, full)) => {
                     drained_any |= read > 0;
-                    if read >= DRAIN_COUNT as u64 {
+                    drained_full |= full;
+                    if full {
                         check_gap(&mut con, &shared, &metrics, base, h).await;
                     }
                 }
@@ -213,7 +221,12 @@ pub async fn run(
             continue;
         }
         if drained_any {
-            // More may have arrived meanwhile: drain again before waiting.
+            // More may have arrived meanwhile: drain again before waiting, after a short pause
+            // when the read was small, so that a busy Redis is not asked for a handful of
+            // entries a thousand times a second.
+            if !drained_full {
+                tokio::time::sleep(Duration::from_millis(DRAIN_PAUSE_MS)).await;
+            }
             continue;
         }
         // Wait for new entries on every stream held; the entries of queues that are not
@@ -376,7 +389,8 @@ fn score_bounds(policy: &EffectivePolicy, now_ms: i64) -> Option<(Option<i64>, O
     plain.then(|| (bound(JobState::Completed), bound(JobState::Failed)))
 }
 
-/// One `drain_events` call for a held queue; returns the entries read.
+/// One `drain_events` call for a held queue; returns the entries read, and whether that was
+/// as many as asked (the reader may be behind).
 async fn drain(
     con: &mut ConnectionManager,
     base: &str,
@@ -385,7 +399,7 @@ async fn drain(
     now_ms: i64,
     execution_id: &str,
     metrics: &DaemonMetrics,
-) -> RedisResult<u64> {
+) -> RedisResult<(u64, bool)> {
     let ctx = |state| {
         let audit = AuditContext::for_queue(
             &h.queue.queue,
@@ -399,24 +413,26 @@ async fn drain(
     let (completed_ctx, failed_ctx) = (ctx(JobState::Completed), ctx(JobState::Failed));
     let req = DrainRequest {
         position: &h.cursor,
-        max_entries: DRAIN_COUNT,
+        max_entries: h.sizer.limit() as usize,
         completed_bound: completed,
         failed_bound: failed,
         completed_ctx: &completed_ctx,
         failed_ctx: &failed_ctx,
         positions: (state::CURSOR_KEY, base),
-        budget_us: BUDGET_US,
+        budget_us: DRAIN_BUDGET_US,
     };
     let out = scripts()
         .drain_events(con, &QueueKeys::new(base), &req)
         .await?;
+    let full = out.read >= h.sizer.limit();
+    h.sizer.observe(out.read, out.batch.elapsed_us);
     if out.read > 0 {
         let labels = labels_of(base, h);
         set_lag(metrics, &labels, &out.position, now_ms);
         record(metrics, &labels, &[out.batch.elapsed_us], out.batch.removed);
         h.cursor = out.position;
     }
-    Ok(out.read)
+    Ok((out.read, full))
 }
 
 /// Renews the locks held, drops queues no longer in event mode, and takes free ones.
@@ -483,6 +499,7 @@ async fn refresh_locks(
                 lock,
                 cursor,
                 queue: eq,
+                sizer: BatchSizer::new(DRAIN_BUDGET_US),
             },
         );
     }
