@@ -339,3 +339,39 @@ policies:
   await assertConsistent(redis, db, [{ prefix: 'bull', name: 'bulky' }]);
   await queue.close();
 });
+
+test('a failing queue gets a retry record with backoff, and others go on', async () => {
+  const db = 7;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const audited = new Queue('audited', { connection });
+  const plain = new Queue('plain', { connection });
+  await finishJobs(audited, connection, 5);
+  await finishJobs(plain, connection, 5);
+  // The audit store cannot be reached, and the audited queue's policy requires it.
+  const policy = writePolicy(`version: 1
+schedule: 1s
+audit: { url: "postgres://nobody@127.0.0.1:1/none?connect_timeout=1" }
+policies:
+  - name: audited
+    queueNamePattern: audited
+    rules: { completed: { maxCount: 0 } }
+    sla: { auditRequired: true }
+  - { name: plain, queueNamePattern: plain, rules: { completed: { maxCount: 0 } } }
+`);
+  const port = await freePort();
+  const d = startDaemon(['--redis', redis.url(db), '--config', policy, '--listen', `127.0.0.1:${port}`]);
+  await waitLogged(d, 'two failures in a row', async () => Number(await client.hget('bullsweep:retry:bull:audited', 'failures')) >= 2);
+  const record = await client.hgetall('bullsweep:retry:bull:audited');
+  assert.match(record.lastError, /auditRequired/);
+  assert.ok(Number(record.nextAt) > Date.now(), 'the next attempt waits');
+  assert.equal(await audited.getCompletedCount(), 5, 'nothing removed without its audit record');
+  await waitLogged(d, 'the other queue swept', async () => (await plain.getCompletedCount()) === 0);
+  const { body } = await httpGet(port, '/metrics');
+  assert.ok(metric(body, 'bullsweep_failed_batches_total', { queue: 'bull:audited' }) >= 2, body);
+  assert.equal(metric(body, 'bullsweep_alert', { queue: 'bull:audited' }), 0, body);
+  assert.match(d.log(), /bull:audited: run failed \(2 in a row\)/);
+  assert.equal((await d.kill('SIGTERM')).code, 0);
+  await audited.close();
+  await plain.close();
+});
