@@ -14,9 +14,10 @@
   Each job is checked again: still in the source's failed set with the expected score, no
   lock, attemptsMade at least opts.attempts (default 1), and no parent (a child stays, so its
   flow is not broken). It gets a new id from the dead-letter queue's `id` counter; its hash
-  (plus `movedFrom`, the old key) and logs are copied, it is added to the dead-letter queue's
-  failed set with its finishedOn, and a `failed` event is added there. At the source it is
-  removed as Queue.clean removes a job, with a `removed` event. The dead-letter queue's meta
+  (plus `movedFrom`, the old key) and logs move, it is added to the dead-letter queue's
+  failed set with its finishedOn, and a `failed` event is added there. The hash and log list
+  are renamed (O(1) whatever their size); what is left at the source goes as Queue.clean
+  removes a job (dedup key, sub-keys), with a `removed` event. The dead-letter queue's meta
   gets `opts.maxLenEvents` if it has none, as BullMQ's add does, so it is a queue BullMQ and
   bullsweep see.
 ]]
@@ -50,15 +51,17 @@ for i = 5, #ARGV, 2 do
       rcall('HSETNX', dst .. 'meta', 'opts.maxLenEvents', 10000)
       local newId = tostring(rcall('INCR', dst .. 'id'))
       local newKey = dst .. newId
-      rcall('COPY', jobKey, newKey)
+      local deid = rcall('HGET', jobKey, 'deid')
+      -- RENAME, not COPY: O(1) whatever the size of the hash or the log list.
+      rcall('RENAME', jobKey, newKey)
       rcall('HSET', newKey, 'movedFrom', jobKey)
       if rcall('EXISTS', jobKey .. ':logs') == 1 then
-        rcall('COPY', jobKey .. ':logs', newKey .. ':logs')
+        rcall('RENAME', jobKey .. ':logs', newKey .. ':logs')
       end
       rcall('ZADD', dst .. 'failed', score, newId)
       addEventTo(dst, 'event', 'failed', 'jobId', newId, 'failedReason', f[5] or '', 'prev', 'active')
-      local dels = removeReadJob({}, src, id, nil, rcall('HGET', jobKey, 'deid'))
-      flushDeletes(dels)
+      -- What is left at the source: its dedup key when it names the job, and sub-keys.
+      flushDeletes(removeReadJob({}, src, id, nil, deid))
       rcall('ZREM', src .. 'failed', id)
       addEventTo(src, 'event', 'removed', 'jobId', id, 'prev', 'failed')
       moved = moved + 1
