@@ -51,6 +51,39 @@ pub fn scripts() -> &'static Scripts {
     })
 }
 
+/// Adds each candidate's id and expected score, and with `checked` its fingerprint.
+fn push_candidates(
+    invocation: &mut redis::ScriptInvocation<'_>,
+    jobs: &[Candidate],
+    checked: bool,
+) {
+    for c in jobs {
+        invocation.arg(&c.id).arg(c.score);
+        if checked {
+            invocation.arg(c.fingerprint.as_deref().unwrap_or_default());
+        }
+    }
+}
+
+/// Runs a script over ids whose reply is `{done, locked, malformed, changed, elapsed_us,
+/// handled}` (`remove_ids`, `cold_jobs`, `move_failed`).
+async fn id_batch<C: ConnectionLike>(
+    invocation: &redis::ScriptInvocation<'_>,
+    con: &mut C,
+) -> RedisResult<BatchOutcome> {
+    let (removed, locked, malformed, changed, elapsed_us, handled): (u64, u64, u64, u64, u64, u64) =
+        invocation.invoke_async(con).await?;
+    Ok(BatchOutcome {
+        removed,
+        locked,
+        malformed,
+        changed,
+        elapsed_us,
+        exhausted: false,
+        handled,
+    })
+}
+
 /// What one destructive call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
@@ -251,29 +284,8 @@ impl Scripts {
             } else {
                 "cleaned".to_string()
             });
-        for c in jobs {
-            invocation.arg(&c.id).arg(c.score);
-            if checked {
-                invocation.arg(c.fingerprint.as_deref().unwrap_or_default());
-            }
-        }
-        let (removed, locked, malformed, changed, elapsed_us, handled): (
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-        ) = invocation.invoke_async(con).await?;
-        Ok(BatchOutcome {
-            removed,
-            locked,
-            malformed,
-            changed,
-            elapsed_us,
-            exhausted: false,
-            handled,
-        })
+        push_candidates(&mut invocation, jobs, checked);
+        id_batch(&invocation, con).await
     }
 
     /// Replaces the given jobs by cold markers if each still has its expected score and, when
@@ -300,29 +312,8 @@ impl Scripts {
             .arg(if checked { "1" } else { "0" })
             .arg(cold.archived_at)
             .arg(cold.purge_after_ms);
-        for c in jobs {
-            invocation.arg(&c.id).arg(c.score);
-            if checked {
-                invocation.arg(c.fingerprint.as_deref().unwrap_or_default());
-            }
-        }
-        let (removed, locked, malformed, changed, elapsed_us, handled): (
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-        ) = invocation.invoke_async(con).await?;
-        Ok(BatchOutcome {
-            removed,
-            locked,
-            malformed,
-            changed,
-            elapsed_us,
-            exhausted: false,
-            handled,
-        })
+        push_candidates(&mut invocation, jobs, checked);
+        id_batch(&invocation, con).await
     }
 
     /// Moves failed jobs with no attempts left from `from` to the dead-letter queue `to`, each
@@ -342,26 +333,8 @@ impl Scripts {
             .arg(to.job_prefix())
             .arg(audit_ctx)
             .arg(budget_us);
-        for c in jobs {
-            invocation.arg(&c.id).arg(c.score);
-        }
-        let (removed, locked, malformed, changed, elapsed_us, handled): (
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-        ) = invocation.invoke_async(con).await?;
-        Ok(BatchOutcome {
-            removed,
-            locked,
-            malformed,
-            changed,
-            elapsed_us,
-            exhausted: false,
-            handled,
-        })
+        push_candidates(&mut invocation, jobs, false);
+        id_batch(&invocation, con).await
     }
 
     /// Reads a queue's events after `req.position`, removes the finished jobs they name that

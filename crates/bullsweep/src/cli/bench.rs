@@ -693,17 +693,23 @@ fn run_bullmq(node: &NodeTarget, url: &str) -> Result<(u64, f64, Vec<Duration>),
     Ok((removed, ms / 1_000.0, probes))
 }
 
-/// Runs a Node contender (`<script> <host> <port> <db> <args…>`): waits for its `ready`,
-/// starts the probe, says go, and returns the JSON line it prints with the probe's samples.
-fn run_node(
+/// A Node process that said `ready`, and the rest of its stdout.
+pub(super) struct ReadyNode {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its stdout, after `ready`.
+    pub lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+/// Starts `command` (a Node script) with `<host> <port> <db>` and `args` appended, stdin and
+/// stdout piped and the Redis password in the environment, and waits for its `ready` line.
+pub(super) fn start_ready(
+    mut command: Command,
     node: &NodeTarget,
-    script: &std::path::Path,
     args: &[String],
-    url: &str,
-) -> Result<(serde_json::Value, Vec<Duration>), CliError> {
-    let node_err = |e: std::io::Error| CliError::runtime(format!("BullMQ contender failed: {e}"));
-    let mut child = Command::new("node")
-        .arg(script)
+) -> Result<ReadyNode, CliError> {
+    let node_err = |e: std::io::Error| CliError::runtime(format!("Node script failed: {e}"));
+    let mut child = command
         .arg(&node.host)
         .arg(node.port.to_string())
         .arg(node.db.to_string())
@@ -725,9 +731,27 @@ fn run_node(
     if ready.as_deref() != Some("ready") {
         let _ = child.kill();
         return Err(CliError::runtime(format!(
-            "BullMQ contender did not start (said {ready:?})"
+            "the Node script did not start (said {ready:?})"
         )));
     }
+    Ok(ReadyNode { child, lines })
+}
+
+/// Runs a Node contender (`<script> <host> <port> <db> <args…>`): waits for its `ready`,
+/// starts the probe, says go, and returns the JSON line it prints with the probe's samples.
+fn run_node(
+    node: &NodeTarget,
+    script: &std::path::Path,
+    args: &[String],
+    url: &str,
+) -> Result<(serde_json::Value, Vec<Duration>), CliError> {
+    let node_err = |e: std::io::Error| CliError::runtime(format!("BullMQ contender failed: {e}"));
+    let mut command = Command::new("node");
+    command.arg(script);
+    let ReadyNode {
+        mut child,
+        mut lines,
+    } = start_ready(command, node, args)?;
     let prober = Prober::start(url)?;
     child
         .stdin

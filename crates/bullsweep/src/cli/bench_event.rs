@@ -10,12 +10,12 @@
 //! (when the bench started it) and the contender to the others (`taskset`); the report says so.
 
 use super::CliError;
-use super::bench::{BenchArgs, NodeTarget};
+use super::bench::{BenchArgs, NodeTarget, ReadyNode, start_ready};
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use redis::aio::ConnectionManager;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -308,38 +308,20 @@ async fn start_daemon(
     }
 }
 
-/// Starts `events.js <mode> …` and waits for its `ready`.
+/// Starts `events.js <mode> <host> <port> <db> <queue> <args…>` and waits for its `ready`.
 fn start_node(
     node: &NodeTarget,
+    mode: &str,
     args: &[String],
     pin: Option<&str>,
-) -> Result<(Child, std::io::Lines<BufReader<std::process::ChildStdout>>), CliError> {
-    let node_err =
-        |e: std::io::Error| CliError::runtime(format!("BullMQ events script failed: {e}"));
-    let mut child = Pinning::command(pin, std::path::Path::new("node"))
+) -> Result<ReadyNode, CliError> {
+    let mut command = Pinning::command(pin, std::path::Path::new("node"));
+    command
         .arg(node.compat_dir.join("bench/events.js"))
-        .args(args)
-        .env(
-            "BULLSWEEP_BENCH_REDIS_PASSWORD",
-            node.password.as_deref().unwrap_or(""),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(node_err)?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| CliError::runtime("no stdout from node"))?;
-    let mut lines = BufReader::new(stdout).lines();
-    let ready = lines.next().transpose().map_err(node_err)?;
-    if ready.as_deref() != Some("ready") {
-        let _ = child.kill();
-        return Err(CliError::runtime(format!(
-            "the events script did not start (said {ready:?})"
-        )));
-    }
-    Ok((child, lines))
+        .arg(mode);
+    let mut all = vec![QUEUE.to_string()];
+    all.extend_from_slice(args);
+    start_ready(command, node, &all)
 }
 
 async fn measure(
@@ -364,22 +346,15 @@ async fn measure(
         .await
         .map_err(redis_err)?;
     let dir = tempfile::tempdir().map_err(|e| CliError::runtime(e.to_string()))?;
-    let target = |mode: &str| -> Vec<String> {
-        vec![
-            mode.into(),
-            node.host.clone(),
-            node.port.to_string(),
-            node.db.to_string(),
-            QUEUE.into(),
-        ]
-    };
     let _contender = match contender {
         "bullsweep" => start_daemon(con, url, dir.path(), rest).await?,
-        _ => Contender(start_node(node, &target("listen"), rest)?.0),
+        _ => Contender(start_node(node, "listen", &[], rest)?.child),
     };
-    let mut load_args = target("load");
-    load_args.extend([args.rate.to_string(), args.seconds.to_string()]);
-    let (mut load, mut lines) = start_node(node, &load_args, pinning.map(|p| p.load.as_str()))?;
+    let load_args = [args.rate.to_string(), args.seconds.to_string()];
+    let ReadyNode {
+        child: mut load,
+        mut lines,
+    } = start_node(node, "load", &load_args, pinning.map(|p| p.load.as_str()))?;
     let node_err = |e: std::io::Error| CliError::runtime(format!("the load failed: {e}"));
     load.stdin
         .as_mut()
