@@ -340,7 +340,8 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
+/// The median of `values` (the upper one for an even count), `None` when empty.
+pub(super) fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;
     }

@@ -187,9 +187,8 @@ pub async fn run(
     Ok(0)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+fn median(values: Vec<f64>) -> f64 {
+    super::bench::median(values).unwrap_or(f64::NAN)
 }
 
 fn summarize(contender: &str, rounds: &[EventMeasurement]) -> EventMeasurement {
