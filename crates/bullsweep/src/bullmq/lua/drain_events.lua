@@ -11,7 +11,9 @@
   KEYS[5] position hash (bullsweep:cursor)
   ARGV[1] job key prefix (<base>:)
   ARGV[2] time budget in microseconds
-  ARGV[3] the saved position: the id of the last entry acted on
+  ARGV[3] the position the caller knows (the id of the last entry acted on); the one saved
+          in KEYS[5] wins when there is one, so a reader that fell behind another never
+          re-reads what the other did
   ARGV[4] most entries to read
   ARGV[5] completed bound (highest score removed), or '' when no rule removes completed jobs
   ARGV[6] failed bound, likewise
@@ -26,7 +28,7 @@
 local eventsKey, metaKey, positionKey = KEYS[1], KEYS[4], KEYS[5]
 local queuePrefix = ARGV[1]
 local budget = tonumber(ARGV[2])
-local position = ARGV[3]
+local position = rcall('HGET', positionKey, ARGV[9]) or ARGV[3]
 local sets = {completed = KEYS[2], failed = KEYS[3]}
 local bounds = {completed = tonumber(ARGV[5]), failed = tonumber(ARGV[6])}
 local contexts = {completed = ARGV[7], failed = ARGV[8]}
