@@ -149,6 +149,15 @@ async function waitFor(what, check, ms = 15000) {
 // Starts `bullsweep daemon` with arguments in its own temporary directory (where its default
 // audit file goes, unless `cwd` is given). Its stderr is kept; `exited` resolves to
 // {code, signal} when it ends.
+const daemons = new Set();
+
+// Kills every daemon still running (SIGKILL), so a failed test never leaves one behind to
+// keep the test process alive.
+function stopDaemons() {
+  for (const proc of daemons) proc.kill('SIGKILL');
+  daemons.clear();
+}
+
 function startDaemon(args, { cwd, env = {} } = {}) {
   const dir = cwd || fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-daemon-'));
   const proc = spawn(BIN, ['daemon', '--discover-every', '200ms', ...args], {
@@ -156,7 +165,11 @@ function startDaemon(args, { cwd, env = {} } = {}) {
   });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  daemons.add(proc);
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => {
+    daemons.delete(proc);
+    resolve({ code, signal });
+  }));
   return {
     proc,
     dir,
@@ -173,5 +186,6 @@ async function httpGet(port, urlPath) {
 }
 
 module.exports = {
-  startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN, startDaemon, httpGet, freePort,
+  startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN, startDaemon, stopDaemons,
+  httpGet, freePort,
 };

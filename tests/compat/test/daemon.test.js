@@ -9,13 +9,16 @@ const os = require('node:os');
 const path = require('node:path');
 const { Queue, Worker } = require('bullmq');
 const {
-  startRedis, writePolicy, sleep, waitFor, startDaemon, httpGet, freePort, bullsweep,
+  startRedis, writePolicy, sleep, waitFor, startDaemon, stopDaemons, httpGet, freePort, bullsweep,
 } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 
 let redis;
 before(async () => { redis = await startRedis(); });
-after(() => redis.stop());
+after(() => {
+  stopDaemons();
+  redis.stop();
+});
 
 const range = (n) => Array.from({ length: n }, (_, i) => i);
 
@@ -74,6 +77,8 @@ policies:
   await waitFor('readyz', async () => (await httpGet(port, '/readyz').catch(() => ({}))).status === 200);
   assert.equal((await httpGet(port, '/healthz')).status, 200);
   await waitFor('the sweep', async () => (await queue.getCompletedCount()) === 0);
+  // The run is recorded once it has finished, a moment after its last removal.
+  await waitFor('the run recorded', async () => (await client.hget('bullsweep:lastrun', 'bull:sched')) !== null);
   const last = Number(await client.hget('bullsweep:lastrun', 'bull:sched'));
   assert.ok(last > Date.now() - 60000, `lastRunAt ${last}`);
   await waitFor('metrics', async () => {

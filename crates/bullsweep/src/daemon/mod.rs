@@ -69,6 +69,9 @@ struct Slot {
     due_ms: i64,
     /// The interval `schedule: auto` last computed.
     auto: Millis,
+    /// A full sweep was asked for (a gap in the events stream, a first read) and is still
+    /// owed, whatever the schedule says.
+    owed: bool,
 }
 
 /// The daemon's state between ticks.
@@ -385,6 +388,7 @@ impl Daemon {
                     policy,
                     due_ms: due,
                     auto,
+                    owed: false,
                 },
             );
         }
@@ -419,10 +423,16 @@ impl Daemon {
             .map(|mut s| std::mem::take(&mut *s))
             .unwrap_or_default();
         let now = now_ms();
+        for base in &asked {
+            if let Some(slot) = self.slots.get_mut(base) {
+                slot.owed = true;
+                slot.due_ms = slot.due_ms.min(now);
+            }
+        }
         let due: Vec<QueueId> = self
             .slots
             .values()
-            .filter(|s| s.due_ms <= now || asked.contains(&s.queue.base))
+            .filter(|s| s.due_ms <= now)
             .map(|s| s.queue.clone())
             .collect();
         if due.is_empty() {
@@ -432,7 +442,7 @@ impl Daemon {
             if self.shutdown.load(Ordering::Relaxed) {
                 break;
             }
-            let forced = asked.contains(&q.base);
+            let forced = self.slots.get(&q.base).is_some_and(|s| s.owed);
             if let Err(e) = self.run_queue(&q, forced).await {
                 self.metrics.redis_up.store(false, Ordering::Relaxed);
                 log("warn", &format!("{}: {e}; retrying later", q.base));
@@ -568,6 +578,9 @@ impl Daemon {
                 );
             }
             None => {
+                if let Some(slot) = self.slots.get_mut(&q.base) {
+                    slot.owed = false;
+                }
                 state::set_last_run(&mut self.con, &q.base, now).await?;
                 state::clear_failures(&mut self.con, &q.base).await?;
                 self.metrics.alert.get_or_create(&labels).set(0);
