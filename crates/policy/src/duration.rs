@@ -12,6 +12,11 @@ impl Millis {
     pub fn as_millis(self) -> u64 {
         self.0
     }
+
+    /// The instant this long before `now_ms` (both in ms since the epoch), saturating.
+    pub fn before(self, now_ms: i64) -> i64 {
+        now_ms.saturating_sub(i64::try_from(self.0).unwrap_or(i64::MAX))
+    }
 }
 
 impl fmt::Display for Millis {

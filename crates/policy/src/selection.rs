@@ -21,11 +21,10 @@ pub struct Selection {
 impl Selection {
     /// The selection a rule makes at `now_ms` (milliseconds since the epoch).
     pub fn at(rule: &EffectiveRule, now_ms: i64) -> Selection {
-        let cutoff = |ms: u64| now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX));
         Selection {
-            age_cutoff: rule.max_age.as_ref().map(|a| cutoff(a.value.as_millis())),
+            age_cutoff: rule.max_age.as_ref().map(|a| a.value.before(now_ms)),
             keep_newest: rule.max_count.as_ref().map(|c| c.value),
-            grace_cutoff: rule.keep_for.as_ref().map(|k| cutoff(k.value.as_millis())),
+            grace_cutoff: rule.keep_for.as_ref().map(|k| k.value.before(now_ms)),
         }
     }
 

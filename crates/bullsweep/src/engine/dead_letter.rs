@@ -27,10 +27,6 @@ pub(super) struct Lifecycle<'a> {
     pub archive: Option<&'a Result<ArchiveSink, String>>,
 }
 
-fn before(now_ms: i64, age: bullsweep_policy::Millis) -> i64 {
-    now_ms.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl Lifecycle<'_> {
     /// Runs the phases for both finished sets, then the archive purge; each phase's counts go
     /// into the queue report as `<state>:deadLetter-<phase>`.
@@ -52,7 +48,7 @@ impl Lifecycle<'_> {
                     con,
                     &keys,
                     state,
-                    before(now, self.phases.cold),
+                    self.phases.cold.before(now),
                     Action::Remove,
                     None,
                 )
@@ -72,7 +68,7 @@ impl Lifecycle<'_> {
                     con,
                     &keys,
                     state,
-                    before(now, self.phases.warm),
+                    self.phases.warm.before(now),
                     action,
                     Some(marker),
                 )
@@ -81,7 +77,7 @@ impl Lifecycle<'_> {
         }
         if let (Mode::Run, Some(sink)) = (self.mode, sink) {
             let purged = self
-                .purge_archive(con, sink, before(now, self.phases.purge_after))
+                .purge_archive(con, sink, self.phases.purge_after.before(now))
                 .await?;
             qr.states.insert("archive:deadLetter-purge".into(), purged);
         }

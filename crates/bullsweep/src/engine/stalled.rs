@@ -44,9 +44,7 @@ pub(super) async fn govern<C: ConnectionLike>(
     sr: &mut StateReport,
 ) -> RedisResult<()> {
     let keys = QueueKeys::new(&q.base);
-    let cutoff = opts
-        .now_ms
-        .saturating_sub(i64::try_from(rule.max_age.as_millis()).unwrap_or(i64::MAX));
+    let cutoff = rule.max_age.before(opts.now_ms);
     let prefix = keys.job_prefix();
     let mut candidates = Vec::new();
     let mut start = 0isize;
