@@ -1,13 +1,19 @@
 # bullsweep — `make demo` runs the product on a private Redis; `make test` runs every check.
-# Both install what is missing: redis-server (Debian package) and the Node compatibility suite.
+# Both install what is missing: redis-server and postgresql (Debian packages), moto (PyPI, in
+# a virtual environment under .venv) and the Node compatibility suite (npm ci).
 
 CARGO ?= cargo
 COMPAT := tests/compat
+VENV := $(CURDIR)/.venv
+# Python test tools live in the project's virtual environment, never system-wide.
+export PATH := $(VENV)/bin:$(PATH)
 
 .PHONY: demo test build release bench deps redis-server postgresql moto compat-deps lint unit compat
 
 demo: redis-server
-	$(CARGO) run --release --quiet -- demo
+	@echo "building bullsweep (release; the first build takes a few minutes)"
+	$(CARGO) build --release
+	./target/release/bullsweep demo
 
 test: deps lint unit compat
 
@@ -24,9 +30,10 @@ postgresql:
 		apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
 
 moto:
-	@command -v moto_server >/dev/null 2>&1 || { \
-		echo "installing moto[server]"; \
-		python3 -m pip install -q 'moto[server]==5.2.5'; }
+	@[ -x $(VENV)/bin/moto_server ] || { \
+		echo "installing moto[server] into $(VENV)"; \
+		python3 -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && python3 -m venv $(VENV); }; \
+		$(VENV)/bin/pip install -q 'moto[server]==5.2.5'; }
 
 compat-deps:
 	@[ -d $(COMPAT)/node_modules/bullmq ] || (cd $(COMPAT) && npm ci --no-audit --no-fund)

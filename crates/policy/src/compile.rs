@@ -909,6 +909,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             subjects,
             schedule,
             cost,
+            warnings: Vec::new(),
         })
     } else {
         c.errors.sort_by_key(|e| (e.pos.line, e.pos.column));

@@ -360,6 +360,8 @@ pub struct PolicySet {
     pub schedule: Schedule,
     /// Prices for `schedule: auto`.
     pub cost: CostModel,
+    /// What `check` should warn about (located like errors), though the file is valid.
+    pub warnings: Vec<String>,
 }
 
 impl PolicySet {

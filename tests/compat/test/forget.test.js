@@ -245,7 +245,7 @@ test('forget erases one person everywhere, once, and BullMQ keeps working', asyn
   assert.ok(text.includes(OTHER.email), 'Bob is still there');
   assert.equal((await grep(`fields.data.user.id=${ID}`)).length, 0);
   assert.equal((await grep(`fields.data.user.id=${OTHER.id}`)).length, 1, "Bob's archived job stays");
-  const ls = (await bullsweep([...args, 'archive', 'ls'])).stdout.trim().split('\n');
+  const ls = (await bullsweep([...args, '--json', 'archive', 'ls'])).stdout.trim().split('\n');
   assert.equal(ls.length, 1, ls.join('\n'));
   assert.equal(archiveFiles().length, 2, `only the rewritten segment and its manifest remain: ${archiveFiles()}`);
   for (const f of filesBefore) {

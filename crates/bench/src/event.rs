@@ -1,0 +1,444 @@
+//! `bullsweep bench --strategy event`: real BullMQ workers complete jobs at a steady rate on
+//! one queue while a contender removes them as their `completed` events arrive: the bullsweep
+//! daemon (`mode: event`), or the seed article's QueueEvents listener calling job.remove().
+//! Both leave one `removed` event per job, so the delay of each job is read the same way for
+//! both, from the queue's own events stream: the `removed` entry's time minus the `completed`
+//! entry's time (both Redis clock). Jobs completed but never removed are counted as missed.
+//!
+//! In production, workers run on machines of their own. On a small bench host they would take
+//! the CPU Redis needs, so with two CPUs or more the load is pinned to the last CPU, and Redis
+//! (when the bench started it) and the contender to the others (`taskset`); the report says so.
+
+use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
+use bullsweep_core::Error;
+use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use redis::aio::ConnectionManager;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const QUEUE: &str = "evbench";
+const BASE: &str = "bull:evbench";
+/// Events kept in the stream, so that every entry of a run can be read afterwards.
+const MAX_EVENTS: u64 = 5_000_000;
+
+/// One contender's figures for one round.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventMeasurement {
+    /// `bullsweep` or `bullmq`.
+    pub contender: String,
+    /// Round number (0 in the summary).
+    pub round: u32,
+    /// Jobs completed by the workers.
+    pub completed: u64,
+    /// Completions per second achieved by the load.
+    pub completed_per_sec: f64,
+    /// Delay from `completed` to removal, 50th percentile, ms.
+    pub p50_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// Worst delay, ms.
+    pub max_ms: f64,
+    /// Completed jobs never removed.
+    pub missed: u64,
+}
+
+/// The whole event run.
+#[derive(Debug, Serialize)]
+pub struct EventReport {
+    /// Always `event`.
+    pub strategy: String,
+    /// Completions per second asked of the load.
+    pub rate: u64,
+    /// Seconds of load per contender and round.
+    pub seconds: u64,
+    /// One row per contender and round.
+    pub rounds: Vec<EventMeasurement>,
+    /// Medians over rounds (the worst round for max and missed).
+    pub summary: Vec<EventMeasurement>,
+    /// BullMQ listener p99 divided by bullsweep p99, per round.
+    pub ratios_vs_bullmq: Vec<f64>,
+    /// How processes were placed on CPUs, when they were.
+    pub pinning: Option<String>,
+}
+
+/// CPU placement: the load on the last CPU, Redis and the contender on the rest.
+#[derive(Clone, Debug)]
+pub struct Pinning {
+    load: String,
+    rest: String,
+}
+
+impl Pinning {
+    /// The placement for this host, when it has two CPUs or more and `taskset`.
+    fn for_host() -> Option<Pinning> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let taskset = Command::new("taskset")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        (cpus >= 2 && taskset).then(|| Pinning {
+            load: (cpus - 1).to_string(),
+            rest: if cpus == 2 {
+                "0".into()
+            } else {
+                format!("0-{}", cpus - 2)
+            },
+        })
+    }
+
+    /// A command that runs `program` on `cpus` (or plainly, without pinning).
+    fn command(pin: Option<&str>, program: &std::path::Path) -> Command {
+        match pin {
+            Some(cpus) => {
+                let mut c = Command::new("taskset");
+                c.arg("-c").arg(cpus).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+}
+
+/// Runs the event bench against the Redis at `url` (flushed between runs).
+pub(crate) async fn run(
+    con: &mut ConnectionManager,
+    url: &str,
+    args: &BenchConfig,
+    node: &NodeTarget,
+    private_redis: bool,
+) -> Result<String, Error> {
+    let pinning = Pinning::for_host();
+    if let (Some(pin), true) = (&pinning, private_redis) {
+        let pid: i64 = redis::cmd("INFO")
+            .arg("server")
+            .query_async::<String>(con)
+            .await
+            .map_err(|e| Error::redis(url, &e))?
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        if pid > 0 {
+            let _ = Command::new("taskset")
+                .args(["-a", "-p", "-c", &pin.rest, &pid.to_string()])
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+    let mut report = EventReport {
+        strategy: "event".into(),
+        rate: args.rate,
+        seconds: args.seconds,
+        rounds: Vec::new(),
+        summary: Vec::new(),
+        ratios_vs_bullmq: Vec::new(),
+        pinning: pinning.as_ref().map(|p| {
+            format!(
+                "load (BullMQ workers) on CPU {}; contender{} on CPU {}",
+                p.load,
+                if private_redis { " and Redis" } else { "" },
+                p.rest
+            )
+        }),
+    };
+    for round in 1..=args.rounds.max(1) {
+        for contender in ["bullsweep", "bullmq"] {
+            eprintln!(
+                "round {round}: {contender}, {} completions/s for {} s",
+                args.rate, args.seconds
+            );
+            let mut m = measure(con, url, contender, args, node, pinning.as_ref()).await?;
+            m.round = round;
+            report.rounds.push(m);
+        }
+        let p99 = |name: &str| {
+            report
+                .rounds
+                .iter()
+                .find(|m| m.round == round && m.contender == name)
+                .map(|m| m.p99_ms)
+        };
+        if let (Some(ours), Some(theirs)) = (p99("bullsweep"), p99("bullmq")) {
+            report.ratios_vs_bullmq.push(theirs / ours.max(0.001));
+        }
+    }
+    redis::cmd("FLUSHDB")
+        .query_async::<()>(con)
+        .await
+        .map_err(|e| Error::redis(url, &e))?;
+    report.summary = ["bullsweep", "bullmq"]
+        .iter()
+        .map(|c| summarize(c, &report.rounds))
+        .collect();
+    if args.json {
+        serde_json::to_string(&report).map_err(Error::runtime)
+    } else {
+        Ok(table(&report))
+    }
+}
+
+fn median(values: Vec<f64>) -> f64 {
+    super::report::median(values).unwrap_or(f64::NAN)
+}
+
+fn summarize(contender: &str, rounds: &[EventMeasurement]) -> EventMeasurement {
+    let mine: Vec<&EventMeasurement> = rounds.iter().filter(|m| m.contender == contender).collect();
+    let of = |f: fn(&EventMeasurement) -> f64| median(mine.iter().map(|m| f(m)).collect());
+    EventMeasurement {
+        contender: contender.to_string(),
+        round: 0,
+        completed: of(|m| m.completed as f64) as u64,
+        completed_per_sec: of(|m| m.completed_per_sec),
+        p50_ms: of(|m| m.p50_ms),
+        p99_ms: of(|m| m.p99_ms),
+        max_ms: mine.iter().map(|m| m.max_ms).fold(0.0, f64::max),
+        missed: mine.iter().map(|m| m.missed).max().unwrap_or(0),
+    }
+}
+
+fn table(report: &EventReport) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
+        "contender",
+        "completed",
+        "completions/s",
+        "delay p50 ms",
+        "delay p99 ms",
+        "delay max ms",
+        "missed",
+    ]);
+    for m in &report.summary {
+        t.add_row(vec![
+            m.contender.clone(),
+            m.completed.to_string(),
+            format!("{:.0}", m.completed_per_sec),
+            format!("{:.1}", m.p50_ms),
+            format!("{:.1}", m.p99_ms),
+            format!("{:.1}", m.max_ms),
+            m.missed.to_string(),
+        ]);
+    }
+    let rounds = report.rounds.iter().map(|m| m.round).max().unwrap_or(0);
+    let each: Vec<String> = report
+        .ratios_vs_bullmq
+        .iter()
+        .map(|r| format!("{r:.2}x"))
+        .collect();
+    let mut out = format!(
+        "{} completions/s for {} s on one queue, removed on their `completed` events; medians of {rounds} rounds (max and missed: worst round)\n{t}\nBullMQ QueueEvents+job.remove() p99 / bullsweep daemon p99: {:.2}x median (rounds: {})\nbullmq = the seed article's listener: QueueEvents 'completed' -> Job.fromId -> job.remove()",
+        report.rate,
+        report.seconds,
+        median(report.ratios_vs_bullmq.clone()),
+        each.join(", ")
+    );
+    match &report.pinning {
+        Some(p) => out.push_str(&format!("\npinned: {p}")),
+        None => out.push_str("\nnot pinned: load, Redis and contender share every CPU"),
+    }
+    out
+}
+
+/// A contender process, killed when dropped.
+struct Contender(Child);
+
+impl Drop for Contender {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the bullsweep daemon with an event-mode policy, and waits until it reads the stream.
+async fn start_daemon(
+    con: &mut ConnectionManager,
+    url: &str,
+    dir: &std::path::Path,
+    pin: Option<&str>,
+) -> Result<Contender, Error> {
+    let io = |e: std::io::Error| Error::runtime(format!("cannot start the daemon: {e}"));
+    let policy = dir.join("bullsweep.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\nschedule: 1h\naudit: {{ url: \"file://{}\" }}\npolicies:\n  - {{ name: events, queueNamePattern: {QUEUE}, mode: event, rules: {{ completed: {{ maxCount: 0 }} }} }}\n",
+            dir.join("audit.jsonl").display()
+        ),
+    )
+    .map_err(io)?;
+    let log = std::fs::File::create(dir.join("daemon.log")).map_err(io)?;
+    let child = Pinning::command(pin, &std::env::current_exe().map_err(io)?)
+        .args(["daemon", "--redis", url, "--config"])
+        .arg(&policy)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(io)?;
+    let daemon = Contender(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let reading: bool = redis::cmd("HEXISTS")
+            .arg(bullsweep_core::daemon::state::CURSOR_KEY)
+            .arg(BASE)
+            .query_async(con)
+            .await
+            .map_err(|e| Error::redis(url, &e))?;
+        if reading {
+            return Ok(daemon);
+        }
+        if Instant::now() > deadline {
+            return Err(Error::runtime(format!(
+                "the daemon did not start reading events; see {}",
+                dir.join("daemon.log").display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts `events.js <mode> <host> <port> <db> <queue> <args…>` and waits for its `ready`.
+fn start_node(
+    node: &NodeTarget,
+    mode: &str,
+    args: &[String],
+    pin: Option<&str>,
+) -> Result<ReadyNode, Error> {
+    let mut command = Pinning::command(pin, std::path::Path::new("node"));
+    command
+        .arg(node.compat_dir.join("bench/events.js"))
+        .arg(mode);
+    let mut all = vec![QUEUE.to_string()];
+    all.extend_from_slice(args);
+    start_ready(command, node, &all)
+}
+
+async fn measure(
+    con: &mut ConnectionManager,
+    url: &str,
+    contender: &str,
+    args: &BenchConfig,
+    node: &NodeTarget,
+    pinning: Option<&Pinning>,
+) -> Result<EventMeasurement, Error> {
+    let rest = pinning.map(|p| p.rest.as_str());
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
+    redis::cmd("FLUSHDB")
+        .query_async::<()>(con)
+        .await
+        .map_err(redis_err)?;
+    redis::cmd("HSET")
+        .arg(format!("{BASE}:meta"))
+        .arg("opts.maxLenEvents")
+        .arg(MAX_EVENTS)
+        .query_async::<()>(con)
+        .await
+        .map_err(redis_err)?;
+    let dir = tempfile::tempdir().map_err(|e| Error::runtime(e.to_string()))?;
+    let _contender = match contender {
+        "bullsweep" => start_daemon(con, url, dir.path(), rest).await?,
+        _ => Contender(start_node(node, "listen", &[], rest)?.child),
+    };
+    let load_args = [args.rate.to_string(), args.seconds.to_string()];
+    let ReadyNode {
+        child: mut load,
+        mut lines,
+    } = start_node(node, "load", &load_args, pinning.map(|p| p.load.as_str()))?;
+    let node_err = |e: std::io::Error| Error::runtime(format!("the load failed: {e}"));
+    load.stdin
+        .as_mut()
+        .ok_or_else(|| Error::runtime("no stdin to node"))?
+        .write_all(b"go\n")
+        .map_err(node_err)?;
+    let result = lines.next().transpose().map_err(node_err)?;
+    let _ = load.wait();
+    let value: serde_json::Value = serde_json::from_str(result.as_deref().unwrap_or(""))
+        .map_err(|e| Error::runtime(format!("the load printed no result: {e}")))?;
+    let completed = value["completed"].as_u64().unwrap_or(0);
+    let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
+    // Give the contender a moment to catch up with the last events.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: u64 = redis::cmd("ZCARD")
+            .arg(format!("{BASE}:completed"))
+            .query_async(con)
+            .await
+            .map_err(redis_err)?;
+        if left == 0 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let delays = delays(con).await.map_err(redis_err)?;
+    let mut removed: Vec<f64> = delays.iter().filter_map(|d| *d).collect();
+    removed.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        removed
+            .get(((removed.len() as f64 * p).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Ok(EventMeasurement {
+        contender: contender.to_string(),
+        round: 0,
+        completed,
+        completed_per_sec: completed as f64 / (ms / 1_000.0),
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        max_ms: removed.last().copied().unwrap_or(f64::NAN),
+        missed: delays.iter().filter(|d| d.is_none()).count() as u64,
+    })
+}
+
+/// For each job completed in the stream: the ms from its `completed` entry to its `removed`
+/// entry, or `None` when it was not removed.
+async fn delays(con: &mut ConnectionManager) -> redis::RedisResult<Vec<Option<f64>>> {
+    let mut completed: HashMap<String, u64> = HashMap::new();
+    let mut removed: HashMap<String, u64> = HashMap::new();
+    let mut start = "-".to_string();
+    loop {
+        let page: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(format!("{BASE}:events"))
+            .arg(&start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(con)
+            .await?;
+        let Some(last) = page.ids.last().map(|e| e.id.clone()) else {
+            break;
+        };
+        for entry in &page.ids {
+            let ms = entry
+                .id
+                .split('-')
+                .next()
+                .and_then(|m| m.parse::<u64>().ok())
+                .unwrap_or(0);
+            let (Some(event), Some(job)) =
+                (entry.get::<String>("event"), entry.get::<String>("jobId"))
+            else {
+                continue;
+            };
+            match event.as_str() {
+                "completed" => {
+                    completed.insert(job, ms);
+                }
+                "removed" => {
+                    removed.entry(job).or_insert(ms);
+                }
+                _ => {}
+            }
+        }
+        start = format!("({last}");
+    }
+    Ok(completed
+        .iter()
+        .map(|(job, at)| removed.get(job).map(|r| r.saturating_sub(*at) as f64))
+        .collect())
+}

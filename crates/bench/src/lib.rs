@@ -1,0 +1,191 @@
+//! `bullsweep bench`: fills identical datasets of completed jobs and empties each with one
+//! contender (bullsweep's sweep, BullMQ's `Queue.clean` through Node, a naive ZSCAN + UNLINK
+//! loop) while a second client PINGs every millisecond. Reports wall time, jobs/s, the probe's
+//! latency percentiles, Redis CPU and memory freed, and the ratio to BullMQ from the same run.
+//!
+//! The contenders are in `contenders`, the probe and Redis counters in `probe`, the Node
+//! runner in `node`, the figures and their table in `report`, and `--strategy event` in
+//! `event`.
+#![deny(missing_docs)]
+
+mod contenders;
+mod event;
+mod node;
+mod probe;
+mod report;
+
+pub use report::{BenchReport, Measurement};
+
+use bullsweep_core::Error;
+use bullsweep_testkit::PrivateRedis;
+use contenders::{measure, measure_forget};
+use node::{NodeTarget, ReadyNode, start_ready};
+use probe::{slowlog_begin, slowlog_end};
+use report::{bench_table, median, summarize};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// What `bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Removing completed jobs: bullsweep vs `Queue.clean` vs a naive sweep.
+    Sweep,
+    /// `action: archive` to a local directory: archive, verify, then delete.
+    Archive,
+    /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
+    /// `Queue.getJobs` pages filtered in JS.
+    Forget,
+    /// The daemon's event-driven removal: delay from `completed` to removal at `--rate`
+    /// completions per second, against a QueueEvents listener calling job.remove().
+    Event,
+}
+
+/// Queues the forget dataset is spread over.
+pub(crate) const FORGET_QUEUES: u64 = 20;
+/// The user the forget contenders erase (the seed names users `u0` … `u9972` in turn).
+pub(crate) const FORGET_SUBJECT: &str = "u42";
+
+/// What to measure, and where.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// Completed jobs in each dataset.
+    pub jobs: u64,
+    /// Approximate size of each job hash in bytes.
+    pub job_bytes: usize,
+    /// What to measure.
+    pub strategy: Strategy,
+    /// Rounds; contenders are interleaved in each, and medians reported.
+    pub rounds: u32,
+    /// `Strategy::Event`: completions per second.
+    pub rate: u64,
+    /// `Strategy::Event`: seconds of load per contender and round.
+    pub seconds: u64,
+    /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.
+    pub compat_dir: PathBuf,
+    /// A Redis to measure on (flushed between runs); a private one when `None`.
+    pub redis: Option<String>,
+    /// Print JSON instead of a table.
+    pub json: bool,
+}
+
+pub(crate) const QUEUE: &str = "bench";
+pub(crate) const BASE: &str = "bull:bench";
+
+/// Runs `bench`.
+/// Runs the bench and returns what to print: the table, or JSON.
+pub async fn run(args: &BenchConfig) -> Result<String, Error> {
+    let (server, url) = match &args.redis {
+        Some(url) => (None, url.clone()),
+        None => {
+            let server = PrivateRedis::start()
+                .map_err(|e| Error::runtime(format!("cannot start a private Redis: {e}")))?;
+            let url = server.url(0);
+            (Some(server), url)
+        }
+    };
+    let mut con = bullsweep_core::ops::connect(&url).await?;
+    let redis_err = |e: redis::RedisError| Error::redis(&url, &e);
+    let info = bullsweep_core::ops::connect::client(&url)?
+        .get_connection_info()
+        .clone();
+    let (host, port) = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+        other => {
+            return Err(Error::config(format!(
+                "bench needs a plain TCP Redis URL, got {other}"
+            )));
+        }
+    };
+    let node = NodeTarget {
+        script: args.compat_dir.join("bench/clean.js"),
+        compat_dir: args.compat_dir.clone(),
+        host,
+        port,
+        db: info.redis_settings().db(),
+        password: info.redis_settings().password().map(str::to_string),
+    };
+
+    let mut report = BenchReport {
+        strategy: format!("{:?}", args.strategy).to_lowercase(),
+        jobs: args.jobs,
+        job_bytes: args.job_bytes,
+        rounds: Vec::new(),
+        summary: Vec::new(),
+        ratios_vs_bullmq: Vec::new(),
+        ratio_vs_bullmq: None,
+        skipped: Vec::new(),
+    };
+    let node_ready = args.compat_dir.join("node_modules/bullmq").is_dir()
+        && Command::new("node")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if !node_ready {
+        report.skipped.push(format!(
+            "bullmq: Node or {}/node_modules/bullmq is missing (run `npm ci` there)",
+            args.compat_dir.display()
+        ));
+    }
+    if args.strategy == Strategy::Event {
+        if !node_ready {
+            return Err(Error::config(report.skipped.join("; "))
+                .with_hint("the event bench needs Node and BullMQ for its load"));
+        }
+        return event::run(&mut con, &url, args, &node, server.is_some()).await;
+    }
+    let contenders: Vec<&str> = match args.strategy {
+        Strategy::Sweep => ["bullsweep", "bullmq", "naive", "lean"]
+            .into_iter()
+            .filter(|c| *c != "bullmq" || node_ready)
+            .collect(),
+        Strategy::Archive | Strategy::Event => vec!["archive"],
+        Strategy::Forget => ["bullsweep", "bullmq"]
+            .into_iter()
+            .filter(|c| *c != "bullmq" || node_ready)
+            .collect(),
+    };
+
+    let saved_slowlog = slowlog_begin(&mut con).await.map_err(redis_err)?;
+    // Why rounds: on a shared 2-vCPU host one run's ratio swings by tens of percent; contenders
+    // are interleaved within each round and the medians are reported.
+    for round in 1..=args.rounds.max(1) {
+        for contender in &contenders {
+            eprintln!("round {round}: {contender}, seeding {} jobs", args.jobs);
+            let mut m = match args.strategy {
+                Strategy::Forget => measure_forget(&mut con, &url, contender, args, &node).await?,
+                _ => measure(&mut con, &url, contender, args, &node).await?,
+            };
+            m.round = round;
+            report.rounds.push(m);
+        }
+        let rate = |name: &str| {
+            report
+                .rounds
+                .iter()
+                .find(|m| m.round == round && m.contender == name)
+                .map(|m| m.jobs_per_sec)
+        };
+        if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate("bullmq")) {
+            report.ratios_vs_bullmq.push(ours / theirs);
+        }
+    }
+    redis::cmd("FLUSHDB")
+        .query_async::<()>(&mut con)
+        .await
+        .map_err(redis_err)?;
+    slowlog_end(&mut con, saved_slowlog)
+        .await
+        .map_err(redis_err)?;
+
+    report.summary = contenders
+        .iter()
+        .map(|c| summarize(c, &report.rounds))
+        .collect();
+    report.ratio_vs_bullmq = median(report.ratios_vs_bullmq.clone());
+    if args.json {
+        serde_json::to_string(&report).map_err(Error::runtime)
+    } else {
+        Ok(bench_table(&report))
+    }
+}

@@ -1,0 +1,101 @@
+//! Running the BullMQ contenders: Node scripts in the compatibility package.
+
+use super::QUEUE;
+use super::probe::Prober;
+use bullsweep_core::Error;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Where the BullMQ contender connects.
+pub(crate) struct NodeTarget {
+    pub(crate) script: PathBuf,
+    pub(crate) compat_dir: PathBuf,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) db: i64,
+    pub(crate) password: Option<String>,
+}
+
+/// BullMQ's Queue.clean in a Node process; the probe runs only while clean() runs.
+pub(crate) fn run_bullmq(node: &NodeTarget, url: &str) -> Result<(u64, f64, Vec<Duration>), Error> {
+    let (value, probes) = run_node(node, &node.script, &[QUEUE.to_string()], url)?;
+    let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
+    let removed = value["removed"].as_u64().unwrap_or(0);
+    Ok((removed, ms / 1_000.0, probes))
+}
+
+/// A Node process that said `ready`, and the rest of its stdout.
+pub(crate) struct ReadyNode {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its stdout, after `ready`.
+    pub lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+/// Starts `command` (a Node script) with `<host> <port> <db>` and `args` appended, stdin and
+/// stdout piped and the Redis password in the environment, and waits for its `ready` line.
+pub(crate) fn start_ready(
+    mut command: Command,
+    node: &NodeTarget,
+    args: &[String],
+) -> Result<ReadyNode, Error> {
+    let node_err = |e: std::io::Error| Error::runtime(format!("Node script failed: {e}"));
+    let mut child = command
+        .arg(&node.host)
+        .arg(node.port.to_string())
+        .arg(node.db.to_string())
+        .args(args)
+        .env(
+            "BULLSWEEP_BENCH_REDIS_PASSWORD",
+            node.password.as_deref().unwrap_or(""),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(node_err)?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Error::runtime("no stdout from node"))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let ready = lines.next().transpose().map_err(node_err)?;
+    if ready.as_deref() != Some("ready") {
+        let _ = child.kill();
+        return Err(Error::runtime(format!(
+            "the Node script did not start (said {ready:?})"
+        )));
+    }
+    Ok(ReadyNode { child, lines })
+}
+
+/// Runs a Node contender (`<script> <host> <port> <db> <args…>`): waits for its `ready`,
+/// starts the probe, says go, and returns the JSON line it prints with the probe's samples.
+pub(crate) fn run_node(
+    node: &NodeTarget,
+    script: &std::path::Path,
+    args: &[String],
+    url: &str,
+) -> Result<(serde_json::Value, Vec<Duration>), Error> {
+    let node_err = |e: std::io::Error| Error::runtime(format!("BullMQ contender failed: {e}"));
+    let mut command = Command::new("node");
+    command.arg(script);
+    let ReadyNode {
+        mut child,
+        mut lines,
+    } = start_ready(command, node, args)?;
+    let prober = Prober::start(url)?;
+    child
+        .stdin
+        .as_mut()
+        .ok_or_else(|| Error::runtime("no stdin to node"))?
+        .write_all(b"go\n")
+        .map_err(node_err)?;
+    let result = lines.next().transpose().map_err(node_err)?;
+    let probes = prober.finish();
+    let _ = child.wait();
+    let value: serde_json::Value = serde_json::from_str(result.as_deref().unwrap_or(""))
+        .map_err(|e| Error::runtime(format!("BullMQ contender printed no result: {e}")))?;
+    Ok((value, probes))
+}

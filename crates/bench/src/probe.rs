@@ -1,0 +1,153 @@
+//! What is measured around a contender: a client that PINGs every millisecond, Redis's own
+//! CPU and slow log, and this process's peak memory.
+
+use bullsweep_core::Error;
+use redis::aio::ConnectionManager;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// PINGs Redis every millisecond from its own connection until stopped.
+pub(crate) struct Prober {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<Duration>>,
+}
+
+impl Prober {
+    pub(crate) fn start(url: &str) -> Result<Self, Error> {
+        let client = redis::Client::open(url).map_err(|e| Error::redis(url, &e))?;
+        let mut con = client.get_connection().map_err(|e| Error::redis(url, &e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                let sent = Instant::now();
+                if redis::cmd("PING").query::<String>(&mut con).is_err() {
+                    break;
+                }
+                let took = sent.elapsed();
+                samples.push(took);
+                if let Some(rest) = Duration::from_millis(1).checked_sub(took) {
+                    std::thread::sleep(rest);
+                }
+            }
+            samples
+        });
+        Ok(Prober { stop, handle })
+    }
+
+    pub(crate) fn finish(self) -> Vec<Duration> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[idx].as_secs_f64() * 1_000.0
+}
+
+pub(crate) async fn info_number(
+    con: &mut ConnectionManager,
+    section: &str,
+    fields: &[&str],
+) -> Result<f64, redis::RedisError> {
+    let info: String = redis::cmd("INFO").arg(section).query_async(con).await?;
+    Ok(info
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| fields.contains(k))
+        .filter_map(|(_, v)| v.trim().parse::<f64>().ok())
+        .sum())
+}
+
+/// This process's peak resident memory (VmHWM), in MB; 0 where /proc is not available.
+pub(crate) fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Makes SLOWLOG record every call of 1 ms or more; returns the settings to restore.
+pub(crate) async fn slowlog_begin(
+    con: &mut ConnectionManager,
+) -> Result<(String, String), redis::RedisError> {
+    let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
+    let threshold: Vec<String> = get("slowlog-log-slower-than").query_async(con).await?;
+    let max_len: Vec<String> = get("slowlog-max-len").query_async(con).await?;
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(1000)
+        .arg("slowlog-max-len")
+        .arg(100_000)
+        .query_async::<()>(con)
+        .await?;
+    Ok((
+        threshold.get(1).cloned().unwrap_or_else(|| "10000".into()),
+        max_len.get(1).cloned().unwrap_or_else(|| "128".into()),
+    ))
+}
+
+pub(crate) async fn slowlog_end(
+    con: &mut ConnectionManager,
+    saved: (String, String),
+) -> Result<(), redis::RedisError> {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(saved.0)
+        .arg("slowlog-max-len")
+        .arg(saved.1)
+        .query_async::<()>(con)
+        .await
+}
+
+/// Resets SLOWLOG and reads Redis's CPU seconds, just before a contender starts.
+pub(crate) async fn start_counters(con: &mut ConnectionManager) -> Result<f64, redis::RedisError> {
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async::<()>(con)
+        .await?;
+    info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await
+}
+
+/// The longest call since [`start_counters`] (ms) and the Redis CPU seconds spent since.
+pub(crate) async fn stop_counters(
+    con: &mut ConnectionManager,
+    cpu_before: f64,
+) -> Result<(f64, f64), redis::RedisError> {
+    let longest = slowlog_max_ms(con).await?;
+    let cpu_after = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await?;
+    Ok((longest, cpu_after - cpu_before))
+}
+
+/// The longest call SLOWLOG holds, in ms (0 when none took 1 ms).
+pub(crate) async fn slowlog_max_ms(con: &mut ConnectionManager) -> Result<f64, redis::RedisError> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(100_000)
+        .query_async(con)
+        .await?;
+    let longest = entries
+        .iter()
+        .filter_map(|e| match e {
+            redis::Value::Array(fields) => match fields.get(2) {
+                Some(redis::Value::Int(us)) => Some(*us),
+                _ => None,
+            },
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    Ok(longest as f64 / 1_000.0)
+}

@@ -1,0 +1,303 @@
+//! The command line's arguments, as clap parses them. Values are checked and turned into the
+//! library's plain settings in the commands, never here.
+
+use bullsweep_core::ops::DEFAULT_REDIS_URL;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Retention governance for BullMQ queues on Redis.
+#[derive(Debug, Parser)]
+#[command(
+    name = "bullsweep",
+    version,
+    about,
+    long_about = None,
+    after_help = "Example:\n  bullsweep --config policies.yaml plan --queue 'billing*'"
+)]
+pub struct Cli {
+    /// Redis to govern; a `/N` suffix selects database N [default: redis://127.0.0.1:6379].
+    #[arg(long, global = true, env = "BULLSWEEP_REDIS_URL")]
+    pub redis: Option<String>,
+    /// Policy file (YAML or JSON).
+    #[arg(
+        long,
+        global = true,
+        env = "BULLSWEEP_CONFIG",
+        default_value = "bullsweep.yaml"
+    )]
+    pub config: PathBuf,
+    /// Environment in force: queues whose layout has no {env} take it, and queues of other
+    /// environments are left out.
+    #[arg(long, global = true)]
+    pub env: Option<String>,
+    /// Print machine-readable JSON on stdout (and errors as JSON on stderr).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// The Redis URL in force.
+    pub fn redis_url(&self) -> &str {
+        self.redis.as_deref().unwrap_or(DEFAULT_REDIS_URL)
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate the policy file and print the resolved policy set.
+    #[command(after_help = "Example:\n  bullsweep --config policies.yaml check")]
+    Check,
+    /// Show the effective rules for one queue and where each field comes from.
+    #[command(after_help = "Example:\n  bullsweep explain bull:acme:prod:billing-export")]
+    Explain {
+        /// The queue's key base, e.g. `bull:acme:prod:billing-export`.
+        queue_key_base: String,
+    },
+    /// Dry run: show what the policies would do to each queue. Changes nothing.
+    #[command(after_help = "Example:\n  bullsweep plan --queue 'billing*' --detailed-exitcode")]
+    Plan(PlanArgs),
+    /// Apply the policies.
+    #[command(after_help = "Example:\n  bullsweep run --queue 'billing*'")]
+    Run(QueueArgs),
+    /// Start a private Redis, seed a multi-tenant dataset in BullMQ's format, then plan and
+    /// run on it.
+    #[command(after_help = "Example:\n  bullsweep demo --jobs 10000 --keep")]
+    Demo {
+        /// Jobs to seed.
+        #[arg(long, default_value_t = 60_000)]
+        jobs: u64,
+        /// Leave the demo's folder (policy, archive, audit trail) in place to explore.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Govern queues around the clock: schedules, events, locks, metrics.
+    #[command(after_help = "Example:\n  bullsweep daemon --listen 127.0.0.1:9464")]
+    Daemon(DaemonArgs),
+    /// Erase one person's jobs and every copy of them, everywhere; prints a JSON receipt.
+    #[command(
+        after_help = "Example:\n  bullsweep forget --subject user=u-1042 --request-id GDPR-2026-0042 --dry-run"
+    )]
+    Forget(ForgetArgs),
+    /// Measure bullsweep against BullMQ's Queue.clean and a naive ZSCAN + UNLINK sweep.
+    #[command(after_help = "Example:\n  bullsweep bench --jobs 200000 --rounds 3")]
+    Bench(BenchArgs),
+    /// Read and check the audit trail.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Read the archive.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Example:\n  bullsweep completions bash > /etc/bash_completion.d/bullsweep"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    #[command(after_help = "Example:\n  bullsweep man > /usr/local/share/man/man1/bullsweep.1")]
+    Man,
+}
+
+/// Which queues a command covers.
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// Only queues whose name or key base matches this glob, e.g. `billing*`.
+    #[arg(long, value_name = "GLOB")]
+    pub queue: Option<String>,
+}
+
+/// `plan` options.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Which queues.
+    #[command(flatten)]
+    pub queues: QueueArgs,
+    /// Exit 0 when there is nothing to do, 2 when changes are pending, 1 on error.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+}
+
+/// `daemon` options.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// How often to look for new queues: a duration such as `30s`.
+    #[arg(long, default_value = "30s")]
+    pub discover_every: String,
+    /// Which queues.
+    #[command(flatten)]
+    pub queues: QueueArgs,
+}
+
+/// `forget` options.
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// The subject, as `<name>=<id>`; the name is a `subjects:` entry of the policy file.
+    #[arg(long)]
+    pub subject: String,
+    /// Only this tenant's queues (and, where a queue's key names no tenant, jobs whose data
+    /// names it at the subject's `tenantPath`).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// The erasure request's id: recorded with every audit event and in the receipt.
+    #[arg(long)]
+    pub request_id: String,
+    /// Find and report everything that would be erased; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long to wait for active (locked) jobs to finish before reporting them pending,
+    /// e.g. `30s` or `5m`.
+    #[arg(long, default_value = "5m")]
+    pub wait_active: String,
+}
+
+/// What `bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StrategyArg {
+    /// Removing completed jobs: bullsweep vs `Queue.clean` vs a naive sweep.
+    Sweep,
+    /// `action: archive` to a local directory: archive, verify, then delete.
+    Archive,
+    /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
+    /// `Queue.getJobs` pages filtered in JS.
+    Forget,
+    /// The daemon's event-driven removal: delay from `completed` to removal at `--rate`
+    /// completions per second, against a QueueEvents listener calling job.remove().
+    Event,
+}
+
+/// `bench` options.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Completed jobs in each dataset.
+    #[arg(long, default_value_t = 200_000)]
+    pub jobs: u64,
+    /// Approximate size of each job hash in bytes.
+    #[arg(long, default_value_t = 1_500)]
+    pub job_bytes: usize,
+    /// What to measure.
+    #[arg(long, value_enum, default_value_t = StrategyArg::Sweep)]
+    pub strategy: StrategyArg,
+    /// Rounds; contenders are interleaved in each, and medians reported.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// `--strategy event`: completions per second.
+    #[arg(long, default_value_t = 5_000)]
+    pub rate: u64,
+    /// `--strategy event`: seconds of load per contender and round.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.
+    #[arg(long, env = "BULLSWEEP_COMPAT_DIR", default_value = "tests/compat")]
+    pub compat_dir: PathBuf,
+}
+
+/// `bullsweep archive …`.
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// List segments (from their manifests), oldest path first.
+    #[command(after_help = "Example:\n  bullsweep archive ls --tenant acme --since 7d")]
+    Ls {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only queues whose name or key base matches this glob.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only segments holding jobs finished at or after this: a duration such as `7d`, or ms.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only segments holding jobs finished before this: a duration such as `1d`, or ms.
+        #[arg(long)]
+        until: Option<String>,
+    },
+    /// Print a segment's records as JSON lines, after checking it against its manifest.
+    #[command(
+        after_help = "Example:\n  bullsweep archive cat acme/billing/2026-11-30/failed-1.jsonl.zst"
+    )]
+    Cat {
+        /// The segment path as `archive ls` prints it, or its absolute path in a local archive.
+        segment: String,
+    },
+    /// Print the archived records (JSON lines) where a JSON path holds a value, e.g.
+    /// `fields.data.user.id=u7`, `id=1042` or `fields.data.items[*].sku=A-1`.
+    #[command(after_help = "Example:\n  bullsweep archive grep fields.data.user.id=u7")]
+    Grep {
+        /// `<path>=<value>`; the path is over the record as `archive cat` prints it.
+        filter: String,
+    },
+    /// Put an archived job back into BullMQ (its newest copy, if archived more than once).
+    #[command(
+        after_help = "Example:\n  bullsweep archive restore bull:acme:prod:billing 21 --as original"
+    )]
+    Restore {
+        /// The queue's key base, e.g. `bull:acme:prod:billing`.
+        queue: String,
+        /// The job id.
+        id: String,
+        /// `new`: a new job in wait with the same name, data and options, to run again.
+        /// `original`: the same id, back in its finished set with every field and its logs
+        /// (refused when that id exists).
+        #[arg(long = "as", value_enum, default_value_t = RestoreAs::New)]
+        restore_as: RestoreAs,
+    },
+}
+
+/// How `archive restore` puts a job back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RestoreAs {
+    /// A new waiting job.
+    New,
+    /// The original job, in its original state.
+    Original,
+}
+
+/// `bullsweep audit …`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check every link of the hash chain and compare its head with the checkpoint in Redis;
+    /// exits 1 at the first broken link or when the trail was cut short.
+    #[command(after_help = "Example:\n  bullsweep audit verify --json")]
+    Verify,
+    /// Print the newest events, oldest first.
+    #[command(after_help = "Example:\n  bullsweep audit tail -n 20")]
+    Tail {
+        /// How many events.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        lines: usize,
+    },
+    /// Print the events that match every filter given, oldest first.
+    #[command(
+        after_help = "Example:\n  bullsweep audit query --queue 'billing*' --since 24h --action remove"
+    )]
+    Query {
+        /// Queue name or key base, or a glob on either.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only events newer than this: a duration such as `24h`, or ms since the epoch.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this action (`remove`, …).
+        #[arg(long)]
+        action: Option<String>,
+    },
+    /// Print the SQL that creates the PostgreSQL audit table, its guard trigger and read
+    /// functions, and lets WRITER append (INSERT only). Run it once with psql as the owner.
+    #[command(
+        after_help = "Example:\n  bullsweep audit schema --writer bullsweep | psql -U postgres ops"
+    )]
+    Schema {
+        /// The role bullsweep connects as.
+        #[arg(long, default_value = "bullsweep")]
+        writer: String,
+    },
+}

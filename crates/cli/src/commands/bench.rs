@@ -1,0 +1,28 @@
+//! `bench`: the harness in `bullsweep-bench`, on the Redis of `--redis` or a private one.
+
+use crate::args::{BenchArgs, Cli, StrategyArg};
+use crate::error::CliError;
+use crate::output::print_text;
+use bullsweep_bench::{BenchConfig, Strategy};
+
+/// Runs the bench and prints its table (or JSON).
+pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
+    let config = BenchConfig {
+        jobs: args.jobs,
+        job_bytes: args.job_bytes,
+        strategy: match args.strategy {
+            StrategyArg::Sweep => Strategy::Sweep,
+            StrategyArg::Archive => Strategy::Archive,
+            StrategyArg::Forget => Strategy::Forget,
+            StrategyArg::Event => Strategy::Event,
+        },
+        rounds: args.rounds,
+        rate: args.rate,
+        seconds: args.seconds,
+        compat_dir: args.compat_dir.clone(),
+        redis: cli.redis.clone(),
+        json: cli.json,
+    };
+    print_text(&bullsweep_bench::run(&config).await?)?;
+    Ok(0)
+}

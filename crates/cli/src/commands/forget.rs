@@ -1,0 +1,70 @@
+//! `forget`: erase one data subject everywhere bullsweep governs, and print the JSON receipt
+//! on stdout.
+
+use super::load_policies;
+use crate::args::{Cli, ForgetArgs};
+use crate::error::{CliError, EXIT_FAILURE};
+use crate::output::print_text;
+use bullsweep_core::ops::{self, forget::ForgetOptions};
+use std::time::Duration;
+
+/// Runs `forget`: exit 1 when something is still pending (an active job).
+pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
+    let (name, value) = args.subject.split_once('=').ok_or_else(|| {
+        CliError::usage(format!("--subject `{}` is not `<name>=<id>`", args.subject))
+            .with_hint("e.g. --subject user=u-1042")
+    })?;
+    if name.trim().is_empty() {
+        return Err(CliError::usage("--subject names no subject before `=`")
+            .with_hint("e.g. --subject user=u-1042"));
+    }
+    if value.trim().is_empty() {
+        return Err(CliError::usage(format!(
+            "--subject {name}= has an empty id: it would match nothing, or everything"
+        )));
+    }
+    if args.request_id.trim().is_empty() {
+        return Err(CliError::usage("--request-id is empty")
+            .with_hint("pass the erasure request's id, e.g. --request-id GDPR-2026-0042"));
+    }
+    if matches!(&args.tenant, Some(t) if t.trim().is_empty()) {
+        return Err(CliError::usage("--tenant is empty"));
+    }
+    let wait_active = bullsweep_policy::parse_duration_str(&args.wait_active)
+        .map_err(|e| CliError::usage(format!("--wait-active: {e}")))?;
+    let set = load_policies(cli)?;
+    let mut con = ops::connect(cli.redis_url()).await?;
+    let opts = ForgetOptions {
+        subject: name.to_string(),
+        value: value.to_string(),
+        tenant: args.tenant.clone(),
+        request_id: args.request_id.clone(),
+        dry_run: args.dry_run,
+        wait_active: Duration::from_millis(wait_active.as_millis()),
+        env: cli.env.clone(),
+    };
+    let receipt = ops::forget::forget(&mut con, cli.redis_url(), &set, opts).await?;
+    let text = if cli.json {
+        serde_json::to_string(&receipt)
+    } else {
+        serde_json::to_string_pretty(&receipt)
+    }
+    .map_err(|e| CliError::runtime(format!("cannot encode the receipt: {e}")))?;
+    print_text(&text)?;
+    if !cli.json {
+        eprintln!(
+            "forget {}: {} ({} jobs scanned in {:.2}s, {} queues, {} archive segments)",
+            receipt.request_id,
+            receipt.status,
+            receipt.scan.jobs,
+            receipt.scan.seconds,
+            receipt.queues_scanned,
+            receipt.archive_segments_scanned
+        );
+    }
+    Ok(if receipt.status == "pending" {
+        EXIT_FAILURE
+    } else {
+        0
+    })
+}

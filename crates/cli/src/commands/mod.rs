@@ -1,0 +1,60 @@
+//! One file per command: each parses what is left of its arguments, calls the library, and
+//! renders the result. No command calls another, and none holds business logic.
+
+mod archive;
+mod audit;
+mod bench;
+mod daemon;
+mod demo;
+mod docs;
+mod forget;
+mod policy;
+mod sweep;
+
+use crate::args::{Cli, Command};
+use crate::error::CliError;
+use bullsweep_core::ops;
+use bullsweep_policy::{NamePattern, PolicySet};
+
+/// Runs the command and returns the exit status.
+pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
+    match &cli.command {
+        Command::Check => policy::check(cli),
+        Command::Explain { queue_key_base } => policy::explain(cli, queue_key_base),
+        Command::Plan(args) => sweep::plan(cli, args).await,
+        Command::Run(args) => sweep::run(cli, args).await,
+        Command::Demo { jobs, keep } => demo::run(*jobs, *keep).await,
+        Command::Daemon(args) => daemon::run(cli, args).await,
+        Command::Forget(args) => forget::run(cli, args).await,
+        Command::Bench(args) => bench::run(cli, args).await,
+        Command::Audit(command) => audit::run(cli, command).await,
+        Command::Archive(command) => archive::run(cli, command).await,
+        Command::Completions { shell } => docs::completions(*shell),
+        Command::Man => docs::man(),
+    }
+}
+
+/// Reads and validates the policy file; any problem is a usage error (exit 2).
+fn load_policies(cli: &Cli) -> Result<PolicySet, CliError> {
+    Ok(ops::load_policy_file(&cli.config)?)
+}
+
+/// A `--queue` glob.
+fn queue_glob(value: Option<&str>) -> Result<Option<NamePattern>, CliError> {
+    value
+        .map(NamePattern::new)
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--queue: {e}")))
+}
+
+/// `--since`/`--until` values: ms since the epoch, or a duration before now.
+fn instant_arg(flag: &str, value: Option<&str>) -> Result<Option<i64>, CliError> {
+    value
+        .map(|s| match s.parse::<i64>() {
+            Ok(ms) => Ok(ms),
+            Err(_) => bullsweep_policy::parse_duration_str(s)
+                .map(|d| ops::now_ms() - d.as_millis() as i64),
+        })
+        .transpose()
+        .map_err(|e| CliError::usage(format!("{flag}: {e}")))
+}

@@ -1,0 +1,76 @@
+//! `plan` and `run`: the audited sweep, with a spinner on a terminal, the table (or JSON),
+//! warnings on stderr and a summary line.
+
+use super::{load_policies, queue_glob};
+use crate::args::{Cli, PlanArgs, QueueArgs};
+use crate::error::{CliError, EXIT_FAILURE, EXIT_USAGE};
+use crate::output::{print_out, warn};
+use crate::render;
+use bullsweep_core::engine::{Mode, Report};
+use bullsweep_core::ops::{self, RunScope};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// `plan`: exit 1 when a queue failed; with `--detailed-exitcode`, 2 when changes are pending.
+pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
+    let report = sweep(cli, &args.queues, Mode::Plan).await?;
+    Ok(if report.has_errors() {
+        EXIT_FAILURE
+    } else if args.detailed_exitcode && report.matched() > 0 {
+        EXIT_USAGE
+    } else {
+        0
+    })
+}
+
+/// `run`: exit 1 when a queue failed.
+pub async fn run(cli: &Cli, args: &QueueArgs) -> Result<i32, CliError> {
+    let report = sweep(cli, args, Mode::Run).await?;
+    Ok(if report.has_errors() { EXIT_FAILURE } else { 0 })
+}
+
+async fn sweep(cli: &Cli, args: &QueueArgs, mode: Mode) -> Result<Report, CliError> {
+    let set = load_policies(cli)?;
+    let scope = RunScope {
+        env: cli.env.clone(),
+        queue_glob: queue_glob(args.queue.as_deref())?,
+        ..RunScope::default()
+    };
+    let mut con = ops::connect(cli.redis_url()).await?;
+    let bar = (mode == Mode::Run && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} acted on {human_pos} jobs ({per_sec}) {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner())
+            .with_key(
+                "per_sec",
+                |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{}/s", render::thousands(state.per_sec() as u64));
+                },
+            ),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    });
+    let started = Instant::now();
+    let progress = |n: u64| {
+        if let Some(bar) = &bar {
+            bar.inc(n);
+        }
+    };
+    let report = ops::audited_sweep(&mut con, cli.redis_url(), &set, scope, mode, &progress).await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    for warning in &report.warnings {
+        warn(cli.json, warning);
+    }
+    print_out(cli.json, &report, || render::report_text(&report, mode))?;
+    if mode == Mode::Run && !cli.json {
+        eprintln!("finished in {:.2?}", started.elapsed());
+    }
+    Ok(report)
+}

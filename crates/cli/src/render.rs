@@ -1,0 +1,534 @@
+//! Human tables and JSON views of policy sets, explanations and reports.
+
+use bullsweep_core::engine::{Mode, Report};
+use bullsweep_policy::{
+    DeadLetter, EffectivePolicy, EffectiveRule, JobState, Policy, PolicySet, QueueId, Resolution,
+    RunMode, Schedule, StalledRule, StateRule, StateRules,
+};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_BORDERS_ONLY};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// A table that wraps its cells to fit the terminal (when output is one).
+pub fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
+    t
+}
+
+fn rule_text(rule: &StateRule) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = rule.max_age {
+        parts.push(format!("maxAge {v}"));
+    }
+    if let Some(v) = rule.max_count {
+        parts.push(format!("maxCount {v}"));
+    }
+    if let Some(v) = rule.keep_for {
+        parts.push(format!("keepFor {v}"));
+    }
+    if let Some(v) = rule.action {
+        parts.push(format!("action {v}"));
+    }
+    if let Some(k) = &rule.keep_if {
+        parts.push(format!("keepIf {} = {}", k.path, k.equals));
+    }
+    parts.join(", ")
+}
+
+/// The daemon settings of a policy or an effective policy, as `(field, text, JSON)`; fields at
+/// their defaults are left out.
+fn daemon_fields(
+    schedule: Option<&Schedule>,
+    mode: RunMode,
+    stalled: Option<&StalledRule>,
+    dead_letter: Option<&DeadLetter>,
+    depends_on: &[String],
+    move_exhausted_to: Option<&str>,
+) -> Vec<(&'static str, String, Value)> {
+    let mut out = Vec::new();
+    if let Some(s) = schedule {
+        out.push(("schedule", s.to_string(), json!(s.to_string())));
+    }
+    if mode != RunMode::Schedule {
+        out.push(("mode", mode.as_str().to_string(), json!(mode.as_str())));
+    }
+    if let Some(st) = stalled {
+        out.push((
+            "stalled",
+            format!("maxAge {}, action {}", st.max_age, st.action.as_str()),
+            json!({"maxAgeMs": st.max_age.as_millis(), "action": st.action.as_str()}),
+        ));
+    }
+    if let Some(d) = dead_letter {
+        out.push((
+            "deadLetter",
+            format!("warm {}, cold {}, purgeAfter {}", d.warm, d.cold, d.purge_after),
+            json!({"warmMs": d.warm.as_millis(), "coldMs": d.cold.as_millis(), "purgeAfterMs": d.purge_after.as_millis()}),
+        ));
+    }
+    if !depends_on.is_empty() {
+        out.push(("dependsOn", depends_on.join(", "), json!(depends_on)));
+    }
+    if let Some(q) = move_exhausted_to {
+        out.push(("moveExhaustedTo", q.to_string(), json!(q)));
+    }
+    out
+}
+
+fn policy_daemon_fields(p: &Policy) -> Vec<(&'static str, String, Value)> {
+    daemon_fields(
+        p.schedule.as_ref(),
+        p.mode,
+        p.stalled.as_ref(),
+        p.dead_letter.as_ref(),
+        &p.depends_on,
+        p.move_exhausted_to.as_deref(),
+    )
+}
+
+fn effective_daemon_fields(eff: &EffectivePolicy) -> Vec<(&'static str, String, Value)> {
+    daemon_fields(
+        Some(&eff.schedule),
+        eff.mode,
+        eff.stalled.as_ref(),
+        eff.dead_letter.as_ref(),
+        &eff.depends_on,
+        eff.move_exhausted_to.as_deref(),
+    )
+}
+
+fn fields_json(fields: Vec<(&'static str, String, Value)>) -> Value {
+    let map: serde_json::Map<String, Value> = fields
+        .into_iter()
+        .map(|(name, _, v)| (name.to_string(), v))
+        .collect();
+    Value::Object(map)
+}
+
+fn rules_json(rules: &StateRules) -> Value {
+    let map: BTreeMap<&str, Value> = rules
+        .iter()
+        .map(|(state, r)| {
+            (
+                state.as_str(),
+                json!({
+                    "maxAgeMs": r.max_age.map(|d| d.as_millis()),
+                    "maxCount": r.max_count,
+                    "keepForMs": r.keep_for.map(|d| d.as_millis()),
+                    "action": r.action.map(|a| a.as_str()),
+                    "keepIf": r.keep_if.as_ref().map(|k| json!({"path": k.path.to_string(), "equals": k.equals})),
+                }),
+            )
+        })
+        .collect();
+    json!(map)
+}
+
+/// `check --json`.
+pub fn policy_set_json(set: &PolicySet) -> Value {
+    json!({
+        "file": set.source,
+        "environment": set.environment,
+        "aliases": set.aliases,
+        "layouts": set.layouts.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
+        "policies": set.policies.iter().map(|p| json!({
+            "name": p.name,
+            "environment": p.environment,
+            "queueNamePattern": p.queue.as_str(),
+            "tenant": p.tenant.as_ref().map(|t| t.as_str()),
+            "rules": rules_json(&p.rules),
+            "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules)})).collect::<Vec<_>>(),
+            "sla": p.sla.as_ref().map(|s| json!({
+                "maxDataAgeHours": s.max_data_age_hours,
+                "complianceTag": s.compliance_tag,
+                "auditRequired": s.audit_required,
+            })),
+            "daemon": fields_json(policy_daemon_fields(p)),
+        })).collect::<Vec<_>>(),
+        "schedule": set.schedule.to_string(),
+        "tenants": set.tenants.iter().map(|t| json!({
+            "tenantId": t.tenant_id,
+            "environment": t.environment,
+            "overrides": rules_json(&t.overrides),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `check` for people.
+pub fn policy_set_text(set: &PolicySet) -> String {
+    let mut out = String::new();
+    let layouts: Vec<&str> = set.layouts.iter().map(|l| l.as_str()).collect();
+    let _ = writeln!(out, "{}: valid", set.source);
+    let _ = writeln!(
+        out,
+        "environment: {}",
+        set.environment.as_deref().unwrap_or("(any)")
+    );
+    let _ = writeln!(out, "layouts: {}", layouts.join(", "));
+    let _ = writeln!(out, "schedule: {}", set.schedule);
+    let mut t = table(&["policy", "env", "queue", "tenant", "state", "rule"]);
+    for p in &set.policies {
+        let env = p.environment.as_deref().unwrap_or("*");
+        let tenant = p.tenant.as_ref().map_or("-", |t| t.as_str());
+        for (state, rule) in &p.rules {
+            t.add_row(vec![
+                &p.name,
+                env,
+                p.queue.as_str(),
+                tenant,
+                state.as_str(),
+                &rule_text(rule),
+            ]);
+        }
+        for j in &p.jobs {
+            for (state, rule) in &j.rules {
+                let scope = format!("{state} (job {})", j.name);
+                t.add_row(vec![
+                    &p.name,
+                    env,
+                    p.queue.as_str(),
+                    tenant,
+                    &scope,
+                    &rule_text(rule),
+                ]);
+            }
+        }
+    }
+    let _ = writeln!(out, "{t}");
+    let mut daemon = table(&["policy", "daemon setting", "value"]);
+    let mut any = false;
+    for p in &set.policies {
+        for (name, text, _) in policy_daemon_fields(p) {
+            any = true;
+            daemon.add_row(vec![p.name.clone(), name.to_string(), text]);
+        }
+    }
+    if any {
+        let _ = writeln!(out, "{daemon}");
+    }
+    if !set.tenants.is_empty() {
+        let mut t = table(&["tenant override", "env", "state", "rule"]);
+        for o in &set.tenants {
+            for (state, rule) in &o.overrides {
+                t.add_row(vec![
+                    o.tenant_id.as_str(),
+                    o.environment.as_deref().unwrap_or("*"),
+                    state.as_str(),
+                    &rule_text(rule),
+                ]);
+            }
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out.trim_end().to_string()
+}
+
+/// An effective rule's fields in display order: name, value as JSON, origin.
+fn effective_fields(rule: &EffectiveRule) -> Vec<(&'static str, Value, String)> {
+    let mut fields = Vec::new();
+    if let Some(v) = &rule.max_age {
+        fields.push(("maxAge", json!(v.value.to_string()), v.source.to_string()));
+    }
+    if let Some(v) = &rule.max_count {
+        fields.push(("maxCount", json!(v.value), v.source.to_string()));
+    }
+    if let Some(v) = &rule.keep_for {
+        fields.push(("keepFor", json!(v.value.to_string()), v.source.to_string()));
+    }
+    if let Some(v) = &rule.keep_if {
+        fields.push((
+            "keepIf",
+            json!(format!("{} = {}", v.value.path, v.value.equals)),
+            v.source.to_string(),
+        ));
+    }
+    fields.push((
+        "action",
+        json!(rule.action.value.as_str()),
+        rule.action.source.to_string(),
+    ));
+    fields
+}
+
+fn effective_json(rule: &EffectiveRule) -> Value {
+    let map: BTreeMap<&str, Value> = effective_fields(rule)
+        .into_iter()
+        .map(|(name, value, from)| (name, json!({ "value": value, "from": from })))
+        .collect();
+    json!(map)
+}
+
+fn states_json(states: &BTreeMap<JobState, EffectiveRule>) -> Value {
+    let map: BTreeMap<&str, Value> = states
+        .iter()
+        .map(|(s, r)| (s.as_str(), effective_json(r)))
+        .collect();
+    json!(map)
+}
+
+/// `explain --json`.
+pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Value {
+    let candidates: Vec<&str> = set.candidates(q).iter().map(|p| p.name.as_str()).collect();
+    let mut v = json!({
+        "key": q.base,
+        "queue": q.queue,
+        "tenant": q.tenant,
+        "env": q.env,
+        "candidates": candidates,
+    });
+    match resolution {
+        Resolution::Covered(eff) => {
+            v["policy"] = json!(eff.name);
+            v["states"] = states_json(&eff.states);
+            v["pii"] = eff.pii.as_ref().map_or(Value::Null, |p| {
+                json!({
+                    "paths": p.paths.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "patterns": p.patterns.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+                    "replacement": p.replacement,
+                })
+            });
+            v["jobs"] = json!(
+                eff.jobs
+                    .iter()
+                    .map(|j| json!({"name": j.name, "states": states_json(&j.states)}))
+                    .collect::<Vec<_>>()
+            );
+            v["daemon"] = fields_json(effective_daemon_fields(eff));
+        }
+        Resolution::Uncovered => v["policy"] = Value::Null,
+        Resolution::Tie { first, second } => {
+            v["policy"] = Value::Null;
+            v["tie"] = json!([first, second]);
+        }
+    }
+    v
+}
+
+fn effective_rows(t: &mut Table, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
+    for (state, rule) in states {
+        for (name, value, from) in effective_fields(rule) {
+            let shown = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_string);
+            t.add_row(vec![
+                format!("{scope}{state}"),
+                name.to_string(),
+                shown,
+                from,
+            ]);
+        }
+    }
+}
+
+/// `explain` for people.
+pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "queue:  {} (key base {})", q.queue, q.base);
+    let _ = writeln!(out, "tenant: {}", q.tenant.as_deref().unwrap_or("-"));
+    let _ = writeln!(out, "env:    {}", q.env.as_deref().unwrap_or("-"));
+    let candidates: Vec<String> = set
+        .candidates(q)
+        .iter()
+        .map(|p| format!("{} ({})", p.name, p.queue.as_str()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "candidates, most specific first: {}",
+        if candidates.is_empty() {
+            "none".to_string()
+        } else {
+            candidates.join(", ")
+        }
+    );
+    match resolution {
+        Resolution::Covered(eff) => {
+            let _ = writeln!(out, "policy: {}", eff.name);
+            let mut t = table(&["state", "field", "value", "from"]);
+            effective_rows(&mut t, "", &eff.states);
+            for j in &eff.jobs {
+                effective_rows(&mut t, &format!("job {}: ", j.name), &j.states);
+            }
+            let _ = writeln!(out, "{t}");
+            for (name, text, _) in effective_daemon_fields(eff) {
+                let _ = writeln!(out, "{name}: {text}");
+            }
+            if let Some(p) = &eff.pii {
+                let list = |items: Vec<String>| {
+                    if items.is_empty() {
+                        "none".to_string()
+                    } else {
+                        items.join(", ")
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "pii: paths {}; patterns {}; replacement {:?}",
+                    list(p.paths.iter().map(ToString::to_string).collect()),
+                    list(p.patterns.iter().map(ToString::to_string).collect()),
+                    p.replacement
+                );
+            }
+        }
+        Resolution::Uncovered => {
+            let _ = writeln!(out, "policy: none; the queue is uncovered and left alone");
+        }
+        Resolution::Tie { first, second } => {
+            let _ = writeln!(
+                out,
+                "policy: none; `{first}` and `{second}` tie (fix the policy file)"
+            );
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// `plan` and `run` for people: one row per queue and state, then what was skipped and why,
+/// and errors, under the table so that it fits the terminal; then the one-line summary.
+pub fn report_text(report: &Report, mode: Mode) -> String {
+    let mut header = vec![
+        "queue", "tenant", "env", "policy", "state", "jobs", "matched", "action",
+    ];
+    if mode == Mode::Run {
+        header.extend(["done", "skipped"]);
+    }
+    let mut t = table(&header);
+    let mut notes = Vec::new();
+    for q in &report.queues {
+        let tenant = q.tenant.clone().unwrap_or_else(|| "-".into());
+        let env = q.env.clone().unwrap_or_else(|| "-".into());
+        for (state, s) in &q.states {
+            let mut row = vec![
+                q.key.clone(),
+                tenant.clone(),
+                env.clone(),
+                q.policy.clone(),
+                state.clone(),
+                s.jobs.to_string(),
+                s.matched.to_string(),
+                s.action.clone(),
+            ];
+            if mode == Mode::Run {
+                row.push(s.done.unwrap_or(0).to_string());
+                let skipped = s.skipped.as_ref().map_or(0, |k| k.total());
+                row.push(skipped.to_string());
+                if let Some(k) = &s.skipped {
+                    for reason in &k.reasons {
+                        notes.push(format!("{} {state}: skipped {reason}", q.key));
+                    }
+                }
+            }
+            t.add_row(row);
+        }
+        if let Some(e) = &q.error {
+            let mut row = vec![
+                q.key.clone(),
+                tenant,
+                env,
+                q.policy.clone(),
+                "error (below)".into(),
+            ];
+            row.resize(header.len(), String::new());
+            t.add_row(row);
+            notes.push(format!("{}: error: {e}", q.key));
+        }
+    }
+    let mut out = format!("{t}\n");
+    for note in notes {
+        let _ = writeln!(out, "{note}");
+    }
+    if !report.uncovered.is_empty() {
+        let _ = writeln!(
+            out,
+            "uncovered (no policy, left alone): {}",
+            report.uncovered.join(", ")
+        );
+    }
+    if !report.unmanaged.is_empty() {
+        let _ = writeln!(
+            out,
+            "unmanaged (no layout matches, never touched): {}",
+            report.unmanaged.join(", ")
+        );
+    }
+    let _ = writeln!(out, "{}", summary_line(report, mode));
+    out.trim_end().to_string()
+}
+
+/// The last line of `plan` and `run`: what would be, or was, done, by action.
+pub fn summary_line(report: &Report, mode: Mode) -> String {
+    let queues = report.queues.len();
+    let failed = report.queues.iter().filter(|q| q.error.is_some()).count();
+    let failed = if failed > 0 {
+        format!(", {failed} failed")
+    } else {
+        String::new()
+    };
+    match mode {
+        Mode::Plan => {
+            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+            for s in report.queues.iter().flat_map(|q| q.states.values()) {
+                if s.matched > 0 {
+                    *by.entry(s.action.as_str()).or_default() += s.matched;
+                }
+            }
+            let split = if by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by_action(by.into_iter()))
+            };
+            format!(
+                "Plan: {} jobs to act on{split} in {queues} queues{failed}; nothing was changed.",
+                thousands(report.matched())
+            )
+        }
+        Mode::Run => {
+            let by = report.done_by_action();
+            let split = if by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by_action(by.iter().map(|(a, n)| (a.as_str(), *n))))
+            };
+            format!(
+                "Run: acted on {} jobs{split} in {queues} queues{failed}.",
+                thousands(report.done())
+            )
+        }
+    }
+}
+
+/// `remove 5, archive 2`.
+fn by_action<'a>(by: impl Iterator<Item = (&'a str, u64)>) -> String {
+    by.map(|(action, n)| format!("{action} {}", thousands(n)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A count with thousands separators: `12,345`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+}

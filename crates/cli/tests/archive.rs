@@ -1,0 +1,446 @@
+//! `action: archive` against a real redis-server: every copy matches what Redis held, nothing
+//! is deleted without its verified copy, a job that changed after it was copied stays, and a
+//! run killed at any point loses no job.
+
+mod common;
+
+use bullsweep_core::archive::{ArchiveRecord, job_fingerprint};
+use bullsweep_core::bullmq::{Candidate, QueueKeys, scripts};
+use bullsweep_policy::JobState;
+use common::*;
+use redis::Commands;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+type Snapshot = BTreeMap<String, (Vec<(String, String)>, Vec<String>)>;
+
+/// Every job hash and its logs, by id.
+fn snapshot(con: &mut redis::Connection, base: &str) -> Snapshot {
+    let ids: Vec<String> = con.zrange(format!("{base}:completed"), 0, -1).expect("ids");
+    ids.into_iter()
+        .map(|id| {
+            let hash: Vec<(String, String)> = con.hgetall(format!("{base}:{id}")).expect("hash");
+            let logs: Vec<String> = con
+                .lrange(format!("{base}:{id}:logs"), 0, -1)
+                .expect("logs");
+            (id, (hash, logs))
+        })
+        .collect()
+}
+
+fn policy(w: &World, archive_url: &str) -> std::path::PathBuf {
+    w.policy(&format!(
+        "version: 1\narchive: {{ url: \"{archive_url}\" }}\npolicies: [{{ name: keep-a-copy, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}]\n"
+    ))
+}
+
+fn archived(w: &World, policy: &std::path::Path, env: &[(&str, String)]) -> Vec<ArchiveRecord> {
+    let ls = w.run_env(&policy.to_path_buf(), &["--json", "archive", "ls"], env);
+    assert!(ls.status.success(), "{}", stderr(&ls));
+    let mut records = Vec::new();
+    for line in String::from_utf8_lossy(&ls.stdout).lines() {
+        let manifest: Value = serde_json::from_str(line).expect("manifest");
+        let segment = manifest["segment"].as_str().expect("segment");
+        let cat = w.run_env(&policy.to_path_buf(), &["archive", "cat", segment], env);
+        assert!(cat.status.success(), "{}", stderr(&cat));
+        let text = String::from_utf8_lossy(&cat.stdout).into_owned();
+        let before = records.len();
+        records.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<ArchiveRecord>(l).expect("record")),
+        );
+        assert_eq!(
+            (records.len() - before) as u64,
+            manifest["records"].as_u64().expect("count")
+        );
+    }
+    records
+}
+
+/// A record holds exactly the job: every field (JSON ones parsed) and every log line.
+fn assert_matches(record: &ArchiveRecord, hash: &[(String, String)], logs: &[String]) {
+    assert_eq!(record.fields.len(), hash.len(), "job {}", record.id);
+    for (k, v) in hash {
+        let want = match k.as_str() {
+            "data" | "returnvalue" | "stacktrace" => {
+                serde_json::from_str(v).unwrap_or(Value::String(v.clone()))
+            }
+            _ => Value::String(v.clone()),
+        };
+        assert_eq!(record.fields[k], want, "job {} field {k}", record.id);
+    }
+    assert_eq!(record.logs, logs, "job {} logs", record.id);
+}
+
+/// Makes two jobs oversized: one with a 9 MB data field, one with 12,000 log lines.
+fn make_oversized(con: &mut redis::Connection, base: &str) -> [&'static str; 2] {
+    let blob = format!(r#"{{"blob":"{}"}}"#, "x".repeat(9 << 20));
+    let _: () = con
+        .hset(format!("{base}:100"), "data", blob)
+        .expect("big data");
+    let lines: Vec<String> = (0..12_000).map(|i| format!("line {i} \u{2713}")).collect();
+    let _: () = con
+        .rpush(format!("{base}:101:logs"), lines)
+        .expect("many logs");
+    ["100", "101"]
+}
+
+/// Each oversized job is the only record of its segment (it was streamed, not batched).
+fn assert_streamed_alone(
+    w: &World,
+    policy: &std::path::Path,
+    env: &[(&str, String)],
+    ids: &[&str],
+) {
+    let ls = w.run_env(&policy.to_path_buf(), &["--json", "archive", "ls"], env);
+    let manifests: Vec<Value> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("manifest"))
+        .collect();
+    for id in ids {
+        let alone = manifests.iter().any(|m| {
+            let cat = w.run_env(
+                &policy.to_path_buf(),
+                &["archive", "cat", m["segment"].as_str().expect("segment")],
+                env,
+            );
+            let text = String::from_utf8_lossy(&cat.stdout).into_owned();
+            m["records"] == 1 && text.contains(&format!("\"id\":\"{id}\""))
+        });
+        assert!(alone, "oversized job {id} has a segment of its own");
+    }
+}
+
+#[test]
+fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 2_500, 0, 3), now_ms());
+    let mut con = w.con();
+    for id in ["5", "77", "2400"] {
+        let _: () = con
+            .rpush(
+                format!("bull:mail:{id}:logs"),
+                vec!["step 1", "step 2 \u{2713}"],
+            )
+            .expect("logs");
+    }
+    let oversized = make_oversized(&mut con, "bull:mail");
+    let before = snapshot(&mut con, "bull:mail");
+    let root = w.dir.path().join("archive");
+    let policy = policy(&w, &format!("file://{}", root.display()));
+    let report = w.report(&policy, "run");
+    assert_eq!(report.queues[0].states["completed"].action, "archive");
+    assert_eq!(report.queues[0].states["completed"].done, Some(2_500));
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 0);
+    let logs_left: Vec<String> = con.keys("bull:mail:*:logs").expect("keys");
+    assert!(logs_left.is_empty());
+
+    let records = archived(&w, &policy, &[]);
+    assert_eq!(records.len(), 2_500);
+    assert_streamed_alone(&w, &policy, &[], &oversized);
+    for r in &records {
+        let (hash, logs) = &before[&r.id];
+        assert_eq!(
+            (r.queue.as_str(), r.state.as_str()),
+            ("bull:mail", "completed")
+        );
+        assert_matches(r, hash, logs);
+    }
+    let trail = w.run(
+        &policy,
+        &["--json", "audit", "query", "--action", "archive"],
+    );
+    let archived_ids: u64 = String::from_utf8_lossy(&trail.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("event")["jobCount"]
+                .as_u64()
+                .expect("count")
+        })
+        .sum();
+    assert_eq!(archived_ids, 2_500, "every archived job is audited");
+}
+
+#[test]
+fn an_unwritable_archive_fails_closed() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 100, 0, 3), now_ms());
+    let blocker = w.dir.path().join("a-file");
+    std::fs::write(&blocker, "not a directory").expect("file");
+    let policy = policy(&w, &format!("file://{}/archive", blocker.display()));
+    let out = w.run(&policy, &["--json", "run"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
+    let error = report.queues[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("archive sink unwritable"), "{error}");
+    let left: u64 = w.con().zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 100, "nothing deleted without its copy");
+}
+
+#[test]
+fn a_job_that_changed_after_it_was_copied_is_kept() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 3, 0, 3), now_ms());
+    let mut con = w.con();
+    let rows: Vec<(String, i64)> = con
+        .zrange_withscores("bull:mail:completed", 0, -1)
+        .expect("rows");
+    let candidates: Vec<Candidate> = rows
+        .iter()
+        .map(|(id, score)| {
+            let dump: Vec<u8> = redis::cmd("DUMP")
+                .arg(format!("bull:mail:{id}"))
+                .query(&mut con)
+                .expect("dump");
+            Candidate {
+                id: id.clone(),
+                score: *score,
+                fingerprint: Some(job_fingerprint(&dump, 0)),
+            }
+        })
+        .collect();
+    // After the copy was made: one job's data changes, another gains a log line.
+    let _: () = con
+        .hset(
+            format!("bull:mail:{}", rows[1].0),
+            "data",
+            "{\"changed\":true}",
+        )
+        .expect("hset");
+    let _: () = con
+        .rpush(format!("bull:mail:{}:logs", rows[2].0), "late")
+        .expect("rpush");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let out = rt.block_on(async {
+        let client = redis::Client::open(w.url()).expect("url");
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        scripts()
+            .remove_ids(
+                &mut con,
+                &QueueKeys::new("bull:mail"),
+                JobState::Completed,
+                &candidates,
+                100_000,
+                "{}",
+                false,
+            )
+            .await
+            .expect("script")
+    });
+    assert_eq!((out.removed, out.changed), (1, 2));
+    let left: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("left");
+    assert_eq!(left, vec![rows[1].0.clone(), rows[2].0.clone()]);
+}
+
+/// Every job gone from Redis has an archived copy equal to what Redis held; returns how many
+/// are gone.
+fn assert_no_job_lost(w: &World, policy: &std::path::Path, before: &Snapshot) -> usize {
+    let present: std::collections::BTreeSet<String> = w
+        .con()
+        .zrange::<_, Vec<String>>("bull:mail:completed", 0, -1)
+        .expect("ids")
+        .into_iter()
+        .collect();
+    let copies: BTreeMap<String, ArchiveRecord> = archived(w, policy, &[])
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
+    let gone: Vec<&String> = before.keys().filter(|id| !present.contains(*id)).collect();
+    for id in &gone {
+        let copy = copies
+            .get(*id)
+            .unwrap_or_else(|| panic!("job {id} left Redis without a copy"));
+        let (hash, logs) = &before[*id];
+        assert_matches(copy, hash, logs);
+    }
+    gone.len()
+}
+
+#[test]
+fn archive_runs_killed_at_random_points_never_lose_a_job() {
+    const JOBS: usize = 100_000;
+    let w = World::new();
+    w.seed(spec("bull:mail", JOBS as u64, 0, 3), now_ms());
+    let mut con = w.con();
+    let before = snapshot(&mut con, "bull:mail");
+    let root = w.dir.path().join("archive");
+    let policy = policy(&w, &format!("file://{}", root.display()));
+    // Kill points vary from run to run; the seed is printed so a failure can be replayed.
+    let mut state = std::env::var("BULLSWEEP_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(|| now_ms() as u64);
+    eprintln!("kill seed {state} (set BULLSWEEP_KILL_SEED to replay)");
+    let mut gone = 0;
+    for round in 0..4 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        let delay = Duration::from_millis(150 + (state >> 33) % 1_200);
+        w.run_and_kill(&policy, delay);
+        let now_gone = assert_no_job_lost(&w, &policy, &before);
+        eprintln!("round {round}: killed after {delay:?}; {now_gone} of {JOBS} archived and gone");
+        assert!(now_gone >= gone, "jobs came back");
+        gone = now_gone;
+    }
+
+    let finish = w.run(&policy, &["run"]);
+    assert!(finish.status.success(), "{}", stderr(&finish));
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 0);
+    assert_eq!(assert_no_job_lost(&w, &policy, &before), JOBS);
+    let mut unique = std::collections::BTreeSet::new();
+    for r in archived(&w, &policy, &[]) {
+        unique.insert((r.queue.clone(), r.id.clone(), r.finished_on));
+    }
+    assert_eq!(
+        unique.len(),
+        JOBS,
+        "after dedupe by (queue, id, finishedOn), every job is archived"
+    );
+}
+
+#[test]
+fn job_rules_can_archive_one_name_and_remove_another() {
+    let w = World::new();
+    let now = now_ms();
+    w.seed(spec("bull:mail", 400, 0, 10), now);
+    let mut con = w.con();
+    let before = snapshot(&mut con, "bull:mail");
+    let name = |hash: &[(String, String)]| {
+        hash.iter()
+            .find(|(k, _)| k == "name")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let root = w.dir.path().join("archive");
+    let policy = w.policy(&format!(
+        r#"version: 1
+archive: {{ url: "file://{}" }}
+policies:
+  - name: mail
+    queueNamePattern: mail
+    rules:
+      completed: {{ maxAge: 7d, action: remove }}
+    jobs:
+      - name: send-email
+        completed: {{ maxAge: 1ms, action: archive }}
+"#,
+        root.display()
+    ));
+    let report = w.report(&policy, "run");
+    let state = &report.queues[0].states["completed"];
+    assert_eq!(state.action, "mixed");
+    let emails: Vec<&String> = before
+        .iter()
+        .filter(|(_, (h, _))| name(h) == "send-email")
+        .map(|(id, _)| id)
+        .collect();
+    let records = archived(&w, &policy, &[]);
+    let mut archived_ids: Vec<&String> = records.iter().map(|r| &r.id).collect();
+    archived_ids.sort();
+    let mut expected = emails.clone();
+    expected.sort();
+    assert_eq!(
+        archived_ids, expected,
+        "exactly the send-email jobs are archived"
+    );
+    for r in &records {
+        let (hash, logs) = &before[&r.id];
+        assert_matches(r, hash, logs);
+    }
+    let left: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("left");
+    assert!(
+        left.iter().all(|id| name(&before[id].0) == "render"),
+        "no send-email job is left"
+    );
+    let old_renders = before
+        .iter()
+        .filter(|(_, (h, _))| name(h) == "render")
+        .filter(|(_, (h, _))| {
+            h.iter()
+                .find(|(k, _)| k == "finishedOn")
+                .and_then(|(_, v)| v.parse::<i64>().ok())
+                .is_some_and(|f| f <= now - 7 * DAY)
+        })
+        .count() as u64;
+    assert!(old_renders > 0);
+    assert_eq!(state.done, Some(emails.len() as u64 + old_renders));
+}
+
+#[test]
+fn an_s3_compatible_bucket_holds_verified_copies() {
+    let s3 = common::moto::PrivateS3::start();
+    s3.create_bucket("job-archive");
+    let env = s3.env();
+    let w = World::new();
+    w.seed(spec("bull:mail", 1_500, 0, 3), now_ms());
+    let mut con = w.con();
+    let _: () = con
+        .rpush("bull:mail:42:logs", vec!["sent", "ok"])
+        .expect("logs");
+    let oversized = make_oversized(&mut con, "bull:mail");
+    let before = snapshot(&mut con, "bull:mail");
+
+    // A bucket that does not exist fails closed before anything is read or deleted.
+    let missing = w.policy(
+        "version: 1\narchive: { url: \"s3://no-such-bucket/x\" }\npolicies: [{ name: keep-a-copy, queueNamePattern: mail, rules: { completed: { maxAge: 1ms, action: archive } } }]\n",
+    );
+    let out = w.run_env(&missing, &["--json", "run"], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
+    let error = report.queues[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("archive sink unwritable"), "{error}");
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 1_500, "nothing deleted without its copy");
+
+    let policy = policy(&w, "s3://job-archive/prod/jobs");
+    let out = w.run_env(&policy, &["--json", "run"], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 0);
+    let keys = s3.keys("job-archive");
+    assert!(
+        keys.iter().all(|k| k.starts_with("prod/jobs/_/_/mail/")),
+        "{keys:?}"
+    );
+    assert_eq!(
+        keys.iter()
+            .filter(|k| k.ends_with(".manifest.json"))
+            .count()
+            * 2,
+        keys.len(),
+        "one manifest per segment, no leftovers: {keys:?}"
+    );
+    let records = archived(&w, &policy, &env);
+    assert_eq!(records.len(), 1_500);
+    assert_streamed_alone(&w, &policy, &env, &oversized);
+    for r in &records {
+        let (hash, logs) = &before[&r.id];
+        assert_matches(r, hash, logs);
+    }
+
+    // Restored from the bucket, the job is back exactly.
+    let out = w.run_env(
+        &policy,
+        &["archive", "restore", "bull:mail", "42", "--as", "original"],
+        &env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let hash: Vec<(String, String)> = con.hgetall("bull:mail:42").expect("hash");
+    let mut want = before["42"].0.clone();
+    let mut got = hash;
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let logs: Vec<String> = con.lrange("bull:mail:42:logs", 0, -1).expect("logs");
+    assert_eq!(logs, before["42"].1);
+}

@@ -1,0 +1,182 @@
+//! Shared harness for the CLI tests: a private redis-server, a temp dir to run in, seeding,
+//! and the JSON report as a consumer would read it.
+#![allow(dead_code)] // each test binary uses a different part of it
+
+pub mod moto;
+pub mod postgres;
+
+use bullsweep_testkit::PrivateRedis;
+use bullsweep_testkit::{SeedSpec, seed_queue};
+use redis::Commands;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub const DAY: i64 = 86_400_000;
+
+/// `plan --json` / `run --json`, as a consumer of the format would read it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonReport {
+    pub queues: Vec<JsonQueue>,
+    pub uncovered: Vec<String>,
+    pub unmanaged: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonQueue {
+    pub key: String,
+    pub queue: String,
+    pub tenant: Option<String>,
+    pub env: Option<String>,
+    pub policy: String,
+    pub states: BTreeMap<String, JsonState>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonState {
+    pub jobs: u64,
+    pub matched: u64,
+    pub action: String,
+    #[serde(default)]
+    pub done: Option<u64>,
+    #[serde(default)]
+    pub skipped: Option<JsonSkipped>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JsonSkipped {
+    pub locked: u64,
+    pub malformed: u64,
+    pub changed: u64,
+    pub not_implemented: u64,
+    #[serde(default)]
+    pub already_anonymized: u64,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+}
+
+pub struct World {
+    pub redis: PrivateRedis,
+    pub dir: tempfile::TempDir,
+    pub db: u32,
+}
+
+impl World {
+    pub fn new() -> Self {
+        World {
+            redis: PrivateRedis::start().expect("redis-server starts"),
+            dir: tempfile::tempdir().expect("temp dir"),
+            db: 0,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        self.redis.url(self.db)
+    }
+
+    pub fn con(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect")
+    }
+
+    pub fn policy(&self, text: &str) -> PathBuf {
+        let path = self.dir.path().join("bullsweep.yaml");
+        std::fs::write(&path, text).expect("write policy");
+        path
+    }
+
+    pub fn seed(&self, spec: SeedSpec, now_ms: i64) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let url = self.url();
+        rt.block_on(async {
+            let client = redis::Client::open(url).expect("url");
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect");
+            seed_queue(&mut con, &spec, now_ms).await.expect("seed");
+        });
+    }
+
+    pub fn run(&self, policy: &PathBuf, args: &[&str]) -> Output {
+        self.run_env(policy, args, &[])
+    }
+
+    /// `run` with extra environment variables.
+    pub fn run_env(&self, policy: &PathBuf, args: &[&str], env: &[(&str, String)]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(self.url())
+            .arg("--config")
+            .arg(policy)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("BULLSWEEP_REDIS_URL")
+            .env_remove("BULLSWEEP_CONFIG")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("bullsweep runs")
+    }
+
+    /// Starts `run` in the background and SIGKILLs it after `after`, mid-run.
+    pub fn run_and_kill(&self, policy: &PathBuf, after: std::time::Duration) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(self.url())
+            .arg("--config")
+            .arg(policy)
+            .arg("run")
+            .current_dir(self.dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(after);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+    }
+
+    pub fn report(&self, policy: &PathBuf, command: &str) -> JsonReport {
+        let out = self.run(policy, &["--json", command]);
+        assert!(
+            out.status.success(),
+            "{command} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("valid JSON report")
+    }
+}
+
+pub fn now_ms() -> i64 {
+    bullsweep_core::ops::now_ms()
+}
+
+pub fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSpec {
+    SeedSpec {
+        base: base.to_string(),
+        completed,
+        failed,
+        spread_ms: spread_days * DAY,
+        names: vec!["send-email".into(), "render".into()],
+        job_bytes: 400,
+    }
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
+    con.zrange_withscores(key, 0, -1).expect("zrange")
+}

@@ -1,0 +1,14 @@
+//! Everything that knows BullMQ's data model: key names, discovery and the Lua scripts.
+
+pub mod discovery;
+pub mod job;
+pub mod keys;
+pub mod scripts;
+
+pub use discovery::discover_queues;
+pub use job::new_job_fields;
+pub use keys::QueueKeys;
+pub use scripts::{
+    ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DrainOutcome, DrainRequest, FinishedEntry,
+    PrefixBatch, RestoreMode, ScrubOutcome, ScrubbedJob, scripts,
+};

@@ -1,0 +1,322 @@
+//! `action: anonymize`: read the selected jobs, scrub their PII in the client, and write the
+//! new values back with a compare-and-set script that also marks each job, so a job is
+//! scrubbed at most once and a job that changed in between is left for a later run.
+
+use super::batch::{BatchSizer, run_batches};
+use super::report::Skipped;
+use super::work::StateWork;
+use crate::bullmq::{QueueKeys, ScrubbedJob, scripts};
+use crate::error::Result;
+use bullsweep_policy::{PiiRules, Selection};
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+
+/// The field that marks a scrubbed job, holding when it was scrubbed (ms since the epoch).
+/// BullMQ reads job hashes by field name and ignores fields it does not know.
+pub const ANONYMIZED_MARKER: &str = "bullsweepAnonymizedAt";
+
+/// Jobs read per pipelined round trip.
+const READ_JOBS: usize = 100;
+/// Selected jobs listed per page of a prefix.
+const PAGE_JOBS: u64 = 1_000;
+
+/// SHA-1 over the values a scrub was computed from, in the encoding
+/// `lua/anonymize_jobs.lua` recomputes: each value as `<byte length>:<bytes>` or `-`, then
+/// the log count and lines, then each copy, joined by `|`.
+pub fn fingerprint(
+    fields: &[Option<String>],
+    logs: &[String],
+    copies: &[Option<String>],
+) -> String {
+    fn piece(v: Option<&str>) -> String {
+        v.map_or_else(|| "-".to_string(), |v| format!("{}:{v}", v.len()))
+    }
+    let mut parts: Vec<String> = fields.iter().map(|f| piece(f.as_deref())).collect();
+    parts.push(logs.len().to_string());
+    parts.extend(logs.iter().map(|l| piece(Some(l))));
+    parts.extend(copies.iter().map(|c| piece(c.as_deref())));
+    sha1_smol::Sha1::from(parts.join("|")).digest().to_string()
+}
+
+/// The fields the fingerprint covers, in its order.
+const SCRUBBED_FIELDS: [&str; 4] = ["data", "returnvalue", "failedReason", "stacktrace"];
+
+/// The scrubbed job for what was read: new values only for what changed.
+fn scrub(
+    rules: &PiiRules,
+    id: &str,
+    score: i64,
+    fields: Vec<Option<String>>,
+    logs: Vec<String>,
+    copies: Vec<(String, String, Option<String>)>,
+) -> ScrubbedJob {
+    let mut job = ScrubbedJob {
+        id: id.to_string(),
+        score,
+        ..ScrubbedJob::default()
+    };
+    for (name, value) in SCRUBBED_FIELDS.iter().zip(&fields) {
+        let Some(value) = value else { continue };
+        let new = match *name {
+            "data" | "returnvalue" => rules.scrub_json(value),
+            "stacktrace" => rules.scrub_text_or_json(value),
+            _ => rules.scrub_text(value),
+        };
+        if let Some(new) = new {
+            job.fields.push((name.to_string(), new));
+        }
+    }
+    let scrubbed_logs: Vec<Option<String>> = logs.iter().map(|l| rules.scrub_text(l)).collect();
+    if scrubbed_logs.iter().any(Option::is_some) {
+        job.logs = Some(
+            scrubbed_logs
+                .into_iter()
+                .zip(&logs)
+                .map(|(new, old)| new.unwrap_or_else(|| old.clone()))
+                .collect(),
+        );
+    }
+    // Copies are fingerprinted only when written, so an unrelated copy cannot block the job.
+    let mut written_copies = Vec::new();
+    for (key, field, value) in copies {
+        let new = value.as_deref().and_then(|v| {
+            if key.ends_with(":processed") {
+                rules.scrub_json(v)
+            } else {
+                rules.scrub_text(v)
+            }
+        });
+        if let Some(new) = new {
+            written_copies.push(value);
+            job.copies.push((key, field, new));
+        }
+    }
+    job.fingerprint = fingerprint(&fields, &logs, &written_copies);
+    job
+}
+
+impl StateWork<'_> {
+    /// Anonymizes the selected prefix of the set (the oldest jobs), page by page. Jobs stay
+    /// in the set, so pages move forward by index.
+    pub(super) async fn anonymize_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        rules: &PiiRules,
+        sel: &Selection,
+        skipped: &mut Skipped,
+    ) -> Result<u64> {
+        let (mut offset, mut done) = (0u64, 0u64);
+        loop {
+            let rows = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
+            if rows.is_empty() || self.opts.stopping() {
+                return Ok(done);
+            }
+            done += self.anonymize_rows(con, rules, &rows, skipped).await?;
+            offset += rows.len() as u64;
+        }
+    }
+
+    /// How many jobs of the selected prefix an earlier run scrubbed (they carry the
+    /// marker), so that a plan does not count them.
+    pub(super) async fn count_anonymized<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sel: &Selection,
+    ) -> RedisResult<u64> {
+        let (mut offset, mut marked) = (0u64, 0u64);
+        loop {
+            let rows = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
+            if rows.is_empty() {
+                return Ok(marked);
+            }
+            for chunk in rows.chunks(READ_JOBS) {
+                let mut pipe = redis::pipe();
+                for (id, _) in chunk {
+                    pipe.hexists(self.keys.job(id), ANONYMIZED_MARKER);
+                }
+                let seen: Vec<bool> = with_retry!(pipe.query_async::<Vec<bool>>(con))?;
+                marked += seen.into_iter().filter(|m| *m).count() as u64;
+            }
+            offset += rows.len() as u64;
+        }
+    }
+
+    /// Reads, scrubs and writes back the given jobs. Returns how many were scrubbed.
+    pub(super) async fn anonymize_rows<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        rules: &PiiRules,
+        rows: &[(String, i64)],
+        skipped: &mut Skipped,
+    ) -> Result<u64> {
+        let mut ctx = self.audit.clone();
+        ctx.action = "anonymize".into();
+        let audit_ctx = serde_json::to_string(&ctx).unwrap_or_default();
+        let mut sizer = BatchSizer::new(self.opts.budget_us);
+        let mut done = 0;
+        for chunk in rows.chunks(READ_JOBS) {
+            // First the cheap look: marker, lock and parent, so that jobs scrubbed by an
+            // earlier run cost one small read.
+            let mut pipe = redis::pipe();
+            for (id, _) in chunk {
+                pipe.cmd("HMGET")
+                    .arg(self.keys.job(id))
+                    .arg("finishedOn")
+                    .arg("parentKey")
+                    .arg(ANONYMIZED_MARKER)
+                    .exists(self.keys.lock(id));
+            }
+            type Head = (Vec<Option<String>>, bool);
+            let heads: Vec<Head> = with_retry!(pipe.query_async::<Vec<Head>>(con))?;
+            let mut todo: Vec<(&str, i64, Option<String>)> = Vec::new();
+            for ((id, score), (head, locked)) in chunk.iter().zip(heads) {
+                let mut head = head.into_iter();
+                let (finished, parent, marked) = (head.next(), head.next(), head.next());
+                if locked {
+                    skipped.locked += 1;
+                } else if marked.flatten().is_some() {
+                    skipped.already_anonymized += 1;
+                } else if finished.flatten().is_none() {
+                    skipped.malformed += 1;
+                } else {
+                    todo.push((id, *score, parent.flatten().filter(|p| !p.is_empty())));
+                }
+            }
+            if todo.is_empty() {
+                continue;
+            }
+            let mut pipe = redis::pipe();
+            for (id, _, parent) in &todo {
+                let key = self.keys.job(id);
+                pipe.cmd("HMGET")
+                    .arg(&key)
+                    .arg(&SCRUBBED_FIELDS[..])
+                    .lrange(self.keys.logs(id), 0, -1);
+                if let Some(parent) = parent {
+                    let copies = QueueKeys::copies_in_parent(parent);
+                    pipe.hget(&copies[0], &key).hget(&copies[1], &key);
+                }
+            }
+            let mut replies: std::collections::VecDeque<redis::Value> =
+                with_retry!(pipe.query_async::<Vec<redis::Value>>(con))?.into();
+            let mut jobs = Vec::with_capacity(todo.len());
+            for (id, score, parent) in todo {
+                let fields: Vec<Option<String>> = take_reply(&mut replies)?;
+                let logs: Vec<String> = take_reply(&mut replies)?;
+                let mut copies = Vec::new();
+                if let Some(parent) = parent {
+                    for copy_key in QueueKeys::copies_in_parent(&parent) {
+                        let value: Option<String> = take_reply(&mut replies)?;
+                        copies.push((copy_key, self.keys.job(id), value));
+                    }
+                }
+                jobs.push(scrub(rules, id, score, fields, logs, copies));
+            }
+            done += self
+                .write_scrubbed(con, &jobs, &audit_ctx, &mut sizer, skipped)
+                .await?;
+        }
+        Ok(done)
+    }
+
+    /// Writes the scrubbed jobs back, each under its compare-and-set, through the batch
+    /// loop. Returns how many were written.
+    async fn write_scrubbed<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        jobs: &[ScrubbedJob],
+        audit_ctx: &str,
+        sizer: &mut BatchSizer,
+        skipped: &mut Skipped,
+    ) -> Result<u64> {
+        let (keys, state, budget) = (self.keys, self.state, self.opts.budget_us);
+        let marker = (ANONYMIZED_MARKER, self.opts.now_ms);
+        let done = run_batches(
+            con,
+            jobs,
+            sizer,
+            self.opts,
+            self.progress,
+            skipped,
+            async |con, batch| {
+                let out = scripts()
+                    .anonymize_jobs(con, keys, state, batch, budget, audit_ctx, marker)
+                    .await?;
+                Ok(out.into())
+            },
+        )
+        .await?;
+        Ok(done)
+    }
+}
+
+/// The next reply of a pipeline whose shape varies per job.
+fn take_reply<T: redis::FromRedisValue>(
+    replies: &mut std::collections::VecDeque<redis::Value>,
+) -> RedisResult<T> {
+    let value = replies.pop_front().ok_or_else(|| {
+        redis::RedisError::from((redis::ErrorKind::Client, "pipeline reply missing"))
+    })?;
+    Ok(redis::from_redis_value(value)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bullsweep_policy::{JsonPath, TextPattern};
+
+    fn rules() -> PiiRules {
+        PiiRules {
+            paths: vec![JsonPath::new("user.email").expect("valid")],
+            patterns: vec![TextPattern::Email],
+            replacement: "[X]".into(),
+        }
+    }
+
+    #[test]
+    fn only_changed_values_are_written() {
+        let job = scrub(
+            &rules(),
+            "1",
+            5,
+            vec![
+                Some(r#"{"user":{"email":"a@b.co"}}"#.into()),
+                Some(r#"{"ok":true}"#.into()),
+                Some("no mail for a@b.co".into()),
+                None,
+            ],
+            vec!["sent".into(), "to a@b.co".into()],
+            vec![
+                (
+                    "bull:p:9:processed".into(),
+                    "bull:q:1".into(),
+                    Some(r#"{"ok":true}"#.into()),
+                ),
+                ("bull:p:9:failed".into(), "bull:q:1".into(), None),
+            ],
+        );
+        assert_eq!(
+            job.fields,
+            vec![
+                (
+                    "data".to_string(),
+                    r#"{"user":{"email":"[X]"}}"#.to_string()
+                ),
+                ("failedReason".to_string(), "no mail for [X]".to_string()),
+            ]
+        );
+        assert_eq!(job.logs, Some(vec!["sent".into(), "to [X]".into()]));
+        assert!(job.copies.is_empty(), "an unchanged copy is not written");
+    }
+
+    #[test]
+    fn fingerprint_encoding_is_unambiguous() {
+        let a = fingerprint(&[Some("a|1:b".into()), None], &[], &[]);
+        let b = fingerprint(&[Some("a".into()), Some("b".into())], &[], &[]);
+        assert_ne!(a, b);
+        assert_ne!(
+            fingerprint(&[None], &["x".into()], &[]),
+            fingerprint(&[None], &[], &[Some("x".into())])
+        );
+    }
+}

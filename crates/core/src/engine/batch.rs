@@ -1,0 +1,189 @@
+//! The one batch loop every id-batch action runs through ([`run_batches`]), and batch sizing
+//! by time ([`BatchSizer`]): each call's size follows the rate Redis reported for the last
+//! one, so a call takes about the time budget whatever the jobs cost.
+
+use super::options::SweepOptions;
+use super::report::Skipped;
+use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+
+/// Fewest jobs one call looks at.
+const MIN_LIMIT: u64 = 16;
+/// Most jobs one call looks at; the script's own clock check stops it earlier when needed.
+const MAX_LIMIT: u64 = 5_000;
+
+/// Adapts the number of jobs per Lua call to a time budget.
+#[derive(Clone, Debug)]
+pub struct BatchSizer {
+    budget_us: u64,
+    limit: u64,
+}
+
+impl BatchSizer {
+    /// Starts small; the first measured call sets the pace.
+    pub fn new(budget_us: u64) -> Self {
+        BatchSizer {
+            budget_us: budget_us.max(1),
+            limit: 64,
+        }
+    }
+
+    /// Jobs the next call may look at.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Records that a call handled `jobs` in `elapsed_us` (as measured inside Redis).
+    pub fn observe(&mut self, jobs: u64, elapsed_us: u64) {
+        if jobs == 0 {
+            return;
+        }
+        // Aim a little past the budget: the script stops itself once the budget is spent, so
+        // the limit only needs to be large enough not to end a call early.
+        let per_job = elapsed_us.max(1) as f64 / jobs as f64;
+        let fit = (self.budget_us as f64 * 1.25 / per_job) as u64;
+        // Grow at most fourfold per call, so one cheap batch cannot jump to the cap.
+        self.limit = fit
+            .min(self.limit.saturating_mul(4))
+            .clamp(MIN_LIMIT, MAX_LIMIT);
+    }
+}
+
+/// What one call of an id-batch script did, in the terms the loop counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BatchStep {
+    /// Items the call looked at before its budget ran out.
+    pub handled: u64,
+    /// Jobs acted on (removed, archived, scrubbed, moved, retried, turned cold).
+    pub acted: u64,
+    /// Jobs held back because a worker's lock exists.
+    pub locked: u64,
+    /// Jobs held back because their hash is malformed.
+    pub malformed: u64,
+    /// Jobs left alone because they changed since they were selected or read.
+    pub changed: u64,
+    /// Jobs an earlier run already scrubbed.
+    pub already: u64,
+    /// Time the call held Redis, measured by Redis itself.
+    pub elapsed_us: u64,
+}
+
+impl From<BatchOutcome> for BatchStep {
+    fn from(o: BatchOutcome) -> Self {
+        BatchStep {
+            handled: o.handled,
+            acted: o.removed,
+            locked: o.locked,
+            malformed: o.malformed,
+            changed: o.changed,
+            already: 0,
+            elapsed_us: o.elapsed_us,
+        }
+    }
+}
+
+impl From<ScrubOutcome> for BatchStep {
+    fn from(o: ScrubOutcome) -> Self {
+        BatchStep {
+            handled: o.handled,
+            acted: o.scrubbed,
+            locked: o.locked,
+            malformed: 0,
+            changed: o.changed,
+            already: o.already,
+            elapsed_us: o.elapsed_us,
+        }
+    }
+}
+
+impl From<ActiveOutcome> for BatchStep {
+    fn from(o: ActiveOutcome) -> Self {
+        BatchStep {
+            handled: o.handled,
+            acted: o.acted,
+            locked: o.locked,
+            malformed: 0,
+            changed: o.changed,
+            already: 0,
+            elapsed_us: o.elapsed_us,
+        }
+    }
+}
+
+/// Counts one batch: its time in the batch metrics, what it skipped, and its progress.
+pub(crate) fn account(
+    step: &BatchStep,
+    opts: &SweepOptions,
+    progress: &(dyn Fn(u64) + Sync),
+    skipped: &mut Skipped,
+) {
+    opts.record_batch(step.elapsed_us);
+    skipped.locked += step.locked;
+    skipped.malformed += step.malformed;
+    skipped.changed += step.changed;
+    skipped.already_anonymized += step.already;
+    progress(step.acted);
+}
+
+/// Runs `call` over `items` in batches sized by time, until every item is handled or the run
+/// is asked to stop (checked between batches; the rest stays for a later run). Each call is
+/// one atomic script, retried on connection errors; each batch is counted with [`account`].
+/// Returns how many jobs were acted on.
+pub(crate) async fn run_batches<T, C: ConnectionLike>(
+    con: &mut C,
+    items: &[T],
+    sizer: &mut BatchSizer,
+    opts: &SweepOptions,
+    progress: &(dyn Fn(u64) + Sync),
+    skipped: &mut Skipped,
+    mut call: impl AsyncFnMut(&mut C, &[T]) -> RedisResult<BatchStep>,
+) -> RedisResult<u64> {
+    let mut rest = items;
+    let mut done = 0;
+    while !rest.is_empty() {
+        let take = rest.len().min(sizer.limit() as usize);
+        let step = with_retry!(call(con, &rest[..take]))?;
+        // A call that looked at nothing still moves on, so a loop can never spin.
+        let handled = (step.handled as usize).clamp(1, take);
+        rest = &rest[handled..];
+        sizer.observe(handled as u64, step.elapsed_us);
+        account(&step, opts, progress, skipped);
+        done += step.acted;
+        if opts.stopping() {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_the_measured_rate() {
+        let mut s = BatchSizer::new(2_000);
+        for _ in 0..10 {
+            s.observe(s.limit(), s.limit() * 4); // 4 µs per job
+        }
+        assert_eq!(s.limit(), 625);
+        s.observe(100, 10_000); // suddenly 100 µs per job
+        assert_eq!(s.limit(), 25);
+        s.observe(0, 0);
+        assert_eq!(s.limit(), 25, "an empty call says nothing about the rate");
+        s.observe(25, 1);
+        assert_eq!(s.limit(), 100, "growth is capped at 4x");
+    }
+
+    #[test]
+    fn stays_within_bounds() {
+        let mut s = BatchSizer::new(2_000);
+        s.observe(1, 1_000_000);
+        assert_eq!(s.limit(), MIN_LIMIT);
+        for _ in 0..20 {
+            s.observe(1_000_000, 1);
+        }
+        assert_eq!(s.limit(), MAX_LIMIT);
+    }
+}

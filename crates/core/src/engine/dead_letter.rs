@@ -1,0 +1,225 @@
+//! The dead-letter lifecycle (`deadLetter: { warm, cold, purgeAfter }`), for the completed and
+//! failed jobs of a queue, by age since they finished:
+//!
+//! * younger than `warm`: the whole job stays;
+//! * from `warm` to `cold`: cold. The job is archived (when the file has an archive sink) and
+//!   its hash replaced by a marker of at most 300 bytes that BullMQ still lists;
+//! * from `cold`: the marker leaves Redis, removed as Queue.clean removes a job;
+//! * from `purgeAfter`: its archived copy goes too, so no trace is left.
+
+use super::batch::BatchSizer;
+use super::options::{Mode, SweepOptions};
+use super::report::{QueueReport, Skipped, StateReport};
+use super::rules::{RuleGroup, RuleGroups};
+use super::work::{StateWork, finish, prefix_counts};
+use crate::archive::ArchiveSink;
+use crate::audit::{self, AuditContext};
+use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
+use crate::error::{Error, Result};
+use bullsweep_policy::{Action, DeadLetter, EffectivePolicy, JobState, QueueId, Selection};
+use redis::aio::ConnectionLike;
+
+/// One queue's lifecycle run.
+pub(super) struct Lifecycle<'a> {
+    pub queue: &'a QueueId,
+    pub policy: &'a EffectivePolicy,
+    pub phases: DeadLetter,
+    pub opts: &'a SweepOptions,
+    pub mode: Mode,
+    pub progress: &'a (dyn Fn(u64) + Sync),
+    pub archive: Option<&'a std::result::Result<ArchiveSink, String>>,
+}
+
+impl Lifecycle<'_> {
+    /// Runs the phases for both finished sets, then the archive purge; each phase's counts go
+    /// into the queue report as `<state>:deadLetter-<phase>`.
+    pub async fn govern<C: ConnectionLike>(&self, con: &mut C, qr: &mut QueueReport) -> Result<()> {
+        let now = self.opts.now_ms;
+        let keys = QueueKeys::new(&self.queue.base);
+        let sink = match self.archive {
+            Some(Ok(sink)) => Some(sink),
+            _ => None,
+        };
+        for state in JobState::ALL {
+            // Past `cold` first, so the cold phase below only meets jobs inside its window.
+            let gone = self
+                .phase(
+                    con,
+                    &keys,
+                    state,
+                    self.phases.cold.before(now),
+                    Action::Remove,
+                    None,
+                )
+                .await?;
+            qr.states.insert(format!("{state}:deadLetter-gone"), gone);
+            let action = if sink.is_some() {
+                Action::Archive
+            } else {
+                Action::Remove
+            };
+            let marker = ColdMarker {
+                archived_at: now,
+                purge_after_ms: self.phases.purge_after.as_millis(),
+            };
+            let cold = self
+                .phase(
+                    con,
+                    &keys,
+                    state,
+                    self.phases.warm.before(now),
+                    action,
+                    Some(marker),
+                )
+                .await?;
+            qr.states.insert(format!("{state}:deadLetter-cold"), cold);
+        }
+        if let (Mode::Run, Some(sink)) = (self.mode, sink) {
+            let purged = self
+                .purge_archive(con, sink, self.phases.purge_after.before(now))
+                .await?;
+            qr.states.insert("archive:deadLetter-purge".into(), purged);
+        }
+        Ok(())
+    }
+
+    /// One phase over the prefix of a finished set that finished at or before `cutoff`.
+    async fn phase<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        state: JobState,
+        cutoff: i64,
+        action: Action,
+        cold: Option<ColdMarker>,
+    ) -> Result<StateReport> {
+        let group = RuleGroup::by_age(cutoff, action);
+        let selection = group.selection;
+        let groups = RuleGroups::single(group);
+        let label = if cold.is_some() { "cold" } else { "remove" };
+        let audit = AuditContext::for_queue(
+            self.queue,
+            self.policy,
+            state,
+            label,
+            &self.opts.execution_id,
+        );
+        let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
+        let work = StateWork {
+            queue: self.queue,
+            policy: &self.policy.name,
+            keys,
+            state,
+            groups: &groups,
+            opts: self.opts,
+            mode: self.mode,
+            progress: self.progress,
+            audit: &audit,
+            audit_ctx: &audit_ctx,
+            archive: self.archive,
+            pii: None,
+            cold,
+        };
+        let mut sr = StateReport {
+            action: label.into(),
+            ..StateReport::default()
+        };
+        match (cold, action) {
+            // Without an archive sink, cold markers are written from the selected prefix
+            // directly: nothing is deleted that would need a copy.
+            (Some(_), Action::Remove) => work.cold_in_place(con, &selection, &mut sr).await?,
+            _ => work.govern(con, &mut sr).await?,
+        }
+        Ok(sr)
+    }
+
+    /// Deletes archived copies of the queue's jobs that finished before `cutoff`: whole
+    /// segments, or a segment rewritten without them. Each change is audited.
+    async fn purge_archive<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sink: &ArchiveSink,
+        cutoff: i64,
+    ) -> Result<StateReport> {
+        let io = |e: std::io::Error| Error::archive(format!("archive purge failed: {e}"));
+        let mut sr = StateReport {
+            action: "purge".into(),
+            ..StateReport::default()
+        };
+        let mut done = 0;
+        for m in sink.list().await.map_err(io)? {
+            if m.queue != self.queue.base || m.from_ms >= cutoff {
+                continue;
+            }
+            let records = sink.read_segment(&m.segment).await.map_err(io)?;
+            sr.jobs += records.len() as u64;
+            let (old, keep): (Vec<_>, Vec<_>) =
+                records.into_iter().partition(|r| r.finished_on < cutoff);
+            sr.matched += old.len() as u64;
+            if old.is_empty() {
+                continue;
+            }
+            sink.rewrite_segment(&m, &keep).await.map_err(io)?;
+            let mut ctx = AuditContext::for_queue(
+                self.queue,
+                self.policy,
+                JobState::Failed,
+                "purge",
+                &self.opts.execution_id,
+            );
+            ctx.state = "archive".into();
+            let ids: Vec<String> = old
+                .iter()
+                .map(|r| format!("{}/{}", m.segment, r.id))
+                .collect();
+            audit::queue_event(con, &ctx, &ids).await?;
+            done += old.len() as u64;
+        }
+        finish(&mut sr, done, Skipped::default());
+        Ok(sr)
+    }
+}
+
+impl StateWork<'_> {
+    /// Cold markers for the selected prefix, without an archive: page by page from the oldest
+    /// end (markers stay in the set, so pages move forward by index).
+    async fn cold_in_place<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sel: &Selection,
+        sr: &mut StateReport,
+    ) -> Result<()> {
+        let set_key = self.keys.finished_set(self.state);
+        let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, sel).await?;
+        sr.jobs = jobs;
+        sr.matched = sel.prefix_len(jobs, by_age, by_grace);
+        if self.mode == Mode::Plan {
+            return Ok(());
+        }
+        let mut skipped = Skipped::default();
+        let mut sizer = BatchSizer::new(self.opts.budget_us);
+        let (mut offset, mut done) = (0u64, 0u64);
+        loop {
+            let rows = self.prefix_page(con, sel, offset, 1_000).await?;
+            if rows.is_empty() || self.opts.stopping() {
+                break;
+            }
+            offset += rows.len() as u64;
+            let pending: Vec<Candidate> = rows
+                .into_iter()
+                .map(|(id, score)| Candidate {
+                    id,
+                    score,
+                    fingerprint: None,
+                })
+                .collect();
+            done += self
+                .remove_pending(con, &pending, &mut sizer, &mut skipped)
+                .await?;
+        }
+        // Markers already cold read as changed; they are not news.
+        skipped.changed = 0;
+        finish(sr, done, skipped);
+        Ok(())
+    }
+}

@@ -1,0 +1,75 @@
+//! Which queues a run covers: discovery, sorted by how the policy file sees them, and the
+//! order `dependsOn` asks for.
+
+use crate::bullmq::discover_queues;
+use bullsweep_policy::{NamePattern, PolicySet, QueueId, Resolution};
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+
+/// Queues found in Redis, sorted by how the policy file sees them.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    /// Queues a layout identifies (in the environment in force).
+    pub managed: Vec<QueueId>,
+    /// BullMQ queues no layout matches.
+    pub unmanaged: Vec<String>,
+}
+
+/// Sorts discovered key bases into managed and unmanaged queues.
+pub fn classify(set: &PolicySet, bases: Vec<String>, env: Option<&str>) -> Inventory {
+    let mut inv = Inventory::default();
+    let wanted = env.map(|e| set.canonical_env(e));
+    for base in bases {
+        match set.identify(&base, env) {
+            Some(q) => {
+                if wanted.is_none() || q.env == wanted {
+                    inv.managed.push(q);
+                }
+            }
+            None => inv.unmanaged.push(base),
+        }
+    }
+    inv
+}
+
+/// Discovers the queues in Redis and sorts them.
+pub async fn inventory<C: ConnectionLike>(
+    con: &mut C,
+    set: &PolicySet,
+    env: Option<&str>,
+) -> RedisResult<Inventory> {
+    let bases = with_retry!(discover_queues(con))?;
+    Ok(classify(set, bases, env))
+}
+
+impl Inventory {
+    /// Keeps only the queues (managed or not) whose name or key base matches `glob`.
+    pub fn only(mut self, glob: Option<&NamePattern>) -> Self {
+        if let Some(g) = glob {
+            self.managed
+                .retain(|q| g.matches(&q.queue) || g.matches(&q.base));
+            self.unmanaged
+                .retain(|b| g.matches(b) || g.matches(b.rsplit(':').next().unwrap_or(b)));
+        }
+        self
+    }
+}
+
+/// Queues reordered so that each comes after the queues its policy's `dependsOn` names.
+pub fn in_dependency_order(set: &PolicySet, queues: Vec<QueueId>) -> Vec<QueueId> {
+    let deps: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| match set.resolve(q) {
+            Resolution::Covered(eff) => eff.depends_on,
+            _ => Vec::new(),
+        })
+        .collect();
+    let items: Vec<(&str, &[String])> = queues
+        .iter()
+        .zip(&deps)
+        .map(|(q, d)| (q.queue.as_str(), d.as_slice()))
+        .collect();
+    let order = bullsweep_policy::dependency_order(&items);
+    let mut slots: Vec<Option<QueueId>> = queues.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}

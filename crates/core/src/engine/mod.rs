@@ -1,0 +1,32 @@
+//! Planning and execution, as one chain: discover → resolve → plan → bounded batches →
+//! action → report ([`sweep`]). Each policy key or action has a file of its own; every
+//! id-batch action runs through the one batch loop in [`batch`].
+
+#[macro_use]
+mod retry;
+
+mod anonymize;
+mod archive_path;
+mod batch;
+mod dead_letter;
+pub mod event_removal;
+pub mod forget;
+mod inventory;
+mod move_exhausted;
+mod notice;
+mod options;
+mod prefix;
+mod report;
+mod rules;
+mod stalled;
+mod sweep;
+mod sys;
+mod walk;
+mod work;
+
+pub use anonymize::ANONYMIZED_MARKER;
+pub use batch::BatchSizer;
+pub use inventory::{Inventory, classify, in_dependency_order, inventory};
+pub use options::{Mode, SweepOptions};
+pub use report::{Notice, NoticeJob, QueueReport, Report, Skipped, StateReport};
+pub use sweep::sweep;

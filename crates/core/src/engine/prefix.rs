@@ -1,0 +1,107 @@
+//! Without job rules the selected jobs are a prefix of the set (oldest first): counted for a
+//! plan, and acted on from the oldest end for a run. Removal is done by self-selecting,
+//! time-bounded script calls (`sweep_prefix.lua`) that select and remove in one atomic step.
+
+use super::batch::{BatchSizer, BatchStep, account};
+use super::options::Mode;
+use super::report::{Skipped, StateReport};
+use super::rules::RuleGroup;
+use super::work::{StateWork, finish, not_implemented_reason, prefix_counts};
+use crate::bullmq::{PrefixBatch, scripts};
+use crate::error::Result;
+use bullsweep_policy::{Action, Selection};
+use redis::aio::ConnectionLike;
+
+impl StateWork<'_> {
+    /// Counts the selected prefix, and for a run acts on it with the group's action.
+    pub(super) async fn sweep_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        group: &RuleGroup,
+        sr: &mut StateReport,
+    ) -> Result<()> {
+        let set_key = self.keys.finished_set(self.state);
+        let sel = group.selection;
+        let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, &sel).await?;
+        sr.jobs = jobs;
+        sr.matched = if sel.selects_anything() {
+            sel.prefix_len(jobs, by_age, by_grace)
+        } else {
+            0
+        };
+        if let (Action::Anonymize, Mode::Plan, true) = (group.action, self.mode, sr.matched > 0) {
+            // Jobs an earlier run scrubbed are not news.
+            sr.matched -= self.count_anonymized(con, &sel).await?;
+        }
+        if self.mode == Mode::Plan || !sel.selects_anything() {
+            if self.mode == Mode::Run {
+                finish(sr, 0, Skipped::default());
+            }
+            return Ok(());
+        }
+        let mut skipped = Skipped::default();
+        let done = match (group.action, self.pii) {
+            (Action::Remove, _) => self.remove_prefix(con, &sel, &mut skipped).await?,
+            (Action::Archive, _) => match self.archive_sink()? {
+                Some(sink) => self.archive_prefix(con, sink, &sel, &mut skipped).await?,
+                None => {
+                    skipped.not_implemented = sr.matched;
+                    skipped.reasons.push("no archive sink is configured".into());
+                    0
+                }
+            },
+            (Action::Notify, _) => {
+                let notice = self.collect_notice(con, &sel, sr.matched).await?;
+                let count = notice.count;
+                sr.notice = Some(notice);
+                count
+            }
+            (Action::Anonymize, Some(rules)) => {
+                self.anonymize_prefix(con, rules, &sel, &mut skipped)
+                    .await?
+            }
+            (action, _) => {
+                skipped.not_implemented = sr.matched;
+                skipped.reasons.push(not_implemented_reason(action));
+                0
+            }
+        };
+        finish(sr, done, skipped);
+        Ok(())
+    }
+
+    /// Removes the selected prefix with `sweep_prefix.lua`, one time-bounded call at a time,
+    /// reading past the jobs earlier calls held back (locked or malformed).
+    async fn remove_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sel: &Selection,
+        skipped: &mut Skipped,
+    ) -> Result<u64> {
+        let mut sizer = BatchSizer::new(self.opts.budget_us);
+        let (mut offset, mut done) = (0, 0);
+        loop {
+            let batch = PrefixBatch {
+                selection: *sel,
+                limit: sizer.limit(),
+                budget_us: self.opts.budget_us,
+                offset,
+            };
+            let out = with_retry!(scripts().sweep_prefix(
+                con,
+                self.keys,
+                self.state,
+                &batch,
+                self.audit_ctx
+            ))?;
+            let step = BatchStep::from(out);
+            sizer.observe(step.handled, step.elapsed_us);
+            account(&step, self.opts, self.progress, skipped);
+            offset += out.locked + out.malformed;
+            done += out.removed;
+            if out.exhausted || self.opts.stopping() {
+                return Ok(done);
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The typed result of `plan` and `run`. `--json` prints it as one object; the human table is
+//! drawn from the same value.
+
+use crate::audit::AuditContext;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Everything a plan or run found and did.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    /// Queues a policy governs.
+    pub queues: Vec<QueueReport>,
+    /// Key bases of queues no policy covers; left alone.
+    pub uncovered: Vec<String>,
+    /// Key bases of BullMQ queues that match no layout; never touched.
+    pub unmanaged: Vec<String>,
+    /// Notices that `action: notify` produced, for the caller to deliver.
+    #[serde(skip)]
+    pub notices: Vec<Notice>,
+    /// What the caller should tell the user (no queue found, a policy that matches none, an
+    /// audit store that is down); printed on stderr.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// What `action: notify` tells about one queue: the jobs past retention, which stay in place.
+/// Its JSON is the audit context (policy, version, queue, tenant, environment, action, state,
+/// compliance tag, run) followed by the count and the jobs.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Notice {
+    /// Who and what the notice is about, as its audit event records it.
+    #[serde(flatten)]
+    pub context: AuditContext,
+    /// How many jobs are past retention.
+    pub count: u64,
+    /// The oldest of them (at most 1,000), with their failure reasons.
+    pub jobs: Vec<NoticeJob>,
+}
+
+/// One job in a notice.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeJob {
+    /// Job id.
+    pub id: String,
+    /// Its `failedReason`, if any.
+    pub failed_reason: Option<String>,
+    /// Its `finishedOn`.
+    pub finished_on: i64,
+}
+
+/// One governed queue.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct QueueReport {
+    /// Key base, e.g. `bull:acme:prod:billing-export`.
+    pub key: String,
+    /// Queue name.
+    pub queue: String,
+    /// Tenant from the layout, if any.
+    pub tenant: Option<String>,
+    /// Canonical environment, if known.
+    pub env: Option<String>,
+    /// Effective policy name (`<policy>->override:<tenant>` with a tenant override).
+    pub policy: String,
+    /// Per state: jobs present, jobs selected, action, and for `run` what was done.
+    pub states: BTreeMap<String, StateReport>,
+    /// Why work on this queue stopped, when it failed; other queues go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One state of one queue.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StateReport {
+    /// Jobs in the state's set.
+    pub jobs: u64,
+    /// Jobs the policy selects.
+    pub matched: u64,
+    /// The action for the selected jobs (`mixed` when job rules choose several).
+    pub action: String,
+    /// Jobs acted on (`run` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<u64>,
+    /// Selected jobs left alone, and why (`run` only, when any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Skipped>,
+    /// The notice for `action: notify`, moved into [`Report::notices`].
+    #[serde(skip)]
+    pub notice: Option<Notice>,
+}
+
+/// Selected jobs that `run` did not act on.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Skipped {
+    /// Held by a worker's lock.
+    pub locked: u64,
+    /// Hash missing fields, of the wrong type, or with a `finishedOn` that disagrees with its score.
+    pub malformed: u64,
+    /// Moved or re-finished between selection and removal.
+    pub changed: u64,
+    /// Selected for an action this version does not perform yet.
+    pub not_implemented: u64,
+    /// Selected for `anonymize` but scrubbed by an earlier run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub already_anonymized: u64,
+    /// Human-readable reasons, when any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Skipped {
+    /// Selected jobs left alone, whatever the reason.
+    pub fn total(&self) -> u64 {
+        self.locked + self.malformed + self.changed + self.not_implemented + self.already_anonymized
+    }
+
+    /// Whether nothing was skipped.
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+}
+
+impl Report {
+    /// Jobs acted on across every queue and state.
+    pub fn done(&self) -> u64 {
+        self.queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.done)
+            .sum()
+    }
+
+    /// Whether any queue failed.
+    pub fn has_errors(&self) -> bool {
+        self.queues.iter().any(|q| q.error.is_some())
+    }
+
+    /// Jobs acted on per action, across every queue and state (`mixed` states are counted
+    /// under `mixed`).
+    pub fn done_by_action(&self) -> BTreeMap<String, u64> {
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for s in self.queues.iter().flat_map(|q| q.states.values()) {
+            if let Some(done) = s.done.filter(|d| *d > 0) {
+                *by.entry(s.action.clone()).or_default() += done;
+            }
+        }
+        by
+    }
+
+    /// Jobs selected across every queue and state.
+    pub fn matched(&self) -> u64 {
+        self.queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .map(|s| s.matched)
+            .sum()
+    }
+}

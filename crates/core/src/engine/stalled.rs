@@ -1,0 +1,108 @@
+//! `rules.stalled`: active jobs whose worker lock is gone and that started longer ago than
+//! `maxAge` — jobs no worker will recover, for example after their service was removed. They
+//! are retried (back to wait, as BullMQ's stalled checker does) or removed, each checked again
+//! inside the script; a job with a live lock is never touched.
+
+use super::batch::{BatchSizer, run_batches};
+use super::options::{Mode, SweepOptions};
+use super::report::{Skipped, StateReport};
+use super::work::finish;
+use crate::audit::AuditContext;
+use crate::bullmq::{QueueKeys, scripts};
+use crate::error::Result;
+use bullsweep_policy::{EffectivePolicy, QueueId, StalledAction, StalledRule};
+use redis::aio::ConnectionLike;
+
+/// Active jobs read per round trip.
+const PAGE: isize = 500;
+
+/// The audit context of a stalled-job action: state `active`.
+fn audit_context(
+    q: &QueueId,
+    eff: &EffectivePolicy,
+    action: StalledAction,
+    run: &str,
+) -> AuditContext {
+    let mut ctx = AuditContext::for_queue(
+        q,
+        eff,
+        bullsweep_policy::JobState::Failed,
+        action.as_str(),
+        run,
+    );
+    ctx.state = "active".into();
+    ctx
+}
+
+/// Counts (plan) or handles (run) the queue's abandoned active jobs.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one argument per part of the run"
+)]
+pub(super) async fn govern<C: ConnectionLike>(
+    con: &mut C,
+    q: &QueueId,
+    eff: &EffectivePolicy,
+    rule: StalledRule,
+    opts: &SweepOptions,
+    mode: Mode,
+    progress: &(dyn Fn(u64) + Sync),
+    sr: &mut StateReport,
+) -> Result<()> {
+    let keys = QueueKeys::new(&q.base);
+    let cutoff = rule.max_age.before(opts.now_ms);
+    let mut candidates = Vec::new();
+    let mut start = 0isize;
+    loop {
+        let ids: Vec<String> = with_retry!(
+            redis::cmd("LRANGE")
+                .arg(keys.active())
+                .arg(start)
+                .arg(start + PAGE - 1)
+                .query_async::<Vec<String>>(con)
+        )?;
+        if ids.is_empty() {
+            break;
+        }
+        sr.jobs += ids.len() as u64;
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.exists(keys.lock(id));
+            pipe.hget(keys.job(id), "processedOn");
+        }
+        let reads: Vec<(bool, Option<String>)> = with_retry!(pipe.query_async(con))?;
+        for (id, (locked, processed_on)) in ids.iter().zip(reads) {
+            let started = processed_on.and_then(|p| p.parse::<i64>().ok());
+            if !locked && started.is_some_and(|s| s <= cutoff) {
+                candidates.push(id.clone());
+            }
+        }
+        start += PAGE;
+    }
+    sr.matched = candidates.len() as u64;
+    if mode == Mode::Plan {
+        return Ok(());
+    }
+    let ctx = audit_context(q, eff, rule.action, &opts.execution_id);
+    let ctx = serde_json::to_string(&ctx).unwrap_or_default();
+    let mut skipped = Skipped::default();
+    let retry = rule.action == StalledAction::Retry;
+    let mut sizer = BatchSizer::new(opts.budget_us);
+    let done = run_batches(
+        con,
+        &candidates,
+        &mut sizer,
+        opts,
+        progress,
+        &mut skipped,
+        async |con, batch| {
+            let out = scripts()
+                .active_jobs(con, &keys, retry, cutoff, batch, opts.budget_us, &ctx)
+                .await?;
+            Ok(out.into())
+        },
+    )
+    .await?;
+    finish(sr, done, skipped);
+    Ok(())
+}

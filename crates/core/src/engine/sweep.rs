@@ -1,0 +1,314 @@
+//! The sweep, as one chain: discover → resolve → per queue: exhausted jobs, each finished
+//! state, the dead-letter lifecycle, stalled jobs → report. A failure in one queue is
+//! recorded in its report and the next queue goes on.
+
+use super::dead_letter::Lifecycle;
+use super::inventory::{Inventory, in_dependency_order, inventory};
+use super::options::{Mode, SweepOptions};
+use super::report::{Notice, QueueReport, Report, StateReport};
+use super::rules::RuleGroups;
+use super::work::StateWork;
+use super::{move_exhausted, stalled};
+use crate::archive::ArchiveSink;
+use crate::audit::AuditContext;
+use crate::bullmq::QueueKeys;
+use crate::error::Result;
+use bullsweep_policy::{EffectivePolicy, JobState, PolicySet, QueueId, Resolution};
+use redis::aio::ConnectionLike;
+use std::collections::BTreeMap;
+
+/// Plans or runs every governed queue (or `opts.queues`), each after the queues its policy's
+/// `dependsOn` names. `progress` is told how many jobs each batch acted on.
+pub async fn sweep<C: ConnectionLike>(
+    con: &mut C,
+    set: &PolicySet,
+    opts: &SweepOptions,
+    mode: Mode,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Report> {
+    let inv = queues_to_sweep(con, set, opts).await?;
+    let archive = open_archive(set, mode).await;
+    let mut report = Report {
+        warnings: coverage_warnings(set, &inv, opts),
+        unmanaged: inv.unmanaged,
+        ..Report::default()
+    };
+    for q in in_dependency_order(set, inv.managed) {
+        if opts.stopping() {
+            break;
+        }
+        match set.resolve(&q) {
+            Resolution::Uncovered => report.uncovered.push(q.base.clone()),
+            Resolution::Tie { first, second } => report.queues.push(QueueReport {
+                error: Some(format!(
+                    "policies `{first}` and `{second}` tie for this queue"
+                )),
+                ..queue_report(&q, String::new())
+            }),
+            Resolution::Covered(eff) => {
+                let run = QueueRun {
+                    queue: &q,
+                    policy: &eff,
+                    opts,
+                    mode,
+                    progress,
+                    archive: archive.as_ref(),
+                };
+                let qr = run.govern(con, &mut report.notices).await;
+                report.queues.push(qr);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The queues named in `opts`, or every discovered one (only those `--queue` matches).
+async fn queues_to_sweep<C: ConnectionLike>(
+    con: &mut C,
+    set: &PolicySet,
+    opts: &SweepOptions,
+) -> Result<Inventory> {
+    Ok(match &opts.queues {
+        Some(queues) => Inventory {
+            managed: queues.clone(),
+            unmanaged: Vec::new(),
+        },
+        None => inventory(con, set, opts.env.as_deref())
+            .await?
+            .only(opts.queue_glob.as_ref()),
+    })
+}
+
+/// The archive sink for a run; one that cannot be written fails every archive rule closed,
+/// before anything is read.
+async fn open_archive(
+    set: &PolicySet,
+    mode: Mode,
+) -> Option<std::result::Result<ArchiveSink, String>> {
+    let target = set.archive.as_ref().filter(|_| mode == Mode::Run)?;
+    Some(match ArchiveSink::open(target) {
+        Ok(sink) => match sink.check_writable().await {
+            Ok(()) => Ok(sink),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    })
+}
+
+/// What a user should hear about before trusting the result: no queue found at all, or a
+/// policy that governs none of the queues found.
+fn coverage_warnings(set: &PolicySet, inv: &Inventory, opts: &SweepOptions) -> Vec<String> {
+    if opts.queues.is_some() {
+        return Vec::new();
+    }
+    if inv.managed.is_empty() && inv.unmanaged.is_empty() {
+        return vec![match &opts.queue_glob {
+            Some(g) => format!("no BullMQ queue matches --queue {}", g.as_str()),
+            None => "no BullMQ queue found in this database (no *:meta hash)".into(),
+        }];
+    }
+    if opts.queue_glob.is_some() {
+        return Vec::new();
+    }
+    let governing: Vec<String> = inv
+        .managed
+        .iter()
+        .filter_map(|q| match set.resolve(q) {
+            Resolution::Covered(eff) => Some(eff.policy),
+            _ => None,
+        })
+        .collect();
+    set.policies
+        .iter()
+        .filter(|p| !governing.contains(&p.name))
+        .map(|p| format!("policy `{}` matches no queue", p.name))
+        .collect()
+}
+
+/// An empty report for a queue.
+fn queue_report(q: &QueueId, policy: String) -> QueueReport {
+    QueueReport {
+        key: q.base.clone(),
+        queue: q.queue.clone(),
+        tenant: q.tenant.clone(),
+        env: q.env.clone(),
+        policy,
+        states: BTreeMap::new(),
+        error: None,
+    }
+}
+
+/// One governed queue's run.
+struct QueueRun<'a> {
+    queue: &'a QueueId,
+    policy: &'a EffectivePolicy,
+    opts: &'a SweepOptions,
+    mode: Mode,
+    progress: &'a (dyn Fn(u64) + Sync),
+    archive: Option<&'a std::result::Result<ArchiveSink, String>>,
+}
+
+impl QueueRun<'_> {
+    /// Runs the queue's steps in order; the first that fails ends the queue's run, with its
+    /// error in the report.
+    async fn govern<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        notices: &mut Vec<Notice>,
+    ) -> QueueReport {
+        let mut qr = queue_report(self.queue, self.policy.name.clone());
+        if let Some(reason) = self.audit_blocked() {
+            qr.error = Some(reason);
+            return qr;
+        }
+        // Exhausted jobs move first, before the failed rules could remove them.
+        let error = match self.move_exhausted(con, &mut qr).await {
+            Err(e) => Some(format!("moveExhaustedTo: {e}")),
+            Ok(()) => match self.finished_states(con, &mut qr, notices).await {
+                Err(e) => Some(e),
+                Ok(()) => match self.dead_letter(con, &mut qr).await {
+                    Err(e) => Some(format!("deadLetter: {e}")),
+                    Ok(()) => self
+                        .stalled(con, &mut qr)
+                        .await
+                        .err()
+                        .map(|e| format!("stalled: {e}")),
+                },
+            },
+        };
+        qr.error = error;
+        qr
+    }
+
+    /// Why a run must not touch the queue: `sla.auditRequired` with no working store.
+    fn audit_blocked(&self) -> Option<String> {
+        let required = self.policy.sla.as_ref().is_some_and(|s| s.audit_required);
+        match (self.mode, required, &self.opts.audit_unavailable) {
+            (Mode::Run, true, Some(reason)) => Some(format!(
+                "sla.auditRequired is set and the audit store is unavailable ({reason}); nothing was changed"
+            )),
+            _ => None,
+        }
+    }
+
+    /// `moveExhaustedTo`.
+    async fn move_exhausted<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        qr: &mut QueueReport,
+    ) -> Result<()> {
+        let Some(target) = &self.policy.move_exhausted_to else {
+            return Ok(());
+        };
+        let mut sr = StateReport {
+            action: format!("move to {target}"),
+            ..StateReport::default()
+        };
+        let result = move_exhausted::govern(
+            con,
+            self.queue,
+            self.policy,
+            target,
+            self.opts,
+            self.mode,
+            self.progress,
+            &mut sr,
+        )
+        .await;
+        qr.states.insert("failed:exhausted".into(), sr);
+        result
+    }
+
+    /// The rules of each finished state; the error names the state.
+    async fn finished_states<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        qr: &mut QueueReport,
+        notices: &mut Vec<Notice>,
+    ) -> std::result::Result<(), String> {
+        let keys = QueueKeys::new(&self.queue.base);
+        for state in JobState::ALL {
+            let Some(groups) = RuleGroups::for_state(self.policy, state, self.opts.now_ms) else {
+                continue;
+            };
+            let action = groups.action_label();
+            let audit = AuditContext::for_queue(
+                self.queue,
+                self.policy,
+                state,
+                &action,
+                &self.opts.execution_id,
+            );
+            let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
+            let work = StateWork {
+                queue: self.queue,
+                policy: &self.policy.name,
+                keys: &keys,
+                state,
+                groups: &groups,
+                opts: self.opts,
+                mode: self.mode,
+                progress: self.progress,
+                audit: &audit,
+                audit_ctx: &audit_ctx,
+                archive: self.archive,
+                pii: self.policy.pii.as_ref(),
+                cold: None,
+            };
+            let mut sr = StateReport {
+                action,
+                ..StateReport::default()
+            };
+            let result = work.govern(con, &mut sr).await;
+            notices.extend(sr.notice.take());
+            qr.states.insert(state.as_str().to_string(), sr);
+            result.map_err(|e| format!("{state}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// `deadLetter`.
+    async fn dead_letter<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        qr: &mut QueueReport,
+    ) -> Result<()> {
+        let Some(phases) = self.policy.dead_letter else {
+            return Ok(());
+        };
+        let lifecycle = Lifecycle {
+            queue: self.queue,
+            policy: self.policy,
+            phases,
+            opts: self.opts,
+            mode: self.mode,
+            progress: self.progress,
+            archive: self.archive,
+        };
+        lifecycle.govern(con, qr).await
+    }
+
+    /// `rules.stalled`.
+    async fn stalled<C: ConnectionLike>(&self, con: &mut C, qr: &mut QueueReport) -> Result<()> {
+        let Some(rule) = self.policy.stalled else {
+            return Ok(());
+        };
+        let mut sr = StateReport {
+            action: rule.action.as_str().to_string(),
+            ..StateReport::default()
+        };
+        let result = stalled::govern(
+            con,
+            self.queue,
+            self.policy,
+            rule,
+            self.opts,
+            self.mode,
+            self.progress,
+            &mut sr,
+        )
+        .await;
+        qr.states.insert("stalled".into(), sr);
+        result
+    }
+}

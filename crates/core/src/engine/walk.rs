@@ -1,0 +1,167 @@
+//! With job rules, selection depends on each job's name, so the set is walked from its newest
+//! end (`page_newest.lua`), counting the newest N per group; selected jobs are then acted on
+//! by id, each re-checked against its score.
+
+use super::batch::BatchSizer;
+use super::options::Mode;
+use super::report::{Skipped, StateReport};
+use super::work::{StateWork, finish, not_implemented_reason};
+use crate::bullmq::{Candidate, FinishedEntry, scripts};
+use crate::error::Result;
+use bullsweep_policy::Action;
+use redis::aio::ConnectionLike;
+use std::collections::VecDeque;
+
+/// Entries one page of a newest-first walk reads.
+const WALK_PAGE: u64 = 500;
+/// Jobs gathered for archive or anonymize before they are acted on.
+const GATHER_JOBS: usize = 1_000;
+
+/// What a walk has selected and not acted on yet, by action.
+#[derive(Default)]
+struct Selected {
+    remove: Vec<Candidate>,
+    archive: Vec<(String, i64)>,
+    anonymize: Vec<(String, i64)>,
+    /// The oldest selected for notify (the walk runs newest first), at most `NOTICE_JOBS`.
+    notify: VecDeque<(String, i64)>,
+    notify_count: u64,
+}
+
+impl StateWork<'_> {
+    /// Walks the set, counting (plan) or acting on (run) what each job's group selects.
+    pub(super) async fn walk<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sr: &mut StateReport,
+    ) -> Result<()> {
+        let groups = self.groups;
+        let mut newer = vec![0u64; groups.by_name.len() + 1];
+        let mut below: Option<i64> = None;
+        let mut selected = Selected::default();
+        let mut skipped = Skipped::default();
+        let mut sizer = BatchSizer::new(self.opts.budget_us);
+        let mut done = 0;
+        let sink = match (groups.any(Action::Archive), self.mode) {
+            (true, Mode::Run) => self.archive_sink()?,
+            _ => None,
+        };
+        let mut writer = sink.map(|s| self.archive_writer(s));
+        loop {
+            let page: Vec<FinishedEntry> =
+                with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
+            let Some(last) = page.last() else { break };
+            if self.opts.stopping() {
+                break;
+            }
+            below = Some(last.score);
+            sr.jobs += page.len() as u64;
+            for entry in page {
+                let Some((idx, group)) = groups.group_of(&entry.name) else {
+                    continue;
+                };
+                let seen = newer[idx];
+                newer[idx] += 1;
+                if !group.selection.selects(entry.score, seen) {
+                    continue;
+                }
+                sr.matched += 1;
+                // A plan only counts; collecting would hold every selected id.
+                if self.mode == Mode::Plan {
+                    continue;
+                }
+                let row = (entry.id, entry.score);
+                match group.action {
+                    Action::Remove => selected.remove.push(Candidate {
+                        id: row.0,
+                        score: row.1,
+                        fingerprint: None,
+                    }),
+                    Action::Archive if writer.is_some() => selected.archive.push(row),
+                    Action::Anonymize if self.pii.is_some() => selected.anonymize.push(row),
+                    Action::Notify => {
+                        selected.notify_count += 1;
+                        selected.notify.push_back(row);
+                        if selected.notify.len() as u64 > super::notice::NOTICE_JOBS {
+                            selected.notify.pop_front();
+                        }
+                    }
+                    action => {
+                        skipped.not_implemented += 1;
+                        let reason = not_implemented_reason(action);
+                        if !skipped.reasons.contains(&reason) {
+                            skipped.reasons.push(reason);
+                        }
+                    }
+                }
+            }
+            done += self
+                .act_on_selected(
+                    con,
+                    &mut selected,
+                    &mut writer,
+                    &mut sizer,
+                    &mut skipped,
+                    false,
+                )
+                .await?;
+        }
+        if self.mode == Mode::Run {
+            done += self
+                .act_on_selected(
+                    con,
+                    &mut selected,
+                    &mut writer,
+                    &mut sizer,
+                    &mut skipped,
+                    true,
+                )
+                .await?;
+            if selected.notify_count > 0 {
+                let rows: Vec<(String, i64)> = selected.notify.drain(..).rev().collect();
+                let notice = self.notice_for(con, &rows, selected.notify_count).await?;
+                done += notice.count;
+                sr.notice = Some(notice);
+            }
+            finish(sr, done, skipped);
+        }
+        Ok(())
+    }
+
+    /// Acts on what was gathered: each action once it has gathered enough, or everything
+    /// when `last`. Returns how many jobs were acted on.
+    async fn act_on_selected<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        selected: &mut Selected,
+        writer: &mut Option<super::archive_path::ArchiveWriter<'_>>,
+        sizer: &mut BatchSizer,
+        skipped: &mut Skipped,
+        last: bool,
+    ) -> Result<u64> {
+        let mut done = 0;
+        if let Some(w) = writer.as_mut()
+            && (selected.archive.len() >= GATHER_JOBS || last && !selected.archive.is_empty())
+        {
+            done += self
+                .archive_batch(con, w, &selected.archive, skipped)
+                .await?;
+            selected.archive.clear();
+        }
+        if let Some(rules) = self.pii
+            && (selected.anonymize.len() >= GATHER_JOBS || last)
+        {
+            done += self
+                .anonymize_rows(con, rules, &selected.anonymize, skipped)
+                .await?;
+            selected.anonymize.clear();
+        }
+        if selected.remove.len() as u64 >= sizer.limit() || last {
+            done += self
+                .remove_pending(con, &selected.remove, sizer, skipped)
+                .await?;
+            selected.remove.clear();
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,127 @@
+//! Erasure of one data subject (`bullsweep forget`), as a use case: scope the queues, erase
+//! the archive's records, then everything in Redis, and build the receipt. Every change is
+//! audited: each erase call appends its event to the Redis stream in the same Lua call, and
+//! the stream is shipped through [`audit::with_store`] before (to prove the store works; with
+//! no store nothing is erased) and after. The store is only held, under the audit lock, while
+//! shipping, so a daemon beside it keeps shipping too.
+
+use super::{DEFAULT_BUDGET_US, now_ms};
+use crate::archive::ArchiveSink;
+use crate::audit;
+use crate::engine::forget::{
+    ForgetRequest, Receipt, erase_archive, forget_in_redis, scope, status_of,
+};
+use crate::engine::inventory;
+use crate::error::Error;
+use bullsweep_policy::PolicySet;
+use redis::aio::ConnectionManager;
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+/// What the caller asks to erase.
+#[derive(Clone, Debug)]
+pub struct ForgetOptions {
+    /// The subject's name in `subjects:`.
+    pub subject: String,
+    /// The subject's id.
+    pub value: String,
+    /// Only this tenant.
+    pub tenant: Option<String>,
+    /// The erasure request's id.
+    pub request_id: String,
+    /// Find and report only.
+    pub dry_run: bool,
+    /// How long to wait for active jobs.
+    pub wait_active: Duration,
+    /// The environment in force.
+    pub env: Option<String>,
+}
+
+/// Erases the subject everywhere bullsweep governs and returns the receipt.
+pub async fn forget(
+    con: &mut ConnectionManager,
+    url: &str,
+    set: &PolicySet,
+    opts: ForgetOptions,
+) -> Result<Receipt, Error> {
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
+    let inv = inventory(con, set, opts.env.as_deref())
+        .await
+        .map_err(redis_err)?;
+    let scoped = scope(set, &inv.managed, &opts.subject, opts.tenant.as_deref())
+        .map_err(|e| Error::config(e.to_string()))?;
+    let req = ForgetRequest {
+        subject: opts.subject,
+        value: opts.value,
+        tenant: opts.tenant,
+        request_id: opts.request_id,
+        dry_run: opts.dry_run,
+        wait_active: opts.wait_active,
+        env: opts.env,
+        budget_us: DEFAULT_BUDGET_US,
+    };
+    let started_at = now_ms();
+    if !req.dry_run {
+        // Erasure is always audited: with no store to record it in, nothing is erased.
+        ship(con, set).await.map_err(|e| {
+            Error::audit(format!("audit store unavailable: {e}"))
+                .with_hint("erasure is always audited, so nothing was erased")
+        })?;
+    }
+    let sink = set
+        .archive
+        .as_ref()
+        .map(ArchiveSink::open)
+        .transpose()
+        .map_err(|e| Error::archive(e).context("archive"))?;
+    let (archive, archive_segments_scanned) = match &sink {
+        Some(sink) => erase_archive(con, sink, set, &req).await.map_err(|e| {
+            e.context("forget").with_hint(
+                "what was erased before is audited; run the same command again to finish",
+            )
+        })?,
+        None => (Vec::new(), 0),
+    };
+    let mut archived: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for segment in &archive {
+        archived
+            .entry(segment.queue.clone())
+            .or_default()
+            .extend(segment.ids.iter().cloned());
+    }
+    let (scan, queues) = forget_in_redis(con, &scoped, &req, &archived)
+        .await
+        .map_err(redis_err)?;
+    if !req.dry_run {
+        ship(con, set).await.map_err(|e| {
+            Error::audit(format!(
+                "the erasure's audit events could not be shipped: {e}"
+            ))
+            .with_hint(
+                "they are kept in the Redis stream bullsweep:audit and shipped by the next run",
+            )
+        })?;
+    }
+    Ok(Receipt {
+        status: status_of(req.dry_run, &queues, &archive).to_string(),
+        request_id: req.request_id,
+        subject: req.subject,
+        tenant: req.tenant,
+        dry_run: req.dry_run,
+        started_at,
+        finished_at: now_ms(),
+        queues_scanned: scoped.len() as u64,
+        scan,
+        queues,
+        archive,
+        archive_segments_scanned,
+    })
+}
+
+/// Ships pending audit events under the audit lock, as every writer does.
+async fn ship(con: &mut ConnectionManager, set: &PolicySet) -> Result<u64, audit::ShipError> {
+    audit::with_store(con, &set.audit, async |con, store| {
+        audit::ship(con, store).await
+    })
+    .await
+}

@@ -1,0 +1,35 @@
+//! The use cases both front ends share: the command line and the daemon call these, never
+//! each other. Each is written once here: the audited run, erasure, restore, reading the
+//! policy file, connecting, and the clock.
+
+pub mod config;
+pub mod connect;
+pub mod forget;
+pub mod restore;
+pub mod run;
+
+pub use config::load_policy_file;
+pub use connect::{DEFAULT_REDIS_URL, connect, redact};
+pub use run::{RunScope, audited_sweep};
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The time budget of one Lua call: the target is 2 ms, and the scripts stop themselves past it.
+pub const DEFAULT_BUDGET_US: u64 = 2_000;
+
+/// Milliseconds since the epoch, as BullMQ measures `finishedOn`.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// A run's id for audit events: time and process, in hex.
+pub fn execution_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{nanos:x}-{:x}", std::process::id())
+}

@@ -1,0 +1,136 @@
+//! The audited run, used by `plan`, `run`, `demo` and the daemon alike: the durable store is
+//! opened first (policies with `sla.auditRequired` do nothing when it cannot be), events left
+//! in Redis by an earlier run are shipped, the sweep runs, notices are delivered, and the
+//! run's events are shipped, with one `failed` event per queue that failed.
+
+use super::{DEFAULT_BUDGET_US, execution_id, now_ms};
+use crate::audit::{self, AuditContext};
+use crate::engine::{self, Mode, QueueReport, Report, SweepOptions};
+use crate::error::Error;
+use crate::notify;
+use bullsweep_policy::{Action, PolicySet, QueueId};
+use redis::aio::ConnectionManager;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// Which queues a plan or run covers, and how it is stopped early.
+#[derive(Clone, Debug, Default)]
+pub struct RunScope {
+    /// The environment in force (see `--env`).
+    pub env: Option<String>,
+    /// Only these queues; every discovered queue when `None`.
+    pub queues: Option<Vec<QueueId>>,
+    /// Only queues whose name or key base matches this glob.
+    pub queue_glob: Option<bullsweep_policy::NamePattern>,
+    /// Set to stop after the batch in progress.
+    pub stop: Option<Arc<AtomicBool>>,
+    /// Receives the time Redis spent in each batch, in microseconds.
+    pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+}
+
+/// Plans, or runs with every change audited (see the module doc). `url` names Redis in
+/// messages; `progress` is told how many jobs each batch acted on.
+pub async fn audited_sweep(
+    con: &mut ConnectionManager,
+    url: &str,
+    set: &PolicySet,
+    scope: RunScope,
+    mode: Mode,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Report, Error> {
+    let execution_id = execution_id();
+    let mut warnings = Vec::new();
+    let mut audit_unavailable = None;
+    if mode == Mode::Run {
+        if let Err(e) = audit::with_store(con, &set.audit, async |con, store| {
+            audit::ship(con, store).await
+        })
+        .await
+        {
+            audit_unavailable = Some(e.to_string());
+        }
+        if let Some(reason) = &audit_unavailable {
+            warnings.push(format!(
+                "audit store unavailable: {reason}; policies with sla.auditRequired will not run"
+            ));
+        }
+    }
+    let opts = SweepOptions {
+        env: scope.env,
+        queues: scope.queues,
+        queue_glob: scope.queue_glob,
+        stop: scope.stop,
+        timings: scope.timings,
+        now_ms: now_ms(),
+        budget_us: DEFAULT_BUDGET_US,
+        execution_id: execution_id.clone(),
+        audit_unavailable: audit_unavailable.clone(),
+    };
+    let mut report = engine::sweep(con, set, &opts, mode, progress)
+        .await
+        .map_err(|e| at_url(e, url))?;
+    warnings.append(&mut report.warnings);
+    report.warnings = warnings;
+    // Notices go out whatever the audit store's state; each delivery is then audited.
+    let mut deliveries = Vec::new();
+    for notice in &report.notices {
+        deliveries.push(notify::deliver(notice, &set.notify).await);
+    }
+    if mode == Mode::Run && audit_unavailable.is_none() {
+        let shipped = audit::with_store(con, &set.audit, async |con, store| {
+            audit::ship(con, store).await?;
+            for q in report.queues.iter().filter(|q| q.error.is_some()) {
+                let ctx = failed_queue_context(q, &execution_id);
+                audit::record_event(con, store, ctx, Vec::new(), q.error.as_deref()).await?;
+            }
+            for (n, delivered) in report.notices.iter().zip(&deliveries) {
+                let ids = n.jobs.iter().map(|j| j.id.clone()).collect();
+                let error = delivered.as_ref().err().map(|e| e.message.as_str());
+                audit::record_event(con, store, n.context.clone(), ids, error).await?;
+            }
+            Ok(())
+        });
+        shipped.await.map_err(|e| {
+            Error::audit(format!("the run's audit events could not be shipped: {e}")).with_hint(
+                "they are kept in the Redis stream bullsweep:audit and shipped by the next run",
+            )
+        })?;
+    }
+    if let Some(failure) = deliveries.into_iter().find_map(Result::err) {
+        return Err(failure
+            .context("notify")
+            .with_hint("the jobs were left in place; the next run notifies again"));
+    }
+    Ok(report)
+}
+
+/// A Redis error from the engine, with the URL it came from.
+fn at_url(e: Error, url: &str) -> Error {
+    match e.kind {
+        crate::error::ErrorKind::Redis => Error {
+            message: match e.message.strip_prefix("Redis: ") {
+                Some(detail) => format!("Redis at {} failed: {detail}", super::redact(url)),
+                None => e.message,
+            },
+            ..e
+        },
+        _ => e,
+    }
+}
+
+/// The audit context of a queue whose work failed: what the report knows of it (the state and
+/// the policy's version are not known there).
+fn failed_queue_context(q: &QueueReport, execution_id: &str) -> AuditContext {
+    AuditContext {
+        policy_name: q.policy.clone(),
+        policy_version: String::new(),
+        queue_name: q.queue.clone(),
+        queue_key: q.key.clone(),
+        tenant: q.tenant.clone(),
+        environment: q.env.clone(),
+        action: Action::Remove.as_str().to_string(),
+        state: String::new(),
+        compliance_tag: None,
+        execution_id: execution_id.to_string(),
+    }
+}

@@ -1,0 +1,10 @@
+//! Test and demo infrastructure for bullsweep: a private `redis-server` on a free port in a
+//! temporary directory ([`redis_server`]), and BullMQ-format seeding ([`seed`]) that fills
+//! hundreds of thousands of jobs in seconds. Used by `demo`, `bench` and the test suites.
+#![deny(missing_docs)]
+
+pub mod redis_server;
+pub mod seed;
+
+pub use redis_server::PrivateRedis;
+pub use seed::{SeedSpec, seed_queue};
