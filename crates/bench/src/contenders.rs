@@ -7,8 +7,10 @@ use super::report::Measurement;
 use super::{BASE, BenchConfig, FORGET_QUEUES, FORGET_SUBJECT};
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveSink, LocalArchive};
+use bullsweep_core::bullmq::QueueKeys;
 use bullsweep_core::engine::{self, Mode, SweepOptions};
 use bullsweep_core::ops::{DEFAULT_BUDGET_US, now_ms};
+use bullsweep_policy::JobState;
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use redis::aio::ConnectionManager;
 use std::time::{Duration, Instant};
@@ -107,7 +109,7 @@ pub(crate) async fn measure(
         .await
         .map_err(redis_err)?;
     let left: u64 = redis::cmd("ZCARD")
-        .arg(format!("{BASE}:completed"))
+        .arg(QueueKeys::new(BASE).finished_set(JobState::Completed))
         .query_async(con)
         .await
         .map_err(redis_err)?;
@@ -235,7 +237,8 @@ pub(crate) async fn measure_forget(
 
 /// The naive sweep of the seed article: ZSCAN the set, UNLINK each job's keys, ZREM the ids.
 pub(crate) async fn naive_sweep(con: &mut ConnectionManager) -> Result<u64, redis::RedisError> {
-    let set = format!("{BASE}:completed");
+    let keys = QueueKeys::new(BASE);
+    let set = keys.finished_set(JobState::Completed);
     let mut removed = 0u64;
     loop {
         let mut cursor: u64 = 0;
@@ -251,8 +254,7 @@ pub(crate) async fn naive_sweep(con: &mut ConnectionManager) -> Result<u64, redi
             if !ids.is_empty() {
                 let mut pipe = redis::pipe();
                 for id in &ids {
-                    pipe.unlink(&[format!("{BASE}:{id}"), format!("{BASE}:{id}:logs")])
-                        .ignore();
+                    pipe.unlink(&[keys.job(id), keys.logs(id)]).ignore();
                 }
                 pipe.zrem(&set, &ids).ignore();
                 pipe.query_async::<()>(con).await?;
@@ -283,8 +285,8 @@ pub(crate) async fn lean_sweep(con: &mut ConnectionManager) -> Result<u64, redis
     let mut removed = 0u64;
     loop {
         let n: u64 = script
-            .key(format!("{BASE}:completed"))
-            .arg(format!("{BASE}:"))
+            .key(QueueKeys::new(BASE).finished_set(JobState::Completed))
+            .arg(QueueKeys::new(BASE).job_prefix())
             .arg(500)
             .invoke_async(con)
             .await?;

@@ -11,6 +11,8 @@
 
 use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
 use bullsweep_core::Error;
+use bullsweep_core::bullmq::QueueKeys;
+use bullsweep_policy::JobState;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use redis::aio::ConnectionManager;
 use serde::Serialize;
@@ -284,7 +286,7 @@ async fn start_daemon(
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let reading: bool = redis::cmd("HEXISTS")
-            .arg(bullsweep_core::daemon::state::CURSOR_KEY)
+            .arg(bullsweep_core::bullmq::keys::CURSOR)
             .arg(BASE)
             .query_async(con)
             .await
@@ -333,7 +335,7 @@ async fn measure(
         .await
         .map_err(redis_err)?;
     redis::cmd("HSET")
-        .arg(format!("{BASE}:meta"))
+        .arg(QueueKeys::new(BASE).meta())
         .arg("opts.maxLenEvents")
         .arg(MAX_EVENTS)
         .query_async::<()>(con)
@@ -365,7 +367,7 @@ async fn measure(
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left: u64 = redis::cmd("ZCARD")
-            .arg(format!("{BASE}:completed"))
+            .arg(QueueKeys::new(BASE).finished_set(JobState::Completed))
             .query_async(con)
             .await
             .map_err(redis_err)?;
@@ -403,7 +405,7 @@ async fn delays(con: &mut ConnectionManager) -> redis::RedisResult<Vec<Option<f6
     let mut start = "-".to_string();
     loop {
         let page: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg(format!("{BASE}:events"))
+            .arg(QueueKeys::new(BASE).events())
             .arg(&start)
             .arg("+")
             .arg("COUNT")

@@ -4,7 +4,8 @@
 
 mod common;
 
-use bullsweep_core::archive::{ArchiveRecord, job_fingerprint};
+use bullsweep_core::archive::ArchiveRecord;
+use bullsweep_core::bullmq::fingerprint::job_fingerprint;
 use bullsweep_core::bullmq::{Candidate, QueueKeys, scripts};
 use bullsweep_policy::JobState;
 use common::*;

@@ -2,49 +2,12 @@
 //! audit store) at once: `SET NX PX` with a random token, renewed while held, and released
 //! only by its owner (compare-and-delete).
 
+use crate::bullmq::scripts;
+use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
-use std::sync::OnceLock;
 
 /// How long a sweep's lock lives without renewal.
 pub const LOCK_TTL_MS: u64 = 15_000;
-
-fn renew_script() -> &'static Script {
-    static SCRIPT: OnceLock<Script> = OnceLock::new();
-    SCRIPT.get_or_init(|| {
-        Script::new(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-               return redis.call('PEXPIRE', KEYS[1], ARGV[2]) \
-             end \
-             return 0",
-        )
-    })
-}
-
-fn release_script() -> &'static Script {
-    static SCRIPT: OnceLock<Script> = OnceLock::new();
-    SCRIPT.get_or_init(|| {
-        Script::new(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-               return redis.call('DEL', KEYS[1]) \
-             end \
-             return 0",
-        )
-    })
-}
-
-/// The lock key of a queue's sweeps.
-pub fn sweep_lock_key(base: &str) -> String {
-    format!("bullsweep:lock:{base}")
-}
-
-/// The lock key of a queue's events stream reader.
-pub fn events_lock_key(base: &str) -> String {
-    format!("bullsweep:lock:events:{base}")
-}
-
-/// The lock key of the durable audit store.
-pub const AUDIT_LOCK_KEY: &str = "bullsweep:lock:audit";
 
 /// A held lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,22 +60,13 @@ impl QueueLock {
     /// Extends the lock to `ttl_ms` from now; `false` when it was lost (expired, or taken by
     /// another owner).
     pub async fn renew<C: ConnectionLike>(&self, con: &mut C, ttl_ms: u64) -> RedisResult<bool> {
-        let renewed: i64 = renew_script()
-            .key(&self.key)
-            .arg(&self.token)
-            .arg(ttl_ms)
-            .invoke_async(con)
-            .await?;
-        Ok(renewed == 1)
+        scripts()
+            .renew_lock(con, &self.key, &self.token, ttl_ms)
+            .await
     }
 
     /// Releases the lock if it is still ours.
     pub async fn release<C: ConnectionLike>(&self, con: &mut C) -> RedisResult<bool> {
-        let released: i64 = release_script()
-            .key(&self.key)
-            .arg(&self.token)
-            .invoke_async(con)
-            .await?;
-        Ok(released == 1)
+        scripts().release_lock(con, &self.key, &self.token).await
     }
 }

@@ -47,7 +47,7 @@ pub async fn seed_queue<C: ConnectionLike>(
             &[("opts.maxLenEvents", "10000"), ("version", "bullmq:6.7.0")],
         )
         .ignore()
-        .set(format!("{}:id", spec.base), total)
+        .set(keys.sub("id"), total)
         .ignore()
         .query_async::<()>(con)
         .await?;
@@ -102,8 +102,7 @@ pub async fn seed_queue<C: ConnectionLike>(
                     ));
                 }
             }
-            pipe.hset_multiple(format!("{}:{id}", spec.base), &fields)
-                .ignore();
+            pipe.hset_multiple(keys.job(&id), &fields).ignore();
             pipe.zadd(keys.finished_set(state), &id, finished).ignore();
         }
         pipe.query_async::<()>(con).await?;

@@ -6,7 +6,7 @@ use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, print_text, rfc3339};
 use crate::render::table;
 use bullsweep_core::archive::{ArchiveSink, SegmentManifest};
-use bullsweep_core::bullmq::RestoreMode;
+use bullsweep_core::bullmq::{QueueKeys, RestoreMode};
 use bullsweep_core::ops::{self, restore::restore};
 use bullsweep_core::{Error, ErrorKind};
 use bullsweep_policy::ArchiveTarget;
@@ -121,10 +121,13 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                 "id": restored.id,
                 "state": restored.state,
             });
+            let keys = QueueKeys::new(base);
             print_out(cli.json, &json, || {
                 format!(
-                    "restored {base}:{} as {base}:{} (in {})",
-                    restored.original_id, restored.id, restored.state
+                    "restored {} as {} (in {})",
+                    keys.job(&restored.original_id),
+                    keys.job(&restored.id),
+                    restored.state
                 )
             })?;
             Ok(0)

@@ -514,28 +514,6 @@ impl ArchiveSink {
     }
 }
 
-/// The fingerprint the delete script recomputes to prove a job is unchanged since it was read:
-/// SHA-1 of the job hash's `DUMP` serialization, a NUL byte, and the number of log lines.
-/// `lua/remove_ids.lua` computes the same.
-pub fn job_fingerprint(dump: &[u8], log_count: usize) -> String {
-    let mut sha = sha1_smol::Sha1::new();
-    sha.update(dump);
-    sha.update(b"\0");
-    sha.update(log_count.to_string().as_bytes());
-    sha.digest().to_string()
-}
-
-/// The change check for an oversized job, whose `DUMP` would hold Redis too long:
-/// `shape:` + SHA-1 of its field names (sorted by bytes) with their lengths, and its log
-/// count. `lua/remove_ids.lua` computes the same.
-pub fn shape_fingerprint(fields: &[(String, usize)], log_count: u64) -> String {
-    let mut sorted: Vec<&(String, usize)> = fields.iter().collect();
-    sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let mut parts: Vec<String> = sorted.iter().map(|(k, n)| format!("{k}={n}")).collect();
-    parts.push(format!("logs={log_count}"));
-    format!("shape:{}", sha1_smol::Sha1::from(parts.join("\n")).digest())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,17 +612,5 @@ mod tests {
         bytes[last] ^= 1;
         std::fs::write(&path, bytes).expect("damage");
         assert!(archive.verify(&manifest).await.is_err());
-    }
-
-    #[test]
-    fn fingerprints_follow_content_and_log_count() {
-        assert_eq!(job_fingerprint(b"abc", 0), job_fingerprint(b"abc", 0));
-        assert_ne!(job_fingerprint(b"abc", 0), job_fingerprint(b"abc", 1));
-        assert_ne!(job_fingerprint(b"abc", 0), job_fingerprint(b"abd", 0));
-        // The Lua side hashes DUMP, a NUL byte and the log count the same way.
-        assert_eq!(
-            job_fingerprint(b"abc", 0),
-            sha1_smol::Sha1::from(b"abc\x000").digest().to_string()
-        );
     }
 }

@@ -10,18 +10,13 @@ pub mod postgres;
 pub use chain::{AuditLine, FileAuditStore, GENESIS_HASH, VerifyReport};
 pub use postgres::PostgresAuditStore;
 
+use crate::bullmq::keys::{AUDIT_HEAD, AUDIT_LOCK, AUDIT_SEQ, AUDIT_STREAM};
+use crate::bullmq::scripts;
 use bullsweep_policy::AuditTarget;
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use serde::{Deserialize, Serialize};
-
-/// The stream the Lua scripts append to.
-pub const AUDIT_STREAM: &str = "bullsweep:audit";
-/// The counter that numbers audit events.
-pub const AUDIT_SEQ: &str = "bullsweep:audit:seq";
-/// The newest shipped `(seq, hash)`, as JSON.
-pub const AUDIT_HEAD: &str = "bullsweep:audit:head";
 
 /// What the caller tells a script about the batch it runs: stored with each audit event.
 /// (No `deny_unknown_fields`: it is flattened into [`AuditEvent`].)
@@ -199,18 +194,13 @@ pub async fn with_store<C: ConnectionLike, T>(
     f: impl AsyncFnOnce(&mut C, &mut AuditStore) -> Result<T, ShipError>,
 ) -> Result<T, ShipError> {
     let owner = format!("audit-{}", std::process::id());
-    let lock = crate::lock::QueueLock::acquire_within(
-        con,
-        crate::lock::AUDIT_LOCK_KEY,
-        &owner,
-        STORE_WAIT,
-    )
-    .await?
-    .ok_or_else(|| {
-        ShipError::Store(std::io::Error::other(
-            "another writer held the audit store for 30 s",
-        ))
-    })?;
+    let lock = crate::lock::QueueLock::acquire_within(con, AUDIT_LOCK, &owner, STORE_WAIT)
+        .await?
+        .ok_or_else(|| {
+            ShipError::Store(std::io::Error::other(
+                "another writer held the audit store for 30 s",
+            ))
+        })?;
     let result = match AuditStore::open(target).await {
         Ok(mut store) => f(con, &mut store).await,
         Err(e) => Err(ShipError::Store(e)),
@@ -311,27 +301,8 @@ pub async fn queue_event<C: ConnectionLike>(
     ctx: &AuditContext,
     job_ids: &[String],
 ) -> RedisResult<()> {
-    static SCRIPT: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
-    let script = SCRIPT.get_or_init(|| {
-        redis::Script::new(
-            "local seq = redis.call('INCR', KEYS[2]) \
-             local t = redis.call('TIME') \
-             local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
-             redis.call('XADD', KEYS[1], '*', 'seq', seq, 'ts', string.format('%d', ms), \
-               'ctx', ARGV[1], 'jobIds', ARGV[2]) \
-             return seq",
-        )
-    });
     let ctx = serde_json::to_string(ctx).unwrap_or_default();
-    let ids = serde_json::to_string(job_ids).unwrap_or_default();
-    script
-        .key(AUDIT_STREAM)
-        .key(AUDIT_SEQ)
-        .arg(ctx)
-        .arg(ids)
-        .invoke_async::<u64>(con)
-        .await
-        .map(|_| ())
+    scripts().append_audit(con, &ctx, job_ids).await.map(|_| ())
 }
 
 /// Records the store's newest `(seq, hash)` in Redis, for `verify` to catch a cut tail.

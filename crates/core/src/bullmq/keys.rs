@@ -1,5 +1,8 @@
-//! Key names of one BullMQ queue. Nothing outside this module builds a BullMQ key by hand.
+//! Key names: those of one BullMQ queue ([`QueueKeys`]) and bullsweep's own keys (audit
+//! stream, locks, schedules, positions, retry records). Nothing outside this module builds a
+//! key by hand; a test greps the other modules and crates for it.
 
+use super::scripts::{ErasureItem, ErasureKind};
 use bullsweep_policy::JobState;
 
 /// The keys of one queue, derived from its base (`<prefix>:<queue>`).
@@ -81,9 +84,110 @@ impl QueueKeys {
         ]
     }
 
+    /// The hash (and field) an erasure item's matched value lives in; `None` for events.
+    pub fn erasure_target<'i>(&self, item: &'i ErasureItem) -> Option<(String, &'i str)> {
+        Some(match item.kind {
+            ErasureKind::Job => (self.job(&item.id), "data"),
+            ErasureKind::Dedup => (self.job(&dedup_placeholder(&item.id)), "data"),
+            ErasureKind::Scheduler => (self.job(&scheduler_template(&item.id)), "data"),
+            ErasureKind::Processed | ErasureKind::Failed => (
+                format!("{}:{}:{}", self.base, item.id, item.kind.as_str()),
+                item.field.as_str(),
+            ),
+            ErasureKind::Event => return None,
+        })
+    }
+
+    /// The id of a job of this queue given its full key, if it is one.
+    pub fn id_of<'k>(&self, job_key: &'k str) -> Option<&'k str> {
+        job_key
+            .strip_prefix(self.base.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+    }
+
+    /// Whether a parent's copy hash is its `:processed` one (children's return values, as
+    /// JSON), not its `:failed` one (failure reasons, as text).
+    pub fn is_processed_copy(copy_key: &str) -> bool {
+        copy_key.ends_with(":processed")
+    }
+
+    /// The base of an `<base>:events` key, if it is one.
+    pub fn base_of_events_key(key: &str) -> Option<&str> {
+        key.strip_suffix(":events").filter(|b| !b.is_empty())
+    }
+
     /// The base of a `<something>:meta` key, if it is one.
     pub fn base_of_meta_key(key: &str) -> Option<&str> {
         key.strip_suffix(":meta").filter(|b| !b.is_empty())
+    }
+}
+
+/// The name (under the queue's base) of the deduplication placeholder for `dedup_id`.
+pub fn dedup_placeholder(dedup_id: &str) -> String {
+    format!("dn:{dedup_id}")
+}
+
+/// The name (under the queue's base) of a job scheduler's template.
+pub fn scheduler_template(scheduler_id: &str) -> String {
+    format!("repeat:{scheduler_id}")
+}
+
+/// The name (under the parent's base) of a child's copy in its parent: `<parent id>:processed`
+/// or `:failed`, then `/<child key>`, as erasure receipts list it.
+pub fn copy_name(parent_id: &str, kind: ErasureKind, child_key: &str) -> String {
+    format!("{parent_id}:{}/{child_key}", kind.as_str())
+}
+
+/// Queue-level keys under a base (`<base>:<name>`), which hold no job's data.
+const QUEUE_KEYS: [&str; 17] = [
+    "wait",
+    "paused",
+    "active",
+    "prioritized",
+    "delayed",
+    "completed",
+    "failed",
+    "waiting-children",
+    "meta",
+    "id",
+    "events",
+    "stalled",
+    "stalled-check",
+    "limiter",
+    "marker",
+    "pc",
+    "repeat",
+];
+
+/// Sub-keys of a job that hold no data of its own (copies are in `:processed` and `:failed`).
+const JOB_SUB_KEYS: [&str; 4] = [":logs", ":lock", ":dependencies", ":unsuccessful"];
+
+/// What a key under a queue's base holds, from the part after `<base>:`: a job, a child's
+/// copy in a parent (`<parent id>:processed` or `:failed`), a dedup placeholder (`dn:`), or a
+/// job scheduler's template (`repeat:<id>`, not an iteration `repeat:<id>:<millis>`), with the
+/// id it names. `None` for keys that hold no job data: queue-level keys, metrics, dedup keys
+/// (`de:`) and a job's own sub-keys.
+pub fn classify_under_base(rest: &str) -> Option<(ErasureKind, &str)> {
+    if let Some(parent) = rest.strip_suffix(":processed") {
+        Some((ErasureKind::Processed, parent))
+    } else if let Some(parent) = rest.strip_suffix(":failed") {
+        Some((ErasureKind::Failed, parent))
+    } else if let Some(d) = rest.strip_prefix("dn:") {
+        Some((ErasureKind::Dedup, d))
+    } else if let Some(sid) = rest.strip_prefix("repeat:").filter(|sid| {
+        sid.rsplit_once(':')
+            .is_none_or(|(_, tail)| !tail.bytes().all(|b| b.is_ascii_digit()))
+    }) {
+        Some((ErasureKind::Scheduler, sid))
+    } else if QUEUE_KEYS.contains(&rest)
+        || rest.is_empty()
+        || rest.starts_with("metrics:")
+        || rest.starts_with("de:")
+        || JOB_SUB_KEYS.iter().any(|s| rest.ends_with(s))
+    {
+        None
+    } else {
+        Some((ErasureKind::Job, rest))
     }
 }
 
@@ -93,6 +197,35 @@ pub const META_MAX_LEN_EVENTS: &str = "opts.maxLenEvents";
 pub const META_VERSION: &str = "version";
 /// Pattern that finds every queue's `meta` hash.
 pub const META_SCAN_PATTERN: &str = "*:meta";
+
+/// bullsweep's audit stream: every script that changes job data appends its event here, in
+/// the same call (`lua/prelude/audit.lua`).
+pub const AUDIT_STREAM: &str = "bullsweep:audit";
+/// The counter that numbers audit events.
+pub const AUDIT_SEQ: &str = "bullsweep:audit:seq";
+/// The newest shipped `(seq, hash)` of the durable store, as JSON.
+pub const AUDIT_HEAD: &str = "bullsweep:audit:head";
+/// The lock every writer of the durable audit store holds while it appends.
+pub const AUDIT_LOCK: &str = "bullsweep:lock:audit";
+/// Hash: queue key base → when its last sweep started (ms since the epoch).
+pub const LAST_RUN: &str = "bullsweep:lastrun";
+/// Hash: queue key base → id of the last events-stream entry acted on.
+pub const CURSOR: &str = "bullsweep:cursor";
+
+/// The lock of a queue's sweeps.
+pub fn sweep_lock(base: &str) -> String {
+    format!("bullsweep:lock:{base}")
+}
+
+/// The lock of a queue's events stream reader.
+pub fn events_lock(base: &str) -> String {
+    format!("bullsweep:lock:events:{base}")
+}
+
+/// The retry record of a queue whose last run failed.
+pub fn retry_record(base: &str) -> String {
+    format!("bullsweep:retry:{base}")
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,7 @@
 //! Everything that knows BullMQ's data model: key names, discovery and the Lua scripts.
 
 pub mod discovery;
+pub mod fingerprint;
 pub mod job;
 pub mod keys;
 pub mod scripts;
@@ -9,6 +10,7 @@ pub use discovery::discover_queues;
 pub use job::new_job_fields;
 pub use keys::QueueKeys;
 pub use scripts::{
-    ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DrainOutcome, DrainRequest, FinishedEntry,
-    PrefixBatch, RestoreMode, ScrubOutcome, ScrubbedJob, scripts,
+    ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DrainOutcome, DrainRequest, ErasureItem,
+    ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch, RestoreMode, ScrubOutcome,
+    ScrubbedJob, scripts,
 };

@@ -12,10 +12,11 @@ use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::state;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
+use crate::bullmq::keys::{CURSOR, events_lock};
 use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::engine::event_removal::{remove_finished, score_bounds};
 use crate::engine::{BatchSizer, SweepOptions};
-use crate::lock::{QueueLock, events_lock_key};
+use crate::lock::QueueLock;
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::streams::StreamReadReply;
@@ -264,7 +265,7 @@ pub async fn run(
         backoff = Duration::from_millis(100);
         let Some(reply) = reply else { continue };
         for stream in reply.keys {
-            let Some(base) = stream.key.strip_suffix(":events").map(str::to_string) else {
+            let Some(base) = QueueKeys::base_of_events_key(&stream.key).map(str::to_string) else {
                 continue;
             };
             let Some(h) = held.get_mut(&base) else {
@@ -403,7 +404,7 @@ async fn drain(
         failed_bound: failed,
         completed_ctx: &completed_ctx,
         failed_ctx: &failed_ctx,
-        positions: (state::CURSOR_KEY, base),
+        positions: (CURSOR, base),
         budget_us: DRAIN_BUDGET_US,
     };
     let out = scripts()
@@ -453,7 +454,7 @@ async fn refresh_locks(
             continue;
         }
         let Some(lock) =
-            QueueLock::acquire(con, events_lock_key(&base), owner, EVENTS_LOCK_TTL_MS).await?
+            QueueLock::acquire(con, events_lock(&base), owner, EVENTS_LOCK_TTL_MS).await?
         else {
             continue;
         };

@@ -12,9 +12,10 @@ pub mod state;
 
 use crate::audit;
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::{AUDIT_STREAM, sweep_lock};
 use crate::engine::{self, Mode, Report};
 use crate::error::Error;
-use crate::lock::{self, QueueLock, sweep_lock_key};
+use crate::lock::{self, QueueLock};
 use crate::ops::{RunScope, audited_sweep, load_policy_file, now_ms};
 use bullsweep_policy::{
     EffectivePolicy, Millis, NamePattern, PolicySet, QueueId, Resolution, Schedule,
@@ -481,7 +482,7 @@ impl Daemon {
         let labels = labels_of(q);
         let Some(lock) = QueueLock::acquire(
             &mut self.con,
-            sweep_lock_key(&q.base),
+            sweep_lock(&q.base),
             &self.owner,
             lock::LOCK_TTL_MS,
         )
@@ -735,9 +736,7 @@ impl Daemon {
         }
         let mut pipe = redis::pipe();
         for id in &ids {
-            pipe.cmd("MEMORY")
-                .arg("USAGE")
-                .arg(format!("{}{id}", keys.job_prefix()));
+            pipe.cmd("MEMORY").arg("USAGE").arg(keys.job(id));
         }
         let sizes: Vec<Option<u64>> = pipe.query_async(&mut self.con).await?;
         let known: Vec<u64> = sizes.into_iter().flatten().collect();
@@ -752,7 +751,7 @@ impl Daemon {
     async fn ship_audit(&mut self) {
         self.last_ship = Instant::now();
         let pending: i64 = redis::cmd("XLEN")
-            .arg(audit::AUDIT_STREAM)
+            .arg(AUDIT_STREAM)
             .query_async(&mut self.con)
             .await
             .unwrap_or(0);

@@ -1,22 +1,14 @@
 //! What the daemon keeps in Redis, so that restarts and replicas share it: each queue's last
 //! run, its events-stream position, and its retry record after a failed run.
 
+use crate::bullmq::keys::{CURSOR, LAST_RUN, retry_record as retry_record_key};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-/// Hash: queue key base → when its last sweep started (ms since the epoch).
-pub const LAST_RUN_KEY: &str = "bullsweep:lastrun";
-/// Hash: queue key base → id of the last events-stream entry acted on.
-pub const CURSOR_KEY: &str = "bullsweep:cursor";
 /// Failures in a row after which a queue's alert is raised.
 pub const ALERT_AFTER: u64 = 5;
 /// The longest wait between retries of a failing queue.
 const MAX_BACKOFF_MS: i64 = 3_600_000;
-
-/// The retry record of a queue whose last run failed.
-fn retry_key(base: &str) -> String {
-    format!("bullsweep:retry:{base}")
-}
 
 /// A queue's failed runs, as kept in `bullsweep:retry:<base>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,7 +37,7 @@ pub async fn last_runs<C: ConnectionLike>(
         return Ok(Vec::new());
     }
     redis::cmd("HMGET")
-        .arg(LAST_RUN_KEY)
+        .arg(LAST_RUN)
         .arg(bases)
         .query_async(con)
         .await
@@ -58,7 +50,7 @@ pub async fn set_last_run<C: ConnectionLike>(
     at_ms: i64,
 ) -> RedisResult<()> {
     redis::cmd("HSET")
-        .arg(LAST_RUN_KEY)
+        .arg(LAST_RUN)
         .arg(base)
         .arg(at_ms)
         .query_async(con)
@@ -72,7 +64,7 @@ pub async fn retry_record<C: ConnectionLike>(
 ) -> RedisResult<Option<RetryRecord>> {
     let (failures, next_at, last_error): (Option<u64>, Option<i64>, Option<String>) =
         redis::cmd("HMGET")
-            .arg(retry_key(base))
+            .arg(retry_record_key(base))
             .arg(&["failures", "nextAt", "lastError"])
             .query_async(con)
             .await?;
@@ -92,7 +84,7 @@ pub async fn record_failure<C: ConnectionLike>(
     error: &str,
 ) -> RedisResult<RetryRecord> {
     let failures: u64 = redis::cmd("HINCRBY")
-        .arg(retry_key(base))
+        .arg(retry_record_key(base))
         .arg("failures")
         .arg(1)
         .query_async(con)
@@ -100,7 +92,7 @@ pub async fn record_failure<C: ConnectionLike>(
     let backoff = (1_000i64 << failures.min(22)).min(MAX_BACKOFF_MS);
     let next_at = now_ms + backoff + fastrand::i64(0..=backoff / 10);
     redis::cmd("HSET")
-        .arg(retry_key(base))
+        .arg(retry_record_key(base))
         .arg("nextAt")
         .arg(next_at)
         .arg("lastError")
@@ -117,7 +109,7 @@ pub async fn record_failure<C: ConnectionLike>(
 /// Clears a queue's retry record after a run succeeded.
 pub async fn clear_failures<C: ConnectionLike>(con: &mut C, base: &str) -> RedisResult<()> {
     redis::cmd("DEL")
-        .arg(retry_key(base))
+        .arg(retry_record_key(base))
         .query_async(con)
         .await
 }
@@ -131,7 +123,7 @@ pub async fn cursors<C: ConnectionLike>(
         return Ok(Vec::new());
     }
     redis::cmd("HMGET")
-        .arg(CURSOR_KEY)
+        .arg(CURSOR)
         .arg(bases)
         .query_async(con)
         .await
@@ -140,7 +132,7 @@ pub async fn cursors<C: ConnectionLike>(
 /// Saves a queue's events-stream position, after everything up to it was acted on.
 pub async fn save_cursor<C: ConnectionLike>(con: &mut C, base: &str, id: &str) -> RedisResult<()> {
     redis::cmd("HSET")
-        .arg(CURSOR_KEY)
+        .arg(CURSOR)
         .arg(base)
         .arg(id)
         .query_async(con)

@@ -5,6 +5,7 @@
 use super::batch::{BatchSizer, run_batches};
 use super::report::Skipped;
 use super::work::StateWork;
+use crate::bullmq::fingerprint::scrub_fingerprint;
 use crate::bullmq::{QueueKeys, ScrubbedJob, scripts};
 use crate::error::Result;
 use bullsweep_policy::{PiiRules, Selection};
@@ -19,24 +20,6 @@ pub const ANONYMIZED_MARKER: &str = "bullsweepAnonymizedAt";
 const READ_JOBS: usize = 100;
 /// Selected jobs listed per page of a prefix.
 const PAGE_JOBS: u64 = 1_000;
-
-/// SHA-1 over the values a scrub was computed from, in the encoding
-/// `lua/anonymize_jobs.lua` recomputes: each value as `<byte length>:<bytes>` or `-`, then
-/// the log count and lines, then each copy, joined by `|`.
-pub fn fingerprint(
-    fields: &[Option<String>],
-    logs: &[String],
-    copies: &[Option<String>],
-) -> String {
-    fn piece(v: Option<&str>) -> String {
-        v.map_or_else(|| "-".to_string(), |v| format!("{}:{v}", v.len()))
-    }
-    let mut parts: Vec<String> = fields.iter().map(|f| piece(f.as_deref())).collect();
-    parts.push(logs.len().to_string());
-    parts.extend(logs.iter().map(|l| piece(Some(l))));
-    parts.extend(copies.iter().map(|c| piece(c.as_deref())));
-    sha1_smol::Sha1::from(parts.join("|")).digest().to_string()
-}
 
 /// The fields the fingerprint covers, in its order.
 const SCRUBBED_FIELDS: [&str; 4] = ["data", "returnvalue", "failedReason", "stacktrace"];
@@ -80,7 +63,7 @@ fn scrub(
     let mut written_copies = Vec::new();
     for (key, field, value) in copies {
         let new = value.as_deref().and_then(|v| {
-            if key.ends_with(":processed") {
+            if QueueKeys::is_processed_copy(&key) {
                 rules.scrub_json(v)
             } else {
                 rules.scrub_text(v)
@@ -91,7 +74,7 @@ fn scrub(
             job.copies.push((key, field, new));
         }
     }
-    job.fingerprint = fingerprint(&fields, &logs, &written_copies);
+    job.fingerprint = scrub_fingerprint(&fields, &logs, &written_copies);
     job
 }
 
@@ -307,16 +290,5 @@ mod tests {
         );
         assert_eq!(job.logs, Some(vec!["sent".into(), "to [X]".into()]));
         assert!(job.copies.is_empty(), "an unchanged copy is not written");
-    }
-
-    #[test]
-    fn fingerprint_encoding_is_unambiguous() {
-        let a = fingerprint(&[Some("a|1:b".into()), None], &[], &[]);
-        let b = fingerprint(&[Some("a".into()), Some("b".into())], &[], &[]);
-        assert_ne!(a, b);
-        assert_ne!(
-            fingerprint(&[None], &["x".into()], &[]),
-            fingerprint(&[None], &[], &[Some("x".into())])
-        );
     }
 }

@@ -8,11 +8,9 @@ use super::batch::BatchSizer;
 use super::report::Skipped;
 use super::sys::yield_cpu_to_redis;
 use super::work::StateWork;
-use crate::archive::{
-    ArchiveSink, JobCopy, SegmentManifest, SegmentMeta, StreamedSegment, job_fingerprint,
-    shape_fingerprint,
-};
+use crate::archive::{ArchiveSink, JobCopy, SegmentManifest, SegmentMeta, StreamedSegment};
 use crate::bullmq::Candidate;
+use crate::bullmq::fingerprint::{job_fingerprint, shape_fingerprint};
 use crate::error::{Error, Result};
 use bullsweep_policy::Selection;
 use redis::aio::ConnectionLike;

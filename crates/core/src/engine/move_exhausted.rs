@@ -98,7 +98,7 @@ pub(super) async fn govern<C: ConnectionLike>(
                 &mut skipped,
                 async |con, batch| {
                     let out = scripts()
-                        .move_failed(con, &from, &to, batch, opts.budget_us, &ctx)
+                        .move_exhausted(con, &from, &to, batch, opts.budget_us, &ctx)
                         .await?;
                     Ok(out.into())
                 },

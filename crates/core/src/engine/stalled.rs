@@ -97,7 +97,7 @@ pub(super) async fn govern<C: ConnectionLike>(
         &mut skipped,
         async |con, batch| {
             let out = scripts()
-                .active_jobs(con, &keys, retry, cutoff, batch, opts.budget_us, &ctx)
+                .stalled_jobs(con, &keys, retry, cutoff, batch, opts.budget_us, &ctx)
                 .await?;
             Ok(out.into())
         },

@@ -57,10 +57,11 @@ pub async fn restore<C: ConnectionLike>(
                 RestoreMode::New => "wait".into(),
             },
         }),
-        None => Err(
-            Error::runtime(format!("{base}:{} exists; nothing restored", record.id))
-                .with_hint("use --as new to run a copy as a new job"),
-        ),
+        None => Err(Error::runtime(format!(
+            "{} exists; nothing restored",
+            QueueKeys::new(base).job(&record.id)
+        ))
+        .with_hint("use --as new to run a copy as a new job")),
     }
 }
 

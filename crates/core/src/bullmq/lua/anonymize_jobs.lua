@@ -1,7 +1,7 @@
 --[[
   anonymize_jobs.lua: write scrubbed values over the PII of named jobs of one finished set,
-  each only if nothing it was computed from changed since it was read. Prepended by
-  finished_job.lua for its helpers (nowMicros, addAuditEvent).
+  each only if nothing it was computed from changed since it was read. Built on the
+  budget, audit and fingerprint preludes.
 
   KEYS[1] finished set (<base>:completed or <base>:failed)
   ARGV[1] job key prefix (<base>:)
@@ -27,33 +27,12 @@
   job is scrubbed at most once; the audit event is appended in this same call.
 ]]
 
-local function piece(v)
-  if not v or v == false then
-    return '-'
-  end
-  return #v .. ':' .. v
-end
-
-local function currentFingerprint(jobKey, copies)
-  local f = rcall('HMGET', jobKey, 'data', 'returnvalue', 'failedReason', 'stacktrace')
-  local parts = {piece(f[1]), piece(f[2]), piece(f[3]), piece(f[4])}
-  local logs = rcall('LRANGE', jobKey .. ':logs', 0, -1)
-  parts[#parts + 1] = tostring(#logs)
-  for _, line in ipairs(logs) do
-    parts[#parts + 1] = piece(line)
-  end
-  for _, c in ipairs(copies) do
-    parts[#parts + 1] = piece(rcall('HGET', c[1], c[2]))
-  end
-  return redis.sha1hex(table.concat(parts, '|'))
-end
-
 local setKey = KEYS[1]
 local queuePrefix = ARGV[1]
-local budget = tonumber(ARGV[2])
 local marker, markerValue = ARGV[4], ARGV[5]
-
-local started = nowMicros()
+-- Why 8: a job's fingerprint reads its fields, logs and copies (tens of microseconds), so a
+-- look at the clock every 8 jobs costs little and bounds the overshoot.
+local clock = startBudget(tonumber(ARGV[2]), 8)
 local scrubbed, locked, changed, already, handled = {}, 0, 0, 0, 0
 local i = 6
 while i <= #ARGV do
@@ -93,7 +72,7 @@ while i <= #ARGV do
     locked = locked + 1
   elseif rcall('HEXISTS', jobKey, marker) == 1 then
     already = already + 1
-  elseif currentFingerprint(jobKey, copies) ~= fp then
+  elseif scrubFingerprint(jobKey, copies) ~= fp then
     changed = changed + 1
   else
     fields[#fields + 1] = marker
@@ -112,9 +91,9 @@ while i <= #ARGV do
     scrubbed[#scrubbed + 1] = jobId
   end
   handled = handled + 1
-  if handled % 8 == 0 and nowMicros() - started >= budget then
+  if checkpoint(clock) and spent(clock) then
     break
   end
 end
 addAuditEvent(ARGV[3], scrubbed)
-return {#scrubbed, locked, changed, already, nowMicros() - started, handled}
+return {#scrubbed, locked, changed, already, elapsed(clock), handled}

@@ -1,8 +1,8 @@
 --[[
   cold_jobs.lua: the cold phase of `deadLetter`: named jobs of one finished set are replaced by
   a small marker hash, each only if it still holds the score it was selected with (and, when
-  it was archived first, the fingerprint of its archived copy). Prepended with
-  finished_job.lua for its helpers.
+  it was archived first, the fingerprint of its archived copy). Built on the
+  budget, audit, fingerprint and removal preludes.
 
   KEYS[1] finished set (<base>:completed or <base>:failed)
   ARGV[1] job key prefix (<base>:)
@@ -24,10 +24,10 @@ local MARKER_BYTES = 300
 
 local setKey = KEYS[1]
 local queuePrefix = ARGV[1]
-local budget = tonumber(ARGV[2])
+-- Why 1: each job is read and rewritten, tens of microseconds; the clock is cheap beside it.
+local clock = startBudget(tonumber(ARGV[2]), 1)
 local checked = ARGV[4] == '1'
 local archivedAt, purgeAge = ARGV[5], tonumber(ARGV[6])
-local started = nowMicros()
 local stride = checked and 3 or 2
 local converted, locked, malformed, changed, handled = {}, 0, 0, 0, 0
 
@@ -61,7 +61,7 @@ for i = 7, #ARGV, stride do
     changed = changed + 1
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
     locked = locked + 1
-  elseif checked and currentFingerprint(jobKey, ARGV[i + 2]) ~= ARGV[i + 2] then
+  elseif checked and archivedFingerprint(jobKey, ARGV[i + 2]) ~= ARGV[i + 2] then
     changed = changed + 1
   else
     local f = redis.pcall('HMGET', jobKey, 'name', 'finishedOn', 'timestamp', 'failedReason', 'archivedAt')
@@ -76,9 +76,9 @@ for i = 7, #ARGV, stride do
     end
   end
   handled = handled + 1
-  if nowMicros() - started >= budget then
+  if checkpoint(clock) and spent(clock) then
     break
   end
 end
 addAuditEvent(ARGV[3], converted)
-return {#converted, locked, malformed, changed, nowMicros() - started, handled}
+return {#converted, locked, malformed, changed, elapsed(clock), handled}

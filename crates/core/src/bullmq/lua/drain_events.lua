@@ -3,7 +3,7 @@
   alone (no job-name rules, no keepIf, action remove): reads the events stream after a saved
   position, removes each `completed` or `failed` job whose score is at or below its state's
   bound, and saves the new position, all in one call. Removal and the saved position change
-  together, so a crash never repeats or skips work. Prepended with finished_job.lua.
+  together, so a crash never repeats or skips work. Built on the budget, audit and removal preludes.
 
   KEYS[1] events stream (<base>:events)
   KEYS[2] completed set, KEYS[3] failed set
@@ -21,18 +21,18 @@
   ARGV[9] the field of KEYS[5] that holds this queue's position (its key base)
   Returns {position, entries read, removed, locked, malformed, changed, elapsed_us}.
 
-  Removal is Queue.clean's (finished_job.lua), with one `removed` event per job (prev: its
+  Removal is Queue.clean's (prelude/removal.lua), with one `removed` event per job (prev: its
   state), as Job.remove leaves; a job with a lock, or past its bound, or no longer in the set,
   stays. When the budget runs out, the position is the last entry handled.
 ]]
 local eventsKey, metaKey, positionKey = KEYS[1], KEYS[4], KEYS[5]
 local queuePrefix = ARGV[1]
-local budget = tonumber(ARGV[2])
 local position = rcall('HGET', positionKey, ARGV[9]) or ARGV[3]
 local sets = {completed = KEYS[2], failed = KEYS[3]}
 local bounds = {completed = tonumber(ARGV[5]), failed = tonumber(ARGV[6])}
 local contexts = {completed = ARGV[7], failed = ARGV[8]}
-local started = nowMicros()
+-- Why 16: most entries are not finished events and cost a few microseconds to skip.
+local clock = startBudget(tonumber(ARGV[2]), 16)
 
 local entries = rcall('XRANGE', eventsKey, '(' .. position, '+', 'COUNT', tonumber(ARGV[4]))
 local batches = {completed = newBatch(), failed = newBatch()}
@@ -62,7 +62,7 @@ for _, entry in ipairs(entries) do
   end
   position = entry[1]
   read = read + 1
-  if read % 16 == 0 and nowMicros() - started >= budget then
+  if checkpoint(clock) and spent(clock) then
     break
   end
 end
@@ -83,4 +83,4 @@ end
 if read > 0 then
   rcall('HSET', positionKey, ARGV[9], position)
 end
-return {position, read, removed, locked, malformed, changed, nowMicros() - started}
+return {position, read, removed, locked, malformed, changed, elapsed(clock)}

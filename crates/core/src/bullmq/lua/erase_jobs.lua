@@ -1,6 +1,6 @@
 --[[
-  erase_jobs.lua: erasure of one subject's data in one queue (bullsweep forget). Prepended with
-  finished_job.lua and job_tree.lua for their helpers.
+  erase_jobs.lua: erasure of one subject's data in one queue (bullsweep forget). Built on the
+  budget, audit, removal and job_tree preludes.
 
   KEYS: none; keys are built from the queue prefix, as BullMQ's own scripts do.
   ARGV[1] queue prefix (`<base>:`)
@@ -34,8 +34,8 @@
 local prefix = ARGV[1]
 local probing = ARGV[2] == 'probe'
 local ctx = ARGV[3]
-local budget = tonumber(ARGV[4])
-local started = nowMicros()
+-- Why 1: each item is read, checked and changed with several calls; the clock is cheap beside it.
+local clock = startBudget(tonumber(ARGV[4]), 1)
 
 -- Why a hash matched by its `data` may not be touched: `gone`, `changed` (its data's SHA-1 is
 -- no longer the one matched, or the key is no longer a hash), or nil when it is as matched.
@@ -168,7 +168,7 @@ for i = 5, #ARGV, 4 do
     end
   end
   handled = handled + 1
-  if nowMicros() - started >= budget then
+  if checkpoint(clock) and spent(clock) then
     break
   end
 end
@@ -178,4 +178,4 @@ if not probing then
   end
   addAuditEvent(ctx, removed)
 end
-return {handled, statuses, children, copies, nowMicros() - started}
+return {handled, statuses, children, copies, elapsed(clock)}

@@ -18,6 +18,7 @@ pub use scan::ScanStats;
 use crate::archive::{ArchiveRecord, ArchiveSink};
 use crate::audit::AuditContext;
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
 use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
 use crate::error::Error;
 use bullsweep_policy::{PolicySet, Prefilter, QueueId, Subject};
@@ -218,16 +219,8 @@ async fn reread<C: ConnectionLike>(
     item: &ErasureItem,
     value: &str,
 ) -> RedisResult<Option<String>> {
-    let prefix = keys.job_prefix();
-    let (key, field) = match item.kind {
-        ErasureKind::Job => (format!("{prefix}{}", item.id), "data"),
-        ErasureKind::Dedup => (format!("{prefix}dn:{}", item.id), "data"),
-        ErasureKind::Scheduler => (format!("{prefix}repeat:{}", item.id), "data"),
-        ErasureKind::Processed | ErasureKind::Failed => (
-            format!("{prefix}{}:{}", item.id, item.kind.as_str()),
-            item.field.as_str(),
-        ),
-        ErasureKind::Event => return Ok(None),
+    let Some((key, field)) = keys.erasure_target(item) else {
+        return Ok(None);
     };
     let raw: Option<Vec<u8>> = redis::cmd("HGET")
         .arg(key)
@@ -305,14 +298,14 @@ async fn handle_queue<C: ConnectionLike>(
                 erased_ids.insert(id);
             }
             ("removed" | "state", ErasureKind::Dedup) => {
-                qr.dedup_placeholders.push(format!("dn:{id}"))
+                qr.dedup_placeholders.push(dedup_placeholder(&id))
             }
             ("removed" | "state", ErasureKind::Scheduler) => {
-                qr.schedulers.push(format!("repeat:{id}"))
+                qr.schedulers.push(scheduler_template(&id))
             }
-            ("removed" | "state", kind @ (ErasureKind::Processed | ErasureKind::Failed)) => qr
-                .copies
-                .push(format!("{id}:{}/{}", kind.as_str(), f.item.field)),
+            ("removed" | "state", kind @ (ErasureKind::Processed | ErasureKind::Failed)) => {
+                qr.copies.push(copy_name(&id, kind, &f.item.field))
+            }
             ("locked", _) => qr.pending.push(PendingJob {
                 id,
                 state: detail.to_string(),
@@ -324,9 +317,8 @@ async fn handle_queue<C: ConnectionLike>(
             }),
         }
     }
-    let prefix = keys.job_prefix();
     for child in &qr.removed_with_parent {
-        if let Some(id) = child.strip_prefix(&prefix) {
+        if let Some(id) = keys.id_of(child) {
             erased_ids.insert(id.to_string());
         }
     }

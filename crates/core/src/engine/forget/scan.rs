@@ -2,6 +2,8 @@
 //! the keys it returns, with every reply tested for the subject's id on a blocking thread.
 
 use super::{Found, ScopedQueue};
+use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::classify_under_base;
 use crate::bullmq::scripts::{ErasureItem, ErasureKind};
 use bullsweep_policy::{Prefilter, holds_anywhere, text_mentions};
 use redis::aio::ConnectionLike;
@@ -58,59 +60,13 @@ struct ScanKey {
     id: String,
 }
 
-/// A queue's own keys (under its base), none of which holds job data.
-const QUEUE_KEYS: [&str; 17] = [
-    "meta",
-    "id",
-    "events",
-    "wait",
-    "paused",
-    "active",
-    "prioritized",
-    "delayed",
-    "completed",
-    "failed",
-    "waiting-children",
-    "stalled",
-    "stalled-check",
-    "limiter",
-    "marker",
-    "pc",
-    "repeat",
-];
-/// Sub-keys of a job that hold no data of the subject's (copies are in `:processed` and
-/// `:failed`, which are read).
-const JOB_SUB_KEYS: [&str; 4] = [":logs", ":lock", ":dependencies", ":unsuccessful"];
-
 /// Routes a key to the longest covered base it starts with, and says what it is; `None` for
 /// keys that cannot hold the subject's data, so that no read is spent on them.
 fn route(key: &str, bases: &HashMap<String, usize>) -> Option<ScanKey> {
     let (prefix_len, queue) = key
         .rmatch_indices(':')
         .find_map(|(at, _)| bases.get(&key[..=at]).map(|q| (at + 1, *q)))?;
-    let id = &key[prefix_len..];
-    let (kind, id) = if let Some(parent) = id.strip_suffix(":processed") {
-        (ErasureKind::Processed, parent)
-    } else if let Some(parent) = id.strip_suffix(":failed") {
-        (ErasureKind::Failed, parent)
-    } else if let Some(d) = id.strip_prefix("dn:") {
-        (ErasureKind::Dedup, d)
-    } else if let Some(sid) = id.strip_prefix("repeat:").filter(|sid| {
-        // `repeat:<sid>` is a template; `repeat:<sid>:<millis>` is an iteration (a job).
-        sid.rsplit_once(':')
-            .is_none_or(|(_, tail)| !tail.bytes().all(|b| b.is_ascii_digit()))
-    }) {
-        (ErasureKind::Scheduler, sid)
-    } else if QUEUE_KEYS.contains(&id)
-        || id.is_empty()
-        || id.starts_with("metrics:")
-        || id.starts_with("de:")
-        || JOB_SUB_KEYS.iter().any(|s| id.ends_with(s))
-    {
-        return None;
-    } else {
-        (ErasureKind::Job, id)
-    };
+    let (kind, id) = classify_under_base(&key[prefix_len..])?;
     Some(ScanKey {
         queue,
         key: key.to_string(),
@@ -260,7 +216,7 @@ where
     let bases: HashMap<String, usize> = scoped
         .iter()
         .enumerate()
-        .map(|(i, s)| (format!("{}:", s.queue.base), i))
+        .map(|(i, s)| (QueueKeys::new(&s.queue.base).job_prefix(), i))
         .collect();
     let pattern = scan_pattern(&bases.keys().cloned().collect::<Vec<_>>());
     let scan_step = |cursor: u64| {

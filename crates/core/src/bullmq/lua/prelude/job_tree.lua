@@ -1,7 +1,7 @@
 --[[
-  job_tree.lua: removal of a job in any state, with its children, as BullMQ's Job.remove()
-  does it (removeJob with removeChildren). Prepended (after finished_job.lua) to the scripts
-  that remove jobs outside the finished sets: erase_jobs.lua and active_jobs.lua. It defines
+  prelude/job_tree.lua: removal of a job in any state, with its children, as BullMQ's Job.remove()
+  does it (removeJob with removeChildren). Prepended (after removal.lua) to the
+  scripts that remove jobs outside the finished sets: erase_jobs.lua and stalled_jobs.lua. It defines
   functions only.
 ]]
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}

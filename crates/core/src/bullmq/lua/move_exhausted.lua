@@ -1,7 +1,7 @@
 --[[
-  move_failed.lua: `moveExhaustedTo`: failed jobs with no attempts left move from one queue's
+  move_exhausted.lua: `moveExhaustedTo`: failed jobs with no attempts left move from one queue's
   failed set into another queue (the dead-letter queue) of the same Redis, where they are
-  valid BullMQ jobs in its failed set. Prepended with finished_job.lua for its helpers.
+  valid BullMQ jobs in its failed set. Built on the budget, audit and removal preludes.
 
   KEYS: none; keys are built from the two prefixes, as BullMQ's own scripts do.
   ARGV[1] source queue prefix (`<base>:`)
@@ -22,8 +22,8 @@
   bullsweep see.
 ]]
 local src, dst, ctx = ARGV[1], ARGV[2], ARGV[3]
-local budget = tonumber(ARGV[4])
-local started = nowMicros()
+-- Why 1: each item is read, checked and changed with several calls; the clock is cheap beside it.
+local clock = startBudget(tonumber(ARGV[4]), 1)
 
 local function addEventTo(p, ...)
   local maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
@@ -69,9 +69,9 @@ for i = 5, #ARGV, 2 do
     end
   end
   handled = handled + 1
-  if nowMicros() - started >= budget then
+  if checkpoint(clock) and spent(clock) then
     break
   end
 end
 addAuditEvent(ctx, audited)
-return {moved, locked, malformed, changed, nowMicros() - started, handled}
+return {moved, locked, malformed, changed, elapsed(clock), handled}

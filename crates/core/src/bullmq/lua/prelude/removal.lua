@@ -1,7 +1,6 @@
 --[[
-  finished_job.lua: the per-job removal and the audit helpers that the scripts changing job
-  data share, and the job fingerprints that prove a job unchanged since it was archived. It is
-  prepended to every script that changes job data; it defines functions only.
+  prelude/removal.lua: the per-job removal the scripts that change finished jobs share. It
+  defines functions only; budget.lua and audit.lua come before it.
 
   Semantics are those of BullMQ 6's Queue.clean for finished sets ("hard" mode):
     * the job is dropped from its parent's :dependencies; if that was the last one and the
@@ -9,17 +8,9 @@
       the chain), and a parent in another queue is pushed to its wait list with a marker;
     * de:<deid> (and dn:<deid>) go only when de:<deid> still names this job;
     * the job hash and its :logs, :dependencies, :processed, :failed, :unsuccessful go.
-  Every batch that removes jobs appends one audit event to bullsweep:audit (with a sequence
-  number from bullsweep:audit:seq) in the same call.
-  Added invariant: a job whose :lock exists is never touched, and a job whose key is not a hash,
-  or whose hash has no finishedOn, is held back as malformed.
+  Added invariant: a job whose :lock exists is never touched (the callers test it), and a job
+  whose key is not a hash, or whose hash has no finishedOn, is held back as malformed.
 ]]
-local rcall = redis.call
-
-local function nowMicros()
-  local t = rcall('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 
 -- Queues the job's own keys for one batched UNLINK.
 local function queueJobKeys(dels, jobKey)
@@ -165,25 +156,6 @@ local function zremAll(setKey, ids)
   end
 end
 
--- Flushes pending deletes; true once the call has used its time budget.
-local function spentBudget(batch, started, budget)
-  batch.dels = flushDeletes(batch.dels)
-  return nowMicros() - started >= budget
-end
-
--- Appends the batch's audit event in the same call as the change it records, so a batch that
--- happened always has its record. ctx is the caller's JSON context (policy, queue, run).
-local function addAuditEvent(ctx, removed)
-  if #removed == 0 then
-    return
-  end
-  local seq = rcall('INCR', 'bullsweep:audit:seq')
-  local t = rcall('TIME')
-  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  rcall('XADD', 'bullsweep:audit', '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,
-    'jobIds', cjson.encode(removed))
-end
-
 -- The events a batch leaves: BullMQ's `cleaned` on the queue's stream, and its audit event.
 local function recordBatch(eventsKey, metaKey, ctx, removed)
   if #removed > 0 then
@@ -193,34 +165,3 @@ local function recordBatch(eventsKey, metaKey, ctx, removed)
   addAuditEvent(ctx, removed)
 end
 
--- SHA-1 of the job hash's DUMP serialization, a NUL, and its log count; must match
--- archive::job_fingerprint. DUMP is one C-level pass; a hash whose internal order changed only
--- reads as changed, which keeps the job.
-local function fingerprint(jobKey)
-  local dump = redis.pcall('DUMP', jobKey)
-  if type(dump) ~= 'string' then
-    return nil
-  end
-  return redis.sha1hex(dump .. '\0' .. rcall('LLEN', jobKey .. ':logs'))
-end
-
--- For oversized jobs, whose DUMP would hold Redis too long: SHA-1 of the sorted field names
--- with their lengths and the log count, prefixed `shape:`; must match
--- archive::shape_fingerprint. Catches added, removed and resized fields and new log lines.
-local function shapeFingerprint(jobKey)
-  local names = rcall('HKEYS', jobKey)
-  table.sort(names)
-  local parts = {}
-  for i, name in ipairs(names) do
-    parts[i] = name .. '=' .. rcall('HSTRLEN', jobKey, name)
-  end
-  parts[#parts + 1] = 'logs=' .. rcall('LLEN', jobKey .. ':logs')
-  return 'shape:' .. redis.sha1hex(table.concat(parts, '\n'))
-end
-
-local function currentFingerprint(jobKey, expected)
-  if string.sub(expected, 1, 6) == 'shape:' then
-    return shapeFingerprint(jobKey)
-  end
-  return fingerprint(jobKey)
-end

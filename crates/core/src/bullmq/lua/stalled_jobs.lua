@@ -1,7 +1,7 @@
 --[[
-  active_jobs.lua: `rules.stalled` for one queue: active jobs whose worker lock is gone and that
-  started at or before a cutoff, which no worker will recover. Prepended with finished_job.lua
-  and job_tree.lua for their helpers.
+  stalled_jobs.lua: `rules.stalled` for one queue: active jobs whose worker lock is gone and that
+  started at or before a cutoff, which no worker will recover. Built on the budget, audit,
+  removal and job_tree preludes.
 
   KEYS: none; keys are built from the queue prefix, as BullMQ's own scripts do.
   ARGV[1] queue prefix (`<base>:`)
@@ -25,8 +25,8 @@ local prefix = ARGV[1]
 local retrying = ARGV[2] == 'retry'
 local cutoff = tonumber(ARGV[3])
 local ctx = ARGV[4]
-local budget = tonumber(ARGV[5])
-local started = nowMicros()
+-- Why 1: each item is read, checked and changed with several calls; the clock is cheap beside it.
+local clock = startBudget(tonumber(ARGV[5]), 1)
 
 local acted, jobs, locked, changed, handled = {}, 0, 0, 0, 0
 for i = 6, #ARGV do
@@ -61,9 +61,9 @@ for i = 6, #ARGV do
     end
   end
   handled = handled + 1
-  if nowMicros() - started >= budget then
+  if checkpoint(clock) and spent(clock) then
     break
   end
 end
 addAuditEvent(ctx, acted)
-return {handled, jobs, locked, changed, nowMicros() - started}
+return {handled, jobs, locked, changed, elapsed(clock)}

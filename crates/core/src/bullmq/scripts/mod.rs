@@ -1,0 +1,195 @@
+//! The Lua scripts bullsweep runs: one file here per script in `lua/`, with the same stem and
+//! a typed call. Each script's header lists its KEYS, ARGV, return value and the invariant it
+//! keeps. Shared Lua is split by concern into `lua/prelude/` (budget, audit, fingerprint,
+//! removal, job tree); a script is built once from the preludes it needs and its own body,
+//! with bullsweep's key names filled in from [`crate::bullmq::keys`].
+
+mod anonymize_jobs;
+mod append_audit;
+mod cold_jobs;
+mod drain_events;
+mod erase_jobs;
+mod lock;
+mod move_exhausted;
+mod page_newest;
+mod remove_ids;
+mod restore_job;
+mod stalled_jobs;
+mod sweep_prefix;
+
+pub use anonymize_jobs::{ScrubOutcome, ScrubbedJob};
+pub use cold_jobs::ColdMarker;
+pub use drain_events::{DrainOutcome, DrainRequest};
+pub use erase_jobs::{ErasureItem, ErasureKind, ErasureOutcome};
+pub use page_newest::FinishedEntry;
+pub use restore_job::RestoreMode;
+pub use stalled_jobs::ActiveOutcome;
+pub use sweep_prefix::PrefixBatch;
+
+use super::keys::{AUDIT_SEQ, AUDIT_STREAM};
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+use std::sync::OnceLock;
+
+/// The shared Lua, by concern; each defines functions only.
+mod prelude {
+    /// The time budget (and `rcall`): always first.
+    pub const BUDGET: &str = include_str!("../lua/prelude/budget.lua");
+    /// The audit event written in the same call as the change.
+    pub const AUDIT: &str = include_str!("../lua/prelude/audit.lua");
+    /// The fingerprints that prove a job unchanged.
+    pub const FINGERPRINT: &str = include_str!("../lua/prelude/fingerprint.lua");
+    /// Queue.clean's per-job removal.
+    pub const REMOVAL: &str = include_str!("../lua/prelude/removal.lua");
+    /// Job.remove()'s removal of a job in any state, with its children.
+    pub const JOB_TREE: &str = include_str!("../lua/prelude/job_tree.lua");
+}
+
+/// The compiled scripts. Built once per process; Redis caches them by SHA.
+pub struct Scripts {
+    sweep_prefix: Script,
+    remove_ids: Script,
+    page_newest: Script,
+    restore_job: Script,
+    anonymize_jobs: Script,
+    erase_jobs: Script,
+    stalled_jobs: Script,
+    cold_jobs: Script,
+    move_exhausted: Script,
+    drain_events: Script,
+    append_audit: Script,
+    lock: Script,
+}
+
+/// A script from the preludes it uses and its body, with bullsweep's key names filled in.
+fn build(preludes: &[&str], body: &str) -> Script {
+    let mut text = String::new();
+    for p in preludes {
+        text.push_str(p);
+        text.push('\n');
+    }
+    text.push_str(body);
+    Script::new(
+        &text
+            .replace("{{AUDIT_STREAM}}", AUDIT_STREAM)
+            .replace("{{AUDIT_SEQ}}", AUDIT_SEQ),
+    )
+}
+
+/// The scripts, built on first use.
+pub fn scripts() -> &'static Scripts {
+    use prelude::{AUDIT, BUDGET, FINGERPRINT, JOB_TREE, REMOVAL};
+    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
+    SCRIPTS.get_or_init(|| Scripts {
+        sweep_prefix: build(
+            &[BUDGET, AUDIT, REMOVAL],
+            include_str!("../lua/sweep_prefix.lua"),
+        ),
+        remove_ids: build(
+            &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
+            include_str!("../lua/remove_ids.lua"),
+        ),
+        page_newest: build(&[], include_str!("../lua/page_newest.lua")),
+        restore_job: build(&[], include_str!("../lua/restore_job.lua")),
+        anonymize_jobs: build(
+            &[BUDGET, AUDIT, FINGERPRINT],
+            include_str!("../lua/anonymize_jobs.lua"),
+        ),
+        erase_jobs: build(
+            &[BUDGET, AUDIT, REMOVAL, JOB_TREE],
+            include_str!("../lua/erase_jobs.lua"),
+        ),
+        stalled_jobs: build(
+            &[BUDGET, AUDIT, REMOVAL, JOB_TREE],
+            include_str!("../lua/stalled_jobs.lua"),
+        ),
+        cold_jobs: build(
+            &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
+            include_str!("../lua/cold_jobs.lua"),
+        ),
+        move_exhausted: build(
+            &[BUDGET, AUDIT, REMOVAL],
+            include_str!("../lua/move_exhausted.lua"),
+        ),
+        drain_events: build(
+            &[BUDGET, AUDIT, REMOVAL],
+            include_str!("../lua/drain_events.lua"),
+        ),
+        append_audit: build(&[AUDIT], include_str!("../lua/append_audit.lua")),
+        lock: build(&[], include_str!("../lua/lock.lua")),
+    })
+}
+
+/// Adds each candidate's id and expected score, and with `checked` its fingerprint.
+fn push_candidates(
+    invocation: &mut redis::ScriptInvocation<'_>,
+    jobs: &[Candidate],
+    checked: bool,
+) {
+    for c in jobs {
+        invocation.arg(&c.id).arg(c.score);
+        if checked {
+            invocation.arg(c.fingerprint.as_deref().unwrap_or_default());
+        }
+    }
+}
+
+/// Runs a script over ids whose reply is `{done, locked, malformed, changed, elapsed_us,
+/// handled}` (`remove_ids`, `cold_jobs`, `move_exhausted`).
+async fn id_batch<C: ConnectionLike>(
+    invocation: &redis::ScriptInvocation<'_>,
+    con: &mut C,
+) -> RedisResult<BatchOutcome> {
+    let (removed, locked, malformed, changed, elapsed_us, handled): (u64, u64, u64, u64, u64, u64) =
+        invocation.invoke_async(con).await?;
+    Ok(BatchOutcome {
+        removed,
+        locked,
+        malformed,
+        changed,
+        elapsed_us,
+        exhausted: false,
+        handled,
+    })
+}
+
+/// What one destructive call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Jobs removed.
+    pub removed: u64,
+    /// Jobs held back because a worker's lock exists.
+    pub locked: u64,
+    /// Jobs held back because their hash is malformed.
+    pub malformed: u64,
+    /// Jobs left alone because they moved or changed score since selection.
+    pub changed: u64,
+    /// Time the call held Redis, measured by Redis itself.
+    pub elapsed_us: u64,
+    /// Prefix sweep: nothing selected is left beyond the jobs held back.
+    pub exhausted: bool,
+    /// Id batch: how many of the ids were looked at before the budget ran out.
+    pub handled: u64,
+}
+
+/// A job selected for removal by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Job id.
+    pub id: String,
+    /// Its score when selected.
+    pub score: i64,
+    /// For archive: the fingerprint of the copy; the job is removed only if it still matches.
+    pub fingerprint: Option<String>,
+}
+
+fn opt_arg<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// Scores of finished sets are integral milliseconds; Redis may print them as floats.
+pub fn parse_score(text: &str) -> i64 {
+    text.parse::<i64>()
+        .or_else(|_| text.parse::<f64>().map(|f| f as i64))
+        .unwrap_or(i64::MAX)
+}

@@ -1,0 +1,29 @@
+//! `moveExhaustedTo`: failed jobs moved into a dead-letter queue (`lua/move_exhausted.lua`).
+
+use super::{BatchOutcome, Candidate, Scripts, id_batch, push_candidates};
+use crate::bullmq::QueueKeys;
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+
+impl Scripts {
+    /// Moves failed jobs with no attempts left from `from` to the dead-letter queue `to`, each
+    /// checked again (see `lua/move_exhausted.lua`). `removed` counts the jobs moved.
+    pub async fn move_exhausted<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        from: &QueueKeys,
+        to: &QueueKeys,
+        jobs: &[Candidate],
+        budget_us: u64,
+        audit_ctx: &str,
+    ) -> RedisResult<BatchOutcome> {
+        let mut invocation = self.move_exhausted.prepare_invoke();
+        invocation
+            .arg(from.job_prefix())
+            .arg(to.job_prefix())
+            .arg(audit_ctx)
+            .arg(budget_us);
+        push_candidates(&mut invocation, jobs, false);
+        id_batch(&invocation, con).await
+    }
+}

@@ -1,0 +1,58 @@
+//! Removes the oldest selected jobs of a finished set (`lua/sweep_prefix.lua`).
+
+use super::{BatchOutcome, Scripts, opt_arg};
+use crate::bullmq::QueueKeys;
+use bullsweep_policy::{JobState, Selection};
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+
+/// The arguments of one prefix-sweep call.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefixBatch {
+    /// Which jobs the rule selects.
+    pub selection: Selection,
+    /// Most jobs to look at.
+    pub limit: u64,
+    /// Time budget in microseconds.
+    pub budget_us: u64,
+    /// Jobs at the head of the set that earlier calls held back.
+    pub offset: u64,
+}
+
+impl Scripts {
+    /// Removes the oldest selected jobs of a finished set (see `lua/sweep_prefix.lua`).
+    pub async fn sweep_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        state: JobState,
+        batch: &PrefixBatch,
+        audit_ctx: &str,
+    ) -> RedisResult<BatchOutcome> {
+        let sel = &batch.selection;
+        let (removed, locked, malformed, elapsed_us, exhausted): (u64, u64, u64, u64, u64) = self
+            .sweep_prefix
+            .key(keys.finished_set(state))
+            .key(keys.events())
+            .key(keys.meta())
+            .arg(keys.job_prefix())
+            .arg(opt_arg(sel.age_cutoff))
+            .arg(opt_arg(sel.keep_newest))
+            .arg(opt_arg(sel.grace_cutoff))
+            .arg(batch.limit)
+            .arg(batch.budget_us)
+            .arg(batch.offset)
+            .arg(audit_ctx)
+            .invoke_async(con)
+            .await?;
+        Ok(BatchOutcome {
+            removed,
+            locked,
+            malformed,
+            changed: 0,
+            elapsed_us,
+            exhausted: exhausted == 1,
+            handled: removed + locked + malformed,
+        })
+    }
+}
