@@ -147,6 +147,11 @@ impl World {
         let _ = child.wait();
     }
 
+    /// Lines in a file audit store (0 before it exists).
+    pub fn audit_lines(&self, path: &std::path::Path) -> usize {
+        std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+    }
+
     pub fn report(&self, policy: &PathBuf, command: &str) -> JsonReport {
         let out = self.run(policy, &["--json", command]);
         assert!(

@@ -1,0 +1,360 @@
+//! The daemon against a real redis-server: every id-batch action's batches reach the batch
+//! metrics (anonymize and stalled included), and a `forget` run beside a daemon that keeps
+//! shipping audit events succeeds, the daemon's ships succeed too, and one chain verifies.
+
+mod common;
+
+use common::*;
+use redis::Commands;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A daemon process, stopped with SIGTERM (then killed) when dropped.
+struct Daemon {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Daemon {
+    fn start(w: &World, policy: &std::path::Path, listen: Option<u16>) -> Self {
+        let log = w.dir.path().join(format!("daemon-{}.log", fastrand_u32()));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bullsweep"));
+        cmd.arg("--redis")
+            .arg(w.url())
+            .arg("--config")
+            .arg(policy)
+            .arg("daemon")
+            .args(["--discover-every", "1s"])
+            .current_dir(w.dir.path())
+            .env_remove("BULLSWEEP_REDIS_URL")
+            .env_remove("BULLSWEEP_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        if let Some(port) = listen {
+            cmd.arg("--listen").arg(format!("127.0.0.1:{port}"));
+        }
+        Daemon {
+            child: cmd.spawn().expect("daemon starts"),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and waits for a clean exit.
+    fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(
+                    status.success(),
+                    "daemon exited with {status}: {}",
+                    self.log()
+                );
+                return self.log();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the daemon did not stop on SIGTERM: {}", self.log());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fastrand_u32() -> u32 {
+    std::process::id() ^ (now_ms() as u32)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `GET /metrics`, as Prometheus would scrape it.
+fn scrape(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+/// The value of a sample `name{labels…}`, where every label given matches.
+fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| labels.iter().all(|lab| l.contains(lab)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Writes a BullMQ-format active job with no lock that started `age_ms` ago.
+fn abandoned_active_job(con: &mut redis::Connection, base: &str, id: &str, age_ms: i64) {
+    let started = now_ms() - age_ms;
+    let _: () = con
+        .hset_multiple(
+            format!("{base}:meta"),
+            &[("opts.maxLenEvents", "10000"), ("version", "bullmq:6.7.0")],
+        )
+        .expect("meta");
+    let _: () = con
+        .hset_multiple(
+            format!("{base}:{id}"),
+            &[
+                ("name", "render".to_string()),
+                ("data", "{}".to_string()),
+                ("opts", "{}".to_string()),
+                ("timestamp", (started - 10).to_string()),
+                ("processedOn", started.to_string()),
+                ("ats", "1".to_string()),
+            ],
+        )
+        .expect("job");
+    let _: () = con.lpush(format!("{base}:active"), id).expect("active");
+}
+
+#[test]
+fn anonymize_and_stalled_batches_reach_the_batch_metrics() {
+    let w = World::new();
+    w.seed(spec("bull:signup", 300, 0, 3), now_ms());
+    w.seed(spec("bull:mail", 300, 0, 3), now_ms());
+    let mut con = w.con();
+    abandoned_active_job(&mut con, "bull:stuck", "1", 2 * 3_600_000);
+    let policy = w.policy(&format!(
+        r#"version: 1
+schedule: 10s
+audit: {{ url: "file://{}/audit.jsonl" }}
+pii: {{ paths: [user.email] }}
+policies:
+  - {{ name: signup, queueNamePattern: signup, rules: {{ completed: {{ maxAge: 1ms, action: anonymize }} }} }}
+  - {{ name: stuck, queueNamePattern: stuck, rules: {{ stalled: {{ maxAge: 1h, action: remove }} }} }}
+  - {{ name: mail, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms }} }} }}
+"#,
+        w.dir.path().display()
+    ));
+    let port = free_port();
+    let daemon = Daemon::start(&w, &policy, Some(port));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !{
+        let runs: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg("bullsweep:lastrun")
+            .arg(&["bull:signup", "bull:stuck", "bull:mail"])
+            .query(&mut con)
+            .unwrap_or_default();
+        runs.len() == 3 && runs.iter().all(Option::is_some)
+    } {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the three first sweeps:\n{}",
+            daemon.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The work itself happened.
+    let marked: Option<String> = con
+        .hget("bull:signup:1", "bullsweepAnonymizedAt")
+        .expect("hget");
+    assert!(marked.is_some(), "the signup jobs were anonymized");
+    let data: String = con.hget("bull:signup:1", "data").expect("data");
+    assert!(!data.contains("@example.com"), "{data}");
+    let stuck: bool = con.exists("bull:stuck:1").expect("exists");
+    assert!(!stuck, "the abandoned active job was removed");
+    let metrics = scrape(port);
+    for queue in ["bull:signup", "bull:stuck", "bull:mail"] {
+        let batches = sample(
+            &metrics,
+            "bullsweep_batch_duration_seconds_count",
+            &[&format!("queue=\"{queue}\"")],
+        );
+        assert!(
+            batches.is_some_and(|n| n >= 1.0),
+            "{queue}: no batch in the batch metrics ({batches:?}):\n{metrics}"
+        );
+    }
+    let acted = |queue: &str, action: &str| {
+        sample(
+            &metrics,
+            "bullsweep_jobs_acted_total",
+            &[
+                &format!("queue=\"{queue}\""),
+                &format!("action=\"{action}\""),
+            ],
+        )
+    };
+    assert_eq!(acted("bull:signup", "anonymize"), Some(300.0), "{metrics}");
+    assert_eq!(acted("bull:stuck", "remove"), Some(1.0), "{metrics}");
+    assert_eq!(acted("bull:mail", "remove"), Some(300.0), "{metrics}");
+    daemon.stop();
+}
+
+#[test]
+fn forget_beside_a_shipping_daemon_keeps_one_chain() {
+    let w = World::new();
+    w.seed(spec("bull:users", 2_000, 0, 3), now_ms());
+    let audit = w.dir.path().join("audit.jsonl");
+    let policy = w.policy(&format!(
+        r#"version: 1
+schedule: 1s
+audit: {{ url: "file://{}" }}
+subjects: [{{ name: user, paths: [user.id] }}]
+policies:
+  - {{ name: users, queueNamePattern: users, rules: {{ completed: {{ maxAge: 30d }} }} }}
+  - {{ name: busy, queueNamePattern: busy, rules: {{ completed: {{ maxAge: 1ms }} }}, sla: {{ auditRequired: true }} }}
+"#,
+        audit.display()
+    ));
+    let mut con = w.con();
+    // Keep the daemon busy: finished jobs arrive in `busy` all along, so every sweep of it
+    // writes audit events and ships them through the store.
+    let url = w.url();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let feeder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                let base = "bull:busy".to_string();
+                let url = url.clone();
+                rt.block_on(async {
+                    let client = redis::Client::open(url).expect("url");
+                    let mut c = client
+                        .get_multiplexed_async_connection()
+                        .await
+                        .expect("connect");
+                    let mut s = spec(&base, 20, 0, 1);
+                    s.names = vec![format!("r{round}")];
+                    // Each round writes ids 1..=20 again: they were removed meanwhile.
+                    bullsweep_testkit::seed_queue(&mut c, &s, now_ms())
+                        .await
+                        .expect("seed");
+                });
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let daemon = Daemon::start(&w, &policy, None);
+    wait_until(
+        "the daemon's first sweep of busy",
+        Duration::from_secs(30),
+        || {
+            con.hexists("bullsweep:lastrun", "bull:busy")
+                .unwrap_or(false)
+        },
+    );
+    // One of the subject's jobs is held by a worker: forget waits for it while the daemon
+    // goes on sweeping and shipping, and erases it once the worker lets go.
+    let held = "43"; // job 43 is u42's (the seed names job i+1's user u{i % 9973})
+    let _: () = con
+        .set_ex(format!("bull:users:{held}:lock"), "worker-1", 30)
+        .expect("lock");
+    let forget = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(w.url())
+        .arg("--config")
+        .arg(&policy)
+        .args([
+            "forget",
+            "--subject",
+            "user=u42",
+            "--request-id",
+            "GDPR-7",
+            "--wait-active",
+            "20s",
+        ])
+        .current_dir(w.dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("forget starts");
+    let ships_before = w.audit_lines(&audit);
+    std::thread::sleep(Duration::from_millis(3_000));
+    let _: () = con.del(format!("bull:users:{held}:lock")).expect("unlock");
+    let out = forget.wait_with_output().expect("forget ends");
+    assert!(out.status.success(), "forget failed: {}", stderr(&out));
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout).expect("receipt");
+    assert_eq!(receipt["status"], "erased", "{receipt}");
+    let users = &receipt["queues"][0]["states"]["completed"];
+    assert_eq!(users.as_array().map(Vec::len), Some(1), "{receipt}");
+    // The daemon shipped while forget ran (its sweeps of busy went on, audited), and ships
+    // after it.
+    let ships_during = w.audit_lines(&audit);
+    assert!(
+        ships_during > ships_before,
+        "the daemon's events reached the store while forget ran"
+    );
+    let finished_at = receipt["finishedAt"].as_i64().expect("finishedAt");
+    wait_until(
+        "a sweep of busy after forget",
+        Duration::from_secs(30),
+        || {
+            con.hget::<_, _, Option<i64>>("bullsweep:lastrun", "bull:busy")
+                .ok()
+                .flatten()
+                .is_some_and(|at| at > finished_at)
+        },
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = feeder.join();
+    let log = daemon.stop();
+    assert!(
+        !log.contains("audit store") && !log.contains("cannot ship"),
+        "the daemon could always use the audit store:\n{log}"
+    );
+    let retry: bool = con.exists("bullsweep:retry:bull:busy").expect("exists");
+    assert!(!retry, "no run of busy failed:\n{log}");
+    let pending: u64 = con.xlen("bullsweep:audit").expect("xlen");
+    assert_eq!(pending, 0, "every event was shipped");
+    let verify = w.run(&policy, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let events = w.run(&policy, &["--json", "audit", "query", "--action", "erase"]);
+    let erase: Vec<serde_json::Value> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("event"))
+        .collect();
+    assert!(
+        erase
+            .iter()
+            .any(|e| e["executionId"] == "GDPR-7" && e["jobIds"][0] == held),
+        "forget's erasure is in the one chain: {erase:?}"
+    );
+    let removals = w.run(
+        &policy,
+        &[
+            "--json", "audit", "query", "--queue", "busy", "--action", "remove",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&removals.stdout).lines().count() >= 3,
+        "the daemon's removals are in the same chain"
+    );
+}
