@@ -51,7 +51,7 @@ fn daemon_fields(
 ) -> Vec<(&'static str, String, Value)> {
     let mut out = Vec::new();
     if let Some(s) = schedule {
-        out.push(("schedule", s.to_string(), json!(s.to_string())));
+        out.push(("schedule", s.to_string(), schedule_json(s)));
     }
     if mode != RunMode::Schedule {
         out.push(("mode", mode.as_str().to_string(), json!(mode.as_str())));
@@ -77,6 +77,15 @@ fn daemon_fields(
         out.push(("moveExhaustedTo", q.to_string(), json!(q)));
     }
     out
+}
+
+/// A schedule in JSON: `{"everyMs": N}`, `{"cron": …, "timezone": …}` or `"auto"`.
+fn schedule_json(s: &Schedule) -> Value {
+    match s {
+        Schedule::Every(every) => json!({ "everyMs": every.as_millis() }),
+        Schedule::Cron(cron) => json!({ "cron": cron.expr, "timezone": cron.timezone }),
+        Schedule::Auto => json!("auto"),
+    }
 }
 
 fn policy_daemon_fields(p: &Policy) -> Vec<(&'static str, String, Value)> {
@@ -149,7 +158,7 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
             })),
             "daemon": fields_json(policy_daemon_fields(p)),
         })).collect::<Vec<_>>(),
-        "schedule": set.schedule.to_string(),
+        "schedule": schedule_json(&set.schedule),
         "tenants": set.tenants.iter().map(|t| json!({
             "tenantId": t.tenant_id,
             "environment": t.environment,
@@ -227,29 +236,49 @@ pub fn policy_set_text(set: &PolicySet) -> String {
     out.trim_end().to_string()
 }
 
-/// An effective rule's fields in display order: name, value as JSON, origin.
-fn effective_fields(rule: &EffectiveRule) -> Vec<(&'static str, Value, String)> {
+/// One field of an effective rule: its name, its JSON key and value (durations in ms), the
+/// value as people read it, and its origin.
+struct EffectiveField {
+    name: &'static str,
+    key: &'static str,
+    json: Value,
+    shown: String,
+    from: String,
+}
+
+/// An effective rule's fields in display order.
+fn effective_fields(rule: &EffectiveRule) -> Vec<EffectiveField> {
+    let field = |name, key, json, shown, from: &dyn std::fmt::Display| EffectiveField {
+        name,
+        key,
+        json,
+        shown,
+        from: from.to_string(),
+    };
     let mut fields = Vec::new();
     if let Some(v) = &rule.max_age {
-        fields.push(("maxAge", json!(v.value.to_string()), v.source.to_string()));
+        let (json, shown) = (json!(v.value.as_millis()), v.value.to_string());
+        fields.push(field("maxAge", "maxAgeMs", json, shown, &v.source));
     }
     if let Some(v) = &rule.max_count {
-        fields.push(("maxCount", json!(v.value), v.source.to_string()));
+        let (json, shown) = (json!(v.value), v.value.to_string());
+        fields.push(field("maxCount", "maxCount", json, shown, &v.source));
     }
     if let Some(v) = &rule.keep_for {
-        fields.push(("keepFor", json!(v.value.to_string()), v.source.to_string()));
+        let (json, shown) = (json!(v.value.as_millis()), v.value.to_string());
+        fields.push(field("keepFor", "keepForMs", json, shown, &v.source));
     }
     if let Some(v) = &rule.keep_if {
-        fields.push((
-            "keepIf",
-            json!(format!("{} = {}", v.value.path, v.value.equals)),
-            v.source.to_string(),
-        ));
+        let shown = format!("{} = {}", v.value.path, v.value.equals);
+        fields.push(field("keepIf", "keepIf", json!(shown), shown, &v.source));
     }
-    fields.push((
+    let action = rule.action.value.as_str();
+    fields.push(field(
         "action",
-        json!(rule.action.value.as_str()),
-        rule.action.source.to_string(),
+        "action",
+        json!(action),
+        action.to_string(),
+        &rule.action.source,
     ));
     fields
 }
@@ -257,7 +286,7 @@ fn effective_fields(rule: &EffectiveRule) -> Vec<(&'static str, Value, String)> 
 fn effective_json(rule: &EffectiveRule) -> Value {
     let map: BTreeMap<&str, Value> = effective_fields(rule)
         .into_iter()
-        .map(|(name, value, from)| (name, json!({ "value": value, "from": from })))
+        .map(|f| (f.key, json!({ "value": f.json, "from": f.from })))
         .collect();
     json!(map)
 }
@@ -310,15 +339,12 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
 
 fn effective_rows(t: &mut Table, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
     for (state, rule) in states {
-        for (name, value, from) in effective_fields(rule) {
-            let shown = value
-                .as_str()
-                .map_or_else(|| value.to_string(), str::to_string);
+        for f in effective_fields(rule) {
             t.add_row(vec![
                 format!("{scope}{state}"),
-                name.to_string(),
-                shown,
-                from,
+                f.name.to_string(),
+                f.shown,
+                f.from,
             ]);
         }
     }

@@ -93,17 +93,24 @@ tenants:
     assert_eq!(v["policy"], "billing->override:trial-co");
     assert_eq!(v["env"], "production");
     let completed = &v["states"]["completed"];
-    assert_eq!(completed["maxAge"]["value"], "1w");
-    assert_eq!(completed["maxAge"]["from"], "policy billing");
+    assert_eq!(
+        completed["maxAgeMs"]["value"], 604_800_000,
+        "JSON durations are milliseconds"
+    );
+    assert_eq!(completed["maxAgeMs"]["from"], "policy billing");
     assert_eq!(completed["maxCount"]["value"], 100);
     assert_eq!(completed["maxCount"]["from"], "tenant override trial-co");
     assert_eq!(completed["action"]["from"], "policy billing");
     let email = &v["jobs"][0]["states"]["completed"];
-    assert_eq!(email["maxAge"]["from"], "policy billing, job send-email");
+    assert_eq!(email["maxAgeMs"]["from"], "policy billing, job send-email");
 
     let text = w.run(&policy, &["explain", "bull:trial-co:prod:billing-export"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("tenant override trial-co"), "{text}");
+    assert!(
+        text.contains("7d"),
+        "durations are shown as written: {text}"
+    );
 
     let out = w.run(&policy, &["explain", "other:thing"]);
     assert_eq!(out.status.code(), Some(2));

@@ -20,27 +20,23 @@ impl Millis {
 }
 
 impl fmt::Display for Millis {
-    /// Prints the span in the largest units that divide it exactly, e.g. `7d`, `1h30m`, `500ms`.
+    /// Prints the span as people write it in policy files: one number in the largest unit
+    /// that divides it exactly, from days down to milliseconds, e.g. `30d`, `90m`, `500ms`
+    /// (weeks are shown as days, so `30d` never becomes `4w2d`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 6] = [
-            (604_800_000, "w"),
+        const UNITS: [(u64, &str); 4] = [
             (86_400_000, "d"),
             (3_600_000, "h"),
             (60_000, "m"),
             (1_000, "s"),
-            (1, "ms"),
         ];
-        let mut rest = self.0;
-        if rest == 0 {
-            return f.write_str("0ms");
+        match UNITS
+            .iter()
+            .find(|(size, _)| self.0 > 0 && self.0.is_multiple_of(*size))
+        {
+            Some((size, unit)) => write!(f, "{}{unit}", self.0 / size),
+            None => write!(f, "{}ms", self.0),
         }
-        for (size, unit) in UNITS {
-            if rest >= size {
-                write!(f, "{}{}", rest / size, unit)?;
-                rest %= size;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -174,9 +170,13 @@ mod tests {
     }
 
     #[test]
-    fn displays_in_largest_units() {
-        assert_eq!(Millis(604_800_000).to_string(), "1w");
-        assert_eq!(Millis(5_400_000).to_string(), "1h30m");
-        assert_eq!(Millis(1_500).to_string(), "1s500ms");
+    fn displays_as_written() {
+        assert_eq!(Millis(604_800_000).to_string(), "7d");
+        assert_eq!(Millis(30 * 86_400_000).to_string(), "30d", "not 4w2d");
+        assert_eq!(Millis(5_400_000).to_string(), "90m");
+        assert_eq!(Millis(3_600_000).to_string(), "1h");
+        assert_eq!(Millis(1_500).to_string(), "1500ms");
+        assert_eq!(Millis(3_600).to_string(), "3600ms", "not 3s600ms");
+        assert_eq!(Millis(0).to_string(), "0ms");
     }
 }

@@ -11,7 +11,7 @@ use std::fmt;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawPolicyFile {
-    pub version: Spanned<i64>,
+    pub version: Option<Spanned<i64>>,
     pub environment: Option<Spanned<String>>,
     #[serde(default)]
     pub environments: BTreeMap<String, Spanned<Vec<Spanned<String>>>>,
@@ -164,7 +164,7 @@ pub struct RawStateRules {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawStateRule {
     pub max_age: Option<Spanned<RawDuration>>,
-    pub max_count: Option<Spanned<i64>>,
+    pub max_count: Option<Spanned<RawCount>>,
     pub keep_for: Option<Spanned<RawDuration>>,
     pub action: Option<Spanned<String>>,
     pub keep_if: Option<Spanned<RawKeepIf>>,
@@ -197,6 +197,40 @@ pub struct RawTenant {
     pub environment: Option<Spanned<String>>,
     #[serde(default)]
     pub overrides: RawStateRules,
+}
+
+/// A count as written: a number, or text (refused: `maxCount: "500"` is a string).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawCount {
+    /// A number.
+    Number(f64),
+    /// Anything quoted.
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for RawCount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CountVisitor;
+        impl Visitor<'_> for CountVisitor {
+            type Value = RawCount;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawCount, E> {
+                Ok(RawCount::Number(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawCount, E> {
+                Ok(RawCount::Number(v as f64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawCount, E> {
+                Ok(RawCount::Number(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawCount, E> {
+                Ok(RawCount::Text(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(CountVisitor)
+    }
 }
 
 /// A duration as written: a number or a string such as `7d`.

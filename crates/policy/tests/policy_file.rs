@@ -332,11 +332,11 @@ fn pii_mistakes_are_located() {
         ),
         (
             "version: 1\npolicies:\n  - { name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1d, action: anonymize } } }\n",
-            "p.yaml:3:5: policy uses `action: anonymize` but no `pii:` rules apply to it",
+            "p.yaml:3:81: `action: anonymize` needs `pii:` rules, and none apply here (at `policies[0].rules.completed.action`)",
         ),
         (
             "version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\ntenants: [{ tenantId: t, overrides: { failed: { action: anonymize } } }]\n",
-            "a tenant override uses `action: anonymize` but the file has no top-level `pii:`",
+            "p.yaml:3:57: `action: anonymize` needs `pii:` rules, and none apply here (at `tenants[0].overrides.failed.action`)",
         ),
     ] {
         let got = errors(text);
@@ -415,6 +415,78 @@ fn every_error_is_reported_at_once() {
     assert_eq!(
         got.lines().filter(|l| l.starts_with("p.yaml:")).count(),
         2,
+        "{got}"
+    );
+}
+
+#[test]
+fn every_unknown_field_is_reported_at_once() {
+    let got = errors(
+        "version: 1\npolicies:\n  - name: a\n    queueNamePatern: '*'\n    rules: { completed: { maxAgee: 1d, action: remove }, faild: {} }\ntenants: [{ tenantId: t, overides: {} }]\nauditt: { url: x }\n",
+    );
+    for want in [
+        "p.yaml:4:5: unknown field `queueNamePatern` (at `policies[0].queueNamePatern`)\n  hint: did you mean `queueNamePattern`?",
+        "p.yaml:5:27: unknown field `maxAgee` (at `policies[0].rules.completed.maxAgee`)\n  hint: did you mean `maxAge`?",
+        "p.yaml:5:58: unknown field `faild` (at `policies[0].rules.faild`)\n  hint: did you mean `failed`?",
+        "p.yaml:6:26: unknown field `overides` (at `tenants[0].overides`)\n  hint: did you mean `overrides`?",
+        "p.yaml:7:1: unknown field `auditt` (at `auditt`)\n  hint: did you mean `audit`?",
+    ] {
+        assert!(got.contains(want), "want: {want}\ngot:\n{got}");
+    }
+    assert_eq!(got.matches("unknown field").count(), 5, "{got}");
+}
+
+#[test]
+fn a_missing_version_is_located_at_the_top() {
+    let got = errors("policies: []\n\n\n");
+    assert!(
+        got.starts_with("p.yaml:1:1: the policy file has no `version` (at `version`)"),
+        "{got}"
+    );
+}
+
+#[test]
+fn counts_are_numbers_not_strings() {
+    let got = errors(
+        "version: 1\npolicies:\n  - { name: a, queueNamePattern: '*', rules: { completed: { maxCount: \"500\" } } }\n",
+    );
+    assert!(
+        got.contains("p.yaml:3:71: maxCount must be a number, got the string \"500\"")
+            && got.contains("hint: write it unquoted: `maxCount: 500`"),
+        "{got}"
+    );
+    assert!(
+        errors("version: 1\npolicies:\n  - { name: a, queueNamePattern: '*', rules: { completed: { maxCount: 2.5 } } }\n")
+            .contains("maxCount must be a whole number, got 2.5")
+    );
+}
+
+#[test]
+fn bare_numbers_are_warned_about_with_their_unit() {
+    let set = set(
+        "version: 1\nschedule: 3600\npolicies:\n  - { name: a, queueNamePattern: '*', rules: { completed: { maxAge: 3600, keepFor: 60000 } } }\n  - { name: b, queueNamePattern: b, rules: { completed: { maxAge: 1h } } }\n",
+    );
+    assert_eq!(
+        set.warnings,
+        [
+            "p.yaml:2:11: the bare number 3600 is read as milliseconds (3600ms); write `3600ms` to say so (at `schedule`)",
+            "p.yaml:4:69: the bare number 3600 is read as seconds (1h); write `1h` to say so (at `policies[0].rules.completed.maxAge`)",
+            "p.yaml:4:84: the bare number 60000 is read as milliseconds (1m); write `1m` to say so (at `policies[0].rules.completed.keepFor`)",
+        ]
+    );
+}
+
+#[test]
+fn actions_without_their_target_are_located_at_the_action() {
+    let got = errors(
+        "version: 1\npolicies:\n  - name: a\n    queueNamePattern: '*'\n    rules:\n      completed: { maxAge: 1d, action: archive }\n      failed: { maxAge: 1d, action: notify }\n",
+    );
+    assert!(
+        got.contains("p.yaml:6:40: `action: archive` needs an archive sink, and the file has no `archive:` (at `policies[0].rules.completed.action`)"),
+        "{got}"
+    );
+    assert!(
+        got.contains("p.yaml:7:37: `action: notify` needs a notify target, and the file names none (at `policies[0].rules.failed.action`)"),
         "{got}"
     );
 }
