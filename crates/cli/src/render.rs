@@ -10,12 +10,16 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// A table that wraps its cells to fit the terminal (when output is one).
+/// A table that wraps its cells to fit the terminal: its width when output is one, or
+/// `COLUMNS` when set.
 pub fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.to_vec());
+    if let Some(columns) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        t.set_width(columns);
+    }
     t
 }
 

@@ -2,7 +2,9 @@
 //! log lines in memory at a time) through a zstd stream into a staging file, which the sink
 //! then takes whole (a rename locally, a multipart upload on S3).
 
-use super::{ArchiveSink, JSON_FIELDS, SegmentManifest, SegmentMeta, digest_reader, segment_name};
+use super::record::JSON_FIELDS;
+use super::segment::{digest_reader, segment_name};
+use super::{ArchiveSink, SegmentManifest, SegmentMeta};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;

@@ -9,7 +9,7 @@
 //! gets a full sweep at once. One replica reads a queue's stream at a time (its events lock).
 
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
-use super::state;
+use super::records;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
 use crate::bullmq::keys::{CURSOR, events_lock};
@@ -315,7 +315,7 @@ pub async fn run(
                 wait_or_shutdown(&shutdown, backoff).await;
                 break;
             }
-            if let Err(e) = state::save_cursor(&mut con, &base, &last).await {
+            if let Err(e) = records::save_cursor(&mut con, &base, &last).await {
                 log("warn", &format!("{base}: cannot save events position: {e}"));
             }
             h.cursor = last;
@@ -458,7 +458,7 @@ async fn refresh_locks(
         else {
             continue;
         };
-        let saved = state::cursors(con, std::slice::from_ref(&base))
+        let saved = records::cursors(con, std::slice::from_ref(&base))
             .await?
             .pop()
             .flatten();
@@ -470,7 +470,7 @@ async fn refresh_locks(
         };
         if first_start {
             // Everything before now is the sweep's; events after it are ours.
-            state::save_cursor(con, &base, &cursor).await?;
+            records::save_cursor(con, &base, &cursor).await?;
             if let Ok(mut now) = shared.sweep_now.lock() {
                 now.insert(base.clone());
             }

@@ -96,15 +96,19 @@ pub fn describe(url: &str, e: &redis::RedisError) -> Error {
             "is this Redis's port? A server that only speaks TLS needs a rediss:// URL".into(),
         )
     } else if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() {
-        let hint = encoding_hint(url).unwrap_or_else(|| {
+        (
+            format!("cannot reach Redis at {shown}: {text}"),
             "is redis-server running? point bullsweep at it with --redis or BULLSWEEP_REDIS_URL"
-                .into()
-        });
-        (format!("cannot reach Redis at {shown}: {text}"), hint)
+                .into(),
+        )
     } else {
-        return Error::new(ErrorKind::Redis, format!("Redis at {shown} failed: {text}"));
+        (format!("Redis at {shown} failed: {text}"), String::new())
     };
-    Error::new(ErrorKind::Redis, message).with_hint(hint)
+    // A password with an unencoded `@`, `/`, `#` or `?` is misread, whatever error follows.
+    match encoding_hint(url).or((!hint.is_empty()).then_some(hint)) {
+        Some(hint) => Error::new(ErrorKind::Redis, message).with_hint(hint),
+        None => Error::new(ErrorKind::Redis, message),
+    }
 }
 
 /// A Redis (or PostgreSQL) URL with its password replaced by `***`.

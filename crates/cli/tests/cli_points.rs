@@ -1,0 +1,456 @@
+//! The command line as a new user meets it: JSON everywhere (errors included), warnings that
+//! say what a file or a database will not do, `--queue` and `plan --detailed-exitcode`, counts
+//! and summaries by action, terminal-friendly tables and times, errors that point at the fix,
+//! completions and a man page. Each test pins one thing users of terraform, kubectl and
+//! ripgrep expect.
+
+mod common;
+
+use common::*;
+use redis::Commands;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs bullsweep with no policy file of the World's (for commands that need none).
+fn bare(w: &World, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(args)
+        .current_dir(w.dir.path())
+        .env_remove("BULLSWEEP_REDIS_URL")
+        .env_remove("BULLSWEEP_CONFIG")
+        .output()
+        .expect("bullsweep runs")
+}
+
+/// Runs bullsweep against the Redis at `url` (not the World's).
+fn at_redis(w: &World, policy: &std::path::Path, url: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(url)
+        .arg("--config")
+        .arg(policy)
+        .args(args)
+        .current_dir(w.dir.path())
+        .env_remove("BULLSWEEP_REDIS_URL")
+        .output()
+        .expect("bullsweep runs")
+}
+
+#[test]
+fn check_warns_about_bare_numbers_and_shows_durations_as_written() {
+    let w = World::new();
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: a, queueNamePattern: '*', rules: { completed: { maxAge: 3600 }, failed: { maxAge: 30d } } }\n",
+    );
+    let out = w.run(&policy, &["check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: ")
+            && err.contains(
+                ":3:69: the bare number 3600 is read as seconds (1h); write `1h` to say so"
+            ),
+        "{err}"
+    );
+    let shown = text(&out.stdout);
+    assert!(shown.contains("30d") && !shown.contains("4w2d"), "{shown}");
+}
+
+#[test]
+fn errors_are_json_objects_on_stderr_with_json() {
+    let w = World::new();
+    let policy = w.policy("version: 1\npolicies:\n  - { name: a, queueNamePatern: '*' }\n");
+    let out = w.run(&policy, &["--json", "check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no data on stdout");
+    let e: serde_json::Value = serde_json::from_slice(&out.stderr).expect("a JSON error");
+    assert_eq!(e["kind"], "config");
+    assert_eq!(e["exitCode"], 2);
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field `queueNamePatern`")),
+        "{e}"
+    );
+    // A usage error from the argument parser too.
+    let out = w.run(&policy, &["--json", "plan", "--jsn"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e: serde_json::Value = serde_json::from_slice(&out.stderr).expect("a JSON error");
+    assert_eq!(e["kind"], "config", "{e}");
+    // And a runtime failure.
+    let valid = w.policy("version: 1\npolicies: []\n");
+    let out = at_redis(&w, &valid, "redis://127.0.0.1:1/0", &["--json", "plan"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e: serde_json::Value = serde_json::from_slice(&out.stderr).expect("a JSON error");
+    assert_eq!(e["kind"], "redis", "{e}");
+    assert!(
+        e["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("redis-server")),
+        "{e}"
+    );
+}
+
+#[test]
+fn audit_verify_speaks_json() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 40, 0, 3), now_ms());
+    let policy = w.policy(&format!(
+        "version: 1\naudit: {{ url: \"file://{}/a.jsonl\" }}\npolicies: [{{ name: a, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n",
+        w.dir.path().display()
+    ));
+    assert!(w.run(&policy, &["run"]).status.success());
+    let out = w.run(&policy, &["--json", "audit", "verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["status"], "ok");
+    assert!(v["events"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    assert_eq!(v["headSeq"], v["checkpointSeq"], "{v}");
+}
+
+#[test]
+fn plan_takes_a_queue_glob_sums_up_and_has_a_detailed_exit_code() {
+    let w = World::new();
+    w.seed(spec("bull:billing", 30, 0, 3), now_ms());
+    w.seed(spec("bull:mail", 20, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
+    );
+    let out = w.run(&policy, &["--json", "plan", "--queue", "bill*"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("JSON");
+    let keys: Vec<&str> = report.queues.iter().map(|q| q.key.as_str()).collect();
+    assert_eq!(keys, ["bull:billing"]);
+    let out = w.run(&policy, &["plan"]);
+    let shown = text(&out.stdout);
+    let last = shown.lines().last().unwrap_or_default();
+    assert_eq!(
+        last, "Plan: 50 jobs to act on (remove 50) in 2 queues; nothing was changed.",
+        "{shown}"
+    );
+    let pending = w.run(&policy, &["plan", "--detailed-exitcode"]);
+    assert_eq!(pending.status.code(), Some(2), "changes are pending");
+    let out = w.run(&policy, &["run", "--queue", "bull:billing"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut con = w.con();
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 20, "run --queue leaves the other queues alone");
+    assert!(w.run(&policy, &["run"]).status.success());
+    let nothing = w.run(&policy, &["plan", "--detailed-exitcode"]);
+    assert_eq!(nothing.status.code(), Some(0), "nothing left to do");
+}
+
+#[test]
+fn warnings_name_policies_that_match_nothing_and_an_empty_database() {
+    let w = World::new();
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: mail, queueNamePattern: mail }\n  - { name: billing, queueNamePattern: billing }\n",
+    );
+    let out = w.run(&policy, &["plan"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: no BullMQ queue found in this database"),
+        "{}",
+        stderr(&out)
+    );
+    w.seed(spec("bull:mail", 5, 0, 3), now_ms());
+    let out = w.run(&policy, &["plan"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: policy `billing` matches no queue"),
+        "{err}"
+    );
+    assert!(!err.contains("policy `mail`"), "{err}");
+}
+
+#[test]
+fn runs_count_every_action_and_skip_what_was_already_anonymized() {
+    let w = World::new();
+    w.seed(spec("bull:signup", 30, 0, 3), now_ms());
+    w.seed(spec("bull:mail", 20, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\npii: { paths: [user.email] }\npolicies:\n  - { name: signup, queueNamePattern: signup, rules: { completed: { maxAge: 1ms, action: anonymize } } }\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 1ms } } }\n",
+    );
+    let out = w.run(&policy, &["run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = text(&out.stdout);
+    assert_eq!(
+        shown.lines().last().unwrap_or_default(),
+        "Run: acted on 50 jobs (anonymize 30, remove 20) in 2 queues.",
+        "{shown}"
+    );
+    // The scrubbed jobs stay, and a plan no longer counts them.
+    let plan = w.report(&policy, "plan");
+    let signup = plan
+        .queues
+        .iter()
+        .find(|q| q.key == "bull:signup")
+        .expect("signup");
+    assert_eq!(signup.states["completed"].jobs, 30);
+    assert_eq!(signup.states["completed"].matched, 0, "already anonymized");
+    // A second run skips them, and says so in the table as in the JSON.
+    let again = w.run(&policy, &["run"]);
+    let shown = text(&again.stdout);
+    let row = shown
+        .lines()
+        .find(|l| l.contains("bull:signup"))
+        .expect("signup row");
+    let cells: Vec<&str> = row.split_whitespace().filter(|c| *c != "│").collect();
+    assert_eq!(cells.last(), Some(&"30"), "skipped column: {row}");
+    assert!(
+        shown.contains("bull:signup completed: skipped 30 already anonymized by an earlier run"),
+        "{shown}"
+    );
+    let json = w.report(&policy, "run");
+    let skipped = json
+        .queues
+        .iter()
+        .find(|q| q.key == "bull:signup")
+        .expect("signup")
+        .states["completed"]
+        .skipped
+        .as_ref()
+        .expect("skipped");
+    assert_eq!(skipped.already_anonymized, 30);
+}
+
+#[test]
+fn tables_fit_the_width_in_columns() {
+    let w = World::new();
+    w.seed(
+        spec(
+            "bull:a-rather-long-tenant-name:production:billing-export",
+            5,
+            0,
+            3,
+        ),
+        now_ms(),
+    );
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: a-policy-with-a-long-name, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
+    );
+    let out = w.run_env(&policy, &["plan"], &[("COLUMNS", "72".into())]);
+    let shown = text(&out.stdout);
+    for line in shown
+        .lines()
+        .filter(|l| l.starts_with(['│', '┌', '└', '╞']))
+    {
+        assert!(
+            line.chars().count() <= 72,
+            "{} > 72: {line}",
+            line.chars().count()
+        );
+    }
+}
+
+#[test]
+fn archive_listings_have_a_header_states_and_times() {
+    let w = World::new();
+    w.seed(spec("bull:billing", 20, 5, 3), now_ms());
+    let archive = w.dir.path().join("archive");
+    let policy = w.policy(&format!(
+        "version: 1\narchive: {{ url: \"file://{}\" }}\naudit: {{ url: \"file://{}/a.jsonl\" }}\npolicies: [{{ name: a, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 1ms, action: archive }}, failed: {{ maxAge: 1ms, action: archive }} }} }}]\n",
+        archive.display(),
+        w.dir.path().display()
+    ));
+    assert!(w.run(&policy, &["run"]).status.success());
+    let ls = w.run(&policy, &["archive", "ls"]);
+    let shown = text(&ls.stdout);
+    let header = shown.lines().nth(1).unwrap_or_default();
+    for column in ["segment", "queue", "state", "records", "from", "to"] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(
+        shown.contains("completed") && shown.contains("failed"),
+        "{shown}"
+    );
+    assert!(shown.contains("2 segments"), "{shown}");
+    let year = &rfc3339_year();
+    assert!(
+        shown.contains(&format!("{year}-")) && shown.contains('Z'),
+        "{shown}"
+    );
+    // `archive cat` takes the absolute path of a local segment too.
+    let json = w.run(&policy, &["--json", "archive", "ls"]);
+    let first: serde_json::Value =
+        serde_json::from_str(text(&json.stdout).lines().next().unwrap_or_default()).expect("JSON");
+    let segment = first["segment"].as_str().expect("segment");
+    let absolute = archive.join(segment);
+    let cat = w.run(
+        &policy,
+        &["archive", "cat", &absolute.display().to_string()],
+    );
+    assert!(cat.status.success(), "{}", stderr(&cat));
+    assert_eq!(
+        text(&cat.stdout).lines().count() as u64,
+        first["records"].as_u64().unwrap_or(0)
+    );
+    // And audit tail shows times people read.
+    let tail = w.run(&policy, &["audit", "tail", "-n", "1"]);
+    let line = text(&tail.stdout);
+    assert!(
+        line.contains(&format!(" {year}-")) && line.contains('T'),
+        "{line}"
+    );
+}
+
+/// The current year, as RFC 3339 times start.
+fn rfc3339_year() -> String {
+    (1970 + now_ms() / 31_556_952_000).to_string()
+}
+
+#[test]
+fn restore_suggests_the_key_base() {
+    let w = World::new();
+    w.seed(spec("bull:billing", 0, 3, 3), now_ms());
+    let policy = w.policy(&format!(
+        "version: 1\narchive: {{ url: \"file://{}/archive\" }}\naudit: {{ url: \"file://{}/a.jsonl\" }}\npolicies: [{{ name: a, queueNamePattern: '*', rules: {{ failed: {{ maxAge: 1ms, action: archive }} }} }}]\n",
+        w.dir.path().display(),
+        w.dir.path().display()
+    ));
+    assert!(w.run(&policy, &["run"]).status.success());
+    let out = w.run(&policy, &["archive", "restore", "billing", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("did you mean `bull:billing`?"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.run(&policy, &["archive", "restore", "bull:billing", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn redis_errors_point_at_the_fix() {
+    let w = World::new();
+    let policy = w.policy("version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\n");
+    // A port that answers in another protocol.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("addr").port();
+    let server = std::thread::spawn(move || {
+        for stream in listener.incoming().take(4).flatten() {
+            let mut s = stream;
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let out = at_redis(&w, &policy, &format!("redis://127.0.0.1:{port}"), &["plan"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("does not answer in the Redis protocol"),
+        "{}",
+        stderr(&out)
+    );
+    drop(server);
+    // A password: missing, wrong, or with an unencoded `@`.
+    let mut con = w.con();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret")
+        .query(&mut con)
+        .expect("requirepass");
+    let port = w
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .unwrap_or_default()
+        .to_string();
+    let with = |auth: &str| {
+        let out = at_redis(
+            &w,
+            &policy,
+            &format!("redis://{auth}127.0.0.1:{port}"),
+            &["plan"],
+        );
+        assert_eq!(out.status.code(), Some(1));
+        stderr(&out)
+    };
+    let none = with("");
+    assert!(none.contains("put the password in the URL"), "{none}");
+    let wrong = with(":wrong@");
+    assert!(
+        wrong.contains("check the user and password in the URL") && !wrong.contains("wrong"),
+        "the hint fits, and the password is not shown: {wrong}"
+    );
+    let at = with(":s3@cret@");
+    assert!(at.contains("percent-encode") && at.contains("%40"), "{at}");
+    let _: () = redis::cmd("AUTH")
+        .arg("s3cret")
+        .query(&mut con)
+        .expect("auth");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("")
+        .query(&mut con)
+        .expect("no password");
+}
+
+#[test]
+fn a_policy_file_that_is_not_utf8_is_named_as_such() {
+    let w = World::new();
+    let path = w.dir.path().join("bullsweep.yaml");
+    std::fs::write(&path, b"version: 1\npolicies: []\n# caf\xe9\n").expect("write");
+    let out = w.run(&path, &["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bullsweep.yaml:3: the policy file is not UTF-8"),
+        "{err}"
+    );
+    assert!(!err.contains("--config"), "the file was found: {err}");
+}
+
+#[test]
+fn completions_and_a_man_page() {
+    let w = World::new();
+    let bash = bare(&w, &["completions", "bash"]);
+    assert!(bash.status.success());
+    let script = text(&bash.stdout);
+    assert!(
+        script.contains("_bullsweep()") && script.contains("forget"),
+        "{script}"
+    );
+    let man = bare(&w, &["man"]);
+    assert!(man.status.success());
+    let page = text(&man.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH bullsweep"),
+        "{page}"
+    );
+}
+
+#[test]
+fn the_daemon_logs_json_lines_with_json() {
+    let w = World::new();
+    let policy = w.policy("version: 1\nschedule: 1h\npolicies: []\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--json", "--redis", &w.url(), "--config"])
+        .arg(&policy)
+        .arg("daemon")
+        .current_dir(w.dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("daemon");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(Instant::now() < deadline);
+    let v: serde_json::Value = serde_json::from_str(&first).expect("a JSON log line");
+    assert_eq!(v["level"], "info", "{v}");
+    assert!(
+        v["msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("daemon started")),
+        "{v}"
+    );
+}

@@ -1,0 +1,196 @@
+//! Where segments are kept ([`ArchiveSink`]): a local directory or an S3-compatible bucket,
+//! and what every caller does with them: write and verify, list, read, find a job's newest
+//! copy, rewrite without some records.
+
+use super::record::{ArchiveRecord, JobCopy};
+use super::segment::*;
+use super::{LocalArchive, S3Archive};
+use bullsweep_policy::ArchiveTarget;
+use sha2::{Digest, Sha256};
+use std::io;
+
+/// Where archived segments are kept: a local directory or an S3-compatible bucket. Cloning
+/// is cheap (a path, or a shared client).
+#[derive(Clone, Debug)]
+pub enum ArchiveSink {
+    /// `file:///…`.
+    Local(LocalArchive),
+    /// `s3://bucket/prefix`.
+    S3(S3Archive),
+}
+
+impl ArchiveSink {
+    /// The sink the policy file names. S3 settings come from the environment.
+    pub fn open(target: &ArchiveTarget) -> io::Result<Self> {
+        Ok(match target {
+            ArchiveTarget::Directory(root) => ArchiveSink::Local(LocalArchive::new(root)),
+            ArchiveTarget::S3 { bucket, prefix } => {
+                ArchiveSink::S3(S3Archive::new(bucket, prefix)?)
+            }
+        })
+    }
+
+    /// Fails unless a segment could be written now, so an unwritable archive fails before
+    /// anything is read or deleted.
+    pub async fn check_writable(&self) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.check_writable(),
+            ArchiveSink::S3(a) => a.check_writable().await,
+        }
+    }
+
+    async fn put(&self, name: &str, bytes: Vec<u8>) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.put(name, &bytes),
+            ArchiveSink::S3(a) => a.put(name, bytes).await,
+        }
+    }
+
+    async fn get(&self, name: &str) -> io::Result<Vec<u8>> {
+        match self {
+            ArchiveSink::Local(a) => a.get(name),
+            ArchiveSink::S3(a) => a.get(name).await,
+        }
+    }
+
+    /// Writes records as one segment and its manifest, durably (fsynced locally, a completed
+    /// upload remotely), then reads the segment back and checks it. Only after this returns
+    /// may the jobs be deleted.
+    pub async fn write_segment(
+        &self,
+        meta: &SegmentMeta,
+        seq: u64,
+        records: &[JobCopy<'_>],
+    ) -> io::Result<SegmentManifest> {
+        let EncodedSegment { manifest, bytes } = encode_segment(meta, seq, records)?;
+        self.put(&manifest.segment, bytes).await?;
+        self.put_manifest(&manifest).await?;
+        self.verify(&manifest).await?;
+        Ok(manifest)
+    }
+
+    /// Replaces a segment by one holding only `keep`, or by nothing when `keep` is empty. The
+    /// new segment is written, given its manifest and verified before the old segment, then its
+    /// manifest, are deleted, so a crash leaves the old one to be rewritten again (to the same
+    /// new name), never a manifest-less segment. Returns the new manifest.
+    pub async fn rewrite_segment(
+        &self,
+        old: &SegmentManifest,
+        keep: &[ArchiveRecord],
+    ) -> io::Result<Option<SegmentManifest>> {
+        let replacement = if keep.is_empty() {
+            None
+        } else {
+            let bytes = compress_records(keep)?;
+            let manifest = SegmentManifest {
+                segment: next_revision(&old.segment),
+                records: keep.len() as u64,
+                bytes: bytes.len() as u64,
+                sha256: hex(&Sha256::digest(&bytes)),
+                from_ms: keep.iter().map(|r| r.finished_on).min().unwrap_or_default(),
+                to_ms: keep.iter().map(|r| r.finished_on).max().unwrap_or_default(),
+                ..old.clone()
+            };
+            self.put(&manifest.segment, bytes).await?;
+            self.put_manifest(&manifest).await?;
+            self.verify(&manifest).await?;
+            Some(manifest)
+        };
+        self.remove(&old.segment).await?;
+        self.remove(&manifest_name(&old.segment)).await?;
+        Ok(replacement)
+    }
+
+    async fn remove(&self, name: &str) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.remove(name),
+            ArchiveSink::S3(a) => a.remove(name).await,
+        }
+    }
+
+    /// Writes a segment's manifest beside it, durably.
+    pub(super) async fn put_manifest(&self, manifest: &SegmentManifest) -> io::Result<()> {
+        let text = serde_json::to_string_pretty(manifest).map_err(io::Error::other)?;
+        self.put(&manifest_name(&manifest.segment), text.into_bytes())
+            .await
+    }
+
+    /// Where a streamed segment is staged before the sink takes it: beside its final place
+    /// locally (so taking it is a rename), in the temporary directory for S3.
+    pub(super) fn staging_path(&self, segment: &str) -> io::Result<std::path::PathBuf> {
+        let file_name = segment.rsplit('/').next().unwrap_or(segment);
+        match self {
+            ArchiveSink::Local(a) => a.staging_path(segment),
+            ArchiveSink::S3(_) => Ok(std::env::temp_dir()
+                .join(format!(".bullsweep-{}-{file_name}.tmp", std::process::id()))),
+        }
+    }
+
+    /// Takes a staged, fsynced file as `name`: a rename locally, a multipart upload on S3.
+    pub(super) async fn put_staged(&self, name: &str, staged: &std::path::Path) -> io::Result<()> {
+        match self {
+            ArchiveSink::Local(a) => a.put_staged(name, staged),
+            ArchiveSink::S3(a) => {
+                let result = a.put_file(name, staged).await;
+                let _ = std::fs::remove_file(staged);
+                result
+            }
+        }
+    }
+
+    /// Checks a stored segment's size and SHA-256 against its manifest, reading it in blocks.
+    pub(super) async fn check_digest(&self, manifest: &SegmentManifest) -> io::Result<()> {
+        let (bytes, sha256) = match self {
+            ArchiveSink::Local(a) => a.digest(&manifest.segment)?,
+            ArchiveSink::S3(a) => a.digest(&manifest.segment).await?,
+        };
+        if bytes != manifest.bytes || sha256 != manifest.sha256 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("segment {} does not match its manifest", manifest.segment),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Re-reads a segment and checks size, checksum and record count against its manifest.
+    pub async fn verify(&self, manifest: &SegmentManifest) -> io::Result<()> {
+        check_segment(manifest, &self.get(&manifest.segment).await?)
+    }
+
+    /// Every manifest, sorted by segment path.
+    pub async fn list(&self) -> io::Result<Vec<SegmentManifest>> {
+        let names = match self {
+            ArchiveSink::Local(a) => a.manifest_names()?,
+            ArchiveSink::S3(a) => a.manifest_names().await?,
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            out.push(parse_manifest(&name, &self.get(&name).await?)?);
+        }
+        out.sort_by(|a, b| a.segment.cmp(&b.segment));
+        Ok(out)
+    }
+    /// The newest archived copy (by `finishedOn`) of job `id` of the queue whose key base is
+    /// `base`, if it was archived at all.
+    pub async fn newest_copy(&self, base: &str, id: &str) -> io::Result<Option<ArchiveRecord>> {
+        let mut newest: Option<ArchiveRecord> = None;
+        for m in self.list().await?.into_iter().filter(|m| m.queue == base) {
+            for record in self.read_segment(&m.segment).await? {
+                if record.id == id
+                    && newest
+                        .as_ref()
+                        .is_none_or(|n| record.finished_on > n.finished_on)
+                {
+                    newest = Some(record);
+                }
+            }
+        }
+        Ok(newest)
+    }
+
+    /// The records of one segment (its path as `list` gives it).
+    pub async fn read_segment(&self, segment: &str) -> io::Result<Vec<ArchiveRecord>> {
+        decode_segment(&self.get(segment).await?)
+    }
+}

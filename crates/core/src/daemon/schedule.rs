@@ -1,0 +1,200 @@
+//! The main loop: discovery, schedules and due queues, policy reloads, audit shipping.
+
+use super::events::EventQueue;
+use super::log::log;
+use super::records;
+use super::{Daemon, Slot, jitter, metrics};
+use crate::engine;
+use crate::ops::{load_policy_file, now_ms};
+use bullsweep_policy::{EffectivePolicy, Millis, QueueId, Resolution};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+impl Daemon {
+    pub(super) async fn main_loop(&mut self) {
+        while !self.shutdown.load(Ordering::Relaxed) {
+            if self.reload.swap(false, Ordering::Relaxed) {
+                self.reload_policies();
+            }
+            let up = redis::cmd("PING")
+                .query_async::<String>(&mut self.con)
+                .await
+                .is_ok();
+            let was_up = self.metrics.redis_up.swap(up, Ordering::Relaxed);
+            if !up {
+                if was_up {
+                    log("warn", "Redis is unreachable; reconnecting with backoff");
+                }
+                self.sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            if !was_up {
+                log("info", "Redis is reachable again");
+            }
+            let stale = self
+                .discovered_at
+                .is_none_or(|at| at.elapsed() >= self.discover_every);
+            if stale {
+                match self.discover().await {
+                    Ok(()) => self.metrics.redis_up.store(true, Ordering::Relaxed),
+                    Err(e) => {
+                        self.metrics.redis_up.store(false, Ordering::Relaxed);
+                        log("warn", &format!("cannot list queues: {e}; retrying"));
+                        self.sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                }
+            }
+            self.run_due().await;
+            if self.last_ship.elapsed() >= Duration::from_secs(5) {
+                self.ship_audit().await;
+            }
+            let next = self
+                .slots
+                .values()
+                .map(|s| s.due_ms)
+                .min()
+                .map_or(1_000, |due| (due - now_ms()).clamp(10, 1_000));
+            self.sleep(Duration::from_millis(next as u64)).await;
+        }
+    }
+
+    /// Sleeps until `duration` passes or something wakes the loop.
+    async fn sleep(&self, duration: Duration) {
+        tokio::select! {
+            _ = tokio::time::sleep(duration) => {}
+            _ = self.wake.notified() => {}
+            _ = self.events.wake.notified() => {}
+        }
+    }
+
+    fn reload_policies(&mut self) {
+        match load_policy_file(&self.config) {
+            Ok(set) => {
+                self.set = set;
+                self.slots.clear();
+                self.discovered_at = None;
+                self.count_reload("ok");
+                log("info", &format!("reloaded {}", self.config.display()));
+            }
+            Err(e) => {
+                self.count_reload("invalid");
+                log(
+                    "error",
+                    &format!("{}; the policy file in force is kept", e.message),
+                );
+            }
+        }
+    }
+
+    fn count_reload(&self, result: &str) {
+        self.metrics
+            .reloads
+            .get_or_create(&metrics::ReloadLabels {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Finds the queues, resolves their policies and schedules the new ones.
+    async fn discover(&mut self) -> redis::RedisResult<()> {
+        let inv = engine::inventory(&mut self.con, &self.set, self.env.as_deref()).await?;
+        let mut found: BTreeMap<String, (QueueId, EffectivePolicy)> = BTreeMap::new();
+        let wanted = |q: &QueueId| {
+            self.queue_glob
+                .as_ref()
+                .is_none_or(|g| g.matches(&q.queue) || g.matches(&q.base))
+        };
+        for q in inv.managed.into_iter().filter(wanted) {
+            if let Resolution::Covered(eff) = self.set.resolve(&q) {
+                found.insert(q.base.clone(), (q, eff));
+            }
+        }
+        self.slots.retain(|base, _| found.contains_key(base));
+        let new: Vec<String> = found
+            .keys()
+            .filter(|b| !self.slots.contains_key(*b))
+            .cloned()
+            .collect();
+        let last = records::last_runs(&mut self.con, &new).await?;
+        let now = now_ms();
+        for (base, last) in new.iter().zip(last) {
+            let Some((queue, policy)) = found.remove(base) else {
+                continue;
+            };
+            let auto = bullsweep_policy::DEFAULT_SCHEDULE;
+            let due = policy.schedule.next_due(last, now, auto)
+                + jitter(policy.schedule.max_jitter(auto));
+            self.slots.insert(
+                base.clone(),
+                Slot {
+                    queue,
+                    policy,
+                    due_ms: due,
+                    auto,
+                    owed: false,
+                },
+            );
+        }
+        for (base, (queue, policy)) in found {
+            if let Some(slot) = self.slots.get_mut(&base) {
+                slot.queue = queue;
+                slot.policy = policy;
+            }
+        }
+        let event_queues: Vec<EventQueue> = self
+            .slots
+            .values()
+            .filter(|s| s.policy.mode.reads_events())
+            .map(|s| EventQueue {
+                queue: s.queue.clone(),
+                policy: s.policy.clone(),
+            })
+            .collect();
+        if let Ok(mut q) = self.events.queues.lock() {
+            *q = event_queues;
+        }
+        self.discovered_at = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Runs every due queue (and every queue the events reader asked for), in dependency order.
+    async fn run_due(&mut self) {
+        let asked: BTreeSet<String> = self
+            .events
+            .sweep_now
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        let now = now_ms();
+        for base in &asked {
+            if let Some(slot) = self.slots.get_mut(base) {
+                slot.owed = true;
+                slot.due_ms = slot.due_ms.min(now);
+            }
+        }
+        let due: Vec<QueueId> = self
+            .slots
+            .values()
+            .filter(|s| s.due_ms <= now)
+            .map(|s| s.queue.clone())
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        for q in engine::in_dependency_order(&self.set, due) {
+            if self.shutdown.load(Ordering::Relaxed) {
+                break;
+            }
+            let forced = self.slots.get(&q.base).is_some_and(|s| s.owed);
+            if let Err(e) = self.run_queue(&q, forced).await {
+                self.metrics.redis_up.store(false, Ordering::Relaxed);
+                log("warn", &format!("{}: {e}; retrying later", q.base));
+                if let Some(slot) = self.slots.get_mut(&q.base) {
+                    slot.due_ms = now_ms() + 1_000 + jitter(Millis(1_000));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Which queues (and archive segments) an erasure covers: the subject's `subjects:` entries
+//! per queue, and the tenant, from the key or from job data. Pure: the caller discovers the
+//! managed queues.
+
+use bullsweep_policy::{PolicySet, QueueId, Subject};
+
+/// Why an erasure could not start; nothing was read or changed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ScopeError {
+    /// No `subjects:` entry has this name.
+    UnknownSubject {
+        /// The name asked for.
+        name: String,
+        /// The names the file declares.
+        known: Vec<String>,
+    },
+    /// No queue belongs to the tenant.
+    TenantWithoutQueues(String),
+}
+
+impl std::fmt::Display for ScopeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScopeError::UnknownSubject { name, known } if known.is_empty() => write!(
+                f,
+                "unknown subject `{name}`: the policy file declares no `subjects:`"
+            ),
+            ScopeError::UnknownSubject { name, known } => write!(
+                f,
+                "unknown subject `{name}`; the policy file declares: {}",
+                known.join(", ")
+            ),
+            ScopeError::TenantWithoutQueues(t) => write!(
+                f,
+                "tenant `{t}` has no queues: no managed queue's key names it, and no subject declares a `tenantPath` for queues without a tenant"
+            ),
+        }
+    }
+}
+
+/// One queue the erasure covers, with the subject's extractors for it.
+#[derive(Clone, Debug)]
+pub struct ScopedQueue {
+    /// The queue.
+    pub queue: QueueId,
+    /// The `subjects:` entries that apply.
+    pub subjects: Vec<Subject>,
+    /// When the tenant is not in the key: only jobs whose data names this tenant.
+    pub data_tenant: Option<String>,
+}
+
+impl ScopedQueue {
+    /// Whether job data (already parsed) belongs to the subject.
+    pub(super) fn matches(&self, data: &serde_json::Value, value: &str) -> bool {
+        self.subjects.iter().any(|s| s.holds(data, value))
+            && self.data_tenant.as_ref().is_none_or(|t| {
+                self.subjects
+                    .iter()
+                    .any(|s| s.tenant_of(data).as_ref() == Some(t))
+            })
+    }
+}
+
+/// Whether a queue (or archive segment) whose key names the tenant `own` is in scope for a
+/// request for tenant `wanted`: `None` when it is not, else the tenant to filter job data by
+/// (when the key names none and a subject can find it in the data).
+pub(super) fn tenant_scope(
+    wanted: Option<&str>,
+    own: Option<&str>,
+    subjects: &[Subject],
+) -> Option<Option<String>> {
+    match (wanted, own) {
+        (None, _) => Some(None),
+        (Some(t), Some(own)) => (own == t).then_some(None),
+        (Some(t), None) => subjects
+            .iter()
+            .any(|s| s.tenant_path.is_some())
+            .then(|| Some(t.to_string())),
+    }
+}
+
+/// The queues an erasure covers. Pure: the caller discovers the managed queues.
+pub fn scope(
+    set: &PolicySet,
+    managed: &[QueueId],
+    subject: &str,
+    tenant: Option<&str>,
+) -> Result<Vec<ScopedQueue>, ScopeError> {
+    let known = set.subject_names();
+    if !known.contains(&subject) {
+        return Err(ScopeError::UnknownSubject {
+            name: subject.to_string(),
+            known: known.iter().map(|s| s.to_string()).collect(),
+        });
+    }
+    let mut out = Vec::new();
+    let mut tenant_seen = false;
+    for q in managed {
+        let subjects: Vec<Subject> = set.subjects_for(q, subject).into_iter().cloned().collect();
+        let Some(data_tenant) = tenant_scope(tenant, q.tenant.as_deref(), &subjects) else {
+            continue;
+        };
+        tenant_seen = true;
+        if !subjects.is_empty() {
+            out.push(ScopedQueue {
+                queue: q.clone(),
+                subjects,
+                data_tenant,
+            });
+        }
+    }
+    match tenant {
+        Some(t) if !tenant_seen => Err(ScopeError::TenantWithoutQueues(t.to_string())),
+        _ => Ok(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bullsweep_policy::PolicySet;
+
+    fn policy_set() -> PolicySet {
+        bullsweep_policy::compile(
+            "p.yaml",
+            "version: 1\ndiscovery: { layouts: ['bull:{tenant}:{queue}', 'bull:{queue}'] }\nsubjects: [{ name: user, paths: [user.id], tenantPath: tenantId }]\npolicies:\n  - { name: billing, queueNamePattern: billing, subjects: [{ name: card, paths: [card.holder] }] }\n",
+        )
+        .expect("policy")
+    }
+
+    #[test]
+    fn scope_follows_subject_and_tenant() {
+        let set = policy_set();
+        let managed: Vec<QueueId> = [
+            "bull:acme:billing",
+            "bull:acme:mail",
+            "bull:globex:mail",
+            "bull:shared",
+        ]
+        .iter()
+        .filter_map(|b| set.identify(b, None))
+        .collect();
+        let bases = |s: &[ScopedQueue]| s.iter().map(|q| q.queue.base.clone()).collect::<Vec<_>>();
+        let all = scope(&set, &managed, "user", None).expect("scope");
+        assert_eq!(all.len(), 4);
+        let acme = scope(&set, &managed, "user", Some("acme")).expect("scope");
+        assert_eq!(
+            bases(&acme),
+            ["bull:acme:billing", "bull:acme:mail", "bull:shared"]
+        );
+        let shared = acme
+            .iter()
+            .find(|q| q.queue.base == "bull:shared")
+            .expect("shared");
+        assert_eq!(
+            shared.data_tenant.as_deref(),
+            Some("acme"),
+            "a queue without a tenant filters by data"
+        );
+        let data = |v: serde_json::Value| shared.matches(&v, "u1");
+        assert!(data(
+            serde_json::json!({"user": {"id": "u1"}, "tenantId": "acme"})
+        ));
+        assert!(!data(
+            serde_json::json!({"user": {"id": "u1"}, "tenantId": "globex"})
+        ));
+        assert!(!data(serde_json::json!({"user": {"id": "u1"}})));
+        let card = scope(&set, &managed, "card", None).expect("scope");
+        assert_eq!(
+            bases(&card),
+            ["bull:acme:billing"],
+            "a policy's subject applies to its queues only"
+        );
+        assert!(matches!(
+            scope(&set, &managed, "usr", None),
+            Err(ScopeError::UnknownSubject { .. })
+        ));
+        let no_shared: Vec<QueueId> = managed
+            .iter()
+            .filter(|q| q.tenant.is_some())
+            .cloned()
+            .collect();
+        assert_eq!(
+            scope(&set, &no_shared, "user", Some("initech")).map(|s| s.len()),
+            Err(ScopeError::TenantWithoutQueues("initech".into()))
+        );
+    }
+}
