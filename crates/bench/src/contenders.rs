@@ -2,7 +2,7 @@
 //! ZSCAN + UNLINK loop and a lean reference script, each measured the same way.
 
 use super::node::{NodeTarget, run_bullmq, run_node};
-use super::probe::{Prober, info_number, start_counters, stop_counters};
+use super::probe::{Prober, flush, info_number, start_counters, stop_counters};
 use super::report::Measurement;
 use super::{BASE, BenchConfig, FORGET_QUEUES, FORGET_SUBJECT};
 use bullsweep_core::Error;
@@ -39,10 +39,7 @@ pub(crate) async fn measure(
     node: &NodeTarget,
 ) -> Result<Measurement, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    redis::cmd("FLUSHDB")
-        .query_async::<()>(con)
-        .await
-        .map_err(redis_err)?;
+    flush(con, url).await?;
     let spec = SeedSpec {
         base: BASE.to_string(),
         completed: args.jobs,
@@ -140,10 +137,7 @@ pub(crate) async fn measure_forget(
     node: &NodeTarget,
 ) -> Result<Measurement, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    redis::cmd("FLUSHDB")
-        .query_async::<()>(con)
-        .await
-        .map_err(redis_err)?;
+    flush(con, url).await?;
     let per_queue = args.jobs / FORGET_QUEUES;
     let names: Vec<String> = (0..FORGET_QUEUES)
         .map(|i| format!("bench-forget-{i}"))

@@ -9,6 +9,7 @@
 //! the CPU Redis needs, so with two CPUs or more the load is pinned to the last CPU, and Redis
 //! (when the bench started it) and the contender to the others (`taskset`); the report says so.
 
+use super::probe::flush;
 use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::QueueKeys;
@@ -169,10 +170,7 @@ pub(crate) async fn run(
             report.ratios_vs_bullmq.push(theirs / ours.max(0.001));
         }
     }
-    redis::cmd("FLUSHDB")
-        .query_async::<()>(con)
-        .await
-        .map_err(|e| Error::redis(url, &e))?;
+    flush(con, url).await?;
     report.summary = ["bullsweep", "bullmq"]
         .iter()
         .map(|c| summarize(c, &report.rounds))
@@ -330,10 +328,7 @@ async fn measure(
 ) -> Result<EventMeasurement, Error> {
     let rest = pinning.map(|p| p.rest.as_str());
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    redis::cmd("FLUSHDB")
-        .query_async::<()>(con)
-        .await
-        .map_err(redis_err)?;
+    flush(con, url).await?;
     redis::cmd("HSET")
         .arg(QueueKeys::new(BASE).meta())
         .arg("opts.maxLenEvents")

@@ -20,7 +20,7 @@ use bullsweep_core::Error;
 use bullsweep_testkit::PrivateRedis;
 use contenders::{measure, measure_forget};
 use node::{NodeTarget, ReadyNode, start_ready};
-use probe::{slowlog_begin, slowlog_end};
+use probe::{flush, slowlog_begin, slowlog_end};
 use report::{bench_table, median, summarize};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -170,10 +170,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             report.ratios_vs_bullmq.push(ours / theirs);
         }
     }
-    redis::cmd("FLUSHDB")
-        .query_async::<()>(&mut con)
-        .await
-        .map_err(redis_err)?;
+    flush(&mut con, &url).await?;
     slowlog_end(&mut con, saved_slowlog)
         .await
         .map_err(redis_err)?;

@@ -151,3 +151,11 @@ pub(crate) async fn slowlog_max_ms(con: &mut ConnectionManager) -> Result<f64, r
         .unwrap_or(0);
     Ok(longest as f64 / 1_000.0)
 }
+
+/// Empties the bench's Redis database between runs.
+pub(crate) async fn flush(con: &mut ConnectionManager, url: &str) -> Result<(), Error> {
+    redis::cmd("FLUSHDB")
+        .query_async::<()>(con)
+        .await
+        .map_err(|e| Error::redis(url, &e))
+}

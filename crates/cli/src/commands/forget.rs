@@ -5,7 +5,8 @@ use super::load_policies;
 use crate::args::{Cli, ForgetArgs};
 use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::print_text;
-use bullsweep_core::ops::{self, forget::ForgetOptions};
+use bullsweep_core::engine::forget::ForgetRequest;
+use bullsweep_core::ops::{self, DEFAULT_BUDGET_US};
 use std::time::Duration;
 
 /// Runs `forget`: exit 1 when something is still pending (an active job).
@@ -34,7 +35,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::usage(format!("--wait-active: {e}")))?;
     let set = load_policies(cli)?;
     let mut con = ops::connect(cli.redis_url()).await?;
-    let opts = ForgetOptions {
+    let req = ForgetRequest {
         subject: name.to_string(),
         value: value.to_string(),
         tenant: args.tenant.clone(),
@@ -42,8 +43,9 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
         dry_run: args.dry_run,
         wait_active: Duration::from_millis(wait_active.as_millis()),
         env: cli.env.clone(),
+        budget_us: DEFAULT_BUDGET_US,
     };
-    let receipt = ops::forget::forget(&mut con, cli.redis_url(), &set, opts).await?;
+    let receipt = ops::forget::forget(&mut con, cli.redis_url(), &set, req).await?;
     let text = if cli.json {
         serde_json::to_string(&receipt)
     } else {

@@ -8,32 +8,27 @@
 //! * from `purgeAfter`: its archived copy goes too, so no trace is left.
 
 use super::batch::BatchSizer;
-use super::options::{Mode, SweepOptions};
+use super::options::Mode;
 use super::report::{QueueReport, Skipped, StateReport};
 use super::rules::{RuleGroup, RuleGroups};
+use super::sweep::QueueRun;
 use super::work::{StateWork, finish, prefix_counts};
 use crate::archive::ArchiveSink;
-use crate::audit::{self, AuditContext};
+use crate::audit;
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
 use crate::error::{Error, Result};
-use bullsweep_policy::{Action, DeadLetter, EffectivePolicy, JobState, QueueId, Selection};
+use bullsweep_policy::{Action, DeadLetter, JobState, Selection};
 use redis::aio::ConnectionLike;
 
-/// One queue's lifecycle run.
-pub(super) struct Lifecycle<'a> {
-    pub queue: &'a QueueId,
-    pub policy: &'a EffectivePolicy,
-    pub phases: DeadLetter,
-    pub opts: &'a SweepOptions,
-    pub mode: Mode,
-    pub progress: &'a (dyn Fn(u64) + Sync),
-    pub archive: Option<&'a std::result::Result<ArchiveSink, String>>,
-}
-
-impl Lifecycle<'_> {
+impl QueueRun<'_> {
     /// Runs the phases for both finished sets, then the archive purge; each phase's counts go
     /// into the queue report as `<state>:deadLetter-<phase>`.
-    pub async fn govern<C: ConnectionLike>(&self, con: &mut C, qr: &mut QueueReport) -> Result<()> {
+    pub(super) async fn dead_letter_phases<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        phases: DeadLetter,
+        qr: &mut QueueReport,
+    ) -> Result<()> {
         let now = self.opts.now_ms;
         let keys = QueueKeys::new(&self.queue.base);
         let sink = match self.archive {
@@ -47,7 +42,7 @@ impl Lifecycle<'_> {
                     con,
                     &keys,
                     state,
-                    self.phases.cold.before(now),
+                    phases.cold.before(now),
                     Action::Remove,
                     None,
                 )
@@ -60,14 +55,14 @@ impl Lifecycle<'_> {
             };
             let marker = ColdMarker {
                 archived_at: now,
-                purge_after_ms: self.phases.purge_after.as_millis(),
+                purge_after_ms: phases.purge_after.as_millis(),
             };
             let cold = self
                 .phase(
                     con,
                     &keys,
                     state,
-                    self.phases.warm.before(now),
+                    phases.warm.before(now),
                     action,
                     Some(marker),
                 )
@@ -76,7 +71,7 @@ impl Lifecycle<'_> {
         }
         if let (Mode::Run, Some(sink)) = (self.mode, sink) {
             let purged = self
-                .purge_archive(con, sink, self.phases.purge_after.before(now))
+                .purge_archive(con, sink, phases.purge_after.before(now))
                 .await?;
             qr.states.insert("archive:deadLetter-purge".into(), purged);
         }
@@ -97,29 +92,9 @@ impl Lifecycle<'_> {
         let selection = group.selection;
         let groups = RuleGroups::single(group);
         let label = if cold.is_some() { "cold" } else { "remove" };
-        let audit = AuditContext::for_queue(
-            self.queue,
-            self.policy,
-            state,
-            label,
-            &self.opts.execution_id,
-        );
+        let audit = self.audit(state, label);
         let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
-        let work = StateWork {
-            queue: self.queue,
-            policy: &self.policy.name,
-            keys,
-            state,
-            groups: &groups,
-            opts: self.opts,
-            mode: self.mode,
-            progress: self.progress,
-            audit: &audit,
-            audit_ctx: &audit_ctx,
-            archive: self.archive,
-            pii: None,
-            cold,
-        };
+        let work = self.state_work(keys, state, &groups, &audit, &audit_ctx, None, cold);
         let mut sr = StateReport {
             action: label.into(),
             ..StateReport::default()
@@ -160,13 +135,7 @@ impl Lifecycle<'_> {
                 continue;
             }
             sink.rewrite_segment(&m, &keep).await.map_err(io)?;
-            let mut ctx = AuditContext::for_queue(
-                self.queue,
-                self.policy,
-                JobState::Failed,
-                "purge",
-                &self.opts.execution_id,
-            );
+            let mut ctx = self.audit(JobState::Failed, "purge");
             ctx.state = "archive".into();
             let ids: Vec<String> = old
                 .iter()

@@ -3,13 +3,13 @@
 //! `deadLetter`, takes over).
 
 use super::batch::{BatchSizer, run_batches};
-use super::options::{Mode, SweepOptions};
+use super::options::Mode;
 use super::report::{Skipped, StateReport};
+use super::sweep::QueueRun;
 use super::work::finish;
-use crate::audit::AuditContext;
 use crate::bullmq::{Candidate, QueueKeys, scripts};
 use crate::error::Result;
-use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
+use bullsweep_policy::JobState;
 use redis::aio::ConnectionLike;
 
 /// Failed jobs read per round trip.
@@ -28,28 +28,20 @@ fn exhausted(attempts_made: Option<&str>, opts: Option<&str>) -> bool {
 }
 
 /// Counts (plan) or moves (run) the queue's exhausted failed jobs into `target`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one argument per part of the run"
-)]
 pub(super) async fn govern<C: ConnectionLike>(
     con: &mut C,
-    q: &QueueId,
-    eff: &EffectivePolicy,
+    run: &QueueRun<'_>,
     target: &str,
-    opts: &SweepOptions,
-    mode: Mode,
-    progress: &(dyn Fn(u64) + Sync),
     sr: &mut StateReport,
 ) -> Result<()> {
-    let from = QueueKeys::new(&q.base);
+    let (opts, mode, progress) = (run.opts, run.mode, run.progress);
+    let from = QueueKeys::new(&run.queue.base);
     let to = from.sibling(target);
     if to == from {
         return Ok(());
     }
     let mut sizer = BatchSizer::new(opts.budget_us);
-    let mut ctx = AuditContext::for_queue(q, eff, JobState::Failed, "move", &opts.execution_id);
-    ctx.action = format!("move to {target}");
+    let ctx = run.audit(JobState::Failed, &format!("move to {target}"));
     let ctx = serde_json::to_string(&ctx).unwrap_or_default();
     let mut skipped = Skipped::default();
     let (mut offset, mut done) = (0isize, 0u64);

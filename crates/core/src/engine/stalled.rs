@@ -4,52 +4,27 @@
 //! inside the script; a job with a live lock is never touched.
 
 use super::batch::{BatchSizer, run_batches};
-use super::options::{Mode, SweepOptions};
+use super::options::Mode;
 use super::report::{Skipped, StateReport};
+use super::sweep::QueueRun;
 use super::work::finish;
-use crate::audit::AuditContext;
 use crate::bullmq::{QueueKeys, scripts};
 use crate::error::Result;
-use bullsweep_policy::{EffectivePolicy, QueueId, StalledAction, StalledRule};
+use bullsweep_policy::{JobState, StalledAction, StalledRule};
 use redis::aio::ConnectionLike;
 
 /// Active jobs read per round trip.
 const PAGE: isize = 500;
 
-/// The audit context of a stalled-job action: state `active`.
-fn audit_context(
-    q: &QueueId,
-    eff: &EffectivePolicy,
-    action: StalledAction,
-    run: &str,
-) -> AuditContext {
-    let mut ctx = AuditContext::for_queue(
-        q,
-        eff,
-        bullsweep_policy::JobState::Failed,
-        action.as_str(),
-        run,
-    );
-    ctx.state = "active".into();
-    ctx
-}
-
 /// Counts (plan) or handles (run) the queue's abandoned active jobs.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one argument per part of the run"
-)]
 pub(super) async fn govern<C: ConnectionLike>(
     con: &mut C,
-    q: &QueueId,
-    eff: &EffectivePolicy,
+    run: &QueueRun<'_>,
     rule: StalledRule,
-    opts: &SweepOptions,
-    mode: Mode,
-    progress: &(dyn Fn(u64) + Sync),
     sr: &mut StateReport,
 ) -> Result<()> {
-    let keys = QueueKeys::new(&q.base);
+    let (opts, progress) = (run.opts, run.progress);
+    let keys = QueueKeys::new(&run.queue.base);
     let cutoff = rule.max_age.before(opts.now_ms);
     let mut candidates = Vec::new();
     let mut start = 0isize;
@@ -80,10 +55,12 @@ pub(super) async fn govern<C: ConnectionLike>(
         start += PAGE;
     }
     sr.matched = candidates.len() as u64;
-    if mode == Mode::Plan {
+    if run.mode == Mode::Plan {
         return Ok(());
     }
-    let ctx = audit_context(q, eff, rule.action, &opts.execution_id);
+    // The audit context of a stalled-job action: state `active`.
+    let mut ctx = run.audit(JobState::Failed, rule.action.as_str());
+    ctx.state = "active".into();
     let ctx = serde_json::to_string(&ctx).unwrap_or_default();
     let mut skipped = Skipped::default();
     let retry = rule.action == StalledAction::Retry;

@@ -2,7 +2,6 @@
 //! state, the dead-letter lifecycle, stalled jobs → report. A failure in one queue is
 //! recorded in its report and the next queue goes on.
 
-use super::dead_letter::Lifecycle;
 use super::inventory::{Inventory, in_dependency_order, inventory};
 use super::options::{Mode, SweepOptions};
 use super::report::{Notice, QueueReport, Report, StateReport};
@@ -11,9 +10,9 @@ use super::work::StateWork;
 use super::{move_exhausted, stalled};
 use crate::archive::ArchiveSink;
 use crate::audit::AuditContext;
-use crate::bullmq::QueueKeys;
+use crate::bullmq::{ColdMarker, QueueKeys};
 use crate::error::Result;
-use bullsweep_policy::{EffectivePolicy, JobState, PolicySet, QueueId, Resolution};
+use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution};
 use redis::aio::ConnectionLike;
 use std::collections::BTreeMap;
 
@@ -138,17 +137,60 @@ fn queue_report(q: &QueueId, policy: String) -> QueueReport {
     }
 }
 
-/// One governed queue's run.
-struct QueueRun<'a> {
-    queue: &'a QueueId,
-    policy: &'a EffectivePolicy,
-    opts: &'a SweepOptions,
-    mode: Mode,
-    progress: &'a (dyn Fn(u64) + Sync),
-    archive: Option<&'a std::result::Result<ArchiveSink, String>>,
+/// One governed queue's run: what every step of it needs.
+pub(super) struct QueueRun<'a> {
+    pub queue: &'a QueueId,
+    pub policy: &'a EffectivePolicy,
+    pub opts: &'a SweepOptions,
+    pub mode: Mode,
+    pub progress: &'a (dyn Fn(u64) + Sync),
+    pub archive: Option<&'a std::result::Result<ArchiveSink, String>>,
 }
 
-impl QueueRun<'_> {
+impl<'a> QueueRun<'a> {
+    /// The audit context of `action` on the queue's jobs in `state`.
+    pub fn audit(&self, state: JobState, action: &str) -> AuditContext {
+        AuditContext::for_queue(
+            self.queue,
+            self.policy,
+            state,
+            action,
+            &self.opts.execution_id,
+        )
+    }
+
+    /// The work of one state of this queue under `groups`; `audit_ctx` is `audit` as JSON.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per part of the state's work"
+    )]
+    pub fn state_work<'w>(
+        &'w self,
+        keys: &'w QueueKeys,
+        state: JobState,
+        groups: &'w RuleGroups,
+        audit: &'w AuditContext,
+        audit_ctx: &'w str,
+        pii: Option<&'w PiiRules>,
+        cold: Option<ColdMarker>,
+    ) -> StateWork<'w> {
+        StateWork {
+            queue: self.queue,
+            policy: &self.policy.name,
+            keys,
+            state,
+            groups,
+            opts: self.opts,
+            mode: self.mode,
+            progress: self.progress,
+            audit,
+            audit_ctx,
+            archive: self.archive,
+            pii,
+            cold,
+        }
+    }
+
     /// Runs the queue's steps in order; the first that fails ends the queue's run, with its
     /// error in the report.
     async fn govern<C: ConnectionLike>(
@@ -204,17 +246,7 @@ impl QueueRun<'_> {
             action: format!("move to {target}"),
             ..StateReport::default()
         };
-        let result = move_exhausted::govern(
-            con,
-            self.queue,
-            self.policy,
-            target,
-            self.opts,
-            self.mode,
-            self.progress,
-            &mut sr,
-        )
-        .await;
+        let result = move_exhausted::govern(con, self, target, &mut sr).await;
         qr.states.insert("failed:exhausted".into(), sr);
         result
     }
@@ -232,29 +264,10 @@ impl QueueRun<'_> {
                 continue;
             };
             let action = groups.action_label();
-            let audit = AuditContext::for_queue(
-                self.queue,
-                self.policy,
-                state,
-                &action,
-                &self.opts.execution_id,
-            );
+            let audit = self.audit(state, &action);
             let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
-            let work = StateWork {
-                queue: self.queue,
-                policy: &self.policy.name,
-                keys: &keys,
-                state,
-                groups: &groups,
-                opts: self.opts,
-                mode: self.mode,
-                progress: self.progress,
-                audit: &audit,
-                audit_ctx: &audit_ctx,
-                archive: self.archive,
-                pii: self.policy.pii.as_ref(),
-                cold: None,
-            };
+            let pii = self.policy.pii.as_ref();
+            let work = self.state_work(&keys, state, &groups, &audit, &audit_ctx, pii, None);
             let mut sr = StateReport {
                 action,
                 ..StateReport::default()
@@ -273,19 +286,10 @@ impl QueueRun<'_> {
         con: &mut C,
         qr: &mut QueueReport,
     ) -> Result<()> {
-        let Some(phases) = self.policy.dead_letter else {
-            return Ok(());
-        };
-        let lifecycle = Lifecycle {
-            queue: self.queue,
-            policy: self.policy,
-            phases,
-            opts: self.opts,
-            mode: self.mode,
-            progress: self.progress,
-            archive: self.archive,
-        };
-        lifecycle.govern(con, qr).await
+        match self.policy.dead_letter {
+            Some(phases) => self.dead_letter_phases(con, phases, qr).await,
+            None => Ok(()),
+        }
     }
 
     /// `rules.stalled`.
@@ -297,17 +301,7 @@ impl QueueRun<'_> {
             action: rule.action.as_str().to_string(),
             ..StateReport::default()
         };
-        let result = stalled::govern(
-            con,
-            self.queue,
-            self.policy,
-            rule,
-            self.opts,
-            self.mode,
-            self.progress,
-            &mut sr,
-        )
-        .await;
+        let result = stalled::govern(con, self, rule, &mut sr).await;
         qr.states.insert("stalled".into(), sr);
         result
     }

@@ -5,7 +5,7 @@
 //! no store nothing is erased) and after. The store is only held, under the audit lock, while
 //! shipping, so a daemon beside it keeps shipping too.
 
-use super::{DEFAULT_BUDGET_US, now_ms};
+use super::now_ms;
 use crate::archive::ArchiveSink;
 use crate::audit;
 use crate::engine::forget::{
@@ -16,50 +16,20 @@ use crate::error::Error;
 use bullsweep_policy::PolicySet;
 use redis::aio::ConnectionManager;
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
-
-/// What the caller asks to erase.
-#[derive(Clone, Debug)]
-pub struct ForgetOptions {
-    /// The subject's name in `subjects:`.
-    pub subject: String,
-    /// The subject's id.
-    pub value: String,
-    /// Only this tenant.
-    pub tenant: Option<String>,
-    /// The erasure request's id.
-    pub request_id: String,
-    /// Find and report only.
-    pub dry_run: bool,
-    /// How long to wait for active jobs.
-    pub wait_active: Duration,
-    /// The environment in force.
-    pub env: Option<String>,
-}
 
 /// Erases the subject everywhere bullsweep governs and returns the receipt.
 pub async fn forget(
     con: &mut ConnectionManager,
     url: &str,
     set: &PolicySet,
-    opts: ForgetOptions,
+    req: ForgetRequest,
 ) -> Result<Receipt, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    let inv = inventory(con, set, opts.env.as_deref())
+    let inv = inventory(con, set, req.env.as_deref())
         .await
         .map_err(redis_err)?;
-    let scoped = scope(set, &inv.managed, &opts.subject, opts.tenant.as_deref())
+    let scoped = scope(set, &inv.managed, &req.subject, req.tenant.as_deref())
         .map_err(|e| Error::config(e.to_string()))?;
-    let req = ForgetRequest {
-        subject: opts.subject,
-        value: opts.value,
-        tenant: opts.tenant,
-        request_id: opts.request_id,
-        dry_run: opts.dry_run,
-        wait_active: opts.wait_active,
-        env: opts.env,
-        budget_us: DEFAULT_BUDGET_US,
-    };
     let started_at = now_ms();
     if !req.dry_run {
         // Erasure is always audited: with no store to record it in, nothing is erased.

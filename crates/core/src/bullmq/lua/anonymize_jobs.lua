@@ -91,9 +91,7 @@ while i <= #ARGV do
     scrubbed[#scrubbed + 1] = jobId
   end
   handled = handled + 1
-  if checkpoint(clock) and spent(clock) then
-    break
-  end
+  if pastBudget(clock) then break end
 end
 addAuditEvent(ARGV[3], scrubbed)
 return {#scrubbed, locked, changed, already, elapsed(clock), handled}

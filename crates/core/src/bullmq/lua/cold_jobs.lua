@@ -56,13 +56,11 @@ end
 for i = 7, #ARGV, stride do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = queuePrefix .. jobId
-  local score = rcall('ZSCORE', setKey, jobId)
-  if not score or tonumber(score) ~= expected then
+  local held = candidateHeld(setKey, jobKey, jobId, expected, checked and ARGV[i + 2])
+  if held == 'changed' then
     changed = changed + 1
-  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
+  elseif held == 'locked' then
     locked = locked + 1
-  elseif checked and archivedFingerprint(jobKey, ARGV[i + 2]) ~= ARGV[i + 2] then
-    changed = changed + 1
   else
     local f = redis.pcall('HMGET', jobKey, 'name', 'finishedOn', 'timestamp', 'failedReason', 'archivedAt')
     if f.err or not tonumber(f[2]) then
@@ -76,9 +74,7 @@ for i = 7, #ARGV, stride do
     end
   end
   handled = handled + 1
-  if checkpoint(clock) and spent(clock) then
-    break
-  end
+  if pastBudget(clock) then break end
 end
 addAuditEvent(ARGV[3], converted)
 return {#converted, locked, malformed, changed, elapsed(clock), handled}

@@ -62,9 +62,7 @@ for _, entry in ipairs(entries) do
   end
   position = entry[1]
   read = read + 1
-  if checkpoint(clock) and spent(clock) then
-    break
-  end
+  if pastBudget(clock) then break end
 end
 
 local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000

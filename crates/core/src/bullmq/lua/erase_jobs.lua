@@ -168,9 +168,7 @@ for i = 5, #ARGV, 4 do
     end
   end
   handled = handled + 1
-  if checkpoint(clock) and spent(clock) then
-    break
-  end
+  if pastBudget(clock) then break end
 end
 if not probing then
   for _, k in ipairs(children) do

@@ -69,9 +69,7 @@ for i = 5, #ARGV, 2 do
     end
   end
   handled = handled + 1
-  if checkpoint(clock) and spent(clock) then
-    break
-  end
+  if pastBudget(clock) then break end
 end
 addAuditEvent(ctx, audited)
 return {moved, locked, malformed, changed, elapsed(clock), handled}

@@ -36,23 +36,16 @@ local changed, handled = 0, 0
 for i = 6, #ARGV, stride do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = queuePrefix .. jobId
-  local score = rcall('ZSCORE', setKey, jobId)
-  if not score or tonumber(score) ~= expected then
+  local held = candidateHeld(setKey, jobKey, jobId, expected, checked and ARGV[i + 2])
+  if held == 'changed' then
     changed = changed + 1
-  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
+  elseif held == 'locked' then
     batch.locked = batch.locked + 1
-  elseif checked and archivedFingerprint(jobKey, ARGV[i + 2]) ~= ARGV[i + 2] then
-    changed = changed + 1
   else
     takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
   end
   handled = handled + 1
-  if checkpoint(clock) then
-    batch.dels = flushDeletes(batch.dels)
-    if spent(clock) then
-      break
-    end
-  end
+  if pastBudgetFlushing(clock, batch) then break end
 end
 flushDeletes(batch.dels)
 local removed = batch.removed

@@ -61,9 +61,7 @@ for i = 6, #ARGV do
     end
   end
   handled = handled + 1
-  if checkpoint(clock) and spent(clock) then
-    break
-  end
+  if pastBudget(clock) then break end
 end
 addAuditEvent(ctx, acted)
 return {handled, jobs, locked, changed, elapsed(clock)}

@@ -82,12 +82,9 @@ for n = 1, jobs do
     end
     takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
   end
-  if checkpoint(clock) and n < jobs then
-    batch.dels = flushDeletes(batch.dels)
-    if spent(clock) then
-      exhausted = 0
-      break
-    end
+  if pastBudgetFlushing(clock, batch) and n < jobs then
+    exhausted = 0
+    break
   end
 end
 flushDeletes(batch.dels)

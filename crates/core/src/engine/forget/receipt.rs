@@ -106,13 +106,6 @@ pub struct Receipt {
     pub archive_segments_scanned: u64,
 }
 
-impl Receipt {
-    /// Whether any data was found.
-    pub fn found_anything(&self) -> bool {
-        !self.queues.is_empty() || !self.archive.is_empty()
-    }
-}
-
 /// The receipt's overall status.
 pub fn status_of(
     dry_run: bool,

@@ -30,6 +30,12 @@ local function spent(clock)
   return nowMicros() - clock.started >= clock.micros
 end
 
+-- Counts one item done; true when the clock is due and shows the budget spent: the loop
+-- stops here.
+local function pastBudget(clock)
+  return checkpoint(clock) and spent(clock)
+end
+
 -- Microseconds since the clock started, as the scripts report them.
 local function elapsed(clock)
   return nowMicros() - clock.started

@@ -156,6 +156,16 @@ local function zremAll(setKey, ids)
   end
 end
 
+-- Counts one job done; when the clock is due, flushes the batch's pending deletes (so that an
+-- UNLINK never grows past a checkpoint's worth) and says whether the budget is spent.
+local function pastBudgetFlushing(clock, batch)
+  if not checkpoint(clock) then
+    return false
+  end
+  batch.dels = flushDeletes(batch.dels)
+  return spent(clock)
+end
+
 -- The events a batch leaves: BullMQ's `cleaned` on the queue's stream, and its audit event.
 local function recordBatch(eventsKey, metaKey, ctx, removed)
   if #removed > 0 then
