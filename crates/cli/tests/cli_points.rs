@@ -454,3 +454,39 @@ fn the_daemon_logs_json_lines_with_json() {
         "{v}"
     );
 }
+
+#[test]
+fn a_plan_under_job_rules_leaves_out_what_was_already_anonymized() {
+    let w = World::new();
+    w.seed(spec("bull:signup", 40, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\npii: { paths: [user.email] }\npolicies:\n  - name: signup\n    queueNamePattern: signup\n    rules: { completed: { maxAge: 1ms, action: anonymize } }\n    jobs: [{ name: render, completed: { maxAge: 1ms, action: anonymize } }]\n",
+    );
+    let before = w.report(&policy, "plan");
+    assert_eq!(before.queues[0].states["completed"].matched, 40);
+    let run = w.report(&policy, "run");
+    assert_eq!(run.queues[0].states["completed"].done, Some(40));
+    let after = w.report(&policy, "plan");
+    assert_eq!(
+        after.queues[0].states["completed"].matched, 0,
+        "the walk leaves out jobs an earlier run scrubbed"
+    );
+}
+
+#[test]
+fn the_demo_speaks_json_and_keeps_its_folder_when_asked() {
+    let w = World::new();
+    let out = bare(&w, &["--json", "demo", "--jobs", "2000", "--keep"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let (before, after) = (
+        v["before"]["finishedJobs"].as_u64().unwrap_or(0),
+        v["after"]["finishedJobs"].as_u64().unwrap_or(0),
+    );
+    assert!(before >= 2000 && after < before, "{v}");
+    assert_eq!(v["auditVerified"], true);
+    let kept = v["kept"].as_str().expect("the kept folder");
+    let policy = std::path::Path::new(kept).join("bullsweep.yaml");
+    assert!(policy.is_file(), "{kept} holds the demo's policy");
+    let _ = std::fs::remove_dir_all(kept);
+}

@@ -17,7 +17,7 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(w: &World, policy: &std::path::Path, listen: Option<u16>) -> Self {
+    fn start(w: &World, policy: &std::path::Path, listen: Option<u16>, extra: &[&str]) -> Self {
         let log = w.dir.path().join(format!("daemon-{}.log", fastrand_u32()));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_bullsweep"));
         cmd.arg("--redis")
@@ -26,6 +26,7 @@ impl Daemon {
             .arg(policy)
             .arg("daemon")
             .args(["--discover-every", "1s"])
+            .args(extra)
             .current_dir(w.dir.path())
             .env_remove("BULLSWEEP_REDIS_URL")
             .env_remove("BULLSWEEP_CONFIG")
@@ -158,7 +159,7 @@ policies:
         w.dir.path().display()
     ));
     let port = free_port();
-    let daemon = Daemon::start(&w, &policy, Some(port));
+    let daemon = Daemon::start(&w, &policy, Some(port), &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !{
         let runs: Vec<Option<String>> = redis::cmd("HMGET")
@@ -262,7 +263,7 @@ policies:
             }
         })
     };
-    let daemon = Daemon::start(&w, &policy, None);
+    let daemon = Daemon::start(&w, &policy, None, &[]);
     wait_until(
         "the daemon's first sweep of busy",
         Duration::from_secs(30),
@@ -357,4 +358,31 @@ policies:
         String::from_utf8_lossy(&removals.stdout).lines().count() >= 3,
         "the daemon's removals are in the same chain"
     );
+}
+
+#[test]
+fn the_daemon_governs_only_the_queues_its_queue_glob_matches() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 50, 0, 3), now_ms());
+    w.seed(spec("bull:billing", 50, 0, 3), now_ms());
+    let policy = w.policy(&format!(
+        "version: 1\nschedule: 10s\naudit: {{ url: \"file://{}/audit.jsonl\" }}\npolicies: [{{ name: all, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n",
+        w.dir.path().display()
+    ));
+    let mut con = w.con();
+    let daemon = Daemon::start(&w, &policy, None, &["--queue", "mai*"]);
+    wait_until("the sweep of mail", Duration::from_secs(30), || {
+        con.hexists("bullsweep:lastrun", "bull:mail")
+            .unwrap_or(false)
+    });
+    // Two more discovery rounds: billing stays out of them.
+    std::thread::sleep(Duration::from_millis(2_500));
+    daemon.stop();
+    let mail: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    let billing: u64 = con.zcard("bull:billing:completed").expect("zcard");
+    assert_eq!((mail, billing), (0, 50));
+    let swept: bool = con
+        .hexists("bullsweep:lastrun", "bull:billing")
+        .expect("hexists");
+    assert!(!swept, "billing is not the daemon's");
 }

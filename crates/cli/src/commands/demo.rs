@@ -3,10 +3,11 @@
 //! jobs, keys and memory before and after.
 
 use crate::error::{CliError, EXIT_FAILURE};
+use crate::output::print_out;
 use crate::render;
 use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::audit;
-use bullsweep_core::engine::Mode;
+use bullsweep_core::engine::{Mode, Report};
 use bullsweep_core::ops::{self, RunScope, now_ms};
 use bullsweep_core::{Error, bullmq::QueueKeys};
 use bullsweep_policy::JobState;
@@ -126,27 +127,69 @@ async fn counts(
     Ok((sizes.iter().sum(), keys, used))
 }
 
-/// Runs the demo end to end; with `keep`, its folder stays for `bullsweep --config …` to
-/// explore (the private Redis stops either way).
-pub async fn run(jobs: u64, keep: bool) -> Result<i32, CliError> {
+/// Finished jobs, keys and memory at one moment.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Snapshot {
+    finished_jobs: u64,
+    keys: u64,
+    memory: String,
+}
+
+/// Everything the demo did, as `--json` prints it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DemoOutcome {
+    seeded: u64,
+    policy_file: String,
+    plan: Report,
+    run: Report,
+    seconds: f64,
+    before: Snapshot,
+    after: Snapshot,
+    archive_segments: usize,
+    archived_jobs: u64,
+    audit_events: u64,
+    audit_verified: bool,
+    kept: Option<String>,
+}
+
+async fn snapshot(
+    con: &mut redis::aio::ConnectionManager,
+    specs: &[SeedSpec],
+    url: &str,
+) -> Result<Snapshot, CliError> {
+    let (finished_jobs, keys, memory) = counts(con, specs)
+        .await
+        .map_err(|e| CliError::from(Error::redis(url, &e)))?;
+    Ok(Snapshot {
+        finished_jobs,
+        keys,
+        memory,
+    })
+}
+
+/// Runs the demo end to end and prints what it did (one JSON object with `json`); with
+/// `keep`, its folder stays for `bullsweep --config …` to explore (the private Redis stops
+/// either way).
+pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
     let server = PrivateRedis::start()
         .map_err(|e| CliError::runtime(format!("cannot start a private Redis: {e}")))?;
     let url = server.url(0);
     eprintln!("started a private redis-server on {url}");
     let mut con = ops::connect(&url).await?;
-    let redis_err = |e: redis::RedisError| CliError::from(Error::redis(&url, &e));
-
     let specs = dataset(jobs);
     let now = now_ms();
     for spec in &specs {
-        seed_queue(&mut con, spec, now).await.map_err(redis_err)?;
+        seed_queue(&mut con, spec, now)
+            .await
+            .map_err(|e| CliError::from(Error::redis(&url, &e)))?;
     }
     let seeded: u64 = specs.iter().map(|s| s.completed + s.failed).sum();
     eprintln!(
         "seeded {seeded} finished jobs in BullMQ's format in {} queues (3 tenants x 2 environments, plus 2 more)",
         specs.len()
     );
-
     let dir = tempfile::Builder::new()
         .prefix("bullsweep-demo-")
         .tempdir()
@@ -156,46 +199,28 @@ pub async fn run(jobs: u64, keep: bool) -> Result<i32, CliError> {
     std::fs::write(&policy_path, &policy)
         .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
     let set = ops::load_policy_file(&policy_path)?;
-    println!("sample policy ({}):\n{policy}", policy_path.display());
-
-    let (jobs_before, keys_before, mem_before) =
-        counts(&mut con, &specs).await.map_err(redis_err)?;
-    let plan = ops::audited_sweep(
-        &mut con,
-        &url,
-        &set,
-        RunScope::default(),
-        Mode::Plan,
-        &|_| {},
-    )
-    .await?;
-    println!(
-        "$ bullsweep plan\n{}\n",
-        render::report_text(&plan, Mode::Plan)
-    );
+    if !json {
+        println!("sample policy ({}):\n{policy}", policy_path.display());
+    }
+    let before = snapshot(&mut con, &specs, &url).await?;
+    let scope = RunScope::default();
+    let plan = ops::audited_sweep(&mut con, &url, &set, scope.clone(), Mode::Plan, &|_| {}).await?;
+    if !json {
+        println!(
+            "$ bullsweep plan\n{}\n",
+            render::report_text(&plan, Mode::Plan)
+        );
+    }
     let started = std::time::Instant::now();
-    let done = ops::audited_sweep(
-        &mut con,
-        &url,
-        &set,
-        RunScope::default(),
-        Mode::Run,
-        &|_| {},
-    )
-    .await?;
-    let elapsed = started.elapsed();
-    println!(
-        "$ bullsweep run\n{}\n",
-        render::report_text(&done, Mode::Run)
-    );
-    let (jobs_after, keys_after, mem_after) = counts(&mut con, &specs).await.map_err(redis_err)?;
-    println!(
-        "acted on {} jobs (removed, archived or anonymized) in {elapsed:.2?}",
-        done.done()
-    );
-    println!("finished jobs:  {jobs_before} before, {jobs_after} after");
-    println!("keys in Redis:  {keys_before} before, {keys_after} after");
-    println!("Redis memory:   {mem_before} before, {mem_after} after");
+    let done = ops::audited_sweep(&mut con, &url, &set, scope, Mode::Run, &|_| {}).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !json {
+        println!(
+            "$ bullsweep run\n{}\n",
+            render::report_text(&done, Mode::Run)
+        );
+    }
+    let after = snapshot(&mut con, &specs, &url).await?;
     let trail = audit::verify(&set.audit)
         .await
         .map_err(|e| CliError::runtime(format!("cannot read the audit file: {e}")))?;
@@ -203,30 +228,66 @@ pub async fn run(jobs: u64, keep: bool) -> Result<i32, CliError> {
         .list()
         .await
         .map_err(|e| CliError::runtime(format!("cannot list the archive: {e}")))?;
-    println!(
-        "archive:        {} segments, {} jobs, verified before deletion",
-        segments.len(),
-        segments.iter().map(|m| m.records).sum::<u64>()
-    );
-    println!(
-        "audit trail:    {} events, chain intact up to seq {} ({})",
-        trail.events,
-        trail.head.0,
-        if trail.broken.is_none() {
-            "verified"
-        } else {
-            "BROKEN"
-        }
-    );
     drop(server);
     eprintln!("stopped the private redis-server");
-    if keep {
-        let kept = dir.keep();
+    let failed = done.has_errors();
+    let kept = keep.then(|| dir.keep().display().to_string());
+    let outcome = DemoOutcome {
+        seeded,
+        policy_file: policy_path.display().to_string(),
+        plan,
+        run: done,
+        seconds,
+        before,
+        after,
+        archive_segments: segments.len(),
+        archived_jobs: segments.iter().map(|m| m.records).sum(),
+        audit_events: trail.events,
+        audit_verified: trail.broken.is_none(),
+        kept,
+    };
+    print_out(json, &outcome, || summary_text(&outcome, trail.head.0))?;
+    if let Some(kept) = &outcome.kept {
         eprintln!(
-            "kept {}: try `bullsweep --config {}/bullsweep.yaml archive ls` or `… audit tail`",
-            kept.display(),
-            kept.display()
+            "kept {kept}: try `bullsweep --config {kept}/bullsweep.yaml archive ls` or `… audit tail`"
         );
     }
-    Ok(if done.has_errors() { EXIT_FAILURE } else { 0 })
+    Ok(if failed { EXIT_FAILURE } else { 0 })
+}
+
+/// The demo's closing lines for people.
+fn summary_text(o: &DemoOutcome, head_seq: u64) -> String {
+    [
+        format!(
+            "acted on {} jobs (removed, archived or anonymized) in {:.2}s",
+            o.run.done(),
+            o.seconds
+        ),
+        format!(
+            "finished jobs:  {} before, {} after",
+            o.before.finished_jobs, o.after.finished_jobs
+        ),
+        format!(
+            "keys in Redis:  {} before, {} after",
+            o.before.keys, o.after.keys
+        ),
+        format!(
+            "Redis memory:   {} before, {} after",
+            o.before.memory, o.after.memory
+        ),
+        format!(
+            "archive:        {} segments, {} jobs, verified before deletion",
+            o.archive_segments, o.archived_jobs
+        ),
+        format!(
+            "audit trail:    {} events, chain intact up to seq {head_seq} ({})",
+            o.audit_events,
+            if o.audit_verified {
+                "verified"
+            } else {
+                "BROKEN"
+            }
+        ),
+    ]
+    .join("\n")
 }

@@ -112,16 +112,28 @@ impl StateWork<'_> {
             if rows.is_empty() {
                 return Ok(marked);
             }
-            for chunk in rows.chunks(READ_JOBS) {
-                let mut pipe = redis::pipe();
-                for (id, _) in chunk {
-                    pipe.hexists(self.keys.job(id), ANONYMIZED_MARKER);
-                }
-                let seen: Vec<bool> = with_retry!(pipe.query_async::<Vec<bool>>(con))?;
-                marked += seen.into_iter().filter(|m| *m).count() as u64;
-            }
+            let ids: Vec<&str> = rows.iter().map(|(id, _)| id.as_str()).collect();
+            marked += self.count_marked(con, &ids).await?;
             offset += rows.len() as u64;
         }
+    }
+
+    /// How many of the given jobs carry the anonymized marker.
+    pub(super) async fn count_marked<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        ids: &[&str],
+    ) -> RedisResult<u64> {
+        let mut marked = 0;
+        for chunk in ids.chunks(READ_JOBS) {
+            let mut pipe = redis::pipe();
+            for id in chunk {
+                pipe.hexists(self.keys.job(id), ANONYMIZED_MARKER);
+            }
+            let seen: Vec<bool> = with_retry!(pipe.query_async::<Vec<bool>>(con))?;
+            marked += seen.into_iter().filter(|m| *m).count() as u64;
+        }
+        Ok(marked)
     }
 
     /// Reads, scrubs and writes back the given jobs. Returns how many were scrubbed.

@@ -56,6 +56,9 @@ impl StateWork<'_> {
             }
             below = Some(last.score);
             sr.jobs += page.len() as u64;
+            // In a plan, the page's jobs an anonymize rule selects, to leave out those an
+            // earlier run scrubbed.
+            let mut to_check: Vec<String> = Vec::new();
             for entry in page {
                 let Some((idx, group)) = groups.group_of(&entry.name) else {
                     continue;
@@ -68,6 +71,9 @@ impl StateWork<'_> {
                 sr.matched += 1;
                 // A plan only counts; collecting would hold every selected id.
                 if self.mode == Mode::Plan {
+                    if group.action == Action::Anonymize {
+                        to_check.push(entry.id);
+                    }
                     continue;
                 }
                 let row = (entry.id, entry.score);
@@ -94,6 +100,10 @@ impl StateWork<'_> {
                         }
                     }
                 }
+            }
+            if !to_check.is_empty() {
+                let ids: Vec<&str> = to_check.iter().map(String::as_str).collect();
+                sr.matched -= self.count_marked(con, &ids).await?;
             }
             done += self
                 .act_on_selected(
