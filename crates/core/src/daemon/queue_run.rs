@@ -111,6 +111,11 @@ impl Daemon {
         let interrupted = stop.load(Ordering::Relaxed);
         let spent: Vec<u64> = timings.lock().map(|t| t.clone()).unwrap_or_default();
         self.metrics.observe_batches(&labels, &spent);
+        if let Ok(report) = &result {
+            for warning in &report.warnings {
+                log("warn", &format!("{}: {warning}", q.base));
+            }
+        }
         let error = match &result {
             Ok(report) => report.queues.iter().find_map(|r| r.error.clone()),
             Err(e) => Some(e.message.clone()),

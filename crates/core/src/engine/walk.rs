@@ -50,11 +50,13 @@ impl StateWork<'_> {
         loop {
             let page: Vec<FinishedEntry> =
                 with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
-            let Some(last) = page.last() else { break };
-            if self.opts.stopping() {
-                break;
+            // The walk ends at the set's oldest end, or after the batch in progress when asked
+            // to stop; what was gathered is acted on either way.
+            let end = page.is_empty() || self.opts.stopping();
+            let page = if end { Vec::new() } else { page };
+            if let Some(last) = page.last() {
+                below = Some(last.score);
             }
-            below = Some(last.score);
             sr.jobs += page.len() as u64;
             // In a plan, the page's jobs an anonymize rule selects, to leave out those an
             // earlier run scrubbed.
@@ -105,28 +107,17 @@ impl StateWork<'_> {
                 let ids: Vec<&str> = to_check.iter().map(String::as_str).collect();
                 sr.matched -= self.count_marked(con, &ids).await?;
             }
-            done += self
-                .act_on_selected(
-                    con,
-                    &mut selected,
-                    &mut writer,
-                    &mut sizer,
-                    &mut skipped,
-                    false,
-                )
-                .await?;
+            if self.mode == Mode::Run {
+                let (writer, sizer) = (&mut writer, &mut sizer);
+                done += self
+                    .act_on_selected(con, &mut selected, writer, sizer, &mut skipped, end)
+                    .await?;
+            }
+            if end {
+                break;
+            }
         }
         if self.mode == Mode::Run {
-            done += self
-                .act_on_selected(
-                    con,
-                    &mut selected,
-                    &mut writer,
-                    &mut sizer,
-                    &mut skipped,
-                    true,
-                )
-                .await?;
             if selected.notify_count > 0 {
                 let rows: Vec<(String, i64)> = selected.notify.drain(..).rev().collect();
                 let notice = self.notice_for(con, &rows, selected.notify_count).await?;
