@@ -1,4 +1,6 @@
-//! The policy file exactly as written: serde types with `deny_unknown_fields` and source spans.
+//! The policy file exactly as written: serde types with source spans. Unknown keys are not
+//! refused here but by `compile::schema`, which finds all of them at once; a test there checks
+//! that its keys are exactly these types' fields.
 //! Nothing here is validated; `compile` turns it into a [`crate::PolicySet`].
 
 use serde::Deserialize;
@@ -9,7 +11,7 @@ use std::fmt;
 
 /// The top-level document.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawPolicyFile {
     pub version: Option<Spanned<i64>>,
     pub environment: Option<Spanned<String>>,
@@ -33,7 +35,7 @@ pub struct RawPolicyFile {
 
 /// `cost:`, for `schedule: auto`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawCost {
     pub per_gb_month: Option<Spanned<f64>>,
     pub max_leak: Option<Spanned<f64>>,
@@ -41,7 +43,7 @@ pub struct RawCost {
 
 /// A policy's `deadLetter:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawDeadLetter {
     pub warm: Option<Spanned<RawDuration>>,
     pub cold: Option<Spanned<RawDuration>>,
@@ -50,7 +52,7 @@ pub struct RawDeadLetter {
 
 /// `rules.stalled:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawStalled {
     pub max_age: Option<Spanned<RawDuration>>,
     pub action: Option<Spanned<String>>,
@@ -58,7 +60,7 @@ pub struct RawStalled {
 
 /// `keepIf:` in a state rule.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawKeepIf {
     pub path: Spanned<String>,
     pub equals: serde_json::Value,
@@ -66,7 +68,7 @@ pub struct RawKeepIf {
 
 /// One entry of `subjects:`, at the top level or in a policy.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawSubject {
     pub name: Option<Spanned<String>>,
     #[serde(default)]
@@ -77,7 +79,7 @@ pub struct RawSubject {
 /// `pii:`, at the top level or in a policy. Every field is optional so that a policy's `pii`
 /// overrides the top-level one field by field.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawPii {
     pub paths: Option<Vec<Spanned<String>>>,
     pub patterns: Option<Vec<Spanned<String>>>,
@@ -86,7 +88,7 @@ pub struct RawPii {
 
 /// `notify:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawNotify {
     pub webhook: Option<RawWebhook>,
     #[serde(default)]
@@ -95,7 +97,7 @@ pub struct RawNotify {
 
 /// `notify.webhook:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawWebhook {
     pub url: Spanned<String>,
     #[serde(default)]
@@ -104,7 +106,7 @@ pub struct RawWebhook {
 
 /// `archive:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawArchive {
     pub url: Spanned<String>,
     pub compression: Option<Spanned<String>>,
@@ -112,14 +114,14 @@ pub struct RawArchive {
 
 /// `audit:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawAudit {
     pub url: Spanned<String>,
 }
 
 /// `discovery:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawDiscovery {
     #[serde(default)]
     pub layouts: Vec<Spanned<String>>,
@@ -127,7 +129,7 @@ pub struct RawDiscovery {
 
 /// One entry of `policies:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawPolicy {
     pub name: Option<Spanned<String>>,
     pub environment: Option<Spanned<String>>,
@@ -152,7 +154,7 @@ pub struct RawPolicy {
 
 /// Rules keyed by job state.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawStateRules {
     pub completed: Option<Spanned<RawStateRule>>,
     pub failed: Option<Spanned<RawStateRule>>,
@@ -161,7 +163,7 @@ pub struct RawStateRules {
 
 /// A rule for one state; every field is optional so that layers merge field by field.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawStateRule {
     pub max_age: Option<Spanned<RawDuration>>,
     pub max_count: Option<Spanned<RawCount>>,
@@ -172,7 +174,7 @@ pub struct RawStateRule {
 
 /// One entry of a policy's `jobs:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawJobRule {
     pub name: Option<Spanned<String>>,
     pub completed: Option<Spanned<RawStateRule>>,
@@ -181,7 +183,7 @@ pub struct RawJobRule {
 
 /// `sla:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawSla {
     pub max_data_age_hours: Option<f64>,
     pub compliance_tag: Option<String>,
@@ -191,7 +193,7 @@ pub struct RawSla {
 
 /// One entry of `tenants:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RawTenant {
     pub tenant_id: Option<Spanned<String>>,
     pub environment: Option<Spanned<String>>,

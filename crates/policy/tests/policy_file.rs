@@ -437,6 +437,20 @@ fn every_unknown_field_is_reported_at_once() {
 }
 
 #[test]
+fn unknown_fields_and_other_problems_come_in_one_pass() {
+    let got = errors(
+        "version: 1\npolicies:\n  - { name: a, queueNamePatern: '*', queueNamePattern: x, rules: { completed: { maxAge: 0s, action: delete } } }\n",
+    );
+    for want in [
+        "unknown field `queueNamePatern`",
+        "duration `0s` must be greater than zero",
+        "unknown action `delete`",
+    ] {
+        assert!(got.contains(want), "want: {want}\ngot:\n{got}");
+    }
+}
+
+#[test]
 fn a_missing_version_is_located_at_the_top() {
     let got = errors("policies: []\n\n\n");
     assert!(

@@ -140,15 +140,17 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     };
     let tree: Spanned<schema::Node> =
         serde_saphyr::from_str(text).map_err(|e| failed(vec![syntax::syntax_error(&e)]))?;
+    // Unknown keys are found on the tree, all at once; the typed parse skips them, so the
+    // checks below report everything else in the same pass.
     let unknown = schema::unknown_keys(&tree);
-    if !unknown.is_empty() {
-        return Err(failed(unknown));
-    }
-    let raw: RawPolicyFile =
-        serde_saphyr::from_str(text).map_err(|e| failed(vec![syntax::syntax_error(&e)]))?;
+    let raw: RawPolicyFile = serde_saphyr::from_str(text).map_err(|e| {
+        let mut errors = unknown.clone();
+        errors.push(syntax::syntax_error(&e));
+        failed(errors)
+    })?;
     let mut c = Checker {
         file: file.to_string(),
-        errors: Vec::new(),
+        errors: unknown,
         warnings: Vec::new(),
     };
     c.version(&raw, &tree.referenced);

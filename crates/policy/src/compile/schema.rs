@@ -1,8 +1,8 @@
 //! Every unknown key of a policy file, in one pass. The file is first read as a tree of
 //! located keys and values, which is walked against [`FILE`], the keys each level allows, so
-//! that every misspelled key is reported at once (serde stops at the first). The typed parse
-//! that follows still refuses unknown fields, so a key missing here cannot be read silently;
-//! the README's complete example, compiled by a test, uses every key.
+//! that every misspelled key is reported at once, beside every other problem (serde would
+//! stop at the first). The typed parse skips unknown keys; a test checks that each level's
+//! keys here are exactly the fields of its `raw` type, so the two cannot drift apart.
 
 use super::syntax::suggest;
 use super::{ConfigError, pos};
@@ -285,5 +285,144 @@ fn walk(node: &Spanned<Node>, shape: &Shape, path: &str, out: &mut Vec<ConfigErr
         }
         // Anything else is a value, or a type the typed parse reports.
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raw::*;
+    use serde::de::{self, Deserializer, Visitor};
+
+    /// A deserializer that only records the field names a struct asks for.
+    struct FieldNames(std::cell::RefCell<Vec<&'static str>>);
+
+    #[derive(Debug)]
+    struct Stop;
+    impl fmt::Display for Stop {
+        fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("stop")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl de::Error for Stop {
+        fn custom<T: fmt::Display>(_: T) -> Self {
+            Stop
+        }
+    }
+
+    impl<'de> Deserializer<'de> for &FieldNames {
+        type Error = Stop;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            self.0.borrow_mut().extend_from_slice(fields);
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+
+    /// The fields serde reads for `T`, from its derived `Deserialize`.
+    fn fields<T: for<'de> Deserialize<'de>>() -> Vec<&'static str> {
+        let names = FieldNames(std::cell::RefCell::new(Vec::new()));
+        let _ = T::deserialize(&names);
+        let mut out = names.0.into_inner();
+        out.sort_unstable();
+        out
+    }
+
+    fn keys(shape: &Shape) -> Vec<&'static str> {
+        let Shape::Fields(fields) = shape else {
+            return Vec::new();
+        };
+        let mut out: Vec<&'static str> = fields.iter().map(|(k, _)| *k).collect();
+        out.sort_unstable();
+        out
+    }
+
+    fn at(shape: &'static Shape, key: &str) -> &'static Shape {
+        match shape {
+            Shape::Fields(fields) => match fields.iter().find(|(k, _)| *k == key) {
+                Some((_, Shape::List(inner))) => inner,
+                Some((_, inner)) => inner,
+                None => panic!("no key {key}"),
+            },
+            _ => panic!("not a mapping"),
+        }
+    }
+
+    #[test]
+    fn every_level_allows_exactly_its_raw_types_fields() {
+        let policy = at(&FILE, "policies");
+        let rules = at(policy, "rules");
+        let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+            ("file", keys(&FILE), fields::<RawPolicyFile>()),
+            ("cost", keys(at(&FILE, "cost")), fields::<RawCost>()),
+            (
+                "discovery",
+                keys(at(&FILE, "discovery")),
+                fields::<RawDiscovery>(),
+            ),
+            ("audit", keys(at(&FILE, "audit")), fields::<RawAudit>()),
+            (
+                "archive",
+                keys(at(&FILE, "archive")),
+                fields::<RawArchive>(),
+            ),
+            ("notify", keys(at(&FILE, "notify")), fields::<RawNotify>()),
+            (
+                "webhook",
+                keys(at(at(&FILE, "notify"), "webhook")),
+                fields::<RawWebhook>(),
+            ),
+            ("pii", keys(at(&FILE, "pii")), fields::<RawPii>()),
+            (
+                "subjects",
+                keys(at(&FILE, "subjects")),
+                fields::<RawSubject>(),
+            ),
+            ("policy", keys(policy), fields::<RawPolicy>()),
+            ("rules", keys(rules), fields::<RawStateRules>()),
+            (
+                "rule",
+                keys(at(rules, "completed")),
+                fields::<RawStateRule>(),
+            ),
+            (
+                "keepIf",
+                keys(at(at(rules, "completed"), "keepIf")),
+                fields::<RawKeepIf>(),
+            ),
+            (
+                "stalled",
+                keys(at(rules, "stalled")),
+                fields::<RawStalled>(),
+            ),
+            ("jobs", keys(at(policy, "jobs")), fields::<RawJobRule>()),
+            ("sla", keys(at(policy, "sla")), fields::<RawSla>()),
+            (
+                "deadLetter",
+                keys(at(policy, "deadLetter")),
+                fields::<RawDeadLetter>(),
+            ),
+            ("tenants", keys(at(&FILE, "tenants")), fields::<RawTenant>()),
+        ];
+        for (level, schema, serde) in cases {
+            assert!(!serde.is_empty(), "{level}: serde's fields were read");
+            assert_eq!(
+                schema, serde,
+                "{level}: the schema and the raw type disagree"
+            );
+        }
     }
 }
