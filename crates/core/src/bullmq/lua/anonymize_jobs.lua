@@ -32,7 +32,8 @@ local queuePrefix = ARGV[1]
 local marker, markerValue = ARGV[4], ARGV[5]
 -- Why 8: a job's fingerprint reads its fields, logs and copies (tens of microseconds), so a
 -- look at the clock every 8 jobs costs little and bounds the overshoot.
-local clock = startBudget(tonumber(ARGV[2]), 8)
+local LOOK_EVERY = 8
+local clock = startBudget(tonumber(ARGV[2]))
 local scrubbed, locked, changed, already, handled = {}, 0, 0, 0, 0
 local i = 6
 while i <= #ARGV do
@@ -91,7 +92,7 @@ while i <= #ARGV do
     scrubbed[#scrubbed + 1] = jobId
   end
   handled = handled + 1
-  if pastBudget(clock) then break end
+  if handled % LOOK_EVERY == 0 and spent(clock) then break end
 end
 addAuditEvent(ARGV[3], scrubbed)
 return {#scrubbed, locked, changed, already, elapsed(clock), handled}

@@ -24,8 +24,9 @@ local MARKER_BYTES = 300
 
 local setKey = KEYS[1]
 local queuePrefix = ARGV[1]
--- Why 1: each job is read and rewritten, tens of microseconds; the clock is cheap beside it.
-local clock = startBudget(tonumber(ARGV[2]), 1)
+-- Each job is read and rewritten (tens of microseconds): the clock is cheap beside it, so it
+-- is read after every job.
+local clock = startBudget(tonumber(ARGV[2]))
 local checked = ARGV[4] == '1'
 local archivedAt, purgeAge = ARGV[5], tonumber(ARGV[6])
 local stride = checked and 3 or 2
@@ -74,7 +75,7 @@ for i = 7, #ARGV, stride do
     end
   end
   handled = handled + 1
-  if pastBudget(clock) then break end
+  if spent(clock) then break end
 end
 addAuditEvent(ARGV[3], converted)
 return {#converted, locked, malformed, changed, elapsed(clock), handled}

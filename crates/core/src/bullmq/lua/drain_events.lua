@@ -32,7 +32,8 @@ local sets = {completed = KEYS[2], failed = KEYS[3]}
 local bounds = {completed = tonumber(ARGV[5]), failed = tonumber(ARGV[6])}
 local contexts = {completed = ARGV[7], failed = ARGV[8]}
 -- Why 16: most entries are not finished events and cost a few microseconds to skip.
-local clock = startBudget(tonumber(ARGV[2]), 16)
+local LOOK_EVERY = 16
+local clock = startBudget(tonumber(ARGV[2]))
 
 local entries = rcall('XRANGE', eventsKey, '(' .. position, '+', 'COUNT', tonumber(ARGV[4]))
 local batches = {completed = newBatch(), failed = newBatch()}
@@ -62,7 +63,7 @@ for _, entry in ipairs(entries) do
   end
   position = entry[1]
   read = read + 1
-  if pastBudget(clock) then break end
+  if read % LOOK_EVERY == 0 and spent(clock) then break end
 end
 
 local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000

@@ -34,8 +34,9 @@
 local prefix = ARGV[1]
 local probing = ARGV[2] == 'probe'
 local ctx = ARGV[3]
--- Why 1: each item is read, checked and changed with several calls; the clock is cheap beside it.
-local clock = startBudget(tonumber(ARGV[4]), 1)
+-- Each item is read, checked and changed with several calls: the clock is cheap beside it, so
+-- it is read after every item.
+local clock = startBudget(tonumber(ARGV[4]))
 
 -- Why a hash matched by its `data` may not be touched: `gone`, `changed` (its data's SHA-1 is
 -- no longer the one matched, or the key is no longer a hash), or nil when it is as matched.
@@ -168,7 +169,7 @@ for i = 5, #ARGV, 4 do
     end
   end
   handled = handled + 1
-  if pastBudget(clock) then break end
+  if spent(clock) then break end
 end
 if not probing then
   for _, k in ipairs(children) do

@@ -22,8 +22,9 @@
   bullsweep see.
 ]]
 local src, dst, ctx = ARGV[1], ARGV[2], ARGV[3]
--- Why 1: each item is read, checked and changed with several calls; the clock is cheap beside it.
-local clock = startBudget(tonumber(ARGV[4]), 1)
+-- Each item is read, checked and changed with several calls: the clock is cheap beside it, so
+-- it is read after every item.
+local clock = startBudget(tonumber(ARGV[4]))
 
 local function addEventTo(p, ...)
   local maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
@@ -69,7 +70,7 @@ for i = 5, #ARGV, 2 do
     end
   end
   handled = handled + 1
-  if pastBudget(clock) then break end
+  if spent(clock) then break end
 end
 addAuditEvent(ctx, audited)
 return {moved, locked, malformed, changed, elapsed(clock), handled}

@@ -28,7 +28,8 @@ local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]
 -- Why 16: each job costs a ZSCORE, an EXISTS and its removal (~15 us), so 16 jobs between
 -- looks at the clock keep the overshoot near a quarter of a millisecond.
-local clock = startBudget(tonumber(ARGV[2]), 16)
+local LOOK_EVERY = 16
+local clock = startBudget(tonumber(ARGV[2]))
 local checked = ARGV[4] == '1'
 local stride = checked and 3 or 2
 local batch = newBatch()
@@ -45,7 +46,7 @@ for i = 6, #ARGV, stride do
     takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
   end
   handled = handled + 1
-  if pastBudgetFlushing(clock, batch) then break end
+  if handled % LOOK_EVERY == 0 and spentFlushing(clock, batch) then break end
 end
 flushDeletes(batch.dels)
 local removed = batch.removed

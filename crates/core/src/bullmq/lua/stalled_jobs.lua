@@ -25,8 +25,9 @@ local prefix = ARGV[1]
 local retrying = ARGV[2] == 'retry'
 local cutoff = tonumber(ARGV[3])
 local ctx = ARGV[4]
--- Why 1: each item is read, checked and changed with several calls; the clock is cheap beside it.
-local clock = startBudget(tonumber(ARGV[5]), 1)
+-- Each item is read, checked and changed with several calls: the clock is cheap beside it, so
+-- it is read after every item.
+local clock = startBudget(tonumber(ARGV[5]))
 
 local acted, jobs, locked, changed, handled = {}, 0, 0, 0, 0
 for i = 6, #ARGV do
@@ -61,7 +62,7 @@ for i = 6, #ARGV do
     end
   end
   handled = handled + 1
-  if pastBudget(clock) then break end
+  if spent(clock) then break end
 end
 addAuditEvent(ctx, acted)
 return {handled, jobs, locked, changed, elapsed(clock)}

@@ -2,11 +2,10 @@
   prelude/budget.lua: the time budget every script that loops keeps. It defines functions
   only, and is prepended first (it also names redis.call as rcall for the preludes after it).
 
-  A call starts its clock with startBudget(micros, every): it reads Redis's clock (TIME, about
-  a microsecond in Lua) once every `every` items, so that cheap items are not slowed by the
-  clock and dear ones cannot overshoot. checkpoint(clock) counts one item and says whether the
-  clock is due; spent(clock) reads it. A call stops at the first checkpoint past its budget, so
-  it overshoots by at most `every` items.
+  A call starts its clock with startBudget(micros) and asks spent(clock) between items: every
+  item when items are dear, every N items (a constant with a "why" in the script) when they
+  are cheap, since reading Redis's clock (TIME) costs about a microsecond in Lua. A call stops
+  at the first look past its budget, so it overshoots by at most N items.
 ]]
 local rcall = redis.call
 
@@ -15,25 +14,15 @@ local function nowMicros()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local function startBudget(micros, every)
-  return {started = nowMicros(), micros = micros, every = every, items = 0}
+-- Starts the clock of a call whose budget is `micros` microseconds.
+local function startBudget(micros)
+  return {started = nowMicros(), micros = micros}
 end
 
--- Counts one item done; true when the clock is due (every `every` items).
-local function checkpoint(clock)
-  clock.items = clock.items + 1
-  return clock.items % clock.every == 0
-end
-
--- Whether the call has used its budget.
+-- Whether the call has used its budget (one TIME). Loops over cheap items call it every N
+-- items, N a constant named in the script, so that the clock costs them nothing per item.
 local function spent(clock)
   return nowMicros() - clock.started >= clock.micros
-end
-
--- Counts one item done; true when the clock is due and shows the budget spent: the loop
--- stops here.
-local function pastBudget(clock)
-  return checkpoint(clock) and spent(clock)
 end
 
 -- Microseconds since the clock started, as the scripts report them.

@@ -156,12 +156,9 @@ local function zremAll(setKey, ids)
   end
 end
 
--- Counts one job done; when the clock is due, flushes the batch's pending deletes (so that an
--- UNLINK never grows past a checkpoint's worth) and says whether the budget is spent.
-local function pastBudgetFlushing(clock, batch)
-  if not checkpoint(clock) then
-    return false
-  end
+-- Flushes the batch's pending deletes (so that one UNLINK never holds more than a look's
+-- worth of jobs) and says whether the budget is spent.
+local function spentFlushing(clock, batch)
   batch.dels = flushDeletes(batch.dels)
   return spent(clock)
 end
