@@ -513,3 +513,32 @@ fn refused_authentication_is_a_clear_runtime_error() {
         stderr(&bad)
     );
 }
+
+/// Issue 12, finding 6: one bad key ending in `:meta` (not UTF-8, or a plain string) must not
+/// stop discovery; the real queues are still governed, and the skipped keys are counted.
+#[test]
+fn a_bad_meta_key_does_not_stop_discovery() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 30, 0, 3), now_ms());
+    let mut con = w.con();
+    let _: () = redis::cmd("SET")
+        .arg(b"bull:\xff\xfe:meta".as_slice())
+        .arg("x")
+        .query(&mut con)
+        .expect("binary key");
+    let _: () = con.set("junk:meta", "a plain string").expect("plain key");
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
+    );
+    let out = w.run(&policy, &["--json", "run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("JSON");
+    let keys: Vec<&str> = report.queues.iter().map(|q| q.key.as_str()).collect();
+    assert_eq!(keys, ["bull:mail"]);
+    assert_eq!(report.queues[0].states["completed"].done, Some(30));
+    assert!(
+        stderr(&out).contains("1 key matching *:meta skipped: its name is not UTF-8"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -7,12 +7,23 @@ use redis::{RedisResult, Value};
 /// How many keys one SCAN call examines. Each call stays well under a millisecond.
 const SCAN_COUNT: u64 = 1000;
 
-/// The key bases of every BullMQ queue in the current database, sorted.
-pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Vec<String>> {
+/// What discovery found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Discovered {
+    /// The key bases of every BullMQ queue, sorted.
+    pub bases: Vec<String>,
+    /// Keys matching `*:meta` whose name is not UTF-8: no BullMQ queue has such a name, so
+    /// they are skipped (and counted) instead of stopping discovery.
+    pub non_utf8: u64,
+}
+
+/// Every BullMQ queue in the current database. A key that only looks like a meta hash (a
+/// plain string, a job named `meta`, a name that is not UTF-8) is passed over.
+pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Discovered> {
     let mut cursor: u64 = 0;
-    let mut bases = Vec::new();
+    let mut found = Discovered::default();
     loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+        let (next, raw): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
             .arg(META_SCAN_PATTERN)
@@ -20,6 +31,13 @@ pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Vec<
             .arg(SCAN_COUNT)
             .query_async(con)
             .await?;
+        let mut keys = Vec::with_capacity(raw.len());
+        for key in raw {
+            match String::from_utf8(key) {
+                Ok(key) => keys.push(key),
+                Err(_) => found.non_utf8 += 1,
+            }
+        }
         if !keys.is_empty() {
             let mut pipe = redis::pipe();
             for key in &keys {
@@ -35,7 +53,7 @@ pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Vec<
                 if is_bullmq_meta(&pair[0], &pair[1])
                     && let Some(base) = QueueKeys::base_of_meta_key(key)
                 {
-                    bases.push(base.to_string());
+                    found.bases.push(base.to_string());
                 }
             }
         }
@@ -44,9 +62,9 @@ pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Vec<
             break;
         }
     }
-    bases.sort();
-    bases.dedup();
-    Ok(bases)
+    found.bases.sort();
+    found.bases.dedup();
+    Ok(found)
 }
 
 /// A meta hash holds `opts.maxLenEvents` or `version`; a job hash that happens to end in

@@ -13,6 +13,8 @@ pub struct Inventory {
     pub managed: Vec<QueueId>,
     /// BullMQ queues no layout matches.
     pub unmanaged: Vec<String>,
+    /// Keys that matched `*:meta` but were skipped: their name is not UTF-8.
+    pub skipped_keys: u64,
 }
 
 /// Sorts discovered key bases into managed and unmanaged queues.
@@ -38,8 +40,11 @@ pub async fn inventory<C: ConnectionLike>(
     set: &PolicySet,
     env: Option<&str>,
 ) -> RedisResult<Inventory> {
-    let bases = with_retry!(discover_queues(con))?;
-    Ok(classify(set, bases, env))
+    let found = with_retry!(discover_queues(con))?;
+    Ok(Inventory {
+        skipped_keys: found.non_utf8,
+        ..classify(set, found.bases, env)
+    })
 }
 
 impl Inventory {

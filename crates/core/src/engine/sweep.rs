@@ -70,7 +70,7 @@ async fn queues_to_sweep<C: ConnectionLike>(
     Ok(match &opts.queues {
         Some(queues) => Inventory {
             managed: queues.clone(),
-            unmanaged: Vec::new(),
+            ..Inventory::default()
         },
         None => inventory(con, set, opts.env.as_deref())
             .await?
@@ -97,6 +97,21 @@ async fn open_archive(
 /// What a user should hear about before trusting the result: no queue found at all, or a
 /// policy that governs none of the queues found.
 fn coverage_warnings(set: &PolicySet, inv: &Inventory, opts: &SweepOptions) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if inv.skipped_keys > 0 {
+        let n = inv.skipped_keys;
+        warnings.push(format!(
+            "{n} key{} matching *:meta skipped: {} name is not UTF-8, so no BullMQ queue owns it",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "its" } else { "their" },
+        ));
+    }
+    warnings.extend(coverage_gaps(set, inv, opts));
+    warnings
+}
+
+/// A database with no queue at all, or policies that govern none of the queues found.
+fn coverage_gaps(set: &PolicySet, inv: &Inventory, opts: &SweepOptions) -> Vec<String> {
     if opts.queues.is_some() {
         return Vec::new();
     }
