@@ -490,3 +490,24 @@ fn the_demo_speaks_json_and_keeps_its_folder_when_asked() {
     assert!(policy.is_file(), "{kept} holds the demo's policy");
     let _ = std::fs::remove_dir_all(kept);
 }
+
+/// Issue 12, finding 11: a file with many problems prints the first 50 and the total.
+#[test]
+fn many_problems_print_the_first_fifty_and_the_count() {
+    let w = World::new();
+    let mut text = String::from("version: 1\npolicies:\n");
+    for i in 0..80 {
+        text.push_str(&format!(
+            "  - {{ name: p{i}, queueNamePattern: q{i}, typo{i}: 1 }}\n"
+        ));
+    }
+    let policy = w.policy(&text);
+    let out = w.run(&policy, &["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: 80 problems in the policy file (the first 50 shown)"),
+        "{err}"
+    );
+    assert_eq!(err.matches("unknown field `typo").count(), 50, "{err}");
+}

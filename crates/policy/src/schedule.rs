@@ -129,6 +129,13 @@ const MONTH_NAMES: [&str; 12] = [
 ];
 const DAY_NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
+/// Whether a day of `days` (bits 1..=31) exists in a month of `months` (bits 1..=12), counting
+/// February's 29th (a leap day fires every four years).
+fn some_month_has_a_day(months: u64, days: u64) -> bool {
+    const LONGEST: [u64; 13] = [0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    (1..=12).any(|m| months & (1 << m) != 0 && (1..=LONGEST[m]).any(|d| days & (1 << d) != 0))
+}
+
 impl CronSchedule {
     /// Parses `0 3 * * *` (also `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`) in an
     /// IANA time zone such as `Europe/Paris`.
@@ -158,6 +165,12 @@ impl CronSchedule {
         if weekdays & (1 << 7) != 0 {
             weekdays |= 1;
         }
+        let days_or_weekdays = fields[2] != "*" && fields[4] != "*";
+        if !days_or_weekdays && !some_month_has_a_day(months, days) {
+            return Err(format!(
+                "cron expression `{expr}` never fires: none of its months has one of its days"
+            ));
+        }
         let timezone = timezone.unwrap_or("UTC").to_string();
         check_timezone(&timezone)?;
         let zone = TimeZone::get(&timezone).map_err(|e| e.to_string())?;
@@ -169,7 +182,7 @@ impl CronSchedule {
             days: days as u32,
             months: months as u16,
             weekdays: (weekdays & 0x7f) as u8,
-            days_or_weekdays: fields[2] != "*" && fields[4] != "*",
+            days_or_weekdays,
             zone,
         })
     }
@@ -428,8 +441,17 @@ mod tests {
             Some(ms("2027-01-03T00:00:00Z"))
         );
         assert_eq!(
-            cron("0 0 30 2 *", None).next_after(ms("2026-01-01T00:00:00Z")),
-            None
+            cron("0 0 29 2 *", None).next_after(ms("2026-01-01T00:00:00Z")),
+            Some(ms("2028-02-29T00:00:00Z")),
+            "a leap day fires every four years"
+        );
+        for never in ["0 0 30 2 *", "0 0 31 2 *", "0 0 31 4,6,9,11 *"] {
+            let refused = CronSchedule::parse(never, None).expect_err("never fires");
+            assert!(refused.contains("never fires"), "{never}: {refused}");
+        }
+        assert!(
+            CronSchedule::parse("0 0 31 2 MON", None).is_ok(),
+            "day of month or day of week: Mondays in February fire"
         );
     }
 

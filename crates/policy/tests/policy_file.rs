@@ -701,3 +701,13 @@ fn queues_run_after_their_dependencies() {
         .collect();
     assert_eq!(order, ["emails", "ledger", "billing", "reports"]);
 }
+
+/// Issue 12, finding 11: a cron expression that can never fire is refused.
+#[test]
+fn a_cron_expression_that_never_fires_is_refused() {
+    let got = errors("version: 1\nschedule: \"CRON 0 0 31 2 *\"\npolicies: []\n");
+    assert!(
+        got.contains("p.yaml:2:11: cron expression `0 0 31 2 *` never fires"),
+        "{got}"
+    );
+}

@@ -4,6 +4,9 @@ use crate::error::Error;
 use bullsweep_policy::PolicySet;
 use std::path::Path;
 
+/// Problems printed at the most; the count says how many there are in all.
+const SHOWN_PROBLEMS: usize = 50;
+
 /// Reads and validates the policy file at `path`; every problem is reported at once, as a
 /// configuration error.
 pub fn load_policy_file(path: &Path) -> Result<PolicySet, Error> {
@@ -20,11 +23,16 @@ pub fn load_policy_file(path: &Path) -> Result<PolicySet, Error> {
         ))
         .with_hint("save the file as UTF-8")
     })?;
-    bullsweep_policy::compile(&path.display().to_string(), &text).map_err(|errors| {
+    bullsweep_policy::compile(&path.display().to_string(), &text).map_err(|mut errors| {
         let count = errors.errors.len();
+        errors.errors.truncate(SHOWN_PROBLEMS);
+        let more = if count > SHOWN_PROBLEMS {
+            format!(" (the first {SHOWN_PROBLEMS} shown)")
+        } else {
+            String::new()
+        };
         Error::config(format!(
-            "{} problem{} in the policy file\n{errors}",
-            count,
+            "{count} problem{} in the policy file{more}\n{errors}",
             if count == 1 { "" } else { "s" }
         ))
     })
