@@ -275,3 +275,65 @@ fn a_killed_run_loses_no_event_and_ships_none_twice() {
     assert!(verify.status.success(), "{}", stderr(&verify));
     eprintln!("killed with {left_after_kill} of 32000 jobs left");
 }
+
+/// Issue 12, finding 3: an audit entry that cannot be read (a job id that is not UTF-8) is
+/// quarantined, the chain says so, and shipping goes on, so audited queues keep running.
+#[test]
+fn an_unreadable_audit_entry_is_quarantined_and_shipping_goes_on() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 5, 0, 3), now_ms());
+    w.seed(spec("bull:billing", 20, 0, 3), now_ms());
+    let mut con = w.con();
+    let finished = now_ms() - 60_000;
+    let _: () = redis::cmd("HSET")
+        .arg(b"bull:mail:\xffbin".as_slice())
+        .arg("name")
+        .arg("job")
+        .arg("finishedOn")
+        .arg(finished)
+        .query(&mut con)
+        .expect("binary job");
+    let _: () = redis::cmd("ZADD")
+        .arg("bull:mail:completed")
+        .arg(finished)
+        .arg(b"\xffbin".as_slice())
+        .query(&mut con)
+        .expect("binary id");
+    let trail = w.dir.path().join("audit.jsonl");
+    let policy = w.policy(&format!(
+        r#"version: 1
+audit: {{ url: "file://{}" }}
+policies:
+  - {{ name: mail, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms }} }} }}
+  - {{ name: billing, queueNamePattern: billing, rules: {{ completed: {{ maxAge: 1ms }} }}, sla: {{ auditRequired: true }} }}
+"#,
+        trail.display()
+    ));
+    let first = w.run(&policy, &["--json", "run", "--queue", "mail"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
+    assert_eq!(left, 0, "the binary id was removed with the others");
+    let second = w.run(&policy, &["--json", "run"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let report: JsonReport = serde_json::from_slice(&second.stdout).expect("JSON");
+    let billing = report
+        .queues
+        .iter()
+        .find(|q| q.key == "bull:billing")
+        .expect("billing");
+    assert_eq!(billing.error, None, "the audited queue runs");
+    assert_eq!(billing.states["completed"].done, Some(20));
+    let pending: u64 = con.xlen("bullsweep:audit").expect("xlen");
+    assert_eq!(pending, 0, "everything shipped");
+    let kept: u64 = con.xlen("bullsweep:audit:quarantine").expect("xlen");
+    assert_eq!(kept, 1, "the unreadable entry is kept as it was");
+    let text = std::fs::read_to_string(&trail).expect("trail");
+    assert!(
+        text.lines().any(
+            |l| l.contains("\"status\":\"failed\"") && l.contains("bullsweep:audit:quarantine")
+        ),
+        "the chain records the quarantine:\n{text}"
+    );
+    let verify = w.run(&policy, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+}

@@ -10,7 +10,7 @@ pub mod postgres;
 pub use chain::{AuditLine, FileAuditStore, GENESIS_HASH, VerifyReport};
 pub use postgres::PostgresAuditStore;
 
-use crate::bullmq::keys::{AUDIT_HEAD, AUDIT_LOCK, AUDIT_SEQ, AUDIT_STREAM};
+use crate::bullmq::keys::{AUDIT_HEAD, AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_STREAM};
 use crate::bullmq::scripts;
 use bullsweep_policy::AuditTarget;
 
@@ -251,13 +251,15 @@ pub async fn ship<C: ConnectionLike>(
                 .and_then(|s| serde_json::from_str::<AuditContext>(&s).ok());
             let ids = text(field(fields, "jobIds"))
                 .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok());
-            match (seq, ts, ctx, ids) {
+            match (seq, ts, ctx.clone(), ids) {
                 (Some(seq), Some(ts), Some(ctx), Some(ids)) => {
                     events.push(AuditEvent::new(seq, ts, ctx, ids))
                 }
-                _ => return Err(ShipError::Malformed(id.clone())),
+                // One entry that cannot be read must not hold back every event after it.
+                _ => events.push(quarantine(con, id, fields, seq, ts, ctx).await?),
             }
         }
+        events.sort_by_key(|e| e.seq);
         appended += store.append(&events).await?;
         save_head(con, store).await?;
         let mut del = redis::cmd("XDEL");
@@ -267,6 +269,56 @@ pub async fn ship<C: ConnectionLike>(
         }
         del.query_async::<()>(con).await?;
     }
+}
+
+/// Moves a stream entry that cannot be read as an audit event (bytes that are not UTF-8, say a
+/// binary job id) to `bullsweep:audit:quarantine` as it is, and returns the event that takes
+/// its place in the chain: a `failed` event under the entry's own sequence number (a new one
+/// when it has none) that names the quarantine entry. The caller deletes the original from
+/// the stream only after the store holds that event.
+async fn quarantine<C: ConnectionLike>(
+    con: &mut C,
+    id: &str,
+    fields: &[Value],
+    seq: Option<u64>,
+    ts: Option<i64>,
+    ctx: Option<AuditContext>,
+) -> Result<AuditEvent, ShipError> {
+    let mut add = redis::cmd("XADD");
+    add.arg(AUDIT_QUARANTINE).arg("*").arg("entry").arg(id);
+    for pair in fields.chunks_exact(2) {
+        if let [Value::BulkString(k), Value::BulkString(v)] = pair {
+            add.arg(k.as_slice()).arg(v.as_slice());
+        }
+    }
+    let kept: String = add.query_async(con).await?;
+    let seq = match seq {
+        Some(seq) => seq,
+        None => redis::cmd("INCR").arg(AUDIT_SEQ).query_async(con).await?,
+    };
+    let context = ctx.unwrap_or_else(|| AuditContext {
+        policy_name: String::new(),
+        policy_version: String::new(),
+        queue_name: String::new(),
+        queue_key: String::new(),
+        tenant: None,
+        environment: None,
+        action: String::new(),
+        state: String::new(),
+        compliance_tag: None,
+        execution_id: String::new(),
+    });
+    let mut event = AuditEvent::new(
+        seq,
+        ts.unwrap_or_else(crate::ops::now_ms),
+        context,
+        vec![kept.clone()],
+    );
+    event.status = "failed".into();
+    event.error_detail = Some(format!(
+        "audit stream entry {id} could not be read as an event (a value is not UTF-8 or not the expected JSON); kept as is in {AUDIT_QUARANTINE} entry {kept}"
+    ));
+    Ok(event)
 }
 
 /// Appends an event that no script wrote (a failed queue, a notice), numbered from the same
@@ -331,8 +383,6 @@ pub enum ShipError {
     Redis(redis::RedisError),
     /// The store failed; nothing was deleted from the stream.
     Store(std::io::Error),
-    /// A stream entry could not be read as an audit event.
-    Malformed(String),
 }
 
 impl std::fmt::Display for ShipError {
@@ -340,7 +390,6 @@ impl std::fmt::Display for ShipError {
         match self {
             ShipError::Redis(e) => write!(f, "Redis: {e}"),
             ShipError::Store(e) => write!(f, "audit store: {e}"),
-            ShipError::Malformed(id) => write!(f, "audit stream entry {id} is malformed"),
         }
     }
 }

@@ -203,6 +203,8 @@ pub const META_SCAN_PATTERN: &str = "*:meta";
 pub const AUDIT_STREAM: &str = "bullsweep:audit";
 /// The counter that numbers audit events.
 pub const AUDIT_SEQ: &str = "bullsweep:audit:seq";
+/// Audit stream entries that could not be read as events, kept as they were.
+pub const AUDIT_QUARANTINE: &str = "bullsweep:audit:quarantine";
 /// The newest shipped `(seq, hash)` of the durable store, as JSON.
 pub const AUDIT_HEAD: &str = "bullsweep:audit:head";
 /// The lock every writer of the durable audit store holds while it appends.
