@@ -5,10 +5,10 @@ use crate::args::{ArchiveCommand, Cli, RestoreAs};
 use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, print_text, rfc3339};
 use crate::render::table;
+use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveSink, SegmentManifest};
 use bullsweep_core::bullmq::{QueueKeys, RestoreMode};
 use bullsweep_core::ops::{self, restore::restore};
-use bullsweep_core::{Error, ErrorKind};
 use bullsweep_policy::ArchiveTarget;
 use std::path::Path;
 
@@ -104,16 +104,9 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                 RestoreAs::New => RestoreMode::New,
             };
             let mut con = ops::connect(cli.redis_url()).await?;
-            let restored =
-                restore(&mut con, &sink, queue, id, mode)
-                    .await
-                    .map_err(|e| match e.kind {
-                        ErrorKind::Redis => Error {
-                            message: format!("{} (at {})", e.message, ops::redact(cli.redis_url())),
-                            ..e
-                        },
-                        _ => e,
-                    })?;
+            let restored = restore(&mut con, &sink, queue, id, mode)
+                .await
+                .map_err(|e| ops::connect::at_url(e, cli.redis_url()))?;
             let base = queue.trim_end_matches(':');
             let json = serde_json::json!({
                 "queue": base,

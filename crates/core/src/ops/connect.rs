@@ -111,6 +111,18 @@ pub fn describe(url: &str, e: &redis::RedisError) -> Error {
     }
 }
 
+/// A Redis error raised below the use cases (`Redis: …`), named with the URL it came from;
+/// other errors as they are.
+pub fn at_url(e: Error, url: &str) -> Error {
+    match (e.kind, e.message.strip_prefix("Redis: ")) {
+        (ErrorKind::Redis, Some(detail)) => Error {
+            message: format!("Redis at {} failed: {detail}", redact(url)),
+            ..e
+        },
+        _ => e,
+    }
+}
+
 /// A Redis (or PostgreSQL) URL with its password replaced by `***`.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {

@@ -68,7 +68,7 @@ pub async fn audited_sweep(
     };
     let mut report = engine::sweep(con, set, &opts, mode, progress)
         .await
-        .map_err(|e| at_url(e, url))?;
+        .map_err(|e| super::connect::at_url(e, url))?;
     warnings.append(&mut report.warnings);
     report.warnings = warnings;
     // Notices go out whatever the audit store's state; each delivery is then audited.
@@ -102,20 +102,6 @@ pub async fn audited_sweep(
             .with_hint("the jobs were left in place; the next run notifies again"));
     }
     Ok(report)
-}
-
-/// A Redis error from the engine, with the URL it came from.
-fn at_url(e: Error, url: &str) -> Error {
-    match e.kind {
-        crate::error::ErrorKind::Redis => Error {
-            message: match e.message.strip_prefix("Redis: ") {
-                Some(detail) => format!("Redis at {} failed: {detail}", super::redact(url)),
-                None => e.message,
-            },
-            ..e
-        },
-        _ => e,
-    }
 }
 
 /// The audit context of a queue whose work failed: what the report knows of it (the state and
