@@ -264,10 +264,18 @@ pub enum RestoreAs {
 /// `bullsweep audit …`.
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check every link of the hash chain and compare its head with the checkpoint in Redis;
-    /// exits 1 at the first broken link or when the trail was cut short.
-    #[command(after_help = "Example:\n  bullsweep audit verify --json")]
-    Verify,
+    /// Check every link of every source's hash chain and compare each chain's head with the
+    /// checkpoint in its source's Redis; exits 1 at the first broken link or when a trail was
+    /// cut short.
+    #[command(
+        after_help = "Examples:\n  bullsweep audit verify --json\n  bullsweep --redis redis://a:6379/0 audit verify redis://a:6379/1 redis://b:6379"
+    )]
+    Verify {
+        /// The Redis of each other source sharing the store, to check its checkpoint too
+        /// (`--redis` is always checked).
+        #[arg(value_name = "REDIS_URL")]
+        other_sources: Vec<String>,
+    },
     /// Print the newest events, oldest first.
     #[command(after_help = "Example:\n  bullsweep audit tail -n 20")]
     Tail {

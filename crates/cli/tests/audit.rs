@@ -14,6 +14,8 @@ use std::time::Duration;
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Line {
+    #[serde(default)]
+    source: Option<String>,
     seq: u64,
     queue_key: String,
     action: String,
@@ -142,6 +144,88 @@ fn every_removal_is_in_the_audit_trail_once() {
         0
     );
     assert_eq!(lines(&file).len(), trail.len());
+}
+
+/// Every `bull:mail` job key in the World's current database.
+fn mail_jobs(w: &World) -> BTreeSet<String> {
+    let mut con = w.con();
+    let mut ids: Vec<String> = con.zrange("bull:mail:completed", 0, -1).expect("ids");
+    let failed: Vec<String> = con.zrange("bull:mail:failed", 0, -1).expect("ids");
+    ids.extend(failed);
+    ids.into_iter().collect()
+}
+
+#[test]
+fn two_databases_sharing_one_store_keep_one_chain_each() {
+    let mut w = World::new();
+    let policy = w.policy(POLICY);
+    let mut removed = BTreeSet::new();
+    let mut urls = Vec::new();
+    for db in [0, 1] {
+        w.db = db;
+        urls.push(w.url());
+        w.seed(spec("bull:mail", 300, 30, 3), now_ms());
+        let before = mail_jobs(&w);
+        w.report(&policy, "run");
+        let after = mail_jobs(&w);
+        removed.extend(before.difference(&after).map(|id| format!("{db}:{id}")));
+    }
+    assert_eq!(removed.len(), 2 * (300 + 27));
+
+    // Both databases number their events from 1; the store keeps both chains whole.
+    let file = w.dir.path().join("bullsweep-audit.jsonl");
+    let trail = lines(&file);
+    let sources: BTreeSet<String> = trail.iter().filter_map(|l| l.source.clone()).collect();
+    assert_eq!(sources.len(), 2, "one source per database");
+    let mut db_of = std::collections::BTreeMap::new();
+    for (db, url) in urls.iter().enumerate() {
+        let mut con = redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let id: String = con.get("bullsweep:audit:source").expect("source id");
+        db_of.insert(id, db);
+    }
+    let audited: BTreeSet<String> = trail
+        .iter()
+        .flat_map(|l| {
+            let db = db_of[l.source.as_deref().expect("source")];
+            l.job_ids.iter().map(move |id| format!("{db}:{id}"))
+        })
+        .collect();
+    assert_eq!(
+        trail.iter().map(|l| l.job_count).sum::<u64>(),
+        removed.len() as u64,
+        "no event dropped, none twice"
+    );
+    assert_eq!(audited, removed);
+
+    w.db = 0;
+    let out = w.run(&policy, &["--json", "audit", "verify", &urls[1]]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let checked: Vec<&str> = v["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .map(|s| s["status"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(checked, ["ok", "ok"], "{v}");
+
+    // Cut database 1's newest event: its own checkpoint notices.
+    let db1 = trail
+        .iter()
+        .rposition(|l| db_of[l.source.as_deref().expect("source")] == 1);
+    let text = std::fs::read_to_string(&file).expect("read");
+    let kept: String = text
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != db1)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    std::fs::write(&file, kept).expect("cut");
+    let out = w.run(&policy, &["audit", "verify", &urls[1]]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cut short"), "{}", stderr(&out));
 }
 
 #[test]

@@ -207,3 +207,79 @@ fn an_unreachable_database_fails_audit_required_policies_closed() {
     let left: u64 = con.zcard("bull:mail:completed").expect("zcard");
     assert_eq!(left, 50, "nothing removed without the audit store");
 }
+
+/// The canonical JSON of an event as versions before sources wrote it (no `source` field).
+fn legacy_event(seq: u64) -> String {
+    format!(
+        r#"{{"seq":{seq},"timestamp":{seq},"policyName":"all","policyVersion":"v","queueName":"mail","queueKey":"bull:mail","tenant":null,"environment":null,"action":"remove","state":"completed","complianceTag":null,"executionId":"old","jobCount":1,"jobIds":["{seq}"],"status":"success","errorDetail":null}}"#
+    )
+}
+
+#[test]
+fn a_table_from_before_sources_is_migrated_and_its_chain_continued() {
+    let pg = PrivatePostgres::start();
+    pg.admin(&format!("CREATE ROLE {WRITER} LOGIN"))
+        .expect("create role");
+    // The table as earlier versions laid it out, with a two-event chain in it.
+    pg.admin(
+        "CREATE TABLE public.bullsweep_audit (seq bigint PRIMARY KEY, event text NOT NULL, prev_hash text NOT NULL, hash text NOT NULL UNIQUE, recorded_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .expect("old table");
+    let genesis = "0".repeat(64);
+    pg.admin(&format!(
+        "INSERT INTO bullsweep_audit (seq, event, prev_hash, hash) SELECT 1, e, g, encode(sha256(convert_to(g || e, 'UTF8')), 'hex') FROM (VALUES ('{}', '{genesis}')) v(e, g); \
+         INSERT INTO bullsweep_audit (seq, event, prev_hash, hash) SELECT 2, e, p.hash, encode(sha256(convert_to(p.hash || e, 'UTF8')), 'hex') FROM (VALUES ('{}')) v(e), bullsweep_audit p WHERE p.seq = 1",
+        legacy_event(1),
+        legacy_event(2)
+    ))
+    .expect("old rows");
+    let legacy_head = query(
+        &pg.url("postgres"),
+        "SELECT hash FROM bullsweep_audit WHERE seq = 2",
+    )
+    .expect("head")[0][0]
+        .clone()
+        .expect("hash");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["audit", "schema", "--writer", WRITER])
+        .output()
+        .expect("bullsweep runs");
+    pg.admin(&String::from_utf8_lossy(&out.stdout))
+        .expect("the schema migrates the old table");
+
+    // The Redis that wrote that chain, as the old version left it.
+    let w = World::new();
+    let mut con = w.con();
+    let _: () = con.set("bullsweep:audit:seq", 2).expect("seq");
+    let _: () = con
+        .set(
+            "bullsweep:audit:head",
+            format!(r#"{{"seq":2,"hash":"{legacy_head}"}}"#),
+        )
+        .expect("head");
+    w.seed(spec("bull:mail", 300, 0, 3), now_ms());
+    let p = policy(&w, &pg.url(WRITER));
+    w.report(&p, "run");
+
+    let out = w.run(&p, &["--json", "audit", "verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let sources = v["sources"].as_array().expect("sources");
+    assert_eq!(sources.len(), 2, "{v}");
+    let source: String = con.get("bullsweep:audit:source").expect("source id");
+    assert_eq!(sources[0]["source"], serde_json::Value::Null, "{v}");
+    assert_eq!(sources[0]["continues"], source.as_str(), "{v}");
+    assert_eq!(sources[1]["source"], source.as_str(), "{v}");
+    assert_eq!(sources[1]["status"], "ok", "{v}");
+    let first_new = query(
+        &pg.url("postgres"),
+        &format!("SELECT prev_hash, seq FROM bullsweep_audit WHERE source = '{source}' ORDER BY seq LIMIT 1"),
+    )
+    .expect("rows");
+    assert_eq!(first_new[0][0].as_deref(), Some(legacy_head.as_str()));
+    assert_eq!(first_new[0][1].as_deref(), Some("3"));
+    assert_eq!(
+        rows(&pg).iter().map(|(_, ids)| ids.len()).sum::<usize>(),
+        2 + 300
+    );
+}

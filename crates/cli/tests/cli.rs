@@ -169,7 +169,8 @@ fn plan_changes_nothing_and_run_removes_what_plan_showed() {
         [
             "bullsweep:audit",
             "bullsweep:audit:head",
-            "bullsweep:audit:seq"
+            "bullsweep:audit:seq",
+            "bullsweep:audit:source"
         ]
     );
     let keys: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");

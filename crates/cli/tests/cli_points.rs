@@ -110,7 +110,9 @@ fn audit_verify_speaks_json() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["status"], "ok");
     assert!(v["events"].as_u64().is_some_and(|n| n >= 1), "{v}");
-    assert_eq!(v["headSeq"], v["checkpointSeq"], "{v}");
+    let source = &v["sources"][0];
+    assert_eq!(source["status"], "ok", "{v}");
+    assert_eq!(source["headSeq"], source["checkpointSeq"], "{v}");
 }
 
 #[test]

@@ -17,17 +17,35 @@ struct Verified {
     status: &'static str,
     /// The store, as messages name it.
     store: String,
-    /// Events that checked out.
+    /// Events that checked out, across sources.
+    events: u64,
+    /// One entry per source: its chain, and its checkpoint where its Redis was checked.
+    sources: Vec<SourceVerified>,
+    /// The first broken link (line or row) and what is wrong.
+    broken_at: Option<u64>,
+    problem: Option<String>,
+}
+
+/// One source in `audit verify --json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SourceVerified {
+    /// The source id; `null` for the single chain written before sources.
+    source: Option<String>,
+    /// `ok`, `cutShort`, or `unchecked` when its Redis was not given.
+    status: &'static str,
+    /// Events of its chain that checked out.
     events: u64,
     /// The last good link.
     head_seq: u64,
     head_hash: String,
-    /// The checkpoint kept in Redis.
+    /// The chain it continues, or the source that continued it.
+    continues: Option<String>,
+    /// The Redis its checkpoint was read from.
+    redis: Option<String>,
+    /// The checkpoint kept in that Redis.
     checkpoint_seq: Option<u64>,
     checkpoint_hash: Option<String>,
-    /// The first broken link (line or row) and what is wrong.
-    broken_at: Option<u64>,
-    problem: Option<String>,
 }
 
 /// Runs an `audit` subcommand.
@@ -40,7 +58,7 @@ pub async fn run(cli: &Cli, command: &AuditCommand) -> Result<i32, CliError> {
     let target = &set.audit;
     match command {
         AuditCommand::Schema { .. } => Ok(0),
-        AuditCommand::Verify => verify(cli, target).await,
+        AuditCommand::Verify { other_sources } => verify(cli, target, other_sources).await,
         AuditCommand::Tail { lines } => {
             let events = read_events(target).await?;
             print_events(cli.json, &events[events.len().saturating_sub(*lines)..])?;
@@ -70,30 +88,80 @@ pub async fn run(cli: &Cli, command: &AuditCommand) -> Result<i32, CliError> {
     }
 }
 
-/// `audit verify`: every link, then the head against Redis's checkpoint.
-async fn verify(cli: &Cli, target: &AuditTarget) -> Result<i32, CliError> {
+/// `audit verify`: every link of every source's chain, then each chain's head against the
+/// checkpoint in its source's Redis (`--redis` and any others given).
+async fn verify(cli: &Cli, target: &AuditTarget, others: &[String]) -> Result<i32, CliError> {
     let location = audit_location(target);
     let report = audit::verify(target).await.map_err(Error::audit)?;
-    let mut con = ops::connect(cli.redis_url()).await?;
-    let checkpoint = audit::redis_head(&mut con)
-        .await
-        .map_err(|e| Error::redis(cli.redis_url(), &e))?;
-    let (seq, hash) = &report.head;
-    let cut_short = checkpoint
-        .as_ref()
-        .is_some_and(|(s, h)| *s > *seq || (*s == *seq && h != hash));
+    let mut sources: Vec<SourceVerified> = report
+        .chains
+        .iter()
+        .map(|c| SourceVerified {
+            source: c.source.clone(),
+            status: "unchecked",
+            events: c.events,
+            head_seq: c.head.0,
+            head_hash: c.head.1.clone(),
+            continues: c.continues.clone(),
+            redis: None,
+            checkpoint_seq: None,
+            checkpoint_hash: None,
+        })
+        .collect();
+    let mut cut = Vec::new();
+    for url in std::iter::once(cli.redis_url()).chain(others.iter().map(String::as_str)) {
+        let mut con = ops::connect(url).await?;
+        let Some(checkpoint) = audit::checkpoint(&mut con)
+            .await
+            .map_err(|e| Error::redis(url, &e))?
+        else {
+            continue;
+        };
+        // A checkpoint without a source was written before sources: it is the single chain's.
+        let source = checkpoint.source.clone();
+        let entry = match sources.iter().position(|s| s.source == source) {
+            Some(i) => &mut sources[i],
+            None => {
+                sources.push(SourceVerified {
+                    source: source.clone(),
+                    status: "unchecked",
+                    events: 0,
+                    head_seq: 0,
+                    head_hash: audit::GENESIS_HASH.to_string(),
+                    continues: None,
+                    redis: None,
+                    checkpoint_seq: None,
+                    checkpoint_hash: None,
+                });
+                sources.last_mut().expect("just pushed")
+            }
+        };
+        let short = checkpoint.seq > entry.head_seq
+            || (checkpoint.seq == entry.head_seq && checkpoint.hash != entry.head_hash);
+        entry.status = if short { "cutShort" } else { "ok" };
+        entry.redis = Some(ops::redact(url));
+        entry.checkpoint_seq = Some(checkpoint.seq);
+        entry.checkpoint_hash = Some(checkpoint.hash.clone());
+        if short {
+            cut.push(format!(
+                "{location}: the chain of {} ends at seq {}, but the checkpoint in {} says seq {} (hash {}) was written: the trail was cut short or replaced",
+                source_name(source.as_deref()),
+                entry.head_seq,
+                ops::redact(url),
+                checkpoint.seq,
+                checkpoint.hash
+            ));
+        }
+    }
     let verified = Verified {
-        status: match (&report.broken, cut_short) {
+        status: match (&report.broken, cut.is_empty()) {
             (Some(_), _) => "broken",
-            (None, true) => "cutShort",
-            (None, false) => "ok",
+            (None, false) => "cutShort",
+            (None, true) => "ok",
         },
         store: location.clone(),
         events: report.events,
-        head_seq: *seq,
-        head_hash: hash.clone(),
-        checkpoint_seq: checkpoint.as_ref().map(|(s, _)| *s),
-        checkpoint_hash: checkpoint.as_ref().map(|(_, h)| h.clone()),
+        sources,
         broken_at: report.broken.as_ref().map(|(line, _)| *line),
         problem: report.broken.as_ref().map(|(_, p)| p.clone()),
     };
@@ -106,27 +174,56 @@ async fn verify(cli: &Cli, target: &AuditTarget) -> Result<i32, CliError> {
             print_out(true, &verified, String::new)?;
         }
         return Err(CliError::runtime(format!("{at}: broken chain: {problem}"))
-            .with_hint(format!("the {} lines before it verify", report.events)));
+            .with_hint(format!("the {} records before it verify", report.events)));
     }
-    if let (true, Some((head_seq, head_hash))) = (cut_short, &checkpoint) {
+    if !cut.is_empty() {
         if cli.json {
             print_out(true, &verified, String::new)?;
         }
-        return Err(CliError::runtime(format!(
-            "{location}: the chain ends at seq {seq}, but Redis's checkpoint says seq {head_seq} (hash {head_hash}) was written: the trail was cut short or replaced"
-        )));
+        return Err(CliError::runtime(cut.join("\n")));
     }
-    print_out(cli.json, &verified, || {
-        let checkpoint = match &checkpoint {
-            Some((s, h)) => format!("checkpoint in Redis: seq {s} hash {h}"),
-            None => "checkpoint in Redis: none".into(),
-        };
-        format!(
-            "{location}: ok, {} events, head seq {seq} hash {hash}\n{checkpoint}",
-            report.events
-        )
-    })?;
+    print_out(cli.json, &verified, || verified_text(&verified))?;
     Ok(0)
+}
+
+/// A source as messages name it.
+fn source_name(source: Option<&str>) -> String {
+    match source {
+        Some(id) => format!("source {id}"),
+        None => "the single chain written before sources".into(),
+    }
+}
+
+/// `audit verify` for people: the store, then one line per source.
+fn verified_text(v: &Verified) -> String {
+    let mut out = format!(
+        "{}: ok, {} events in {} chain{}",
+        v.store,
+        v.events,
+        v.sources.len(),
+        if v.sources.len() == 1 { "" } else { "s" }
+    );
+    for s in &v.sources {
+        out.push_str(&format!(
+            "\n{}: {} events, head seq {} hash {}",
+            source_name(s.source.as_deref()),
+            s.events,
+            s.head_seq,
+            s.head_hash
+        ));
+        match (&s.source, &s.continues) {
+            (Some(_), Some(c)) => out.push_str(&format!(" (continues {c})")),
+            (None, Some(c)) => out.push_str(&format!(" (continued by source {c})")),
+            _ => {}
+        }
+        match (&s.redis, s.checkpoint_seq) {
+            (Some(redis), Some(seq)) => {
+                out.push_str(&format!("; checkpoint in {redis}: seq {seq}, matches"))
+            }
+            _ => out.push_str("; checkpoint not checked (give its Redis URL)"),
+        }
+    }
+    out
 }
 
 /// The audit store as messages name it (without a password).

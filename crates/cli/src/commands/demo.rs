@@ -246,7 +246,12 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         audit_verified: trail.broken.is_none(),
         kept,
     };
-    print_out(json, &outcome, || summary_text(&outcome, trail.head.0))?;
+    print_out(json, &outcome, || {
+        summary_text(
+            &outcome,
+            trail.chains.iter().map(|c| c.head.0).max().unwrap_or(0),
+        )
+    })?;
     if let Some(kept) = &outcome.kept {
         eprintln!(
             "kept {kept}: try `bullsweep --config {kept}/bullsweep.yaml archive ls` or `… audit tail`"

@@ -3,14 +3,17 @@
 //! once, into the durable store: an append-only JSON-lines file in which each line carries
 //! `prevHash` and `hash = SHA-256(prevHash || canonical event)`. The newest `(seq, hash)` is also
 //! kept in Redis (`bullsweep:audit:head`), so that [`verify`] catches a file cut short.
+//! Each Redis database is its own [`Source`] with its own chain: one store may serve many.
 
 mod chain;
 pub mod postgres;
+mod source;
 
-pub use chain::{AuditLine, FileAuditStore, GENESIS_HASH, VerifyReport};
+pub use chain::{AuditLine, ChainReport, FileAuditStore, GENESIS_HASH, VerifyReport};
 pub use postgres::PostgresAuditStore;
+pub use source::{Checkpoint, Source, checkpoint, source_of};
 
-use crate::bullmq::keys::{AUDIT_HEAD, AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_STREAM};
+use crate::bullmq::keys::{AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_STREAM};
 use crate::bullmq::scripts;
 use bullsweep_policy::AuditTarget;
 
@@ -50,7 +53,12 @@ pub struct AuditContext {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
-    /// Sequence number, unique and increasing; the durable store dedupes on it.
+    /// The Redis database the event happened in ([`Source`]); absent in events written before
+    /// trails had one chain per source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Sequence number, unique and increasing within its source; the durable store dedupes
+    /// on `(source, seq)`.
     pub seq: u64,
     /// When the change happened, ms since the epoch (Redis clock).
     pub timestamp: i64,
@@ -68,9 +76,16 @@ pub struct AuditEvent {
 }
 
 impl AuditEvent {
-    /// A successful event for `job_ids`.
-    fn new(seq: u64, timestamp: i64, context: AuditContext, job_ids: Vec<String>) -> Self {
+    /// A successful event of `source` for `job_ids`.
+    fn new(
+        source: &str,
+        seq: u64,
+        timestamp: i64,
+        context: AuditContext,
+        job_ids: Vec<String>,
+    ) -> Self {
         AuditEvent {
+            source: Some(source.to_string()),
             seq,
             timestamp,
             context,
@@ -122,17 +137,39 @@ pub enum AuditStore {
 }
 
 impl AuditStore {
-    /// Opens the store the policy file names, ready to append.
-    pub async fn open(target: &AuditTarget) -> std::io::Result<Self> {
+    /// Opens the store the policy file names, ready to append to `source`'s chain. A file
+    /// another process (another source's writer) holds is waited for, up to 30 s.
+    pub async fn open(target: &AuditTarget, source: &Source) -> std::io::Result<Self> {
         Ok(match target {
-            AuditTarget::File(path) => AuditStore::File(FileAuditStore::open(path)?),
+            AuditTarget::File(path) => {
+                let since = std::time::Instant::now();
+                loop {
+                    match FileAuditStore::open(path, source) {
+                        Err(e)
+                            if e.kind() == std::io::ErrorKind::WouldBlock
+                                && since.elapsed() < STORE_WAIT =>
+                        {
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await
+                        }
+                        other => break AuditStore::File(other?),
+                    }
+                }
+            }
             AuditTarget::Postgres(url) => {
-                AuditStore::Postgres(PostgresAuditStore::open(url).await?)
+                AuditStore::Postgres(PostgresAuditStore::open(url, source).await?)
             }
         })
     }
 
-    /// The newest `(seq, hash)` held.
+    /// The source whose chain this store extends.
+    pub fn source(&self) -> &str {
+        match self {
+            AuditStore::File(s) => s.source(),
+            AuditStore::Postgres(s) => s.source(),
+        }
+    }
+
+    /// The newest `(seq, hash)` of the source's chain.
     pub fn head(&self) -> (u64, String) {
         match self {
             AuditStore::File(s) => s.head(),
@@ -140,7 +177,7 @@ impl AuditStore {
         }
     }
 
-    /// Appends, durably, the events not held yet (by `seq`); returns how many.
+    /// Appends, durably, the source's events not held yet (by `seq`); returns how many.
     pub async fn append(&mut self, events: &[AuditEvent]) -> std::io::Result<u64> {
         match self {
             AuditStore::File(s) => s.append(events),
@@ -149,7 +186,7 @@ impl AuditStore {
     }
 }
 
-/// Checks the whole chain of the store the policy file names.
+/// Checks every chain of the store the policy file names.
 pub async fn verify(target: &AuditTarget) -> std::io::Result<VerifyReport> {
     match target {
         AuditTarget::File(path) => chain::verify(path),
@@ -201,9 +238,12 @@ pub async fn with_store<C: ConnectionLike, T>(
                 "another writer held the audit store for 30 s",
             ))
         })?;
-    let result = match AuditStore::open(target).await {
-        Ok(mut store) => f(con, &mut store).await,
-        Err(e) => Err(ShipError::Store(e)),
+    let result = match source_of(con).await {
+        Err(e) => Err(ShipError::Redis(e)),
+        Ok(source) => match AuditStore::open(target, &source).await {
+            Ok(mut store) => f(con, &mut store).await,
+            Err(e) => Err(ShipError::Store(e)),
+        },
     };
     let _ = lock.release(con).await;
     result
@@ -253,10 +293,13 @@ pub async fn ship<C: ConnectionLike>(
                 .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok());
             match (seq, ts, ctx.clone(), ids) {
                 (Some(seq), Some(ts), Some(ctx), Some(ids)) => {
-                    events.push(AuditEvent::new(seq, ts, ctx, ids))
+                    events.push(AuditEvent::new(store.source(), seq, ts, ctx, ids))
                 }
                 // One entry that cannot be read must not hold back every event after it.
-                _ => events.push(quarantine(con, id, fields, seq, ts, ctx).await?),
+                _ => {
+                    let source = store.source().to_string();
+                    events.push(quarantine(con, &source, id, fields, seq, ts, ctx).await?)
+                }
             }
         }
         events.sort_by_key(|e| e.seq);
@@ -278,6 +321,7 @@ pub async fn ship<C: ConnectionLike>(
 /// the stream only after the store holds that event.
 async fn quarantine<C: ConnectionLike>(
     con: &mut C,
+    source: &str,
     id: &str,
     fields: &[Value],
     seq: Option<u64>,
@@ -309,6 +353,7 @@ async fn quarantine<C: ConnectionLike>(
         execution_id: String::new(),
     });
     let mut event = AuditEvent::new(
+        source,
         seq,
         ts.unwrap_or_else(crate::ops::now_ms),
         context,
@@ -335,7 +380,7 @@ pub async fn record_event<C: ConnectionLike>(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or_default();
-    let mut event = AuditEvent::new(seq, timestamp, ctx, job_ids);
+    let mut event = AuditEvent::new(store.source(), seq, timestamp, ctx, job_ids);
     if let Some(error) = error {
         event.status = "failed".into();
         event.error_detail = Some(error.to_string());
@@ -357,23 +402,10 @@ pub async fn queue_event<C: ConnectionLike>(
     scripts().append_audit(con, &ctx, job_ids).await.map(|_| ())
 }
 
-/// Records the store's newest `(seq, hash)` in Redis, for `verify` to catch a cut tail.
+/// Records the head of the store's chain in its source's Redis, for `verify` to catch a cut
+/// tail.
 async fn save_head<C: ConnectionLike>(con: &mut C, store: &AuditStore) -> RedisResult<()> {
-    let (seq, hash) = store.head();
-    redis::cmd("SET")
-        .arg(AUDIT_HEAD)
-        .arg(serde_json::json!({ "seq": seq, "hash": hash }).to_string())
-        .query_async::<()>(con)
-        .await
-}
-
-/// The head checkpoint kept in Redis, if any.
-pub async fn redis_head<C: ConnectionLike>(con: &mut C) -> RedisResult<Option<(u64, String)>> {
-    let raw: Option<String> = redis::cmd("GET").arg(AUDIT_HEAD).query_async(con).await?;
-    Ok(raw.and_then(|r| {
-        let v: serde_json::Value = serde_json::from_str(&r).ok()?;
-        Some((v["seq"].as_u64()?, v["hash"].as_str()?.to_string()))
-    }))
+    source::save_checkpoint(con, store.source(), store.head()).await
 }
 
 /// Why shipping stopped.

@@ -205,8 +205,10 @@ pub const AUDIT_STREAM: &str = "bullsweep:audit";
 pub const AUDIT_SEQ: &str = "bullsweep:audit:seq";
 /// Audit stream entries that could not be read as events, kept as they were.
 pub const AUDIT_QUARANTINE: &str = "bullsweep:audit:quarantine";
-/// The newest shipped `(seq, hash)` of the durable store, as JSON.
+/// The newest shipped `(source, seq, hash)` of this Redis's chain in the durable store, as JSON.
 pub const AUDIT_HEAD: &str = "bullsweep:audit:head";
+/// This Redis database's audit source id, created once: its events form their own chain.
+pub const AUDIT_SOURCE: &str = "bullsweep:audit:source";
 /// The lock every writer of the durable audit store holds while it appends.
 pub const AUDIT_LOCK: &str = "bullsweep:lock:audit";
 /// Hash: queue key base → when its last sweep started (ms since the epoch).
