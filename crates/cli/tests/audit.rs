@@ -421,3 +421,70 @@ policies:
     let verify = w.run(&policy, &["audit", "verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
 }
+
+#[test]
+fn a_user_denied_bullsweep_keys_changes_nothing_and_is_told_the_permission() {
+    let w = seeded();
+    let mut con = w.con();
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "sweeper", "on", ">pw", "~bull:*", "&*", "+@all"])
+        .query::<()>(&mut con)
+        .expect("acl user");
+    let keys_before: Vec<String> = con.keys("bull:*").expect("keys");
+    let events_before: u64 = con.xlen("bull:mail:events").unwrap_or(0);
+    let policy = w.policy(POLICY);
+    let url = w.url().replace("redis://", "redis://sweeper:pw@");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--redis", &url, "--config"])
+        .arg(&policy)
+        .args(["--json", "run"])
+        .current_dir(w.dir.path())
+        .output()
+        .expect("bullsweep runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let mut keys_after: Vec<String> = con.keys("bull:*").expect("keys");
+    let mut expected = keys_before.clone();
+    keys_after.sort();
+    expected.sort();
+    assert_eq!(keys_after, expected, "no job deleted");
+    assert_eq!(
+        con.xlen::<_, u64>("bull:mail:events").unwrap_or(0),
+        events_before,
+        "no `cleaned` event"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("may not run INCR on bullsweep:audit:seq")
+            && err.contains("nothing was changed"),
+        "the message names the command and key: {err}"
+    );
+
+    // Had the check before the run been passed (a server that cannot say, a rule changed
+    // meanwhile), the sweep script itself refuses before its first write.
+    let mut sweeper = redis::Client::open(url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("connect as sweeper");
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../core/src/bullmq/lua/prelude/audit.lua"
+    ))
+    .expect("prelude")
+    .replace("{{AUDIT_STREAM}}", "bullsweep:audit")
+    .replace("{{AUDIT_SEQ}}", "bullsweep:audit:seq")
+        + "\ncheckAuditWritable()\nredis.call('DEL', KEYS[1])\nreturn 1\n";
+    let refused = redis::cmd("EVAL")
+        .arg(&script)
+        .arg(1)
+        .arg("bull:mail:completed")
+        .query::<i64>(&mut sweeper);
+    assert!(
+        refused.as_ref().is_err_and(|e| e
+            .to_string()
+            .contains("may not run INCR on bullsweep:audit:seq")),
+        "{refused:?}"
+    );
+    assert!(
+        con.exists::<_, bool>("bull:mail:completed")
+            .expect("exists")
+    );
+}

@@ -101,9 +101,11 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let wake = Arc::new(Notify::new());
     listen_for_signals(shutdown.clone(), reload.clone(), wake.clone())?;
 
-    let Some(con) = connect_with_backoff(&url, &shutdown, &metrics).await else {
+    let Some(mut con) = connect_with_backoff(&url, &shutdown, &metrics).await else {
         return Ok(());
     };
+    // A user who may not write bullsweep's own keys could change nothing safely: say so now.
+    crate::ops::access::check_own_keys(&mut con, &url).await?;
     let owner = format!(
         "{}-{}",
         std::env::var("HOSTNAME").unwrap_or_else(|_| "bullsweep".into()),

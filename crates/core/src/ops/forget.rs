@@ -32,6 +32,7 @@ pub async fn forget(
         .map_err(|e| Error::config(e.to_string()))?;
     let started_at = now_ms();
     if !req.dry_run {
+        super::access::check_own_keys(con, url).await?;
         // Erasure is always audited: with no store to record it in, nothing is erased.
         ship(con, set).await.map_err(|e| {
             Error::audit(format!("audit store unavailable: {e}"))

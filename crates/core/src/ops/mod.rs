@@ -2,6 +2,7 @@
 //! each other. Each is written once here: the audited run, erasure, restore, reading the
 //! policy file, connecting, and the clock.
 
+pub mod access;
 pub mod config;
 pub mod connect;
 pub mod forget;

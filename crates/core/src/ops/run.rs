@@ -42,6 +42,7 @@ pub async fn audited_sweep(
     let mut warnings = Vec::new();
     let mut audit_unavailable = None;
     if mode == Mode::Run {
+        super::access::check_own_keys(con, url).await?;
         if let Err(e) = audit::with_store(con, &set.audit, async |con, store| {
             audit::ship(con, store).await
         })

@@ -26,6 +26,7 @@
   a job already carrying the marker is left alone (already); every job written is marked, so a
   job is scrubbed at most once; the audit event is appended in this same call.
 ]]
+checkAuditWritable()
 
 local setKey = KEYS[1]
 local queuePrefix = ARGV[1]
@@ -76,6 +77,7 @@ while i <= #ARGV do
   elseif scrubFingerprint(jobKey, copies) ~= fp then
     changed = changed + 1
   else
+    reserveAuditSeq()
     fields[#fields + 1] = marker
     fields[#fields + 1] = markerValue
     rcall('HSET', jobKey, unpack(fields))

@@ -10,4 +10,5 @@
 
   Returns the event's sequence number (0 when ARGV[2] is empty).
 ]]
+checkAuditWritable()
 return addAuditEvent(ARGV[1], cjson.decode(ARGV[2]))

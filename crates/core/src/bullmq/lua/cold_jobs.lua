@@ -20,6 +20,7 @@
   at most 300 bytes of fields and values. The job stays in its set, so Queue.getFailed() still lists it; its data, return
   value, stack trace, options and logs go. A job already cold is counted as changed.
 ]]
+checkAuditWritable()
 local MARKER_BYTES = 300
 
 local setKey = KEYS[1]
@@ -69,6 +70,7 @@ for i = 7, #ARGV, stride do
     elseif f[5] then
       changed = changed + 1
     else
+      reserveAuditSeq()
       rcall('UNLINK', jobKey, jobKey .. ':logs')
       rcall('HSET', jobKey, unpack(marker(f)))
       converted[#converted + 1] = jobId

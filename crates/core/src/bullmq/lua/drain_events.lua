@@ -25,6 +25,8 @@
   state), as Job.remove leaves; a job with a lock, or past its bound, or no longer in the set,
   stays. When the budget runs out, the position is the last entry handled.
 ]]
+checkAuditWritable()
+checkWritable('HSET', KEYS[5], ARGV[9], '0')
 local eventsKey, metaKey, positionKey = KEYS[1], KEYS[4], KEYS[5]
 local queuePrefix = ARGV[1]
 local position = rcall('HGET', positionKey, ARGV[9]) or ARGV[3]

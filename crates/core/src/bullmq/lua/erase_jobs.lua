@@ -31,6 +31,7 @@
   leaves out: the job's copies in its parent's :processed, :failed and :unsuccessful go too.
   Every erase call that removes anything appends its audit event in the same call.
 ]]
+checkAuditWritable()
 local prefix = ARGV[1]
 local probing = ARGV[2] == 'probe'
 local ctx = ARGV[3]
@@ -69,6 +70,7 @@ local function eraseScheduler(sid, sha)
   if probing then
     return 'state:scheduler'
   end
+  reserveAuditSeq()
   erasedSchedulers[sid] = true
   rcall('ZREM', prefix .. 'repeat', sid)
   rcall('DEL', templateKey)
@@ -88,6 +90,7 @@ local function eraseDedup(deid, sha)
   if probing then
     return 'state:dedup'
   end
+  reserveAuditSeq()
   rcall('DEL', key)
   return 'removed:dedup'
 end
@@ -118,6 +121,7 @@ local function eraseJob(id, sha)
   if probing then
     return 'state:' .. stateOf(prefix, id)
   end
+  reserveAuditSeq()
   local prev, parentKey = removeTree(prefix, id, children)
   copies = copies + removeCopies(jobKey, parentKey)
   return 'removed:' .. prev
@@ -135,6 +139,7 @@ local function eraseCopy(hash, parentId, childKey, sha)
   if probing then
     return 'state:copy'
   end
+  reserveAuditSeq()
   copies = copies + rcall('HDEL', key, childKey)
   if hash == 'failed' then
     copies = copies + rcall('ZREM', prefix .. parentId .. ':unsuccessful', childKey)
@@ -148,7 +153,12 @@ for i = 5, #ARGV, 4 do
   local kind, id, field, sha = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local status
   if kind == 'event' then
-    status = (probing or rcall('XDEL', prefix .. 'events', id) == 1) and 'removed:event' or 'gone'
+    if probing then
+      status = 'removed:event'
+    else
+      reserveAuditSeq()
+      status = rcall('XDEL', prefix .. 'events', id) == 1 and 'removed:event' or 'gone'
+    end
   elseif kind == 'processed' or kind == 'failed' then
     status = eraseCopy(kind, id, field, sha)
   elseif kind == 'scheduler' then

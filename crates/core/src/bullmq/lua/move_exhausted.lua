@@ -21,6 +21,7 @@
   gets `opts.maxLenEvents` if it has none, as BullMQ's add does, so it is a queue BullMQ and
   bullsweep see.
 ]]
+checkAuditWritable()
 local src, dst, ctx = ARGV[1], ARGV[2], ARGV[3]
 -- Each item is read, checked and changed with several calls: the clock is cheap beside it, so
 -- it is read after every item.
@@ -49,6 +50,7 @@ for i = 5, #ARGV, 2 do
     elseif f[3] or (tonumber(f[1]) or 0) < attempts then
       changed = changed + 1
     else
+      reserveAuditSeq()
       rcall('HSETNX', dst .. 'meta', 'opts.maxLenEvents', 10000)
       local newId = tostring(rcall('INCR', dst .. 'id'))
       local newKey = dst .. newId

@@ -23,6 +23,7 @@
   or log count differ from what was archived is left alone too: nothing is deleted without its
   exact copy.
 ]]
+checkAuditWritable()
 
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]

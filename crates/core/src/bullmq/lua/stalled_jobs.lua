@@ -21,6 +21,7 @@
   Job.remove() does (job_tree.lua). Every call that acts appends its audit event in the same
   call.
 ]]
+checkAuditWritable()
 local prefix = ARGV[1]
 local retrying = ARGV[2] == 'retry'
 local cutoff = tonumber(ARGV[3])
@@ -39,6 +40,7 @@ for i = 6, #ARGV do
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 or (not retrying and lockedTree(jobKey)) then
     locked = locked + 1
   elseif retrying then
+    reserveAuditSeq()
     rcall('LREM', prefix .. 'active', 1, id)
     rcall('SREM', prefix .. 'stalled', id)
     rcall('HINCRBY', jobKey, 'stc', 1)
@@ -52,6 +54,7 @@ for i = 6, #ARGV do
     acted[#acted + 1] = id
     jobs = jobs + 1
   else
+    reserveAuditSeq()
     rcall('SREM', prefix .. 'stalled', id)
     local children = {}
     removeTree(prefix, id, children)

@@ -22,6 +22,7 @@
   of the set (bullsweep_policy::Selection::prefix_len), so they are found by counting, with no
   scores read.
 ]]
+checkAuditWritable()
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]
 local limit = tonumber(ARGV[5])

@@ -6,6 +6,7 @@
 
 mod anonymize_jobs;
 mod append_audit;
+mod check_access;
 mod cold_jobs;
 mod drain_events;
 mod erase_jobs;
@@ -58,6 +59,7 @@ pub struct Scripts {
     move_exhausted: Script,
     drain_events: Script,
     append_audit: Script,
+    check_access: Script,
     lock: Script,
 }
 
@@ -116,6 +118,7 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/drain_events.lua"),
         ),
         append_audit: build(&[AUDIT], include_str!("../lua/append_audit.lua")),
+        check_access: build(&[], include_str!("../lua/check_access.lua")),
         lock: build(&[], include_str!("../lua/lock.lua")),
     })
 }

@@ -7,8 +7,49 @@
   An event is a stream entry: seq (from the counter), ts (Redis's clock, ms), ctx (the caller's
   JSON: policy, queue, action, run) and jobIds (a JSON array). audit::ship moves entries into
   the durable store.
+
+  No change without its event, whatever fails: a script that records an event calls
+  checkAuditWritable() before its first write, so a Redis user who may not write the counter
+  or the stream, or a counter or stream of the wrong type, fails the call with nothing
+  changed; and it calls reserveAuditSeq() right before its first write, so that the first
+  write is the counter's INCR (Redis refuses a script's first write when out of memory, never
+  a later one) and the event's XADD can no longer fail after the change.
 ]]
 local AUDIT_STREAM, AUDIT_SEQ = '{{AUDIT_STREAM}}', '{{AUDIT_SEQ}}'
+local auditSeq = false
+
+-- Fails the call, before anything is written, unless the Redis user may run `cmd` on `key`
+-- (redis.acl_check_cmd: Redis and Valkey 7 and later; older servers are not checked).
+local function checkWritable(cmd, key, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, ...) then
+    error({err = 'NOPERM bullsweep: this Redis user may not run ' .. cmd .. ' on ' .. key ..
+      ', which bullsweep needs before it changes anything; nothing was changed'})
+  end
+end
+
+-- Fails the call, before anything is written, when its audit event could not be written.
+local function checkAuditWritable()
+  checkWritable('INCR', AUDIT_SEQ)
+  checkWritable('XADD', AUDIT_STREAM, '*', 'seq', '0')
+  local seqType = redis.call('TYPE', AUDIT_SEQ)['ok']
+  if seqType ~= 'none' and (seqType ~= 'string' or not tonumber(redis.call('GET', AUDIT_SEQ))) then
+    error({err = 'WRONGTYPE bullsweep: ' .. AUDIT_SEQ .. ' is not an integer counter (' ..
+      seqType .. '); nothing was changed'})
+  end
+  local streamType = redis.call('TYPE', AUDIT_STREAM)['ok']
+  if streamType ~= 'none' and streamType ~= 'stream' then
+    error({err = 'WRONGTYPE bullsweep: ' .. AUDIT_STREAM .. ' is a ' .. streamType ..
+      ', not a stream; nothing was changed'})
+  end
+end
+
+-- Takes the next event's sequence number now, if not taken yet: call it right before the
+-- script's first write.
+local function reserveAuditSeq()
+  if not auditSeq then
+    auditSeq = redis.call('INCR', AUDIT_SEQ)
+  end
+end
 
 -- Appends one event for `ids` (a Lua array) with context `ctx`; nothing when ids is empty.
 -- Returns the event's sequence number, or 0.
@@ -16,7 +57,8 @@ local function addAuditEvent(ctx, ids)
   if #ids == 0 then
     return 0
   end
-  local seq = redis.call('INCR', AUDIT_SEQ)
+  local seq = auditSeq or redis.call('INCR', AUDIT_SEQ)
+  auditSeq = false
   local t = redis.call('TIME')
   local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('XADD', AUDIT_STREAM, '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,

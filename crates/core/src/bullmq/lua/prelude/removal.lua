@@ -146,6 +146,7 @@ local function takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, dei
     batch.malformed = batch.malformed + 1
     return
   end
+  reserveAuditSeq()
   batch.dels = removeReadJob(batch.dels, queuePrefix, jobId, parentKey, deid)
   batch.removed[#batch.removed + 1] = jobId
 end

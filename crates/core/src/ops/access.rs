@@ -1,0 +1,52 @@
+//! The permissions bullsweep needs on its own keys, checked before a run or an erasure
+//! changes anything, so that a Redis user who may not write `bullsweep:*` is told which
+//! command on which key it lacks, instead of failing in the middle of the work.
+
+use crate::bullmq::keys::{
+    AUDIT_HEAD, AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_SOURCE, AUDIT_STREAM, CURSOR,
+    LAST_RUN,
+};
+use crate::bullmq::scripts;
+use crate::error::{Error, ErrorKind};
+use redis::aio::ConnectionLike;
+
+/// Every command bullsweep runs on its own keys, with arguments of the right shape.
+fn own_key_commands() -> Vec<Vec<String>> {
+    let c = |parts: &[&str]| parts.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    vec![
+        c(&["INCR", AUDIT_SEQ]),
+        c(&["XADD", AUDIT_STREAM, "*", "seq", "0"]),
+        c(&["XRANGE", AUDIT_STREAM, "-", "+"]),
+        c(&["XDEL", AUDIT_STREAM, "0-1"]),
+        c(&["XADD", AUDIT_QUARANTINE, "*", "entry", "0"]),
+        c(&["SET", AUDIT_HEAD, "{}"]),
+        c(&["SET", AUDIT_SOURCE, "0", "NX"]),
+        c(&["SET", AUDIT_LOCK, "0", "NX", "PX", "1"]),
+        c(&["HSET", LAST_RUN, "q", "0"]),
+        c(&["HSET", CURSOR, "q", "0"]),
+    ]
+}
+
+/// Fails, naming the command and key, when the connected Redis user may not run one of the
+/// commands bullsweep needs on its own keys. `url` names Redis in messages.
+pub async fn check_own_keys<C: ConnectionLike>(con: &mut C, url: &str) -> Result<(), Error> {
+    let denied = scripts()
+        .denied_command(con, &own_key_commands())
+        .await
+        .map_err(|e| Error::redis(url, &e))?;
+    match denied {
+        None => Ok(()),
+        Some(command) => Err(Error::new(
+            ErrorKind::Redis,
+            format!(
+                "{}: this Redis user may not run {} on {}, which bullsweep needs to record what it does; nothing was changed",
+                super::redact(url),
+                command.first().map_or("", String::as_str),
+                command.get(1).map_or("", String::as_str),
+            ),
+        )
+        .with_hint(
+            "bullsweep keeps its audit counter, stream, checkpoint and locks under bullsweep:*; let the user write them, e.g. `ACL SETUSER <user> ~bullsweep:*`",
+        )),
+    }
+}
