@@ -62,8 +62,8 @@ pub enum Command {
     #[command(after_help = "Example:\n  bullsweep plan --queue 'billing*' --detailed-exitcode")]
     Plan(PlanArgs),
     /// Apply the policies.
-    #[command(after_help = "Example:\n  bullsweep run --queue 'billing*'")]
-    Run(QueueArgs),
+    #[command(after_help = "Example:\n  bullsweep run --queue 'billing*' --lock-wait 2m")]
+    Run(RunArgs),
     /// Start a private Redis, seed a multi-tenant dataset in BullMQ's format, then plan and
     /// run on it.
     #[command(after_help = "Example:\n  bullsweep demo --jobs 10000 --keep")]
@@ -111,6 +111,18 @@ pub struct QueueArgs {
     /// Only queues whose name or key base matches this glob, e.g. `billing*`.
     #[arg(long, value_name = "GLOB")]
     pub queue: Option<String>,
+}
+
+/// `run` options.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Which queues.
+    #[command(flatten)]
+    pub queues: QueueArgs,
+    /// How long to wait for a queue that the daemon or another run is sweeping (it holds the
+    /// queue's lock) before skipping it with a warning; `0` skips at once.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub lock_wait: String,
 }
 
 /// `plan` options.

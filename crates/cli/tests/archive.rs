@@ -445,3 +445,97 @@ fn an_s3_compatible_bucket_holds_verified_copies() {
     let logs: Vec<String> = con.lrange("bull:mail:42:logs", 0, -1).expect("logs");
     assert_eq!(logs, before["42"].1);
 }
+
+#[test]
+fn two_concurrent_runs_and_a_daemon_archive_no_job_twice() {
+    const JOBS: usize = 30_000;
+    let w = World::new();
+    w.seed(spec("bull:mail", JOBS as u64, 0, 3), now_ms());
+    let root = w.dir.path().join("archive");
+    let policy = w.policy(&format!(
+        "version: 1\nschedule: 1s\narchive: {{ url: \"file://{}\" }}\npolicies: [{{ name: keep-a-copy, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}]\n",
+        root.display()
+    ));
+    let spawn = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(w.url())
+            .arg("--config")
+            .arg(&policy)
+            .args(args)
+            .current_dir(w.dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    };
+    let mut daemon = spawn(&["daemon", "--discover-every", "1s"]);
+    let runs = [
+        spawn(&["--json", "run", "--lock-wait", "5m"]),
+        spawn(&["--json", "run", "--lock-wait", "5m"]),
+    ];
+    for run in runs {
+        let out = run.wait_with_output().expect("run");
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while w
+        .con()
+        .zcard::<_, u64>("bull:mail:completed")
+        .expect("zcard")
+        > 0
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the queue was not emptied"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let records = archived(&w, &policy, &[]);
+    let mut copies: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &records {
+        *copies.entry(r.id.clone()).or_default() += 1;
+    }
+    let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
+    assert_eq!(copies.len(), JOBS, "every job archived");
+    assert!(
+        twice.is_empty(),
+        "{} jobs archived more than once, e.g. {:?}",
+        twice.len(),
+        twice.first()
+    );
+}
+
+#[test]
+fn a_run_skips_a_queue_whose_lock_is_held_and_says_so() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 50, 0, 3), now_ms());
+    let policy = policy(
+        &w,
+        &format!("file://{}", w.dir.path().join("archive").display()),
+    );
+    let mut con = w.con();
+    let _: () = con
+        .set_ex("bullsweep:lock:bull:mail", "daemon-elsewhere", 60)
+        .expect("hold the lock");
+    let out = w.run(&policy, &["run", "--lock-wait", "0s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("skipped: another bullsweep"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        con.zcard::<_, u64>("bull:mail:completed").expect("zcard"),
+        50
+    );
+    let _: () = con.del("bullsweep:lock:bull:mail").expect("release");
+    let out = w.run(&policy, &["run", "--lock-wait", "0s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        con.zcard::<_, u64>("bull:mail:completed").expect("zcard"),
+        0
+    );
+}

@@ -2,9 +2,11 @@
 //! audit store) at once: `SET NX PX` with a random token, renewed while held, and released
 //! only by its owner (compare-and-delete).
 
+use crate::bullmq::keys::sweep_lock;
 use crate::bullmq::scripts;
 use redis::RedisResult;
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use std::time::Duration;
 
 /// How long a sweep's lock lives without renewal.
 pub const LOCK_TTL_MS: u64 = 15_000;
@@ -68,5 +70,65 @@ impl QueueLock {
     /// Releases the lock if it is still ours.
     pub async fn release<C: ConnectionLike>(&self, con: &mut C) -> RedisResult<bool> {
         scripts().release_lock(con, &self.key, &self.token).await
+    }
+}
+
+/// How a run takes each queue's sweep lock, the one the daemon takes, so that a run beside
+/// another run or the daemon never works on the same queue at once.
+#[derive(Clone)]
+pub struct QueueLocking {
+    /// Names the holder in the lock's value.
+    pub owner: String,
+    /// How long to wait for a lock somebody else holds before skipping the queue.
+    pub wait: Duration,
+    /// The connection the lock is taken, renewed and released on.
+    pub con: ConnectionManager,
+}
+
+impl std::fmt::Debug for QueueLocking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueLocking")
+            .field("owner", &self.owner)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A queue's sweep lock held by a run, renewed in the background until released.
+pub struct HeldQueueLock {
+    lock: QueueLock,
+    keeper: tokio::task::JoinHandle<()>,
+    con: ConnectionManager,
+}
+
+impl QueueLocking {
+    /// Takes the sweep lock of the queue at `base`, waiting up to `wait`; `None` when
+    /// somebody else still holds it.
+    pub async fn enter(&self, base: &str) -> RedisResult<Option<HeldQueueLock>> {
+        let mut con = self.con.clone();
+        let key = sweep_lock(base);
+        let Some(lock) = QueueLock::acquire_within(&mut con, &key, &self.owner, self.wait).await?
+        else {
+            return Ok(None);
+        };
+        let renewing = lock.clone();
+        let mut renew_con = con.clone();
+        let keeper = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(LOCK_TTL_MS / 3)).await;
+                if !matches!(renewing.renew(&mut renew_con, LOCK_TTL_MS).await, Ok(true)) {
+                    return;
+                }
+            }
+        });
+        Ok(Some(HeldQueueLock { lock, keeper, con }))
+    }
+}
+
+impl HeldQueueLock {
+    /// Stops renewing and releases the lock.
+    pub async fn release(mut self) {
+        self.keeper.abort();
+        let _ = self.lock.release(&mut self.con).await;
     }
 }

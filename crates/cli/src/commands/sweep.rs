@@ -2,7 +2,7 @@
 //! warnings on stderr and a summary line.
 
 use super::{load_policies, queue_glob};
-use crate::args::{Cli, PlanArgs, QueueArgs};
+use crate::args::{Cli, PlanArgs, QueueArgs, RunArgs};
 use crate::error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 use crate::output::{print_out, warn};
 use crate::render;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// `plan`: exit 1 when a queue failed; with `--detailed-exitcode`, 2 when changes are pending.
 pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
-    let report = sweep(cli, &args.queues, Mode::Plan).await?;
+    let report = sweep(cli, &args.queues, Mode::Plan, None).await?;
     Ok(if report.has_errors() {
         EXIT_FAILURE
     } else if args.detailed_exitcode && report.matched() > 0 {
@@ -24,16 +24,28 @@ pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
 }
 
 /// `run`: exit 1 when a queue failed.
-pub async fn run(cli: &Cli, args: &QueueArgs) -> Result<i32, CliError> {
-    let report = sweep(cli, args, Mode::Run).await?;
+pub async fn run(cli: &Cli, args: &RunArgs) -> Result<i32, CliError> {
+    let wait = match args.lock_wait.as_str() {
+        "0" | "0s" => Duration::ZERO,
+        text => bullsweep_policy::parse_duration_str(text)
+            .map(|d| Duration::from_millis(d.as_millis()))
+            .map_err(|e| CliError::usage(format!("--lock-wait: {e}")))?,
+    };
+    let report = sweep(cli, &args.queues, Mode::Run, Some(wait)).await?;
     Ok(if report.has_errors() { EXIT_FAILURE } else { 0 })
 }
 
-async fn sweep(cli: &Cli, args: &QueueArgs, mode: Mode) -> Result<Report, CliError> {
+async fn sweep(
+    cli: &Cli,
+    args: &QueueArgs,
+    mode: Mode,
+    lock_wait: Option<Duration>,
+) -> Result<Report, CliError> {
     let set = load_policies(cli)?;
     let scope = RunScope {
         env: cli.env.clone(),
         queue_glob: queue_glob(args.queue.as_deref())?,
+        lock_wait,
         ..RunScope::default()
     };
     let mut con = ops::connect(cli.redis_url()).await?;

@@ -37,6 +37,9 @@ pub struct SweepOptions {
     /// When set, receives the time Redis spent in each batch (one script call), in
     /// microseconds.
     pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+    /// Take each queue's sweep lock before governing it (a run); `None` when the caller
+    /// holds it already (the daemon) or only plans.
+    pub locking: Option<crate::lock::QueueLocking>,
 }
 
 impl SweepOptions {
@@ -53,6 +56,7 @@ impl SweepOptions {
             queue_glob: None,
             stop: None,
             timings: None,
+            locking: None,
         }
     }
 

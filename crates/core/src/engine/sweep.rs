@@ -10,6 +10,7 @@ use super::work::StateWork;
 use super::{move_exhausted, stalled};
 use crate::archive::ArchiveSink;
 use crate::audit::AuditContext;
+use crate::bullmq::keys::sweep_lock;
 use crate::bullmq::{ColdMarker, QueueKeys};
 use crate::error::Result;
 use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution};
@@ -45,6 +46,28 @@ pub async fn sweep<C: ConnectionLike>(
                 ..queue_report(&q, String::new())
             }),
             Resolution::Covered(eff) => {
+                let held = match &opts.locking {
+                    None => None,
+                    Some(locking) => match locking.enter(&q.base).await {
+                        Ok(Some(held)) => Some(held),
+                        Ok(None) => {
+                            report.warnings.push(format!(
+                                "{}: skipped: another bullsweep (the daemon or another run) holds {} (waited {}); it was not swept",
+                                q.base,
+                                sweep_lock(&q.base),
+                                bullsweep_policy::Millis(locking.wait.as_millis() as u64)
+                            ));
+                            continue;
+                        }
+                        Err(e) => {
+                            report.queues.push(QueueReport {
+                                error: Some(format!("cannot take its lock: Redis: {e}")),
+                                ..queue_report(&q, eff.name.clone())
+                            });
+                            continue;
+                        }
+                    },
+                };
                 let run = QueueRun {
                     queue: &q,
                     policy: &eff,
@@ -54,6 +77,9 @@ pub async fn sweep<C: ConnectionLike>(
                     archive: archive.as_ref(),
                 };
                 let qr = run.govern(con, &mut report.notices).await;
+                if let Some(held) = held {
+                    held.release().await;
+                }
                 report.queues.push(qr);
             }
         }

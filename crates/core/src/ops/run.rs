@@ -26,6 +26,9 @@ pub struct RunScope {
     pub stop: Option<Arc<AtomicBool>>,
     /// Receives the time Redis spent in each batch, in microseconds.
     pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+    /// A run takes each queue's sweep lock, waiting this long for one held by somebody
+    /// else before skipping the queue; `None` when the caller holds the lock (the daemon).
+    pub lock_wait: Option<std::time::Duration>,
 }
 
 /// Plans, or runs with every change audited (see the module doc). `url` names Redis in
@@ -62,6 +65,13 @@ pub async fn audited_sweep(
         queue_glob: scope.queue_glob,
         stop: scope.stop,
         timings: scope.timings,
+        locking: scope.lock_wait.filter(|_| mode == Mode::Run).map(|wait| {
+            crate::lock::QueueLocking {
+                owner: format!("run-{}", std::process::id()),
+                wait,
+                con: con.clone(),
+            }
+        }),
         now_ms: now_ms(),
         budget_us: DEFAULT_BUDGET_US,
         execution_id: execution_id.clone(),
