@@ -539,3 +539,47 @@ fn a_run_skips_a_queue_whose_lock_is_held_and_says_so() {
         0
     );
 }
+
+#[test]
+fn a_run_that_fails_midway_reports_what_it_archived_before() {
+    const JOBS: u64 = 100_000;
+    let w = World::new();
+    w.seed(spec("bull:mail", JOBS, 0, 3), now_ms());
+    let root = w.dir.path().join("archive");
+    let policy = policy(&w, &format!("file://{}", root.display()));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(w.url())
+        .arg("--config")
+        .arg(&policy)
+        .args(["--json", "run"])
+        .current_dir(w.dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut con = w.con();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while con.zcard::<_, u64>("bull:mail:completed").expect("zcard") > JOBS - 5_000 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the run made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The archive goes away mid-run (even root cannot write through a file).
+    std::fs::rename(&root, w.dir.path().join("archive.moved")).expect("move the archive");
+    std::fs::write(&root, "not a directory").expect("block it");
+    let out = child.wait_with_output().expect("run");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let gone = JOBS - con.zcard::<_, u64>("bull:mail:completed").expect("zcard");
+    assert!(gone >= 5_000 && gone < JOBS, "{gone}");
+    let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
+    let completed = &report.queues[0].states["completed"];
+    assert!(report.queues[0].error.is_some());
+    assert_eq!(
+        completed.done,
+        Some(gone),
+        "the report counts every job archived and deleted before the error"
+    );
+}

@@ -16,6 +16,7 @@ use crate::error::Result;
 use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution};
 use redis::aio::ConnectionLike;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Plans or runs every governed queue (or `opts.queues`), each after the queues its policy's
 /// `dependsOn` names. `progress` is told how many jobs each batch acted on.
@@ -308,12 +309,25 @@ impl<'a> QueueRun<'a> {
             let audit = self.audit(state, &action);
             let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
             let pii = self.policy.pii.as_ref();
-            let work = self.state_work(&keys, state, &groups, &audit, &audit_ctx, pii, None);
+            // Every batch reports what it acted on here, so that a state that fails midway
+            // still reports what was done before the failure.
+            let acted = AtomicU64::new(0);
+            let count = |n: u64| {
+                acted.fetch_add(n, Ordering::Relaxed);
+                (self.progress)(n)
+            };
+            let work = StateWork {
+                progress: &count,
+                ..self.state_work(&keys, state, &groups, &audit, &audit_ctx, pii, None)
+            };
             let mut sr = StateReport {
                 action,
                 ..StateReport::default()
             };
             let result = work.govern(con, &mut sr).await;
+            if result.is_err() && self.mode == Mode::Run && sr.done.is_none() {
+                sr.done = Some(acted.load(Ordering::Relaxed));
+            }
             notices.extend(sr.notice.take());
             qr.states.insert(state.as_str().to_string(), sr);
             result.map_err(|e| format!("{state}: {e}"))?;
