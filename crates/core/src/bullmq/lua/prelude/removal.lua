@@ -146,7 +146,10 @@ local function takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, dei
     batch.malformed = batch.malformed + 1
     return
   end
-  reserveAuditSeq()
+  -- The check inline: this runs once per job, the call only once per batch.
+  if not auditSeq then
+    reserveAuditSeq()
+  end
   batch.dels = removeReadJob(batch.dels, queuePrefix, jobId, parentKey, deid)
   batch.removed[#batch.removed + 1] = jobId
 end
