@@ -232,6 +232,7 @@ fn a_job_that_changed_after_it_was_copied_is_kept() {
                 100_000,
                 "{}",
                 false,
+                false,
             )
             .await
             .expect("script")

@@ -360,10 +360,11 @@ fn a_killed_run_loses_no_event_and_ships_none_twice() {
     eprintln!("killed with {left_after_kill} of 32000 jobs left");
 }
 
-/// Issue 12, finding 3: an audit entry that cannot be read (a job id that is not UTF-8) is
-/// quarantined, the chain says so, and shipping goes on, so audited queues keep running.
+/// Issue 12, finding 3: a job id that is not UTF-8 ships in its reversible form (base64 in
+/// `jobIdsBase64`), an entry that cannot be read at all is quarantined with the chain saying
+/// so, and shipping goes on, so audited queues keep running.
 #[test]
-fn an_unreadable_audit_entry_is_quarantined_and_shipping_goes_on() {
+fn a_binary_id_ships_encoded_and_an_unreadable_entry_is_quarantined() {
     let w = World::new();
     w.seed(spec("bull:mail", 5, 0, 3), now_ms());
     w.seed(spec("bull:billing", 20, 0, 3), now_ms());
@@ -383,6 +384,14 @@ fn an_unreadable_audit_entry_is_quarantined_and_shipping_goes_on() {
         .arg(b"\xffbin".as_slice())
         .query(&mut con)
         .expect("binary id");
+    // An entry no script wrote: no sequence number, no context.
+    let _: String = redis::cmd("XADD")
+        .arg("bullsweep:audit")
+        .arg("*")
+        .arg("jobIds")
+        .arg("not json")
+        .query(&mut con)
+        .expect("garbage entry");
     let trail = w.dir.path().join("audit.jsonl");
     let policy = w.policy(&format!(
         r#"version: 1
@@ -410,7 +419,7 @@ policies:
     let pending: u64 = con.xlen("bullsweep:audit").expect("xlen");
     assert_eq!(pending, 0, "everything shipped");
     let kept: u64 = con.xlen("bullsweep:audit:quarantine").expect("xlen");
-    assert_eq!(kept, 1, "the unreadable entry is kept as it was");
+    assert_eq!(kept, 1, "only the unreadable entry is kept, as it was");
     let text = std::fs::read_to_string(&trail).expect("trail");
     assert!(
         text.lines().any(
@@ -418,6 +427,15 @@ policies:
         ),
         "the chain records the quarantine:\n{text}"
     );
+    let binary: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("line"))
+        .filter(|l| l["jobIdsBase64"].is_array())
+        .collect();
+    assert_eq!(binary.len(), 1, "one event names the binary id:\n{text}");
+    assert_eq!(binary[0]["jobIdsBase64"], serde_json::json!(["/2Jpbg=="]));
+    assert_eq!(binary[0]["jobCount"], 6, "five text ids and the binary one");
+    assert_eq!(binary[0]["jobIds"].as_array().map(Vec::len), Some(5));
     let verify = w.run(&policy, &["audit", "verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
 }

@@ -273,6 +273,8 @@ pub struct Policy {
     pub dead_letter: Option<DeadLetter>,
     /// Failed jobs with no attempts left move to this queue (same prefix).
     pub move_exhausted_to: Option<String>,
+    /// `protectWaitingParents`: leave a finished child whose parent still waits for children.
+    pub protect_waiting_parents: bool,
     /// Where the policy starts in the file.
     pub pos: SourcePos,
 }

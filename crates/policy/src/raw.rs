@@ -150,6 +150,8 @@ pub struct RawPolicy {
     pub depends_on: Vec<Spanned<String>>,
     pub dead_letter: Option<Spanned<RawDeadLetter>>,
     pub move_exhausted_to: Option<Spanned<String>>,
+    #[serde(default)]
+    pub protect_waiting_parents: bool,
 }
 
 /// Rules keyed by job state.

@@ -146,6 +146,9 @@ pub struct EffectivePolicy {
     pub dead_letter: Option<DeadLetter>,
     /// Where failed jobs with no attempts left move.
     pub move_exhausted_to: Option<String>,
+    /// Leave finished children whose parent still waits in `waiting-children`
+    /// (`protectWaitingParents`); by default they go as with `Queue.clean`.
+    pub protect_waiting_parents: bool,
 }
 
 /// The outcome of resolving one queue.
@@ -322,6 +325,7 @@ impl PolicySet {
             depends_on: winner.depends_on.clone(),
             dead_letter: winner.dead_letter,
             move_exhausted_to: winner.move_exhausted_to.clone(),
+            protect_waiting_parents: winner.protect_waiting_parents,
         })
     }
 

@@ -6,6 +6,7 @@
 //! Each Redis database is its own [`Source`] with its own chain: one store may serve many.
 
 mod chain;
+mod entry;
 pub mod postgres;
 mod source;
 
@@ -67,12 +68,29 @@ pub struct AuditEvent {
     pub context: AuditContext,
     /// Jobs acted on.
     pub job_count: u64,
-    /// Their ids.
+    /// Their ids (those that are UTF-8).
     pub job_ids: Vec<String>,
+    /// Ids that are not UTF-8, each as standard padded base64 of its bytes: the trail's
+    /// reversible form of a binary id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_ids_base64: Vec<String>,
+    /// Jobs BullMQ's parent handling took along with these: removed or released parents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related_jobs: Vec<RelatedJob>,
     /// `success`, `partial` or `failed`.
     pub status: String,
     /// What went wrong, for `partial` and `failed`.
     pub error_detail: Option<String>,
+}
+
+/// A job a removal took along, as the audit event names it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RelatedJob {
+    /// Its full key (`<prefix>:<queue>:<id>`).
+    pub key: String,
+    /// `parentRemoved` (a same-queue parent removed with its last child; archived with the
+    /// batch under `action: archive`) or `parentReleased` (a parent moved to wait).
+    pub role: String,
 }
 
 impl AuditEvent {
@@ -91,6 +109,8 @@ impl AuditEvent {
             context,
             job_count: job_ids.len() as u64,
             job_ids,
+            job_ids_base64: Vec::new(),
+            related_jobs: Vec::new(),
             status: "success".into(),
             error_detail: None,
         }
@@ -205,20 +225,6 @@ pub async fn read_events(target: &AuditTarget) -> std::io::Result<Vec<AuditEvent
 /// Stream entries moved per round trip.
 const SHIP_PAGE: usize = 200;
 
-fn field<'a>(fields: &'a [Value], name: &str) -> Option<&'a Value> {
-    fields
-        .chunks_exact(2)
-        .find(|kv| matches!(&kv[0], Value::BulkString(k) if k == name.as_bytes()))
-        .map(|kv| &kv[1])
-}
-
-fn text(v: Option<&Value>) -> Option<String> {
-    match v {
-        Some(Value::BulkString(b)) => String::from_utf8(b.clone()).ok(),
-        _ => None,
-    }
-}
-
 /// How long a writer waits for another to finish with the store.
 const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -274,7 +280,11 @@ pub async fn ship<C: ConnectionLike>(
                             Some(Value::Array(f)) => f,
                             _ => return None,
                         };
-                        text(parts.first()).map(|id| (id, fields))
+                        match parts.first() {
+                            Some(Value::BulkString(id)) => String::from_utf8(id.clone()).ok(),
+                            _ => None,
+                        }
+                        .map(|id| (id, fields))
                     }
                     _ => None,
                 })
@@ -285,19 +295,18 @@ pub async fn ship<C: ConnectionLike>(
         }
         let mut events = Vec::new();
         for (id, fields) in &entries {
-            let seq = text(field(fields, "seq")).and_then(|s| s.parse::<u64>().ok());
-            let ts = text(field(fields, "ts")).and_then(|s| s.parse::<i64>().ok());
-            let ctx = text(field(fields, "ctx"))
-                .and_then(|s| serde_json::from_str::<AuditContext>(&s).ok());
-            let ids = text(field(fields, "jobIds"))
-                .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok());
-            match (seq, ts, ctx.clone(), ids) {
+            let parts = entry::EntryParts::read(fields);
+            match (parts.seq, parts.ts, parts.ctx.clone(), parts.ids) {
                 (Some(seq), Some(ts), Some(ctx), Some(ids)) => {
-                    events.push(AuditEvent::new(store.source(), seq, ts, ctx, ids))
+                    let mut event =
+                        AuditEvent::new(store.source(), seq, ts, ctx, Vec::new()).with_byte_ids(ids);
+                    event.related_jobs = parts.related;
+                    events.push(event)
                 }
                 // One entry that cannot be read must not hold back every event after it.
                 _ => {
                     let source = store.source().to_string();
+                    let (seq, ts, ctx) = (parts.seq, parts.ts, parts.ctx);
                     events.push(quarantine(con, &source, id, fields, seq, ts, ctx).await?)
                 }
             }
@@ -361,7 +370,7 @@ async fn quarantine<C: ConnectionLike>(
     );
     event.status = "failed".into();
     event.error_detail = Some(format!(
-        "audit stream entry {id} could not be read as an event (a value is not UTF-8 or not the expected JSON); kept as is in {AUDIT_QUARANTINE} entry {kept}"
+        "audit stream entry {id} could not be read as an event (a field is missing or not the expected JSON); kept as is in {AUDIT_QUARANTINE} entry {kept}"
     ));
     Ok(event)
 }

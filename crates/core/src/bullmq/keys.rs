@@ -231,6 +231,64 @@ pub fn retry_record(base: &str) -> String {
     format!("bullsweep:retry:{base}")
 }
 
+/// The hash tag Redis Cluster places `base`'s keys by: the text in its first `{…}` when that
+/// is not empty, else the whole base (which has no usable tag then).
+pub fn hash_tag(base: &str) -> &str {
+    base.find('{')
+        .and_then(|open| {
+            let rest = &base[open + 1..];
+            rest.find('}').map(|close| &rest[..close])
+        })
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(base)
+}
+
+/// Hash of the archive batches of queue `base` that are detached and not yet dropped: batch
+/// name → what the batch is (JSON). It carries the queue's hash tag, as every staging key does.
+pub fn staging_index(base: &str) -> String {
+    format!("bullsweep:{{{}}}:staging:{base}", hash_tag(base))
+}
+
+/// The keys of one detached archive batch of a queue: a list of its entries (`j<id>` for a job
+/// of the set, `p<id>` for a parent taken along) and, for the n-th entry (from 1), the staged
+/// hash and logs. Names are unique per batch and carry the queue's hash tag, so a Cluster keeps
+/// them in the jobs' slot and RENAME works.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedBatch {
+    name: String,
+    list: String,
+}
+
+impl StagedBatch {
+    /// The batch called `name` (unique per run and batch) of queue `base`.
+    pub fn new(base: &str, name: &str) -> Self {
+        StagedBatch {
+            name: name.to_string(),
+            list: format!("bullsweep:{{{}}}:staged:{name}", hash_tag(base)),
+        }
+    }
+
+    /// Its field in the queue's staging index.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The list of its entries.
+    pub fn list(&self) -> &str {
+        &self.list
+    }
+
+    /// The staged hash of entry `n` (from 1).
+    pub fn job(&self, n: u64) -> String {
+        format!("{}:{n}", self.list)
+    }
+
+    /// The staged logs of entry `n` (from 1).
+    pub fn logs(&self, n: u64) -> String {
+        format!("{}:{n}:logs", self.list)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +307,21 @@ mod tests {
         assert_eq!(k.sibling("dlq"), QueueKeys::new("bull:acme:prod:dlq"));
         assert_eq!(QueueKeys::base_of_meta_key("bull:x:meta"), Some("bull:x"));
         assert_eq!(QueueKeys::base_of_meta_key(":meta"), None);
+    }
+
+    #[test]
+    fn staging_keys_carry_the_queue_hash_tag() {
+        assert_eq!(hash_tag("{bull}:orders"), "bull");
+        assert_eq!(hash_tag("bull:{orders}"), "orders");
+        assert_eq!(hash_tag("bull:orders"), "bull:orders");
+        assert_eq!(hash_tag("{}:orders"), "{}:orders");
+        assert_eq!(
+            staging_index("{bull}:orders"),
+            "bullsweep:{bull}:staging:{bull}:orders"
+        );
+        let b = StagedBatch::new("{bull}:orders", "r1-3");
+        assert_eq!(b.list(), "bullsweep:{bull}:staged:r1-3");
+        assert_eq!(b.job(2), "bullsweep:{bull}:staged:r1-3:2");
+        assert_eq!(b.logs(2), "bullsweep:{bull}:staged:r1-3:2:logs");
     }
 }

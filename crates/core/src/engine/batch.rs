@@ -65,6 +65,8 @@ pub(crate) struct BatchStep {
     pub changed: u64,
     /// Jobs an earlier run already scrubbed.
     pub already: u64,
+    /// Jobs whose parent still waits for children (`protectWaitingParents`).
+    pub parent_waiting: u64,
     /// Time the call held Redis, measured by Redis itself.
     pub elapsed_us: u64,
 }
@@ -78,6 +80,7 @@ impl From<BatchOutcome> for BatchStep {
             malformed: o.malformed,
             changed: o.changed,
             already: 0,
+            parent_waiting: o.parent_waiting,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -92,6 +95,7 @@ impl From<ScrubOutcome> for BatchStep {
             malformed: 0,
             changed: o.changed,
             already: o.already,
+            parent_waiting: 0,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -106,6 +110,7 @@ impl From<ActiveOutcome> for BatchStep {
             malformed: 0,
             changed: o.changed,
             already: 0,
+            parent_waiting: 0,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -123,6 +128,7 @@ pub(crate) fn account(
     skipped.malformed += step.malformed;
     skipped.changed += step.changed;
     skipped.already_anonymized += step.already;
+    skipped.parent_waiting += step.parent_waiting;
     progress(step.acted);
 }
 

@@ -18,7 +18,9 @@ use redis::aio::ConnectionLike;
 /// a job's score alone (no job-name rules, no `keepIf`, action remove), else `None`: such a
 /// queue is drained by one script call that reads, removes and saves the position.
 pub fn score_bounds(policy: &EffectivePolicy, now_ms: i64) -> Option<(Option<i64>, Option<i64>)> {
+    // protectWaitingParents needs each job's parent looked at: left to the path that does.
     let plain = policy.jobs.is_empty()
+        && !policy.protect_waiting_parents
         && policy
             .states
             .values()
@@ -94,6 +96,7 @@ pub async fn remove_finished<C: ConnectionLike>(
         let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
         let mut sizer = BatchSizer::new(opts.budget_us);
         let (keys, budget) = (&keys, opts.budget_us);
+        let protect = policy.protect_waiting_parents;
         removed += run_batches(
             con,
             &candidates,
@@ -103,7 +106,7 @@ pub async fn remove_finished<C: ConnectionLike>(
             &mut Skipped::default(),
             async |con, batch| {
                 let out = scripts()
-                    .remove_ids(con, keys, state, batch, budget, &audit_ctx, true)
+                    .remove_ids(con, keys, state, batch, budget, &audit_ctx, true, protect)
                     .await?;
                 Ok(out.into())
             },

@@ -86,6 +86,7 @@ impl StateWork<'_> {
                 limit: sizer.limit(),
                 budget_us: self.opts.budget_us,
                 offset,
+                protect_parents: self.protect_parents,
             };
             let out = with_retry!(scripts().sweep_prefix(
                 con,
@@ -97,7 +98,7 @@ impl StateWork<'_> {
             let step = BatchStep::from(out);
             sizer.observe(step.handled, step.elapsed_us);
             account(&step, self.opts, self.progress, skipped);
-            offset += out.locked + out.malformed;
+            offset += out.locked + out.malformed + out.parent_waiting;
             done += out.removed;
             if out.exhausted || self.opts.stopping() {
                 return Ok(done);

@@ -105,6 +105,9 @@ pub struct Skipped {
     /// Selected for `anonymize` but scrubbed by an earlier run.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub already_anonymized: u64,
+    /// Finished children whose parent still waits for children (`protectWaitingParents`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parent_waiting: u64,
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
@@ -117,7 +120,12 @@ fn is_zero(n: &u64) -> bool {
 impl Skipped {
     /// Selected jobs left alone, whatever the reason.
     pub fn total(&self) -> u64 {
-        self.locked + self.malformed + self.changed + self.not_implemented + self.already_anonymized
+        self.locked
+            + self.malformed
+            + self.changed
+            + self.not_implemented
+            + self.already_anonymized
+            + self.parent_waiting
     }
 
     /// Whether nothing was skipped.

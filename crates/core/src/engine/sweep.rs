@@ -229,6 +229,7 @@ impl<'a> QueueRun<'a> {
             audit_ctx,
             archive: self.archive,
             pii,
+            protect_parents: self.policy.protect_waiting_parents,
             cold,
         }
     }

@@ -32,6 +32,8 @@ pub(crate) struct StateWork<'a> {
     pub archive: Option<&'a std::result::Result<ArchiveSink, String>>,
     /// The scrubbing rules for `action: anonymize`.
     pub pii: Option<&'a PiiRules>,
+    /// `protectWaitingParents`: hold back finished children whose parent waits for children.
+    pub protect_parents: bool,
     /// When set, selected jobs become cold markers (`deadLetter`) instead of being removed;
     /// with an archive sink, after their copy is durable.
     pub cold: Option<ColdMarker>,
@@ -88,6 +90,7 @@ impl<'a> StateWork<'a> {
     ) -> Result<u64> {
         let (keys, state, budget, ctx) =
             (self.keys, self.state, self.opts.budget_us, self.audit_ctx);
+        let protect = self.protect_parents;
         let done = run_batches(
             con,
             pending,
@@ -104,7 +107,7 @@ impl<'a> StateWork<'a> {
                     }
                     None => {
                         scripts()
-                            .remove_ids(con, keys, state, batch, budget, ctx, false)
+                            .remove_ids(con, keys, state, batch, budget, ctx, false, protect)
                             .await?
                     }
                 };
@@ -166,6 +169,12 @@ pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
         skipped
             .reasons
             .push(format!("{} changed since selection", skipped.changed));
+    }
+    if skipped.parent_waiting > 0 {
+        skipped.reasons.push(format!(
+            "{} wait for their parent's other children (protectWaitingParents)",
+            skipped.parent_waiting
+        ));
     }
     if skipped.already_anonymized > 0 {
         skipped.reasons.push(format!(

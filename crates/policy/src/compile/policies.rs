@@ -225,6 +225,7 @@ impl Checker {
             depends_on: daemon.depends_on,
             dead_letter: daemon.dead_letter,
             move_exhausted_to: daemon.move_exhausted_to,
+            protect_waiting_parents: rp.protect_waiting_parents,
             pos: pos(&p.referenced),
         })
     }

@@ -91,6 +91,7 @@ const POLICY: Shape = Shape::Fields(&[
         ]),
     ),
     ("moveExhaustedTo", Shape::Any),
+    ("protectWaitingParents", Shape::Any),
 ]);
 
 /// The keys a policy file may hold, level by level.

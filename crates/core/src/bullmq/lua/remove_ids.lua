@@ -12,11 +12,12 @@
   ARGV[5] the events left: `cleaned` (one event with the count, as Queue.clean does) or
           `removed:<state>` (one `removed` event per job with prev <state>, as Job.remove does:
           the event-driven path removes jobs one by one)
-  ARGV[6..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
+  ARGV[6] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
+  ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
             fingerprint, or `shape:…` for an oversized job)
 
-  Returns {removed, locked, malformed, changed, elapsed_us, handled}; handled counts the jobs
-  looked at, so the caller resends the rest when the budget ran out.
+  Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting}; handled
+  counts the jobs looked at, so the caller resends the rest when the budget ran out.
 
   Invariant: a job no longer in the set, or with another score, was moved or re-finished since
   it was selected and is left alone (counted as changed). With fingerprints, a job whose fields
@@ -33,9 +34,10 @@ local LOOK_EVERY = 16
 local clock = startBudget(tonumber(ARGV[2]))
 local checked = ARGV[4] == '1'
 local stride = checked and 3 or 2
+protectParents = ARGV[6] == '1'
 local batch = newBatch()
 local changed, handled = 0, 0
-for i = 6, #ARGV, stride do
+for i = 7, #ARGV, stride do
   local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = queuePrefix .. jobId
   local held = candidateHeld(setKey, jobKey, jobId, expected, checked and ARGV[i + 2])
@@ -62,4 +64,4 @@ if prev then
 else
   recordBatch(eventsKey, metaKey, ARGV[3], removed)
 end
-return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled}
+return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting}

@@ -12,9 +12,10 @@
   ARGV[6] time budget in microseconds; the call stops after the chunk that crosses it
   ARGV[7] offset: jobs at the head of the set that earlier calls held back
   ARGV[8] audit context: JSON naming the policy, queue and run, stored with the audit event
+  ARGV[9] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
 
-  Returns {removed, locked, malformed, elapsed_us, exhausted}; exhausted is 1 when no
-  selected job is left beyond the ones held back.
+  Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting}; exhausted is 1
+  when no selected job is left beyond the ones held back.
 
   Invariant: selection and removal happen in one atomic call, against the set as it is now,
   so a job that changed state since planning is never removed. A job whose :lock key holds a
@@ -27,6 +28,7 @@ local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
 local queuePrefix = ARGV[1]
 local limit = tonumber(ARGV[5])
 local offset = tonumber(ARGV[7])
+protectParents = ARGV[9] == '1'
 -- Why 32: a job costs ~10 us here, so a look at the clock (and a flush of pending deletes)
 -- every 32 jobs bounds the overshoot to ~0.3 ms while costing under 1% of the call.
 local LOOK_EVERY = 32
@@ -43,7 +45,7 @@ if ARGV[4] ~= '' then
 end
 local take = math.min(limit, selected - offset)
 if take <= 0 then
-  return {0, 0, 0, elapsed(clock), 1}
+  return {0, 0, 0, elapsed(clock), 1, 0}
 end
 -- One row per job: id, lock (false when none), finishedOn, parentKey, deid.
 local rows
@@ -91,7 +93,7 @@ for n = 1, jobs do
 end
 flushDeletes(batch.dels)
 local removed = batch.removed
-if batch.locked + batch.malformed == 0 then
+if batch.locked + batch.malformed + batch.parentWaiting == 0 then
   -- Nothing held back: the removed jobs are exactly the ranks just read.
   if #removed > 0 then
     rcall('ZREMRANGEBYRANK', setKey, offset, offset + #removed - 1)
@@ -100,4 +102,4 @@ else
   zremAll(setKey, removed)
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
-return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted}
+return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting}

@@ -86,6 +86,7 @@ impl Scripts {
                 elapsed_us,
                 exhausted: false,
                 handled: read,
+                parent_waiting: 0,
             },
         })
     }

@@ -8,6 +8,7 @@ mod anonymize_jobs;
 mod append_audit;
 mod check_access;
 mod cold_jobs;
+mod detach_jobs;
 mod drain_events;
 mod erase_jobs;
 mod lock;
@@ -20,6 +21,7 @@ mod sweep_prefix;
 
 pub use anonymize_jobs::{ScrubOutcome, ScrubbedJob};
 pub use cold_jobs::ColdMarker;
+pub use detach_jobs::DetachMode;
 pub use drain_events::{DrainOutcome, DrainRequest};
 pub use erase_jobs::{ErasureItem, ErasureKind, ErasureOutcome};
 pub use page_newest::FinishedEntry;
@@ -56,6 +58,8 @@ pub struct Scripts {
     erase_jobs: Script,
     stalled_jobs: Script,
     cold_jobs: Script,
+    detach_jobs: Script,
+    unstage_jobs: Script,
     move_exhausted: Script,
     drain_events: Script,
     append_audit: Script,
@@ -109,6 +113,11 @@ pub fn scripts() -> &'static Scripts {
             &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
             include_str!("../lua/cold_jobs.lua"),
         ),
+        detach_jobs: build(
+            &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
+            include_str!("../lua/detach_jobs.lua"),
+        ),
+        unstage_jobs: build(&[AUDIT], include_str!("../lua/unstage_jobs.lua")),
         move_exhausted: build(
             &[BUDGET, AUDIT, REMOVAL],
             include_str!("../lua/move_exhausted.lua"),
@@ -138,21 +147,22 @@ fn push_candidates(
 }
 
 /// Runs a script over ids whose reply is `{done, locked, malformed, changed, elapsed_us,
-/// handled}` (`remove_ids`, `cold_jobs`, `move_exhausted`).
+/// handled[, parentWaiting]}` (`remove_ids`, `cold_jobs`, `move_exhausted`).
 async fn id_batch<C: ConnectionLike>(
     invocation: &redis::ScriptInvocation<'_>,
     con: &mut C,
 ) -> RedisResult<BatchOutcome> {
-    let (removed, locked, malformed, changed, elapsed_us, handled): (u64, u64, u64, u64, u64, u64) =
-        invocation.invoke_async(con).await?;
+    let reply: Vec<u64> = invocation.invoke_async(con).await?;
+    let at = |i: usize| reply.get(i).copied().unwrap_or_default();
     Ok(BatchOutcome {
-        removed,
-        locked,
-        malformed,
-        changed,
-        elapsed_us,
+        removed: at(0),
+        locked: at(1),
+        malformed: at(2),
+        changed: at(3),
+        elapsed_us: at(4),
         exhausted: false,
-        handled,
+        handled: at(5),
+        parent_waiting: at(6),
     })
 }
 
@@ -173,6 +183,8 @@ pub struct BatchOutcome {
     pub exhausted: bool,
     /// Id batch: how many of the ids were looked at before the budget ran out.
     pub handled: u64,
+    /// Jobs held back because their parent still waits for children (`protectWaitingParents`).
+    pub parent_waiting: u64,
 }
 
 /// A job selected for removal by id.

@@ -10,7 +10,8 @@ impl Scripts {
     /// Removes the given jobs if each still has its expected score, and, when it carries one,
     /// its fingerprint (see `lua/remove_ids.lua`). All candidates carry one or none do.
     /// `per_job_events` leaves one `removed` event per job (as Job.remove does) instead of one
-    /// `cleaned` event (as Queue.clean does).
+    /// `cleaned` event (as Queue.clean does); `protect_parents` holds back jobs whose parent
+    /// still waits for children.
     #[allow(clippy::too_many_arguments, reason = "one argument per script input")]
     pub async fn remove_ids<C: ConnectionLike>(
         &self,
@@ -21,6 +22,7 @@ impl Scripts {
         budget_us: u64,
         audit_ctx: &str,
         per_job_events: bool,
+        protect_parents: bool,
     ) -> RedisResult<BatchOutcome> {
         let checked = jobs.first().is_some_and(|c| c.fingerprint.is_some());
         let mut invocation = self.remove_ids.prepare_invoke();
@@ -36,7 +38,8 @@ impl Scripts {
                 format!("removed:{state}")
             } else {
                 "cleaned".to_string()
-            });
+            })
+            .arg(if protect_parents { "1" } else { "0" });
         push_candidates(&mut invocation, jobs, checked);
         id_batch(&invocation, con).await
     }

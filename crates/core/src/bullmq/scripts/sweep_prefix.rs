@@ -17,6 +17,8 @@ pub struct PrefixBatch {
     pub budget_us: u64,
     /// Jobs at the head of the set that earlier calls held back.
     pub offset: u64,
+    /// Hold back jobs whose parent still waits for children (`protectWaitingParents`).
+    pub protect_parents: bool,
 }
 
 impl Scripts {
@@ -30,7 +32,14 @@ impl Scripts {
         audit_ctx: &str,
     ) -> RedisResult<BatchOutcome> {
         let sel = &batch.selection;
-        let (removed, locked, malformed, elapsed_us, exhausted): (u64, u64, u64, u64, u64) = self
+        let (removed, locked, malformed, elapsed_us, exhausted, parent_waiting): (
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+        ) = self
             .sweep_prefix
             .key(keys.finished_set(state))
             .key(keys.events())
@@ -43,6 +52,7 @@ impl Scripts {
             .arg(batch.budget_us)
             .arg(batch.offset)
             .arg(audit_ctx)
+            .arg(if batch.protect_parents { "1" } else { "0" })
             .invoke_async(con)
             .await?;
         Ok(BatchOutcome {
@@ -52,7 +62,8 @@ impl Scripts {
             changed: 0,
             elapsed_us,
             exhausted: exhausted == 1,
-            handled: removed + locked + malformed,
+            handled: removed + locked + malformed + parent_waiting,
+            parent_waiting,
         })
     }
 }

@@ -17,6 +17,14 @@
 ]]
 local AUDIT_STREAM, AUDIT_SEQ = '{{AUDIT_STREAM}}', '{{AUDIT_SEQ}}'
 local auditSeq = false
+-- Jobs that BullMQ's parent handling took along with this call's removals: {key, role}.
+local auditRelated = {}
+
+-- Names, in the next event, a job a removal took along: role `parentRemoved` (a same-queue
+-- parent removed with its last child) or `parentReleased` (a parent moved to wait).
+local function addAuditRelated(jobKey, role)
+  auditRelated[#auditRelated + 1] = {key = jobKey, role = role}
+end
 
 -- Fails the call, before anything is written, unless the Redis user may run `cmd` on `key`
 -- (redis.acl_check_cmd: Redis and Valkey 7 and later; older servers are not checked).
@@ -51,7 +59,8 @@ local function reserveAuditSeq()
   end
 end
 
--- Appends one event for `ids` (a Lua array) with context `ctx`; nothing when ids is empty.
+-- Appends one event for `ids` (a Lua array) with context `ctx`, and the jobs taken along
+-- (field `related`, a JSON array, only when there are some); nothing when ids is empty.
 -- Returns the event's sequence number, or 0.
 local function addAuditEvent(ctx, ids)
   if #ids == 0 then
@@ -61,7 +70,13 @@ local function addAuditEvent(ctx, ids)
   auditSeq = false
   local t = redis.call('TIME')
   local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('XADD', AUDIT_STREAM, '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,
-    'jobIds', cjson.encode(ids))
+  if #auditRelated > 0 then
+    redis.call('XADD', AUDIT_STREAM, '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,
+      'jobIds', cjson.encode(ids), 'related', cjson.encode(auditRelated))
+    auditRelated = {}
+  else
+    redis.call('XADD', AUDIT_STREAM, '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,
+      'jobIds', cjson.encode(ids))
+  end
   return seq
 end

@@ -65,6 +65,7 @@ local function releaseParent(jobKey, parentKey)
   local parentPrefix, parentId = takeLastDependency(jobKey, parentKey)
   if parentPrefix then
     pushParentToWait(parentPrefix, parentId)
+    addAuditRelated(parentKey, 'parentReleased')
     addEvent(parentPrefix, 'event', 'waiting', 'jobId', parentId, 'prev', 'waiting-children')
   end
 end

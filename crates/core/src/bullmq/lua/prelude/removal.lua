@@ -10,7 +10,13 @@
     * the job hash and its :logs, :dependencies, :processed, :failed, :unsuccessful go.
   Added invariant: a job whose :lock exists is never touched (the callers test it), and a job
   whose key is not a hash, or whose hash has no finishedOn, is held back as malformed.
+  Every parent removed or released along with a job is named in the call's audit event
+  (addAuditRelated). With protectParents set (policy field protectWaitingParents), a job
+  whose parent still waits in waiting-children is held back instead (parentWaiting).
 ]]
+
+-- Set by a script from its arguments: hold back jobs whose parent waits for children.
+local protectParents = false
 
 -- Queues the job's own keys for one batched UNLINK.
 local function queueJobKeys(dels, jobKey)
@@ -35,6 +41,10 @@ end
 local function deleteJobKeys(jobKey)
   flushDeletes(queueJobKeys({}, jobKey))
 end
+
+-- What happens to a same-queue parent removed with its last child: deleted, unless the script
+-- replaces this (detach_jobs.lua stages it for the archive instead).
+local takeParent = deleteJobKeys
 
 local function queuePausedOrMaxed(queuePrefix)
   local attrs = rcall('HMGET', queuePrefix .. 'meta', 'paused', 'concurrency')
@@ -88,14 +98,25 @@ detachFromParent = function(jobKey, parentKey, deid, queuePrefix)
   if parentPrefix == queuePrefix then
     local p = rcall('HMGET', parentKey, 'parentKey', 'deid')
     detachFromParent(parentKey, p[1], p[2], queuePrefix)
-    deleteJobKeys(parentKey)
+    addAuditRelated(parentKey, 'parentRemoved')
+    takeParent(parentKey, parentId)
     -- As in BullMQ: the dedup key named by the child's deid, under the parent's prefix.
     if deid then
       rcall('DEL', parentPrefix .. 'de:' .. deid)
     end
   else
     pushParentToWait(parentPrefix, parentId)
+    addAuditRelated(parentKey, 'parentReleased')
   end
+end
+
+-- Whether a job's parent still waits for its children (is in its queue's waiting-children).
+local function parentWaits(parentKey)
+  if not parentKey or parentKey == '' then
+    return false
+  end
+  local parentPrefix, parentId = splitJobKey(parentKey)
+  return rcall('ZSCORE', parentPrefix .. 'waiting-children', parentId) ~= false
 end
 
 local function releaseDedup(queuePrefix, jobId, deid)
@@ -137,13 +158,17 @@ end
 
 -- One call's bookkeeping: ids removed, keys waiting for one UNLINK, jobs held back.
 local function newBatch()
-  return {removed = {}, dels = {}, locked = 0, malformed = 0}
+  return {removed = {}, dels = {}, locked = 0, malformed = 0, parentWaiting = 0}
 end
 
 -- Removes a job whose fields were read, or holds it back as malformed (finishedOn nil).
 local function takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
   if finishedOn == nil then
     batch.malformed = batch.malformed + 1
+    return
+  end
+  if protectParents and parentKey and parentWaits(parentKey) then
+    batch.parentWaiting = batch.parentWaiting + 1
     return
   end
   -- The check inline: this runs once per job, the call only once per batch.

@@ -1,0 +1,114 @@
+--[[
+  detach_jobs.lua: the first step of an archive batch (detach → write → verify → drop). It
+  removes named jobs of one finished set with exactly the bookkeeping of remove_ids.lua
+  (parents, dedup keys, the `cleaned` or `removed` events, the audit event), except that each
+  job's hash and :logs are RENAMEd to staging keys instead of deleted, so that the client can
+  write and verify their copy before anything is freed. A same-queue parent that BullMQ's
+  removal takes along is staged the same way.
+
+  KEYS[1] finished set (<base>:completed or <base>:failed)
+  KEYS[2] events stream (<base>:events)
+  KEYS[3] meta hash (<base>:meta)
+  KEYS[4] the queue's staging index (hash: batch name -> what the batch is)
+  KEYS[5] the batch's entry list; the n-th entry's hash is staged at KEYS[5]..':'..n and its
+          logs at KEYS[5]..':'..n..':logs' (bullmq::keys names them; all carry the job
+          keys' hash tag)
+  ARGV[1] job key prefix (<base>:)
+  ARGV[2] time budget in microseconds
+  ARGV[3] audit context JSON
+  ARGV[4] the batch's field in the staging index, ARGV[5] its value
+  ARGV[6] the events left: `cleaned` or `removed:<state>` (as in remove_ids.lua)
+  ARGV[7] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
+  ARGV[8..] per job: id, expected score
+
+  Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting}.
+
+  An entry is 'j' .. id for a job of the set and 'p' .. id for a parent taken along. Calls
+  for one batch append to its list; the index entry is written with the first staged key.
+  Invariant: a job is detached at most once (it leaves its set in the same call), and a
+  detached job's data is never deleted here: only the client's drop, after the copy is
+  durable and verified, frees it. Nobody but bullsweep writes staging keys.
+]]
+checkAuditWritable()
+
+local setKey, eventsKey, metaKey, indexKey, listKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local queuePrefix = ARGV[1]
+-- Why 16: each job costs a ZSCORE, an EXISTS, its bookkeeping and two RENAMEs (~12 us), so 16
+-- jobs between looks at the clock keep the overshoot near a quarter of a millisecond.
+local LOOK_EVERY = 16
+local clock = startBudget(tonumber(ARGV[2]))
+protectParents = ARGV[7] == '1'
+local indexed = false
+
+-- Moves a job's hash and logs under the batch (entry `tag .. id`).
+local function stage(jobKey, tag, jobId)
+  if not indexed then
+    rcall('HSET', indexKey, ARGV[4], ARGV[5])
+    indexed = true
+  end
+  local n = rcall('RPUSH', listKey, tag .. jobId)
+  local staged = listKey .. ':' .. n
+  rcall('RENAME', jobKey, staged)
+  if rcall('EXISTS', jobKey .. ':logs') == 1 then
+    rcall('RENAME', jobKey .. ':logs', staged .. ':logs')
+  end
+end
+
+-- The job's keys other than its hash and logs, which hold no data of its own.
+local function queueLinkKeys(dels, jobKey)
+  local d = #dels
+  dels[d + 1] = jobKey .. ':dependencies'
+  dels[d + 2] = jobKey .. ':processed'
+  dels[d + 3] = jobKey .. ':failed'
+  dels[d + 4] = jobKey .. ':unsuccessful'
+  return dels
+end
+
+takeParent = function(parentKey, parentId)
+  stage(parentKey, 'p', parentId)
+  flushDeletes(queueLinkKeys({}, parentKey))
+end
+
+local batch = newBatch()
+local changed, handled = 0, 0
+for i = 8, #ARGV, 2 do
+  local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
+  local jobKey = queuePrefix .. jobId
+  local held = candidateHeld(setKey, jobKey, jobId, expected, nil)
+  if held == 'changed' then
+    changed = changed + 1
+  elseif held == 'locked' then
+    batch.locked = batch.locked + 1
+  else
+    local finishedOn, parentKey, deid = readFinishedJob(jobKey)
+    local before = #batch.removed
+    takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
+    if #batch.removed > before then
+      -- takeReadJob queued the job's six keys last: stage the hash and logs instead.
+      local dels = batch.dels
+      for _ = 1, 6 do
+        dels[#dels] = nil
+      end
+      if finishedOn then
+        stage(jobKey, 'j', jobId)
+      end
+      queueLinkKeys(dels, jobKey)
+    end
+  end
+  handled = handled + 1
+  if handled % LOOK_EVERY == 0 and spentFlushing(clock, batch) then break end
+end
+flushDeletes(batch.dels)
+local detached = batch.removed
+zremAll(setKey, detached)
+local prev = string.match(ARGV[6], '^removed:(.+)$')
+if prev then
+  local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
+  for _, jobId in ipairs(detached) do
+    rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'removed', 'jobId', jobId, 'prev', prev)
+  end
+  addAuditEvent(ARGV[3], detached)
+else
+  recordBatch(eventsKey, metaKey, ARGV[3], detached)
+end
+return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting}
