@@ -67,6 +67,60 @@ test('bullsweep run leaves the same keyspace as Queue.clean(0, 0)', async () => 
   await assertConsistent(redis, 1, QUEUES);
 });
 
+test('action: archive (detach, write, verify, drop) leaves the same keyspace as Queue.clean(0, 0), with a copy of every job it took', async () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const admin = redis.client(0);
+  await admin.flushall();
+  await build(redis.connection(0));
+  await copyDatabase(admin, 0, 1);
+  await sleep(20);
+  const before = await dumpKeyspace(redis.client(1));
+  await cleanWithBullMQ(0, 0);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-diff-archive-'));
+  const text = policy('{ completed: { maxAge: 1ms, action: archive }, failed: { maxAge: 1ms, action: archive } }')
+    .replace('policies:', `archive: { url: "file://${dir}" }\npolicies:`);
+  const config = writePolicy(text);
+  const run = await bullsweep(['--redis', redis.url(1), '--config', config, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual(await dumpKeyspace(redis.client(1)), await dumpKeyspace(redis.client(0)));
+  const staged = await redis.client(1).keys('bullsweep:*stag*');
+  assert.deepEqual(staged, [], 'no staged key is left');
+
+  // Every job hash that went has its copy, field for field; parents taken along say so.
+  const ls = await bullsweep(['--config', config, '--json', 'archive', 'ls']);
+  assert.equal(ls.code, 0, ls.stderr);
+  const records = [];
+  for (const m of ls.stdout.trim().split('\n').map((l) => JSON.parse(l))) {
+    const cat = await bullsweep(['--config', config, 'archive', 'cat', m.segment]);
+    assert.equal(cat.code, 0, cat.stderr);
+    records.push(...cat.stdout.trim().split('\n').map((l) => JSON.parse(l)));
+  }
+  const copies = new Map(records.map((r) => [`${r.queue}:${r.id}`, r]));
+  const after = await dumpKeyspace(redis.client(1));
+  const json = ['data', 'returnvalue', 'stacktrace'];
+  let checked = 0;
+  for (const [key, { type, value }] of Object.entries(before)) {
+    if (key in after || type !== 'hash' || value.timestamp === undefined) continue;
+    const copy = copies.get(key);
+    assert.ok(copy, `${key} went without a copy`);
+    assert.deepEqual(Object.keys(copy.fields).sort(), Object.keys(value).sort(), key);
+    for (const [field, text] of Object.entries(value)) {
+      const stored = copy.fields[field];
+      if (json.includes(field) && !(copy.textFields || []).includes(field)) {
+        assert.deepEqual(stored, JSON.parse(text), `${key} ${field}`);
+      } else {
+        assert.equal(stored, text, `${key} ${field}`);
+      }
+    }
+    checked += 1;
+  }
+  assert.ok(checked > 150, `${checked} copies checked`);
+  assert.ok(records.some((r) => r.role === 'parentRemoved' && r.state === 'waiting-children'), 'a parent taken along is archived with its role');
+  await assertConsistent(redis, 1, QUEUES);
+});
+
 test('maxCount keeps the newest N exactly like Queue.clean(0, total - N)', async () => {
   const admin = redis.client(0);
   await admin.flushall();

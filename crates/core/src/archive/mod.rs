@@ -12,11 +12,11 @@ mod sink;
 mod stream;
 
 pub use local::LocalArchive;
-pub use record::{ArchiveRecord, JobCopy};
+pub use record::{ArchiveRecord, JobCopy, RecordFields};
 pub use s3::S3Archive;
 pub use segment::{SegmentManifest, SegmentMeta};
 pub use sink::ArchiveSink;
-pub use stream::StreamedSegment;
+pub use stream::{StreamedJob, StreamedSegment};
 
 use segment::{digest_reader, hex};
 
@@ -56,35 +56,91 @@ mod tests {
         assert_eq!(safe("{bull}"), "{bull}");
     }
 
+    /// Issue 12, finding 10: what `restore --as original` writes back is the bytes Redis held.
+    fn exact_bytes_survive_a_round_trip() {
+        let cases: [&[u8]; 7] = [
+            br#"{"n":123456789012345678901234567890}"#,
+            br#"{"x":1.00000000000000000001}"#,
+            br#"{"a":1,"a":2}"#,
+            br#"{ "spaced" :  [1, 2] }"#,
+            b" {\"outer\":\"whitespace\"} ",
+            b"not json at all",
+            b"\"a json string\"",
+        ];
+        for data in cases {
+            let hash = vec![
+                (b"data".to_vec(), data.to_vec()),
+                (b"name".to_vec(), b"n".to_vec()),
+            ];
+            let logs = vec![b"l".to_vec()];
+            let copy = JobCopy {
+                queue: "bull:q",
+                id: b"1",
+                state: "completed",
+                finished_on: 1,
+                role: None,
+                hash: &hash,
+                logs: &logs,
+            };
+            let text = serde_json::to_string(&copy).expect("encode");
+            let record: ArchiveRecord = serde_json::from_str(&text).expect("decode");
+            assert_eq!(record.hash_fields(), hash, "{text}");
+            let again: ArchiveRecord =
+                serde_json::from_str(&serde_json::to_string(&record).expect("re-encode"))
+                    .expect("decode again");
+            assert_eq!(
+                again.hash_fields(),
+                hash,
+                "a rewritten segment keeps the bytes"
+            );
+        }
+        let binary = vec![(b"data\xff".to_vec(), b"\xfe{}".to_vec())];
+        let logs = vec![b"\xc3(".to_vec()];
+        let copy = JobCopy {
+            queue: "bull:q",
+            id: b"\xffid",
+            state: "failed",
+            finished_on: 2,
+            role: None,
+            hash: &binary,
+            logs: &logs,
+        };
+        let text = serde_json::to_string(&copy).expect("encode");
+        assert!(text.contains(r#""encoding":"base64""#), "{text}");
+        let record: ArchiveRecord = serde_json::from_str(&text).expect("decode");
+        assert_eq!(record.hash_fields(), binary);
+        assert_eq!(record.log_bytes(), logs);
+        assert_eq!(record.id_bytes(), b"\xffid");
+    }
+
     #[tokio::test]
     async fn a_segment_round_trips_and_a_damaged_one_is_refused() {
         let dir = tempfile::tempdir().expect("dir");
         let archive = ArchiveSink::Local(LocalArchive::new(dir.path()));
         archive.check_writable().await.expect("writable");
-        let hash = vec![
-            ("name".to_string(), "send".to_string()),
-            (
-                "data".to_string(),
-                r#"{"user":{"email":"a@b.c"}}"#.to_string(),
-            ),
-            ("finishedOn".to_string(), "1795990000000".to_string()),
+        let hash: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (b"name".to_vec(), b"send".to_vec()),
+            (b"data".to_vec(), br#"{"user":{"email":"a@b.c"}}"#.to_vec()),
+            (b"finishedOn".to_vec(), b"1795990000000".to_vec()),
         ];
-        let logs = vec!["log".to_string()];
+        let logs = vec![b"log".to_vec()];
         let copy = JobCopy {
             queue: "bull:q",
-            id: "7",
+            id: b"7",
             state: "completed",
             finished_on: 1_795_990_000_000,
+            role: None,
             hash: &hash,
             logs: &logs,
         };
         let text = serde_json::to_string(&copy).expect("encode");
         let record: ArchiveRecord = serde_json::from_str(&text).expect("a copy reads as a record");
         assert_eq!(
-            record.fields["data"]["user"]["email"], "a@b.c",
+            record.field("data").expect("data")["user"]["email"],
+            "a@b.c",
             "data is parsed JSON"
         );
-        assert_eq!(record.fields["name"], "send");
+        assert_eq!(record.field("name"), Some(serde_json::json!("send")));
         assert_eq!(
             record.hash_fields(),
             hash,
@@ -113,6 +169,7 @@ mod tests {
             vec![record]
         );
         assert_eq!(archive.list().await.expect("list"), vec![manifest.clone()]);
+        exact_bytes_survive_a_round_trip();
         let path = dir.path().join(&manifest.segment);
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 1;

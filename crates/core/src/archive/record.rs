@@ -1,63 +1,218 @@
 //! The record format: one archived job as a JSON line (queue, id, state, finishedOn, every
-//! hash field with JSON fields kept parsed, and its log lines).
+//! hash field, and its log lines). Every record keeps the job's exact bytes:
+//!
+//! * `data`, `returnvalue` and `stacktrace` are embedded as the JSON text Redis held, byte for
+//!   byte (big numbers, duplicate keys and spacing included), so `grep` sees parsed JSON;
+//!   when one is not exactly one JSON value, it is a JSON string of its text and listed in
+//!   `textFields`. Every other field is a JSON string of its text.
+//! * A job holding any byte sequence that is not UTF-8 (in its id, a field name or value, or
+//!   a log line) is written with `"encoding": "base64"`: then its id, every field name and
+//!   value and every log line are the standard, padded base64 of their bytes.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 
-/// Hash fields holding JSON that records keep parsed.
+/// Hash fields holding JSON that records keep embedded.
 pub(super) const JSON_FIELDS: [&str; 3] = ["data", "returnvalue", "stacktrace"];
 
-/// One archived job.
+/// The `encoding` of a record whose strings are base64 of their bytes.
+pub const BASE64: &str = "base64";
+
+/// One archived job, as read from a segment.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ArchiveRecord {
     /// Queue key base.
     pub queue: String,
-    /// Job id.
+    /// Job id (base64 of its bytes with `encoding: base64`).
     pub id: String,
     /// The state it was archived from.
     pub state: String,
-    /// `finishedOn`; readers dedupe on `(queue, id, finishedOn)`.
+    /// `finishedOn`; readers dedupe on `(queue, id, finishedOn)`. 0 for a parent taken along
+    /// before it finished.
     pub finished_on: i64,
-    /// Every hash field; `data`, `returnvalue` and `stacktrace` parsed where they are JSON.
-    pub fields: Map<String, Value>,
+    /// Why the job is here when it is not one the rules selected: `parentRemoved`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// `base64` when the job held bytes that are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// Every hash field, in the order Redis returned them, as written (see the module doc).
+    pub fields: RecordFields,
+    /// JSON fields held as text because they are not exactly one JSON value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_fields: Vec<String>,
     /// The job's log lines.
     pub logs: Vec<String>,
 }
 
-/// One job as read from Redis, borrowed, in the shape of an [`ArchiveRecord`]. It serializes to
-/// the same JSON without building a tree: JSON fields are checked and embedded as they are.
+/// A record's `fields` object, each value kept as the exact JSON text of the line.
+#[derive(Clone, Debug, Default)]
+pub struct RecordFields(pub Vec<(String, Box<RawValue>)>);
+
+impl PartialEq for RecordFields {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|((a, x), (b, y))| a == b && x.get() == y.get())
+    }
+}
+
+impl Serialize for RecordFields {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordFields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = RecordFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of hash fields")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<RecordFields, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = a.next_entry::<String, Box<RawValue>>()? {
+                    out.push(entry);
+                }
+                Ok(RecordFields(out))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+impl ArchiveRecord {
+    /// Field `name` parsed: embedded JSON as its value, anything else as a JSON string.
+    pub fn field(&self, name: &str) -> Option<serde_json::Value> {
+        let (_, raw) = self.fields.0.iter().find(|(k, _)| k == name)?;
+        serde_json::from_str(raw.get()).ok()
+    }
+
+    /// The job's id as bytes.
+    pub fn id_bytes(&self) -> Vec<u8> {
+        self.text_bytes(&self.id)
+    }
+
+    fn text_bytes(&self, s: &str) -> Vec<u8> {
+        if self.encoding.as_deref() == Some(BASE64) {
+            STANDARD.decode(s).unwrap_or_else(|_| s.as_bytes().to_vec())
+        } else {
+            s.as_bytes().to_vec()
+        }
+    }
+
+    /// The hash fields exactly as Redis held them.
+    pub fn hash_fields(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.fields
+            .0
+            .iter()
+            .map(|(k, raw)| {
+                let embedded = JSON_FIELDS.contains(&k.as_str())
+                    && self.encoding.is_none()
+                    && !self.text_fields.contains(k);
+                let value = if embedded {
+                    raw.get().as_bytes().to_vec()
+                } else {
+                    let text = serde_json::from_str::<String>(raw.get())
+                        .unwrap_or_else(|_| raw.get().to_string());
+                    self.text_bytes(&text)
+                };
+                (self.text_bytes(k), value)
+            })
+            .collect()
+    }
+
+    /// The log lines exactly as Redis held them.
+    pub fn log_bytes(&self) -> Vec<Vec<u8>> {
+        self.logs.iter().map(|l| self.text_bytes(l)).collect()
+    }
+}
+
+/// One job as read from Redis, as bytes, in the shape of an [`ArchiveRecord`]. It serializes
+/// to the record's JSON without building a tree: JSON fields are checked and embedded as
+/// they are.
 #[derive(Clone, Copy, Debug)]
 pub struct JobCopy<'a> {
     /// Queue key base.
     pub queue: &'a str,
     /// Job id.
-    pub id: &'a str,
+    pub id: &'a [u8],
     /// The state it is archived from.
     pub state: &'a str,
-    /// `finishedOn`.
+    /// `finishedOn` (0 for a parent taken along).
     pub finished_on: i64,
+    /// `parentRemoved` for a parent taken along; `None` for a job the rules selected.
+    pub role: Option<&'a str>,
     /// The hash, as `HGETALL` returned it.
-    pub hash: &'a [(String, String)],
+    pub hash: &'a [(Vec<u8>, Vec<u8>)],
     /// The log lines.
-    pub logs: &'a [String],
+    pub logs: &'a [Vec<u8>],
+}
+
+/// Whether a JSON field's text is embedded: exactly one JSON value, nothing around it.
+pub(super) fn embeddable(v: &str) -> Option<&RawValue> {
+    serde_json::from_str::<&RawValue>(v)
+        .ok()
+        .filter(|raw| raw.get().len() == v.len())
+}
+
+impl JobCopy<'_> {
+    /// Whether every string of the job is UTF-8 (else it is written as base64).
+    fn is_text(&self) -> bool {
+        std::str::from_utf8(self.id).is_ok()
+            && self
+                .hash
+                .iter()
+                .all(|(k, v)| std::str::from_utf8(k).is_ok() && std::str::from_utf8(v).is_ok())
+            && self.logs.iter().all(|l| std::str::from_utf8(l).is_ok())
+    }
+}
+
+/// A string of the record: its text, or base64 of its bytes.
+struct Text<'a>(&'a [u8], bool);
+
+impl Serialize for Text<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (self.1, std::str::from_utf8(self.0)) {
+            (false, Ok(s)) => serializer.serialize_str(s),
+            _ => serializer.serialize_str(&STANDARD.encode(self.0)),
+        }
+    }
 }
 
 /// The hash of a [`JobCopy`] as the record's `fields` object.
-struct CopiedFields<'a>(&'a [(String, String)]);
+struct CopiedFields<'a>(&'a [(Vec<u8>, Vec<u8>)], bool);
 
 impl Serialize for CopiedFields<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
+        let base64 = self.1;
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
         for (k, v) in self.0 {
-            let raw = JSON_FIELDS
-                .contains(&k.as_str())
-                .then(|| serde_json::from_str::<&serde_json::value::RawValue>(v).ok())
-                .flatten();
+            let raw = (!base64)
+                .then(|| std::str::from_utf8(k).ok().zip(std::str::from_utf8(v).ok()))
+                .flatten()
+                .filter(|(k, _)| JSON_FIELDS.contains(k))
+                .and_then(|(_, v)| embeddable(v));
             match raw {
-                Some(raw) => map.serialize_entry(k, raw)?,
-                None => map.serialize_entry(k, v)?,
+                Some(raw) => map.serialize_entry(&Text(k, base64), raw)?,
+                None => map.serialize_entry(&Text(k, base64), &Text(v, base64))?,
             }
         }
         map.end()
@@ -66,30 +221,37 @@ impl Serialize for CopiedFields<'_> {
 
 impl Serialize for JobCopy<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut s = serializer.serialize_struct("ArchiveRecord", 6)?;
-        s.serialize_field("queue", self.queue)?;
-        s.serialize_field("id", self.id)?;
-        s.serialize_field("state", self.state)?;
-        s.serialize_field("finishedOn", &self.finished_on)?;
-        s.serialize_field("fields", &CopiedFields(self.hash))?;
-        s.serialize_field("logs", self.logs)?;
+        use serde::ser::SerializeMap;
+        let base64 = !self.is_text();
+        let text_fields: Vec<&str> = if base64 {
+            Vec::new()
+        } else {
+            self.hash
+                .iter()
+                .filter_map(|(k, v)| {
+                    let k = std::str::from_utf8(k).ok()?;
+                    let v = std::str::from_utf8(v).ok()?;
+                    (JSON_FIELDS.contains(&k) && embeddable(v).is_none()).then_some(k)
+                })
+                .collect()
+        };
+        let mut s = serializer.serialize_map(None)?;
+        s.serialize_entry("queue", self.queue)?;
+        s.serialize_entry("id", &Text(self.id, base64))?;
+        s.serialize_entry("state", self.state)?;
+        s.serialize_entry("finishedOn", &self.finished_on)?;
+        if let Some(role) = self.role {
+            s.serialize_entry("role", role)?;
+        }
+        if base64 {
+            s.serialize_entry("encoding", BASE64)?;
+        }
+        s.serialize_entry("fields", &CopiedFields(self.hash, base64))?;
+        if !text_fields.is_empty() {
+            s.serialize_entry("textFields", &text_fields)?;
+        }
+        let logs: Vec<Text<'_>> = self.logs.iter().map(|l| Text(l, base64)).collect();
+        s.serialize_entry("logs", &logs)?;
         s.end()
-    }
-}
-
-impl ArchiveRecord {
-    /// The hash fields as Redis holds them: JSON fields serialized back to text.
-    pub fn hash_fields(&self) -> Vec<(String, String)> {
-        self.fields
-            .iter()
-            .map(|(k, v)| {
-                let text = match v {
-                    Value::String(s) if !JSON_FIELDS.contains(&k.as_str()) => s.clone(),
-                    other => other.to_string(),
-                };
-                (k.clone(), text)
-            })
-            .collect()
     }
 }

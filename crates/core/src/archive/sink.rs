@@ -19,6 +19,11 @@ pub enum ArchiveSink {
     S3(S3Archive),
 }
 
+/// Where streamed segments for S3 are staged before their upload.
+fn s3_staging_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join("bullsweep-staging")
+}
+
 impl ArchiveSink {
     /// The sink the policy file names. S3 settings come from the environment.
     pub fn open(target: &ArchiveTarget) -> io::Result<Self> {
@@ -35,7 +40,10 @@ impl ArchiveSink {
     pub async fn check_writable(&self) -> io::Result<()> {
         match self {
             ArchiveSink::Local(a) => a.check_writable(),
-            ArchiveSink::S3(a) => a.check_writable().await,
+            ArchiveSink::S3(a) => {
+                super::local::remove_stale_staging(&s3_staging_dir());
+                a.check_writable().await
+            }
         }
     }
 
@@ -121,8 +129,11 @@ impl ArchiveSink {
         let file_name = segment.rsplit('/').next().unwrap_or(segment);
         match self {
             ArchiveSink::Local(a) => a.staging_path(segment),
-            ArchiveSink::S3(_) => Ok(std::env::temp_dir()
-                .join(format!(".bullsweep-{}-{file_name}.tmp", std::process::id()))),
+            ArchiveSink::S3(_) => {
+                let dir = s3_staging_dir();
+                std::fs::create_dir_all(&dir)?;
+                Ok(dir.join(format!(".{file_name}.{}.tmp", std::process::id())))
+            }
         }
     }
 

@@ -298,8 +298,8 @@ pub async fn ship<C: ConnectionLike>(
             let parts = entry::EntryParts::read(fields);
             match (parts.seq, parts.ts, parts.ctx.clone(), parts.ids) {
                 (Some(seq), Some(ts), Some(ctx), Some(ids)) => {
-                    let mut event =
-                        AuditEvent::new(store.source(), seq, ts, ctx, Vec::new()).with_byte_ids(ids);
+                    let mut event = AuditEvent::new(store.source(), seq, ts, ctx, Vec::new())
+                        .with_byte_ids(ids);
                     event.related_jobs = parts.related;
                     events.push(event)
                 }

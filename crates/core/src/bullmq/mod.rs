@@ -10,7 +10,7 @@ pub use discovery::{Discovered, discover_queues};
 pub use job::new_job_fields;
 pub use keys::QueueKeys;
 pub use scripts::{
-    ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DrainOutcome, DrainRequest, ErasureItem,
-    ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch, RestoreMode, ScrubOutcome,
-    ScrubbedJob, scripts,
+    ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DetachMode, DrainOutcome, DrainRequest,
+    ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch, RestoreMode,
+    ScrubOutcome, ScrubbedJob, scripts,
 };

@@ -1,50 +1,57 @@
-//! `action: archive`: read a batch, write it as one durable, verified segment, then delete
-//! its jobs, each re-checked against the fingerprint of its copy (`remove_ids.lua`, or
-//! `cold_jobs.lua` for dead-letter markers). On the prefix path one segment is encoded and
-//! written on a blocking thread while the next is read and the previous one deleted.
-//! Oversized jobs are archived alone and streamed, one field and one page of logs at a time.
+//! `action: archive`, as detach → write → verify → drop. One Lua call per time budget
+//! detaches a batch (`detach_jobs.lua`: the sweep's bookkeeping, with each job's hash and logs
+//! RENAMEd to staging keys), the client reads the staged copies and writes them as one
+//! durable segment that it reads back and verifies, and only then UNLINKs the staged keys.
+//! Nobody but bullsweep writes staging keys, so no re-check is needed before the drop. On the
+//! prefix path one segment is written on a blocking thread while the next batch is detached
+//! and read. A batch the archive cannot take is put back (`staging::put_back`); one left by a
+//! killed run is finished by the next (`staging::recover`).
 
-use super::batch::BatchSizer;
+use super::batch::{BatchSizer, run_batches};
 use super::report::Skipped;
+use super::staging::{self, StagedCopies};
+
 use super::sys::yield_cpu_to_redis;
 use super::work::StateWork;
-use crate::archive::{ArchiveSink, JobCopy, SegmentManifest, SegmentMeta, StreamedSegment};
-use crate::bullmq::Candidate;
-use crate::bullmq::fingerprint::{job_fingerprint, shape_fingerprint};
+use crate::archive::{
+    ArchiveSink, JobCopy, SegmentManifest, SegmentMeta, StreamedJob, StreamedSegment,
+};
+use crate::bullmq::keys::StagedBatch;
+use crate::bullmq::{Candidate, DetachMode, scripts};
 use crate::error::{Error, Result};
 use bullsweep_policy::Selection;
 use redis::aio::ConnectionLike;
 
-/// One job as the archive reads it: hash fields in `HGETALL` order, log lines, locked, and the
-/// hash's `DUMP` (for the fingerprint).
-type JobRead = (Vec<(String, String)>, Vec<String>, bool, Option<Vec<u8>>);
-
 /// Jobs per archive segment file.
-const SEGMENT_JOBS: u64 = 1_000;
+pub(super) const SEGMENT_JOBS: u64 = 1_000;
 /// Jobs read per pipelined round trip while archiving.
-const READ_JOBS: usize = 100;
+pub(super) const READ_JOBS: usize = 100;
 /// A job whose `data` and `returnvalue` (the fields that carry user payloads) hold more than
 /// this is archived alone and streamed: read one field and one page of logs at a time.
-const LARGE_JOB_BYTES: u64 = 8 << 20;
+pub(super) const LARGE_JOB_BYTES: u64 = 8 << 20;
 /// A job with more log lines than this is streamed too.
-const LARGE_JOB_LOGS: u64 = 10_000;
+pub(super) const LARGE_JOB_LOGS: u64 = 10_000;
 /// Log lines read per round trip when streaming.
 const LOG_PAGE: usize = 1_000;
 
 /// Where one state's archive segments go, numbered within the run.
 pub(crate) struct ArchiveWriter<'a> {
-    sink: &'a ArchiveSink,
-    meta: SegmentMeta,
-    segment: u64,
-    sizer: BatchSizer,
+    pub(super) sink: &'a ArchiveSink,
+    pub(super) meta: SegmentMeta,
+    pub(super) segment: u64,
+    pub(super) sizer: BatchSizer,
+    /// Batches detached by this writer, for unique staging names.
+    batches: u64,
 }
 
-/// A segment being written in the background, and the jobs to delete once it is durable.
-struct SegmentInFlight {
-    write: Option<tokio::task::JoinHandle<std::io::Result<SegmentManifest>>>,
-    candidates: Vec<Candidate>,
-    /// Oversized jobs of the batch, archived one by one after the segment.
-    large: Vec<(String, i64)>,
+/// A detached batch whose segment is being written in the background.
+struct InFlight {
+    batch: StagedBatch,
+    /// Jobs of the set it detached (parents taken along are not counted).
+    detached: u64,
+    write: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    /// Oversized staged entries, streamed one by one after the segment.
+    large: Vec<staging::StagedEntry>,
 }
 
 impl StateWork<'_> {
@@ -62,12 +69,12 @@ impl StateWork<'_> {
             },
             segment: 0,
             sizer: BatchSizer::new(self.opts.budget_us),
+            batches: 0,
         }
     }
 
-    /// Archive, verify, then delete, from the oldest end of the set: each batch becomes one
-    /// segment. Jobs that are locked, malformed or changed stay, and are archived again by a
-    /// later run (readers dedupe on queue, id and finishedOn).
+    /// Archives the selected prefix of the set, oldest first, one segment per batch. Jobs
+    /// that are locked, malformed or changed stay at the head and are read past.
     pub(super) async fn archive_prefix<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -76,48 +83,53 @@ impl StateWork<'_> {
         skipped: &mut Skipped,
     ) -> Result<u64> {
         let mut writer = self.archive_writer(sink);
+        if self.cold.is_some() {
+            return self.cold_prefix(con, writer, sel, skipped).await;
+        }
         let (mut offset, mut done) = (0u64, 0u64);
-        // One segment is written in the background while the next is read and the one
-        // before is deleted: (segment, how many rows it covers).
-        let mut in_flight: Option<(SegmentInFlight, u64)> = None;
+        let mut in_flight: Option<InFlight> = None;
         loop {
-            let ahead = in_flight.as_ref().map_or(0, |(_, n)| *n);
-            let rows = self
-                .prefix_page(con, sel, offset + ahead, SEGMENT_JOBS)
-                .await?;
+            let rows = self.prefix_page(con, sel, offset, SEGMENT_JOBS).await?;
             let next = if rows.is_empty() {
                 None
             } else {
-                Some(self.start_segment(con, &mut writer, &rows, skipped).await?)
-            };
-            if let Some((segment, n)) = in_flight.take() {
-                let removed = self
-                    .finish_segment(con, &mut writer, segment, skipped)
-                    .await?;
-                done += removed;
-                // What was not removed stays at the head of the set; read past it. Cold
-                // markers stay in the set, so every row is read past.
-                offset += if self.cold.is_some() { n } else { n - removed };
-            }
-            match next {
-                Some(segment) => in_flight = Some((segment, rows.len() as u64)),
-                None => return Ok(done),
-            }
-            if self.opts.stopping() {
-                // Finish the segment already read, then stop.
-                if let Some((segment, _)) = in_flight.take() {
-                    done += self
-                        .finish_segment(con, &mut writer, segment, skipped)
-                        .await?;
+                match self.start_batch(con, &mut writer, &rows, skipped).await {
+                    Ok(next) => {
+                        // What was not detached stays at the head of the set; read past it.
+                        offset += rows.len() as u64 - next.detached;
+                        Some(next)
+                    }
+                    Err(e) => {
+                        // Its jobs count as done through the progress callback.
+                        if let Some(prev) = in_flight.take() {
+                            self.finish_batch(con, &mut writer, prev).await?;
+                        }
+                        return Err(e);
+                    }
                 }
-                return Ok(done);
+            };
+            if let Some(prev) = in_flight.take() {
+                match self.finish_batch(con, &mut writer, prev).await {
+                    Ok(n) => done += n,
+                    Err(e) => {
+                        // The batch read meanwhile goes back too: nothing is left detached.
+                        if let Some(next) = next {
+                            self.abandon_batch(con, next).await?;
+                        }
+                        return Err(e);
+                    }
+                }
             }
+            let Some(next) = next else { return Ok(done) };
+            if self.opts.stopping() {
+                return Ok(done + self.finish_batch(con, &mut writer, next).await?);
+            }
+            in_flight = Some(next);
         }
     }
 
-    /// Reads the given jobs, writes the readable ones as one durable, verified segment, then
-    /// deletes them, each re-checked against the fingerprint of its copy. Returns how many
-    /// were deleted.
+    /// Archives the given jobs as one segment: detach, write, verify, drop. Returns how many
+    /// jobs of the set were archived.
     pub(super) async fn archive_batch<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -125,226 +137,283 @@ impl StateWork<'_> {
         rows: &[(String, i64)],
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let segment = self.start_segment(con, writer, rows, skipped).await?;
-        self.finish_segment(con, writer, segment, skipped).await
+        if self.cold.is_some() {
+            return self.cold_batch(con, writer, rows, skipped).await;
+        }
+        let batch = self.start_batch(con, writer, rows, skipped).await?;
+        self.finish_batch(con, writer, batch).await
     }
 
-    /// Reads the given jobs and starts writing the readable ones as one segment on a
-    /// blocking thread, so the caller can talk to Redis meanwhile. Nothing is deleted yet.
-    async fn start_segment<C: ConnectionLike>(
+    /// Detaches the rows into one staged batch, reads the staged copies, and starts writing
+    /// them as a segment on a blocking thread.
+    async fn start_batch<C: ConnectionLike>(
         &self,
         con: &mut C,
         writer: &mut ArchiveWriter<'_>,
         rows: &[(String, i64)],
         skipped: &mut Skipped,
-    ) -> Result<SegmentInFlight> {
-        // First a cheap look at each job's size, so that an oversized one is never read whole.
-        let mut normal: Vec<(String, i64)> = Vec::with_capacity(rows.len());
-        let mut large = Vec::new();
-        for chunk in rows.chunks(READ_JOBS) {
-            let mut pipe = redis::pipe();
-            for (id, _) in chunk {
-                let key = self.keys.job(id);
-                pipe.cmd("HSTRLEN")
-                    .arg(&key)
-                    .arg("data")
-                    .cmd("HSTRLEN")
-                    .arg(&key)
-                    .arg("returnvalue")
-                    .llen(self.keys.logs(id));
-            }
-            let sizes: Vec<(u64, u64, u64)> =
-                with_retry!(pipe.query_async::<Vec<(u64, u64, u64)>>(con))?;
-            for (row, (data, returnvalue, logs)) in chunk.iter().zip(sizes) {
-                if data + returnvalue > LARGE_JOB_BYTES || logs > LARGE_JOB_LOGS {
-                    large.push(row.clone());
-                } else {
-                    normal.push(row.clone());
-                }
-            }
-        }
-        let rows = &normal[..];
-        // Why chunks: Redis runs a client's whole pipeline before serving anyone else, so
-        // each round trip reads few enough jobs to stay well under a millisecond or two.
-        let mut reads: Vec<JobRead> = Vec::with_capacity(rows.len());
-        for chunk in rows.chunks(READ_JOBS) {
-            let mut pipe = redis::pipe();
-            for (id, _) in chunk {
-                let key = self.keys.job(id);
-                pipe.hgetall(&key)
-                    .lrange(self.keys.logs(id), 0, -1)
-                    .exists(self.keys.lock(id))
-                    .cmd("DUMP")
-                    .arg(&key);
-            }
-            reads.extend(with_retry!(pipe.query_async::<Vec<JobRead>>(con))?);
-        }
-        // (id, finishedOn, hash, logs) of each job to copy.
-        let mut copies = Vec::new();
-        let mut candidates = Vec::new();
-        for ((id, score), (hash, logs, locked, dump)) in rows.iter().zip(reads) {
-            if self.cold.is_some() && hash.iter().any(|(k, _)| k == "archivedAt") {
-                // Already a cold marker: archived by an earlier run.
-                continue;
-            }
-            let finished = hash
-                .iter()
-                .find(|(k, _)| k == "finishedOn")
-                .and_then(|(_, v)| v.parse::<i64>().ok());
-            match (locked, finished) {
-                (true, _) => skipped.locked += 1,
-                (false, None) => skipped.malformed += 1,
-                (false, Some(finished_on)) => {
-                    candidates.push(Candidate {
-                        id: id.clone(),
-                        score: *score,
-                        fingerprint: Some(job_fingerprint(
-                            dump.as_deref().unwrap_or_default(),
-                            logs.len(),
-                        )),
-                    });
-                    copies.push((id.clone(), finished_on, hash, logs));
-                }
-            }
-        }
-        if copies.is_empty() {
-            return Ok(SegmentInFlight {
-                write: None,
-                candidates,
-                large,
-            });
-        }
-        writer.segment += 1;
-        let (sink, meta, seq) = (writer.sink.clone(), writer.meta.clone(), writer.segment);
-        let (queue, state) = (self.queue.base.clone(), self.state.as_str());
-        let runtime = tokio::runtime::Handle::current();
-        let write = tokio::task::spawn_blocking(move || {
-            yield_cpu_to_redis();
-            let records: Vec<JobCopy<'_>> = copies
-                .iter()
-                .map(|(id, finished_on, hash, logs)| JobCopy {
-                    queue: &queue,
-                    id,
-                    state,
-                    finished_on: *finished_on,
-                    hash,
-                    logs,
-                })
-                .collect();
-            // The runtime's driver keeps running on the caller's thread, so an S3 upload
-            // awaited here makes progress.
-            runtime.block_on(sink.write_segment(&meta, seq, &records))
-        });
-        Ok(SegmentInFlight {
-            write: Some(write),
-            candidates,
-            large,
+    ) -> Result<InFlight> {
+        writer.batches += 1;
+        let name = format!(
+            "{}-{}-{}",
+            self.opts.execution_id,
+            self.state.as_str(),
+            writer.batches
+        );
+        let batch = StagedBatch::new(self.keys.base(), &name);
+        let index_value = staging::index_value(self.state, &self.opts.execution_id);
+        let candidates: Vec<Candidate> = rows
+            .iter()
+            .map(|(id, score)| Candidate {
+                id: id.clone(),
+                score: *score,
+                fingerprint: None,
+            })
+            .collect();
+        let mode = DetachMode {
+            per_job_events: false,
+            protect_parents: self.protect_parents,
+        };
+        let (keys, state, budget, ctx) =
+            (self.keys, self.state, self.opts.budget_us, self.audit_ctx);
+        // Progress is counted once a batch is dropped, not when it is detached.
+        let detached = run_batches(
+            con,
+            &candidates,
+            &mut writer.sizer,
+            self.opts,
+            &|_| {},
+            skipped,
+            async |con, jobs| {
+                let out = scripts()
+                    .detach_jobs(
+                        con,
+                        keys,
+                        state,
+                        &batch,
+                        &index_value,
+                        jobs,
+                        budget,
+                        ctx,
+                        mode,
+                    )
+                    .await?;
+                Ok(out.into())
+            },
+        )
+        .await?;
+        let copies = staging::read(con, &batch, self.state).await?;
+        let write = self.spawn_write(writer, copies.normal);
+        Ok(InFlight {
+            batch,
+            detached,
+            write,
+            large: copies.large,
         })
     }
 
-    /// Waits until a started segment is durable and verified, then deletes its jobs (each
-    /// re-checked against its fingerprint). Returns how many were deleted.
-    async fn finish_segment<C: ConnectionLike>(
+    /// Writes, verifies and drops a batch detached earlier (by a run that was killed).
+    pub(super) async fn finish_staged<C: ConnectionLike>(
         &self,
         con: &mut C,
         writer: &mut ArchiveWriter<'_>,
-        segment: SegmentInFlight,
-        skipped: &mut Skipped,
+        batch: StagedBatch,
     ) -> Result<u64> {
-        if let Some(write) = segment.write {
-            write
-                .await
-                .map_err(|e| {
-                    Error::archive(format!("archive writer stopped; nothing deleted: {e}"))
-                })?
-                .map_err(Error::archive)?;
-        }
-        let mut removed = self
-            .remove_pending(con, &segment.candidates, &mut writer.sizer, skipped)
-            .await?;
-        for (id, score) in &segment.large {
-            removed += self
-                .archive_large_job(con, writer, id, *score, skipped)
-                .await?;
-        }
-        Ok(removed)
+        let copies = staging::read(con, &batch, self.state).await?;
+        let write = self.spawn_write(writer, copies.normal);
+        let in_flight = InFlight {
+            batch,
+            detached: copies.jobs,
+            write,
+            large: copies.large,
+        };
+        self.finish_batch(con, writer, in_flight).await
     }
 
-    /// Archives one oversized job as a segment of its own, streamed: one hash field and one
-    /// page of log lines in memory at a time. Its delete is checked against the job's shape
-    /// (field names and lengths, log count), since hashing its `DUMP` would hold Redis too
-    /// long. Returns 1 when the job was deleted.
-    async fn archive_large_job<C: ConnectionLike>(
+    /// Starts writing staged copies as one segment on a blocking thread.
+    fn spawn_write(
+        &self,
+        writer: &mut ArchiveWriter<'_>,
+        copies: Vec<StagedCopies>,
+    ) -> Option<tokio::task::JoinHandle<std::io::Result<()>>> {
+        if copies.is_empty() {
+            return None;
+        }
+        writer.segment += 1;
+        let (sink, meta, seq) = (writer.sink.clone(), writer.meta.clone(), writer.segment);
+        let queue = self.queue.base.clone();
+        let runtime = tokio::runtime::Handle::current();
+        Some(tokio::task::spawn_blocking(move || {
+            yield_cpu_to_redis();
+            let records: Vec<JobCopy<'_>> = copies.iter().map(|c| c.as_copy(&queue)).collect();
+            // The runtime's driver keeps running on the caller's thread, so an S3 upload
+            // awaited here makes progress.
+            runtime
+                .block_on(sink.write_segment(&meta, seq, &records))
+                .map(|_| ())
+        }))
+    }
+
+    /// Waits until the batch's copies are durable and verified (streaming its oversized
+    /// entries meanwhile), then drops its staged keys. When the archive fails, the batch is
+    /// put back. Returns how many jobs of the set were archived.
+    async fn finish_batch<C: ConnectionLike>(
         &self,
         con: &mut C,
         writer: &mut ArchiveWriter<'_>,
-        id: &str,
-        score: i64,
-        skipped: &mut Skipped,
+        batch: InFlight,
     ) -> Result<u64> {
-        let key = self.keys.job(id);
-        let (locked, finished, names): (bool, Option<String>, Vec<String>) = with_retry!(
-            redis::pipe()
-                .exists(self.keys.lock(id))
-                .hget(&key, "finishedOn")
-                .hkeys(&key)
-                .query_async::<(bool, Option<String>, Vec<String>)>(con)
-        )?;
-        let Some(finished_on) = finished.and_then(|f| f.parse::<i64>().ok()) else {
-            skipped.malformed += u64::from(!locked);
-            skipped.locked += u64::from(locked);
-            return Ok(0);
+        let mut written = match batch.write {
+            Some(write) => write
+                .await
+                .map_err(|e| Error::archive(format!("archive writer stopped: {e}")))
+                .and_then(|r| r.map_err(Error::archive)),
+            None => Ok(()),
         };
-        if locked {
-            skipped.locked += 1;
-            return Ok(0);
+        for entry in &batch.large {
+            if written.is_err() {
+                break;
+            }
+            written = self.stream_entry(con, writer, &batch.batch, entry).await;
         }
+        match written {
+            Ok(()) => {
+                staging::drop_batch(con, self.keys, &batch.batch).await?;
+                (self.progress)(batch.detached);
+                Ok(batch.detached)
+            }
+            Err(e) => {
+                let back =
+                    staging::put_back(con, self.keys, self.state, &batch.batch, self.audit).await?;
+                Err(Error::archive(format!(
+                    "{e}; the batch's {back} jobs were put back, nothing was lost"
+                )))
+            }
+        }
+    }
+
+    /// Puts back a batch whose segment is no longer wanted (an earlier batch failed).
+    async fn abandon_batch<C: ConnectionLike>(&self, con: &mut C, batch: InFlight) -> Result<()> {
+        if let Some(write) = batch.write {
+            let _ = write.await;
+        }
+        staging::put_back(con, self.keys, self.state, &batch.batch, self.audit).await?;
+        Ok(())
+    }
+
+    /// Archives one oversized staged entry as a segment of its own, streamed.
+    async fn stream_entry<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        batch: &StagedBatch,
+        entry: &staging::StagedEntry,
+    ) -> Result<()> {
         writer.segment += 1;
-        let mut segment = StreamedSegment::start(
-            writer.sink,
-            &writer.meta,
-            writer.segment,
-            (id, self.state.as_str(), finished_on),
+        let job = StreamedJob {
+            id: &entry.id,
+            state: entry.state(self.state),
+            finished_on: entry.finished_on,
+            role: entry.role(),
+            base64: false,
+        };
+        self.stream_job(
+            con,
+            writer,
+            (&batch.job(entry.n), &batch.logs(entry.n)),
+            job,
         )
-        .map_err(Error::archive)?;
+        .await
+        .map(|_| ())
+    }
+
+    /// Streams one job's hash and logs into a segment of its own, again as base64 when it
+    /// holds bytes that are not UTF-8. Returns its log count and shape (field names and
+    /// lengths).
+    pub(super) async fn stream_job<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &ArchiveWriter<'_>,
+        keys: (&str, &str),
+        job: StreamedJob<'_>,
+    ) -> Result<(u64, Vec<(String, usize)>)> {
+        match self.stream_once(con, writer, keys, job).await? {
+            Some(done) => Ok(done),
+            None => self
+                .stream_once(
+                    con,
+                    writer,
+                    keys,
+                    StreamedJob {
+                        base64: true,
+                        ..job
+                    },
+                )
+                .await?
+                .ok_or_else(|| Error::archive("a base64 record could not be written")),
+        }
+    }
+
+    /// One attempt of [`Self::stream_job`]; `None` when the job is not text.
+    async fn stream_once<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &ArchiveWriter<'_>,
+        (hash_key, logs_key): (&str, &str),
+        job: StreamedJob<'_>,
+    ) -> Result<Option<(u64, Vec<(String, usize)>)>> {
+        let not_text = |e: &std::io::Error| e.kind() == std::io::ErrorKind::InvalidData;
+        let mut segment = StreamedSegment::start(writer.sink, &writer.meta, writer.segment, job)
+            .map_err(Error::archive)?;
+        let names: Vec<Vec<u8>> = with_retry!(
+            redis::cmd("HKEYS")
+                .arg(hash_key)
+                .query_async::<Vec<Vec<u8>>>(con)
+        )?;
         let mut shape = Vec::with_capacity(names.len());
         for name in names {
-            let value: Option<String> = with_retry!(
+            let value: Option<Vec<u8>> = with_retry!(
                 redis::cmd("HGET")
-                    .arg(&key)
+                    .arg(hash_key)
                     .arg(&name)
-                    .query_async::<Option<String>>(con)
+                    .query_async::<Option<Vec<u8>>>(con)
             )?;
             if let Some(value) = value {
-                segment.field(&name, &value).map_err(Error::archive)?;
-                shape.push((name, value.len()));
+                match segment.field(&name, &value) {
+                    Err(e) if not_text(&e) => {
+                        segment.abandon();
+                        return Ok(None);
+                    }
+                    other => other.map_err(Error::archive)?,
+                }
+                shape.push((String::from_utf8_lossy(&name).into_owned(), value.len()));
             }
         }
         let mut logs = 0u64;
         loop {
-            let page: Vec<String> = with_retry!(
+            let page: Vec<Vec<u8>> = with_retry!(
                 redis::cmd("LRANGE")
-                    .arg(self.keys.logs(id))
+                    .arg(logs_key)
                     .arg(logs)
                     .arg(logs + LOG_PAGE as u64 - 1)
-                    .query_async::<Vec<String>>(con)
+                    .query_async::<Vec<Vec<u8>>>(con)
             )?;
-            segment.logs(&page).map_err(Error::archive)?;
+            match segment.logs(&page) {
+                Err(e) if not_text(&e) => {
+                    segment.abandon();
+                    return Ok(None);
+                }
+                other => other.map_err(Error::archive)?,
+            }
             logs += page.len() as u64;
             if page.len() < LOG_PAGE {
                 break;
             }
         }
-        segment
+        let _: SegmentManifest = segment
             .finish(writer.sink, &writer.meta)
             .await
             .map_err(Error::archive)?;
-        let candidate = [Candidate {
-            id: id.to_string(),
-            score,
-            fingerprint: Some(shape_fingerprint(&shape, logs)),
-        }];
-        self.remove_pending(con, &candidate, &mut writer.sizer, skipped)
-            .await
+        Ok(Some((logs, shape)))
     }
 }

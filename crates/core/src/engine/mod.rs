@@ -6,6 +6,7 @@
 mod retry;
 
 mod anonymize;
+mod archive_cold;
 mod archive_path;
 mod batch;
 mod dead_letter;
@@ -18,6 +19,7 @@ mod options;
 mod prefix;
 mod report;
 mod rules;
+mod staging;
 mod stalled;
 mod sweep;
 mod sys;
@@ -29,4 +31,4 @@ pub use batch::BatchSizer;
 pub use inventory::{Inventory, classify, in_dependency_order, inventory};
 pub use options::{Mode, SweepOptions};
 pub use report::{Notice, NoticeJob, QueueReport, Report, Skipped, StateReport};
-pub use sweep::sweep;
+pub use sweep::{finish_staged, sweep};

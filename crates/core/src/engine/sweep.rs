@@ -6,6 +6,7 @@ use super::inventory::{Inventory, in_dependency_order, inventory};
 use super::options::{Mode, SweepOptions};
 use super::report::{Notice, QueueReport, Report, StateReport};
 use super::rules::RuleGroups;
+use super::staging;
 use super::work::StateWork;
 use super::{move_exhausted, stalled};
 use crate::archive::ArchiveSink;
@@ -86,6 +87,36 @@ pub async fn sweep<C: ConnectionLike>(
         }
     }
     Ok(report)
+}
+
+/// Finishes, in each given queue, the archive batches earlier runs left detached (see
+/// `QueueRun::recover_staged`); `forget` runs it first so that staged copies are erased with
+/// the rest. Returns how many jobs were archived.
+pub async fn finish_staged<C: ConnectionLike>(
+    con: &mut C,
+    set: &PolicySet,
+    queues: &[QueueId],
+    opts: &SweepOptions,
+) -> Result<u64> {
+    let archive = open_archive(set, Mode::Run).await;
+    let mut done = 0;
+    for q in queues {
+        let Resolution::Covered(eff) = set.resolve(q) else {
+            continue;
+        };
+        let run = QueueRun {
+            queue: q,
+            policy: &eff,
+            opts,
+            mode: Mode::Run,
+            progress: &|_| {},
+            archive: archive.as_ref(),
+        };
+        let mut qr = queue_report(q, eff.name.clone());
+        run.recover_staged(con, &mut qr).await?;
+        done += qr.states.get("staged").and_then(|s| s.done).unwrap_or(0);
+    }
+    Ok(done)
 }
 
 /// The queues named in `opts`, or every discovered one (only those `--queue` matches).
@@ -246,6 +277,11 @@ impl<'a> QueueRun<'a> {
             qr.error = Some(reason);
             return qr;
         }
+        // Batches an interrupted run detached are finished before anything else.
+        if let Err(e) = self.recover_staged(con, &mut qr).await {
+            qr.error = Some(format!("archive batches left staged: {e}"));
+            return qr;
+        }
         // Exhausted jobs move first, before the failed rules could remove them.
         let error = match self.move_exhausted(con, &mut qr).await {
             Err(e) => Some(format!("moveExhaustedTo: {e}")),
@@ -263,6 +299,56 @@ impl<'a> QueueRun<'a> {
         };
         qr.error = error;
         qr
+    }
+
+    /// Finishes the archive batches an earlier run detached and did not drop (a run only):
+    /// each is written and dropped, or put back without a working archive. Reported as the
+    /// state `staged` when there were any.
+    async fn recover_staged<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        qr: &mut QueueReport,
+    ) -> Result<()> {
+        if self.mode != Mode::Run {
+            return Ok(());
+        }
+        let keys = QueueKeys::new(&self.queue.base);
+        let pending = staging::pending(con, &keys).await?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let groups = RuleGroups {
+            default: None,
+            by_name: BTreeMap::new(),
+        };
+        let mut sr = StateReport {
+            action: "archive (batches an interrupted run left)".into(),
+            ..StateReport::default()
+        };
+        let mut done = 0;
+        let mut result = Ok(());
+        for (batch, state) in pending {
+            let audit = AuditContext::for_queue(
+                self.queue,
+                self.policy,
+                state,
+                "archive",
+                &self.opts.execution_id,
+            );
+            let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
+            let work = self.state_work(&keys, state, &groups, &audit, &audit_ctx, None, None);
+            match work.recover_staged(con, batch).await {
+                Ok(n) => done += n,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        sr.done = Some(done);
+        sr.matched = done;
+        qr.states.insert("staged".into(), sr);
+        result
     }
 
     /// Why a run must not touch the queue: `sla.auditRequired` with no working store.

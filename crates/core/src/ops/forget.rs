@@ -11,7 +11,7 @@ use crate::audit;
 use crate::engine::forget::{
     ForgetRequest, Receipt, erase_archive, forget_in_redis, scope, status_of,
 };
-use crate::engine::inventory;
+use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
 use bullsweep_policy::PolicySet;
 use redis::aio::ConnectionManager;
@@ -38,6 +38,15 @@ pub async fn forget(
             Error::audit(format!("audit store unavailable: {e}"))
                 .with_hint("erasure is always audited, so nothing was erased")
         })?;
+    }
+    if !req.dry_run {
+        // Copies an interrupted archive run left staged go to the archive (or back to their
+        // queue) first, so that the passes below erase them with the rest.
+        let queues: Vec<_> = scoped.iter().map(|s| s.queue.clone()).collect();
+        let opts = SweepOptions::at(started_at, req.budget_us, &req.request_id);
+        finish_staged(con, set, &queues, &opts)
+            .await
+            .map_err(|e| e.context("forget: archive batches left staged"))?;
     }
     let sink = set
         .archive

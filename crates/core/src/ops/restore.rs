@@ -32,20 +32,37 @@ pub async fn restore<C: ConnectionLike>(
     let Some(record) = record else {
         return Err(not_archived(sink, base, id).await);
     };
-    let fields = match mode {
+    // The original's exact bytes; a new job's fields are built from their text.
+    let fields: Vec<(Vec<u8>, Vec<u8>)> = match mode {
         RestoreMode::Original => record.hash_fields(),
-        RestoreMode::New => new_job_fields(&record.hash_fields(), now_ms()),
+        RestoreMode::New => {
+            let text: Vec<(String, String)> = record
+                .hash_fields()
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        String::from_utf8_lossy(&k).into_owned(),
+                        String::from_utf8_lossy(&v).into_owned(),
+                    )
+                })
+                .collect();
+            new_job_fields(&text, now_ms())
+                .into_iter()
+                .map(|(k, v)| (k.into_bytes(), v.into_bytes()))
+                .collect()
+        }
     };
+    let id = record.id_bytes();
     let restored = scripts()
         .restore_job(
             con,
             &QueueKeys::new(base),
             mode,
-            &record.id,
+            &id,
             &record.state,
             record.finished_on,
             &fields,
-            &record.logs,
+            &record.log_bytes(),
         )
         .await?;
     match restored {
@@ -59,7 +76,7 @@ pub async fn restore<C: ConnectionLike>(
         }),
         None => Err(Error::runtime(format!(
             "{} exists; nothing restored",
-            QueueKeys::new(base).job(&record.id)
+            QueueKeys::new(base).job(&String::from_utf8_lossy(&id))
         ))
         .with_hint("use --as new to run a copy as a new job")),
     }

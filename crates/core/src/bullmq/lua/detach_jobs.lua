@@ -49,8 +49,12 @@ local function stage(jobKey, tag, jobId)
   local n = rcall('RPUSH', listKey, tag .. jobId)
   local staged = listKey .. ':' .. n
   rcall('RENAME', jobKey, staged)
-  if rcall('EXISTS', jobKey .. ':logs') == 1 then
+  -- Logs that are not a list are nothing BullMQ wrote: they go, as the sweep deletes them.
+  local logsType = rcall('TYPE', jobKey .. ':logs')['ok']
+  if logsType == 'list' then
     rcall('RENAME', jobKey .. ':logs', staged .. ':logs')
+  elseif logsType ~= 'none' then
+    rcall('UNLINK', jobKey .. ':logs')
   end
 end
 

@@ -22,11 +22,11 @@ impl Scripts {
         con: &mut C,
         keys: &QueueKeys,
         mode: RestoreMode,
-        original_id: &str,
+        original_id: &[u8],
         state: &str,
         score: i64,
-        fields: &[(String, String)],
-        logs: &[String],
+        fields: &[(Vec<u8>, Vec<u8>)],
+        logs: &[Vec<u8>],
     ) -> RedisResult<Option<String>> {
         let mut invocation = self.restore_job.prepare_invoke();
         invocation

@@ -108,17 +108,11 @@ pub async fn erase_archive<C: ConnectionLike>(
 }
 
 fn record_matches(r: &ArchiveRecord, q: &ScopedQueue, prefilter: &Prefilter, value: &str) -> bool {
-    let Some(data) = r.fields.get("data") else {
+    let Some((_, data)) = r.hash_fields().into_iter().find(|(k, _)| k == b"data") else {
         return false;
     };
-    let text = data.to_string();
-    if !prefilter.may_hold(text.as_bytes()) {
+    if !prefilter.may_hold(&data) {
         return false;
     }
-    match data {
-        serde_json::Value::String(s) => {
-            serde_json::from_str::<serde_json::Value>(s).is_ok_and(|d| q.matches(&d, value))
-        }
-        d => q.matches(d, value),
-    }
+    serde_json::from_slice::<serde_json::Value>(&data).is_ok_and(|d| q.matches(&d, value))
 }
