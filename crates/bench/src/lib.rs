@@ -113,6 +113,8 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         summary: Vec::new(),
         ratios_vs_bullmq: Vec::new(),
         ratio_vs_bullmq: None,
+        ratios_archive_vs_sweep: Vec::new(),
+        ratio_archive_vs_sweep: None,
         skipped: Vec::new(),
     };
     let node_ready = args.compat_dir.join("node_modules/bullmq").is_dir()
@@ -139,7 +141,9 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)
             .collect(),
-        Strategy::Archive | Strategy::Event => vec!["archive"],
+        // The plain sweep runs beside the archive, so that their ratio comes from one run.
+        Strategy::Archive => vec!["bullsweep", "archive"],
+        Strategy::Event => vec!["archive"],
         Strategy::Forget => ["bullsweep", "bullmq"]
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)
@@ -169,6 +173,9 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate("bullmq")) {
             report.ratios_vs_bullmq.push(ours / theirs);
         }
+        if let (Some(archive), Some(sweep)) = (rate("archive"), rate("bullsweep")) {
+            report.ratios_archive_vs_sweep.push(archive / sweep);
+        }
     }
     flush(&mut con, &url).await?;
     slowlog_end(&mut con, saved_slowlog)
@@ -180,6 +187,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         .map(|c| summarize(c, &report.rounds))
         .collect();
     report.ratio_vs_bullmq = median(report.ratios_vs_bullmq.clone());
+    report.ratio_archive_vs_sweep = median(report.ratios_archive_vs_sweep.clone());
     if args.json {
         serde_json::to_string(&report).map_err(Error::runtime)
     } else {

@@ -53,6 +53,10 @@ pub struct BenchReport {
     pub ratios_vs_bullmq: Vec<f64>,
     /// The median of `ratios_vs_bullmq`.
     pub ratio_vs_bullmq: Option<f64>,
+    /// `--strategy archive`: archive jobs/s divided by the plain sweep's, per round.
+    pub ratios_archive_vs_sweep: Vec<f64>,
+    /// The median of `ratios_archive_vs_sweep`.
+    pub ratio_archive_vs_sweep: Option<f64>,
     /// Contenders that could not run, and why.
     pub skipped: Vec<String>,
 }
@@ -172,6 +176,17 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
             .collect();
         out.push_str(&format!(
             "\n{versus} jobs/s: {r:.2}x median (rounds: {})",
+            each.join(", ")
+        ));
+    }
+    if let Some(r) = report.ratio_archive_vs_sweep {
+        let each: Vec<String> = report
+            .ratios_archive_vs_sweep
+            .iter()
+            .map(|r| format!("{r:.2}x"))
+            .collect();
+        out.push_str(&format!(
+            "\narchive / plain sweep (bullsweep) jobs/s: {r:.2}x median (rounds: {})",
             each.join(", ")
         ));
     }
