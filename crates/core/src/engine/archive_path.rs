@@ -171,7 +171,6 @@ impl StateWork<'_> {
             })
             .collect();
         let mode = DetachMode {
-            per_job_events: false,
             protect_parents: self.protect_parents,
         };
         let (keys, state, budget, ctx) =

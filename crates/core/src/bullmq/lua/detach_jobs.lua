@@ -58,16 +58,6 @@ local function stage(jobKey, tag, jobId)
   end
 end
 
--- The job's keys other than its hash and logs, which hold no data of its own.
-local function queueLinkKeys(dels, jobKey)
-  local d = #dels
-  dels[d + 1] = jobKey .. ':dependencies'
-  dels[d + 2] = jobKey .. ':processed'
-  dels[d + 3] = jobKey .. ':failed'
-  dels[d + 4] = jobKey .. ':unsuccessful'
-  return dels
-end
-
 takeParent = function(parentKey, parentId)
   stage(parentKey, 'p', parentId)
   flushDeletes(queueLinkKeys({}, parentKey))
@@ -105,14 +95,5 @@ end
 flushDeletes(batch.dels)
 local detached = batch.removed
 zremAll(setKey, detached)
-local prev = string.match(ARGV[6], '^removed:(.+)$')
-if prev then
-  local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
-  for _, jobId in ipairs(detached) do
-    rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'removed', 'jobId', jobId, 'prev', prev)
-  end
-  addAuditEvent(ARGV[3], detached)
-else
-  recordBatch(eventsKey, metaKey, ARGV[3], detached)
-end
+recordIdBatch(eventsKey, metaKey, ARGV[6], ARGV[3], detached)
 return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting}

@@ -54,14 +54,5 @@ end
 flushDeletes(batch.dels)
 local removed = batch.removed
 zremAll(setKey, removed)
-local prev = string.match(ARGV[5], '^removed:(.+)$')
-if prev then
-  local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
-  for _, jobId in ipairs(removed) do
-    rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'removed', 'jobId', jobId, 'prev', prev)
-  end
-  addAuditEvent(ARGV[3], removed)
-else
-  recordBatch(eventsKey, metaKey, ARGV[3], removed)
-end
+recordIdBatch(eventsKey, metaKey, ARGV[5], ARGV[3], removed)
 return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting}

@@ -11,8 +11,6 @@ use redis::aio::ConnectionLike;
 /// How one detach call removes its jobs.
 #[derive(Clone, Copy, Debug)]
 pub struct DetachMode {
-    /// Leave one `removed` event per job (the event path) instead of one `cleaned` event.
-    pub per_job_events: bool,
     /// Hold back jobs whose parent still waits for children (`protectWaitingParents`).
     pub protect_parents: bool,
 }
@@ -46,11 +44,8 @@ impl Scripts {
             .arg(audit_ctx)
             .arg(batch.name())
             .arg(index_value)
-            .arg(if mode.per_job_events {
-                format!("removed:{state}")
-            } else {
-                "cleaned".to_string()
-            })
+            // One `cleaned` event per call, as Queue.clean leaves.
+            .arg("cleaned")
             .arg(if mode.protect_parents { "1" } else { "0" });
         push_candidates(&mut invocation, jobs, false);
         id_batch(&invocation, con).await

@@ -18,16 +18,22 @@
 -- Set by a script from its arguments: hold back jobs whose parent waits for children.
 local protectParents = false
 
+-- Queues the job's keys that hold no data of its own (not its hash and logs) for UNLINK.
+local function queueLinkKeys(dels, jobKey)
+  local d = #dels
+  dels[d + 1] = jobKey .. ':dependencies'
+  dels[d + 2] = jobKey .. ':processed'
+  dels[d + 3] = jobKey .. ':failed'
+  dels[d + 4] = jobKey .. ':unsuccessful'
+  return dels
+end
+
 -- Queues the job's own keys for one batched UNLINK.
 local function queueJobKeys(dels, jobKey)
   local d = #dels
   dels[d + 1] = jobKey
   dels[d + 2] = jobKey .. ':logs'
-  dels[d + 3] = jobKey .. ':dependencies'
-  dels[d + 4] = jobKey .. ':processed'
-  dels[d + 5] = jobKey .. ':failed'
-  dels[d + 6] = jobKey .. ':unsuccessful'
-  return dels
+  return queueLinkKeys(dels, jobKey)
 end
 
 -- UNLINK rather than DEL: a job with a huge log list is freed off the main thread.
@@ -197,6 +203,21 @@ local function recordBatch(eventsKey, metaKey, ctx, removed)
   if #removed > 0 then
     local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
     rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'cleaned', 'count', #removed)
+  end
+  addAuditEvent(ctx, removed)
+end
+
+-- The events a batch of named jobs leaves, by `mode`: `cleaned` (one event, as Queue.clean
+-- leaves) or `removed:<state>` (one `removed` event per job, as Job.remove leaves); then its
+-- audit event.
+local function recordIdBatch(eventsKey, metaKey, mode, ctx, removed)
+  local prev = string.match(mode, '^removed:(.+)$')
+  if not prev then
+    return recordBatch(eventsKey, metaKey, ctx, removed)
+  end
+  local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
+  for _, jobId in ipairs(removed) do
+    rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'removed', 'jobId', jobId, 'prev', prev)
   end
   addAuditEvent(ctx, removed)
 end
