@@ -176,6 +176,7 @@ impl StateWork<'_> {
         let (keys, state, budget, ctx) =
             (self.keys, self.state, self.opts.budget_us, self.audit_ctx);
         // Progress is counted once a batch is dropped, not when it is detached.
+        let mut staged = Vec::new();
         let detached = run_batches(
             con,
             &candidates,
@@ -184,7 +185,7 @@ impl StateWork<'_> {
             &|_| {},
             skipped,
             async |con, jobs| {
-                let out = scripts()
+                let (out, now) = scripts()
                     .detach_jobs(
                         con,
                         keys,
@@ -197,11 +198,12 @@ impl StateWork<'_> {
                         mode,
                     )
                     .await?;
+                staged.extend(now);
                 Ok(out.into())
             },
         )
         .await?;
-        let copies = staging::read(con, &batch, self.state).await?;
+        let copies = staging::read_copies(con, &batch, self.state, staged).await?;
         let write = self.spawn_write(writer, copies.normal);
         Ok(InFlight {
             batch,

@@ -7,7 +7,7 @@ use super::work::StateWork;
 use crate::archive::JobCopy;
 use crate::audit::AuditContext;
 use crate::bullmq::keys::{StagedBatch, staging_index};
-use crate::bullmq::{QueueKeys, scripts};
+use crate::bullmq::{QueueKeys, StagedNow, scripts};
 use crate::error::{Error, Result};
 use bullsweep_policy::JobState;
 use redis::RedisResult;
@@ -30,6 +30,8 @@ pub(crate) struct StagedEntry {
     pub id: Vec<u8>,
     /// `finishedOn` (0 for a parent that never finished).
     pub finished_on: i64,
+    /// Log lines staged with it.
+    pub logs: u64,
 }
 
 impl StagedEntry {
@@ -84,8 +86,8 @@ pub(crate) fn index_value(state: JobState, run: &str) -> String {
     serde_json::json!({ "state": state.as_str(), "run": run }).to_string()
 }
 
-/// Reads a staged batch's entries and copies. Entries whose keys are gone (dropped by a run
-/// killed mid-drop) are skipped.
+/// Reads a staged batch found in the index (left by an earlier run): its entries, their sizes
+/// and copies. Entries whose keys are gone (dropped by a run killed mid-drop) are skipped.
 pub(crate) async fn read<C: ConnectionLike>(
     con: &mut C,
     batch: &StagedBatch,
@@ -98,20 +100,15 @@ pub(crate) async fn read<C: ConnectionLike>(
             .arg(-1)
             .query_async::<Vec<Vec<u8>>>(con)
     )?;
-    let mut entries = Vec::with_capacity(raw.len());
-    for (i, e) in raw.into_iter().enumerate() {
-        if let Some((&tag, id)) = e.split_first() {
-            entries.push((i as u64 + 1, tag == b'p', id.to_vec()));
-        }
-    }
-    let mut out = StagedRead {
-        normal: Vec::new(),
-        large: Vec::new(),
-        jobs: 0,
-    };
+    let entries: Vec<(u64, Vec<u8>)> = raw
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| (i as u64 + 1, e))
+        .collect();
+    let mut staged = Vec::with_capacity(entries.len());
     for chunk in entries.chunks(READ_JOBS) {
         let mut pipe = redis::pipe();
-        for (n, _, _) in chunk {
+        for (n, _) in chunk {
             let key = batch.job(*n);
             pipe.exists(&key)
                 .hget(&key, "finishedOn")
@@ -125,34 +122,71 @@ pub(crate) async fn read<C: ConnectionLike>(
         }
         type Sizes = (bool, Option<String>, u64, u64, u64);
         let sizes: Vec<Sizes> = with_retry!(pipe.query_async::<Vec<Sizes>>(con))?;
-        let mut whole = Vec::new();
-        for ((n, parent, id), (exists, finished, data, rv, logs)) in chunk.iter().zip(sizes) {
-            if !exists {
-                continue;
-            }
-            let entry = StagedEntry {
-                n: *n,
-                parent: *parent,
-                id: id.clone(),
-                finished_on: finished.and_then(|f| f.parse().ok()).unwrap_or(0),
-            };
-            out.jobs += u64::from(!parent);
-            if data + rv > LARGE_JOB_BYTES || logs > LARGE_JOB_LOGS {
-                out.large.push(entry);
-            } else {
-                whole.push(entry);
+        for ((n, entry), (exists, finished, data, rv, logs)) in chunk.iter().zip(sizes) {
+            if let (true, Some((&tag, id))) = (exists, entry.split_first()) {
+                staged.push(StagedNow {
+                    n: *n,
+                    parent: tag == b'p',
+                    id: id.to_vec(),
+                    finished_on: finished.and_then(|f| f.parse().ok()),
+                    payload_bytes: data + rv,
+                    logs,
+                });
             }
         }
+    }
+    read_copies(con, batch, state, staged).await
+}
+
+/// Reads the copies of staged entries whose sizes are known: the oversized ones are left to
+/// be streamed, the others read whole, a pipeline per hundred.
+pub(crate) async fn read_copies<C: ConnectionLike>(
+    con: &mut C,
+    batch: &StagedBatch,
+    state: JobState,
+    staged: Vec<StagedNow>,
+) -> RedisResult<StagedRead> {
+    let mut out = StagedRead {
+        normal: Vec::new(),
+        large: Vec::new(),
+        jobs: 0,
+    };
+    let mut whole = Vec::with_capacity(staged.len());
+    for s in staged {
+        let entry = StagedEntry {
+            n: s.n,
+            parent: s.parent,
+            id: s.id,
+            finished_on: s.finished_on.unwrap_or(0),
+            logs: s.logs,
+        };
+        out.jobs += u64::from(!s.parent);
+        if s.payload_bytes > LARGE_JOB_BYTES || s.logs > LARGE_JOB_LOGS {
+            out.large.push(entry);
+        } else {
+            whole.push(entry);
+        }
+    }
+    for chunk in whole.chunks(READ_JOBS) {
         let mut pipe = redis::pipe();
-        for e in &whole {
-            pipe.hgetall(batch.job(e.n)).lrange(batch.logs(e.n), 0, -1);
+        for e in chunk {
+            pipe.hgetall(batch.job(e.n));
+            if e.logs > 0 {
+                pipe.lrange(batch.logs(e.n), 0, -1);
+            }
         }
-        type Copy = (Vec<(Vec<u8>, Vec<u8>)>, Vec<Vec<u8>>);
-        let copies: Vec<Copy> = with_retry!(pipe.query_async::<Vec<Copy>>(con))?;
-        for (entry, (hash, logs)) in whole.into_iter().zip(copies) {
+        let mut replies = with_retry!(pipe.query_async::<Vec<redis::Value>>(con))?.into_iter();
+        for entry in chunk {
+            let hash: Vec<(Vec<u8>, Vec<u8>)> =
+                redis::from_redis_value(replies.next().unwrap_or(redis::Value::Nil))?;
+            let logs: Vec<Vec<u8>> = if entry.logs > 0 {
+                redis::from_redis_value(replies.next().unwrap_or(redis::Value::Nil))?
+            } else {
+                Vec::new()
+            };
             out.normal.push(StagedCopies {
                 state: entry.state(state),
-                entry,
+                entry: entry.clone(),
                 hash,
                 logs,
             });

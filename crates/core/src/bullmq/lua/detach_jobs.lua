@@ -21,7 +21,10 @@
   ARGV[7] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
   ARGV[8..] per job: id, expected score
 
-  Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting}.
+  Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting, staged}:
+  staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
+  none), the bytes of data and returnvalue, and the log count; so the client reads each copy
+  (or streams an oversized one) without asking again.
 
   An entry is 'j' .. id for a job of the set and 'p' .. id for a parent taken along. Calls
   for one batch append to its list; the index entry is written with the first staged key.
@@ -39,23 +42,35 @@ local LOOK_EVERY = 16
 local clock = startBudget(tonumber(ARGV[2]))
 protectParents = ARGV[7] == '1'
 local indexed = false
+local stagedNow = {}
 
--- Moves a job's hash and logs under the batch (entry `tag .. id`).
-local function stage(jobKey, tag, jobId)
+-- Moves a job's hash and logs under the batch (entry `tag .. id`), and notes what the client
+-- needs to read them; `finishedOn` when the caller has read it already.
+local function stage(jobKey, tag, jobId, finishedOn)
   if not indexed then
     rcall('HSET', indexKey, ARGV[4], ARGV[5])
     indexed = true
   end
-  local n = rcall('RPUSH', listKey, tag .. jobId)
+  local entry = tag .. jobId
+  local n = rcall('RPUSH', listKey, entry)
   local staged = listKey .. ':' .. n
+  local bytes = rcall('HSTRLEN', jobKey, 'data') + rcall('HSTRLEN', jobKey, 'returnvalue')
+  local s = #stagedNow
+  stagedNow[s + 1] = n
+  stagedNow[s + 2] = entry
+  stagedNow[s + 3] = finishedOn or rcall('HGET', jobKey, 'finishedOn') or ''
+  stagedNow[s + 4] = bytes
   rcall('RENAME', jobKey, staged)
   -- Logs that are not a list are nothing BullMQ wrote: they go, as the sweep deletes them.
-  local logsType = rcall('TYPE', jobKey .. ':logs')['ok']
-  if logsType == 'list' then
-    rcall('RENAME', jobKey .. ':logs', staged .. ':logs')
-  elseif logsType ~= 'none' then
-    rcall('UNLINK', jobKey .. ':logs')
+  local logsKey = jobKey .. ':logs'
+  local logs = redis.pcall('LLEN', logsKey)
+  if type(logs) ~= 'number' then
+    rcall('UNLINK', logsKey)
+    logs = 0
+  elseif logs > 0 then
+    rcall('RENAME', logsKey, staged .. ':logs')
   end
+  stagedNow[s + 5] = logs
 end
 
 takeParent = function(parentKey, parentId)
@@ -84,7 +99,7 @@ for i = 8, #ARGV, 2 do
         dels[#dels] = nil
       end
       if finishedOn then
-        stage(jobKey, 'j', jobId)
+        stage(jobKey, 'j', jobId, finishedOn)
       end
       queueLinkKeys(dels, jobKey)
     end
@@ -96,4 +111,5 @@ flushDeletes(batch.dels)
 local detached = batch.removed
 zremAll(setKey, detached)
 recordIdBatch(eventsKey, metaKey, ARGV[6], ARGV[3], detached)
-return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting}
+return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
+  stagedNow}

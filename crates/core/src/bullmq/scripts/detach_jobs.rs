@@ -1,12 +1,63 @@
 //! The detach step of an archive batch (`lua/detach_jobs.lua`) and its undo
 //! (`lua/unstage_jobs.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, id_batch, push_candidates};
+use super::{BatchOutcome, Candidate, Scripts, push_candidates};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{StagedBatch, staging_index};
 use bullsweep_policy::JobState;
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
+
+/// One entry a detach call staged, as the script reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedNow {
+    /// Its place in the batch, from 1.
+    pub n: u64,
+    /// A same-queue parent taken along (`p` entry), not a job of the set.
+    pub parent: bool,
+    /// The job id.
+    pub id: Vec<u8>,
+    /// `finishedOn`, when the hash has one.
+    pub finished_on: Option<i64>,
+    /// Bytes of `data` and `returnvalue`.
+    pub payload_bytes: u64,
+    /// Log lines.
+    pub logs: u64,
+}
+
+fn int(v: &Value) -> u64 {
+    match v {
+        Value::Int(i) => u64::try_from(*i).unwrap_or_default(),
+        _ => 0,
+    }
+}
+
+/// The entries of the reply's last element, five values each.
+fn staged_now(v: Option<&Value>) -> Vec<StagedNow> {
+    let Some(Value::Array(flat)) = v else {
+        return Vec::new();
+    };
+    flat.chunks_exact(5)
+        .filter_map(|e| {
+            let Value::BulkString(entry) = &e[1] else {
+                return None;
+            };
+            let (&tag, id) = entry.split_first()?;
+            let finished_on = match &e[2] {
+                Value::BulkString(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+                _ => None,
+            };
+            Some(StagedNow {
+                n: int(&e[0]),
+                parent: tag == b'p',
+                id: id.to_vec(),
+                finished_on,
+                payload_bytes: int(&e[3]),
+                logs: int(&e[4]),
+            })
+        })
+        .collect()
+}
 
 /// How one detach call removes its jobs.
 #[derive(Clone, Copy, Debug)]
@@ -18,7 +69,8 @@ pub struct DetachMode {
 impl Scripts {
     /// Removes the given jobs from their set as `remove_ids` does, staging each hash and its
     /// logs under `batch` instead of deleting them (see `lua/detach_jobs.lua`). `index_value`
-    /// is what the queue's staging index says about the batch.
+    /// is what the queue's staging index says about the batch. Returns what the call did and
+    /// the entries it staged.
     #[allow(clippy::too_many_arguments, reason = "one argument per script input")]
     pub async fn detach_jobs<C: ConnectionLike>(
         &self,
@@ -31,7 +83,7 @@ impl Scripts {
         budget_us: u64,
         audit_ctx: &str,
         mode: DetachMode,
-    ) -> RedisResult<BatchOutcome> {
+    ) -> RedisResult<(BatchOutcome, Vec<StagedNow>)> {
         let mut invocation = self.detach_jobs.prepare_invoke();
         invocation
             .key(keys.finished_set(state))
@@ -48,7 +100,19 @@ impl Scripts {
             .arg("cleaned")
             .arg(if mode.protect_parents { "1" } else { "0" });
         push_candidates(&mut invocation, jobs, false);
-        id_batch(&invocation, con).await
+        let reply: Vec<Value> = invocation.invoke_async(con).await?;
+        let at = |i: usize| reply.get(i).map(int).unwrap_or_default();
+        let outcome = BatchOutcome {
+            removed: at(0),
+            locked: at(1),
+            malformed: at(2),
+            changed: at(3),
+            elapsed_us: at(4),
+            exhausted: false,
+            handled: at(5),
+            parent_waiting: at(6),
+        };
+        Ok((outcome, staged_now(reply.get(7))))
     }
 
     /// Puts entries `first..=last` (1-based) of a staged batch back into the queue (see

@@ -21,7 +21,7 @@ mod sweep_prefix;
 
 pub use anonymize_jobs::{ScrubOutcome, ScrubbedJob};
 pub use cold_jobs::ColdMarker;
-pub use detach_jobs::DetachMode;
+pub use detach_jobs::{DetachMode, StagedNow};
 pub use drain_events::{DrainOutcome, DrainRequest};
 pub use erase_jobs::{ErasureItem, ErasureKind, ErasureOutcome};
 pub use page_newest::FinishedEntry;
