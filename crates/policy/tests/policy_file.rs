@@ -711,3 +711,38 @@ fn a_cron_expression_that_never_fires_is_refused() {
         "{got}"
     );
 }
+
+/// Issue 12, finding 11: policies that tie are reported as groups, one error each, not one
+/// error per pair (1,000 tied `*` policies made 499,500 problems).
+#[test]
+fn ties_are_reported_as_groups() {
+    let mut text = String::from("version: 1\npolicies:\n");
+    for i in 0..1_000 {
+        text.push_str(&format!("  - {{ name: all{i}, queueNamePattern: '*' }}\n"));
+    }
+    // Two more groups: overlapping globs of one specificity, and one exact name twice.
+    text.push_str("  - { name: g1, queueNamePattern: 'bill*' }\n");
+    text.push_str("  - { name: g2, queueNamePattern: '*ling' }\n");
+    text.push_str("  - { name: g3, queueNamePattern: 'b*ing' }\n");
+    text.push_str("  - { name: e1, queueNamePattern: orders }\n");
+    text.push_str("  - { name: e2, queueNamePattern: orders }\n");
+    text.push_str("  - { name: alone, queueNamePattern: 'zeta*x' }\n");
+    let err = compile("p.yaml", &text).expect_err("ties");
+    let shown = err.to_string();
+    assert_eq!(err.errors.len(), 3, "{shown}");
+    assert!(
+        shown.contains("these 1000 policies tie: `all0` (line 3), `all1` (line 4), `all2` (line 5) and 997 more"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "these 3 policies tie: `g1` (line 1003), `g2` (line 1004) and `g3` (line 1005) can"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("policies `e1` (line 1006) and `e2` tie"),
+        "{shown}"
+    );
+    assert!(!shown.contains("alone"), "{shown}");
+}

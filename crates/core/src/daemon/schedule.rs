@@ -15,7 +15,7 @@ impl Daemon {
     pub(super) async fn main_loop(&mut self) {
         while !self.shutdown.load(Ordering::Relaxed) {
             if self.reload.swap(false, Ordering::Relaxed) {
-                self.reload_policies();
+                self.reload_policies().await;
             }
             let up = redis::cmd("PING")
                 .query_async::<String>(&mut self.con)
@@ -69,8 +69,19 @@ impl Daemon {
         }
     }
 
-    fn reload_policies(&mut self) {
-        match load_policy_file(&self.config) {
+    /// Reads and compiles the policy file on a blocking thread, so that `/metrics` and
+    /// `/healthz` keep answering while a large file compiles; keeps the file in force when the
+    /// new one is invalid.
+    async fn reload_policies(&mut self) {
+        let path = self.config.clone();
+        let loaded = tokio::task::spawn_blocking(move || load_policy_file(&path))
+            .await
+            .unwrap_or_else(|e| {
+                Err(crate::error::Error::runtime(format!(
+                    "the policy compiler stopped: {e}"
+                )))
+            });
+        match loaded {
             Ok(set) => {
                 self.set = set;
                 self.slots.clear();
