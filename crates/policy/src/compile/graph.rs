@@ -15,9 +15,9 @@ pub(super) fn check_ties(c: &mut Checker, policies: &[Policy]) {
         Option<crate::pattern::Specificity>,
         crate::pattern::Specificity,
     );
-    // Bucket → distinct (queue pattern, tenant pattern) → the policies holding them.
-    let mut buckets: BTreeMap<Bucket<'_>, BTreeMap<(&str, Option<&str>), Vec<usize>>> =
-        BTreeMap::new();
+    /// Distinct (queue pattern, tenant pattern) → the policies holding them.
+    type Patterns<'p> = BTreeMap<(&'p str, Option<&'p str>), Vec<usize>>;
+    let mut buckets: BTreeMap<Bucket<'_>, Patterns<'_>> = BTreeMap::new();
     for (i, p) in policies.iter().enumerate() {
         let key = (
             p.environment.as_deref(),
