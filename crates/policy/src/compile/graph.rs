@@ -33,7 +33,7 @@ pub(super) fn check_ties(c: &mut Checker, policies: &[Policy]) {
     }
     let mut groups = UnionFind::new(policies.len());
     for keys in buckets.values() {
-        let keys: Vec<(&(&str, Option<&str>), &Vec<usize>)> = keys.iter().collect();
+        let keys: Vec<_> = keys.iter().collect();
         for (_, members) in &keys {
             for pair in members.windows(2) {
                 groups.join(pair[0], pair[1]);
