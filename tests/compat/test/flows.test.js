@@ -57,6 +57,10 @@ test('a failed child takes its parents along: archived, named in the audit, rele
   const trail = path.join(tmp, 'audit.jsonl');
   const policy = config(path.join(tmp, 'archive'), trail, '');
   await sleep(5);
+  const plan = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'plan']);
+  assert.equal(plan.code, 0, plan.stderr);
+  const planned = JSON.parse(plan.stdout).queues.find((q) => q.queue === 'render').states.failed;
+  assert.deepEqual(planned.takenAlong, { parentsRemoved: 1, parentsReleased: 1 }, 'plan counts the parents a run takes along');
   const run = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'run']);
   assert.equal(run.code, 0, run.stderr);
 
@@ -95,9 +99,13 @@ test('protectWaitingParents leaves children whose parent waits, counted as paren
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-flows-'));
   const policy = config(path.join(tmp, 'archive'), path.join(tmp, 'audit.jsonl'), ', protectWaitingParents: true');
   await sleep(5);
-  const plan = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'run']);
+  const plan = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'plan']);
   assert.equal(plan.code, 0, plan.stderr);
-  const report = JSON.parse(plan.stdout);
+  const planned = JSON.parse(plan.stdout).queues.find((q) => q.queue === 'render').states.failed;
+  assert.deepEqual(planned.takenAlong, { parentsRemoved: 0, parentsReleased: 0, parentWaiting: 2 });
+  const run = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  const report = JSON.parse(run.stdout);
   const failed = report.queues.find((q) => q.queue === 'render').states.failed;
   assert.equal(failed.done, 0);
   assert.equal(failed.skipped.parentWaiting, 2, JSON.stringify(failed));

@@ -231,6 +231,20 @@ pub fn retry_record(base: &str) -> String {
     format!("bullsweep:retry:{base}")
 }
 
+/// Where a parent (given by its job key) waits for its children: its queue's
+/// `waiting-children` set, its own `:dependencies` set, its id and its queue's job prefix
+/// (`<base>:`). As in BullMQ, the id is the text after the key's last `:`.
+pub fn parent_wait_keys(parent_key: &str) -> Option<(String, String, &str, &str)> {
+    let at = parent_key.rfind(':')?;
+    let (prefix, id) = (&parent_key[..=at], &parent_key[at + 1..]);
+    Some((
+        format!("{prefix}waiting-children"),
+        format!("{parent_key}:dependencies"),
+        id,
+        prefix,
+    ))
+}
+
 /// The hash tag Redis Cluster places `base`'s keys by: the text in its first `{…}` when that
 /// is not empty, else the whole base (which has no usable tag then).
 pub fn hash_tag(base: &str) -> &str {

@@ -11,6 +11,7 @@ mod archive_path;
 mod batch;
 mod dead_letter;
 pub mod event_removal;
+mod flows;
 pub mod forget;
 mod inventory;
 mod move_exhausted;
@@ -28,6 +29,7 @@ mod work;
 
 pub use anonymize::ANONYMIZED_MARKER;
 pub use batch::BatchSizer;
+pub use flows::TakenAlong;
 pub use inventory::{Inventory, classify, in_dependency_order, inventory};
 pub use options::{Mode, SweepOptions};
 pub use report::{Notice, NoticeJob, QueueReport, Report, Skipped, StateReport};

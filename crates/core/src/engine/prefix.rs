@@ -33,6 +33,11 @@ impl StateWork<'_> {
             // Jobs an earlier run scrubbed are not news.
             sr.matched -= self.count_anonymized(con, &sel).await?;
         }
+        if let (Action::Remove | Action::Archive, Mode::Plan, true) =
+            (group.action, self.mode, sr.matched > 0)
+        {
+            sr.taken_along = self.count_taken_along(con, &sel).await?;
+        }
         if self.mode == Mode::Plan || !sel.selects_anything() {
             if self.mode == Mode::Run {
                 finish(sr, 0, Skipped::default());

@@ -85,6 +85,13 @@ pub struct StateReport {
     /// Selected jobs left alone, and why (`run` only, when any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Skipped>,
+    /// `plan`: the flow parents removing the selected jobs would take along, when any.
+    #[serde(
+        default,
+        rename = "takenAlong",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub taken_along: Option<super::flows::TakenAlong>,
     /// The notice for `action: notify`, moved into [`Report::notices`].
     #[serde(skip)]
     pub notice: Option<Notice>,
