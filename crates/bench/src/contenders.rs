@@ -51,6 +51,17 @@ pub(crate) async fn measure(
     seed_queue(con, &spec, now_ms() - 1_000)
         .await
         .map_err(redis_err)?;
+    if args.reload {
+        redis::cmd("DEBUG")
+            .arg("RELOAD")
+            .query_async::<()>(con)
+            .await
+            .map_err(|e| {
+                Error::redis(url, &e).with_hint(
+                    "--reload needs DEBUG RELOAD: start redis-server with `--enable-debug-command local`",
+                )
+            })?;
+    }
     let mem_before = info_number(con, "memory", &["used_memory"])
         .await
         .map_err(redis_err)?;
@@ -62,7 +73,11 @@ pub(crate) async fn measure(
             let (report, seconds, probes) = run_policy(con, url, policy).await?;
             (report.done(), seconds, probes)
         }
-        "bullmq" => run_bullmq(node, url)?,
+        "bullmq" => run_bullmq(node, url, 0)?,
+        looped if looped.starts_with("bullmq-loop-") => {
+            let limit = looped["bullmq-loop-".len()..].parse().unwrap_or(250);
+            run_bullmq(node, url, limit)?
+        }
         "naive" => {
             let prober = Prober::start(url)?;
             let started = Instant::now();

@@ -64,6 +64,11 @@ pub struct BenchConfig {
     pub compat_dir: PathBuf,
     /// A Redis to measure on (flushed between runs); a private one when `None`.
     pub redis: Option<String>,
+    /// After seeding, `DEBUG RELOAD`: the jobs then sit in memory in hash order, as after a
+    /// restart or a failover.
+    pub reload: bool,
+    /// `--strategy sweep`: also BullMQ's `Queue.clean(0, L)` called until empty, per L.
+    pub clean_limits: Vec<u64>,
     /// Print JSON instead of a table.
     pub json: bool,
 }
@@ -77,7 +82,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     let (server, url) = match &args.redis {
         Some(url) => (None, url.clone()),
         None => {
-            let server = PrivateRedis::start()
+            let server = PrivateRedis::start_with(&["--enable-debug-command", "local"])
                 .map_err(|e| Error::runtime(format!("cannot start a private Redis: {e}")))?;
             let url = server.url(0);
             (Some(server), url)
@@ -115,6 +120,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         ratio_vs_bullmq: None,
         ratios_archive_vs_sweep: Vec::new(),
         ratio_archive_vs_sweep: None,
+        ratio_vs_looped: Vec::new(),
         skipped: Vec::new(),
     };
     let node_ready = args.compat_dir.join("node_modules/bullmq").is_dir()
@@ -136,10 +142,17 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         }
         return event::run(&mut con, &url, args, &node, server.is_some()).await;
     }
+    let looped: Vec<String> = args
+        .clean_limits
+        .iter()
+        .map(|l| format!("bullmq-loop-{l}"))
+        .collect();
     let contenders: Vec<&str> = match args.strategy {
-        Strategy::Sweep => ["bullsweep", "bullmq", "naive", "lean"]
+        Strategy::Sweep => ["bullsweep", "bullmq"]
             .into_iter()
-            .filter(|c| *c != "bullmq" || node_ready)
+            .chain(looped.iter().map(String::as_str))
+            .chain(["naive", "lean"])
+            .filter(|c| !c.starts_with("bullmq") || node_ready)
             .collect(),
         // The plain sweep runs beside the archive, so that their ratio comes from one run.
         Strategy::Archive => vec!["bullsweep", "archive"],
@@ -188,6 +201,23 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         .collect();
     report.ratio_vs_bullmq = median(report.ratios_vs_bullmq.clone());
     report.ratio_archive_vs_sweep = median(report.ratios_archive_vs_sweep.clone());
+    for looped in contenders.iter().filter(|c| c.starts_with("bullmq-loop-")) {
+        let ratios: Vec<f64> = (1..=args.rounds.max(1))
+            .filter_map(|round| {
+                let rate = |name: &str| {
+                    report
+                        .rounds
+                        .iter()
+                        .find(|m| m.round == round && m.contender == name)
+                        .map(|m| m.jobs_per_sec)
+                };
+                Some(rate("bullsweep")? / rate(looped)?)
+            })
+            .collect();
+        if let Some(r) = median(ratios) {
+            report.ratio_vs_looped.push((looped.to_string(), r));
+        }
+    }
     if args.json {
         serde_json::to_string(&report).map_err(Error::runtime)
     } else {

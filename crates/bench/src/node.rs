@@ -19,8 +19,13 @@ pub(crate) struct NodeTarget {
 }
 
 /// BullMQ's Queue.clean in a Node process; the probe runs only while clean() runs.
-pub(crate) fn run_bullmq(node: &NodeTarget, url: &str) -> Result<(u64, f64, Vec<Duration>), Error> {
-    let (value, probes) = run_node(node, &node.script, &[QUEUE.to_string()], url)?;
+pub(crate) fn run_bullmq(
+    node: &NodeTarget,
+    url: &str,
+    limit: u64,
+) -> Result<(u64, f64, Vec<Duration>), Error> {
+    let args = [QUEUE.to_string(), limit.to_string()];
+    let (value, probes) = run_node(node, &node.script, &args, url)?;
     let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
     let removed = value["removed"].as_u64().unwrap_or(0);
     Ok((removed, ms / 1_000.0, probes))

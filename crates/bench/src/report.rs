@@ -57,6 +57,9 @@ pub struct BenchReport {
     pub ratios_archive_vs_sweep: Vec<f64>,
     /// The median of `ratios_archive_vs_sweep`.
     pub ratio_archive_vs_sweep: Option<f64>,
+    /// `--clean-limits`: per looped BullMQ contender (`bullmq-loop-L`), bullsweep jobs/s
+    /// divided by its jobs/s, the median over rounds.
+    pub ratio_vs_looped: Vec<(String, f64)>,
     /// Contenders that could not run, and why.
     pub skipped: Vec<String>,
 }
@@ -188,6 +191,12 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
         out.push_str(&format!(
             "\narchive / plain sweep (bullsweep) jobs/s: {r:.2}x median (rounds: {})",
             each.join(", ")
+        ));
+    }
+    for (contender, r) in &report.ratio_vs_looped {
+        let limit = contender.trim_start_matches("bullmq-loop-");
+        out.push_str(&format!(
+            "\nbullsweep / BullMQ Queue.clean(0, {limit}) called until empty ({contender}) jobs/s: {r:.2}x median"
         ));
     }
     if report.summary.iter().any(|m| m.contender == "lean") {

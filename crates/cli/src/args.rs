@@ -211,6 +211,14 @@ pub struct BenchArgs {
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.
     #[arg(long, env = "BULLSWEEP_COMPAT_DIR", default_value = "tests/compat")]
     pub compat_dir: PathBuf,
+    /// After seeding, `DEBUG RELOAD` Redis, so that jobs sit in memory in hash order, as after
+    /// a restart or a failover.
+    #[arg(long)]
+    pub reload: bool,
+    /// `--strategy sweep`: also run BullMQ's `Queue.clean(0, L)` looped until empty, for each L
+    /// (comma-separated, e.g. `100,250,500`).
+    #[arg(long, value_delimiter = ',')]
+    pub clean_limits: Vec<u64>,
 }
 
 /// `bullsweep archive …`.

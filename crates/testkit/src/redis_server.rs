@@ -18,6 +18,12 @@ impl PrivateRedis {
     /// Starts `redis-server` with no persistence on a free port, waiting until it accepts
     /// connections.
     pub fn start() -> io::Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// [`Self::start`], with more `redis-server` arguments (such as
+    /// `--enable-debug-command local`, which `DEBUG RELOAD` needs from Redis 7 on).
+    pub fn start_with(extra: &[&str]) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("bullsweep-redis-")
             .tempdir()?;
@@ -31,6 +37,7 @@ impl PrivateRedis {
                 .args(["--appendonly", "no"])
                 .arg("--dir")
                 .arg(dir.path())
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

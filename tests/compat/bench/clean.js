@@ -1,20 +1,31 @@
-// Benchmark contender: BullMQ's own Queue.clean(0, 0, 'completed') on one queue.
-// Usage: node clean.js <host> <port> <db> <queue> (password in BULLSWEEP_BENCH_REDIS_PASSWORD). Prints "ready", waits for a line on stdin, cleans,
-// then prints {"ms": <time spent in clean>, "removed": <jobs>} as JSON.
+// Benchmark contender: BullMQ's own Queue.clean(0, 0, 'completed') on one queue, or with a
+// limit L, Queue.clean(0, L, 'completed') called again until it removes nothing (a stall of
+// one call per L jobs).
+// Usage: node clean.js <host> <port> <db> <queue> [<limit>] (password in
+// BULLSWEEP_BENCH_REDIS_PASSWORD). Prints "ready", waits for a line on stdin, cleans, then
+// prints {"ms": <time spent in clean>, "removed": <jobs>, "calls": <clean calls>} as JSON.
 'use strict';
 const { Queue } = require('bullmq');
 
 async function main() {
-  const [host, port, db, name] = process.argv.slice(2);
+  const [host, port, db, name, limitArg] = process.argv.slice(2);
+  const limit = Number(limitArg || 0);
   const password = process.env.BULLSWEEP_BENCH_REDIS_PASSWORD || undefined;
   const queue = new Queue(name, { connection: { host, port: Number(port), db: Number(db), password } });
   await queue.waitUntilReady();
   process.stdout.write('ready\n');
   process.stdin.once('data', async () => {
     const started = process.hrtime.bigint();
-    const ids = await queue.clean(0, 0, 'completed');
+    let removed = 0;
+    let calls = 0;
+    for (;;) {
+      const ids = await queue.clean(0, limit, 'completed');
+      removed += ids.length;
+      calls += 1;
+      if (limit === 0 || ids.length === 0) break;
+    }
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
-    process.stdout.write(JSON.stringify({ ms, removed: ids.length }) + '\n');
+    process.stdout.write(JSON.stringify({ ms, removed, calls }) + '\n');
     await queue.close();
     process.exit(0);
   });

@@ -21,6 +21,8 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         seconds: args.seconds,
         compat_dir: args.compat_dir.clone(),
         redis: cli.redis.clone(),
+        reload: args.reload,
+        clean_limits: args.clean_limits.clone(),
         json: cli.json,
     };
     print_text(&bullsweep_bench::run(&config).await?)?;
