@@ -188,7 +188,8 @@ impl ArchiveSink {
         let mut newest: Option<ArchiveRecord> = None;
         for m in self.list().await?.into_iter().filter(|m| m.queue == base) {
             for record in self.read_segment(&m.segment).await? {
-                if record.id == id
+                // A base64 record's id is compared as the bytes it stands for.
+                if record.id_bytes() == id.as_bytes()
                     && newest
                         .as_ref()
                         .is_none_or(|n| record.finished_on > n.finished_on)

@@ -17,7 +17,7 @@ use crate::archive::{
     ArchiveSink, JobCopy, SegmentManifest, SegmentMeta, StreamedJob, StreamedSegment,
 };
 use crate::bullmq::keys::StagedBatch;
-use crate::bullmq::{Candidate, DetachMode, scripts};
+use crate::bullmq::{DetachMode, scripts};
 use crate::error::{Error, Result};
 use bullsweep_policy::Selection;
 use redis::aio::ConnectionLike;
@@ -89,7 +89,9 @@ impl StateWork<'_> {
         let (mut offset, mut done) = (0u64, 0u64);
         let mut in_flight: Option<InFlight> = None;
         loop {
-            let rows = self.prefix_page(con, sel, offset, SEGMENT_JOBS).await?;
+            // Ids as bytes: one that is not UTF-8 is archived like any other.
+            let rows: Vec<(Vec<u8>, i64)> =
+                self.prefix_page(con, sel, offset, SEGMENT_JOBS).await?;
             let next = if rows.is_empty() {
                 None
             } else {
@@ -140,7 +142,11 @@ impl StateWork<'_> {
         if self.cold.is_some() {
             return self.cold_batch(con, writer, rows, skipped).await;
         }
-        let batch = self.start_batch(con, writer, rows, skipped).await?;
+        let rows: Vec<(Vec<u8>, i64)> = rows
+            .iter()
+            .map(|(id, score)| (id.clone().into_bytes(), *score))
+            .collect();
+        let batch = self.start_batch(con, writer, &rows, skipped).await?;
         self.finish_batch(con, writer, batch).await
     }
 
@@ -150,7 +156,7 @@ impl StateWork<'_> {
         &self,
         con: &mut C,
         writer: &mut ArchiveWriter<'_>,
-        rows: &[(String, i64)],
+        rows: &[(Vec<u8>, i64)],
         skipped: &mut Skipped,
     ) -> Result<InFlight> {
         writer.batches += 1;
@@ -162,14 +168,6 @@ impl StateWork<'_> {
         );
         let batch = StagedBatch::new(self.keys.base(), &name);
         let index_value = staging::index_value(self.state, &self.opts.execution_id);
-        let candidates: Vec<Candidate> = rows
-            .iter()
-            .map(|(id, score)| Candidate {
-                id: id.clone(),
-                score: *score,
-                fingerprint: None,
-            })
-            .collect();
         let mode = DetachMode {
             protect_parents: self.protect_parents,
         };
@@ -179,7 +177,7 @@ impl StateWork<'_> {
         let mut staged = Vec::new();
         let detached = run_batches(
             con,
-            &candidates,
+            rows,
             &mut writer.sizer,
             self.opts,
             &|_| {},

@@ -46,7 +46,7 @@ impl StateWork<'_> {
         let mut children: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut offset = 0u64;
         loop {
-            let rows = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
+            let rows: Vec<(String, i64)> = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
             if rows.is_empty() {
                 break;
             }

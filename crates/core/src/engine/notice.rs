@@ -20,7 +20,7 @@ impl StateWork<'_> {
         sel: &Selection,
         matched: u64,
     ) -> RedisResult<Notice> {
-        let rows = self.prefix_page(con, sel, 0, NOTICE_JOBS).await?;
+        let rows: Vec<(String, i64)> = self.prefix_page(con, sel, 0, NOTICE_JOBS).await?;
         self.notice_for(con, &rows, matched).await
     }
 

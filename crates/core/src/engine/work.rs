@@ -51,13 +51,14 @@ impl<'a> StateWork<'a> {
 
     /// Up to `max` selected jobs `(id, score)` from rank `offset` of the selected prefix,
     /// counted afresh (the set may have changed since the last page); empty past its end.
-    pub async fn prefix_page<C: ConnectionLike>(
+    /// Ids are read as `T`: `String`, or `Vec<u8>` where ids that are not UTF-8 must pass.
+    pub async fn prefix_page<C: ConnectionLike, T: redis::FromRedisValue>(
         &self,
         con: &mut C,
         sel: &Selection,
         offset: u64,
         max: u64,
-    ) -> RedisResult<Vec<(String, i64)>> {
+    ) -> RedisResult<Vec<(T, i64)>> {
         let set_key = self.keys.finished_set(self.state);
         let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, sel).await?;
         let take = max.min(
@@ -67,13 +68,13 @@ impl<'a> StateWork<'a> {
         if take == 0 {
             return Ok(Vec::new());
         }
-        let rows: Vec<(String, f64)> = with_retry!(
+        let rows: Vec<(T, f64)> = with_retry!(
             redis::cmd("ZRANGE")
                 .arg(&set_key)
                 .arg(offset)
                 .arg(offset + take - 1)
                 .arg("WITHSCORES")
-                .query_async::<Vec<(String, f64)>>(con)
+                .query_async::<Vec<(T, f64)>>(con)
         )?;
         Ok(rows.into_iter().map(|(id, s)| (id, s as i64)).collect())
     }

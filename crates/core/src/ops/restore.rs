@@ -67,7 +67,7 @@ pub async fn restore<C: ConnectionLike>(
         .await?;
     match restored {
         Some(new_id) => Ok(Restored {
-            original_id: record.id,
+            original_id: String::from_utf8_lossy(&id).into_owned(),
             id: new_id,
             state: match mode {
                 RestoreMode::Original => record.state,

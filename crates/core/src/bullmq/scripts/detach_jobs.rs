@@ -1,7 +1,7 @@
 //! The detach step of an archive batch (`lua/detach_jobs.lua`) and its undo
 //! (`lua/unstage_jobs.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, push_candidates};
+use super::{BatchOutcome, Scripts};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{StagedBatch, staging_index};
 use bullsweep_policy::JobState;
@@ -67,7 +67,7 @@ pub struct DetachMode {
 }
 
 impl Scripts {
-    /// Removes the given jobs from their set as `remove_ids` does, staging each hash and its
+    /// Removes the given jobs (id as bytes, expected score) from their set as `remove_ids` does, staging each hash and its
     /// logs under `batch` instead of deleting them (see `lua/detach_jobs.lua`). `index_value`
     /// is what the queue's staging index says about the batch. Returns what the call did and
     /// the entries it staged.
@@ -79,7 +79,7 @@ impl Scripts {
         state: JobState,
         batch: &StagedBatch,
         index_value: &str,
-        jobs: &[Candidate],
+        jobs: &[(Vec<u8>, i64)],
         budget_us: u64,
         audit_ctx: &str,
         mode: DetachMode,
@@ -99,7 +99,9 @@ impl Scripts {
             // One `cleaned` event per call, as Queue.clean leaves.
             .arg("cleaned")
             .arg(if mode.protect_parents { "1" } else { "0" });
-        push_candidates(&mut invocation, jobs, false);
+        for (id, score) in jobs {
+            invocation.arg(id.as_slice()).arg(score);
+        }
         let reply: Vec<Value> = invocation.invoke_async(con).await?;
         let at = |i: usize| reply.get(i).map(int).unwrap_or_default();
         let outcome = BatchOutcome {
