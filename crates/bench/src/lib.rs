@@ -73,6 +73,14 @@ pub struct BenchConfig {
     pub json: bool,
 }
 
+/// The jobs/s of `contender` in `round`, when it ran.
+fn rate_in(rounds: &[Measurement], round: u32, contender: &str) -> Option<f64> {
+    rounds
+        .iter()
+        .find(|m| m.round == round && m.contender == contender)
+        .map(|m| m.jobs_per_sec)
+}
+
 pub(crate) const QUEUE: &str = "bench";
 pub(crate) const BASE: &str = "bull:bench";
 
@@ -176,13 +184,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             m.round = round;
             report.rounds.push(m);
         }
-        let rate = |name: &str| {
-            report
-                .rounds
-                .iter()
-                .find(|m| m.round == round && m.contender == name)
-                .map(|m| m.jobs_per_sec)
-        };
+        let rate = |name: &str| rate_in(&report.rounds, round, name);
         if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate("bullmq")) {
             report.ratios_vs_bullmq.push(ours / theirs);
         }
@@ -204,14 +206,10 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     for looped in contenders.iter().filter(|c| c.starts_with("bullmq-loop-")) {
         let ratios: Vec<f64> = (1..=args.rounds.max(1))
             .filter_map(|round| {
-                let rate = |name: &str| {
-                    report
-                        .rounds
-                        .iter()
-                        .find(|m| m.round == round && m.contender == name)
-                        .map(|m| m.jobs_per_sec)
-                };
-                Some(rate("bullsweep")? / rate(looped)?)
+                Some(
+                    rate_in(&report.rounds, round, "bullsweep")?
+                        / rate_in(&report.rounds, round, looped)?,
+                )
             })
             .collect();
         if let Some(r) = median(ratios) {

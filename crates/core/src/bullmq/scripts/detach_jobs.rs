@@ -103,17 +103,7 @@ impl Scripts {
             invocation.arg(id.as_slice()).arg(score);
         }
         let reply: Vec<Value> = invocation.invoke_async(con).await?;
-        let at = |i: usize| reply.get(i).map(int).unwrap_or_default();
-        let outcome = BatchOutcome {
-            removed: at(0),
-            locked: at(1),
-            malformed: at(2),
-            changed: at(3),
-            elapsed_us: at(4),
-            exhausted: false,
-            handled: at(5),
-            parent_waiting: at(6),
-        };
+        let outcome = BatchOutcome::of_id_batch(|i| reply.get(i).map(int).unwrap_or_default());
         Ok((outcome, staged_now(reply.get(7))))
     }
 

@@ -153,17 +153,26 @@ async fn id_batch<C: ConnectionLike>(
     con: &mut C,
 ) -> RedisResult<BatchOutcome> {
     let reply: Vec<u64> = invocation.invoke_async(con).await?;
-    let at = |i: usize| reply.get(i).copied().unwrap_or_default();
-    Ok(BatchOutcome {
-        removed: at(0),
-        locked: at(1),
-        malformed: at(2),
-        changed: at(3),
-        elapsed_us: at(4),
-        exhausted: false,
-        handled: at(5),
-        parent_waiting: at(6),
-    })
+    Ok(BatchOutcome::of_id_batch(|i| {
+        reply.get(i).copied().unwrap_or_default()
+    }))
+}
+
+impl BatchOutcome {
+    /// The outcome of an id-batch reply, from its `i`-th integer: `{done, locked, malformed,
+    /// changed, elapsed_us, handled, parentWaiting}`.
+    fn of_id_batch(at: impl Fn(usize) -> u64) -> Self {
+        BatchOutcome {
+            removed: at(0),
+            locked: at(1),
+            malformed: at(2),
+            changed: at(3),
+            elapsed_us: at(4),
+            exhausted: false,
+            handled: at(5),
+            parent_waiting: at(6),
+        }
+    }
 }
 
 /// What one destructive call did.
