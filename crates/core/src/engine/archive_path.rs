@@ -40,9 +40,12 @@ pub(crate) struct ArchiveWriter<'a> {
     pub(super) meta: SegmentMeta,
     pub(super) segment: u64,
     pub(super) sizer: BatchSizer,
-    /// Batches detached by this writer, for unique staging names.
-    batches: u64,
 }
+
+/// Batches detached by this process: with the run's execution id (time and pid), it makes
+/// every staged batch's name unique, even across a daemon's sweeps of one queue, so a new
+/// batch never joins the list of one an earlier sweep left.
+static BATCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A detached batch whose segment is being written in the background.
 struct InFlight {
@@ -69,7 +72,6 @@ impl StateWork<'_> {
             },
             segment: 0,
             sizer: BatchSizer::new(self.opts.budget_us),
-            batches: 0,
         }
     }
 
@@ -159,13 +161,8 @@ impl StateWork<'_> {
         rows: &[(Vec<u8>, i64)],
         skipped: &mut Skipped,
     ) -> Result<InFlight> {
-        writer.batches += 1;
-        let name = format!(
-            "{}-{}-{}",
-            self.opts.execution_id,
-            self.state.as_str(),
-            writer.batches
-        );
+        let n = BATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let name = format!("{}-{}-{n}", self.opts.execution_id, self.state.as_str());
         let batch = StagedBatch::new(self.keys.base(), &name);
         let index_value = staging::index_value(self.state, &self.opts.execution_id);
         let mode = DetachMode {
