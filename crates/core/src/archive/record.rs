@@ -196,20 +196,20 @@ impl Serialize for Text<'_> {
     }
 }
 
-/// The hash of a [`JobCopy`] as the record's `fields` object.
-struct CopiedFields<'a>(&'a [(Vec<u8>, Vec<u8>)], bool);
+/// Per hash field, the JSON it is embedded as, parsed once; `None` for a field written as a
+/// string.
+type Embedded<'a> = Vec<Option<&'a RawValue>>;
+
+/// The hash of a [`JobCopy`] as the record's `fields` object: values embedded where
+/// `embedded` says so, the rest as strings.
+struct CopiedFields<'a>(&'a [(Vec<u8>, Vec<u8>)], &'a [Option<&'a RawValue>], bool);
 
 impl Serialize for CopiedFields<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let base64 = self.1;
+        let base64 = self.2;
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.0 {
-            let raw = (!base64)
-                .then(|| std::str::from_utf8(k).ok().zip(std::str::from_utf8(v).ok()))
-                .flatten()
-                .filter(|(k, _)| JSON_FIELDS.contains(k))
-                .and_then(|(_, v)| embeddable(v));
+        for ((k, v), raw) in self.0.iter().zip(self.1) {
             match raw {
                 Some(raw) => map.serialize_entry(&Text(k, base64), raw)?,
                 None => map.serialize_entry(&Text(k, base64), &Text(v, base64))?,
@@ -223,18 +223,22 @@ impl Serialize for JobCopy<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let base64 = !self.is_text();
-        let text_fields: Vec<&str> = if base64 {
-            Vec::new()
-        } else {
-            self.hash
-                .iter()
-                .filter_map(|(k, v)| {
-                    let k = std::str::from_utf8(k).ok()?;
-                    let v = std::str::from_utf8(v).ok()?;
-                    (JSON_FIELDS.contains(&k) && embeddable(v).is_none()).then_some(k)
-                })
-                .collect()
-        };
+        // Each JSON field is parsed once: for `fields` and for `textFields`.
+        let mut text_fields: Vec<&str> = Vec::new();
+        let embedded: Embedded<'_> = self
+            .hash
+            .iter()
+            .map(|(k, v)| {
+                let k = std::str::from_utf8(k)
+                    .ok()
+                    .filter(|k| !base64 && JSON_FIELDS.contains(k))?;
+                let raw = std::str::from_utf8(v).ok().and_then(embeddable);
+                if raw.is_none() {
+                    text_fields.push(k);
+                }
+                raw
+            })
+            .collect();
         let mut s = serializer.serialize_map(None)?;
         s.serialize_entry("queue", self.queue)?;
         s.serialize_entry("id", &Text(self.id, base64))?;
@@ -246,7 +250,7 @@ impl Serialize for JobCopy<'_> {
         if base64 {
             s.serialize_entry("encoding", BASE64)?;
         }
-        s.serialize_entry("fields", &CopiedFields(self.hash, base64))?;
+        s.serialize_entry("fields", &CopiedFields(self.hash, &embedded, base64))?;
         if !text_fields.is_empty() {
             s.serialize_entry("textFields", &text_fields)?;
         }
