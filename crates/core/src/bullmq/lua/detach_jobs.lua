@@ -73,6 +73,10 @@ local function stage(jobKey, tag, jobId, finishedOn)
   stagedNow[s + 5] = logs
 end
 
+queueRemovedKeys = function(dels)
+  return dels
+end
+
 takeParent = function(parentKey, parentId)
   stage(parentKey, 'p', parentId)
   flushDeletes(queueLinkKeys({}, parentKey))
@@ -93,15 +97,12 @@ for i = 8, #ARGV, 2 do
     local before = #batch.removed
     takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
     if #batch.removed > before then
-      -- takeReadJob queued the job's six keys last: stage the hash and logs instead.
-      local dels = batch.dels
-      for _ = 1, 6 do
-        dels[#dels] = nil
-      end
+      -- takeReadJob queued none of the job's keys (queueRemovedKeys): stage its hash and
+      -- logs, and queue the rest.
       if finishedOn then
         stage(jobKey, 'j', jobId, finishedOn)
       end
-      queueLinkKeys(dels, jobKey)
+      queueLinkKeys(batch.dels, jobKey)
     end
   end
   handled = handled + 1

@@ -28,12 +28,23 @@ local function queueLinkKeys(dels, jobKey)
   return dels
 end
 
--- Queues the job's own keys for one batched UNLINK.
+-- Queues the job's own keys for one batched UNLINK: the hash, and its five sub-keys only when
+-- one EXISTS call finds any (most finished jobs have none, and a missing key still costs
+-- UNLINK a lookup).
 local function queueJobKeys(dels, jobKey)
   local d = #dels
   dels[d + 1] = jobKey
-  dels[d + 2] = jobKey .. ':logs'
-  return queueLinkKeys(dels, jobKey)
+  local logs, deps = jobKey .. ':logs', jobKey .. ':dependencies'
+  local processed, failed = jobKey .. ':processed', jobKey .. ':failed'
+  local unsuccessful = jobKey .. ':unsuccessful'
+  if rcall('EXISTS', logs, deps, processed, failed, unsuccessful) > 0 then
+    dels[d + 2] = logs
+    dels[d + 3] = deps
+    dels[d + 4] = processed
+    dels[d + 5] = failed
+    dels[d + 6] = unsuccessful
+  end
+  return dels
 end
 
 -- UNLINK rather than DEL: a job with a huge log list is freed off the main thread.
@@ -47,6 +58,10 @@ end
 local function deleteJobKeys(jobKey)
   flushDeletes(queueJobKeys({}, jobKey))
 end
+
+-- What a removal queues for deletion: the job's own keys, unless the script replaces this
+-- (detach_jobs.lua stages the hash and logs and queues the rest itself).
+local queueRemovedKeys = queueJobKeys
 
 -- What happens to a same-queue parent removed with its last child: deleted, unless the script
 -- replaces this (detach_jobs.lua stages it for the archive instead).
@@ -158,7 +173,7 @@ local function removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
     detachFromParent(jobKey, parentKey, deid, queuePrefix)
     releaseDedup(queuePrefix, jobId, deid)
   end
-  queueJobKeys(dels, jobKey)
+  queueRemovedKeys(dels, jobKey)
   return dels
 end
 
