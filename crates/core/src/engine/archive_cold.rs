@@ -6,11 +6,12 @@
 //! archived alone and streamed, one field and one page of logs at a time, and checked by
 //! their shape. (Plain archiving detaches jobs instead: `archive_path`.)
 
-use super::archive_path::{ArchiveWriter, LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS};
+use super::archive_path::{
+    ArchiveWriter, LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS, SegmentWrite,
+};
 use super::report::Skipped;
-use super::sys::yield_cpu_to_redis;
 use super::work::StateWork;
-use crate::archive::{JobCopy, SegmentManifest, StreamedJob};
+use crate::archive::{JobCopy, StreamedJob};
 use crate::bullmq::Candidate;
 use crate::bullmq::fingerprint::{job_fingerprint, shape_fingerprint};
 use crate::error::{Error, Result};
@@ -21,9 +22,18 @@ use redis::aio::ConnectionLike;
 /// hash's `DUMP` (for the fingerprint), as bytes.
 type JobRead = (Vec<(Vec<u8>, Vec<u8>)>, Vec<Vec<u8>>, bool, Option<Vec<u8>>);
 
+/// One job to copy: id, `finishedOn`, hash, logs and the state it is archived from.
+type ColdCopy = (
+    String,
+    i64,
+    Vec<(Vec<u8>, Vec<u8>)>,
+    Vec<Vec<u8>>,
+    &'static str,
+);
+
 /// A segment being written in the background, and the jobs to delete once it is durable.
 struct SegmentInFlight {
-    write: Option<tokio::task::JoinHandle<std::io::Result<SegmentManifest>>>,
+    write: Option<SegmentWrite>,
     candidates: Vec<Candidate>,
     /// Oversized jobs of the batch, archived one by one after the segment.
     large: Vec<(String, i64)>,
@@ -177,27 +187,18 @@ impl StateWork<'_> {
                 large,
             });
         }
-        writer.segment += 1;
-        let (sink, meta, seq) = (writer.sink.clone(), writer.meta.clone(), writer.segment);
-        let (queue, state) = (self.queue.base.clone(), self.state.as_str());
-        let runtime = tokio::runtime::Handle::current();
-        let write = tokio::task::spawn_blocking(move || {
-            yield_cpu_to_redis();
-            let records: Vec<JobCopy<'_>> = copies
-                .iter()
-                .map(|(id, finished_on, hash, logs)| JobCopy {
-                    queue: &queue,
-                    id: id.as_bytes(),
-                    state,
-                    finished_on: *finished_on,
-                    role: None,
-                    hash,
-                    logs,
-                })
-                .collect();
-            // The runtime's driver keeps running on the caller's thread, so an S3 upload
-            // awaited here makes progress.
-            runtime.block_on(sink.write_segment(&meta, seq, &records))
+        let copies: Vec<ColdCopy> = copies
+            .into_iter()
+            .map(|(id, finished_on, hash, logs)| (id, finished_on, hash, logs, self.state.as_str()))
+            .collect();
+        let write = writer.spawn_segment(self.queue.base.clone(), copies, |c, queue| JobCopy {
+            queue,
+            id: c.0.as_bytes(),
+            state: c.4,
+            finished_on: c.1,
+            role: None,
+            hash: &c.2,
+            logs: &c.3,
         });
         Ok(SegmentInFlight {
             write: Some(write),

@@ -47,12 +47,37 @@ pub(crate) struct ArchiveWriter<'a> {
 /// batch never joins the list of one an earlier sweep left.
 static BATCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// A segment being written on a blocking thread.
+pub(super) type SegmentWrite = tokio::task::JoinHandle<std::io::Result<SegmentManifest>>;
+
+impl ArchiveWriter<'_> {
+    /// Writes `items` as the next segment on a blocking thread (at the lowest CPU priority),
+    /// each turned into its record by `record`, so the caller can talk to Redis meanwhile.
+    pub(super) fn spawn_segment<T: Send + 'static>(
+        &mut self,
+        queue: String,
+        items: Vec<T>,
+        record: for<'r> fn(&'r T, &'r str) -> JobCopy<'r>,
+    ) -> SegmentWrite {
+        self.segment += 1;
+        let (sink, meta, seq) = (self.sink.clone(), self.meta.clone(), self.segment);
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            yield_cpu_to_redis();
+            let records: Vec<JobCopy<'_>> = items.iter().map(|i| record(i, &queue)).collect();
+            // The runtime's driver keeps running on the caller's thread, so an S3 upload
+            // awaited here makes progress.
+            runtime.block_on(sink.write_segment(&meta, seq, &records))
+        })
+    }
+}
+
 /// A detached batch whose segment is being written in the background.
 struct InFlight {
     batch: StagedBatch,
     /// Jobs of the set it detached (parents taken along are not counted).
     detached: u64,
-    write: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    write: Option<SegmentWrite>,
     /// Oversized staged entries, streamed one by one after the segment.
     large: Vec<staging::StagedEntry>,
 }
@@ -231,23 +256,10 @@ impl StateWork<'_> {
         &self,
         writer: &mut ArchiveWriter<'_>,
         copies: Vec<StagedCopies>,
-    ) -> Option<tokio::task::JoinHandle<std::io::Result<()>>> {
-        if copies.is_empty() {
-            return None;
-        }
-        writer.segment += 1;
-        let (sink, meta, seq) = (writer.sink.clone(), writer.meta.clone(), writer.segment);
-        let queue = self.queue.base.clone();
-        let runtime = tokio::runtime::Handle::current();
-        Some(tokio::task::spawn_blocking(move || {
-            yield_cpu_to_redis();
-            let records: Vec<JobCopy<'_>> = copies.iter().map(|c| c.as_copy(&queue)).collect();
-            // The runtime's driver keeps running on the caller's thread, so an S3 upload
-            // awaited here makes progress.
-            runtime
-                .block_on(sink.write_segment(&meta, seq, &records))
-                .map(|_| ())
-        }))
+    ) -> Option<SegmentWrite> {
+        (!copies.is_empty()).then(|| {
+            writer.spawn_segment(self.queue.base.clone(), copies, |c, queue| c.as_copy(queue))
+        })
     }
 
     /// Waits until the batch's copies are durable and verified (streaming its oversized
@@ -263,7 +275,7 @@ impl StateWork<'_> {
             Some(write) => write
                 .await
                 .map_err(|e| Error::archive(format!("archive writer stopped: {e}")))
-                .and_then(|r| r.map_err(Error::archive)),
+                .and_then(|r| r.map(|_| ()).map_err(Error::archive)),
             None => Ok(()),
         };
         for entry in &batch.large {
