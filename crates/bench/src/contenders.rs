@@ -9,15 +9,15 @@ use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::bullmq::QueueKeys;
 use bullsweep_core::engine::{self, Mode, SweepOptions};
+use bullsweep_core::ops::Conn;
 use bullsweep_core::ops::{DEFAULT_BUDGET_US, now_ms};
 use bullsweep_policy::JobState;
 use bullsweep_testkit::{SeedSpec, seed_queue};
-use redis::aio::ConnectionManager;
 use std::time::{Duration, Instant};
 
 /// Runs bullsweep with a policy while the prober runs: the report, seconds, probe samples.
 pub(crate) async fn run_policy(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     policy: &str,
 ) -> Result<(bullsweep_core::engine::Report, f64, Vec<Duration>), Error> {
@@ -32,7 +32,7 @@ pub(crate) async fn run_policy(
 
 /// Seeds a fresh dataset and empties it with one contender while the prober runs.
 pub(crate) async fn measure(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     contender: &str,
     args: &BenchConfig,
@@ -145,7 +145,7 @@ pub(crate) async fn measure(
 /// one contender while the prober runs. `removed` in the result counts jobs scanned; both
 /// contenders must erase exactly the user's jobs.
 pub(crate) async fn measure_forget(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     contender: &str,
     args: &BenchConfig,
@@ -245,7 +245,7 @@ pub(crate) async fn measure_forget(
 }
 
 /// The naive sweep of the seed article: ZSCAN the set, UNLINK each job's keys, ZREM the ids.
-pub(crate) async fn naive_sweep(con: &mut ConnectionManager) -> Result<u64, redis::RedisError> {
+pub(crate) async fn naive_sweep(con: &mut Conn) -> Result<u64, redis::RedisError> {
     let keys = QueueKeys::new(BASE);
     let set = keys.finished_set(JobState::Completed);
     let mut removed = 0u64;
@@ -284,7 +284,7 @@ pub(crate) async fn naive_sweep(con: &mut ConnectionManager) -> Result<u64, redi
 /// The reference floor: per batch, one script that DELs each job hash and ZREMs the ids. It
 /// skips everything BullMQ's semantics need (sub-keys, parents, dedup), so it is never used to
 /// govern data; it shows how close the real sweep comes to the cheapest possible one.
-pub(crate) async fn lean_sweep(con: &mut ConnectionManager) -> Result<u64, redis::RedisError> {
+pub(crate) async fn lean_sweep(con: &mut Conn) -> Result<u64, redis::RedisError> {
     let script = redis::Script::new(
         "local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)\n\
          for _, id in ipairs(ids) do redis.call('DEL', ARGV[1] .. id) end\n\

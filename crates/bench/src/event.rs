@@ -13,9 +13,9 @@ use super::probe::flush;
 use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::QueueKeys;
+use bullsweep_core::ops::Conn;
 use bullsweep_policy::JobState;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
-use redis::aio::ConnectionManager;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
@@ -109,7 +109,7 @@ impl Pinning {
 
 /// Runs the event bench against the Redis at `url` (flushed between runs).
 pub(crate) async fn run(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     args: &BenchConfig,
     node: &NodeTarget,
@@ -255,7 +255,7 @@ impl Drop for Contender {
 
 /// Starts the bullsweep daemon with an event-mode policy, and waits until it reads the stream.
 async fn start_daemon(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     dir: &std::path::Path,
     pin: Option<&str>,
@@ -319,7 +319,7 @@ fn start_node(
 }
 
 async fn measure(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     contender: &str,
     args: &BenchConfig,
@@ -394,7 +394,7 @@ async fn measure(
 
 /// For each job completed in the stream: the ms from its `completed` entry to its `removed`
 /// entry, or `None` when it was not removed.
-async fn delays(con: &mut ConnectionManager) -> redis::RedisResult<Vec<Option<f64>>> {
+async fn delays(con: &mut Conn) -> redis::RedisResult<Vec<Option<f64>>> {
     let mut completed: HashMap<String, u64> = HashMap::new();
     let mut removed: HashMap<String, u64> = HashMap::new();
     let mut start = "-".to_string();

@@ -96,11 +96,10 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             (Some(server), url)
         }
     };
-    let mut con = bullsweep_core::ops::connect(&url).await?;
+    let mut con = bullsweep_core::ops::connect_url(&url, "bullsweep-bench").await?;
     let redis_err = |e: redis::RedisError| Error::redis(&url, &e);
-    let info = bullsweep_core::ops::connect::client(&url)?
-        .get_connection_info()
-        .clone();
+    let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
+        .map_err(|e| Error::config(format!("invalid Redis URL: {e}")))?;
     let (host, port) = match info.addr() {
         redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
         other => {

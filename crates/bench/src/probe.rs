@@ -2,7 +2,7 @@
 //! CPU and slow log, and this process's peak memory.
 
 use bullsweep_core::Error;
-use redis::aio::ConnectionManager;
+use bullsweep_core::ops::Conn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -52,7 +52,7 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 pub(crate) async fn info_number(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     section: &str,
     fields: &[&str],
 ) -> Result<f64, redis::RedisError> {
@@ -78,9 +78,7 @@ pub(crate) fn peak_rss_mb() -> f64 {
 }
 
 /// Makes SLOWLOG record every call of 1 ms or more; returns the settings to restore.
-pub(crate) async fn slowlog_begin(
-    con: &mut ConnectionManager,
-) -> Result<(String, String), redis::RedisError> {
+pub(crate) async fn slowlog_begin(con: &mut Conn) -> Result<(String, String), redis::RedisError> {
     let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
     let threshold: Vec<String> = get("slowlog-log-slower-than").query_async(con).await?;
     let max_len: Vec<String> = get("slowlog-max-len").query_async(con).await?;
@@ -99,7 +97,7 @@ pub(crate) async fn slowlog_begin(
 }
 
 pub(crate) async fn slowlog_end(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     saved: (String, String),
 ) -> Result<(), redis::RedisError> {
     redis::cmd("CONFIG")
@@ -113,7 +111,7 @@ pub(crate) async fn slowlog_end(
 }
 
 /// Resets SLOWLOG and reads Redis's CPU seconds, just before a contender starts.
-pub(crate) async fn start_counters(con: &mut ConnectionManager) -> Result<f64, redis::RedisError> {
+pub(crate) async fn start_counters(con: &mut Conn) -> Result<f64, redis::RedisError> {
     redis::cmd("SLOWLOG")
         .arg("RESET")
         .query_async::<()>(con)
@@ -123,7 +121,7 @@ pub(crate) async fn start_counters(con: &mut ConnectionManager) -> Result<f64, r
 
 /// The longest call since [`start_counters`] (ms) and the Redis CPU seconds spent since.
 pub(crate) async fn stop_counters(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     cpu_before: f64,
 ) -> Result<(f64, f64), redis::RedisError> {
     let longest = slowlog_max_ms(con).await?;
@@ -132,7 +130,7 @@ pub(crate) async fn stop_counters(
 }
 
 /// The longest call SLOWLOG holds, in ms (0 when none took 1 ms).
-pub(crate) async fn slowlog_max_ms(con: &mut ConnectionManager) -> Result<f64, redis::RedisError> {
+pub(crate) async fn slowlog_max_ms(con: &mut Conn) -> Result<f64, redis::RedisError> {
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(100_000)
@@ -153,7 +151,7 @@ pub(crate) async fn slowlog_max_ms(con: &mut ConnectionManager) -> Result<f64, r
 }
 
 /// Empties the bench's Redis database between runs.
-pub(crate) async fn flush(con: &mut ConnectionManager, url: &str) -> Result<(), Error> {
+pub(crate) async fn flush(con: &mut Conn, url: &str) -> Result<(), Error> {
     redis::cmd("FLUSHDB")
         .query_async::<()>(con)
         .await

@@ -34,9 +34,86 @@ pub struct Cli {
     /// Print machine-readable JSON on stdout (and errors as JSON on stderr).
     #[arg(long, global = true)]
     pub json: bool,
+    /// How to reach Redis: TLS, credentials, Sentinel, timeouts.
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How to reach Redis, beyond its URL; each option is also read from the environment.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Connection")]
+pub struct ConnectionArgs {
+    /// Trust the CAs in this PEM bundle instead of the system's roots (rediss:// URLs).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "BULLSWEEP_TLS_CA_CERT"
+    )]
+    pub tls_ca_cert: Option<PathBuf>,
+    /// Client certificate (PEM), for servers with `tls-auth-clients yes`.
+    #[arg(long, global = true, value_name = "FILE", env = "BULLSWEEP_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, value_name = "FILE", env = "BULLSWEEP_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Do not verify the server's certificate or host name (tests only; said on stderr).
+    #[arg(long, global = true, env = "BULLSWEEP_TLS_INSECURE")]
+    pub tls_insecure: bool,
+    /// Read the Redis password from this file, when the URL holds none (or set
+    /// BULLSWEEP_REDIS_PASSWORD).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "BULLSWEEP_REDIS_PASSWORD_FILE"
+    )]
+    pub redis_password_file: Option<PathBuf>,
+    /// The sentinels' ACL user, when it differs from the data nodes'.
+    #[arg(
+        long,
+        global = true,
+        value_name = "USER",
+        env = "BULLSWEEP_SENTINEL_USERNAME"
+    )]
+    pub sentinel_username: Option<String>,
+    /// Read the sentinels' password from this file (or set BULLSWEEP_SENTINEL_PASSWORD).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "BULLSWEEP_SENTINEL_PASSWORD_FILE"
+    )]
+    pub sentinel_password_file: Option<PathBuf>,
+    /// Whether the sentinels speak TLS [default: as the data nodes do].
+    #[arg(
+        long,
+        global = true,
+        value_name = "BOOL",
+        env = "BULLSWEEP_SENTINEL_TLS"
+    )]
+    pub sentinel_tls: Option<bool>,
+    /// How long opening a connection may take.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DURATION",
+        env = "BULLSWEEP_CONNECT_TIMEOUT",
+        default_value = "5s"
+    )]
+    pub connect_timeout: String,
+    /// How long one command may take to answer.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DURATION",
+        env = "BULLSWEEP_COMMAND_TIMEOUT",
+        default_value = "10s"
+    )]
+    pub command_timeout: String,
 }
 
 impl Cli {

@@ -370,17 +370,20 @@ fn redis_errors_point_at_the_fix() {
             &format!("redis://{auth}127.0.0.1:{port}"),
             &["plan"],
         );
-        assert_eq!(out.status.code(), Some(1));
-        stderr(&out)
+        (out.status.code(), stderr(&out))
     };
-    let none = with("");
-    assert!(none.contains("put the password in the URL"), "{none}");
-    let wrong = with(":wrong@");
+    let (code, none) = with("");
+    assert_eq!(code, Some(1), "{none}");
+    assert!(none.contains("give the password"), "{none}");
+    let (code, wrong) = with(":wrong@");
+    assert_eq!(code, Some(1), "{wrong}");
     assert!(
-        wrong.contains("check the user and password in the URL") && !wrong.contains("wrong"),
+        wrong.contains("check the user and password") && !wrong.contains("wrong"),
         "the hint fits, and the password is not shown: {wrong}"
     );
-    let at = with(":s3@cret@");
+    // A URL that cannot be read is a usage error, found before connecting.
+    let (code, at) = with(":s3@cret@");
+    assert_eq!(code, Some(2), "{at}");
     assert!(at.contains("percent-encode") && at.contains("%40"), "{at}");
     let _: () = redis::cmd("AUTH")
         .arg("s3cret")

@@ -11,6 +11,9 @@ pub enum ErrorKind {
     Config,
     /// Redis refused, failed or could not be reached.
     Redis,
+    /// The Redis user lacks a permission (an ACL command or key pattern): a configuration
+    /// problem found at run time.
+    Permission,
     /// The archive sink could not be read or written.
     Archive,
     /// The audit store could not be opened, read or appended to.
@@ -27,6 +30,7 @@ impl ErrorKind {
         match self {
             ErrorKind::Config => "config",
             ErrorKind::Redis => "redis",
+            ErrorKind::Permission => "permission",
             ErrorKind::Archive => "archive",
             ErrorKind::Audit => "audit",
             ErrorKind::Notify => "notify",
@@ -114,7 +118,13 @@ impl std::error::Error for Error {}
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        Error::new(ErrorKind::Redis, format!("Redis: {e}"))
+        if crate::ops::connect::is_permission(&e) {
+            Error::new(ErrorKind::Permission, format!("Redis: {e}")).with_hint(
+                "grant the Redis user the role's commands and key patterns (README, \"Permissions\")",
+            )
+        } else {
+            Error::new(ErrorKind::Redis, format!("Redis: {e}"))
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 
 use crate::bullmq::keys::sweep_lock;
 use crate::bullmq::scripts;
+use crate::ops::Conn;
 use redis::RedisResult;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use std::time::Duration;
 
 /// How long a sweep's lock lives without renewal.
@@ -82,7 +83,7 @@ pub struct QueueLocking {
     /// How long to wait for a lock somebody else holds before skipping the queue.
     pub wait: Duration,
     /// The connection the lock is taken, renewed and released on.
-    pub con: ConnectionManager,
+    pub con: Conn,
 }
 
 impl std::fmt::Debug for QueueLocking {
@@ -98,7 +99,7 @@ impl std::fmt::Debug for QueueLocking {
 pub struct HeldQueueLock {
     lock: QueueLock,
     keeper: tokio::task::JoinHandle<()>,
-    con: ConnectionManager,
+    con: Conn,
 }
 
 impl QueueLocking {

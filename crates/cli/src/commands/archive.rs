@@ -103,7 +103,7 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                 RestoreAs::Original => RestoreMode::Original,
                 RestoreAs::New => RestoreMode::New,
             };
-            let mut con = ops::connect(cli.redis_url()).await?;
+            let mut con = super::connection::connect(cli, "restore").await?;
             let restored = restore(&mut con, &sink, queue, id, mode)
                 .await
                 .map_err(|e| ops::connect::at_url(e, cli.redis_url()))?;

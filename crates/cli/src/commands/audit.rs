@@ -110,7 +110,7 @@ async fn verify(cli: &Cli, target: &AuditTarget, others: &[String]) -> Result<i3
         .collect();
     let mut cut = Vec::new();
     for url in std::iter::once(cli.redis_url()).chain(others.iter().map(String::as_str)) {
-        let mut con = ops::connect(url).await?;
+        let mut con = super::connection::connect_at(cli, url, "audit").await?;
         let Some(checkpoint) = audit::checkpoint(&mut con)
             .await
             .map_err(|e| Error::redis(url, &e))?

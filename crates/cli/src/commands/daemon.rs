@@ -11,7 +11,7 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::usage(format!("--discover-every: {e}")))?;
     daemon::set_json_logs(cli.json);
     let config = DaemonConfig {
-        url: cli.redis_url().to_string(),
+        target: super::connection::target(cli)?,
         config: cli.config.clone(),
         env: cli.env.clone(),
         queue_glob: queue_glob(args.queues.queue.as_deref())?,

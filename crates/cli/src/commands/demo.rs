@@ -105,7 +105,7 @@ fn dataset(jobs: u64) -> Vec<SeedSpec> {
 
 /// Finished jobs in the seeded queues, keys in Redis, and Redis's memory as it prints it.
 async fn counts(
-    con: &mut redis::aio::ConnectionManager,
+    con: &mut bullsweep_core::ops::Conn,
     specs: &[SeedSpec],
 ) -> Result<(u64, u64, String), redis::RedisError> {
     let mut pipe = redis::pipe();
@@ -155,7 +155,7 @@ struct DemoOutcome {
 }
 
 async fn snapshot(
-    con: &mut redis::aio::ConnectionManager,
+    con: &mut bullsweep_core::ops::Conn,
     specs: &[SeedSpec],
     url: &str,
 ) -> Result<Snapshot, CliError> {
@@ -177,7 +177,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         .map_err(|e| CliError::runtime(format!("cannot start a private Redis: {e}")))?;
     let url = server.url(0);
     eprintln!("started a private redis-server on {url}");
-    let mut con = ops::connect(&url).await?;
+    let mut con = ops::connect_url(&url, "bullsweep-demo").await?;
     let specs = dataset(jobs);
     let now = now_ms();
     for spec in &specs {

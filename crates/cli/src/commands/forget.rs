@@ -34,7 +34,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
     let wait_active = bullsweep_policy::parse_duration_str(&args.wait_active)
         .map_err(|e| CliError::usage(format!("--wait-active: {e}")))?;
     let set = load_policies(cli)?;
-    let mut con = ops::connect(cli.redis_url()).await?;
+    let mut con = super::connection::connect(cli, "forget").await?;
     let req = ForgetRequest {
         subject: name.to_string(),
         value: value.to_string(),

@@ -4,6 +4,7 @@
 mod archive;
 mod audit;
 mod bench;
+mod connection;
 mod daemon;
 mod demo;
 mod docs;

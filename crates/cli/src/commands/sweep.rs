@@ -48,7 +48,8 @@ async fn sweep(
         lock_wait,
         ..RunScope::default()
     };
-    let mut con = ops::connect(cli.redis_url()).await?;
+    let role = if mode == Mode::Run { "run" } else { "plan" };
+    let mut con = super::connection::connect(cli, role).await?;
     let bar = (mode == Mode::Run && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(

@@ -17,10 +17,10 @@ use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::engine::event_removal::{remove_finished, score_bounds};
 use crate::engine::{BatchSizer, SweepOptions};
 use crate::lock::QueueLock;
+use crate::ops::{Conn, Target};
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
-use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::streams::StreamReadReply;
-use redis::{AsyncConnectionConfig, RedisResult, Value};
+use redis::{RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -81,7 +81,7 @@ fn stream_id(id: &str) -> (u64, u64) {
 /// were lost when the stream now starts after the saved position: its entry, and any between
 /// it and the new first entry, were trimmed away.
 async fn start_position(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     events_key: &str,
     saved: Option<String>,
 ) -> RedisResult<(String, bool)> {
@@ -136,8 +136,8 @@ async fn start_position(
 
 /// Reads events until `shutdown` is set. `owner` names this replica in lock tokens.
 pub async fn run(
-    client: redis::Client,
-    mut con: ConnectionManager,
+    target: Target,
+    mut con: Conn,
     shared: Arc<EventShared>,
     metrics: Arc<DaemonMetrics>,
     shutdown: Arc<AtomicBool>,
@@ -145,7 +145,7 @@ pub async fn run(
     execution_id: String,
 ) {
     let mut held: BTreeMap<String, Held> = BTreeMap::new();
-    let mut reader: Option<MultiplexedConnection> = None;
+    let mut reader: Option<Conn> = None;
     let mut last_locks = Instant::now() - Duration::from_secs(60);
     let mut backoff = Duration::from_millis(100);
     while !shutdown.load(Ordering::Relaxed) {
@@ -166,18 +166,16 @@ pub async fn run(
             continue;
         }
         if reader.is_none() {
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(5)))
-                .set_response_timeout(Some(Duration::from_millis(BLOCK_MS + 5_000)));
-            match client
-                .get_multiplexed_async_connection_with_config(&config)
+            let timeout = Duration::from_millis(BLOCK_MS + 5_000);
+            match target
+                .connect_with_timeout("bullsweep-events", timeout)
                 .await
             {
                 Ok(c) => reader = Some(c),
                 Err(e) => {
                     log(
                         "warn",
-                        &format!("events: cannot reach Redis: {e}; retrying in {backoff:?}"),
+                        &format!("events: {}; retrying in {backoff:?}", e.message),
                     );
                     wait_or_shutdown(&shutdown, backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -362,7 +360,7 @@ fn set_lag(metrics: &DaemonMetrics, labels: &QueueLabels, newest: &str, now_ms: 
 
 /// After a full read: whether the stream was trimmed past the position meanwhile.
 async fn check_gap(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     shared: &EventShared,
     metrics: &DaemonMetrics,
     base: &str,
@@ -378,7 +376,7 @@ async fn check_gap(
 /// One `drain_events` call for a held queue; returns the entries read, and whether that was
 /// as many as asked (the reader may be behind).
 async fn drain(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     base: &str,
     h: &mut Held,
     (completed, failed): (Option<i64>, Option<i64>),
@@ -423,7 +421,7 @@ async fn drain(
 
 /// Renews the locks held, drops queues no longer in event mode, and takes free ones.
 async fn refresh_locks(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     shared: &EventShared,
     metrics: &DaemonMetrics,
     held: &mut BTreeMap<String, Held>,

@@ -17,11 +17,11 @@ pub use log::{log, set_json_logs, wait_or_shutdown};
 
 use crate::error::Error;
 use crate::ops::load_policy_file;
+use crate::ops::{Conn, Target};
 use bullsweep_policy::{EffectivePolicy, Millis, NamePattern, PolicySet, QueueId};
 use events::EventShared;
 use metrics::{DaemonMetrics, QueueLabels};
 use process::{connect_with_backoff, listen_for_signals};
-use redis::aio::ConnectionManager;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// What the daemon governs and how.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct DaemonConfig {
     /// The Redis to govern.
-    pub url: String,
+    pub target: Target,
     /// The policy file, read at start and again on SIGHUP.
     pub config: PathBuf,
     /// The environment in force (see `--env`).
@@ -67,7 +67,7 @@ struct Daemon {
     queue_glob: Option<NamePattern>,
     config: PathBuf,
     set: PolicySet,
-    con: ConnectionManager,
+    con: Conn,
     slots: BTreeMap<String, Slot>,
     discovered_at: Option<Instant>,
     discover_every: Duration,
@@ -83,8 +83,7 @@ struct Daemon {
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let set = load_policy_file(&cfg.config)?;
-    let url = cfg.url.clone();
-    let client = crate::ops::connect::client(&url)?;
+    let url = cfg.target.url().to_string();
     let metrics = Arc::new(DaemonMetrics::default());
     if let Some(addr) = cfg.listen {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -101,7 +100,9 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let wake = Arc::new(Notify::new());
     listen_for_signals(shutdown.clone(), reload.clone(), wake.clone())?;
 
-    let Some(mut con) = connect_with_backoff(&url, &shutdown, &metrics).await else {
+    let Some(mut con) =
+        connect_with_backoff(&cfg.target, "bullsweep-daemon", &shutdown, &metrics).await
+    else {
         return Ok(());
     };
     // A user who may not write bullsweep's own keys could change nothing safely: say so now.
@@ -117,8 +118,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         wake: Notify::new(),
     });
     let reader = spawn_events_reader(
-        client,
-        url.clone(),
+        cfg.target.clone(),
         events.clone(),
         metrics.clone(),
         shutdown.clone(),
@@ -154,8 +154,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
 /// Runs the events reader on a thread and runtime of its own, with its own connection, so
 /// that nothing the main loop does (an audit file's fsync, a long sweep) delays removals.
 fn spawn_events_reader(
-    client: redis::Client,
-    url: String,
+    target: Target,
     shared: Arc<EventShared>,
     metrics: Arc<DaemonMetrics>,
     shutdown: Arc<AtomicBool>,
@@ -175,11 +174,13 @@ fn spawn_events_reader(
                 }
             };
             runtime.block_on(async {
-                let Some(con) = connect_with_backoff(&url, &shutdown, &metrics).await else {
+                let Some(con) =
+                    connect_with_backoff(&target, "bullsweep-events", &shutdown, &metrics).await
+                else {
                     return;
                 };
                 let run_id = format!("daemon-{owner}");
-                events::run(client, con, shared, metrics, shutdown, owner, run_id).await;
+                events::run(target, con, shared, metrics, shutdown, owner, run_id).await;
             });
         })
         .map_err(|e| Error::runtime(format!("cannot start the events reader: {e}")))

@@ -3,7 +3,7 @@
 use super::log::{log, wait_or_shutdown};
 use super::metrics::DaemonMetrics;
 use crate::error::Error;
-use redis::aio::ConnectionManager;
+use crate::ops::{Conn, Target};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -43,13 +43,14 @@ pub(super) fn listen_for_signals(
 
 /// Connects, retrying with exponential backoff (up to 30 s) until Redis answers or shutdown.
 pub(super) async fn connect_with_backoff(
-    url: &str,
+    target: &Target,
+    name: &str,
     shutdown: &AtomicBool,
     metrics: &DaemonMetrics,
-) -> Option<ConnectionManager> {
+) -> Option<Conn> {
     let mut backoff = Duration::from_millis(250);
     while !shutdown.load(Ordering::Relaxed) {
-        match crate::ops::connect(url).await {
+        match target.connect(name).await {
             Ok(con) => {
                 metrics.redis_up.store(true, Ordering::Relaxed);
                 return Some(con);

@@ -10,9 +10,9 @@ use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{AUDIT_STREAM, sweep_lock};
 use crate::engine::{Mode, Report};
 use crate::lock::{self, QueueLock};
+use crate::ops::Conn;
 use crate::ops::{RunScope, audited_sweep, now_ms};
 use bullsweep_policy::{Millis, QueueId, Schedule};
-use redis::aio::ConnectionManager;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -321,7 +321,7 @@ impl Daemon {
 /// Renews a run's lock until aborted; sets `stop` when the lock is lost or on shutdown, so the
 /// run ends after its batch in progress.
 async fn keep_lock(
-    mut con: ConnectionManager,
+    mut con: Conn,
     lock: QueueLock,
     stop: Arc<AtomicBool>,
     shutdown: Arc<AtomicBool>,

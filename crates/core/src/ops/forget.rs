@@ -13,13 +13,13 @@ use crate::engine::forget::{
 };
 use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
+use crate::ops::Conn;
 use bullsweep_policy::PolicySet;
-use redis::aio::ConnectionManager;
 use std::collections::{BTreeSet, HashMap};
 
 /// Erases the subject everywhere bullsweep governs and returns the receipt.
 pub async fn forget(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     set: &PolicySet,
     req: ForgetRequest,
@@ -99,7 +99,7 @@ pub async fn forget(
 }
 
 /// Ships pending audit events under the audit lock, as every writer does.
-async fn ship(con: &mut ConnectionManager, set: &PolicySet) -> Result<u64, audit::ShipError> {
+async fn ship(con: &mut Conn, set: &PolicySet) -> Result<u64, audit::ShipError> {
     audit::with_store(con, &set.audit, async |con, store| {
         audit::ship(con, store).await
     })

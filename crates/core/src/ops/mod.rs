@@ -10,7 +10,7 @@ pub mod restore;
 pub mod run;
 
 pub use config::load_policy_file;
-pub use connect::{DEFAULT_REDIS_URL, connect, redact};
+pub use connect::{Conn, ConnectOptions, DEFAULT_REDIS_URL, Target, connect_url, redact};
 pub use run::{RunScope, audited_sweep};
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -8,8 +8,8 @@ use crate::audit::{self, AuditContext};
 use crate::engine::{self, Mode, QueueReport, Report, SweepOptions};
 use crate::error::Error;
 use crate::notify;
+use crate::ops::Conn;
 use bullsweep_policy::{Action, PolicySet, QueueId};
-use redis::aio::ConnectionManager;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +34,7 @@ pub struct RunScope {
 /// Plans, or runs with every change audited (see the module doc). `url` names Redis in
 /// messages; `progress` is told how many jobs each batch acted on.
 pub async fn audited_sweep(
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     url: &str,
     set: &PolicySet,
     scope: RunScope,
