@@ -486,7 +486,13 @@ fn refused_authentication_is_a_clear_runtime_error() {
         .query(&mut w.con())
         .expect("set a password");
     let policy = w.policy("version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n");
-    let out = w.run(&policy, &["plan"]);
+    // requirepass is the default user's password.
+    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--redis", &w.url(), "--config"])
+        .arg(&policy)
+        .arg("plan")
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("refused authentication"), "{err}");

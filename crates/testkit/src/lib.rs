@@ -3,8 +3,12 @@
 //! hundreds of thousands of jobs in seconds. Used by `demo`, `bench` and the test suites.
 #![deny(missing_docs)]
 
+pub mod acl;
+pub mod certs;
 pub mod redis_server;
 pub mod seed;
 
-pub use redis_server::PrivateRedis;
+pub use acl::Role;
+pub use certs::Certs;
+pub use redis_server::{PrivateRedis, ServerTls};
 pub use seed::{SeedSpec, seed_queue};

@@ -5,7 +5,7 @@
 pub mod moto;
 pub mod postgres;
 
-use bullsweep_testkit::PrivateRedis;
+use bullsweep_testkit::{PrivateRedis, Role};
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use redis::Commands;
 use serde::Deserialize;
@@ -77,8 +77,16 @@ impl World {
         }
     }
 
+    /// The `default` user's URL, for the harness's own reads and writes.
     pub fn url(&self) -> String {
         self.redis.url(self.db)
+    }
+
+    /// The URL bullsweep runs with: the README role user for the subcommand in `args`.
+    pub fn url_for(&self, args: &[&str]) -> String {
+        let subcommand = args.iter().find(|a| !a.starts_with('-')).copied();
+        self.redis
+            .url_as(Role::for_command(subcommand.unwrap_or("run")), self.db)
     }
 
     pub fn con(&self) -> redis::Connection {
@@ -117,7 +125,7 @@ impl World {
     pub fn run_env(&self, policy: &PathBuf, args: &[&str], env: &[(&str, String)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_bullsweep"))
             .arg("--redis")
-            .arg(self.url())
+            .arg(self.url_for(args))
             .arg("--config")
             .arg(policy)
             .args(args)
@@ -133,7 +141,7 @@ impl World {
     pub fn run_and_kill(&self, policy: &PathBuf, after: std::time::Duration) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
             .arg("--redis")
-            .arg(self.url())
+            .arg(self.url_for(&["run"]))
             .arg("--config")
             .arg(policy)
             .arg("run")

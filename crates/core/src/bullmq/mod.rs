@@ -12,5 +12,5 @@ pub use keys::QueueKeys;
 pub use scripts::{
     ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DetachMode, DrainOutcome, DrainRequest,
     ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch, RestoreMode,
-    ScrubOutcome, ScrubbedJob, StagedNow, scripts,
+    ScrubOutcome, ScrubbedJob, SortGetMemory, StagedNow, scripts,
 };

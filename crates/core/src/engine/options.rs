@@ -1,5 +1,6 @@
 //! What one plan or run is asked to do.
 
+use crate::bullmq::SortGetMemory;
 use bullsweep_policy::{NamePattern, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +41,8 @@ pub struct SweepOptions {
     /// Take each queue's sweep lock before governing it (a run); `None` when the caller
     /// holds it already (the daemon) or only plans.
     pub locking: Option<crate::lock::QueueLocking>,
+    /// What the connection learned about `SORT … GET` (see [`SortGetMemory`]).
+    pub sort_get: SortGetMemory,
 }
 
 impl SweepOptions {
@@ -56,6 +59,7 @@ impl SweepOptions {
             queue_glob: None,
             stop: None,
             timings: None,
+            sort_get: SortGetMemory::default(),
             locking: None,
         }
     }

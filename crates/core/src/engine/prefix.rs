@@ -92,14 +92,18 @@ impl StateWork<'_> {
                 budget_us: self.opts.budget_us,
                 offset,
                 protect_parents: self.protect_parents,
+                sort_get: self.opts.sort_get.allowed(),
             };
-            let out = with_retry!(scripts().sweep_prefix(
+            let (out, sort_refused) = with_retry!(scripts().sweep_prefix(
                 con,
                 self.keys,
                 self.state,
                 &batch,
                 self.audit_ctx
             ))?;
+            if sort_refused {
+                self.opts.sort_get.refused();
+            }
             let step = BatchStep::from(out);
             sizer.observe(step.handled, step.elapsed_us);
             account(&step, self.opts, self.progress, skipped);

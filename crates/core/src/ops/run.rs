@@ -76,6 +76,7 @@ pub async fn audited_sweep(
         budget_us: DEFAULT_BUDGET_US,
         execution_id: execution_id.clone(),
         audit_unavailable: audit_unavailable.clone(),
+        sort_get: con.sort_get(),
     };
     let mut report = engine::sweep(con, set, &opts, mode, progress)
         .await

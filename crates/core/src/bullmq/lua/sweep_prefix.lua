@@ -13,9 +13,12 @@
   ARGV[7] offset: jobs at the head of the set that earlier calls held back
   ARGV[8] audit context: JSON naming the policy, queue and run, stored with the audit event
   ARGV[9] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
+  ARGV[10] '1' to read jobs with SORT … GET; '0' when this connection learned it is refused
 
-  Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting}; exhausted is 1
-  when no selected job is left beyond the ones held back.
+  Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused};
+  exhausted is 1 when no selected job is left beyond the ones held back; sortRefused is 1
+  when SORT … GET was refused here (an ACL without read access to every key, or a server
+  that forbids it) and the jobs were read one by one instead.
 
   Invariant: selection and removal happen in one atomic call, against the set as it is now,
   so a job that changed state since planning is never removed. A job whose :lock key holds a
@@ -46,37 +49,44 @@ if ARGV[4] ~= '' then
 end
 local take = math.min(limit, selected - offset)
 if take <= 0 then
-  return {0, 0, 0, elapsed(clock), 1, 0}
+  return {0, 0, 0, elapsed(clock), 1, 0, 0}
 end
 -- Rows of `count` jobs from rank `from`, five values per job: id, lock (false when none),
 -- finishedOn, parentKey, deid.
-local readRows
-if string.find(queuePrefix, '*', 1, true) or string.find(queuePrefix, '->', 1, true) then
-  -- The prefix would be read as a SORT pattern: read job by job instead.
-  readRows = function(from, count)
-    local rows = {}
-    for _, jobId in ipairs(rcall('ZRANGE', setKey, from, from + count - 1)) do
-      local jobKey = queuePrefix .. jobId
-      local f = redis.pcall('HMGET', jobKey, 'finishedOn', 'parentKey', 'deid')
-      if f.err then
-        f = {false, false, false}
-      end
-      rows[#rows + 1] = jobId
-      rows[#rows + 1] = rcall('EXISTS', jobKey .. ':lock') == 1
-      rows[#rows + 1] = f[1]
-      rows[#rows + 1] = f[2]
-      rows[#rows + 1] = f[3]
+local function readJobByJob(from, count)
+  local rows = {}
+  for _, jobId in ipairs(rcall('ZRANGE', setKey, from, from + count - 1)) do
+    local jobKey = queuePrefix .. jobId
+    local f = redis.pcall('HMGET', jobKey, 'finishedOn', 'parentKey', 'deid')
+    if f.err then
+      f = {false, false, false}
     end
-    return rows
+    rows[#rows + 1] = jobId
+    rows[#rows + 1] = rcall('EXISTS', jobKey .. ':lock') == 1
+    rows[#rows + 1] = f[1]
+    rows[#rows + 1] = f[2]
+    rows[#rows + 1] = f[3]
   end
-else
+  return rows
+end
+local readRows = readJobByJob
+local sortRefused = 0
+-- A prefix holding '*' or '->' would be read as a SORT pattern: such queues read job by job.
+if ARGV[10] == '1' and not string.find(queuePrefix, '*', 1, true)
+    and not string.find(queuePrefix, '->', 1, true) then
   -- Why SORT: it reads every job's lock and fields in one C-level pass over the ranks; the
   -- same reads as one redis.call per job cost several times more inside Lua.
   local lockPattern, finishedPattern = queuePrefix .. '*:lock', queuePrefix .. '*->finishedOn'
   local parentPattern, deidPattern = queuePrefix .. '*->parentKey', queuePrefix .. '*->deid'
   readRows = function(from, count)
-    return rcall('SORT', setKey, 'BY', 'nosort', 'LIMIT', from, count, 'GET', '#',
+    local rows = redis.pcall('SORT', setKey, 'BY', 'nosort', 'LIMIT', from, count, 'GET', '#',
       'GET', lockPattern, 'GET', finishedPattern, 'GET', parentPattern, 'GET', deidPattern)
+    if rows.err then
+      sortRefused = 1
+      readRows = readJobByJob
+      return readJobByJob(from, count)
+    end
+    return rows
   end
 end
 -- Each chunk of LOOK_EVERY jobs is read right before it is removed, so a job's hash is still
@@ -124,4 +134,5 @@ else
   zremAll(setKey, removed)
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
-return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting}
+return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting,
+  sortRefused}

@@ -14,6 +14,7 @@ mod erase_jobs;
 mod lock;
 mod move_exhausted;
 mod page_newest;
+mod read_only;
 mod remove_ids;
 mod restore_job;
 mod stalled_jobs;
@@ -27,7 +28,7 @@ pub use erase_jobs::{ErasureItem, ErasureKind, ErasureOutcome};
 pub use page_newest::FinishedEntry;
 pub use restore_job::RestoreMode;
 pub use stalled_jobs::ActiveOutcome;
-pub use sweep_prefix::PrefixBatch;
+pub use sweep_prefix::{PrefixBatch, SortGetMemory};
 
 use super::keys::{AUDIT_SEQ, AUDIT_STREAM};
 use redis::aio::ConnectionLike;
@@ -52,7 +53,7 @@ mod prelude {
 pub struct Scripts {
     sweep_prefix: Script,
     remove_ids: Script,
-    page_newest: Script,
+    page_newest: read_only::ReadOnlyScript,
     restore_job: Script,
     anonymize_jobs: Script,
     erase_jobs: Script,
@@ -95,7 +96,7 @@ pub fn scripts() -> &'static Scripts {
             &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
             include_str!("../lua/remove_ids.lua"),
         ),
-        page_newest: build(&[], include_str!("../lua/page_newest.lua")),
+        page_newest: read_only::ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
         restore_job: build(&[], include_str!("../lua/restore_job.lua")),
         anonymize_jobs: build(
             &[BUDGET, AUDIT, FINGERPRINT],

@@ -29,13 +29,10 @@ impl Scripts {
         page: u64,
     ) -> RedisResult<Vec<FinishedEntry>> {
         let max = below.map_or_else(|| "+inf".to_string(), |s| format!("({s}"));
+        let args = [keys.job_prefix(), max, page.to_string()];
         let flat: Vec<String> = self
             .page_newest
-            .key(keys.finished_set(state))
-            .arg(keys.job_prefix())
-            .arg(max)
-            .arg(page)
-            .invoke_async(con)
+            .invoke(con, &[keys.finished_set(state)], &args)
             .await?;
         Ok(flat
             .chunks_exact(3)

@@ -5,6 +5,8 @@ use crate::bullmq::QueueKeys;
 use bullsweep_policy::{JobState, Selection};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The arguments of one prefix-sweep call.
 #[derive(Clone, Copy, Debug)]
@@ -19,10 +21,30 @@ pub struct PrefixBatch {
     pub offset: u64,
     /// Hold back jobs whose parent still waits for children (`protectWaitingParents`).
     pub protect_parents: bool,
+    /// Read jobs with `SORT … GET`; `false` once the connection learned it is refused.
+    pub sort_get: bool,
+}
+
+/// What a connection learned about `SORT … GET`: once refused (an ACL without read access to
+/// every key, or a server that forbids it), sweeps on it read job by job. Clones share it.
+#[derive(Clone, Debug, Default)]
+pub struct SortGetMemory(Arc<AtomicBool>);
+
+impl SortGetMemory {
+    /// Whether `SORT … GET` is still worth trying.
+    pub fn allowed(&self) -> bool {
+        !self.0.load(Ordering::Relaxed)
+    }
+
+    /// Remembers that it was refused.
+    pub fn refused(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Scripts {
-    /// Removes the oldest selected jobs of a finished set (see `lua/sweep_prefix.lua`).
+    /// Removes the oldest selected jobs of a finished set (see `lua/sweep_prefix.lua`); the
+    /// second value is true when `SORT … GET` was refused and jobs were read one by one.
     pub async fn sweep_prefix<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -30,9 +52,10 @@ impl Scripts {
         state: JobState,
         batch: &PrefixBatch,
         audit_ctx: &str,
-    ) -> RedisResult<BatchOutcome> {
+    ) -> RedisResult<(BatchOutcome, bool)> {
         let sel = &batch.selection;
-        let (removed, locked, malformed, elapsed_us, exhausted, parent_waiting): (
+        let (removed, locked, malformed, elapsed_us, exhausted, parent_waiting, sort_refused): (
+            u64,
             u64,
             u64,
             u64,
@@ -53,9 +76,10 @@ impl Scripts {
             .arg(batch.offset)
             .arg(audit_ctx)
             .arg(if batch.protect_parents { "1" } else { "0" })
+            .arg(if batch.sort_get { "1" } else { "0" })
             .invoke_async(con)
             .await?;
-        Ok(BatchOutcome {
+        let outcome = BatchOutcome {
             removed,
             locked,
             malformed,
@@ -64,6 +88,7 @@ impl Scripts {
             exhausted: exhausted == 1,
             handled: removed + locked + malformed + parent_waiting,
             parent_waiting,
-        })
+        };
+        Ok((outcome, sort_refused == 1))
     }
 }

@@ -4,10 +4,10 @@
 //! failed is never replayed: the caller's own retry re-checks what it was doing.
 
 use super::Target;
+use crate::bullmq::SortGetMemory;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use tokio::sync::Mutex;
 
@@ -24,20 +24,8 @@ struct Shared {
     response_timeout: Duration,
     /// The open connection and its generation, `None` until first use or after a failure.
     live: Mutex<(u64, Option<MultiplexedConnection>)>,
-    /// What this connection learned about `SORT … GET` (see [`SortGet`]).
-    sort_get: AtomicU8,
-}
-
-/// Whether the server lets this user read jobs with `SORT … GET`, as learned on a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortGet {
-    /// Not tried yet: the next sweep tries it.
-    Unknown,
-    /// It worked.
-    Allowed,
-    /// Refused (an ACL without read access to all keys, or a server that forbids it): the
-    /// per-job read path runs instead.
-    Refused,
+    /// What this connection learned about `SORT … GET`.
+    sort_get: SortGetMemory,
 }
 
 impl Conn {
@@ -50,7 +38,7 @@ impl Conn {
                 name,
                 response_timeout,
                 live: Mutex::new((0, None)),
-                sort_get: AtomicU8::new(0),
+                sort_get: SortGetMemory::default(),
             }),
         }
     }
@@ -60,19 +48,9 @@ impl Conn {
         self.shared.target.shown()
     }
 
-    /// What this connection learned about `SORT … GET`.
-    pub fn sort_get(&self) -> SortGet {
-        match self.shared.sort_get.load(Ordering::Relaxed) {
-            1 => SortGet::Allowed,
-            2 => SortGet::Refused,
-            _ => SortGet::Unknown,
-        }
-    }
-
-    /// Remembers what a sweep learned about `SORT … GET`.
-    pub fn learn_sort_get(&self, allowed: bool) {
-        let value = if allowed { 1 } else { 2 };
-        self.shared.sort_get.store(value, Ordering::Relaxed);
+    /// What this connection learned about `SORT … GET`; sweeps on it share what they learn.
+    pub fn sort_get(&self) -> SortGetMemory {
+        self.shared.sort_get.clone()
     }
 
     /// The open connection, opening one if there is none.

@@ -7,7 +7,7 @@ mod describe;
 mod endpoint;
 mod tls;
 
-pub use conn::{Conn, SortGet};
+pub use conn::Conn;
 pub use describe::{at_url, describe, is_permission, redact};
 pub use endpoint::{Endpoint, SentinelUrl};
 pub use tls::{TlsOptions, install_crypto_provider};
