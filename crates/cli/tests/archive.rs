@@ -539,7 +539,7 @@ fn two_concurrent_runs_and_a_daemon_archive_no_job_twice() {
     let spawn = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
             .arg("--redis")
-            .arg(w.url())
+            .arg(w.url_for(args))
             .arg("--config")
             .arg(&policy)
             .args(args)
@@ -629,7 +629,7 @@ fn a_run_that_fails_midway_reports_what_it_archived_before() {
     let policy = policy(&w, &format!("file://{}", root.display()));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
         .arg("--redis")
-        .arg(w.url())
+        .arg(w.url_for(&["run"]))
         .arg("--config")
         .arg(&policy)
         .args(["--json", "run"])

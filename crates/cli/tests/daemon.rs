@@ -21,7 +21,8 @@ impl Daemon {
         let log = w.dir.path().join(format!("daemon-{}.log", fastrand_u32()));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_bullsweep"));
         cmd.arg("--redis")
-            .arg(w.url())
+            .arg(w.url_for(&["daemon"]))
+            .args(w.tls_args())
             .arg("--config")
             .arg(policy)
             .arg("daemon")
@@ -280,7 +281,7 @@ policies:
         .expect("lock");
     let forget = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
         .arg("--redis")
-        .arg(w.url())
+        .arg(w.url_for(&["forget"]))
         .arg("--config")
         .arg(&policy)
         .args([

@@ -66,12 +66,12 @@ impl PrivateRedis {
     }
 
     fn spawn(extra: &[&str], tls: Option<ServerTls>) -> io::Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("bullsweep-redis-")
-            .tempdir()?;
         let binary = server_binary();
         // Ask the OS for a free port, then hand it to Redis; retry if another process wins it.
-        for _ in 0..5 {
+        'ports: for _ in 0..5 {
+            let dir = tempfile::Builder::new()
+                .prefix("bullsweep-redis-")
+                .tempdir()?;
             let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
             let mut cmd = Command::new(&binary);
             match &tls {
@@ -121,17 +121,14 @@ impl PrivateRedis {
                     };
                     // Another process may have taken the port between our probe and Redis's
                     // bind; only a server reporting our child's pid is ours.
-                    match server.served_by_child() {
-                        Ok(major) => {
-                            server.major = major;
-                            server.create_role_users()?;
-                            return Ok(server);
-                        }
-                        Err(_) => {
-                            drop(server);
-                            return Self::spawn(extra, tls);
-                        }
+                    if let Ok(major) = server.served_by_child() {
+                        server.major = major;
+                        server.create_role_users()?;
+                        return Ok(server);
                     }
+                    // Not ours: dropping it kills our child; try another port.
+                    drop(server);
+                    continue 'ports;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -187,13 +184,15 @@ impl PrivateRedis {
     }
 
     /// A client of the `default` user (TLS-aware), for the harness.
+    /// Over TLS it verifies nothing: the harness also talks to servers whose certificates
+    /// bullsweep must refuse.
     pub fn client(&self, db: u32) -> redis::RedisResult<redis::Client> {
         match &self.tls {
             None => redis::Client::open(self.url(db)),
             Some(t) => {
                 install_crypto_provider();
                 redis::Client::build_with_tls(
-                    self.url(db),
+                    format!("{}#insecure", self.url(db)),
                     redis::TlsCertificates {
                         client_tls: Some(redis::ClientTlsConfig {
                             client_cert: std::fs::read(&t.client.cert)?,

@@ -70,11 +70,33 @@ pub struct World {
 
 impl World {
     pub fn new() -> Self {
+        Self::with(PrivateRedis::start().expect("redis-server starts"))
+    }
+
+    /// A world around a server started otherwise (TLS, other options).
+    pub fn with(redis: PrivateRedis) -> Self {
         World {
-            redis: PrivateRedis::start().expect("redis-server starts"),
+            redis,
             dir: tempfile::tempdir().expect("temp dir"),
             db: 0,
         }
+    }
+
+    /// The TLS options bullsweep needs for this server (none for a plain one).
+    pub fn tls_args(&self) -> Vec<std::ffi::OsString> {
+        let Some(t) = self.redis.tls() else {
+            return Vec::new();
+        };
+        let mut out: Vec<std::ffi::OsString> = vec!["--tls-ca-cert".into(), t.ca.clone().into()];
+        if t.auth_clients {
+            out.extend([
+                "--tls-cert".into(),
+                t.client.cert.clone().into(),
+                "--tls-key".into(),
+                t.client.key.clone().into(),
+            ]);
+        }
+        out
     }
 
     /// The `default` user's URL, for the harness's own reads and writes.
@@ -90,7 +112,8 @@ impl World {
     }
 
     pub fn con(&self) -> redis::Connection {
-        redis::Client::open(self.url())
+        self.redis
+            .client(self.db)
             .and_then(|c| c.get_connection())
             .expect("connect")
     }
@@ -106,9 +129,8 @@ impl World {
             .enable_all()
             .build()
             .expect("runtime");
-        let url = self.url();
         rt.block_on(async {
-            let client = redis::Client::open(url).expect("url");
+            let client = self.redis.client(self.db).expect("url");
             let mut con = client
                 .get_multiplexed_async_connection()
                 .await
@@ -126,6 +148,7 @@ impl World {
         Command::new(env!("CARGO_BIN_EXE_bullsweep"))
             .arg("--redis")
             .arg(self.url_for(args))
+            .args(self.tls_args())
             .arg("--config")
             .arg(policy)
             .args(args)

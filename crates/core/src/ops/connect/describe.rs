@@ -81,6 +81,14 @@ pub fn describe(url: &str, e: &redis::RedisError) -> Error {
             "a slow or distant server may need longer waits: --connect-timeout, --command-timeout"
                 .into(),
         )
+    } else if (lower.contains("reset by peer") || lower.contains("broken pipe"))
+        && url.starts_with("redis://")
+    {
+        (
+            ErrorKind::Redis,
+            format!("Redis at {shown} closed the connection: {text}"),
+            "a server that only speaks TLS closes plain connections: use a rediss:// URL".into(),
+        )
     } else if e.is_connection_refusal() || e.is_io_error() {
         (
             ErrorKind::Redis,
