@@ -177,17 +177,27 @@ fn the_daemon_sweeps_over_mutual_tls() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // It names itself in CLIENT LIST, as the governing user.
-    let clients: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query(&mut con)
-        .expect("client list");
-    assert!(
-        clients.lines().any(|l| l.contains("name=bullsweep-daemon")
-            && l.contains(&format!("user={}", Role::Governing.user()))),
-        "{clients}"
-    );
-    assert!(clients.contains("name=bullsweep-events"), "{clients}");
+    // It names its connections in CLIENT LIST, as the governing user.
+    let named = |clients: &str, name: &str| {
+        clients.lines().any(|l| {
+            l.contains(&format!("name={name} "))
+                && l.contains(&format!("user={} ", Role::Governing.user()))
+        })
+    };
+    loop {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut con)
+            .expect("client list");
+        if named(&clients, "bullsweep-daemon") && named(&clients, "bullsweep-events") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "connections not named: {clients}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

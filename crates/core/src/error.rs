@@ -94,6 +94,15 @@ impl Error {
         self
     }
 
+    /// The message with its hint on the same line (`message (hint: …)`), for reports that
+    /// hold one string per failure.
+    pub fn with_hint_inline(self) -> String {
+        match self.hint {
+            Some(hint) => format!("{} (hint: {hint})", self.message),
+            None => self.message,
+        }
+    }
+
     /// Puts `context` before the message (`context: message`).
     pub fn context(mut self, context: impl fmt::Display) -> Self {
         self.message = format!("{context}: {}", self.message);
@@ -119,7 +128,8 @@ impl std::error::Error for Error {}
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         if crate::ops::connect::is_permission(&e) {
-            Error::new(ErrorKind::Permission, format!("Redis: {e}")).with_hint(
+            let text = crate::ops::connect::error_text(&e);
+            Error::new(ErrorKind::Permission, format!("Redis: {text}")).with_hint(
                 "grant the Redis user the role's commands and key patterns (README, \"Permissions\")",
             )
         } else {

@@ -41,7 +41,7 @@ pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Disc
         if !keys.is_empty() {
             let mut pipe = redis::pipe();
             for key in &keys {
-                pipe.cmd("TYPE").arg(key);
+                pipe.cmd("TYPE").arg(key).ignore_errors();
                 pipe.cmd("HMGET")
                     .arg(key)
                     .arg(META_MAX_LEN_EVENTS)
@@ -50,7 +50,10 @@ pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Disc
             }
             let replies: Vec<Value> = pipe.query_async(con).await?;
             for (key, pair) in keys.iter().zip(replies.chunks_exact(2)) {
-                if is_bullmq_meta(&pair[0], &pair[1])
+                // A queue whose keys this user may not read is still a queue: it is governed
+                // like the others, and its run fails with the permission it lacks.
+                let denied = pair.iter().any(is_permission_reply);
+                if (denied || is_bullmq_meta(&pair[0], &pair[1]))
                     && let Some(base) = QueueKeys::base_of_meta_key(key)
                 {
                     found.bases.push(base.to_string());
@@ -65,6 +68,11 @@ pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Disc
     found.bases.sort();
     found.bases.dedup();
     Ok(found)
+}
+
+/// Whether a pipelined reply is an ACL refusal.
+fn is_permission_reply(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(e) if e.code() == "NOPERM")
 }
 
 /// A meta hash holds `opts.maxLenEvents` or `version`; a job hash that happens to end in

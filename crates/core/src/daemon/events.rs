@@ -206,10 +206,7 @@ pub async fn run(
                         "warn",
                         &format!("{base}: event removal failed: {e}; will read again"),
                     );
-                    metrics
-                        .failed_batches
-                        .get_or_create(&labels_of(base, h))
-                        .inc();
+                    metrics.count_failure(&labels_of(base, h), &e.to_string());
                     failed = true;
                     break;
                 }
@@ -308,7 +305,7 @@ pub async fn run(
                     "warn",
                     &format!("{base}: event removal failed: {e}; will read again"),
                 );
-                metrics.failed_batches.get_or_create(&labels).inc();
+                metrics.count_failure(&labels, &e.to_string());
                 reader = None;
                 wait_or_shutdown(&shutdown, backoff).await;
                 break;

@@ -43,6 +43,29 @@ pub struct ActionLabels {
     pub action: String,
 }
 
+/// A queue and why one of its runs or batches failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    /// The queue's key base.
+    pub queue: String,
+    /// The tenant, or empty.
+    pub tenant: String,
+    /// `permission` (the Redis user lacks a command or key pattern), `redis` (unreachable,
+    /// timed out, or another Redis error), or `other` (archive, audit, notify).
+    pub reason: String,
+}
+
+/// Why a run failed, as `bullsweep_failed_batches_total` labels it, from its error's words.
+pub fn failure_reason(error: &str) -> &'static str {
+    if crate::ops::connect::is_permission_text(error) {
+        "permission"
+    } else if error.contains("Redis") || error.contains("redis") {
+        "redis"
+    } else {
+        "other"
+    }
+}
+
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn batch_histogram() -> Histogram {
@@ -65,8 +88,8 @@ pub struct DaemonMetrics {
     pub last_success: Family<QueueLabels, FloatGauge>,
     /// Age of the newest event acted on when it was read, in seconds.
     pub event_lag_seconds: Family<QueueLabels, FloatGauge>,
-    /// Runs that failed and went to a retry record.
-    pub failed_batches: Family<QueueLabels, Counter>,
+    /// Runs that failed and went to a retry record, and event batches that failed, by reason.
+    pub failed_batches: Family<FailureLabels, Counter>,
     /// 1 while a queue has failed five times in a row.
     pub alert: Family<QueueLabels, Gauge>,
     /// Times a lock was held by another run or replica.
@@ -99,7 +122,7 @@ impl Default for DaemonMetrics {
         let longest_call_seconds = Family::<QueueLabels, FloatGauge>::default();
         let last_success = Family::<QueueLabels, FloatGauge>::default();
         let event_lag_seconds = Family::<QueueLabels, FloatGauge>::default();
-        let failed_batches = Family::<QueueLabels, Counter>::default();
+        let failed_batches = Family::<FailureLabels, Counter>::default();
         let alert = Family::<QueueLabels, Gauge>::default();
         let lock_contention = Family::<QueueLabels, Counter>::default();
         let event_gaps = Family::<QueueLabels, Counter>::default();
@@ -174,6 +197,16 @@ impl Default for DaemonMetrics {
 }
 
 impl DaemonMetrics {
+    /// Counts one failed run or batch of a queue, labelled with why it failed.
+    pub fn count_failure(&self, labels: &QueueLabels, error: &str) {
+        let labels = FailureLabels {
+            queue: labels.queue.clone(),
+            tenant: labels.tenant.clone(),
+            reason: failure_reason(error).to_string(),
+        };
+        self.failed_batches.get_or_create(&labels).inc();
+    }
+
     /// Records the Redis time of each batch of a run, in microseconds.
     pub fn observe_batches(&self, labels: &QueueLabels, elapsed_us: &[u64]) {
         let Some(longest) = elapsed_us.iter().max() else {

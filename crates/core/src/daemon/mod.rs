@@ -71,6 +71,8 @@ struct Daemon {
     slots: BTreeMap<String, Slot>,
     discovered_at: Option<Instant>,
     discover_every: Duration,
+    /// The wait before the next discovery after one failed.
+    discover_retry: Duration,
     shutdown: Arc<AtomicBool>,
     reload: Arc<AtomicBool>,
     wake: Arc<Notify>,
@@ -134,6 +136,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         slots: BTreeMap::new(),
         discovered_at: None,
         discover_every: Duration::from_millis(cfg.discover_every.as_millis()),
+        discover_retry: schedule::DISCOVER_RETRY_MIN,
         shutdown: shutdown.clone(),
         reload,
         wake,

@@ -2,7 +2,7 @@
 //! run, and recorded (lastRunAt or a retry record, metrics, log); the lock is renewed meanwhile.
 
 use super::log::log;
-use super::metrics::{ActionLabels, StateLabels};
+use super::metrics::{self, ActionLabels, StateLabels};
 use super::records;
 use super::{Daemon, jitter, labels_of};
 use crate::audit;
@@ -126,11 +126,14 @@ impl Daemon {
         match error {
             Some(error) => {
                 let record = records::record_failure(&mut self.con, &q.base, now, &error).await?;
-                self.metrics.failed_batches.get_or_create(&labels).inc();
+                self.metrics.count_failure(&labels, &error);
+                // A missing permission is a configuration problem: retrying will not fix
+                // it, so the alert is raised at once, not after five failures.
+                let permission = metrics::failure_reason(&error) == "permission";
                 self.metrics
                     .alert
                     .get_or_create(&labels)
-                    .set(i64::from(record.alerting()));
+                    .set(i64::from(record.alerting() || permission));
                 log(
                     "error",
                     &format!(

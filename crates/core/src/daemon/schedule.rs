@@ -11,16 +11,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// The first wait after a failed discovery; it doubles with each failure in a row.
+pub(super) const DISCOVER_RETRY_MIN: Duration = Duration::from_secs(1);
+/// The longest wait between discoveries that fail.
+const DISCOVER_RETRY_MAX: Duration = Duration::from_secs(300);
+
 impl Daemon {
     pub(super) async fn main_loop(&mut self) {
         while !self.shutdown.load(Ordering::Relaxed) {
             if self.reload.swap(false, Ordering::Relaxed) {
                 self.reload_policies().await;
             }
-            let up = redis::cmd("PING")
+            // Any answer means Redis is up, an error reply too (a user who may not PING).
+            let up = match redis::cmd("PING")
                 .query_async::<String>(&mut self.con)
                 .await
-                .is_ok();
+            {
+                Ok(_) => true,
+                Err(e) => !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()),
+            };
             let was_up = self.metrics.redis_up.swap(up, Ordering::Relaxed);
             if !up {
                 if was_up {
@@ -37,11 +46,25 @@ impl Daemon {
                 .is_none_or(|at| at.elapsed() >= self.discover_every);
             if stale {
                 match self.discover().await {
-                    Ok(()) => self.metrics.redis_up.store(true, Ordering::Relaxed),
+                    Ok(()) => {
+                        self.metrics.redis_up.store(true, Ordering::Relaxed);
+                        self.discover_retry = DISCOVER_RETRY_MIN;
+                    }
                     Err(e) => {
-                        self.metrics.redis_up.store(false, Ordering::Relaxed);
-                        log("warn", &format!("cannot list queues: {e}; retrying"));
-                        self.sleep(Duration::from_secs(1)).await;
+                        // Redis answered; what failed is this user's permission or the
+                        // data, so the wait doubles (1 s up to 5 min) rather than spinning.
+                        let retry = self.discover_retry;
+                        let what = if crate::ops::connect::is_permission(&e) {
+                            "a permission the Redis user lacks (README, \"Permissions\")"
+                        } else {
+                            "Redis failed"
+                        };
+                        log(
+                            "error",
+                            &format!("cannot list queues: {what}: {e}; retrying in {retry:?}"),
+                        );
+                        self.discover_retry = (retry * 2).min(DISCOVER_RETRY_MAX);
+                        self.sleep(retry).await;
                         continue;
                     }
                 }

@@ -5,6 +5,7 @@
 #[macro_use]
 mod retry;
 
+mod access;
 mod anonymize;
 mod archive_cold;
 mod archive_path;

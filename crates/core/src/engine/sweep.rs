@@ -277,6 +277,13 @@ impl<'a> QueueRun<'a> {
             qr.error = Some(reason);
             return qr;
         }
+        if self.mode == Mode::Run {
+            let keys = QueueKeys::new(&self.queue.base);
+            if let Err(e) = super::access::check_queue(con, &keys).await {
+                qr.error = Some(e.with_hint_inline());
+                return qr;
+            }
+        }
         // Batches an interrupted run detached are finished before anything else.
         if let Err(e) = self.recover_staged(con, &mut qr).await {
             qr.error = Some(format!("archive batches left staged: {e}"));

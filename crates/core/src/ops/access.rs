@@ -31,22 +31,39 @@ fn own_key_commands() -> Vec<Vec<String>> {
 /// commands bullsweep needs on its own keys. `url` names Redis in messages.
 pub async fn check_own_keys<C: ConnectionLike>(con: &mut C, url: &str) -> Result<(), Error> {
     let denied = scripts()
-        .denied_command(con, &own_key_commands())
+        .denied_command(con, AUDIT_SEQ, &own_key_commands())
         .await
-        .map_err(|e| Error::redis(url, &e))?;
+        .map_err(|e| {
+            if super::connect::is_permission(&e) {
+                // The check itself names bullsweep's own key: refused already.
+                denied_own_keys(url, &super::connect::error_text(&e))
+            } else {
+                Error::redis(url, &e)
+            }
+        })?;
     match denied {
         None => Ok(()),
-        Some(command) => Err(Error::new(
-            ErrorKind::Redis,
-            format!(
-                "{}: this Redis user may not run {} on {}, which bullsweep needs to record what it does; nothing was changed",
-                super::redact(url),
+        Some(command) => Err(denied_own_keys(
+            url,
+            &format!(
+                "this Redis user may not run {} on {}",
                 command.first().map_or("", String::as_str),
                 command.get(1).map_or("", String::as_str),
             ),
-        )
-        .with_hint(
-            "bullsweep keeps its audit counter, stream, checkpoint and locks under bullsweep:*; let the user write them, e.g. `ACL SETUSER <user> ~bullsweep:*`",
         )),
     }
+}
+
+/// The error for a user who may not use bullsweep's own keys: `refusal` says what it may not.
+fn denied_own_keys(url: &str, refusal: &str) -> Error {
+    Error::new(
+        ErrorKind::Permission,
+        format!(
+            "{}: {refusal}, which bullsweep needs to record what it does; nothing was changed",
+            super::redact(url),
+        ),
+    )
+    .with_hint(
+        "bullsweep keeps its audit counter, stream, checkpoint and locks under bullsweep:*; let the user write them, e.g. `ACL SETUSER <user> ~bullsweep:*`",
+    )
 }

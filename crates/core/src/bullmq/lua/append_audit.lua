@@ -4,7 +4,7 @@
   the events the other scripts write, so the store keeps one chain. Built on the audit
   prelude.
 
-  KEYS: none; the stream and counter are bullsweep's own (prelude/audit.lua).
+  KEYS[1] the audit stream (declared; the stream and counter are named in prelude/audit.lua)
   ARGV[1] audit context JSON
   ARGV[2] the ids the event names, as a JSON array
 

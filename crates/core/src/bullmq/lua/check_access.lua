@@ -2,7 +2,7 @@
   check_access.lua: which of the given commands the Redis user may not run, asked before a
   run changes anything (redis.acl_check_cmd: Redis and Valkey 7 and later).
 
-  KEYS: none; each command names its own key.
+  KEYS[1] one key the commands name (declared for servers that refuse keyless scripts)
   ARGV[i] one command with its arguments, as a JSON array
 
   Returns the first command refused, as its JSON array; false when all are allowed or the

@@ -2,7 +2,8 @@
   erase_jobs.lua: erasure of one subject's data in one queue (bullsweep forget). Built on the
   budget, audit, removal and job_tree preludes.
 
-  KEYS: none; keys are built from the queue prefix, as BullMQ's own scripts do.
+  KEYS[1] the queue's events stream (declared, for servers that refuse keyless scripts);
+  the other keys are built from the queue prefix, as BullMQ's own scripts do.
   ARGV[1] queue prefix (`<base>:`)
   ARGV[2] `probe` (report each item's state, change nothing) or `erase`
   ARGV[3] audit context JSON (erase only)

@@ -3,7 +3,8 @@
   failed set into another queue (the dead-letter queue) of the same Redis, where they are
   valid BullMQ jobs in its failed set. Built on the budget, audit and removal preludes.
 
-  KEYS: none; keys are built from the two prefixes, as BullMQ's own scripts do.
+  KEYS[1] the source queue's failed set (declared, for servers that refuse keyless
+  scripts); the other keys are built from the two prefixes, as BullMQ's own scripts do.
   ARGV[1] source queue prefix (`<base>:`)
   ARGV[2] dead-letter queue prefix (`<dlq base>:`)
   ARGV[3] audit context JSON

@@ -1,7 +1,8 @@
 --[[
   restore_job.lua: put an archived job back into its queue.
 
-  KEYS: none declared beyond the queue's own keys, built from the prefix below.
+  KEYS[1] the queue's meta hash (declared, for servers that refuse keyless scripts); the
+  queue's keys are built from the prefix below.
   ARGV[1] job key prefix (<base>:)
   ARGV[2] mode: 'original' (same id, back into its finished set) or 'new' (a new waiting job)
   ARGV[3] original job id

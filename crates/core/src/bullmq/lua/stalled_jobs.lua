@@ -3,7 +3,8 @@
   started at or before a cutoff, which no worker will recover. Built on the budget, audit,
   removal and job_tree preludes.
 
-  KEYS: none; keys are built from the queue prefix, as BullMQ's own scripts do.
+  KEYS[1] the queue's active list (declared, for servers that refuse keyless scripts); the
+  other keys are built from the queue prefix, as BullMQ's own scripts do.
   ARGV[1] queue prefix (`<base>:`)
   ARGV[2] `retry` or `remove`
   ARGV[3] cutoff: only jobs whose processedOn is at or before it (ms since the epoch)

@@ -1,6 +1,7 @@
 //! An audit event for a change made outside Redis (`lua/append_audit.lua`).
 
 use super::Scripts;
+use crate::bullmq::keys::AUDIT_STREAM;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -14,6 +15,11 @@ impl Scripts {
         ids: &[String],
     ) -> RedisResult<u64> {
         let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
-        self.append_audit.arg(ctx).arg(ids).invoke_async(con).await
+        self.append_audit
+            .key(AUDIT_STREAM)
+            .arg(ctx)
+            .arg(ids)
+            .invoke_async(con)
+            .await
     }
 }

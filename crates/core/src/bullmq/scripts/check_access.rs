@@ -7,12 +7,15 @@ use redis::aio::ConnectionLike;
 impl Scripts {
     /// The first of `commands` (each a command with its arguments) the connected user may not
     /// run; `None` when every one is allowed or the server cannot say (Redis before 7.0).
+    /// `key` is declared as the script's key (one the commands name).
     pub async fn denied_command<C: ConnectionLike>(
         &self,
         con: &mut C,
+        key: &str,
         commands: &[Vec<String>],
     ) -> RedisResult<Option<Vec<String>>> {
         let mut call = self.check_access.prepare_invoke();
+        call.key(key);
         for command in commands {
             call.arg(serde_json::to_string(command).unwrap_or_else(|_| "[]".into()));
         }

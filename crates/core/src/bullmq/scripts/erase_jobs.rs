@@ -76,6 +76,7 @@ impl Scripts {
         audit_ctx: &str,
     ) -> RedisResult<ErasureOutcome> {
         let mut invocation = self.erase_jobs.prepare_invoke();
+        invocation.key(keys.events());
         invocation
             .arg(keys.job_prefix())
             .arg(if erase { "erase" } else { "probe" })

@@ -2,6 +2,7 @@
 
 use super::{BatchOutcome, Candidate, Scripts, id_batch, push_candidates};
 use crate::bullmq::QueueKeys;
+use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -18,6 +19,7 @@ impl Scripts {
         audit_ctx: &str,
     ) -> RedisResult<BatchOutcome> {
         let mut invocation = self.move_exhausted.prepare_invoke();
+        invocation.key(from.finished_set(JobState::Failed));
         invocation
             .arg(from.job_prefix())
             .arg(to.job_prefix())

@@ -29,6 +29,7 @@ impl Scripts {
         logs: &[Vec<u8>],
     ) -> RedisResult<Option<String>> {
         let mut invocation = self.restore_job.prepare_invoke();
+        invocation.key(keys.meta());
         invocation
             .arg(keys.job_prefix())
             .arg(match mode {

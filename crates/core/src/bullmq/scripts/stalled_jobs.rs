@@ -35,6 +35,7 @@ impl Scripts {
         audit_ctx: &str,
     ) -> RedisResult<ActiveOutcome> {
         let mut invocation = self.stalled_jobs.prepare_invoke();
+        invocation.key(keys.active());
         invocation
             .arg(keys.job_prefix())
             .arg(if retry { "retry" } else { "remove" })

@@ -82,24 +82,82 @@ impl Conn {
     }
 }
 
+/// A permission error that names `what` the user may not run (a command and the key it
+/// named, which Redis's own words leave out), with Redis's own words.
+fn refusal(e: &RedisError, what: &str) -> RedisError {
+    let detail = e.detail().unwrap_or("no permission");
+    redis::make_extension_error(
+        "NOPERM".into(),
+        Some(format!("this Redis user may not run {what}: {detail}")),
+    )
+}
+
+/// A pipeline's distinct commands, at most three.
+fn one_of(mut named: Vec<String>) -> String {
+    named.dedup();
+    let more = named.len() > 3;
+    named.truncate(3);
+    let list = named.join(", ");
+    if named.len() == 1 {
+        list
+    } else if more {
+        format!("one of {list}, …")
+    } else {
+        format!("one of {list}")
+    }
+}
+
+/// A command's name and the first key it names (`HGET bull:mail:meta`, or for a script
+/// `a script (EVALSHA) on bull:mail:completed`).
+fn command_and_key(cmd: &Cmd) -> String {
+    let args: Vec<String> = cmd
+        .args_iter()
+        .filter_map(|a| match a {
+            redis::Arg::Simple(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            _ => None,
+        })
+        .collect();
+    let name = args.first().map(|c| c.to_uppercase()).unwrap_or_default();
+    let script = matches!(name.as_str(), "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO");
+    // A script names its keys after the key count; any other command, first.
+    match (script, args.get(if script { 3 } else { 1 })) {
+        (true, Some(key)) => format!("a script ({name}) on {key}"),
+        (false, Some(key)) => format!("{name} on {key}"),
+        (_, None) => name,
+    }
+}
+
 /// Whether `e` means the connection (or the server it reaches) can no longer be used.
 fn needs_reconnect(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_timeout()
         || e.is_unrecoverable_error()
-        || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
+        || e.code().is_some_and(needs_reconnect_code)
+}
+
+/// Error codes from a server that is no longer (or not yet) a usable master.
+fn needs_reconnect_code(code: &str) -> bool {
+    matches!(code, "READONLY" | "MASTERDOWN" | "LOADING")
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let (generation, mut con) = self.live().await?;
-            let result = con.req_packed_command(cmd).await;
-            if let Err(e) = &result {
-                self.after_error(generation, e).await;
+            // Error replies arrive as values: they are read here too.
+            let result = con.req_packed_command(cmd).await.and_then(|v| match v {
+                Value::ServerError(e) => Err(RedisError::from(e)),
+                v => Ok(v),
+            });
+            match result {
+                Err(e) if super::is_permission(&e) => Err(refusal(&e, &command_and_key(cmd))),
+                Err(e) => {
+                    self.after_error(generation, &e).await;
+                    Err(e)
+                }
+                ok => ok,
             }
-            result
         })
     }
 
@@ -112,10 +170,26 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             let (generation, mut con) = self.live().await?;
             let result = con.req_packed_commands(pipeline, offset, count).await;
-            if let Err(e) = &result {
-                self.after_error(generation, e).await;
+            let failed = match &result {
+                Err(e) => Some(e.clone()),
+                Ok(values) => values.iter().find_map(|v| match v {
+                    Value::ServerError(e) if needs_reconnect_code(e.code()) => {
+                        Some(RedisError::from(e.clone()))
+                    }
+                    _ => None,
+                }),
+            };
+            match failed {
+                Some(e) if super::is_permission(&e) => {
+                    let named: Vec<String> = pipeline.cmd_iter().map(command_and_key).collect();
+                    Err(refusal(&e, &one_of(named)))
+                }
+                Some(e) => {
+                    self.after_error(generation, &e).await;
+                    result
+                }
+                None => result,
             }
-            result
         })
     }
 

@@ -30,7 +30,7 @@ pub(super) fn encoding_hint(url: &str) -> Option<String> {
 /// refused `SELECT`, a port that does not speak Redis, or a server that cannot be reached.
 pub fn describe(url: &str, e: &redis::RedisError) -> Error {
     let shown = redact(url);
-    let text = e.to_string();
+    let text = error_text(e);
     let lower = text.to_lowercase();
     let has_password = url
         .split_once("://")
@@ -110,13 +110,28 @@ pub fn describe(url: &str, e: &redis::RedisError) -> Error {
     }
 }
 
+/// An error's words: a refusal's own detail (which names the command and key), or the whole
+/// error.
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some("NOPERM"), Some(detail)) => detail.to_string(),
+        _ => e.to_string(),
+    }
+}
+
 /// Whether `e` is a refusal for lack of ACL permission (a command, a key, a channel).
 pub fn is_permission(e: &redis::RedisError) -> bool {
-    let text = e.to_string();
+    is_permission_text(&e.to_string())
+}
+
+/// Whether an error's text tells of a refusal for lack of permission: Redis's words, or
+/// bullsweep's own check ("may not run").
+pub fn is_permission_text(text: &str) -> bool {
     text.contains("NOPERM")
         || text.contains("no permissions to")
         || text.contains("can't run this command or subcommand")
         || text.contains("insufficient ACL permissions")
+        || text.contains("this Redis user may not run")
 }
 
 /// Why the server refused to select the URL's database, if that is the error.

@@ -8,7 +8,7 @@ mod endpoint;
 mod tls;
 
 pub use conn::Conn;
-pub use describe::{at_url, describe, is_permission, redact};
+pub use describe::{at_url, describe, error_text, is_permission, is_permission_text, redact};
 pub use endpoint::{Endpoint, SentinelUrl};
 pub use tls::{TlsOptions, install_crypto_provider};
 
