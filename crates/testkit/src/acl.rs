@@ -56,7 +56,7 @@ const SCRIPTS: &[&str] = &["evalsha", "script|load", "time"];
 /// What erasure writes: job removal, the audit stream and its counter.
 const ERASE_WRITES: &[&str] = &[
     "del", "unlink", "hset", "hdel", "hincrby", "zrem", "lrem", "srem", "xadd", "xdel", "incr",
-    "set", "multi", "exec",
+    "set", "multi", "exec", "wait",
 ];
 
 /// What governing writes beyond erasure: staging, restore, the sweep locks and records.

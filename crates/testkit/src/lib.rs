@@ -7,8 +7,10 @@ pub mod acl;
 pub mod certs;
 pub mod redis_server;
 pub mod seed;
+pub mod sentinel;
 
 pub use acl::Role;
 pub use certs::Certs;
 pub use redis_server::{PrivateRedis, ServerTls};
 pub use seed::{SeedSpec, seed_queue};
+pub use sentinel::PrivateSentinel;

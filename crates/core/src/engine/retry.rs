@@ -6,14 +6,18 @@ use redis::RedisError;
 /// How many times a call that failed on a connection problem is retried.
 pub(crate) const MAX_RETRIES: u32 = 4;
 
-/// Whether `e` is worth retrying: the connection failed, timed out, or Redis said it is busy
-/// (a script running, a dataset loading, a cluster resharding).
+/// Whether `e` is worth retrying: the connection failed, timed out, Redis said it is busy (a
+/// script running, a dataset loading, a cluster resharding), or the server is no longer the
+/// master (a failover: the refused call did nothing, and the connection reopens on the new one).
 pub(crate) fn retryable(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
-        || matches!(e.code(), Some("BUSY" | "LOADING" | "TRYAGAIN"))
+        || matches!(
+            e.code(),
+            Some("BUSY" | "LOADING" | "TRYAGAIN" | "READONLY" | "MASTERDOWN")
+        )
 }
 
 /// Awaits a Redis call, retrying it with exponential backoff when the connection failed.

@@ -203,12 +203,30 @@ pub(crate) async fn drop_batch<C: ConnectionLike>(
     keys: &QueueKeys,
     batch: &StagedBatch,
 ) -> RedisResult<()> {
-    let len: u64 = with_retry!(redis::cmd("LLEN").arg(batch.list()).query_async::<u64>(con))?;
+    // A failure restarts the whole drop, not the failed call: after a failover the calls
+    // before it may be lost with the old master, and dropping the batch's entry from the
+    // index while its keys survive would orphan them. UNLINK of a dropped key is a no-op.
+    with_retry!(drop_once(con, keys, batch))
+}
+
+/// One attempt at [`drop_batch`]: the staged keys, then the batch's list and index entry.
+async fn drop_once<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    batch: &StagedBatch,
+) -> RedisResult<()> {
+    let len: u64 = redis::cmd("LLEN")
+        .arg(batch.list())
+        .query_async(con)
+        .await?;
     let staged: Vec<String> = (1..=len)
         .flat_map(|n| [batch.job(n), batch.logs(n)])
         .collect();
     for chunk in staged.chunks(DROP_KEYS) {
-        with_retry!(redis::cmd("UNLINK").arg(chunk).query_async::<()>(con))?;
+        redis::cmd("UNLINK")
+            .arg(chunk)
+            .query_async::<()>(con)
+            .await?;
     }
     let mut tx = redis::pipe();
     tx.atomic()
@@ -216,7 +234,7 @@ pub(crate) async fn drop_batch<C: ConnectionLike>(
         .ignore()
         .hdel(staging_index(keys.base()), batch.name())
         .ignore();
-    with_retry!(tx.query_async::<()>(con))
+    tx.query_async::<()>(con).await
 }
 
 /// Puts a batch back into its queue (`unstage_jobs.lua`), audited, then drops what is left

@@ -127,6 +127,68 @@ fn command_and_key(cmd: &Cmd) -> String {
     }
 }
 
+/// How long a write waits for a replica to acknowledge it, behind Sentinel.
+const REPLICA_WAIT_MS: u64 = 1_000;
+
+/// Behind Sentinel, a write is acknowledged by a replica before the caller goes on: a
+/// failover then never loses a batch whose copy was written or whose audit event was shipped.
+/// A replica that does not answer in time leaves the write unconfirmed, not undone: at worst a
+/// failover makes a batch run again (a second copy), never lose one.
+async fn wait_for_replica(con: &mut MultiplexedConnection) {
+    let _: RedisResult<i64> = redis::cmd("WAIT")
+        .arg(1)
+        .arg(REPLICA_WAIT_MS)
+        .query_async(con)
+        .await;
+}
+
+/// Whether a command may change data (anything not known to only read).
+fn writes(cmd: &Cmd) -> bool {
+    const READS: &[&str] = &[
+        "PING",
+        "SELECT",
+        "CLIENT",
+        "SCAN",
+        "TYPE",
+        "EXISTS",
+        "GET",
+        "ZCARD",
+        "ZCOUNT",
+        "ZRANGE",
+        "ZREVRANGEBYSCORE",
+        "ZSCORE",
+        "LLEN",
+        "LRANGE",
+        "LPOS",
+        "HGET",
+        "HMGET",
+        "HGETALL",
+        "HKEYS",
+        "HLEN",
+        "HSTRLEN",
+        "HEXISTS",
+        "SCARD",
+        "SMEMBERS",
+        "XLEN",
+        "XRANGE",
+        "XINFO",
+        "XREAD",
+        "EVALSHA_RO",
+        "EVAL_RO",
+        "INFO",
+        "MEMORY",
+        "DUMP",
+        "WAIT",
+        "SENTINEL",
+        "SCRIPT",
+    ];
+    let name = cmd.args_iter().next().and_then(|a| match a {
+        redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok().map(str::to_uppercase),
+        _ => None,
+    });
+    name.is_some_and(|n| !READS.contains(&n.as_str()))
+}
+
 /// Whether `e` means the connection (or the server it reaches) can no longer be used.
 fn needs_reconnect(e: &RedisError) -> bool {
     e.is_io_error()
@@ -150,6 +212,9 @@ impl ConnectionLike for Conn {
                 Value::ServerError(e) => Err(RedisError::from(e)),
                 v => Ok(v),
             });
+            if result.is_ok() && self.shared.target.replicated() && writes(cmd) {
+                wait_for_replica(&mut con).await;
+            }
             match result {
                 Err(e) if super::is_permission(&e) => Err(refusal(&e, &command_and_key(cmd))),
                 Err(e) => {
@@ -170,6 +235,10 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             let (generation, mut con) = self.live().await?;
             let result = con.req_packed_commands(pipeline, offset, count).await;
+            if result.is_ok() && self.shared.target.replicated() && pipeline.cmd_iter().any(writes)
+            {
+                wait_for_replica(&mut con).await;
+            }
             let failed = match &result {
                 Err(e) => Some(e.clone()),
                 Ok(values) => values.iter().find_map(|v| match v {

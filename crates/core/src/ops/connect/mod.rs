@@ -125,6 +125,12 @@ impl Target {
         &self.inner.shown
     }
 
+    /// Whether writes go to a master with replicas that may take over (Sentinel), so that each
+    /// write waits for a replica's acknowledgement.
+    pub fn replicated(&self) -> bool {
+        matches!(self.inner.endpoint, Endpoint::Sentinel(_))
+    }
+
     /// The database the URL selects.
     pub fn db(&self) -> i64 {
         match &self.inner.endpoint {

@@ -1,0 +1,211 @@
+//! Sentinel: one master, one replica and three sentinels, all local servers. `SENTINEL
+//! FAILOVER` runs in the middle of an archiving daemon sweep; afterwards every job is archived
+//! (after dedupe, none lost), every archived copy is audited exactly once, `audit verify`
+//! passes, and the daemon goes on sweeping on the new master.
+
+mod common;
+
+use bullsweep_testkit::redis_server::ROLE_PASSWORD;
+use bullsweep_testkit::sentinel::MASTER_NAME;
+use bullsweep_testkit::{PrivateRedis, PrivateSentinel, Role, SeedSpec, seed_queue};
+use common::*;
+use redis::Commands;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Seeds `jobs` completed jobs with ids 1..=jobs.
+fn seed(server: &PrivateRedis, base: &str, jobs: u64) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = server.client(0).expect("client");
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let spec = SeedSpec {
+            base: base.to_string(),
+            completed: jobs,
+            failed: 0,
+            spread_ms: 3 * DAY,
+            names: vec!["send".into()],
+            job_bytes: 200,
+        };
+        seed_queue(&mut con, &spec, now_ms()).await.expect("seed");
+    });
+}
+
+/// Every job id in the archive, as often as it was archived.
+fn archived_ids(w: &World, policy: &std::path::Path) -> Vec<String> {
+    let ls = w.run(&policy.to_path_buf(), &["--json", "archive", "ls"]);
+    assert!(ls.status.success(), "{}", stderr(&ls));
+    let mut ids = Vec::new();
+    for line in String::from_utf8_lossy(&ls.stdout).lines() {
+        let manifest: Value = serde_json::from_str(line).expect("manifest");
+        let segment = manifest["segment"].as_str().expect("segment");
+        let cat = w.run(&policy.to_path_buf(), &["archive", "cat", segment]);
+        assert!(cat.status.success(), "{}", stderr(&cat));
+        for record in String::from_utf8_lossy(&cat.stdout).lines() {
+            let r: Value = serde_json::from_str(record).expect("record");
+            ids.push(r["id"].as_str().expect("id").to_string());
+        }
+    }
+    ids
+}
+
+#[test]
+fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
+    let master = PrivateRedis::start().expect("master");
+    let port = master.port().to_string();
+    let replica = PrivateRedis::start_with(&["--replicaof", "127.0.0.1", &port]).expect("replica");
+    let sentinels: Vec<PrivateSentinel> = (0..3)
+        .map(|_| PrivateSentinel::start(master.port(), 2).expect("sentinel"))
+        .collect();
+    wait_until(
+        "the sentinels to find the replica and each other",
+        Duration::from_secs(20),
+        || {
+            sentinels
+                .iter()
+                .all(|s| s.known().is_ok_and(|(r, o)| r == 1 && o == 2))
+        },
+    );
+    let w = World::with(master);
+    const JOBS: u64 = 40_000;
+    seed(&w.redis, "bull:mail", JOBS);
+    let _: u64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query(&mut w.con())
+        .expect("wait");
+
+    let root = w.dir.path().join("archive");
+    let audit = w.dir.path().join("audit.jsonl");
+    let policy = w.policy(&format!(
+        "version: 1\nschedule: 1s\narchive: {{ url: \"file://{}\" }}\naudit: {{ url: \"file://{}\" }}\npolicies: [{{ name: keep, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}]\n",
+        root.display(),
+        audit.display()
+    ));
+    let hosts: Vec<String> = sentinels
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port()))
+        .collect();
+    let url = format!(
+        "redis+sentinel://{}:{ROLE_PASSWORD}@{}/{MASTER_NAME}",
+        Role::Governing.user(),
+        hosts.join(",")
+    );
+    let log = w.dir.path().join("daemon.log");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--redis", &url, "--config"])
+        .arg(&policy)
+        .args(["daemon", "--discover-every", "500ms"])
+        .current_dir(w.dir.path())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("daemon starts");
+
+    // Fail over once the sweep is under way.
+    let mut old = w.con();
+    wait_until(
+        "the archiving sweep to start",
+        Duration::from_secs(30),
+        || old.zcard::<_, u64>("bull:mail:completed").unwrap_or(JOBS) < JOBS - 2_000,
+    );
+    let _: () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg(MASTER_NAME)
+        .query(&mut sentinels[0].connection().expect("sentinel"))
+        .expect("failover");
+    wait_until("the replica to be master", Duration::from_secs(30), || {
+        sentinels
+            .iter()
+            .all(|s| s.master_port().is_ok_and(|p| p == replica.port()))
+    });
+    let new = World::with(replica);
+    let mut con = new.con();
+    wait_until(
+        "the sweep to finish on the new master",
+        Duration::from_secs(60),
+        || con.zcard::<_, u64>("bull:mail:completed").unwrap_or(1) == 0,
+    );
+    // The daemon goes on sweeping: jobs finished after the failover (ids 1..=500 again) are
+    // archived too.
+    seed(&new.redis, "bull:mail", 500);
+    wait_until(
+        "a sweep after the failover",
+        Duration::from_secs(30),
+        || con.zcard::<_, u64>("bull:mail:completed").unwrap_or(1) == 0,
+    );
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(daemon.id().to_string())
+        .status();
+    let status = daemon.wait().expect("daemon exits");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "{text}");
+
+    // No job lost: every id is archived, and no job or staged copy is left in Redis.
+    let ids = archived_ids(&w, &policy);
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    let expected: BTreeSet<String> = (1..=JOBS).map(|n| n.to_string()).collect();
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|id| !unique.contains(id))
+        .take(5)
+        .collect();
+    assert!(missing.is_empty(), "jobs lost in the failover: {missing:?}");
+    let left: Vec<String> = con.keys("bull:mail:[0-9]*").expect("keys");
+    assert!(
+        left.is_empty(),
+        "job keys left: {:?}",
+        &left[..left.len().min(5)]
+    );
+    let staged: Vec<String> = con.keys("bullsweep:*staged*").expect("keys");
+    assert!(
+        staged.is_empty(),
+        "staged copies left: {:?}\n{text}",
+        &staged[..staged.len().min(3)]
+    );
+
+    // Every archived copy was audited exactly once: the trail's ids are the archive's ids.
+    let trail = new.run(
+        &policy,
+        &["--json", "audit", "query", "--action", "archive"],
+    );
+    assert!(trail.status.success(), "{}", stderr(&trail));
+    let mut audited: BTreeMap<String, u32> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&trail.stdout).lines() {
+        let event: Value = serde_json::from_str(line).expect("event");
+        for id in event["jobIds"].as_array().expect("jobIds") {
+            *audited
+                .entry(id.as_str().expect("id").to_string())
+                .or_default() += 1;
+        }
+    }
+    let mut copies: BTreeMap<String, u32> = BTreeMap::new();
+    for id in &ids {
+        *copies.entry(id.clone()).or_default() += 1;
+    }
+    assert_eq!(audited, copies, "each archived batch is audited once");
+    assert!(
+        copies.values().filter(|n| **n >= 2).count() >= 500,
+        "the second seed was archived"
+    );
+    let verify = new.run(&policy, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    assert!(!text.contains("panicked"), "{text}");
+}
