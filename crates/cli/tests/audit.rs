@@ -496,10 +496,17 @@ fn a_user_denied_bullsweep_keys_changes_nothing_and_is_told_the_permission() {
         .arg(1)
         .arg("bull:mail:completed")
         .query::<i64>(&mut sweeper);
+    // Redis 6.2 has no redis.acl_check_cmd: the refusal is Redis's own, as the script first
+    // reads the counter, still before any change.
+    let expected = if w.redis.major() >= 7 {
+        "may not run INCR on bullsweep:audit:seq"
+    } else {
+        "can't access at least one of the keys"
+    };
     assert!(
-        refused.as_ref().is_err_and(|e| e
-            .to_string()
-            .contains("may not run INCR on bullsweep:audit:seq")),
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains(expected)),
         "{refused:?}"
     );
     assert!(

@@ -53,10 +53,11 @@ const READ_ONLY_SCRIPTS: &[&str] = &["evalsha_ro", "eval_ro"];
 /// Scripts that change data, loaded on first use.
 const SCRIPTS: &[&str] = &["evalsha", "script|load", "time"];
 
-/// What erasure writes: job removal, the audit stream and its counter.
+/// What erasure writes: job removal (with the release of a parent to its wait list), the
+/// audit stream and its counter.
 const ERASE_WRITES: &[&str] = &[
-    "del", "unlink", "hset", "hdel", "hincrby", "zrem", "lrem", "srem", "xadd", "xdel", "incr",
-    "set", "multi", "exec", "wait",
+    "del", "unlink", "hset", "hdel", "hincrby", "zrem", "zadd", "lrem", "rpush", "srem", "xadd",
+    "xdel", "incr", "set", "multi", "exec", "wait",
 ];
 
 /// What governing writes beyond erasure: staging, restore, the sweep locks and records.
@@ -104,14 +105,18 @@ impl Role {
     }
 
     /// The commands the role may run, for a server of major version `major` (Redis 6.2 has
-    /// no read-only script commands: the read-only role runs its one script with `EVALSHA`).
+    /// no read-only script commands: every role gets `eval` instead of `evalsha_ro` and
+    /// `eval_ro`, and the read-only role `evalsha` too).
     pub fn commands(self, major: u32) -> Vec<&'static str> {
         let mut out: Vec<&'static str> = CONNECTION.iter().chain(READS).copied().collect();
         if major >= 7 {
             out.extend(READ_ONLY_SCRIPTS);
+        } else {
+            // Redis 6.2 runs the read-only script as a plain one: EVALSHA, then EVAL.
+            out.push("eval");
         }
         match self {
-            Role::ReadOnly if major < 7 => out.extend(["evalsha", "eval"]),
+            Role::ReadOnly if major < 7 => out.push("evalsha"),
             Role::ReadOnly => {}
             Role::Erasure => out.extend(SCRIPTS.iter().chain(ERASE_WRITES)),
             Role::Governing => out.extend(SCRIPTS.iter().chain(ERASE_WRITES).chain(GOVERN_WRITES)),

@@ -1,4 +1,5 @@
-// Test harness: a private redis-server on a free port in its own temp dir, a full keyspace
+// Test harness: a private server (BULLSWEEP_REDIS_SERVER, TLS with BULLSWEEP_TEST_TLS=1, the
+// README role users created) on a free port in its own temp dir, a full keyspace
 // dump for comparisons, and a runner for the bullsweep binary.
 'use strict';
 const { spawn, execFile } = require('node:child_process');
@@ -10,6 +11,72 @@ const IORedis = require('ioredis');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const BIN = process.env.BULLSWEEP_BIN || path.join(ROOT, 'target', 'debug', 'bullsweep');
+// The harness's facts (role users, certificates) come from the Rust testkit, their one home.
+const TESTKIT = process.env.BULLSWEEP_TESTKIT_BIN || path.join(path.dirname(BIN), 'bullsweep-testkit');
+// The server binary: BULLSWEEP_REDIS_SERVER (the matrix), or redis-server on PATH.
+const SERVER = process.env.BULLSWEEP_REDIS_SERVER || 'redis-server';
+// BULLSWEEP_TEST_TLS=1: every server speaks only TLS, with mutual TLS, and every client and
+// bullsweep run use it.
+const TLS = process.env.BULLSWEEP_TEST_TLS === '1';
+// The BullMQ prefixes the suites use; the role users may touch these and bullsweep:*.
+const PREFIXES = ['bull', '{app}', 'outer-bundled-string-prefix'];
+
+let certs = null;
+function tlsFiles() {
+  if (!certs) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-compat-certs-'));
+    const { execFileSync } = require('node:child_process');
+    certs = JSON.parse(execFileSync(TESTKIT, ['certs', dir], { encoding: 'utf8' }));
+  }
+  return certs;
+}
+
+// ioredis options for the `default` user (the harness's own reads and writes).
+function clientOptions(port, db) {
+  const base = { host: TLS ? 'localhost' : '127.0.0.1', port, db };
+  if (!TLS) return base;
+  const c = tlsFiles();
+  return { ...base, tls: { ca: fs.readFileSync(c.ca), cert: fs.readFileSync(c.clientCert), key: fs.readFileSync(c.clientKey), servername: 'localhost' } };
+}
+
+// The role users, as the README defines them, for a server of this major version.
+function roles(major) {
+  const { execFileSync } = require('node:child_process');
+  return JSON.parse(execFileSync(TESTKIT, ['roles', String(major), ...PREFIXES], { encoding: 'utf8' }));
+}
+
+async function createRoleUsers(port) {
+  const c = new IORedis({ ...clientOptions(port, 0), maxRetriesPerRequest: 3 });
+  const info = await c.info('server');
+  const version = (info.match(/valkey_version:(\d+)/) || info.match(/redis_version:(\d+)/) || [])[1];
+  const r = roles(Number(version || 7));
+  for (const u of r.users) await c.call('ACL', 'SETUSER', u.user, ...u.rules);
+  c.disconnect();
+  return r;
+}
+
+// The URL bullsweep runs with: `--redis` of the harness's own form gets the role user of the
+// subcommand in `args`, so that every suite runs bullsweep as the README's roles.
+function asRole(args) {
+  const i = args.indexOf('--redis');
+  if (i < 0 || !roleTable) return args;
+  const url = args[i + 1];
+  const m = url.match(/^(rediss?):\/\/(127\.0\.0\.1|localhost):(\d+)(\/\d+)?$/);
+  if (!m) return args;
+  const sub = args.find((a, j) => !a.startsWith('-') && j !== i + 1 && args[j - 1] !== '--config' && args[j - 1] !== '--redis');
+  const user = roleTable.commands[sub] || roleTable.commands.run;
+  const out = [...args];
+  out[i + 1] = `${m[1]}://${user}:${roleTable.password}@${m[2]}:${m[3]}${m[4] || ''}`;
+  return out;
+}
+let roleTable = null;
+
+// TLS files for bullsweep, through its environment.
+function tlsEnv() {
+  if (!TLS) return {};
+  const c = tlsFiles();
+  return { BULLSWEEP_TLS_CA_CERT: c.ca, BULLSWEEP_TLS_CERT: c.clientCert, BULLSWEEP_TLS_KEY: c.clientKey };
+}
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -27,7 +94,7 @@ async function waitForRedis(port) {
   const deadline = Date.now() + 10000;
   for (;;) {
     try {
-      const c = new IORedis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const c = new IORedis({ ...clientOptions(port, 0), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
       await c.connect();
       await c.ping();
       c.disconnect();
@@ -43,17 +110,23 @@ async function waitForRedis(port) {
 async function startRedis({ persist = false } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-compat-'));
   const port = await freePort();
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir,
+  const c = TLS ? tlsFiles() : null;
+  const listen = TLS
+    ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', c.serverCert, '--tls-key-file', c.serverKey,
+      '--tls-ca-cert-file', c.ca, '--tls-auth-clients', 'yes']
+    : ['--port', String(port)];
+  const args = [...listen, '--bind', '127.0.0.1', '--save', '', '--dir', dir,
     ...(persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
-  let proc = spawn('redis-server', args, { stdio: 'ignore' });
+  let proc = spawn(SERVER, args, { stdio: 'ignore' });
   await waitForRedis(port);
+  roleTable = await createRoleUsers(port);
   const clients = [];
   return {
     port,
-    url: (db = 0) => `redis://127.0.0.1:${port}/${db}`,
-    connection: (db = 0) => ({ host: '127.0.0.1', port, db }),
+    url: (db = 0) => (TLS ? `rediss://localhost:${port}/${db}` : `redis://127.0.0.1:${port}/${db}`),
+    connection: (db = 0) => clientOptions(port, db),
     client: (db = 0) => {
-      const c = new IORedis({ port, db, maxRetriesPerRequest: 3 });
+      const c = new IORedis({ ...clientOptions(port, db), maxRetriesPerRequest: 3 });
       clients.push(c);
       return c;
     },
@@ -64,8 +137,10 @@ async function startRedis({ persist = false } = {}) {
       proc.kill('SIGTERM');
       await exited;
       await new Promise((r) => setTimeout(r, downMs));
-      proc = spawn('redis-server', args, { stdio: 'ignore' });
+      proc = spawn(SERVER, args, { stdio: 'ignore' });
       await waitForRedis(port);
+      // ACL users live in memory, not in the append-only file.
+      await createRoleUsers(port);
     },
     stop: () => {
       for (const c of clients) c.disconnect();
@@ -122,7 +197,7 @@ async function copyDatabase(client, from, to) {
 function bullsweep(args, env = {}) {
   const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-run-'));
   return new Promise((resolve) => {
-    execFile(BIN, args, { cwd, env: { ...process.env, ...env }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(BIN, asRole(args), { cwd, env: { ...process.env, ...tlsEnv(), ...env }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
     });
   });
@@ -160,8 +235,8 @@ function stopDaemons() {
 
 function startDaemon(args, { cwd, env = {} } = {}) {
   const dir = cwd || fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-daemon-'));
-  const proc = spawn(BIN, ['daemon', '--discover-every', '200ms', ...args], {
-    cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'],
+  const proc = spawn(BIN, asRole(['daemon', '--discover-every', '200ms', ...args]), {
+    cwd: dir, env: { ...process.env, ...tlsEnv(), ...env }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
@@ -186,6 +261,7 @@ async function httpGet(port, urlPath) {
 }
 
 module.exports = {
+  TLS,
   startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN, startDaemon, stopDaemons,
   httpGet, freePort,
 };

@@ -1,7 +1,8 @@
 //! Scripts that only read, run so that a read-only Redis user may run them: flagged
 //! `#!lua flags=no-writes` and sent with `EVALSHA_RO` (then `EVAL_RO`, which also caches it)
 //! on Redis and Valkey 7 and later; as a plain script with `EVALSHA` on Redis 6.2, which has
-//! neither the flag nor the commands.
+//! neither the flag nor the commands. Neither way needs `SCRIPT LOAD`: a script the server
+//! does not have yet is sent whole once (`EVAL_RO` / `EVAL` cache it).
 
 use redis::aio::ConnectionLike;
 use redis::{FromRedisValue, RedisResult, Script, ToRedisArgs};
@@ -15,7 +16,8 @@ static NO_READ_ONLY_COMMANDS: AtomicBool = AtomicBool::new(false);
 pub struct ReadOnlyScript {
     flagged_source: String,
     flagged_hash: String,
-    plain: Script,
+    plain_source: String,
+    plain_hash: String,
 }
 
 impl ReadOnlyScript {
@@ -26,7 +28,8 @@ impl ReadOnlyScript {
         ReadOnlyScript {
             flagged_source,
             flagged_hash,
-            plain: Script::new(body),
+            plain_source: body.to_string(),
+            plain_hash: Script::new(body).get_hash().to_string(),
         }
     }
 
@@ -62,14 +65,27 @@ impl ReadOnlyScript {
                 other => return other,
             }
         }
-        let mut call = self.plain.prepare_invoke();
-        for key in keys {
-            call.key(key);
+        // EVALSHA, then EVAL (which caches it) when the server does not have it yet: no
+        // SCRIPT LOAD, which a read-only user may not run.
+        let by_hash = redis::cmd("EVALSHA")
+            .arg(&self.plain_hash)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args)
+            .query_async(con)
+            .await;
+        match by_hash {
+            Err(e) if e.code() == Some("NOSCRIPT") => {
+                redis::cmd("EVAL")
+                    .arg(&self.plain_source)
+                    .arg(keys.len())
+                    .arg(keys)
+                    .arg(args)
+                    .query_async(con)
+                    .await
+            }
+            other => other,
         }
-        for arg in args {
-            call.arg(arg);
-        }
-        call.invoke_async(con).await
     }
 }
 

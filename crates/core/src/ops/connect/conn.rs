@@ -117,8 +117,20 @@ fn command_and_key(cmd: &Cmd) -> String {
             _ => None,
         })
         .collect();
-    let name = args.first().map(|c| c.to_uppercase()).unwrap_or_default();
+    let mut name = args.first().map(|c| c.to_uppercase()).unwrap_or_default();
     let script = matches!(name.as_str(), "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO");
+    // Commands with a subcommand name no key: `SCRIPT LOAD`, `CLIENT SETNAME`.
+    if matches!(
+        name.as_str(),
+        "SCRIPT" | "CLIENT" | "XINFO" | "MEMORY" | "ACL" | "CONFIG"
+    ) {
+        let sub = args.get(1).map(|s| s.to_uppercase()).unwrap_or_default();
+        name = format!("{name} {sub}");
+        return match (name.as_str(), args.get(2)) {
+            ("XINFO STREAM" | "MEMORY USAGE", Some(key)) => format!("{name} on {key}"),
+            _ => name,
+        };
+    }
     // A script names its keys after the key count; any other command, first.
     match (script, args.get(if script { 3 } else { 1 })) {
         (true, Some(key)) => format!("a script ({name}) on {key}"),

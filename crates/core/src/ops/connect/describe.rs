@@ -121,17 +121,19 @@ pub fn error_text(e: &redis::RedisError) -> String {
 
 /// Whether `e` is a refusal for lack of ACL permission (a command, a key, a channel).
 pub fn is_permission(e: &redis::RedisError) -> bool {
-    is_permission_text(&e.to_string())
+    e.code() == Some("NOPERM") || is_permission_text(&e.to_string())
 }
 
-/// Whether an error's text tells of a refusal for lack of permission: Redis's words, or
-/// bullsweep's own check ("may not run").
+/// Whether an error's text tells of a refusal for lack of permission: the words of Redis and
+/// Valkey from 6.2 on (inside scripts too), or bullsweep's own check ("may not run").
 pub fn is_permission_text(text: &str) -> bool {
-    text.contains("NOPERM")
-        || text.contains("no permissions to")
-        || text.contains("can't run this command or subcommand")
-        || text.contains("insufficient ACL permissions")
-        || text.contains("this Redis user may not run")
+    let lower = text.to_lowercase();
+    lower.contains("noperm")
+        || lower.contains("no permissions to")
+        || lower.contains("can't run this command or subcommand")
+        || lower.contains("can't access at least one of the keys")
+        || lower.contains("insufficient acl permissions")
+        || lower.contains("this redis user may not run")
 }
 
 /// Why the server refused to select the URL's database, if that is the error.
