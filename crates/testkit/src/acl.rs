@@ -16,8 +16,9 @@ pub enum Role {
 /// Every role, in the README's order.
 pub const ROLES: [Role; 3] = [Role::ReadOnly, Role::Governing, Role::Erasure];
 
-/// What every connection does: answer a ping, select its database, name itself.
-const CONNECTION: &[&str] = &["ping", "select", "client|setname"];
+/// What every connection does: answer a ping, select its database, name itself, and read
+/// the server's version (`INFO server`).
+const CONNECTION: &[&str] = &["ping", "select", "client|setname", "info"];
 
 /// Reads of BullMQ's keys and bullsweep's own.
 const READS: &[&str] = &[

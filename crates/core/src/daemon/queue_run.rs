@@ -11,6 +11,10 @@ use crate::bullmq::keys::{AUDIT_STREAM, sweep_lock};
 use crate::engine::{Mode, Report};
 use crate::lock::{self, QueueLock};
 use crate::ops::Conn;
+
+/// Bytes a small Redis hash costs beyond its fields and values (key, dict entries, object
+/// headers), for the estimate where `MEMORY USAGE` is not allowed.
+const HASH_OVERHEAD: u64 = 96;
 use crate::ops::{RunScope, audited_sweep, now_ms};
 use bullsweep_policy::{Millis, QueueId, Schedule};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -272,7 +276,8 @@ impl Daemon {
         Ok(self.set.cost.interval(per_day))
     }
 
-    /// The mean memory of a few of the queue's newest finished jobs (their hashes).
+    /// The mean memory of a few of the queue's newest finished jobs (their hashes), from
+    /// `MEMORY USAGE` where the server and user allow it.
     async fn mean_job_bytes(&mut self, q: &QueueId) -> redis::RedisResult<f64> {
         let keys = QueueKeys::new(&q.base);
         let ids: Vec<String> = redis::cmd("ZRANGE")
@@ -288,7 +293,27 @@ impl Daemon {
         for id in &ids {
             pipe.cmd("MEMORY").arg("USAGE").arg(keys.job(id));
         }
-        let sizes: Vec<Option<u64>> = pipe.query_async(&mut self.con).await?;
+        let sizes: Vec<Option<u64>> = match pipe.query_async(&mut self.con).await {
+            Ok(sizes) => sizes,
+            // A server or user without MEMORY USAGE: the hashes' bytes, read back, plus a
+            // hash's usual overhead.
+            Err(_) => {
+                let mut pipe = redis::pipe();
+                for id in &ids {
+                    pipe.hgetall(keys.job(id));
+                }
+                let hashes: Vec<Vec<(Vec<u8>, Vec<u8>)>> = pipe.query_async(&mut self.con).await?;
+                hashes
+                    .iter()
+                    .map(|h| {
+                        Some(
+                            HASH_OVERHEAD
+                                + h.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() as u64,
+                        )
+                    })
+                    .collect()
+            }
+        };
         let known: Vec<u64> = sizes.into_iter().flatten().collect();
         Ok(if known.is_empty() {
             0.0

@@ -156,11 +156,22 @@ impl Target {
     ) -> Result<Conn, Error> {
         let mut con = Conn::new(self.clone(), name.to_string(), response_timeout);
         match redis::cmd("PING").query_async::<String>(&mut con).await {
-            Ok(_) => Ok(con),
+            Ok(_) => {}
             // The server answered; it only keeps PING from this user.
-            Err(e) if is_permission(&e) => Ok(con),
-            Err(e) => Err(describe(self.url(), &e)),
+            Err(e) if is_permission(&e) => {}
+            Err(e) => return Err(describe(self.url(), &e)),
         }
+        // A server older than BullMQ's minimum is refused before anything is read; one that
+        // keeps INFO from this user is taken at its word.
+        let info: redis::RedisResult<String> =
+            redis::cmd("INFO").arg("server").query_async(&mut con).await;
+        if let Some(version) = info.ok().as_deref().and_then(too_old) {
+            return Err(Error::config(format!(
+                "{} runs Redis {version}; BullMQ and bullsweep need Redis 6.2 or later (or Valkey); nothing was done",
+                self.shown()
+            )));
+        }
+        Ok(con)
     }
 
     /// Opens one connection named `name`: to the server the URL names, or to the master
@@ -298,7 +309,36 @@ fn insecure_if(info: ConnectionInfo, insecure: bool) -> RedisResult<ConnectionIn
     }
 }
 
+/// The server's version from `INFO server`, when it is older than Redis 6.2.
+fn too_old(info: &str) -> Option<String> {
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))?
+        .trim();
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next()?, parts.next().unwrap_or(0));
+    ((major, minor) < (6, 2)).then(|| version.to_string())
+}
+
 /// Connects to `url` with no other settings: for `demo`, `bench` and tools.
 pub async fn connect_url(url: &str, name: &str) -> Result<Conn, Error> {
     Target::new(ConnectOptions::new(url))?.connect(name).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::too_old;
+
+    #[test]
+    fn servers_older_than_6_2_are_named() {
+        assert_eq!(
+            too_old("# Server\r\nredis_version:6.0.16\r\n").as_deref(),
+            Some("6.0.16")
+        );
+        assert_eq!(too_old("redis_version:5.0.7").as_deref(), Some("5.0.7"));
+        assert_eq!(too_old("redis_version:6.2.14"), None);
+        // Valkey reports the Redis version it is compatible with.
+        assert_eq!(too_old("redis_version:7.2.4\r\nvalkey_version:9.1.2"), None);
+        assert_eq!(too_old("no version here"), None);
+    }
 }
