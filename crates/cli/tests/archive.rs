@@ -556,7 +556,12 @@ fn two_concurrent_runs_and_a_daemon_archive_no_job_twice() {
     ];
     for run in runs {
         let out = run.wait_with_output().expect("run");
-        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
     }
     // Detached jobs leave the set before their copy is written: wait for both the set and
     // the staging keys to empty before the daemon is stopped.

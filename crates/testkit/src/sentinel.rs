@@ -15,12 +15,22 @@ pub const MASTER_NAME: &str = "mymaster";
 pub struct PrivateSentinel {
     child: Child,
     port: u16,
+    password: Option<String>,
     _dir: TempDir,
 }
 
 impl PrivateSentinel {
     /// Starts a sentinel watching the master on `master_port`, with a quorum of `quorum`.
     pub fn start(master_port: u16, quorum: u32) -> io::Result<Self> {
+        Self::start_with_password(master_port, quorum, None)
+    }
+
+    /// [`Self::start`], with the sentinel's own `requirepass`.
+    pub fn start_with_password(
+        master_port: u16,
+        quorum: u32,
+        password: Option<&str>,
+    ) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("bullsweep-sentinel-")
             .tempdir()?;
@@ -33,8 +43,9 @@ impl PrivateSentinel {
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} {quorum}\n\
                  sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                  sentinel failover-timeout {MASTER_NAME} 10000\n\
-                 sentinel parallel-syncs {MASTER_NAME} 1\n",
-                dir.path().display()
+                 sentinel parallel-syncs {MASTER_NAME} 1\n{}",
+                dir.path().display(),
+                password.map_or(String::new(), |p| format!("requirepass {p}\n")),
             ),
         )?;
         let child = Command::new(server_binary())
@@ -46,6 +57,7 @@ impl PrivateSentinel {
         let sentinel = PrivateSentinel {
             child,
             port,
+            password: password.map(str::to_string),
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -65,7 +77,11 @@ impl PrivateSentinel {
 
     /// A connection to the sentinel.
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?
+        let auth = self
+            .password
+            .as_ref()
+            .map_or(String::new(), |p| format!(":{p}@"));
+        redis::Client::open(format!("redis://{auth}127.0.0.1:{}", self.port))?
             .get_connection_with_timeout(Duration::from_secs(2))
     }
 

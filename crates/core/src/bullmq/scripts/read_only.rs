@@ -42,50 +42,43 @@ impl ReadOnlyScript {
         T: FromRedisValue,
     {
         if !NO_READ_ONLY_COMMANDS.load(Ordering::Relaxed) {
-            let by_hash = redis::cmd("EVALSHA_RO")
-                .arg(&self.flagged_hash)
-                .arg(keys.len())
-                .arg(keys)
-                .arg(args)
-                .query_async(con)
-                .await;
-            match by_hash {
-                Err(e) if e.code() == Some("NOSCRIPT") => {
-                    return redis::cmd("EVAL_RO")
-                        .arg(&self.flagged_source)
-                        .arg(keys.len())
-                        .arg(keys)
-                        .arg(args)
-                        .query_async(con)
-                        .await;
-                }
+            let flagged = (&self.flagged_hash, &self.flagged_source);
+            match by_hash_then_source(con, ("EVALSHA_RO", "EVAL_RO"), flagged, keys, args).await {
                 Err(e) if is_unknown_command(&e) => {
                     NO_READ_ONLY_COMMANDS.store(true, Ordering::Relaxed);
                 }
                 other => return other,
             }
         }
-        // EVALSHA, then EVAL (which caches it) when the server does not have it yet: no
-        // SCRIPT LOAD, which a read-only user may not run.
-        let by_hash = redis::cmd("EVALSHA")
-            .arg(&self.plain_hash)
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args)
-            .query_async(con)
-            .await;
-        match by_hash {
-            Err(e) if e.code() == Some("NOSCRIPT") => {
-                redis::cmd("EVAL")
-                    .arg(&self.plain_source)
-                    .arg(keys.len())
-                    .arg(keys)
-                    .arg(args)
-                    .query_async(con)
-                    .await
-            }
-            other => other,
-        }
+        let plain = (&self.plain_hash, &self.plain_source);
+        by_hash_then_source(con, ("EVALSHA", "EVAL"), plain, keys, args).await
+    }
+}
+
+/// Runs a script by its hash (`commands.0`), and when the server does not have it yet, by its
+/// source (`commands.1`, which also caches it): no `SCRIPT LOAD`, which a read-only user may
+/// not run.
+async fn by_hash_then_source<C, K, A, T>(
+    con: &mut C,
+    commands: (&str, &str),
+    (hash, source): (&String, &String),
+    keys: &[K],
+    args: &[A],
+) -> RedisResult<T>
+where
+    C: ConnectionLike,
+    K: ToRedisArgs,
+    A: ToRedisArgs,
+    T: FromRedisValue,
+{
+    let call = |command: &str, script: &String| {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+        cmd
+    };
+    match call(commands.0, hash).query_async(con).await {
+        Err(e) if e.code() == Some("NOSCRIPT") => call(commands.1, source).query_async(con).await,
+        other => other,
     }
 }
 
