@@ -67,6 +67,19 @@ fn archived_ids(w: &World, policy: &std::path::Path) -> Vec<(String, String)> {
     ids
 }
 
+/// The failover test's seeded jobs: ids 1..=40,000, and 1..=500 again after the failover.
+const JOBS: u64 = 40_000;
+
+/// The first ids (with their count) whose count in `counts` is not the number of jobs seeded
+/// with that id: two for ids 1..=500 (both seeds), one for the rest.
+fn not_as_seeded(counts: &BTreeMap<String, u32>) -> Vec<(u64, u32)> {
+    (1..=JOBS)
+        .map(|n| (n, counts.get(&n.to_string()).copied().unwrap_or(0)))
+        .filter(|(n, got)| *got != if *n <= 500 { 2 } else { 1 })
+        .take(5)
+        .collect()
+}
+
 #[test]
 fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
     let master = PrivateRedis::start().expect("master");
@@ -85,7 +98,6 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
         },
     );
     let w = World::with(master);
-    const JOBS: u64 = 40_000;
     seed(&w.redis, "bull:mail", JOBS);
     let _: u64 = redis::cmd("WAIT")
         .arg(1)
@@ -165,17 +177,11 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
     // (the same records twice, which readers dedupe); after dedupe each job is there once.
     let copies = archived_ids(&w, &policy);
     let jobs: BTreeSet<&(String, String)> = copies.iter().collect();
-    let mut per_id: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut per_id: BTreeMap<String, u32> = BTreeMap::new();
     for (id, _) in &jobs {
-        *per_id.entry(id.as_str()).or_default() += 1;
+        *per_id.entry(id.clone()).or_default() += 1;
     }
-    // Ids 1..=500 were used by both seeds: two jobs each; the rest one.
-    let expected = |n: u64| if n <= 500 { 2 } else { 1 };
-    let wrong: Vec<(u64, u32)> = (1..=JOBS)
-        .map(|n| (n, per_id.get(n.to_string().as_str()).copied().unwrap_or(0)))
-        .filter(|(n, got)| *got != expected(*n))
-        .take(5)
-        .collect();
+    let wrong = not_as_seeded(&per_id);
     assert!(
         wrong.is_empty(),
         "jobs lost or doubled after dedupe (id, jobs): {wrong:?}"
@@ -208,11 +214,7 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
                 .or_default() += 1;
         }
     }
-    let wrong: Vec<(u64, u32)> = (1..=JOBS)
-        .map(|n| (n, audited.get(&n.to_string()).copied().unwrap_or(0)))
-        .filter(|(n, got)| *got != expected(*n))
-        .take(5)
-        .collect();
+    let wrong = not_as_seeded(&audited);
     assert!(
         wrong.is_empty(),
         "removals not audited exactly once (id, events): {wrong:?}\n{text}"
