@@ -43,11 +43,6 @@ impl Conn {
         }
     }
 
-    /// What Redis this connection goes to, for messages (password redacted).
-    pub fn shown(&self) -> &str {
-        self.shared.target.shown()
-    }
-
     /// What this connection learned about `SORT … GET`; sweeps on it share what they learn.
     pub fn sort_get(&self) -> SortGetMemory {
         self.shared.sort_get.clone()

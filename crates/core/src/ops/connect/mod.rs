@@ -10,7 +10,7 @@ mod tls;
 pub use conn::Conn;
 pub use describe::{at_url, describe, error_text, is_permission, is_permission_text, redact};
 pub use endpoint::{Endpoint, SentinelUrl};
-pub use tls::{TlsOptions, install_crypto_provider};
+pub use tls::TlsOptions;
 
 use crate::error::Error;
 use redis::aio::MultiplexedConnection;

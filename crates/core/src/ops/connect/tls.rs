@@ -67,7 +67,7 @@ fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>, Error> {
 
 /// Installs the process's rustls crypto provider, once: more than one is linked in (the S3
 /// client brings its own), and rustls will not pick between them.
-pub fn install_crypto_provider() {
+fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // Another part of the process may have installed one first; that one serves as well.
