@@ -61,6 +61,13 @@ fn archived_ids(w: &World, policy: &std::path::Path) -> Vec<(String, String)> {
         for record in String::from_utf8_lossy(&cat.stdout).lines() {
             let r: Value = serde_json::from_str(record).expect("record");
             let id = r["id"].as_str().expect("id").to_string();
+            // A copy filed under the wrong entry (read from another server than the one its
+            // detach call ran on) would carry another job's hash.
+            assert_eq!(
+                r["fields"]["finishedOn"].as_str(),
+                Some(r["finishedOn"].to_string().as_str()),
+                "record {id} holds another job's hash"
+            );
             ids.push((id, r["finishedOn"].to_string()));
         }
     }

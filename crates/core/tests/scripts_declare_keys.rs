@@ -27,8 +27,8 @@ fn every_script_declares_a_key() {
             header.contains("KEYS[1]"),
             "{stem}.lua: its header names no KEYS[1]"
         );
-        // unstage_jobs is called from detach_jobs.rs, its pair.
-        let wrapper = if stem == "unstage_jobs" {
+        // unstage_jobs and drop_staged are called from detach_jobs.rs, their pair.
+        let wrapper = if stem == "unstage_jobs" || stem == "drop_staged" {
             "detach_jobs".to_string()
         } else {
             stem.clone()

@@ -58,7 +58,7 @@ const SCRIPTS: &[&str] = &["evalsha", "script|load", "time"];
 /// audit stream and its counter.
 const ERASE_WRITES: &[&str] = &[
     "del", "unlink", "hset", "hdel", "hincrby", "zrem", "zadd", "lrem", "rpush", "srem", "xadd",
-    "xdel", "incr", "set", "multi", "exec", "wait",
+    "xdel", "incr", "set", "multi", "exec", "wait", "ltrim",
 ];
 
 /// What governing writes beyond erasure: staging, restore, the sweep locks and records.

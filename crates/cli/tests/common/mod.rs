@@ -187,8 +187,9 @@ impl World {
         let out = self.run(policy, &["--json", command]);
         assert!(
             out.status.success(),
-            "{command} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+            "{command} failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
         );
         serde_json::from_slice(&out.stdout).expect("valid JSON report")
     }

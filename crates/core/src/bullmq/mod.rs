@@ -11,6 +11,6 @@ pub use job::new_job_fields;
 pub use keys::QueueKeys;
 pub use scripts::{
     ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DetachMode, DrainOutcome, DrainRequest,
-    ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch, RestoreMode,
-    ScrubOutcome, ScrubbedJob, SortGetMemory, StagedNow, scripts,
+    DropStep, DropTail, ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch,
+    RestoreMode, ScrubOutcome, ScrubbedJob, SortGetMemory, StagedNow, scripts,
 };

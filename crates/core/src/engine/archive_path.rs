@@ -80,6 +80,8 @@ struct InFlight {
     write: Option<SegmentWrite>,
     /// Oversized staged entries, streamed one by one after the segment.
     large: Vec<staging::StagedEntry>,
+    /// The batch's list as its copies were read: what the drop frees.
+    entries: Vec<Vec<u8>>,
 }
 
 impl StateWork<'_> {
@@ -223,14 +225,12 @@ impl StateWork<'_> {
             },
         )
         .await?;
-        let copies = staging::read_copies(con, &batch, self.state, staged).await?;
-        let write = self.spawn_write(writer, copies.normal);
-        Ok(InFlight {
-            batch,
-            detached,
-            write,
-            large: copies.large,
-        })
+        // The copies are read as the detach calls reported them, unless the server's list
+        // says otherwise (a failover since, or a call whose reply was lost): then as it says.
+        match staging::read_detached(con, &batch, self.state, staged).await? {
+            Some(copies) => Ok(self.in_flight(writer, batch, detached, copies)),
+            None => self.read_staged(con, writer, batch).await,
+        }
     }
 
     /// Writes, verifies and drops a batch detached earlier (by a run that was killed).
@@ -240,15 +240,37 @@ impl StateWork<'_> {
         writer: &mut ArchiveWriter<'_>,
         batch: StagedBatch,
     ) -> Result<u64> {
-        let copies = staging::read(con, &batch, self.state).await?;
-        let write = self.spawn_write(writer, copies.normal);
-        let in_flight = InFlight {
-            batch,
-            detached: copies.jobs,
-            write,
-            large: copies.large,
-        };
+        let in_flight = self.read_staged(con, writer, batch).await?;
         self.finish_batch(con, writer, in_flight).await
+    }
+
+    /// Reads a staged batch as its list names it, and starts writing its copies.
+    async fn read_staged<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        batch: StagedBatch,
+    ) -> Result<InFlight> {
+        let copies = staging::read(con, &batch, self.state).await?;
+        let jobs = copies.jobs;
+        Ok(self.in_flight(writer, batch, jobs, copies))
+    }
+
+    /// A batch whose copies were read, with their segment being written.
+    fn in_flight(
+        &self,
+        writer: &mut ArchiveWriter<'_>,
+        batch: StagedBatch,
+        detached: u64,
+        copies: staging::StagedRead,
+    ) -> InFlight {
+        InFlight {
+            batch,
+            detached,
+            write: self.spawn_write(writer, copies.normal),
+            large: copies.large,
+            entries: copies.entries,
+        }
     }
 
     /// Starts writing staged copies as one segment on a blocking thread.
@@ -263,41 +285,55 @@ impl StateWork<'_> {
     }
 
     /// Waits until the batch's copies are durable and verified (streaming its oversized
-    /// entries meanwhile), then drops its staged keys. When the archive fails, the batch is
-    /// put back. Returns how many jobs of the set were archived.
+    /// entries meanwhile), then drops its staged keys. A batch the server holds otherwise than
+    /// it was read (a failover meanwhile) is read and written again once before it is left
+    /// staged. When the archive fails, the batch is put back. Returns how many jobs of the set
+    /// were archived.
     async fn finish_batch<C: ConnectionLike>(
         &self,
         con: &mut C,
         writer: &mut ArchiveWriter<'_>,
-        batch: InFlight,
+        mut batch: InFlight,
     ) -> Result<u64> {
-        let mut written = match batch.write {
-            Some(write) => write
-                .await
-                .map_err(|e| Error::archive(format!("archive writer stopped: {e}")))
-                .and_then(|r| r.map(|_| ()).map_err(Error::archive)),
-            None => Ok(()),
-        };
-        for entry in &batch.large {
-            if written.is_err() {
-                break;
-            }
-            written = self.stream_entry(con, writer, &batch.batch, entry).await;
-        }
-        match written {
-            Ok(()) => {
-                staging::drop_batch(con, self.keys, &batch.batch).await?;
-                (self.progress)(batch.detached);
-                Ok(batch.detached)
-            }
-            Err(e) => {
+        for again in [false, true] {
+            if let Err(e) = self.write_copies(con, writer, &mut batch).await {
                 let back =
                     staging::put_back(con, self.keys, self.state, &batch.batch, self.audit).await?;
-                Err(Error::archive(format!(
+                return Err(Error::archive(format!(
                     "{e}; the batch's {back} jobs were put back, nothing was lost"
-                )))
+                )));
+            }
+            if staging::drop_copied(con, self.keys, &batch.batch, &batch.entries).await? {
+                (self.progress)(batch.detached);
+                return Ok(batch.detached);
+            }
+            if !again {
+                batch = self.read_staged(con, writer, batch.batch).await?;
             }
         }
+        Err(Error::archive(format!(
+            "the staged batch {} kept changing while it was archived (failovers?); its copies are written, and it stays staged for the next run",
+            batch.batch.list()
+        )))
+    }
+
+    /// Waits for the batch's segment, then streams its oversized entries.
+    async fn write_copies<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        batch: &mut InFlight,
+    ) -> Result<()> {
+        if let Some(write) = batch.write.take() {
+            write
+                .await
+                .map_err(|e| Error::archive(format!("archive writer stopped: {e}")))?
+                .map_err(Error::archive)?;
+        }
+        for entry in &batch.large {
+            self.stream_entry(con, writer, &batch.batch, entry).await?;
+        }
+        Ok(())
     }
 
     /// Puts back a batch whose segment is no longer wanted (an earlier batch failed).

@@ -1,5 +1,6 @@
 //! Detached archive batches in Redis (see `archive_path`): reading the staged copies back,
-//! dropping a batch once its segment is durable, putting one back when the archive cannot
+//! dropping a batch once its segment is durable (checked entry by entry, so a failover
+//! cannot make a drop free a copy nobody wrote), putting one back when the archive cannot
 //! take it, and finishing the batches a killed run left ([`StateWork::recover_staged`]).
 
 use super::archive_path::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS};
@@ -7,7 +8,7 @@ use super::work::StateWork;
 use crate::archive::JobCopy;
 use crate::audit::AuditContext;
 use crate::bullmq::keys::{StagedBatch, staging_index};
-use crate::bullmq::{QueueKeys, StagedNow, scripts};
+use crate::bullmq::{DropStep, DropTail, QueueKeys, StagedNow, scripts};
 use crate::error::{Error, Result};
 use bullsweep_policy::JobState;
 use redis::RedisResult;
@@ -15,9 +16,11 @@ use redis::aio::ConnectionLike;
 
 /// Entries put back per call.
 const UNSTAGE_ENTRIES: u64 = 200;
-/// Staged keys dropped per `UNLINK` call: small enough that one call stays well under a
-/// millisecond.
-const DROP_KEYS: usize = 200;
+/// Entries freed per `drop_staged.lua` call (two keys each): small enough that one call stays
+/// well under a millisecond.
+const DROP_ENTRIES: u64 = 100;
+/// How often a drop follows a list that is not as expected before it leaves the batch staged.
+const DROP_SURPRISES: u32 = 3;
 
 /// One entry of a staged batch.
 #[derive(Clone, Debug)]
@@ -79,6 +82,9 @@ pub(crate) struct StagedRead {
     pub large: Vec<StagedEntry>,
     /// Jobs of the set among the entries (parents taken along are not counted).
     pub jobs: u64,
+    /// The batch's entries in list order (positions from 1), as the server held them when
+    /// the copies were read: what a drop may free.
+    pub entries: Vec<Vec<u8>>,
 }
 
 /// What the staging index says about a batch: the state its jobs left and the run.
@@ -86,13 +92,22 @@ pub(crate) fn index_value(state: JobState, run: &str) -> String {
     serde_json::json!({ "state": state.as_str(), "run": run }).to_string()
 }
 
-/// Reads a staged batch found in the index (left by an earlier run): its entries, their sizes
-/// and copies. Entries whose keys are gone (dropped by a run killed mid-drop) are skipped.
+/// A list entry: `j<id>` for a job of the set, `p<id>` for a parent taken along.
+fn entry_of(parent: bool, id: &[u8]) -> Vec<u8> {
+    let mut e = Vec::with_capacity(id.len() + 1);
+    e.push(if parent { b'p' } else { b'j' });
+    e.extend_from_slice(id);
+    e
+}
+
+/// Reads a staged batch as the server's list names it: its entries, their sizes and copies.
+/// Entries whose keys are gone (dropped by a run killed mid-drop) are skipped. A batch that
+/// changes while it is read (a failover) is an error, and stays staged for a later run.
 pub(crate) async fn read<C: ConnectionLike>(
     con: &mut C,
     batch: &StagedBatch,
     state: JobState,
-) -> RedisResult<StagedRead> {
+) -> Result<StagedRead> {
     let raw: Vec<Vec<u8>> = with_retry!(
         redis::cmd("LRANGE")
             .arg(batch.list())
@@ -100,16 +115,12 @@ pub(crate) async fn read<C: ConnectionLike>(
             .arg(-1)
             .query_async::<Vec<Vec<u8>>>(con)
     )?;
-    let entries: Vec<(u64, Vec<u8>)> = raw
-        .into_iter()
-        .enumerate()
-        .map(|(i, e)| (i as u64 + 1, e))
-        .collect();
-    let mut staged = Vec::with_capacity(entries.len());
-    for chunk in entries.chunks(READ_JOBS) {
+    let mut staged = Vec::with_capacity(raw.len());
+    for (i, chunk) in raw.chunks(READ_JOBS).enumerate() {
+        let first = (i * READ_JOBS) as u64 + 1;
         let mut pipe = redis::pipe();
-        for (n, _) in chunk {
-            let key = batch.job(*n);
+        for n in first..first + chunk.len() as u64 {
+            let key = batch.job(n);
             pipe.exists(&key)
                 .hget(&key, "finishedOn")
                 .cmd("HSTRLEN")
@@ -118,14 +129,16 @@ pub(crate) async fn read<C: ConnectionLike>(
                 .cmd("HSTRLEN")
                 .arg(&key)
                 .arg("returnvalue")
-                .llen(batch.logs(*n));
+                .llen(batch.logs(n));
         }
         type Sizes = (bool, Option<String>, u64, u64, u64);
         let sizes: Vec<Sizes> = with_retry!(pipe.query_async::<Vec<Sizes>>(con))?;
-        for ((n, entry), (exists, finished, data, rv, logs)) in chunk.iter().zip(sizes) {
+        for (n, (entry, (exists, finished, data, rv, logs))) in
+            (first..).zip(chunk.iter().zip(sizes))
+        {
             if let (true, Some((&tag, id))) = (exists, entry.split_first()) {
                 staged.push(StagedNow {
-                    n: *n,
+                    n,
                     parent: tag == b'p',
                     id: id.to_vec(),
                     finished_on: finished.and_then(|f| f.parse().ok()),
@@ -135,21 +148,48 @@ pub(crate) async fn read<C: ConnectionLike>(
             }
         }
     }
-    read_copies(con, batch, state, staged).await
+    read_copies(con, batch, state, raw, staged)
+        .await?
+        .ok_or_else(|| {
+            Error::archive(format!(
+                "the staged batch {} changed while it was read (a failover?); it stays staged for the next run to finish",
+                batch.list()
+            ))
+        })
 }
 
-/// Reads the copies of staged entries whose sizes are known: the oversized ones are left to
-/// be streamed, the others read whole, a pipeline per hundred.
-pub(crate) async fn read_copies<C: ConnectionLike>(
+/// Reads the copies of the entries a run's detach calls staged, trusting the sizes those
+/// calls reported. `None` when the server's list is not exactly those entries (a failover
+/// since, or a detach call whose reply was lost): read the batch from its list instead.
+pub(crate) async fn read_detached<C: ConnectionLike>(
     con: &mut C,
     batch: &StagedBatch,
     state: JobState,
     staged: Vec<StagedNow>,
-) -> RedisResult<StagedRead> {
+) -> RedisResult<Option<StagedRead>> {
+    if !staged.iter().zip(1u64..).all(|(s, n)| s.n == n) {
+        return Ok(None);
+    }
+    let entries = staged.iter().map(|s| entry_of(s.parent, &s.id)).collect();
+    read_copies(con, batch, state, entries, staged).await
+}
+
+/// Reads the copies of staged entries whose sizes are known: the oversized ones are left to
+/// be streamed, the others read whole, a pipeline per hundred. Each pipeline also reads the
+/// list where its entries sit, so every copy is checked against the entry it is filed under
+/// on the very server it came from; `None` when the list is not `entries`.
+async fn read_copies<C: ConnectionLike>(
+    con: &mut C,
+    batch: &StagedBatch,
+    state: JobState,
+    entries: Vec<Vec<u8>>,
+    staged: Vec<StagedNow>,
+) -> RedisResult<Option<StagedRead>> {
     let mut out = StagedRead {
         normal: Vec::new(),
         large: Vec::new(),
         jobs: 0,
+        entries,
     };
     let mut whole = Vec::with_capacity(staged.len());
     for s in staged {
@@ -167,8 +207,24 @@ pub(crate) async fn read_copies<C: ConnectionLike>(
             whole.push(entry);
         }
     }
-    for chunk in whole.chunks(READ_JOBS) {
+    // The first pipeline reads the whole list: its length, and the oversized entries' place.
+    if whole.is_empty() {
+        let held: Vec<Vec<u8>> = with_retry!(
+            redis::cmd("LRANGE")
+                .arg(batch.list())
+                .arg(0)
+                .arg(-1)
+                .query_async::<Vec<Vec<u8>>>(con)
+        )?;
+        return Ok((held == out.entries).then_some(out));
+    }
+    for (i, chunk) in whole.chunks(READ_JOBS).enumerate() {
+        let (lo, hi) = match (chunk.first(), chunk.last()) {
+            (Some(f), Some(l)) if i > 0 => (f.n, l.n),
+            _ => (1, out.entries.len() as u64),
+        };
         let mut pipe = redis::pipe();
+        pipe.lrange(batch.list(), lo as isize - 1, hi as isize - 1);
         for e in chunk {
             pipe.hgetall(batch.job(e.n));
             if e.logs > 0 {
@@ -176,6 +232,12 @@ pub(crate) async fn read_copies<C: ConnectionLike>(
             }
         }
         let mut replies = with_retry!(pipe.query_async::<Vec<redis::Value>>(con))?.into_iter();
+        let held: Vec<Vec<u8>> =
+            redis::from_redis_value(replies.next().unwrap_or(redis::Value::Nil))?;
+        let want = out.entries.get(lo as usize - 1..hi as usize);
+        if want != Some(held.as_slice()) || (i == 0 && held.len() != out.entries.len()) {
+            return Ok(None);
+        }
         for entry in chunk {
             let hash: Vec<(Vec<u8>, Vec<u8>)> =
                 redis::from_redis_value(replies.next().unwrap_or(redis::Value::Nil))?;
@@ -192,49 +254,51 @@ pub(crate) async fn read_copies<C: ConnectionLike>(
             });
         }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
-/// Frees a batch whose copies are durable: its staged keys, a few hundred per call, then its
-/// list and index entry together. A crash in between leaves the list, so the next run finds
-/// the batch, skips the entries already gone and archives the rest again (readers dedupe).
-pub(crate) async fn drop_batch<C: ConnectionLike>(
+/// Frees a batch whose copies of `entries` (the whole list, in order) are durable: from the
+/// tail, a hundred entries per atomic call that first checks them (`drop_staged.lua`). A
+/// crash in between leaves the rest of the list, which the next run finds and finishes.
+/// Returns false, having freed only what it checked, when the server's batch is not the one
+/// copied (a failover or a lost reply since it was read): the caller copies it again.
+pub(crate) async fn drop_copied<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     batch: &StagedBatch,
-) -> RedisResult<()> {
-    // A failure restarts the whole drop, not the failed call: after a failover the calls
-    // before it may be lost with the old master, and dropping the batch's entry from the
-    // index while its keys survive would orphan them. UNLINK of a dropped key is a no-op.
-    with_retry!(drop_once(con, keys, batch))
+    entries: &[Vec<u8>],
+) -> RedisResult<bool> {
+    let known = entries.len() as u64;
+    drop_tail(con, keys, batch, known, known, |len, k| {
+        DropTail::Copied(&entries[(len - k) as usize..len as usize])
+    })
+    .await
 }
 
-/// One attempt at [`drop_batch`]: the staged keys, then the batch's list and index entry.
-async fn drop_once<C: ConnectionLike>(
+/// The drop loop: frees the tail of a list of `len` entries until none is left. A list found
+/// at another length (a call whose reply was lost, or a failover) is followed while it has
+/// no more than `known` entries, a few times at most.
+async fn drop_tail<'a, C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     batch: &StagedBatch,
-) -> RedisResult<()> {
-    let len: u64 = redis::cmd("LLEN")
-        .arg(batch.list())
-        .query_async(con)
-        .await?;
-    let staged: Vec<String> = (1..=len)
-        .flat_map(|n| [batch.job(n), batch.logs(n)])
-        .collect();
-    for chunk in staged.chunks(DROP_KEYS) {
-        redis::cmd("UNLINK")
-            .arg(chunk)
-            .query_async::<()>(con)
-            .await?;
+    known: u64,
+    mut len: u64,
+    tail: impl Fn(u64, u64) -> DropTail<'a>,
+) -> RedisResult<bool> {
+    let mut surprises = 0;
+    while len > 0 {
+        let k = len.min(DROP_ENTRIES);
+        match with_retry!(scripts().drop_staged(con, keys, batch, len, tail(len, k)))? {
+            DropStep::Dropped(rest) => len = rest,
+            DropStep::Length(actual) if actual <= known && surprises < DROP_SURPRISES => {
+                surprises += 1;
+                len = actual;
+            }
+            _ => return Ok(false),
+        }
     }
-    let mut tx = redis::pipe();
-    tx.atomic()
-        .unlink(batch.list())
-        .ignore()
-        .hdel(staging_index(keys.base()), batch.name())
-        .ignore();
-    tx.query_async::<()>(con).await
+    Ok(true)
 }
 
 /// Puts a batch back into its queue (`unstage_jobs.lua`), audited, then drops what is left
@@ -252,29 +316,39 @@ pub(crate) async fn put_back<C: ConnectionLike>(
         ..audit.clone()
     })
     .unwrap_or_default();
-    let len: u64 = with_retry!(redis::cmd("LLEN").arg(batch.list()).query_async::<u64>(con))?;
-    let (mut restored, mut conflicts) = (0, Vec::new());
-    let mut first = 1;
-    while first <= len {
-        let last = (first + UNSTAGE_ENTRIES - 1).min(len);
-        let (n, ids) =
-            with_retry!(scripts().unstage_jobs(con, keys, state, batch, &ctx, (first, last)))?;
-        restored += n;
-        conflicts.extend(ids);
-        first = last + 1;
+    let mut restored = 0;
+    // The drop checks that every entry was put back: after a failover lost some of the
+    // unstaging, the new master still holds those staged copies, and they go back first.
+    for _ in 0..=DROP_SURPRISES {
+        let len: u64 = with_retry!(redis::cmd("LLEN").arg(batch.list()).query_async::<u64>(con))?;
+        let mut conflicts = Vec::new();
+        let mut first = 1;
+        while first <= len {
+            let last = (first + UNSTAGE_ENTRIES - 1).min(len);
+            let (n, ids) =
+                with_retry!(scripts().unstage_jobs(con, keys, state, batch, &ctx, (first, last)))?;
+            restored += n;
+            conflicts.extend(ids);
+            first = last + 1;
+        }
+        if !conflicts.is_empty() {
+            let ids: Vec<String> = conflicts
+                .iter()
+                .map(|id| String::from_utf8_lossy(id).into_owned())
+                .collect();
+            return Err(Error::archive(format!(
+                "{restored} jobs were put back; {} ids were used again meanwhile ({}), so their copies stay staged in {} until the archive takes them",
+                ids.len(),
+                ids.join(", "),
+                batch.list()
+            )));
+        }
+        if drop_tail(con, keys, batch, u64::MAX, len, |_, k| DropTail::Gone(k)).await? {
+            return Ok(restored);
+        }
     }
-    if conflicts.is_empty() {
-        drop_batch(con, keys, batch).await?;
-        return Ok(restored);
-    }
-    let ids: Vec<String> = conflicts
-        .iter()
-        .map(|id| String::from_utf8_lossy(id).into_owned())
-        .collect();
     Err(Error::archive(format!(
-        "{restored} jobs were put back; {} ids were used again meanwhile ({}), so their copies stay staged in {} until the archive takes them",
-        ids.len(),
-        ids.join(", "),
+        "{restored} jobs were put back, but the batch kept changing (failovers?); the rest stays staged in {} for the next run",
         batch.list()
     )))
 }

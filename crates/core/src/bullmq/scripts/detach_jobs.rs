@@ -1,5 +1,5 @@
-//! The detach step of an archive batch (`lua/detach_jobs.lua`) and its undo
-//! (`lua/unstage_jobs.lua`).
+//! The detach step of an archive batch (`lua/detach_jobs.lua`), its undo
+//! (`lua/unstage_jobs.lua`) and its drop (`lua/drop_staged.lua`).
 
 use super::{BatchOutcome, Scripts};
 use crate::bullmq::QueueKeys;
@@ -59,6 +59,26 @@ fn staged_now(v: Option<&Value>) -> Vec<StagedNow> {
         .collect()
 }
 
+/// What one `drop_staged` call found (see `lua/drop_staged.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropStep {
+    /// The tail was freed; this many entries remain.
+    Dropped(u64),
+    /// The list does not have the length the caller expected: it has this many entries.
+    Length(u64),
+    /// Entry `n` is not the caller's (or, putting back, its staged hash is still there).
+    NotOurs(u64),
+}
+
+/// Which entries a drop may free.
+#[derive(Clone, Copy, Debug)]
+pub enum DropTail<'a> {
+    /// These, the list's last entries: their copies are durable.
+    Copied(&'a [Vec<u8>]),
+    /// The last `k`, whose staged hashes must already be gone (put back).
+    Gone(u64),
+}
+
 /// How one detach call removes its jobs.
 #[derive(Clone, Copy, Debug)]
 pub struct DetachMode {
@@ -105,6 +125,41 @@ impl Scripts {
         let reply: Vec<Value> = invocation.invoke_async(con).await?;
         let outcome = BatchOutcome::of_id_batch(|i| reply.get(i).map(int).unwrap_or_default());
         Ok((outcome, staged_now(reply.get(7))))
+    }
+
+    /// Frees the last entries of a staged batch whose list has `len` entries, and the batch
+    /// itself with its last entry, after checking them (see `lua/drop_staged.lua`).
+    pub async fn drop_staged<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        keys: &QueueKeys,
+        batch: &StagedBatch,
+        len: u64,
+        tail: DropTail<'_>,
+    ) -> RedisResult<DropStep> {
+        let mut invocation = self.drop_staged.prepare_invoke();
+        invocation
+            .key(batch.list())
+            .key(staging_index(keys.base()))
+            .arg(batch.name())
+            .arg(len);
+        match tail {
+            DropTail::Copied(entries) => {
+                invocation.arg("copied");
+                for e in entries {
+                    invocation.arg(e.as_slice());
+                }
+            }
+            DropTail::Gone(k) => {
+                invocation.arg("gone").arg(k);
+            }
+        }
+        let (code, n): (u8, u64) = invocation.invoke_async(con).await?;
+        Ok(match code {
+            0 => DropStep::Dropped(n),
+            1 => DropStep::Length(n),
+            _ => DropStep::NotOurs(n),
+        })
     }
 
     /// Puts entries `first..=last` (1-based) of a staged batch back into the queue (see

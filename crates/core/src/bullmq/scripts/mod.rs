@@ -22,7 +22,7 @@ mod sweep_prefix;
 
 pub use anonymize_jobs::{ScrubOutcome, ScrubbedJob};
 pub use cold_jobs::ColdMarker;
-pub use detach_jobs::{DetachMode, StagedNow};
+pub use detach_jobs::{DetachMode, DropStep, DropTail, StagedNow};
 pub use drain_events::{DrainOutcome, DrainRequest};
 pub use erase_jobs::{ErasureItem, ErasureKind, ErasureOutcome};
 pub use page_newest::FinishedEntry;
@@ -61,6 +61,7 @@ pub struct Scripts {
     cold_jobs: Script,
     detach_jobs: Script,
     unstage_jobs: Script,
+    drop_staged: Script,
     move_exhausted: Script,
     drain_events: Script,
     append_audit: Script,
@@ -119,6 +120,7 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/detach_jobs.lua"),
         ),
         unstage_jobs: build(&[AUDIT], include_str!("../lua/unstage_jobs.lua")),
+        drop_staged: build(&[], include_str!("../lua/drop_staged.lua")),
         move_exhausted: build(
             &[BUDGET, AUDIT, REMOVAL],
             include_str!("../lua/move_exhausted.lua"),
