@@ -12,7 +12,7 @@
 use super::probe::flush;
 use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
 use bullsweep_core::Error;
-use bullsweep_core::bullmq::QueueKeys;
+use bullsweep_core::bullmq::{QueueKeys, keys};
 use bullsweep_core::ops::Conn;
 use bullsweep_policy::JobState;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
@@ -284,7 +284,7 @@ async fn start_daemon(
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let reading: bool = redis::cmd("HEXISTS")
-            .arg(bullsweep_core::bullmq::keys::CURSOR)
+            .arg(keys::cursor(keys::audit_tag(BASE)))
             .arg(BASE)
             .query_async(con)
             .await

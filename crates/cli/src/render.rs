@@ -477,12 +477,21 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
             report.uncovered.join(", ")
         );
     }
-    if !report.unmanaged.is_empty() {
+    let (with_reason, plain): (Vec<&String>, Vec<&String>) = report
+        .unmanaged
+        .iter()
+        .partition(|b| report.unmanaged_reasons.contains_key(*b));
+    if !plain.is_empty() {
+        let plain: Vec<&str> = plain.iter().map(|b| b.as_str()).collect();
         let _ = writeln!(
             out,
             "unmanaged (no layout matches, never touched): {}",
-            report.unmanaged.join(", ")
+            plain.join(", ")
         );
+    }
+    for base in with_reason {
+        let why = &report.unmanaged_reasons[base];
+        let _ = writeln!(out, "unmanaged (never touched): {base}: {why}");
     }
     let _ = writeln!(out, "{}", summary_line(report, mode));
     out.trim_end().to_string()

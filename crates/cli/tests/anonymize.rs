@@ -151,6 +151,6 @@ fn a_job_changed_after_it_was_read_is_left_alone() {
         .hexists("bull:mail:7", ANONYMIZED_MARKER)
         .expect("hexists");
     assert!(!marked);
-    let events: u64 = con.xlen("bullsweep:audit").expect("xlen");
+    let events: u64 = con.xlen("bullsweep:{bullsweep}:audit").expect("xlen");
     assert_eq!(events, 0, "no audit event for a batch that changed nothing");
 }

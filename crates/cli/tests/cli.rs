@@ -167,10 +167,12 @@ fn plan_changes_nothing_and_run_removes_what_plan_showed() {
     assert_eq!(
         own,
         [
-            "bullsweep:audit",
             "bullsweep:audit:head",
             "bullsweep:audit:seq",
-            "bullsweep:audit:source"
+            "bullsweep:audit:source",
+            "bullsweep:audit:tags",
+            "bullsweep:{bullsweep}:audit",
+            "bullsweep:{bullsweep}:audit:seq",
         ]
     );
     let keys: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");

@@ -334,7 +334,7 @@ policies:
     );
     let retry: bool = con.exists("bullsweep:retry:bull:busy").expect("exists");
     assert!(!retry, "no run of busy failed:\n{log}");
-    let pending: u64 = con.xlen("bullsweep:audit").expect("xlen");
+    let pending: u64 = con.xlen("bullsweep:{bullsweep}:audit").expect("xlen");
     assert_eq!(pending, 0, "every event was shipped");
     let verify = w.run(&policy, &["audit", "verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));

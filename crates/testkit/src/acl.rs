@@ -16,9 +16,16 @@ pub enum Role {
 /// Every role, in the README's order.
 pub const ROLES: [Role; 3] = [Role::ReadOnly, Role::Governing, Role::Erasure];
 
-/// What every connection does: answer a ping, select its database, name itself, and read
-/// the server's version (`INFO server`).
-const CONNECTION: &[&str] = &["ping", "select", "client|setname", "info"];
+/// What every connection does: answer a ping, select its database, name itself, read the
+/// server's version (`INFO server`), and on a Redis Cluster learn its slots and primaries.
+const CONNECTION: &[&str] = &[
+    "ping",
+    "select",
+    "client|setname",
+    "info",
+    "cluster|slots",
+    "cluster|nodes",
+];
 
 /// Reads of BullMQ's keys and bullsweep's own.
 const READS: &[&str] = &[
@@ -58,7 +65,7 @@ const SCRIPTS: &[&str] = &["evalsha", "script|load", "time"];
 /// audit stream and its counter.
 const ERASE_WRITES: &[&str] = &[
     "del", "unlink", "hset", "hdel", "hincrby", "zrem", "zadd", "lrem", "rpush", "srem", "xadd",
-    "xdel", "incr", "set", "multi", "exec", "wait", "ltrim",
+    "xdel", "incr", "incrby", "sadd", "set", "multi", "exec", "wait", "ltrim",
 ];
 
 /// What governing writes beyond erasure: staging, restore, the sweep locks and records.

@@ -5,12 +5,14 @@
 
 pub mod acl;
 pub mod certs;
+pub mod cluster;
 pub mod redis_server;
 pub mod seed;
 pub mod sentinel;
 
 pub use acl::Role;
 pub use certs::Certs;
+pub use cluster::PrivateCluster;
 pub use redis_server::{PrivateRedis, ServerTls};
 pub use seed::{SeedSpec, seed_queue};
 pub use sentinel::PrivateSentinel;

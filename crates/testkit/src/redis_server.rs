@@ -37,7 +37,9 @@ pub struct ServerTls {
 pub const ROLE_PASSWORD: &str = "bullsweep-test-pw";
 
 /// The key prefixes the role users may touch (BullMQ prefixes used by the test suites).
-pub const TEST_PREFIXES: &[&str] = &["bull", "legacy", "other", "junk", "jobs", "{app}", "we*ird"];
+pub const TEST_PREFIXES: &[&str] = &[
+    "bull", "legacy", "other", "junk", "jobs", "{app}", "we*ird", "{bull}", "{orders}",
+];
 
 /// The server binary: `BULLSWEEP_REDIS_SERVER`, or `redis-server` on PATH.
 pub fn server_binary() -> String {

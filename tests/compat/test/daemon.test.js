@@ -155,7 +155,7 @@ policies:
   assert.equal(await queue.getFailedCount(), 12, 'failed jobs are younger than maxAge');
   // No sweep ran after the restart: the events did it.
   assert.equal(await client.hget('bullsweep:lastrun', 'bull:orders'), firstRun);
-  const cursor = await client.hget('bullsweep:cursor', 'bull:orders');
+  const cursor = await client.hget('bullsweep:{bullsweep}:cursor', 'bull:orders');
   const [[lastId]] = await client.xrevrange('bull:orders:events', '+', '-', 'COUNT', 1);
   assert.ok(compareIds(cursor, lastId) <= 0 && compareIds(cursor, '0-0') > 0, `cursor ${cursor}`);
   assert.equal((await d.kill('SIGTERM')).code, 0, d.log());
@@ -185,7 +185,7 @@ policies:
 
   // While the daemon is down, 1,000 jobs finish and the stream keeps only the newest entries.
   await finishJobs(queue, connection, 1000);
-  const cursor = await client.hget('bullsweep:cursor', 'bull:gappy');
+  const cursor = await client.hget('bullsweep:{bullsweep}:cursor', 'bull:gappy');
   const [[firstId]] = await client.xrange('bull:gappy:events', '-', '+', 'COUNT', 1);
   assert.ok(compareIds(firstId, cursor) > 0, `stream starts at ${firstId}, after the cursor ${cursor}`);
 

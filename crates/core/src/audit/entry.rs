@@ -23,10 +23,9 @@ pub(super) fn text(fields: &[Value], name: &str) -> Option<String> {
     field(fields, name).and_then(|b| String::from_utf8(b.to_vec()).ok())
 }
 
-/// What an entry holds: its sequence number, time and context, and the ids acted on, each as
-/// bytes. `None` for a part that cannot be read.
+/// What an entry holds: its time and context, and the ids acted on, each as bytes. `None` for
+/// a part that cannot be read. (Its number in the chain is the shipper's, not the entry's.)
 pub(super) struct EntryParts {
-    pub seq: Option<u64>,
     pub ts: Option<i64>,
     pub ctx: Option<AuditContext>,
     pub ids: Option<Vec<Vec<u8>>>,
@@ -40,7 +39,6 @@ impl EntryParts {
             .and_then(|b| serde_json::from_str(&String::from_utf8_lossy(b)).ok())
             .unwrap_or_default();
         EntryParts {
-            seq: text(fields, "seq").and_then(|s| s.parse().ok()),
             ts: text(fields, "ts").and_then(|s| s.parse().ok()),
             ctx: text(fields, "ctx").and_then(|s| serde_json::from_str(&s).ok()),
             ids: field(fields, "jobIds").and_then(json_byte_strings),

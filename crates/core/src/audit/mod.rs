@@ -1,5 +1,6 @@
 //! The audit trail. Every batch that changes queue data appends its event to the Redis stream
-//! `bullsweep:audit` in the same Lua call as the change; [`ship`] then moves events, at least
+//! of its queue's hash tag (`bullsweep:{<tag>}:audit`) in the same Lua call as the change;
+//! [`ship`] then numbers the events of every stream into one chain and moves them, at least
 //! once, into the durable store: an append-only JSON-lines file in which each line carries
 //! `prevHash` and `hash = SHA-256(prevHash || canonical event)`. The newest `(seq, hash)` is also
 //! kept in Redis (`bullsweep:audit:head`), so that [`verify`] catches a file cut short.
@@ -9,12 +10,14 @@ mod chain;
 mod entry;
 pub mod postgres;
 mod source;
+mod streams;
 
 pub use chain::{AuditLine, ChainReport, FileAuditStore, GENESIS_HASH, VerifyReport};
 pub use postgres::PostgresAuditStore;
 pub use source::{Checkpoint, Source, checkpoint, source_of};
+pub use streams::pending_events;
 
-use crate::bullmq::keys::{AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_STREAM};
+use crate::bullmq::keys::{AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ};
 use crate::bullmq::scripts;
 use bullsweep_policy::AuditTarget;
 
@@ -255,48 +258,26 @@ pub async fn with_store<C: ConnectionLike, T>(
     result
 }
 
-/// Moves every pending stream event into the store (skipping those it already holds), updates
-/// the head checkpoint, then deletes the shipped entries. Returns how many were appended.
-/// A crash at any point leaves each event in the stream, the file, or both, never neither.
+/// Moves every pending event of every stream into the store (skipping those it already
+/// holds), in chain order, updates the head checkpoint, then deletes the shipped entries.
+/// Returns how many were appended. A crash at any point leaves each event in its stream, the
+/// store, or both, never neither; an entry shipped twice keeps its number, so the store
+/// holds it once.
 pub async fn ship<C: ConnectionLike>(
     con: &mut C,
     store: &mut AuditStore,
 ) -> Result<u64, ShipError> {
+    let all = streams::streams(con).await?;
     let mut appended = 0;
     loop {
-        let entries: Vec<(String, Vec<Value>)> = {
-            let raw: Vec<Value> = redis::cmd("XRANGE")
-                .arg(AUDIT_STREAM)
-                .arg("-")
-                .arg("+")
-                .arg("COUNT")
-                .arg(SHIP_PAGE)
-                .query_async(con)
-                .await?;
-            raw.into_iter()
-                .filter_map(|e| match e {
-                    Value::Array(mut parts) if parts.len() == 2 => {
-                        let fields = match parts.pop() {
-                            Some(Value::Array(f)) => f,
-                            _ => return None,
-                        };
-                        match parts.first() {
-                            Some(Value::BulkString(id)) => String::from_utf8(id.clone()).ok(),
-                            _ => None,
-                        }
-                        .map(|id| (id, fields))
-                    }
-                    _ => None,
-                })
-                .collect()
-        };
-        if entries.is_empty() {
+        let pending = streams::next_page(con, &all, SHIP_PAGE).await?;
+        if pending.is_empty() {
             return Ok(appended);
         }
         let mut events = Vec::new();
-        for (id, fields) in &entries {
-            let parts = entry::EntryParts::read(fields);
-            match (parts.seq, parts.ts, parts.ctx.clone(), parts.ids) {
+        for p in &pending {
+            let parts = entry::EntryParts::read(&p.fields);
+            match (p.seq, parts.ts, parts.ctx.clone(), parts.ids) {
                 (Some(seq), Some(ts), Some(ctx), Some(ids)) => {
                     let mut event = AuditEvent::new(store.source(), seq, ts, ctx, Vec::new())
                         .with_byte_ids(ids);
@@ -306,20 +287,15 @@ pub async fn ship<C: ConnectionLike>(
                 // One entry that cannot be read must not hold back every event after it.
                 _ => {
                     let source = store.source().to_string();
-                    let (seq, ts, ctx) = (parts.seq, parts.ts, parts.ctx);
-                    events.push(quarantine(con, &source, id, fields, seq, ts, ctx).await?)
+                    let (ts, ctx) = (parts.ts, parts.ctx);
+                    events.push(quarantine(con, &source, p, ts, ctx).await?)
                 }
             }
         }
         events.sort_by_key(|e| e.seq);
         appended += store.append(&events).await?;
         save_head(con, store).await?;
-        let mut del = redis::cmd("XDEL");
-        del.arg(AUDIT_STREAM);
-        for (id, _) in &entries {
-            del.arg(id);
-        }
-        del.query_async::<()>(con).await?;
+        streams::delete(con, &pending).await?;
     }
 }
 
@@ -331,15 +307,14 @@ pub async fn ship<C: ConnectionLike>(
 async fn quarantine<C: ConnectionLike>(
     con: &mut C,
     source: &str,
-    id: &str,
-    fields: &[Value],
-    seq: Option<u64>,
+    pending: &streams::Pending,
     ts: Option<i64>,
     ctx: Option<AuditContext>,
 ) -> Result<AuditEvent, ShipError> {
+    let (id, seq) = (&pending.id, pending.seq);
     let mut add = redis::cmd("XADD");
     add.arg(AUDIT_QUARANTINE).arg("*").arg("entry").arg(id);
-    for pair in fields.chunks_exact(2) {
+    for pair in pending.fields.chunks_exact(2) {
         if let [Value::BulkString(k), Value::BulkString(v)] = pair {
             add.arg(k.as_slice()).arg(v.as_slice());
         }
@@ -375,8 +350,9 @@ async fn quarantine<C: ConnectionLike>(
     Ok(event)
 }
 
-/// Appends an event that no script wrote (a failed queue, a notice), numbered from the same
-/// counter as the scripts' events.
+/// Appends an event that no script wrote (a failed queue, a notice), numbered from the chain
+/// counter. Call it after [`ship`]: an entry numbered earlier and not yet shipped would be
+/// skipped behind it.
 pub async fn record_event<C: ConnectionLike>(
     con: &mut C,
     store: &mut AuditStore,
@@ -399,8 +375,8 @@ pub async fn record_event<C: ConnectionLike>(
     Ok(())
 }
 
-/// Appends an event to the Redis stream `bullsweep:audit`, numbered from the same counter as
-/// the scripts' events, for [`ship`] to move into the store: for changes made outside Redis
+/// Appends an event to bullsweep's own Redis stream (`bullsweep:{bullsweep}:audit`), for
+/// [`ship`] to number and move into the store: for changes made outside Redis
 /// (an archive purge) that must be recorded even if the store is down.
 pub async fn queue_event<C: ConnectionLike>(
     con: &mut C,

@@ -1,4 +1,5 @@
-//! Finding BullMQ queues: SCAN for `*:meta`, then confirm each hit is a BullMQ meta hash.
+//! Finding BullMQ queues: SCAN every primary for `*:meta`, then confirm each hit is a BullMQ
+//! meta hash.
 
 use super::keys::{META_MAX_LEN_EVENTS, META_SCAN_PATTERN, META_VERSION, QueueKeys};
 use redis::aio::ConnectionLike;
@@ -17,11 +18,41 @@ pub struct Discovered {
     pub non_utf8: u64,
 }
 
-/// Every BullMQ queue in the current database. A key that only looks like a meta hash (a
-/// plain string, a job named `meta`, a name that is not UTF-8) is passed over.
-pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Discovered> {
-    let mut cursor: u64 = 0;
+/// What discovery needs to know of a connection: which primaries hold the keyspace (one on a
+/// single server, each primary of a Redis Cluster) and whether it is a Cluster.
+pub trait Topology: ConnectionLike + Sized + Send {
+    /// One connection per primary, each sending its commands to that node.
+    fn primaries(&self) -> impl Future<Output = RedisResult<Vec<Self>>> + Send;
+    /// Whether the server is a Redis Cluster.
+    fn cluster(&self) -> bool;
+}
+
+impl Topology for redis::aio::MultiplexedConnection {
+    async fn primaries(&self) -> RedisResult<Vec<Self>> {
+        Ok(vec![self.clone()])
+    }
+
+    fn cluster(&self) -> bool {
+        false
+    }
+}
+
+/// Every BullMQ queue in the current database, over every primary of a Cluster. A key that
+/// only looks like a meta hash (a plain string, a job named `meta`, a name that is not UTF-8)
+/// is passed over.
+pub async fn discover_queues<C: Topology>(con: &mut C) -> RedisResult<Discovered> {
     let mut found = Discovered::default();
+    for mut node in con.primaries().await? {
+        discover_on(&mut node, &mut found).await?;
+    }
+    found.bases.sort();
+    found.bases.dedup();
+    Ok(found)
+}
+
+/// Discovery on one node, adding to `found`.
+async fn discover_on<C: ConnectionLike>(con: &mut C, found: &mut Discovered) -> RedisResult<()> {
+    let mut cursor: u64 = 0;
     loop {
         let (next, raw): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
             .arg(cursor)
@@ -62,12 +93,9 @@ pub async fn discover_queues<C: ConnectionLike>(con: &mut C) -> RedisResult<Disc
         }
         cursor = next;
         if cursor == 0 {
-            break;
+            return Ok(());
         }
     }
-    found.bases.sort();
-    found.bases.dedup();
-    Ok(found)
 }
 
 /// Whether a pipelined reply is an ACL refusal.

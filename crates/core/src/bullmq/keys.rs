@@ -34,6 +34,16 @@ impl QueueKeys {
         format!("{}:{}", self.base, state.as_str())
     }
 
+    /// The audit stream this queue's scripts append to ([`audit_stream`] of [`audit_tag`]).
+    pub fn audit_stream(&self) -> String {
+        audit_stream(audit_tag(&self.base))
+    }
+
+    /// The counter of that stream ([`audit_counter`]).
+    pub fn audit_counter(&self) -> String {
+        audit_counter(audit_tag(&self.base))
+    }
+
     /// The `meta` hash.
     pub fn meta(&self) -> String {
         format!("{}:meta", self.base)
@@ -198,11 +208,50 @@ pub const META_VERSION: &str = "version";
 /// Pattern that finds every queue's `meta` hash.
 pub const META_SCAN_PATTERN: &str = "*:meta";
 
-/// bullsweep's audit stream: every script that changes job data appends its event here, in
-/// the same call (`lua/prelude/audit.lua`).
-pub const AUDIT_STREAM: &str = "bullsweep:audit";
-/// The counter that numbers audit events.
+/// The audit stream of versions before per-tag streams: its entries were numbered from
+/// [`AUDIT_SEQ`] as they were written. Nothing writes it now; it is shipped until empty.
+pub const LEGACY_AUDIT_STREAM: &str = "bullsweep:audit";
+/// The counter that numbers the events of every source's chain: the shipper gives each event
+/// of a tag's stream its number from here (and [`audit_numbered`] keeps it until shipped).
 pub const AUDIT_SEQ: &str = "bullsweep:audit:seq";
+/// Set of the tags whose audit streams may hold events: each is added before the first script
+/// that appends to it runs, so the shipper knows every stream to read.
+pub const AUDIT_TAGS: &str = "bullsweep:audit:tags";
+/// The tag of bullsweep's own keys that belong to no queue with a tag of its own.
+pub const OWN_TAG: &str = "bullsweep";
+
+/// The tag of the audit stream queue `base`'s scripts append to: the base's own `{…}` tag, so
+/// that on a Cluster the stream sits in the queue's slot; for a base without one (which a
+/// Cluster cannot run, see [`explicit_tag`]) bullsweep's own, shared by all such queues.
+pub fn audit_tag(base: &str) -> &str {
+    explicit_tag(base).unwrap_or(OWN_TAG)
+}
+
+/// The audit stream of tag `tag`: every script that changes data of a queue with that tag
+/// appends its event here, in the same call (`lua/prelude/audit.lua`).
+pub fn audit_stream(tag: &str) -> String {
+    format!("bullsweep:{{{tag}}}:audit")
+}
+
+/// The counter that numbers tag `tag`'s stream entries as they are written; each script's
+/// first write is its `INCR`.
+pub fn audit_counter(tag: &str) -> String {
+    format!("bullsweep:{{{tag}}}:audit:seq")
+}
+
+/// Hash: entry id of tag `tag`'s stream → the chain number the shipper gave it, kept until
+/// the entry is shipped and deleted, so an entry shipped twice (after a crash) keeps its number
+/// and the store skips it.
+pub fn audit_numbered(tag: &str) -> String {
+    format!("bullsweep:{{{tag}}}:audit:numbered")
+}
+
+/// Hash: queue key base → id of the last events-stream entry acted on, for the queues of tag
+/// `tag` (written by `drain_events.lua` with the queue's keys, so it shares their slot).
+pub fn cursor(tag: &str) -> String {
+    format!("bullsweep:{{{tag}}}:cursor")
+}
+
 /// Audit stream entries that could not be read as events, kept as they were.
 pub const AUDIT_QUARANTINE: &str = "bullsweep:audit:quarantine";
 /// The newest shipped `(source, seq, hash)` of this Redis's chain in the durable store, as JSON.
@@ -213,8 +262,6 @@ pub const AUDIT_SOURCE: &str = "bullsweep:audit:source";
 pub const AUDIT_LOCK: &str = "bullsweep:lock:audit";
 /// Hash: queue key base → when its last sweep started (ms since the epoch).
 pub const LAST_RUN: &str = "bullsweep:lastrun";
-/// Hash: queue key base → id of the last events-stream entry acted on.
-pub const CURSOR: &str = "bullsweep:cursor";
 
 /// The lock of a queue's sweeps.
 pub fn sweep_lock(base: &str) -> String {
@@ -248,13 +295,19 @@ pub fn parent_wait_keys(parent_key: &str) -> Option<(String, String, &str, &str)
 /// The hash tag Redis Cluster places `base`'s keys by: the text in its first `{…}` when that
 /// is not empty, else the whole base (which has no usable tag then).
 pub fn hash_tag(base: &str) -> &str {
+    explicit_tag(base).unwrap_or(base)
+}
+
+/// The text in `base`'s first `{…}`, when there is one and it is not empty: what Redis Cluster
+/// hashes every key of the queue by. A queue without one has its keys spread over the slots,
+/// so neither BullMQ nor bullsweep can run it on a Cluster.
+pub fn explicit_tag(base: &str) -> Option<&str> {
     base.find('{')
         .and_then(|open| {
             let rest = &base[open + 1..];
             rest.find('}').map(|close| &rest[..close])
         })
         .filter(|tag| !tag.is_empty())
-        .unwrap_or(base)
 }
 
 /// Hash of the archive batches of queue `base` that are detached and not yet dropped: batch

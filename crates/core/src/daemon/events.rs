@@ -12,7 +12,7 @@ use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::records;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
-use crate::bullmq::keys::{CURSOR, events_lock};
+use crate::bullmq::keys::{audit_tag, cursor, events_lock};
 use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::engine::event_removal::{remove_finished, score_bounds};
 use crate::engine::{BatchSizer, SweepOptions};
@@ -399,7 +399,7 @@ async fn drain(
         failed_bound: failed,
         completed_ctx: &completed_ctx,
         failed_ctx: &failed_ctx,
-        positions: (CURSOR, base),
+        positions: (&cursor(audit_tag(base)), base),
         budget_us: DRAIN_BUDGET_US,
     };
     let out = scripts()
@@ -453,10 +453,7 @@ async fn refresh_locks(
         else {
             continue;
         };
-        let saved = records::cursors(con, std::slice::from_ref(&base))
-            .await?
-            .pop()
-            .flatten();
+        let saved = records::cursor(con, &base).await?;
         let first_start = saved.is_none();
         let (cursor, gap) = start_position(con, &QueueKeys::new(&base).events(), saved).await?;
         let labels = QueueLabels {

@@ -7,7 +7,7 @@ use super::records;
 use super::{Daemon, jitter, labels_of};
 use crate::audit;
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::{AUDIT_STREAM, sweep_lock};
+use crate::bullmq::keys::sweep_lock;
 use crate::engine::{Mode, Report};
 use crate::lock::{self, QueueLock};
 use crate::ops::Conn;
@@ -325,11 +325,7 @@ impl Daemon {
     /// Ships audit events the event path left in Redis to the durable store.
     pub(super) async fn ship_audit(&mut self) {
         self.last_ship = Instant::now();
-        let pending: i64 = redis::cmd("XLEN")
-            .arg(AUDIT_STREAM)
-            .query_async(&mut self.con)
-            .await
-            .unwrap_or(0);
+        let pending = audit::pending_events(&mut self.con).await.unwrap_or(0);
         if pending == 0 {
             return;
         }

@@ -1,7 +1,9 @@
 //! What the daemon keeps in Redis, so that restarts and replicas share it: each queue's last
 //! run, its events-stream position, and its retry record after a failed run.
 
-use crate::bullmq::keys::{CURSOR, LAST_RUN, retry_record as retry_record_key};
+use crate::bullmq::keys::{
+    LAST_RUN, audit_tag, cursor as cursor_key, retry_record as retry_record_key,
+};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -114,17 +116,11 @@ pub async fn clear_failures<C: ConnectionLike>(con: &mut C, base: &str) -> Redis
         .await
 }
 
-/// The saved events-stream position of each queue (`None` for never read).
-pub async fn cursors<C: ConnectionLike>(
-    con: &mut C,
-    bases: &[String],
-) -> RedisResult<Vec<Option<String>>> {
-    if bases.is_empty() {
-        return Ok(Vec::new());
-    }
-    redis::cmd("HMGET")
-        .arg(CURSOR)
-        .arg(bases)
+/// The saved events-stream position of a queue (`None` for never read).
+pub async fn cursor<C: ConnectionLike>(con: &mut C, base: &str) -> RedisResult<Option<String>> {
+    redis::cmd("HGET")
+        .arg(cursor_key(audit_tag(base)))
+        .arg(base)
         .query_async(con)
         .await
 }
@@ -132,7 +128,7 @@ pub async fn cursors<C: ConnectionLike>(
 /// Saves a queue's events-stream position, after everything up to it was acted on.
 pub async fn save_cursor<C: ConnectionLike>(con: &mut C, base: &str, id: &str) -> RedisResult<()> {
     redis::cmd("HSET")
-        .arg(CURSOR)
+        .arg(cursor_key(audit_tag(base)))
         .arg(base)
         .arg(id)
         .query_async(con)

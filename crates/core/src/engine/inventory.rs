@@ -1,18 +1,24 @@
 //! Which queues a run covers: discovery, sorted by how the policy file sees them, and the
 //! order `dependsOn` asks for.
 
-use crate::bullmq::discover_queues;
+use crate::bullmq::keys::explicit_tag;
+use crate::bullmq::{Topology, discover_queues};
 use bullsweep_policy::{NamePattern, PolicySet, QueueId, Resolution};
 use redis::RedisResult;
-use redis::aio::ConnectionLike;
+use std::collections::BTreeMap;
+
+/// Why a Cluster leaves a queue without a hash tag unmanaged.
+pub const NO_HASH_TAG: &str = "no hash tag in its prefix: on a Redis Cluster its keys spread over slots, so BullMQ cannot run it there either (use a prefix like {bull})";
 
 /// Queues found in Redis, sorted by how the policy file sees them.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
     /// Queues a layout identifies (in the environment in force).
     pub managed: Vec<QueueId>,
-    /// BullMQ queues no layout matches.
+    /// BullMQ queues no layout matches, or that cannot be governed where they are.
     pub unmanaged: Vec<String>,
+    /// Why, for unmanaged queues with a reason beyond "no layout matches".
+    pub reasons: BTreeMap<String, String>,
     /// Keys that matched `*:meta` but were skipped: their name is not UTF-8.
     pub skipped_keys: u64,
 }
@@ -34,17 +40,32 @@ pub fn classify(set: &PolicySet, bases: Vec<String>, env: Option<&str>) -> Inven
     inv
 }
 
-/// Discovers the queues in Redis and sorts them.
-pub async fn inventory<C: ConnectionLike>(
+/// Discovers the queues in Redis (on every primary of a Cluster) and sorts them. On a Cluster,
+/// a queue whose prefix has no hash tag is unmanaged, with [`NO_HASH_TAG`].
+pub async fn inventory<C: Topology>(
     con: &mut C,
     set: &PolicySet,
     env: Option<&str>,
 ) -> RedisResult<Inventory> {
     let found = with_retry!(discover_queues(con))?;
-    Ok(Inventory {
+    let mut inv = Inventory {
         skipped_keys: found.non_utf8,
         ..classify(set, found.bases, env)
-    })
+    };
+    if con.cluster() {
+        let (tagged, untagged): (Vec<QueueId>, Vec<QueueId>) = std::mem::take(&mut inv.managed)
+            .into_iter()
+            .partition(|q| explicit_tag(&q.base).is_some());
+        inv.managed = tagged;
+        inv.unmanaged.extend(untagged.into_iter().map(|q| q.base));
+        inv.unmanaged.sort();
+        for base in &inv.unmanaged {
+            if explicit_tag(base).is_none() {
+                inv.reasons.insert(base.clone(), NO_HASH_TAG.to_string());
+            }
+        }
+    }
+    Ok(inv)
 }
 
 impl Inventory {

@@ -12,8 +12,17 @@ pub struct Report {
     pub queues: Vec<QueueReport>,
     /// Key bases of queues no policy covers; left alone.
     pub uncovered: Vec<String>,
-    /// Key bases of BullMQ queues that match no layout; never touched.
+    /// Key bases of BullMQ queues that match no layout (or cannot be governed where they
+    /// are); never touched.
     pub unmanaged: Vec<String>,
+    /// Why, for the unmanaged queues that a layout matches but that cannot be governed (a
+    /// queue without a hash tag on a Cluster).
+    #[serde(
+        rename = "unmanagedReasons",
+        default,
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub unmanaged_reasons: BTreeMap<String, String>,
     /// Notices that `action: notify` produced, for the caller to deliver.
     #[serde(skip)]
     pub notices: Vec<Notice>,

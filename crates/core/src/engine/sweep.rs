@@ -12,7 +12,7 @@ use super::{move_exhausted, stalled};
 use crate::archive::ArchiveSink;
 use crate::audit::AuditContext;
 use crate::bullmq::keys::sweep_lock;
-use crate::bullmq::{ColdMarker, QueueKeys};
+use crate::bullmq::{ColdMarker, QueueKeys, Topology};
 use crate::error::Result;
 use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, PolicySet, QueueId, Resolution};
 use redis::aio::ConnectionLike;
@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Plans or runs every governed queue (or `opts.queues`), each after the queues its policy's
 /// `dependsOn` names. `progress` is told how many jobs each batch acted on.
-pub async fn sweep<C: ConnectionLike>(
+pub async fn sweep<C: Topology>(
     con: &mut C,
     set: &PolicySet,
     opts: &SweepOptions,
@@ -33,6 +33,7 @@ pub async fn sweep<C: ConnectionLike>(
     let mut report = Report {
         warnings: coverage_warnings(set, &inv, opts),
         unmanaged: inv.unmanaged,
+        unmanaged_reasons: inv.reasons,
         ..Report::default()
     };
     for q in in_dependency_order(set, inv.managed) {
@@ -120,7 +121,7 @@ pub async fn finish_staged<C: ConnectionLike>(
 }
 
 /// The queues named in `opts`, or every discovered one (only those `--queue` matches).
-async fn queues_to_sweep<C: ConnectionLike>(
+async fn queues_to_sweep<C: Topology>(
     con: &mut C,
     set: &PolicySet,
     opts: &SweepOptions,

@@ -3,8 +3,8 @@
 //! command on which key it lacks, instead of failing in the middle of the work.
 
 use crate::bullmq::keys::{
-    AUDIT_HEAD, AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_SOURCE, AUDIT_STREAM, CURSOR,
-    LAST_RUN,
+    AUDIT_HEAD, AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_SOURCE, AUDIT_TAGS, LAST_RUN,
+    OWN_TAG, audit_counter, audit_numbered, audit_stream, cursor,
 };
 use crate::bullmq::scripts;
 use crate::error::{Error, ErrorKind};
@@ -13,17 +13,24 @@ use redis::aio::ConnectionLike;
 /// Every command bullsweep runs on its own keys, with arguments of the right shape.
 fn own_key_commands() -> Vec<Vec<String>> {
     let c = |parts: &[&str]| parts.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    // Every tag's keys have the shape of bullsweep's own tag's.
+    let (stream, counter) = (audit_stream(OWN_TAG), audit_counter(OWN_TAG));
+    let (numbered, cursor) = (audit_numbered(OWN_TAG), cursor(OWN_TAG));
     vec![
-        c(&["INCR", AUDIT_SEQ]),
-        c(&["XADD", AUDIT_STREAM, "*", "seq", "0"]),
-        c(&["XRANGE", AUDIT_STREAM, "-", "+"]),
-        c(&["XDEL", AUDIT_STREAM, "0-1"]),
+        c(&["INCR", &counter]),
+        c(&["INCRBY", AUDIT_SEQ, "1"]),
+        c(&["SADD", AUDIT_TAGS, OWN_TAG]),
+        c(&["XADD", &stream, "*", "seq", "0"]),
+        c(&["XRANGE", &stream, "-", "+"]),
+        c(&["XDEL", &stream, "0-1"]),
+        c(&["HSET", &numbered, "0-1", "1"]),
+        c(&["HDEL", &numbered, "0-1"]),
         c(&["XADD", AUDIT_QUARANTINE, "*", "entry", "0"]),
         c(&["SET", AUDIT_HEAD, "{}"]),
         c(&["SET", AUDIT_SOURCE, "0", "NX"]),
         c(&["SET", AUDIT_LOCK, "0", "NX", "PX", "1"]),
         c(&["HSET", LAST_RUN, "q", "0"]),
-        c(&["HSET", CURSOR, "q", "0"]),
+        c(&["HSET", &cursor, "q", "0"]),
     ]
 }
 
@@ -31,7 +38,7 @@ fn own_key_commands() -> Vec<Vec<String>> {
 /// commands bullsweep needs on its own keys. `url` names Redis in messages.
 pub async fn check_own_keys<C: ConnectionLike>(con: &mut C, url: &str) -> Result<(), Error> {
     let denied = scripts()
-        .denied_command(con, AUDIT_SEQ, &own_key_commands())
+        .denied_command(con, &audit_counter(OWN_TAG), &own_key_commands())
         .await
         .map_err(|e| {
             if super::connect::is_permission(&e) {

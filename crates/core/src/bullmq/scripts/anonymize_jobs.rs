@@ -1,7 +1,8 @@
 //! Scrubbed values written under a compare-and-set (`lua/anonymize_jobs.lua`).
 
-use super::Scripts;
+use super::{Scripts, audited};
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -94,7 +95,10 @@ impl Scripts {
             u64,
             u64,
             u64,
-        ) = invocation.invoke_async(con).await?;
+        ) = {
+            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            invocation.invoke_async(con).await?
+        };
         Ok(ScrubOutcome {
             scrubbed,
             locked,

@@ -1,13 +1,13 @@
 //! An audit event for a change made outside Redis (`lua/append_audit.lua`).
 
-use super::Scripts;
-use crate::bullmq::keys::AUDIT_STREAM;
+use super::{Scripts, audited};
+use crate::bullmq::keys::OWN_TAG;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
 impl Scripts {
-    /// Appends one audit event naming `ids` with the JSON context `ctx`, numbered from the
-    /// same counter as every script's events; returns its sequence number.
+    /// Appends one audit event naming `ids` with the JSON context `ctx` to bullsweep's own
+    /// stream (it belongs to no queue); returns its sequence number in that stream.
     pub async fn append_audit<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -15,11 +15,9 @@ impl Scripts {
         ids: &[String],
     ) -> RedisResult<u64> {
         let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
-        self.append_audit
-            .key(AUDIT_STREAM)
-            .arg(ctx)
-            .arg(ids)
-            .invoke_async(con)
-            .await
+        let mut invocation = self.append_audit.prepare_invoke();
+        invocation.arg(ctx).arg(ids);
+        audited(&mut invocation, con, OWN_TAG).await?;
+        invocation.invoke_async(con).await
     }
 }

@@ -1,9 +1,9 @@
 //! The detach step of an archive batch (`lua/detach_jobs.lua`), its undo
 //! (`lua/unstage_jobs.lua`) and its drop (`lua/drop_staged.lua`).
 
-use super::{BatchOutcome, Scripts};
+use super::{BatchOutcome, Scripts, audited};
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::{StagedBatch, staging_index};
+use crate::bullmq::keys::{StagedBatch, audit_tag, staging_index};
 use bullsweep_policy::JobState;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -122,6 +122,7 @@ impl Scripts {
         for (id, score) in jobs {
             invocation.arg(id.as_slice()).arg(score);
         }
+        audited(&mut invocation, con, audit_tag(keys.base())).await?;
         let reply: Vec<Value> = invocation.invoke_async(con).await?;
         let outcome = BatchOutcome::of_id_batch(|i| reply.get(i).map(int).unwrap_or_default());
         Ok((outcome, staged_now(reply.get(7))))
@@ -174,15 +175,16 @@ impl Scripts {
         audit_ctx: &str,
         (first, last): (u64, u64),
     ) -> RedisResult<(u64, Vec<Vec<u8>>)> {
-        self.unstage_jobs
+        let mut invocation = self.unstage_jobs.prepare_invoke();
+        invocation
             .key(keys.finished_set(state))
             .key(keys.sub("waiting-children"))
             .key(batch.list())
             .arg(keys.job_prefix())
             .arg(audit_ctx)
             .arg(first)
-            .arg(last)
-            .invoke_async(con)
-            .await
+            .arg(last);
+        audited(&mut invocation, con, audit_tag(keys.base())).await?;
+        invocation.invoke_async(con).await
     }
 }

@@ -1,7 +1,8 @@
 //! The event path's one-call drain: read, remove, save the position (`lua/drain_events.lua`).
 
-use super::{BatchOutcome, Scripts};
+use super::{BatchOutcome, Scripts, audited};
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -57,24 +58,26 @@ impl Scripts {
             u64,
             u64,
             u64,
-        ) = self
-            .drain_events
-            .key(keys.events())
-            .key(keys.finished_set(JobState::Completed))
-            .key(keys.finished_set(JobState::Failed))
-            .key(keys.meta())
-            .key(req.positions.0)
-            .arg(keys.job_prefix())
-            .arg(req.budget_us)
-            .arg(req.position)
-            .arg(req.max_entries)
-            .arg(bound(req.completed_bound))
-            .arg(bound(req.failed_bound))
-            .arg(req.completed_ctx)
-            .arg(req.failed_ctx)
-            .arg(req.positions.1)
-            .invoke_async(con)
-            .await?;
+        ) = {
+            let mut invocation = self.drain_events.prepare_invoke();
+            invocation
+                .key(keys.events())
+                .key(keys.finished_set(JobState::Completed))
+                .key(keys.finished_set(JobState::Failed))
+                .key(keys.meta())
+                .key(req.positions.0)
+                .arg(keys.job_prefix())
+                .arg(req.budget_us)
+                .arg(req.position)
+                .arg(req.max_entries)
+                .arg(bound(req.completed_bound))
+                .arg(bound(req.failed_bound))
+                .arg(req.completed_ctx)
+                .arg(req.failed_ctx)
+                .arg(req.positions.1);
+            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            invocation.invoke_async(con).await?
+        };
         Ok(DrainOutcome {
             position,
             read,

@@ -1,7 +1,8 @@
 //! Erasure of one subject's items in one queue, or a probe of them (`lua/erase_jobs.lua`).
 
-use super::Scripts;
+use super::{Scripts, audited};
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::audit_tag;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -95,7 +96,10 @@ impl Scripts {
             Vec<String>,
             u64,
             u64,
-        ) = invocation.invoke_async(con).await?;
+        ) = {
+            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            invocation.invoke_async(con).await?
+        };
         Ok(ErasureOutcome {
             statuses,
             children,

@@ -30,7 +30,7 @@ pub use restore_job::RestoreMode;
 pub use stalled_jobs::ActiveOutcome;
 pub use sweep_prefix::{PrefixBatch, SortGetMemory};
 
-use super::keys::{AUDIT_SEQ, AUDIT_STREAM};
+use super::keys::{AUDIT_TAGS, audit_counter, audit_stream};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 use std::sync::OnceLock;
@@ -77,11 +77,36 @@ fn build(preludes: &[&str], body: &str) -> Script {
         text.push('\n');
     }
     text.push_str(body);
-    Script::new(
-        &text
-            .replace("{{AUDIT_STREAM}}", AUDIT_STREAM)
-            .replace("{{AUDIT_SEQ}}", AUDIT_SEQ),
-    )
+    Script::new(&text)
+}
+
+/// Tags whose audit stream this process has registered in [`AUDIT_TAGS`].
+static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds the audit stream and counter of `tag` as a script's last two keys, where
+/// `lua/prelude/audit.lua` reads them, after registering the stream for the shipper (once per
+/// process and tag: a stream is registered before anything is appended to it).
+async fn audited<C: ConnectionLike>(
+    invocation: &mut redis::ScriptInvocation<'_>,
+    con: &mut C,
+    tag: &str,
+) -> RedisResult<()> {
+    let known = REGISTERED
+        .lock()
+        .map(|r| r.iter().any(|t| t == tag))
+        .unwrap_or(false);
+    if !known {
+        redis::cmd("SADD")
+            .arg(AUDIT_TAGS)
+            .arg(tag)
+            .query_async::<()>(con)
+            .await?;
+        if let Ok(mut r) = REGISTERED.lock() {
+            r.push(tag.to_string());
+        }
+    }
+    invocation.key(audit_stream(tag)).key(audit_counter(tag));
+    Ok(())
 }
 
 /// The scripts, built on first use.

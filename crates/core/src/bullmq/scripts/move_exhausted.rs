@@ -1,7 +1,8 @@
 //! `moveExhaustedTo`: failed jobs moved into a dead-letter queue (`lua/move_exhausted.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, id_batch, push_candidates};
+use super::{BatchOutcome, Candidate, Scripts, audited, id_batch, push_candidates};
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -26,6 +27,7 @@ impl Scripts {
             .arg(audit_ctx)
             .arg(budget_us);
         push_candidates(&mut invocation, jobs, false);
+        audited(&mut invocation, con, audit_tag(from.base())).await?;
         id_batch(&invocation, con).await
     }
 }

@@ -1,7 +1,8 @@
 //! Removes named jobs of a finished set, each re-checked (`lua/remove_ids.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, id_batch, push_candidates};
+use super::{BatchOutcome, Candidate, Scripts, audited, id_batch, push_candidates};
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -41,6 +42,7 @@ impl Scripts {
             })
             .arg(if protect_parents { "1" } else { "0" });
         push_candidates(&mut invocation, jobs, checked);
+        audited(&mut invocation, con, audit_tag(keys.base())).await?;
         id_batch(&invocation, con).await
     }
 }

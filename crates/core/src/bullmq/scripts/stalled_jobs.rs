@@ -1,7 +1,8 @@
 //! `rules.stalled`: abandoned active jobs retried or removed (`lua/stalled_jobs.lua`).
 
-use super::Scripts;
+use super::{Scripts, audited};
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::audit_tag;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -45,8 +46,10 @@ impl Scripts {
         for id in ids {
             invocation.arg(id);
         }
-        let (handled, acted, locked, changed, elapsed_us): (u64, u64, u64, u64, u64) =
-            invocation.invoke_async(con).await?;
+        let (handled, acted, locked, changed, elapsed_us): (u64, u64, u64, u64, u64) = {
+            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            invocation.invoke_async(con).await?
+        };
         Ok(ActiveOutcome {
             handled,
             acted,

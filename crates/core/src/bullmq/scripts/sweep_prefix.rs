@@ -1,7 +1,8 @@
 //! Removes the oldest selected jobs of a finished set (`lua/sweep_prefix.lua`).
 
-use super::{BatchOutcome, Scripts, opt_arg};
+use super::{BatchOutcome, Scripts, audited, opt_arg};
 use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::{JobState, Selection};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -62,23 +63,25 @@ impl Scripts {
             u64,
             u64,
             u64,
-        ) = self
-            .sweep_prefix
-            .key(keys.finished_set(state))
-            .key(keys.events())
-            .key(keys.meta())
-            .arg(keys.job_prefix())
-            .arg(opt_arg(sel.age_cutoff))
-            .arg(opt_arg(sel.keep_newest))
-            .arg(opt_arg(sel.grace_cutoff))
-            .arg(batch.limit)
-            .arg(batch.budget_us)
-            .arg(batch.offset)
-            .arg(audit_ctx)
-            .arg(if batch.protect_parents { "1" } else { "0" })
-            .arg(if batch.sort_get { "1" } else { "0" })
-            .invoke_async(con)
-            .await?;
+        ) = {
+            let mut invocation = self.sweep_prefix.prepare_invoke();
+            invocation
+                .key(keys.finished_set(state))
+                .key(keys.events())
+                .key(keys.meta())
+                .arg(keys.job_prefix())
+                .arg(opt_arg(sel.age_cutoff))
+                .arg(opt_arg(sel.keep_newest))
+                .arg(opt_arg(sel.grace_cutoff))
+                .arg(batch.limit)
+                .arg(batch.budget_us)
+                .arg(batch.offset)
+                .arg(audit_ctx)
+                .arg(if batch.protect_parents { "1" } else { "0" })
+                .arg(if batch.sort_get { "1" } else { "0" });
+            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            invocation.invoke_async(con).await?
+        };
         let outcome = BatchOutcome {
             removed,
             locked,

@@ -247,7 +247,7 @@ pub async fn forget_in_redis<C>(
     archived: &HashMap<String, BTreeSet<String>>,
 ) -> RedisResult<(ScanStats, Vec<QueueReceipt>)>
 where
-    C: ConnectionLike + Clone + Send + 'static,
+    C: crate::bullmq::Topology + Clone + Send + 'static,
 {
     let mut stats = ScanStats::default();
     let found = scan(con, scoped, &req.value, &mut stats).await?;

@@ -2,9 +2,9 @@
 //! the keys it returns, with every reply tested for the subject's id on a blocking thread.
 
 use super::{Found, ScopedQueue};
-use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::classify_under_base;
 use crate::bullmq::scripts::{ErasureItem, ErasureKind};
+use crate::bullmq::{QueueKeys, Topology};
 use bullsweep_policy::{Prefilter, holds_anywhere, text_mentions};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -198,11 +198,39 @@ fn joined<T>(r: Result<RedisResult<T>, tokio::task::JoinError>) -> RedisResult<T
     r.map_err(task_failed)?
 }
 
-/// Scans the keyspace once for the subject; returns what was found per scoped queue.
-/// `SCAN` steps run one ahead of the reads of the keys they return (`HGET data`, or `HGETALL`
+/// Scans the keyspace once for the subject, on every primary of a Cluster; returns what was
+/// found per scoped queue, sorted.
+pub(super) async fn scan<C>(
+    con: &C,
+    scoped: &[ScopedQueue],
+    value: &str,
+    stats: &mut ScanStats,
+) -> RedisResult<Vec<Vec<Found>>>
+where
+    C: Topology + Clone + Send + 'static,
+{
+    let mut found: Vec<Vec<Found>> = vec![Vec::new(); scoped.len()];
+    for node in con.primaries().await? {
+        for (all, more) in found
+            .iter_mut()
+            .zip(scan_node(&node, scoped, value, stats).await?)
+        {
+            all.extend(more);
+        }
+    }
+    for list in &mut found {
+        list.sort_by(|a, b| {
+            (a.item.kind, &a.item.id, &a.item.field).cmp(&(b.item.kind, &b.item.id, &b.item.field))
+        });
+        list.dedup_by(|a, b| a.item == b.item);
+    }
+    Ok(found)
+}
+
+/// [`scan`] on one node (the whole keyspace on one server). `SCAN` steps run one ahead of the reads of the keys they return (`HGET data`, or `HGETALL`
 /// for copy hashes), and up to two read batches are in flight, so Redis always has the next
 /// request queued; replies are tested on blocking threads meanwhile.
-pub(super) async fn scan<C>(
+async fn scan_node<C>(
     con: &C,
     scoped: &[ScopedQueue],
     value: &str,
@@ -283,12 +311,6 @@ where
         for (q, f) in step.found {
             found[q].push(f);
         }
-    }
-    for list in &mut found {
-        list.sort_by(|a, b| {
-            (a.item.kind, &a.item.id, &a.item.field).cmp(&(b.item.kind, &b.item.id, &b.item.field))
-        });
-        list.dedup_by(|a, b| a.item == b.item);
     }
     stats.seconds += started.elapsed().as_secs_f64();
     Ok(found)

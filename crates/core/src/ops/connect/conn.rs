@@ -4,17 +4,21 @@
 //! failed is never replayed: the caller's own retry re-checks what it was doing.
 
 use super::Target;
+use super::link::{Link, Node, primaries};
 use crate::bullmq::SortGetMemory;
-use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
 
-/// A connection to the Redis a [`Target`] names; cheap to clone (clones share it).
+/// A connection to the Redis a [`Target`] names; cheap to clone (clones share it). On a
+/// Cluster, each command goes to the node owning its key's slot, unless the connection is
+/// pinned to one primary ([`Conn::primaries`]).
 #[derive(Clone)]
 pub struct Conn {
     shared: Arc<Shared>,
+    node: Option<Arc<Node>>,
 }
 
 struct Shared {
@@ -23,7 +27,7 @@ struct Shared {
     name: String,
     response_timeout: Duration,
     /// The open connection and its generation, `None` until first use or after a failure.
-    live: Mutex<(u64, Option<MultiplexedConnection>)>,
+    live: Mutex<(u64, Option<Link>)>,
     /// What this connection learned about `SORT … GET`.
     sort_get: SortGetMemory,
 }
@@ -40,7 +44,38 @@ impl Conn {
                 live: Mutex::new((0, None)),
                 sort_get: SortGetMemory::default(),
             }),
+            node: None,
         }
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub async fn is_cluster(&self) -> RedisResult<bool> {
+        Ok(matches!(self.live().await?.1, Link::Cluster(_)))
+    }
+
+    /// One connection per primary, each sending every command to its node (for what reads a
+    /// node's whole keyspace, like discovery's `SCAN`): this connection itself on one server.
+    pub async fn primaries(&self) -> RedisResult<Vec<Conn>> {
+        if !self.is_cluster().await? {
+            return Ok(vec![self.clone()]);
+        }
+        let mut any = self.clone();
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut any)
+            .await?;
+        Ok(primaries(&text)
+            .into_iter()
+            .map(|node| Conn {
+                shared: self.shared.clone(),
+                node: Some(Arc::new(node)),
+            })
+            .collect())
+    }
+
+    /// The primary this connection is pinned to, if any.
+    pub fn node(&self) -> Option<&Node> {
+        self.node.as_deref()
     }
 
     /// What this connection learned about `SORT … GET`; sweeps on it share what they learn.
@@ -49,7 +84,7 @@ impl Conn {
     }
 
     /// The open connection, opening one if there is none.
-    async fn live(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+    async fn live(&self) -> RedisResult<(u64, Link)> {
         let mut live = self.shared.live.lock().await;
         if let (generation, Some(con)) = &*live {
             return Ok((*generation, con.clone()));
@@ -141,11 +176,9 @@ const REPLICA_WAIT_MS: u64 = 1_000;
 /// failover then never loses a batch whose copy was written or whose audit event was shipped.
 /// A replica that does not answer in time leaves the write unconfirmed, not undone: at worst a
 /// failover makes a batch run again (a second copy), never lose one.
-async fn wait_for_replica(con: &mut MultiplexedConnection) {
-    let _: RedisResult<i64> = redis::cmd("WAIT")
-        .arg(1)
-        .arg(REPLICA_WAIT_MS)
-        .query_async(con)
+async fn wait_for_replica(con: &mut Link) {
+    let _ = con
+        .command(redis::cmd("WAIT").arg(1).arg(REPLICA_WAIT_MS), None)
         .await;
 }
 
@@ -210,12 +243,22 @@ fn needs_reconnect_code(code: &str) -> bool {
     matches!(code, "READONLY" | "MASTERDOWN" | "LOADING")
 }
 
+impl crate::bullmq::Topology for Conn {
+    async fn primaries(&self) -> RedisResult<Vec<Self>> {
+        Conn::primaries(self).await
+    }
+
+    fn cluster(&self) -> bool {
+        self.shared.target.cluster()
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let (generation, mut con) = self.live().await?;
             // Error replies arrive as values: they are read here too.
-            let result = con.req_packed_command(cmd).await.and_then(|v| match v {
+            let result = con.command(cmd, self.node()).await.and_then(|v| match v {
                 Value::ServerError(e) => Err(RedisError::from(e)),
                 v => Ok(v),
             });
@@ -241,7 +284,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let (generation, mut con) = self.live().await?;
-            let result = con.req_packed_commands(pipeline, offset, count).await;
+            let result = con.pipeline(pipeline, offset, count, self.node()).await;
             if result.is_ok() && self.shared.target.replicated() && pipeline.cmd_iter().any(writes)
             {
                 wait_for_replica(&mut con).await;

@@ -1,5 +1,7 @@
-//! What a Redis URL names: one server (`redis://`, `rediss://`, `unix://`), or a master
-//! found through Sentinel (`redis+sentinel://` and `rediss+sentinel://`).
+//! What a Redis URL names: one server (`redis://`, `rediss://`, `unix://`), a master found
+//! through Sentinel (`redis+sentinel://` and `rediss+sentinel://`), or a Redis Cluster by some
+//! of its nodes (`redis+cluster://` and `rediss+cluster://`; a one-server URL of a cluster node
+//! is found to be one when connecting).
 
 use super::describe::{encoding_hint, redact};
 use crate::error::Error;
@@ -11,6 +13,23 @@ pub enum Endpoint {
     Direct(String),
     /// A master that Sentinel names.
     Sentinel(SentinelUrl),
+    /// A Redis Cluster, by the nodes to ask first.
+    Cluster(ClusterUrl),
+}
+
+/// The parts of a `redis+cluster://[user:pass@]host:port[,host:port…][/db]` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterUrl {
+    /// The seed nodes, as `host:port`.
+    pub nodes: Vec<String>,
+    /// The database the URL names (a Cluster has only 0: anything else is refused).
+    pub db: i64,
+    /// The user, if the URL names one.
+    pub username: Option<String>,
+    /// The password, if the URL holds one (percent-decoded).
+    pub password: Option<String>,
+    /// `rediss+cluster://`: the nodes speak TLS.
+    pub tls: bool,
 }
 
 /// The parts of a `redis+sentinel://[user:pass@]host:port[,host:port…]/<master>[/db]` URL.
@@ -32,6 +51,8 @@ pub struct SentinelUrl {
 
 /// The default port of a sentinel.
 const SENTINEL_PORT: u16 = 26379;
+/// The default port of a Redis node.
+const REDIS_PORT: u16 = 6379;
 
 /// Reads `url`, or fails with the form it expects.
 pub fn parse(url: &str) -> Result<Endpoint, Error> {
@@ -40,6 +61,7 @@ pub fn parse(url: &str) -> Result<Endpoint, Error> {
     };
     match scheme {
         "redis+sentinel" | "rediss+sentinel" => parse_sentinel(url, scheme, rest),
+        "redis+cluster" | "rediss+cluster" => parse_cluster(url, scheme, rest),
         "redis" | "rediss" | "valkey" | "valkeys" | "unix" | "redis+unix" => {
             if let Some(hint) = encoding_hint(url) {
                 return Err(invalid(url, "the password is not percent-encoded").with_hint(hint));
@@ -50,7 +72,15 @@ pub fn parse(url: &str) -> Result<Endpoint, Error> {
     }
 }
 
-fn parse_sentinel(url: &str, scheme: &str, rest: &str) -> Result<Endpoint, Error> {
+/// The parts every many-host URL has: credentials, `host:port`s and the path's parts.
+struct HostList<'a> {
+    username: Option<String>,
+    password: Option<String>,
+    hosts: Vec<String>,
+    path: std::str::Split<'a, char>,
+}
+
+fn host_list<'a>(url: &str, rest: &'a str, default_port: u16) -> Result<HostList<'a>, Error> {
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     let (userinfo, hosts) = match authority.rsplit_once('@') {
         Some((userinfo, hosts)) => (Some(userinfo), hosts),
@@ -69,35 +99,64 @@ fn parse_sentinel(url: &str, scheme: &str, rest: &str) -> Result<Endpoint, Error
         }
         None => (None, None),
     };
-    let mut sentinels = Vec::new();
+    let mut list = Vec::new();
     for host in hosts.split(',').filter(|h| !h.is_empty()) {
         let with_port = match host.rsplit_once(':') {
             Some((_, port)) if port.parse::<u16>().is_ok() => host.to_string(),
             Some(_) => return Err(invalid(url, &format!("bad port in {host}"))),
-            None => format!("{host}:{SENTINEL_PORT}"),
+            None => format!("{host}:{default_port}"),
         };
-        sentinels.push(with_port);
+        list.push(with_port);
     }
-    if sentinels.is_empty() {
+    Ok(HostList {
+        username,
+        password,
+        hosts: list,
+        path: path.split('/'),
+    })
+}
+
+/// A database number from a URL's path part, 0 when absent.
+fn db_of(url: &str, part: Option<&str>) -> Result<i64, Error> {
+    match part {
+        None => Ok(0),
+        Some(n) => n
+            .parse::<i64>()
+            .map_err(|_| invalid(url, &format!("database {n} is not a number"))),
+    }
+}
+
+fn parse_sentinel(url: &str, scheme: &str, rest: &str) -> Result<Endpoint, Error> {
+    let list = host_list(url, rest, SENTINEL_PORT)?;
+    if list.hosts.is_empty() {
         return Err(invalid(url, "no sentinel address"));
     }
-    let mut parts = path.split('/').filter(|p| !p.is_empty());
+    let mut parts = list.path.filter(|p| !p.is_empty());
     let Some(master) = parts.next() else {
         return Err(invalid(url, "no master name after the sentinels"));
     };
-    let db = match parts.next() {
-        None => 0,
-        Some(n) => n
-            .parse::<i64>()
-            .map_err(|_| invalid(url, &format!("database {n} is not a number")))?,
-    };
     Ok(Endpoint::Sentinel(SentinelUrl {
-        sentinels,
+        sentinels: list.hosts,
         master: decode(master),
-        db,
-        username,
-        password,
+        db: db_of(url, parts.next())?,
+        username: list.username,
+        password: list.password,
         tls: scheme == "rediss+sentinel",
+    }))
+}
+
+fn parse_cluster(url: &str, scheme: &str, rest: &str) -> Result<Endpoint, Error> {
+    let list = host_list(url, rest, REDIS_PORT)?;
+    if list.hosts.is_empty() {
+        return Err(invalid(url, "no node address"));
+    }
+    let mut parts = list.path.filter(|p| !p.is_empty());
+    Ok(Endpoint::Cluster(ClusterUrl {
+        nodes: list.hosts,
+        db: db_of(url, parts.next())?,
+        username: list.username,
+        password: list.password,
+        tls: scheme == "rediss+cluster",
     }))
 }
 
@@ -105,7 +164,8 @@ fn parse_sentinel(url: &str, scheme: &str, rest: &str) -> Result<Endpoint, Error
 fn invalid(url: &str, why: &str) -> Error {
     Error::config(format!("invalid Redis URL {}: {why}", redact(url))).with_hint(
         "expected redis://[[user]:password@]host[:port][/db], rediss://… for TLS, \
-         unix:///path/redis.sock[?db=N], or redis+sentinel://[user:password@]host:port[,host:port…]/<master>[/db]",
+         unix:///path/redis.sock[?db=N], redis+sentinel://[user:password@]host:port[,host:port…]/<master>[/db], \
+         or redis+cluster://[user:password@]host:port[,host:port…]",
     )
 }
 
@@ -138,7 +198,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sentinel_urls_are_read() {
+    fn sentinel_and_cluster_urls_are_read() {
         let Ok(Endpoint::Sentinel(s)) = parse("redis+sentinel://app:p%40ss@h1:26380,h2/mymaster/3")
         else {
             panic!("a sentinel URL");
@@ -156,5 +216,11 @@ mod tests {
             Ok(Endpoint::Direct(_))
         ));
         assert!(parse("http://h").is_err());
+        let Ok(Endpoint::Cluster(c)) = parse("rediss+cluster://u:p@n1:7000,n2") else {
+            panic!("a cluster URL");
+        };
+        assert_eq!(c.nodes, ["n1:7000", "n2:6379"]);
+        assert_eq!((c.db, c.tls), (0, true));
+        assert_eq!(c.username.as_deref(), Some("u"));
     }
 }

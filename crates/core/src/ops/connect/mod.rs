@@ -5,18 +5,21 @@
 mod conn;
 mod describe;
 mod endpoint;
+mod link;
 mod tls;
 
 pub use conn::Conn;
 pub use describe::{at_url, describe, error_text, is_permission, is_permission_text, redact};
-pub use endpoint::{Endpoint, SentinelUrl};
+pub use endpoint::{ClusterUrl, Endpoint, SentinelUrl};
+pub use link::Node;
 pub use tls::TlsOptions;
 
 use crate::error::Error;
-use redis::aio::MultiplexedConnection;
+use link::Link;
+use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 use redis::{RedisError, RedisResult};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The Redis bullsweep governs when neither `--redis` nor `BULLSWEEP_REDIS_URL` says otherwise.
@@ -80,6 +83,9 @@ struct TargetInner {
     endpoint: Endpoint,
     certs: Option<redis::TlsCertificates>,
     opts: ConnectOptions,
+    /// Whether the server is a Redis Cluster node: known from a `redis+cluster://` URL, or
+    /// found with `INFO cluster` at the first connection.
+    cluster: OnceLock<bool>,
 }
 
 impl Target {
@@ -104,6 +110,19 @@ impl Target {
                 )
             })?;
         }
+        let cluster = OnceLock::new();
+        match &endpoint {
+            Endpoint::Cluster(c) => {
+                if c.db != 0 {
+                    return Err(cluster_db(&opts.url));
+                }
+                let _ = cluster.set(true);
+            }
+            Endpoint::Sentinel(_) => {
+                let _ = cluster.set(false);
+            }
+            Endpoint::Direct(_) => {}
+        }
         Ok(Target {
             inner: Arc::new(TargetInner {
                 shown: redact(&opts.url),
@@ -111,6 +130,7 @@ impl Target {
                 endpoint,
                 certs,
                 opts,
+                cluster,
             }),
         })
     }
@@ -131,10 +151,16 @@ impl Target {
         matches!(self.inner.endpoint, Endpoint::Sentinel(_))
     }
 
+    /// Whether the server is a Redis Cluster (known once connected).
+    pub fn cluster(&self) -> bool {
+        self.inner.cluster.get().copied().unwrap_or(false)
+    }
+
     /// The database the URL selects.
     pub fn db(&self) -> i64 {
         match &self.inner.endpoint {
             Endpoint::Sentinel(s) => s.db,
+            Endpoint::Cluster(_) => 0,
             Endpoint::Direct(url) => direct_info(url, &self.inner.opts)
                 .map(|i| i.redis_settings().db())
                 .unwrap_or_default(),
@@ -161,6 +187,9 @@ impl Target {
             Err(e) if is_permission(&e) => {}
             Err(e) => return Err(describe(self.url(), &e)),
         }
+        if self.cluster() && self.db() != 0 {
+            return Err(cluster_db(self.url()));
+        }
         // A server older than BullMQ's minimum is refused before anything is read; one that
         // keeps INFO from this user is taken at its word.
         let info: redis::RedisResult<String> =
@@ -174,17 +203,30 @@ impl Target {
         Ok(con)
     }
 
-    /// Opens one connection named `name`: to the server the URL names, or to the master
-    /// Sentinel names now.
-    async fn open(
-        &self,
-        name: &str,
-        response_timeout: Duration,
-    ) -> RedisResult<MultiplexedConnection> {
+    /// Opens one connection named `name`: to the server the URL names, to the master
+    /// Sentinel names now, or to the Cluster the URL's nodes (or the one node) belong to.
+    async fn open(&self, name: &str, response_timeout: Duration) -> RedisResult<Link> {
         let info = match &self.inner.endpoint {
             Endpoint::Direct(url) => direct_info(url, &self.inner.opts)?,
             Endpoint::Sentinel(s) => self.master_info(s).await?,
+            Endpoint::Cluster(c) => {
+                let seeds = self.cluster_seeds(c)?;
+                return Ok(Link::Cluster(
+                    self.open_cluster(seeds, response_timeout).await?,
+                ));
+            }
         };
+        if self.inner.cluster.get() == Some(&true) {
+            if info.redis_settings().db() != 0 {
+                return Err(RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "a Redis Cluster has only database 0",
+                )));
+            }
+            return Ok(Link::Cluster(
+                self.open_cluster(vec![info], response_timeout).await?,
+            ));
+        }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.inner.opts.connect_timeout))
             .set_response_timeout(Some(response_timeout));
@@ -199,7 +241,49 @@ impl Target {
             .arg(name)
             .query_async(&mut con)
             .await;
-        Ok(con)
+        if self.inner.cluster.get().is_none() {
+            let cluster: RedisResult<String> = redis::cmd("INFO")
+                .arg("cluster")
+                .query_async(&mut con)
+                .await;
+            let enabled = cluster.is_ok_and(|text| text.contains("cluster_enabled:1"));
+            let _ = self.inner.cluster.set(enabled);
+            if enabled {
+                // This connection reaches one node; the Cluster's client reaches them all.
+                return Box::pin(self.open(name, response_timeout)).await;
+            }
+        }
+        Ok(Link::One(con))
+    }
+
+    /// The connection info of each seed node of a `redis+cluster://` URL.
+    fn cluster_seeds(&self, c: &ClusterUrl) -> RedisResult<Vec<ConnectionInfo>> {
+        let opts = &self.inner.opts;
+        let scheme = if c.tls { "rediss" } else { "redis" };
+        c.nodes
+            .iter()
+            .map(|node| {
+                let info = format!("{scheme}://{node}").into_connection_info()?;
+                let password = c.password.as_deref().or(opts.password.as_deref());
+                let info = with_credentials(info, c.username.as_deref(), password);
+                insecure_if(info, opts.tls.insecure)
+            })
+            .collect()
+    }
+
+    /// Opens the `redis` crate's cluster client from `seeds`, with the certificate files.
+    async fn open_cluster(
+        &self,
+        seeds: Vec<ConnectionInfo>,
+        response_timeout: Duration,
+    ) -> RedisResult<ClusterConnection> {
+        let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
+            .connection_timeout(self.inner.opts.connect_timeout)
+            .response_timeout(response_timeout);
+        if let Some(certs) = &self.inner.certs {
+            builder = builder.certs(certs.clone());
+        }
+        builder.build()?.get_async_connection().await
     }
 
     /// A client for `info`, with the certificate files when it is a TLS address.
@@ -318,6 +402,15 @@ fn too_old(info: &str) -> Option<String> {
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (parts.next()?, parts.next().unwrap_or(0));
     ((major, minor) < (6, 2)).then(|| version.to_string())
+}
+
+/// The error for a database number on a Cluster URL.
+fn cluster_db(url: &str) -> Error {
+    Error::config(format!(
+        "{} is a Redis Cluster, which has only database 0; nothing was done",
+        redact(url)
+    ))
+    .with_hint("remove the /N database from the URL: on a Cluster, separate queues by prefix")
 }
 
 /// Connects to `url` with no other settings: for `demo`, `bench` and tools.

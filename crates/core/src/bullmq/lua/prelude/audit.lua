@@ -5,8 +5,8 @@
   scripts are built: {{AUDIT_STREAM}} and {{AUDIT_SEQ}}.
 
   An event is a stream entry: seq (from the counter), ts (Redis's clock, ms), ctx (the caller's
-  JSON: policy, queue, action, run) and jobIds (a JSON array). audit::ship moves entries into
-  the durable store.
+  JSON: policy, queue, action, run) and jobIds (a JSON array). audit::ship numbers the entries
+  of every tag's stream into one chain and moves them into the durable store.
 
   No change without its event, whatever fails: a script that records an event calls
   checkAuditWritable() before its first write, so a Redis user who may not write the counter
@@ -15,7 +15,7 @@
   write is the counter's INCR (Redis refuses a script's first write when out of memory, never
   a later one) and the event's XADD can no longer fail after the change.
 ]]
-local AUDIT_STREAM, AUDIT_SEQ = '{{AUDIT_STREAM}}', '{{AUDIT_SEQ}}'
+local AUDIT_STREAM, AUDIT_SEQ = KEYS[#KEYS - 1], KEYS[#KEYS]
 local auditSeq = false
 -- Jobs that BullMQ's parent handling took along with this call's removals: {key, role}.
 local auditRelated = {}

@@ -1,0 +1,374 @@
+//! Redis Cluster: three primaries with a replica each, started by the harness. The same
+//! queues are seeded into the cluster and into a standalone server; `bullsweep run` on each
+//! must leave the same keyspace, with queues of two hash tags on different primaries, an
+//! archiving queue among them, and a queue without a hash tag left unmanaged with its reason.
+//! Then `audit verify`, `archive restore` and `forget` run on the cluster, a URL naming a
+//! database is refused, and a node that owns none of the queues' slots still finds them all.
+
+mod common;
+
+use bullsweep_testkit::redis_server::ROLE_PASSWORD;
+use bullsweep_testkit::{PrivateCluster, PrivateRedis, Role, SeedSpec, seed_queue};
+use common::*;
+use redis::{Commands, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The queues: two sharing the `{bull}` tag, one with its own, and one without a tag.
+fn specs() -> Vec<SeedSpec> {
+    vec![
+        spec("{bull}:mail", 3_000, 400, 3),
+        spec("{bull}:sms", 1_200, 0, 3),
+        spec("{orders}:orders", 2_000, 100, 3),
+        spec("bull:legacy", 300, 0, 3),
+    ]
+}
+
+const POLICY: &str = "version: 1
+discovery: { layouts: ['{{bull}}:{queue}', '{{orders}}:{queue}', 'bull:{queue}'] }
+archive: { url: 'file://ARCHIVE' }
+subjects: [{ name: user, paths: [user.id] }]
+policies:
+  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 1d }, failed: { maxCount: 50 } } }
+  - { name: orders, queueNamePattern: orders, rules: { completed: { maxAge: 1d, action: archive } } }
+  - { name: rest, queueNamePattern: '*', rules: { completed: { maxAge: 2d } } }
+";
+
+fn bullsweep(dir: &Path, url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(url)
+        .arg("--config")
+        .arg(dir.join("bullsweep.yaml"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("bullsweep runs")
+}
+
+/// A directory with the policy file, its archive inside.
+fn workdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("dir");
+    let archive = dir.path().join("archive");
+    std::fs::create_dir_all(&archive).expect("archive dir");
+    let text = POLICY.replace("ARCHIVE", &archive.display().to_string());
+    std::fs::write(dir.path().join("bullsweep.yaml"), text).expect("policy");
+    dir
+}
+
+/// Seeds every queue into a standalone server.
+fn seed_all(client: &redis::Client, now: i64) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("standalone connection");
+        for s in specs() {
+            seed_queue(&mut con, &s, now).await.expect("seed");
+        }
+    });
+}
+
+/// Every key of the tagged queues with what it holds, comparable across servers: sorted sets
+/// and lists by their members, hashes by their fields; the events streams by what their
+/// events add up to (their ids carry the time, and a batch's size its time budget).
+fn keyspace(con: &mut impl redis::ConnectionLike, keys: Vec<String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE").arg(&key).query(con).expect("type");
+        let value = match kind.as_str() {
+            "zset" => format!(
+                "{:?}",
+                con.zrange_withscores::<_, Vec<(String, i64)>>(&key, 0, -1)
+            ),
+            "list" => format!("{:?}", con.lrange::<_, Vec<String>>(&key, 0, -1)),
+            "hash" => {
+                let mut h: Vec<(String, String)> = con.hgetall(&key).expect("hash");
+                h.sort();
+                format!("{h:?}")
+            }
+            // Events per batch follow the time budget: what they add up to is compared.
+            "stream" => {
+                let entries: redis::streams::StreamRangeReply =
+                    con.xrange_all(&key).expect("xrange");
+                let mut sums: BTreeMap<String, u64> = BTreeMap::new();
+                for e in &entries.ids {
+                    let field = |name: &str| -> Option<String> {
+                        e.map
+                            .get(name)
+                            .and_then(|v| redis::from_redis_value(v.clone()).ok())
+                    };
+                    let event = field("event").unwrap_or_default();
+                    let count = field("count").and_then(|c| c.parse().ok()).unwrap_or(1);
+                    *sums.entry(event).or_default() += count;
+                }
+                format!("{sums:?}")
+            }
+            other => other.to_string(),
+        };
+        out.insert(key, value);
+    }
+    out
+}
+
+/// The tagged queues' keys on every primary of the cluster.
+fn cluster_keys(cluster: &PrivateCluster) -> BTreeMap<String, String> {
+    let mut all = BTreeMap::new();
+    for node in &cluster.nodes {
+        let mut con = node
+            .client(0)
+            .and_then(|c| c.get_connection())
+            .expect("node");
+        let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).expect("role");
+        if !matches!(role.first(), Some(Value::BulkString(r)) if r == b"master") {
+            continue;
+        }
+        let keys: Vec<String> = [
+            con.keys::<_, Vec<String>>("{bull}:*"),
+            con.keys("{orders}:*"),
+        ]
+        .into_iter()
+        .flat_map(|k| k.expect("keys"))
+        .collect();
+        all.extend(keyspace(&mut con, keys));
+    }
+    all
+}
+
+#[test]
+fn a_cluster_is_governed_as_a_standalone_server_is() {
+    let cluster = PrivateCluster::start(3, 1).expect("cluster");
+    let single = PrivateRedis::start().expect("standalone");
+    let now = now_ms();
+    let mut ccon = cluster
+        .client()
+        .expect("client")
+        .get_connection()
+        .expect("cluster connection");
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut acon = rt
+            .block_on(cluster.client().expect("client").get_async_connection())
+            .expect("async cluster connection");
+        rt.block_on(async {
+            // The untagged queue's keys spread over slots: seeded one command at a time.
+            for s in specs().into_iter().filter(|s| s.base.starts_with('{')) {
+                seed_queue(&mut acon, &s, now)
+                    .await
+                    .expect("seed the cluster");
+            }
+        });
+        let _: () = ccon
+            .hset_multiple(
+                "bull:legacy:meta",
+                &[("opts.maxLenEvents", "10000"), ("version", "bullmq:5")],
+            )
+            .expect("meta");
+        for i in 1..=300i64 {
+            let finished = now - 3 * DAY + i;
+            let fields = [
+                ("name", "x".to_string()),
+                ("data", "{}".to_string()),
+                ("finishedOn", finished.to_string()),
+            ];
+            let _: () = ccon
+                .hset_multiple(format!("bull:legacy:{i}"), &fields)
+                .expect("job");
+            let _: () = ccon
+                .zadd("bull:legacy:completed", i.to_string(), finished)
+                .expect("zadd");
+        }
+    }
+    let scon = single.client(0).expect("client");
+    seed_all(&scon, now);
+
+    // The two tags sit on different primaries.
+    let mail = cluster.owner_of("{bull}:mail:meta").expect("owner").port();
+    let orders = cluster
+        .owner_of("{orders}:orders:meta")
+        .expect("owner")
+        .port();
+    assert_ne!(mail, orders, "the tags hash to different primaries");
+
+    let cdir = workdir();
+    let sdir = workdir();
+    let curl = cluster.url_as(Role::Governing);
+    let out = bullsweep(cdir.path(), &curl, &["--json", "run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a report");
+    let governed: Vec<&str> = report["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .map(|q| {
+            assert!(q["error"].is_null(), "{q}");
+            q["key"].as_str().expect("key")
+        })
+        .collect();
+    assert_eq!(governed, ["{bull}:mail", "{bull}:sms", "{orders}:orders"]);
+    assert_eq!(report["unmanaged"], serde_json::json!(["bull:legacy"]));
+    assert!(
+        report["unmanagedReasons"]["bull:legacy"]
+            .as_str()
+            .is_some_and(|r| r.contains("no hash tag")),
+        "{report}"
+    );
+    let done: u64 = report["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .flat_map(|q| q["states"].as_object().expect("states").values())
+        .map(|s| s["done"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(done > 3_000, "it removed and archived jobs: {done}");
+    let sout = bullsweep(sdir.path(), &single.url_as(Role::Governing, 0), &["run"]);
+    assert!(sout.status.success(), "{}", stderr(&sout));
+
+    // The same keyspace as the standalone run left.
+    let mut plain = scon.get_connection().expect("standalone");
+    let mut skeys: Vec<String> = plain.keys("{bull}:*").expect("keys");
+    skeys.extend(plain.keys::<_, Vec<String>>("{orders}:*").expect("keys"));
+    let (on_cluster, standalone) = (cluster_keys(&cluster), keyspace(&mut plain, skeys));
+    let differ: Vec<(&String, Option<&String>, Option<&String>)> = on_cluster
+        .keys()
+        .chain(standalone.keys())
+        .filter(|k| on_cluster.get(*k) != standalone.get(*k))
+        .map(|k| (k, on_cluster.get(k), standalone.get(k)))
+        .take(5)
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} keys on the cluster, {} standalone; first differences (key, cluster, standalone): {differ:.200?}",
+        on_cluster.len(),
+        standalone.len()
+    );
+    // The queue without a tag is untouched.
+    assert_eq!(
+        ccon.zcard::<_, u64>("bull:legacy:completed")
+            .expect("zcard"),
+        300
+    );
+
+    // One chain, verified; every removal audited once.
+    let verify = bullsweep(cdir.path(), &curl, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let trail = bullsweep(cdir.path(), &curl, &["--json", "audit", "query"]);
+    assert!(trail.status.success(), "{}", stderr(&trail));
+    let audited: u64 = String::from_utf8_lossy(&trail.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("event"))
+        .filter(|e| matches!(e["action"].as_str(), Some("remove" | "archive")))
+        .map(|e| e["jobIds"].as_array().map_or(0, |a| a.len() as u64))
+        .sum();
+    assert_eq!(audited, done);
+
+    // An archived job comes back on the cluster.
+    let oldest_gone = (1..=2_100u64)
+        .map(|i| i.to_string())
+        .find(|id| {
+            !ccon
+                .exists::<_, bool>(format!("{{orders}}:orders:{id}"))
+                .unwrap_or(true)
+        })
+        .expect("an archived job");
+    let restore = bullsweep(
+        cdir.path(),
+        &curl,
+        &[
+            "archive",
+            "restore",
+            "{orders}:orders",
+            &oldest_gone,
+            "--as",
+            "original",
+        ],
+    );
+    assert!(restore.status.success(), "{}", stderr(&restore));
+    assert!(
+        ccon.exists::<_, bool>(format!("{{orders}}:orders:{oldest_gone}"))
+            .expect("exists")
+    );
+
+    // forget erases one person's jobs on every primary and in the archive: a fresh job of
+    // theirs in `{bull}:sms`, and the archived copy of `{orders}:orders` job 43 (user u42).
+    let fresh = [
+        ("name", "send".to_string()),
+        ("data", r#"{"user":{"id":"u42"}}"#.to_string()),
+        ("timestamp", now.to_string()),
+        ("finishedOn", now.to_string()),
+    ];
+    let _: () = ccon
+        .hset_multiple("{bull}:sms:9999", &fresh)
+        .expect("fresh job");
+    let _: () = ccon
+        .zadd("{bull}:sms:completed", "9999", now)
+        .expect("zadd");
+    let erasure = cluster.url_as(Role::Erasure);
+    let forget = bullsweep(
+        cdir.path(),
+        &erasure,
+        &[
+            "--json",
+            "forget",
+            "--subject",
+            "user=u42",
+            "--request-id",
+            "C-1",
+        ],
+    );
+    assert!(forget.status.success(), "{}", stderr(&forget));
+    let receipt: serde_json::Value = serde_json::from_slice(&forget.stdout).expect("receipt");
+    assert_eq!(receipt["status"], "erased", "{receipt}");
+    let archived: Vec<&str> = receipt["archive"]
+        .as_array()
+        .expect("archive")
+        .iter()
+        .flat_map(|s| s["ids"].as_array().expect("ids").iter())
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(archived.contains(&"43"), "{receipt}");
+    assert!(!ccon.exists::<_, bool>("{bull}:sms:9999").expect("exists"));
+    assert_eq!(
+        ccon.zscore::<_, _, Option<i64>>("{bull}:sms:completed", "9999")
+            .expect("zscore"),
+        None
+    );
+
+    // A node that owns none of the queues' slots finds them all: it is a cluster node.
+    let other = cluster
+        .nodes
+        .iter()
+        .take(3)
+        .find(|n| n.port() != mail && n.port() != orders)
+        .expect("a third primary");
+    let direct = format!(
+        "redis://{}:{ROLE_PASSWORD}@127.0.0.1:{}",
+        Role::ReadOnly.user(),
+        other.port()
+    );
+    let plan = bullsweep(cdir.path(), &direct, &["--json", "plan"]);
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let planned: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("a plan");
+    assert_eq!(
+        planned["queues"].as_array().map(Vec::len),
+        Some(3),
+        "{planned}"
+    );
+
+    // A database number on a cluster is refused, clearly.
+    let refused = bullsweep(cdir.path(), &format!("{direct}/1"), &["plan"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("only database 0"),
+        "{}",
+        stderr(&refused)
+    );
+}

@@ -1,0 +1,153 @@
+//! A private Redis Cluster for tests: `redis-server --cluster-enabled yes` on free ports, each
+//! in its own directory, joined with `redis-cli --cluster create … --cluster-replicas N`. Every
+//! node has the role users ([`crate::Role`]); dropping the cluster stops every node.
+
+use crate::acl::Role;
+use crate::redis_server::{PrivateRedis, ROLE_PASSWORD};
+use std::io;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A running cluster: its primaries first, then their replicas (as `--cluster create` pairs
+/// them).
+pub struct PrivateCluster {
+    /// Every node, in the order they were started.
+    pub nodes: Vec<PrivateRedis>,
+}
+
+impl PrivateCluster {
+    /// Starts `primaries` primaries with `replicas` replicas each, and waits until every node
+    /// reports `cluster_state:ok`.
+    pub fn start(primaries: usize, replicas: usize) -> io::Result<Self> {
+        let args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+            "--enable-debug-command",
+            "local",
+        ];
+        let nodes = (0..primaries * (1 + replicas))
+            .map(|_| PrivateRedis::start_with(&args))
+            .collect::<io::Result<Vec<_>>>()?;
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .output()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot run redis-cli ({e}); install it, e.g. `apt-get install -y redis-tools`"),
+                )
+            })?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )));
+        }
+        let cluster = PrivateCluster { nodes };
+        cluster.wait_ok(Duration::from_secs(30))?;
+        Ok(cluster)
+    }
+
+    /// Waits until every node says `cluster_state:ok` and knows every node.
+    pub fn wait_ok(&self, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ok = self.nodes.iter().all(|n| {
+                let info: Option<String> = n
+                    .client(0)
+                    .and_then(|c| c.get_connection())
+                    .and_then(|mut con| redis::cmd("CLUSTER").arg("INFO").query(&mut con))
+                    .ok();
+                info.is_some_and(|i| {
+                    i.contains("cluster_state:ok")
+                        && i.contains(&format!("cluster_known_nodes:{}", self.nodes.len()))
+                })
+            });
+            if ok {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(
+                    "the cluster did not reach cluster_state:ok",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The first node's port (any node serves as a seed).
+    pub fn port(&self) -> u16 {
+        self.nodes[0].port()
+    }
+
+    /// A `redis+cluster://` URL with every node as a seed, as `role`'s user.
+    pub fn url_as(&self, role: Role) -> String {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        format!(
+            "redis+cluster://{}:{ROLE_PASSWORD}@{}",
+            role.user(),
+            seeds.join(",")
+        )
+    }
+
+    /// A cluster client of the `default` user, for the harness.
+    pub fn client(&self) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        redis::cluster::ClusterClient::new(
+            self.nodes
+                .iter()
+                .map(|n| format!("redis://127.0.0.1:{}", n.port()))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    /// The node serving `key`'s slot, as a primary (a node that `CLUSTER NODES` calls master
+    /// and whose slot ranges hold it).
+    pub fn owner_of(&self, key: &str) -> io::Result<&PrivateRedis> {
+        let mut con = self.nodes[0]
+            .client(0)
+            .and_then(|c| c.get_connection())
+            .map_err(io::Error::other)?;
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut con)
+            .map_err(io::Error::other)?;
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut con)
+            .map_err(io::Error::other)?;
+        for line in text.lines() {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            let owns = parts.iter().skip(8).any(|range| {
+                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+            });
+            if owns && parts.get(2).is_some_and(|f| f.contains("master")) {
+                let port = parts
+                    .get(1)
+                    .and_then(|a| a.split('@').next())
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| p.parse::<u16>().ok());
+                if let Some(node) = self.nodes.iter().find(|n| Some(n.port()) == port) {
+                    return Ok(node);
+                }
+            }
+        }
+        Err(io::Error::other(format!("no primary owns slot {slot}")))
+    }
+}
