@@ -372,3 +372,185 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
         stderr(&refused)
     );
 }
+
+/// A daemon on the cluster, logging to a file in `dir`; killed when dropped.
+struct ClusterDaemon {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl ClusterDaemon {
+    fn start(dir: &Path, url: &str, n: u32) -> Self {
+        let log = dir.join(format!("daemon-{n}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(url)
+            .arg("--config")
+            .arg(dir.join("bullsweep.yaml"))
+            .args(["daemon", "--discover-every", "1s"])
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("daemon starts");
+        ClusterDaemon { child, log }
+    }
+
+    /// SIGTERM, a clean exit, and the log.
+    fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let status = self.child.wait().expect("daemon exits");
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(status.success(), "{log}");
+        log
+    }
+}
+
+impl Drop for ClusterDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits for `ok`, failing with the daemons' logs in `dir`.
+fn wait_until(dir: &Path, what: &str, timeout: std::time::Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !ok() {
+        if std::time::Instant::now() > deadline {
+            let logs: Vec<String> = (1..=2)
+                .map(|n| {
+                    std::fs::read_to_string(dir.join(format!("daemon-{n}.log"))).unwrap_or_default()
+                })
+                .collect();
+            panic!("timed out waiting for {what}; logs: {logs:#?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn two_daemons_govern_every_primary_by_schedule_and_events() {
+    let cluster = PrivateCluster::start(3, 1).expect("cluster");
+    let now = now_ms();
+    let bases = ["{bull}:mail", "{bull}:sms", "{orders}:orders"];
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let mut con = cluster
+                .client()
+                .expect("client")
+                .get_async_connection()
+                .await
+                .expect("cluster connection");
+            for base in bases {
+                seed_queue(&mut con, &spec(base, 1_000, 0, 3), now)
+                    .await
+                    .expect("seed");
+            }
+        });
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dir.path().join("bullsweep.yaml"),
+        format!(
+            "version: 1\nschedule: 1h\naudit: {{ url: \"file://{}/audit.jsonl\" }}\ndiscovery: {{ layouts: ['{{{{bull}}}}:{{queue}}', '{{{{orders}}}}:{{queue}}'] }}\npolicies: [{{ name: all, queueNamePattern: '*', mode: both, rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n",
+            dir.path().display()
+        ),
+    )
+    .expect("policy");
+    let url = cluster.url_as(Role::Governing);
+    let daemons = [
+        ClusterDaemon::start(dir.path(), &url, 1),
+        ClusterDaemon::start(dir.path(), &url, 2),
+    ];
+    let mut con = cluster
+        .client()
+        .expect("client")
+        .get_connection()
+        .expect("connection");
+    wait_until(
+        dir.path(),
+        "a sweep of every queue",
+        std::time::Duration::from_secs(60),
+        || {
+            bases.iter().all(|b| {
+                con.zcard::<_, u64>(format!("{b}:completed"))
+                    .is_ok_and(|n| n == 0)
+            })
+        },
+    );
+    for base in bases {
+        let swept: bool = con.hexists("bullsweep:lastrun", base).expect("hexists");
+        assert!(swept, "{base} has its last run recorded");
+    }
+    // The event path: a job finished long ago, announced on its queue's events stream, goes
+    // without waiting for the next scheduled sweep (an hour away).
+    for base in bases {
+        let old = now - 2 * DAY;
+        let fields = [
+            ("name", "late".to_string()),
+            ("data", "{}".to_string()),
+            ("timestamp", old.to_string()),
+            ("finishedOn", old.to_string()),
+        ];
+        let _: () = con
+            .hset_multiple(format!("{base}:5000"), &fields)
+            .expect("job");
+        let _: () = con
+            .zadd(format!("{base}:completed"), "5000", old)
+            .expect("zadd");
+        let _: String = redis::cmd("XADD")
+            .arg(format!("{base}:events"))
+            .arg("*")
+            .arg("event")
+            .arg("completed")
+            .arg("jobId")
+            .arg("5000")
+            .query(&mut con)
+            .expect("xadd");
+    }
+    wait_until(
+        dir.path(),
+        "the events path to remove the announced jobs",
+        std::time::Duration::from_secs(30),
+        || {
+            bases
+                .iter()
+                .all(|b| con.exists::<_, bool>(format!("{b}:5000")).is_ok_and(|e| !e))
+        },
+    );
+    let logs: Vec<String> = daemons.into_iter().map(ClusterDaemon::stop).collect();
+
+    // One chain, with every removal audited exactly once.
+    let verify = bullsweep(dir.path(), &url, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}\n{logs:?}", stderr(&verify));
+    let trail = bullsweep(dir.path(), &url, &["--json", "audit", "query"]);
+    assert!(trail.status.success(), "{}", stderr(&trail));
+    let mut audited: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&trail.stdout).lines() {
+        let e: serde_json::Value = serde_json::from_str(line).expect("event");
+        if e["action"] != "remove" {
+            continue;
+        }
+        let queue = e["queueKey"].as_str().expect("queue").to_string();
+        for id in e["jobIds"].as_array().expect("ids") {
+            *audited
+                .entry((queue.clone(), id.as_str().expect("id").to_string()))
+                .or_default() += 1;
+        }
+    }
+    assert_eq!(audited.len(), 3 * 1_001, "every removal is audited");
+    assert!(
+        audited.values().all(|n| *n == 1),
+        "none twice: {:?}",
+        audited.iter().find(|(_, n)| **n > 1)
+    );
+}

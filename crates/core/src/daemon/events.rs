@@ -8,6 +8,7 @@
 //! past the saved id (XINFO STREAM's `max-deleted-entry-id`), entries may be lost, so the queue
 //! gets a full sweep at once. One replica reads a queue's stream at a time (its events lock).
 
+use super::events_read::BLOCK_MS;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::records;
 use super::{log, wait_or_shutdown};
@@ -19,7 +20,6 @@ use crate::engine::{BatchSizer, SweepOptions};
 use crate::lock::QueueLock;
 use crate::ops::{Conn, Target};
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
-use redis::streams::StreamReadReply;
 use redis::{RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,8 +29,6 @@ use tokio::sync::Notify;
 
 /// Entries read per stream per round trip.
 const READ_COUNT: usize = 5_000;
-/// How long one XREAD waits for new entries.
-const BLOCK_MS: u64 = 500;
 /// How long a reader's lock lives without renewal: short, so that another replica (or a
 /// restarted daemon) takes over soon after a reader dies.
 const EVENTS_LOCK_TTL_MS: u64 = 5_000;
@@ -232,19 +230,12 @@ pub async fn run(
         let all_drained = held
             .values()
             .all(|h| score_bounds(&h.queue.policy, now).is_some());
-        let mut cmd = redis::cmd("XREAD");
-        cmd.arg("COUNT")
-            .arg(if all_drained { 1 } else { READ_COUNT })
-            .arg("BLOCK")
-            .arg(BLOCK_MS)
-            .arg("STREAMS");
-        for base in held.keys() {
-            cmd.arg(QueueKeys::new(base).events());
-        }
-        for h in held.values() {
-            cmd.arg(&h.cursor);
-        }
-        let reply: Option<StreamReadReply> = match cmd.query_async(r).await {
+        let streams: Vec<(String, String)> = held
+            .iter()
+            .map(|(base, h)| (QueueKeys::new(base).events(), h.cursor.clone()))
+            .collect();
+        let count = if all_drained { 1 } else { READ_COUNT };
+        let reply = match super::events_read::read_held(r, &streams, count).await {
             Ok(reply) => reply,
             Err(e) => {
                 log(

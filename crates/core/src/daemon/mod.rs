@@ -6,6 +6,7 @@
 //! 0; SIGHUP reloads the policy file, keeping the old one when the new one is invalid.
 
 pub mod events;
+mod events_read;
 mod log;
 pub mod metrics;
 mod process;
