@@ -554,3 +554,236 @@ fn two_daemons_govern_every_primary_by_schedule_and_events() {
         audited.iter().find(|(_, n)| **n > 1)
     );
 }
+
+/// Jobs archived through each fault.
+const FAULT_JOBS: u64 = 30_000;
+
+/// Every archived record as `(id, finishedOn)`, as often as it was archived; each record's
+/// hash is checked to be its own job's.
+fn archived_records(dir: &Path, url: &str) -> Vec<(String, String)> {
+    let ls = bullsweep(dir, url, &["--json", "archive", "ls"]);
+    assert!(ls.status.success(), "{}", stderr(&ls));
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(&ls.stdout).lines() {
+        let manifest: serde_json::Value = serde_json::from_str(line).expect("manifest");
+        let segment = manifest["segment"].as_str().expect("segment");
+        let cat = bullsweep(dir, url, &["archive", "cat", segment]);
+        assert!(cat.status.success(), "{}", stderr(&cat));
+        for record in String::from_utf8_lossy(&cat.stdout).lines() {
+            let r: serde_json::Value = serde_json::from_str(record).expect("record");
+            let id = r["id"].as_str().expect("id").to_string();
+            assert_eq!(
+                r["fields"]["finishedOn"].as_str(),
+                Some(r["finishedOn"].to_string().as_str()),
+                "record {id} holds another job's hash"
+            );
+            out.push((id, r["finishedOn"].to_string()));
+        }
+    }
+    out
+}
+
+/// Keys matching `pattern` on every primary.
+fn keys_everywhere(cluster: &PrivateCluster, pattern: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for node in &cluster.nodes {
+        let mut con = node
+            .client(0)
+            .and_then(|c| c.get_connection())
+            .expect("node");
+        let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).expect("role");
+        if matches!(role.first(), Some(Value::BulkString(r)) if r == b"master") {
+            out.extend(con.keys::<_, Vec<String>>(pattern).expect("keys"));
+        }
+    }
+    out
+}
+
+/// Archives `{orders}:orders` with `fault` applied once part of it is archived, runs again
+/// until nothing is left, and checks that no job is lost, each is archived and audited exactly
+/// once (after dedupe), the chain verifies and nothing staged or dangling is left.
+fn archive_through_a_fault(fault: impl FnOnce(&PrivateCluster, &PrivateRedis)) {
+    const BASE: &str = "{orders}:orders";
+    let cluster = PrivateCluster::start(3, 1).expect("cluster");
+    let now = now_ms();
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let mut con = cluster
+                .client()
+                .expect("client")
+                .get_async_connection()
+                .await
+                .expect("cluster connection");
+            seed_queue(&mut con, &spec(BASE, FAULT_JOBS, 0, 3), now)
+                .await
+                .expect("seed");
+        });
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let archive = dir.path().join("archive");
+    std::fs::write(
+        dir.path().join("bullsweep.yaml"),
+        format!(
+            "version: 1\narchive: {{ url: 'file://{}' }}\naudit: {{ url: 'file://{}/audit.jsonl' }}\ndiscovery: {{ layouts: ['{{{{orders}}}}:{{queue}}'] }}\npolicies: [{{ name: all, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}]\n",
+            archive.display(),
+            dir.path().display()
+        ),
+    )
+    .expect("policy");
+    let url = cluster.url_as(Role::Governing);
+    let mut con = cluster
+        .client()
+        .expect("client")
+        .get_connection()
+        .expect("connection");
+    let owner = cluster.owner_of(&format!("{BASE}:meta")).expect("owner");
+    let run = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(&url)
+        .arg("--config")
+        .arg(dir.path().join("bullsweep.yaml"))
+        .arg("run")
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run starts");
+    wait_until(
+        dir.path(),
+        "part of the queue archived",
+        std::time::Duration::from_secs(60),
+        || {
+            con.zcard::<_, u64>(format!("{BASE}:completed"))
+                .is_ok_and(|n| n < FAULT_JOBS * 8 / 10)
+        },
+    );
+    fault(&cluster, owner);
+    let at_fault: u64 = con
+        .zcard(format!("{BASE}:completed"))
+        .expect("zcard after the fault");
+    let first = run.wait_with_output().expect("run ends");
+    assert!(at_fault > 0, "the fault came after the run had finished");
+    let mut outputs = vec![String::from_utf8_lossy(&first.stderr).into_owned()];
+    // A run the fault stopped is finished by the next, as after any failure.
+    for _ in 0..3 {
+        if con
+            .zcard::<_, u64>(format!("{BASE}:completed"))
+            .unwrap_or(1)
+            == 0
+            && keys_everywhere(&cluster, "bullsweep:*staged*").is_empty()
+        {
+            break;
+        }
+        let again = bullsweep(dir.path(), &url, &["run"]);
+        outputs.push(stderr(&again));
+    }
+    assert_eq!(
+        con.zcard::<_, u64>(format!("{BASE}:completed"))
+            .expect("zcard"),
+        0,
+        "{outputs:#?}"
+    );
+    let left = keys_everywhere(&cluster, "{orders}:orders:[0-9]*");
+    assert!(
+        left.is_empty(),
+        "job keys left: {:?}",
+        &left[..left.len().min(5)]
+    );
+    let staged = keys_everywhere(&cluster, "bullsweep:*staged*");
+    assert!(staged.is_empty(), "staged keys left: {staged:?}");
+
+    // Every job archived exactly once after dedupe.
+    let records = archived_records(dir.path(), &url);
+    let distinct: std::collections::BTreeSet<&(String, String)> = records.iter().collect();
+    let mut per_id: BTreeMap<&str, u32> = BTreeMap::new();
+    for (id, _) in &distinct {
+        *per_id.entry(id.as_str()).or_default() += 1;
+    }
+    let wrong: Vec<(u64, u32)> = (1..=FAULT_JOBS)
+        .map(|n| (n, per_id.get(n.to_string().as_str()).copied().unwrap_or(0)))
+        .filter(|(_, c)| *c != 1)
+        .take(5)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "jobs lost or doubled (id, copies): {wrong:?}\n{outputs:#?}"
+    );
+    assert_eq!(per_id.len() as u64, FAULT_JOBS);
+
+    // Every job's removal audited exactly once, and the chain verifies.
+    let trail = bullsweep(
+        dir.path(),
+        &url,
+        &["--json", "audit", "query", "--action", "archive"],
+    );
+    assert!(trail.status.success(), "{}", stderr(&trail));
+    let mut audited: BTreeMap<String, u32> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&trail.stdout).lines() {
+        let e: serde_json::Value = serde_json::from_str(line).expect("event");
+        for id in e["jobIds"].as_array().expect("ids") {
+            *audited
+                .entry(id.as_str().expect("id").to_string())
+                .or_default() += 1;
+        }
+    }
+    let twice: Vec<(&String, &u32)> = audited.iter().filter(|(_, n)| **n != 1).take(5).collect();
+    assert!(twice.is_empty(), "audited other than once: {twice:?}");
+    assert_eq!(audited.len() as u64, FAULT_JOBS);
+    let verify = bullsweep(dir.path(), &url, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+}
+
+#[test]
+fn a_cluster_failover_mid_archive_loses_no_job() {
+    archive_through_a_fault(|cluster, owner| {
+        let replica = cluster.replica_of(owner.port()).expect("replica");
+        let mut con = replica
+            .client(0)
+            .and_then(|c| c.get_connection())
+            .expect("replica");
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut con)
+            .expect("failover");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).expect("role");
+            if matches!(role.first(), Some(Value::BulkString(r)) if r == b"master") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replica never took over"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+}
+
+#[test]
+fn a_slot_migration_mid_archive_loses_no_job() {
+    archive_through_a_fault(|cluster, owner| {
+        let to = cluster
+            .nodes
+            .iter()
+            .take(3)
+            .find(|n| n.port() != owner.port())
+            .expect("another primary");
+        let mut con = owner
+            .client(0)
+            .and_then(|c| c.get_connection())
+            .expect("owner");
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg("{orders}")
+            .query(&mut con)
+            .expect("keyslot");
+        cluster
+            .migrate_slot(slot, owner, to, || {})
+            .expect("migration");
+    });
+}

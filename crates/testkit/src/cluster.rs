@@ -151,3 +151,105 @@ impl PrivateCluster {
         Err(io::Error::other(format!("no primary owns slot {slot}")))
     }
 }
+
+impl PrivateCluster {
+    /// The replica of the primary listening on `port`.
+    pub fn replica_of(&self, port: u16) -> io::Result<&PrivateRedis> {
+        for node in &self.nodes {
+            let mut con = node
+                .client(0)
+                .and_then(|c| c.get_connection())
+                .map_err(io::Error::other)?;
+            let role: Vec<redis::Value> = redis::cmd("ROLE")
+                .query(&mut con)
+                .map_err(io::Error::other)?;
+            let master_port = match (role.first(), role.get(2)) {
+                (Some(redis::Value::BulkString(r)), Some(redis::Value::Int(p)))
+                    if r == b"slave" =>
+                {
+                    Some(*p)
+                }
+                _ => None,
+            };
+            if master_port == Some(i64::from(port)) {
+                return Ok(node);
+            }
+        }
+        Err(io::Error::other(format!("no replica of {port}")))
+    }
+
+    /// A node's cluster id (`CLUSTER MYID`).
+    pub fn id_of(&self, node: &PrivateRedis) -> io::Result<String> {
+        let mut con = node
+            .client(0)
+            .and_then(|c| c.get_connection())
+            .map_err(io::Error::other)?;
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut con)
+            .map_err(io::Error::other)
+    }
+
+    /// Moves `slot` from primary `from` to primary `to` as `redis-cli --cluster reshard`
+    /// does: both nodes mark it, its keys are `MIGRATE`d a hundred at a time, then every
+    /// node is told its new owner. `between` runs after each batch of keys (to let the test
+    /// watch, or act, mid-migration).
+    pub fn migrate_slot(
+        &self,
+        slot: u16,
+        from: &PrivateRedis,
+        to: &PrivateRedis,
+        mut between: impl FnMut(),
+    ) -> io::Result<()> {
+        let (from_id, to_id) = (self.id_of(from)?, self.id_of(to)?);
+        let connect = |n: &PrivateRedis| {
+            n.client(0)
+                .and_then(|c| c.get_connection())
+                .map_err(io::Error::other)
+        };
+        let (mut src, mut dst) = (connect(from)?, connect(to)?);
+        let setslot = |con: &mut redis::Connection, how: &str, id: &str| -> io::Result<()> {
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(id)
+                .query::<()>(con)
+                .map_err(io::Error::other)
+        };
+        setslot(&mut dst, "IMPORTING", &from_id)?;
+        setslot(&mut src, "MIGRATING", &to_id)?;
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut src)
+                .map_err(io::Error::other)?;
+            if keys.is_empty() {
+                break;
+            }
+            redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to.port())
+                .arg("")
+                .arg(0)
+                .arg(5_000)
+                .arg("REPLACE")
+                .arg("KEYS")
+                .arg(&keys)
+                .query::<()>(&mut src)
+                .map_err(io::Error::other)?;
+            between();
+        }
+        // The two owners first; the other primaries learn it too (replicas refuse SETSLOT
+        // and follow their primary).
+        setslot(&mut dst, "NODE", &to_id)?;
+        setslot(&mut src, "NODE", &to_id)?;
+        for node in &self.nodes {
+            let mut con = connect(node)?;
+            let _ = setslot(&mut con, "NODE", &to_id);
+        }
+        Ok(())
+    }
+}

@@ -9,6 +9,11 @@ pub(crate) const MAX_RETRIES: u32 = 4;
 /// Whether `e` is worth retrying: the connection failed, timed out, Redis said it is busy (a
 /// script running, a dataset loading, a cluster resharding), or the server is no longer the
 /// master (a failover: the refused call did nothing, and the connection reopens on the new one).
+/// On a Cluster whose slot is being migrated, a script is refused when it meets a key that is
+/// not (or no longer) on the node: its deletions, cleaned event and audit event come after the
+/// first such key is met (a batch's first `UNLINK` names keys that do not exist, which a
+/// migrating slot refuses as a whole), so it removed no job, and the retry, once the
+/// migration is over, does the batch again.
 pub(crate) fn retryable(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_timeout()
@@ -18,6 +23,7 @@ pub(crate) fn retryable(e: &RedisError) -> bool {
             e.code(),
             Some("BUSY" | "LOADING" | "TRYAGAIN" | "READONLY" | "MASTERDOWN")
         )
+        || e.to_string().contains("non local key")
 }
 
 /// Awaits a Redis call, retrying it with exponential backoff when the connection failed.
