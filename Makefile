@@ -61,9 +61,12 @@ matrix-deps: moto
 
 # The Rust integration tests that talk to a server. TLS and Sentinel run with `make test` on
 # Debian's redis-server (the only build here with TLS); the SIGKILL archive test, PostgreSQL
-# and the snapshots do not depend on the server's version.
+# and the snapshots do not depend on the server's version. The Rust Cluster tests (faults,
+# daemons) run with `make test`; on every server of the matrix the compatibility suite's
+# Cluster differential test runs.
 MATRIX_RUST := package(bullsweep) & !(binary(tls) | binary(sentinel) | binary(snapshots) \
-	| binary(audit_postgres) | test(archive_runs_killed_at_random_points_never_lose_a_job))
+	| binary(audit_postgres) | binary(cluster) \
+	| test(archive_runs_killed_at_random_points_never_lose_a_job))
 # Servers `make test` already covered (CI sets MATRIX_SKIP=redis-7.0).
 MATRIX_SKIP ?=
 

@@ -26,8 +26,6 @@ impl PrivateCluster {
             "nodes.conf",
             "--cluster-node-timeout",
             "2000",
-            "--enable-debug-command",
-            "local",
         ];
         let nodes = (0..primaries * (1 + replicas))
             .map(|_| PrivateRedis::start_with(&args))

@@ -11,15 +11,19 @@ const SUB_KEYS = ['logs', 'dependencies', 'processed', 'failed', 'unsuccessful',
 const QUEUE_KEYS = new Set(['meta', 'id', 'events', 'stalled', 'stalled-check', 'limiter', 'marker', 'pc', 'repeat',
   ...LIST_STATES, ...ZSET_STATES]);
 
+// Every key under `base`: on a Redis Cluster (an ioredis Cluster client), on every primary.
 async function keysUnder(client, base) {
   const keys = [];
-  let cursor = '0';
   const pattern = `${base.replace(/[*?[\]\\]/g, '\\$&')}:*`;
-  do {
-    const [next, batch] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    keys.push(...batch);
-    cursor = next;
-  } while (cursor !== '0');
+  const nodes = typeof client.nodes === 'function' ? client.nodes('master') : [client];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      keys.push(...batch);
+      cursor = next;
+    } while (cursor !== '0');
+  }
   return keys;
 }
 

@@ -18,6 +18,30 @@ const QUEUES = [
 // The layouts that identify every queue above.
 const LAYOUTS = ['bull:{queue}', 'bull:{tenant}:{env}:{queue}', '{{app}}:{queue}'];
 
+// Where the dataset puts what: its queues, the queue with custom ids, dedup keys and the
+// scheduler, and the prefix and queues of its flows (parents in `parent`, children there and
+// in `other`).
+const SHAPE = {
+  queues: QUEUES,
+  emails: 'bull:emails',
+  flows: { prefix: 'bull:acme:prod', parent: 'billing', other: 'ledger' },
+};
+
+// The same dataset for a Redis Cluster: hash-tagged prefixes only, queues sharing the `{bull}`
+// tag (flows within it) and one with its own, `{orders}`.
+const CLUSTER_QUEUES = [
+  { prefix: '{bull}', name: 'emails' },
+  { prefix: '{bull}', name: 'billing' },
+  { prefix: '{bull}', name: 'ledger' },
+  { prefix: '{orders}', name: 'orders' },
+];
+const CLUSTER_LAYOUTS = ['{{bull}}:{queue}', '{{orders}}:{queue}'];
+const CLUSTER_SHAPE = {
+  queues: CLUSTER_QUEUES,
+  emails: '{bull}:emails',
+  flows: { prefix: '{bull}', parent: 'billing', other: 'ledger' },
+};
+
 async function processor(job) {
   await job.log(`started ${job.id}`);
   if (job.name.startsWith('fail')) {
@@ -45,11 +69,13 @@ async function waitUntilSettled(queues, { activeAllowed }) {
   }
 }
 
-async function build(connection, { jobsPerQueue = 40 } = {}) {
-  const queues = QUEUES.map(({ prefix, name }) => new Queue(name, { connection, prefix }));
-  const byBase = Object.fromEntries(queues.map((q, i) => [`${QUEUES[i].prefix}:${QUEUES[i].name}`, q]));
-  const emails = byBase['bull:emails'];
-  const billing = byBase['bull:acme:prod:billing'];
+async function build(connection, { jobsPerQueue = 40, shape = SHAPE } = {}) {
+  const specs = shape.queues;
+  const queues = specs.map(({ prefix, name }) => new Queue(name, { connection, prefix }));
+  const byBase = Object.fromEntries(queues.map((q, i) => [`${specs[i].prefix}:${specs[i].name}`, q]));
+  const emails = byBase[shape.emails];
+  const { prefix: flowPrefix, parent, other } = shape.flows;
+  const billing = byBase[`${flowPrefix}:${parent}`];
 
   // Plain jobs everywhere: most complete, every fifth fails.
   for (const q of queues) {
@@ -66,28 +92,28 @@ async function build(connection, { jobsPerQueue = 40 } = {}) {
 
   // Flows: parents in billing, children in billing and ledger.
   const flows = new FlowProducer({ connection });
-  const acme = { prefix: 'bull:acme:prod' };
+  const acme = { prefix: flowPrefix };
   // A failed child in the parent's own queue: the parent waits for it forever.
-  await flows.add({ name: 'parent-same', queueName: 'billing', ...acme, data: {}, children: [
-    { name: 'fail-child', queueName: 'billing', ...acme, data: { n: 1 } },
-    { name: 'child-ok', queueName: 'ledger', ...acme, data: { n: 2 } },
+  await flows.add({ name: 'parent-same', queueName: parent, ...acme, data: {}, children: [
+    { name: 'fail-child', queueName: parent, ...acme, data: { n: 1 } },
+    { name: 'child-ok', queueName: other, ...acme, data: { n: 2 } },
   ] });
   // A failed child in another queue.
-  await flows.add({ name: 'parent-cross', queueName: 'billing', ...acme, data: {}, children: [
-    { name: 'fail-child', queueName: 'ledger', ...acme, data: { n: 3 } },
+  await flows.add({ name: 'parent-cross', queueName: parent, ...acme, data: {}, children: [
+    { name: 'fail-child', queueName: other, ...acme, data: { n: 3 } },
   ] });
   // A flow that completes: the parent keeps its children's results in :processed.
-  await flows.add({ name: 'parent-done', queueName: 'billing', ...acme, data: {}, children: [
-    { name: 'child-ok', queueName: 'ledger', ...acme, data: { n: 4 } },
-    { name: 'child-ok', queueName: 'billing', ...acme, data: { n: 5 } },
+  await flows.add({ name: 'parent-done', queueName: parent, ...acme, data: {}, children: [
+    { name: 'child-ok', queueName: other, ...acme, data: { n: 4 } },
+    { name: 'child-ok', queueName: parent, ...acme, data: { n: 5 } },
   ] });
   await flows.close();
 
   // A job scheduler whose iterations complete.
   await emails.upsertJobScheduler('tick', { every: 150 }, { name: 'tick', data: { n: 0 } });
 
-  const workers = queues.map((q, i) => new Worker(QUEUES[i].name, processor, {
-    connection, prefix: QUEUES[i].prefix, lockDuration: 600000, concurrency: 4,
+  const workers = queues.map((q, i) => new Worker(specs[i].name, processor, {
+    connection, prefix: specs[i].prefix, lockDuration: 600000, concurrency: 4,
   }));
   await waitUntilSettled(queues, { activeAllowed: 0 });
   await sleep(500); // a few scheduler iterations
@@ -102,4 +128,4 @@ async function build(connection, { jobsPerQueue = 40 } = {}) {
   return { bases: Object.keys(byBase).sort() };
 }
 
-module.exports = { build, QUEUES, LAYOUTS };
+module.exports = { build, QUEUES, LAYOUTS, CLUSTER_QUEUES, CLUSTER_LAYOUTS, CLUSTER_SHAPE };

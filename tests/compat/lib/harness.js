@@ -19,7 +19,7 @@ const SERVER = process.env.BULLSWEEP_REDIS_SERVER || 'redis-server';
 // bullsweep run use it.
 const TLS = process.env.BULLSWEEP_TEST_TLS === '1';
 // The BullMQ prefixes the suites use; the role users may touch these and bullsweep:*.
-const PREFIXES = ['bull', '{app}', 'outer-bundled-string-prefix'];
+const PREFIXES = ['bull', '{app}', 'outer-bundled-string-prefix', '{bull}', '{orders}'];
 
 let certs = null;
 function tlsFiles() {
@@ -61,12 +61,12 @@ function asRole(args) {
   const i = args.indexOf('--redis');
   if (i < 0 || !roleTable) return args;
   const url = args[i + 1];
-  const m = url.match(/^(rediss?):\/\/(127\.0\.0\.1|localhost):(\d+)(\/\d+)?$/);
+  const m = url.match(/^(rediss?|redis\+cluster):\/\/((?:127\.0\.0\.1|localhost):\d+(?:,(?:127\.0\.0\.1|localhost):\d+)*)(\/\d+)?$/);
   if (!m) return args;
   const sub = args.find((a, j) => !a.startsWith('-') && j !== i + 1 && args[j - 1] !== '--config' && args[j - 1] !== '--redis');
   const user = roleTable.commands[sub] || roleTable.commands.run;
   const out = [...args];
-  out[i + 1] = `${m[1]}://${user}:${roleTable.password}@${m[2]}:${m[3]}${m[4] || ''}`;
+  out[i + 1] = `${m[1]}://${user}:${roleTable.password}@${m[2]}${m[3] || ''}`;
   return out;
 }
 let roleTable = null;
@@ -106,8 +106,9 @@ async function waitForRedis(port) {
   }
 }
 
-// A private redis-server. With `persist`, it keeps an append-only file that `restart` reloads.
-async function startRedis({ persist = false } = {}) {
+// A private redis-server. With `persist`, it keeps an append-only file that `restart` reloads;
+// `extra` are more server arguments (a cluster node's).
+async function startRedis({ persist = false, extra = [] } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-compat-'));
   const port = await freePort();
   const c = TLS ? tlsFiles() : null;
@@ -117,7 +118,7 @@ async function startRedis({ persist = false } = {}) {
     : ['--port', String(port)];
   const args = [...listen, '--bind', '127.0.0.1', '--save', '', '--dir', dir,
     ...(persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
-  let proc = spawn(SERVER, args, { stdio: 'ignore' });
+  let proc = spawn(SERVER, [...args, ...extra], { stdio: 'ignore' });
   await waitForRedis(port);
   roleTable = await createRoleUsers(port);
   const clients = [];
@@ -137,7 +138,7 @@ async function startRedis({ persist = false } = {}) {
       proc.kill('SIGTERM');
       await exited;
       await new Promise((r) => setTimeout(r, downMs));
-      proc = spawn(SERVER, args, { stdio: 'ignore' });
+      proc = spawn(SERVER, [...args, ...extra], { stdio: 'ignore' });
       await waitForRedis(port);
       // ACL users live in memory, not in the append-only file.
       await createRoleUsers(port);
