@@ -80,7 +80,11 @@ impl LocalArchive {
                 format!("cannot create {}: {e}", self.root.display()),
             )
         })?;
-        let probe = self.root.join(".bullsweep-write-check");
+        // One probe per process: two runs opening one archive at once must not remove each
+        // other's.
+        let probe = self
+            .root
+            .join(format!(".bullsweep-write-check-{}", std::process::id()));
         File::create(&probe)
             .and_then(|mut f| f.write_all(b"ok").and_then(|_| f.sync_all()))
             .map_err(|e| {

@@ -52,50 +52,60 @@ pub async fn discover_queues<C: Topology>(con: &mut C) -> RedisResult<Discovered
 
 /// Discovery on one node, adding to `found`.
 async fn discover_on<C: ConnectionLike>(con: &mut C, found: &mut Discovered) -> RedisResult<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, raw): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(META_SCAN_PATTERN)
-            .arg("COUNT")
-            .arg(SCAN_COUNT)
-            .query_async(con)
-            .await?;
-        let mut keys = Vec::with_capacity(raw.len());
-        for key in raw {
-            match String::from_utf8(key) {
-                Ok(key) => keys.push(key),
-                Err(_) => found.non_utf8 += 1,
-            }
-        }
-        if !keys.is_empty() {
-            let mut pipe = redis::pipe();
-            for key in &keys {
-                pipe.cmd("TYPE").arg(key).ignore_errors();
-                pipe.cmd("HMGET")
-                    .arg(key)
-                    .arg(META_MAX_LEN_EVENTS)
-                    .arg(META_VERSION)
-                    .ignore_errors();
-            }
-            let replies: Vec<Value> = pipe.query_async(con).await?;
-            for (key, pair) in keys.iter().zip(replies.chunks_exact(2)) {
-                // A queue whose keys this user may not read is still a queue: it is governed
-                // like the others, and its run fails with the permission it lacks.
-                let denied = pair.iter().any(is_permission_reply);
-                if (denied || is_bullmq_meta(&pair[0], &pair[1]))
-                    && let Some(base) = QueueKeys::base_of_meta_key(key)
-                {
-                    found.bases.push(base.to_string());
-                }
-            }
-        }
-        cursor = next;
-        if cursor == 0 {
-            return Ok(());
+    let mut cursor = discover_step(con, 0, found).await?;
+    while cursor != 0 {
+        cursor = discover_step(con, cursor, found).await?;
+    }
+    Ok(())
+}
+
+/// One step of discovery on one node: a `SCAN` call from `cursor` (0 to start) and the check of
+/// the `*:meta` keys it returned, adding the queues to `found`. Returns the next cursor, 0 when
+/// the node's keyspace is done. Each step stays well under a millisecond of Redis time, so a
+/// caller can pace a pass over a large keyspace.
+pub async fn discover_step<C: ConnectionLike>(
+    con: &mut C,
+    cursor: u64,
+    found: &mut Discovered,
+) -> RedisResult<u64> {
+    let (next, raw): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(META_SCAN_PATTERN)
+        .arg("COUNT")
+        .arg(SCAN_COUNT)
+        .query_async(con)
+        .await?;
+    let mut keys = Vec::with_capacity(raw.len());
+    for key in raw {
+        match String::from_utf8(key) {
+            Ok(key) => keys.push(key),
+            Err(_) => found.non_utf8 += 1,
         }
     }
+    if !keys.is_empty() {
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("TYPE").arg(key).ignore_errors();
+            pipe.cmd("HMGET")
+                .arg(key)
+                .arg(META_MAX_LEN_EVENTS)
+                .arg(META_VERSION)
+                .ignore_errors();
+        }
+        let replies: Vec<Value> = pipe.query_async(con).await?;
+        for (key, pair) in keys.iter().zip(replies.chunks_exact(2)) {
+            // A queue whose keys this user may not read is still a queue: it is governed
+            // like the others, and its run fails with the permission it lacks.
+            let denied = pair.iter().any(is_permission_reply);
+            if (denied || is_bullmq_meta(&pair[0], &pair[1]))
+                && let Some(base) = QueueKeys::base_of_meta_key(key)
+            {
+                found.bases.push(base.to_string());
+            }
+        }
+    }
+    Ok(next)
 }
 
 /// Whether a pipelined reply is an ACL refusal.

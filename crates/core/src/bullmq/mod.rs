@@ -6,7 +6,7 @@ pub mod job;
 pub mod keys;
 pub mod scripts;
 
-pub use discovery::{Discovered, Topology, discover_queues};
+pub use discovery::{Discovered, Topology, discover_queues, discover_step};
 pub use job::new_job_fields;
 pub use keys::QueueKeys;
 pub use scripts::{

@@ -5,6 +5,7 @@
 //! exponential backoff. SIGTERM finishes the batch in progress, releases the locks and exits
 //! 0; SIGHUP reloads the policy file, keeping the old one when the new one is invalid.
 
+mod discovery;
 pub mod events;
 mod events_read;
 mod log;
@@ -70,8 +71,13 @@ struct Daemon {
     set: PolicySet,
     con: Conn,
     slots: BTreeMap<String, Slot>,
+    /// When the last discovery pass ended.
     discovered_at: Option<Instant>,
     discover_every: Duration,
+    /// The discovery pass in progress, if any.
+    pass: Option<discovery::Pass>,
+    /// When the known queues were last re-checked between passes.
+    rechecked_at: Instant,
     /// The wait before the next discovery after one failed.
     discover_retry: Duration,
     shutdown: Arc<AtomicBool>,
@@ -136,6 +142,8 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         con,
         slots: BTreeMap::new(),
         discovered_at: None,
+        pass: None,
+        rechecked_at: Instant::now(),
         discover_every: Duration::from_millis(cfg.discover_every.as_millis()),
         discover_retry: schedule::DISCOVER_RETRY_MIN,
         shutdown: shutdown.clone(),

@@ -1,5 +1,6 @@
 //! The main loop: discovery, schedules and due queues, policy reloads, audit shipping.
 
+use super::discovery;
 use super::events::EventQueue;
 use super::log::log;
 use super::records;
@@ -44,7 +45,7 @@ impl Daemon {
             let stale = self
                 .discovered_at
                 .is_none_or(|at| at.elapsed() >= self.discover_every);
-            if stale {
+            if stale || self.pass.is_some() {
                 match self.discover().await {
                     Ok(()) => {
                         self.metrics.redis_up.store(true, Ordering::Relaxed);
@@ -64,6 +65,7 @@ impl Daemon {
                             &format!("cannot list queues: {what}: {e}; retrying in {retry:?}"),
                         );
                         self.discover_retry = (retry * 2).min(DISCOVER_RETRY_MAX);
+                        self.pass = None;
                         self.sleep(retry).await;
                         continue;
                     }
@@ -109,6 +111,7 @@ impl Daemon {
                 self.set = set;
                 self.slots.clear();
                 self.discovered_at = None;
+                self.pass = None;
                 self.count_reload("ok");
                 log("info", &format!("reloaded {}", self.config.display()));
             }
@@ -131,9 +134,42 @@ impl Daemon {
             .inc();
     }
 
-    /// Finds the queues, resolves their policies and schedules the new ones.
+    /// Advances discovery (see `daemon::discovery`): starts a pass when none runs, takes the
+    /// steps its pace allows, and between passes drops known queues whose meta hash is gone.
+    /// When a pass ends, resolves the queues it found and schedules the new ones.
     async fn discover(&mut self) -> redis::RedisResult<()> {
-        let inv = engine::inventory(&mut self.con, &self.set, self.env.as_deref()).await?;
+        if self.pass.is_none() {
+            let paced = self.discovered_at.is_some();
+            self.pass = Some(discovery::Pass::start(&self.con, paced).await?);
+        }
+        let Some(pass) = self.pass.as_mut() else {
+            return Ok(());
+        };
+        let Some(found) = pass.advance().await? else {
+            if self.rechecked_at.elapsed() >= self.discover_every {
+                self.rechecked_at = Instant::now();
+                let known: Vec<String> = self.slots.keys().cloned().collect();
+                for base in discovery::vanished(&mut self.con, &known).await? {
+                    self.slots.remove(&base);
+                }
+                self.publish_event_queues();
+            }
+            return Ok(());
+        };
+        let age = pass.age();
+        self.pass = None;
+        if age > self.discover_every {
+            log(
+                "info",
+                &format!(
+                    "discovery: a pass took {:.0}s at its pace ({}% of Redis time); new queues are found within that, not --discover-every",
+                    age.as_secs_f64(),
+                    discovery::SHARE * 100.0
+                ),
+            );
+        }
+        let cluster = crate::bullmq::Topology::cluster(&self.con);
+        let inv = engine::sort_found(&self.set, found, self.env.as_deref(), cluster);
         let mut found: BTreeMap<String, (QueueId, EffectivePolicy)> = BTreeMap::new();
         let wanted = |q: &QueueId| {
             self.queue_glob
@@ -177,6 +213,14 @@ impl Daemon {
                 slot.policy = policy;
             }
         }
+        self.publish_event_queues();
+        self.discovered_at = Some(Instant::now());
+        self.rechecked_at = Instant::now();
+        Ok(())
+    }
+
+    /// Tells the events reader which queues it reads.
+    fn publish_event_queues(&self) {
         let event_queues: Vec<EventQueue> = self
             .slots
             .values()
@@ -189,8 +233,6 @@ impl Daemon {
         if let Ok(mut q) = self.events.queues.lock() {
             *q = event_queues;
         }
-        self.discovered_at = Some(Instant::now());
-        Ok(())
     }
 
     /// Runs every due queue (and every queue the events reader asked for), in dependency order.

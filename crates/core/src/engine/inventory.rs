@@ -2,7 +2,7 @@
 //! order `dependsOn` asks for.
 
 use crate::bullmq::keys::explicit_tag;
-use crate::bullmq::{Topology, discover_queues};
+use crate::bullmq::{Discovered, Topology, discover_queues};
 use bullsweep_policy::{NamePattern, PolicySet, QueueId, Resolution};
 use redis::RedisResult;
 use std::collections::BTreeMap;
@@ -40,19 +40,31 @@ pub fn classify(set: &PolicySet, bases: Vec<String>, env: Option<&str>) -> Inven
     inv
 }
 
-/// Discovers the queues in Redis (on every primary of a Cluster) and sorts them. On a Cluster,
-/// a queue whose prefix has no hash tag is unmanaged, with [`NO_HASH_TAG`].
+/// Discovers the queues in Redis (on every primary of a Cluster) and sorts them.
 pub async fn inventory<C: Topology>(
     con: &mut C,
     set: &PolicySet,
     env: Option<&str>,
 ) -> RedisResult<Inventory> {
     let found = with_retry!(discover_queues(con))?;
+    Ok(sort_found(set, found, env, con.cluster()))
+}
+
+/// Sorts what discovery found. On a Cluster, a queue whose prefix has no hash tag is
+/// unmanaged, with [`NO_HASH_TAG`].
+pub fn sort_found(
+    set: &PolicySet,
+    mut found: Discovered,
+    env: Option<&str>,
+    cluster: bool,
+) -> Inventory {
+    found.bases.sort();
+    found.bases.dedup();
     let mut inv = Inventory {
         skipped_keys: found.non_utf8,
         ..classify(set, found.bases, env)
     };
-    if con.cluster() {
+    if cluster {
         let (tagged, untagged): (Vec<QueueId>, Vec<QueueId>) = std::mem::take(&mut inv.managed)
             .into_iter()
             .partition(|q| explicit_tag(&q.base).is_some());
@@ -65,7 +77,7 @@ pub async fn inventory<C: Topology>(
             }
         }
     }
-    Ok(inv)
+    inv
 }
 
 impl Inventory {
