@@ -13,6 +13,7 @@ mod event;
 mod node;
 mod probe;
 mod report;
+mod scale;
 
 pub use report::{BenchReport, Measurement};
 
@@ -38,6 +39,9 @@ pub enum Strategy {
     /// The daemon's event-driven removal: delay from `completed` to removal at `--rate`
     /// completions per second, against a QueueEvents listener calling job.remove().
     Event,
+    /// `--jobs` jobs (ten million) over 1,000 queues: `plan` and `run` (time, peak RSS,
+    /// jobs/s) and an idle daemon's discovery cost.
+    Scale,
 }
 
 /// Queues the forget dataset is spread over.
@@ -142,6 +146,9 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             args.compat_dir.display()
         ));
     }
+    if args.strategy == Strategy::Scale {
+        return scale::run(&mut con, &url, args).await;
+    }
     if args.strategy == Strategy::Event {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
@@ -163,7 +170,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             .collect(),
         // The plain sweep runs beside the archive, so that their ratio comes from one run.
         Strategy::Archive => vec!["bullsweep", "archive"],
-        Strategy::Event => vec!["archive"],
+        Strategy::Event | Strategy::Scale => vec!["archive"],
         Strategy::Forget => ["bullsweep", "bullmq"]
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)

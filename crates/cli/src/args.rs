@@ -262,6 +262,9 @@ pub enum StrategyArg {
     /// The daemon's event-driven removal: delay from `completed` to removal at `--rate`
     /// completions per second, against a QueueEvents listener calling job.remove().
     Event,
+    /// Ten million jobs (`--jobs`) over 1,000 queues of 100 tenants: `plan` and `run` (time,
+    /// peak RSS, jobs/s) and the Redis CPU of an idle daemon's discovery over `--seconds`.
+    Scale,
 }
 
 /// `bench` options.

@@ -15,6 +15,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             StrategyArg::Archive => Strategy::Archive,
             StrategyArg::Forget => Strategy::Forget,
             StrategyArg::Event => Strategy::Event,
+            StrategyArg::Scale => Strategy::Scale,
         },
         rounds: args.rounds,
         rate: args.rate,
