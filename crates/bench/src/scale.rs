@@ -22,9 +22,9 @@ const QUEUES_PER_TENANT: u64 = 10;
 const SEEDERS: u64 = 4;
 /// The daemon's discovery interval in the idle measurement (its default).
 const DISCOVER_EVERY_S: u64 = 30;
-/// How long the idle daemon runs before its Redis CPU is measured: its first (unpaced) pass
-/// and the start of the next.
-const IDLE_WARMUP: Duration = Duration::from_secs(20);
+/// How long the idle daemon runs, beyond twice one unpaced pass's time, before its Redis CPU
+/// is measured: its first pass is unpaced, and is not what is measured.
+const IDLE_WARMUP: Duration = Duration::from_secs(10);
 
 /// One child process measured.
 #[derive(Debug, Serialize)]
@@ -81,17 +81,21 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
     let cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
         .await
         .map_err(redis_err)?;
+    let pass_started = Instant::now();
     bullsweep_core::bullmq::discover_queues(con)
         .await
         .map_err(redis_err)?;
+    let pass_wall = pass_started.elapsed();
     let pass_cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
         .await
         .map_err(redis_err)?
         - cpu;
 
+    eprintln!("one unpaced discovery pass: {pass_cpu:.2} s of Redis CPU");
     let mut runs = Vec::new();
     eprintln!("plan");
     runs.push(measure(con, url, &bin, dir.path(), &policy, "plan", None).await?);
+    eprintln!("{:?}", runs.last());
 
     // Nothing due for a day: every queue's last run is now.
     let now = bullsweep_core::ops::now_ms();
@@ -102,8 +106,9 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
         }
         pipe.query_async::<()>(con).await.map_err(redis_err)?;
     }
+    let warmup = pass_wall * 2 + IDLE_WARMUP;
     eprintln!(
-        "idle daemon: {IDLE_WARMUP:?} warm-up, then {} s measured",
+        "idle daemon: {warmup:?} warm-up (its first pass), then {} s measured",
         args.seconds
     );
     let mut daemon = spawn(
@@ -117,7 +122,7 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
             &format!("{DISCOVER_EVERY_S}s"),
         ],
     )?;
-    tokio::time::sleep(IDLE_WARMUP).await;
+    tokio::time::sleep(warmup).await;
     let before = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
         .await
         .map_err(redis_err)?;
@@ -128,6 +133,10 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
         - before;
     let _ = daemon.kill();
     let _ = daemon.wait();
+    eprintln!(
+        "idle daemon: {idle_cpu:.2} s of Redis CPU in {} s",
+        args.seconds
+    );
 
     eprintln!("run");
     runs.push(measure(con, url, &bin, dir.path(), &policy, "run", Some(jobs)).await?);
@@ -144,7 +153,13 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
         paced_idle_share: idle_cpu / args.seconds as f64,
         idle_seconds: args.seconds,
     };
-    flush(con, url).await?;
+    // Freed in the background: a synchronous FLUSHDB of ten million keys outlasts the
+    // command timeout.
+    redis::cmd("FLUSHDB")
+        .arg("ASYNC")
+        .query_async::<()>(con)
+        .await
+        .map_err(redis_err)?;
     if args.json {
         return serde_json::to_string_pretty(&report)
             .map_err(|e| Error::runtime(format!("JSON: {e}")));
