@@ -57,6 +57,27 @@ fn workdir() -> tempfile::TempDir {
     dir
 }
 
+/// Seeds hash-tagged queues into the cluster (each pipeline stays in its queue's slot).
+fn seed_cluster(cluster: &PrivateCluster, specs: &[SeedSpec], now: i64) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut con = cluster
+            .client()
+            .expect("client")
+            .get_async_connection()
+            .await
+            .expect("cluster connection");
+        for s in specs {
+            seed_queue(&mut con, s, now)
+                .await
+                .expect("seed the cluster");
+        }
+    });
+}
+
 /// Seeds every queue into a standalone server.
 fn seed_all(client: &redis::Client, now: i64) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -116,28 +137,15 @@ fn keyspace(con: &mut impl redis::ConnectionLike, keys: Vec<String>) -> BTreeMap
     out
 }
 
-/// The tagged queues' keys on every primary of the cluster.
+/// The tagged queues' keys on every primary of the cluster, read through the cluster.
 fn cluster_keys(cluster: &PrivateCluster) -> BTreeMap<String, String> {
-    let mut all = BTreeMap::new();
-    for node in &cluster.nodes {
-        let mut con = node
-            .client(0)
-            .and_then(|c| c.get_connection())
-            .expect("node");
-        let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).expect("role");
-        if !matches!(role.first(), Some(Value::BulkString(r)) if r == b"master") {
-            continue;
-        }
-        let keys: Vec<String> = [
-            con.keys::<_, Vec<String>>("{bull}:*"),
-            con.keys("{orders}:*"),
-        ]
-        .into_iter()
-        .flat_map(|k| k.expect("keys"))
-        .collect();
-        all.extend(keyspace(&mut con, keys));
-    }
-    all
+    let mut keys = keys_everywhere(cluster, "{bull}:*");
+    keys.extend(keys_everywhere(cluster, "{orders}:*"));
+    let mut con = cluster
+        .client()
+        .and_then(|c| c.get_connection())
+        .expect("cluster connection");
+    keyspace(&mut con, keys)
 }
 
 #[test]
@@ -151,21 +159,12 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
         .get_connection()
         .expect("cluster connection");
     {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let mut acon = rt
-            .block_on(cluster.client().expect("client").get_async_connection())
-            .expect("async cluster connection");
-        rt.block_on(async {
-            // The untagged queue's keys spread over slots: seeded one command at a time.
-            for s in specs().into_iter().filter(|s| s.base.starts_with('{')) {
-                seed_queue(&mut acon, &s, now)
-                    .await
-                    .expect("seed the cluster");
-            }
-        });
+        // The untagged queue's keys spread over slots: seeded one command at a time.
+        let tagged: Vec<SeedSpec> = specs()
+            .into_iter()
+            .filter(|s| s.base.starts_with('{'))
+            .collect();
+        seed_cluster(&cluster, &tagged, now);
         let _: () = ccon
             .hset_multiple(
                 "bull:legacy:meta",
@@ -438,25 +437,8 @@ fn two_daemons_govern_every_primary_by_schedule_and_events() {
     let cluster = PrivateCluster::start(3, 1).expect("cluster");
     let now = now_ms();
     let bases = ["{bull}:mail", "{bull}:sms", "{orders}:orders"];
-    {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let mut con = cluster
-                .client()
-                .expect("client")
-                .get_async_connection()
-                .await
-                .expect("cluster connection");
-            for base in bases {
-                seed_queue(&mut con, &spec(base, 1_000, 0, 3), now)
-                    .await
-                    .expect("seed");
-            }
-        });
-    }
+    let specs: Vec<SeedSpec> = bases.iter().map(|b| spec(b, 1_000, 0, 3)).collect();
+    seed_cluster(&cluster, &specs, now);
     let dir = tempfile::tempdir().expect("dir");
     std::fs::write(
         dir.path().join("bullsweep.yaml"),
@@ -585,15 +567,12 @@ fn archived_records(dir: &Path, url: &str) -> Vec<(String, String)> {
 /// Keys matching `pattern` on every primary.
 fn keys_everywhere(cluster: &PrivateCluster, pattern: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for node in &cluster.nodes {
+    for node in cluster.primaries().expect("primaries") {
         let mut con = node
             .client(0)
             .and_then(|c| c.get_connection())
             .expect("node");
-        let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).expect("role");
-        if matches!(role.first(), Some(Value::BulkString(r)) if r == b"master") {
-            out.extend(con.keys::<_, Vec<String>>(pattern).expect("keys"));
-        }
+        out.extend(con.keys::<_, Vec<String>>(pattern).expect("keys"));
     }
     out
 }
@@ -605,23 +584,7 @@ fn archive_through_a_fault(fault: impl FnOnce(&PrivateCluster, &PrivateRedis)) {
     const BASE: &str = "{orders}:orders";
     let cluster = PrivateCluster::start(3, 1).expect("cluster");
     let now = now_ms();
-    {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let mut con = cluster
-                .client()
-                .expect("client")
-                .get_async_connection()
-                .await
-                .expect("cluster connection");
-            seed_queue(&mut con, &spec(BASE, FAULT_JOBS, 0, 3), now)
-                .await
-                .expect("seed");
-        });
-    }
+    seed_cluster(&cluster, &[spec(BASE, FAULT_JOBS, 0, 3)], now);
     let dir = tempfile::tempdir().expect("dir");
     let archive = dir.path().join("archive");
     std::fs::write(

@@ -154,13 +154,7 @@ impl PrivateCluster {
     /// The replica of the primary listening on `port`.
     pub fn replica_of(&self, port: u16) -> io::Result<&PrivateRedis> {
         for node in &self.nodes {
-            let mut con = node
-                .client(0)
-                .and_then(|c| c.get_connection())
-                .map_err(io::Error::other)?;
-            let role: Vec<redis::Value> = redis::cmd("ROLE")
-                .query(&mut con)
-                .map_err(io::Error::other)?;
+            let role = role_of(node)?;
             let master_port = match (role.first(), role.get(2)) {
                 (Some(redis::Value::BulkString(r)), Some(redis::Value::Int(p)))
                     if r == b"slave" =>
@@ -250,4 +244,27 @@ impl PrivateCluster {
         }
         Ok(())
     }
+}
+
+impl PrivateCluster {
+    /// The nodes that are primaries now (`ROLE` says `master`).
+    pub fn primaries(&self) -> io::Result<Vec<&PrivateRedis>> {
+        let mut out = Vec::new();
+        for node in &self.nodes {
+            let role = role_of(node)?;
+            if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master") {
+                out.push(node);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A node's `ROLE` reply.
+fn role_of(node: &PrivateRedis) -> io::Result<Vec<redis::Value>> {
+    let mut con = node
+        .client(0)
+        .and_then(|c| c.get_connection())
+        .map_err(io::Error::other)?;
+    redis::cmd("ROLE").query(&mut con).map_err(io::Error::other)
 }

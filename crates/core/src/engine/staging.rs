@@ -100,6 +100,20 @@ fn entry_of(parent: bool, id: &[u8]) -> Vec<u8> {
     e
 }
 
+/// A staged batch's whole entry list, as the server holds it.
+async fn entries_held<C: ConnectionLike>(
+    con: &mut C,
+    batch: &StagedBatch,
+) -> RedisResult<Vec<Vec<u8>>> {
+    with_retry!(
+        redis::cmd("LRANGE")
+            .arg(batch.list())
+            .arg(0)
+            .arg(-1)
+            .query_async::<Vec<Vec<u8>>>(con)
+    )
+}
+
 /// Reads a staged batch as the server's list names it: its entries, their sizes and copies.
 /// Entries whose keys are gone (dropped by a run killed mid-drop) are skipped. A batch that
 /// changes while it is read (a failover) is an error, and stays staged for a later run.
@@ -108,13 +122,7 @@ pub(crate) async fn read<C: ConnectionLike>(
     batch: &StagedBatch,
     state: JobState,
 ) -> Result<StagedRead> {
-    let raw: Vec<Vec<u8>> = with_retry!(
-        redis::cmd("LRANGE")
-            .arg(batch.list())
-            .arg(0)
-            .arg(-1)
-            .query_async::<Vec<Vec<u8>>>(con)
-    )?;
+    let raw = entries_held(con, batch).await?;
     let mut staged = Vec::with_capacity(raw.len());
     for (i, chunk) in raw.chunks(READ_JOBS).enumerate() {
         let first = (i * READ_JOBS) as u64 + 1;
@@ -209,13 +217,7 @@ async fn read_copies<C: ConnectionLike>(
     }
     // The first pipeline reads the whole list: its length, and the oversized entries' place.
     if whole.is_empty() {
-        let held: Vec<Vec<u8>> = with_retry!(
-            redis::cmd("LRANGE")
-                .arg(batch.list())
-                .arg(0)
-                .arg(-1)
-                .query_async::<Vec<Vec<u8>>>(con)
-        )?;
+        let held = entries_held(con, batch).await?;
         return Ok((held == out.entries).then_some(out));
     }
     for (i, chunk) in whole.chunks(READ_JOBS).enumerate() {
