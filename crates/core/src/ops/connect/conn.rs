@@ -74,7 +74,7 @@ impl Conn {
     }
 
     /// The primary this connection is pinned to, if any.
-    pub fn node(&self) -> Option<&Node> {
+    fn node(&self) -> Option<&Node> {
         self.node.as_deref()
     }
 
