@@ -8,6 +8,7 @@
 use super::BenchConfig;
 use super::probe::{flush, info_number};
 use bullsweep_core::Error;
+use bullsweep_core::bullmq::keys;
 use bullsweep_core::ops::Conn;
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use serde::Serialize;
@@ -102,7 +103,7 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
     for t in 0..TENANTS {
         let mut pipe = redis::pipe();
         for q in 0..QUEUES_PER_TENANT {
-            pipe.hset("bullsweep:lastrun", base(t, q), now).ignore();
+            pipe.hset(keys::LAST_RUN, base(t, q), now).ignore();
         }
         pipe.query_async::<()>(con).await.map_err(redis_err)?;
     }
