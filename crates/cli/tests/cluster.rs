@@ -57,13 +57,18 @@ fn workdir() -> tempfile::TempDir {
     dir
 }
 
-/// Seeds hash-tagged queues into the cluster (each pipeline stays in its queue's slot).
-fn seed_cluster(cluster: &PrivateCluster, specs: &[SeedSpec], now: i64) {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// Runs `f` to its end on a runtime of its own.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("runtime");
-    rt.block_on(async {
+        .expect("runtime")
+        .block_on(f)
+}
+
+/// Seeds hash-tagged queues into the cluster (each pipeline stays in its queue's slot).
+fn seed_cluster(cluster: &PrivateCluster, specs: &[SeedSpec], now: i64) {
+    block_on(async {
         let mut con = cluster
             .client()
             .expect("client")
@@ -80,11 +85,7 @@ fn seed_cluster(cluster: &PrivateCluster, specs: &[SeedSpec], now: i64) {
 
 /// Seeds every queue into a standalone server.
 fn seed_all(client: &redis::Client, now: i64) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    block_on(async {
         let mut con = client
             .get_multiplexed_async_connection()
             .await
