@@ -4,10 +4,11 @@
 //! latency percentiles, Redis CPU and memory freed, and the ratio to BullMQ from the same run.
 //!
 //! The contenders are in `contenders`, the probe and Redis counters in `probe`, the Node
-//! runner in `node`, the figures and their table in `report`, and `--strategy event` in
-//! `event`.
+//! runner in `node`, the figures and their table in `report`, and `--strategy event`, `scale`
+//! and `cluster` in their own modules.
 #![deny(missing_docs)]
 
+mod cluster;
 mod contenders;
 mod event;
 mod node;
@@ -42,6 +43,9 @@ pub enum Strategy {
     /// `--jobs` jobs (ten million) over 1,000 queues: `plan` and `run` (time, peak RSS,
     /// jobs/s) and an idle daemon's discovery cost.
     Scale,
+    /// The same sweep on one Redis and on a 3-primary Redis Cluster (queues on different
+    /// primaries swept in parallel): jobs/s, and each primary's bystander p99.
+    Cluster,
 }
 
 /// Queues the forget dataset is spread over.
@@ -91,6 +95,9 @@ pub(crate) const BASE: &str = "bull:bench";
 /// Runs `bench`.
 /// Runs the bench and returns what to print: the table, or JSON.
 pub async fn run(args: &BenchConfig) -> Result<String, Error> {
+    if args.strategy == Strategy::Cluster {
+        return cluster::run(args).await;
+    }
     let (server, url) = match &args.redis {
         Some(url) => (None, url.clone()),
         None => {
@@ -170,7 +177,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             .collect(),
         // The plain sweep runs beside the archive, so that their ratio comes from one run.
         Strategy::Archive => vec!["bullsweep", "archive"],
-        Strategy::Event | Strategy::Scale => vec!["archive"],
+        Strategy::Event | Strategy::Scale | Strategy::Cluster => vec!["archive"],
         Strategy::Forget => ["bullsweep", "bullmq"]
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)

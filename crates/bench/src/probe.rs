@@ -130,7 +130,9 @@ pub(crate) async fn stop_counters(
 }
 
 /// The longest call SLOWLOG holds, in ms (0 when none took 1 ms).
-pub(crate) async fn slowlog_max_ms(con: &mut Conn) -> Result<f64, redis::RedisError> {
+pub(crate) async fn slowlog_max_ms<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+) -> Result<f64, redis::RedisError> {
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(100_000)

@@ -265,6 +265,9 @@ pub enum StrategyArg {
     /// Ten million jobs (`--jobs`) over 1,000 queues of 100 tenants: `plan` and `run` (time,
     /// peak RSS, jobs/s) and the Redis CPU of an idle daemon's discovery over `--seconds`.
     Scale,
+    /// The same sweep on one Redis and on a private 3-primary Redis Cluster (six queues, two
+    /// per primary, swept in parallel): jobs/s and each primary's bystander p99.
+    Cluster,
 }
 
 /// `bench` options.

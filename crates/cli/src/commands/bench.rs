@@ -16,6 +16,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             StrategyArg::Forget => Strategy::Forget,
             StrategyArg::Event => Strategy::Event,
             StrategyArg::Scale => Strategy::Scale,
+            StrategyArg::Cluster => Strategy::Cluster,
         },
         rounds: args.rounds,
         rate: args.rate,

@@ -20,9 +20,12 @@ pub struct Discovered {
 
 /// What discovery needs to know of a connection: which primaries hold the keyspace (one on a
 /// single server, each primary of a Redis Cluster) and whether it is a Cluster.
-pub trait Topology: ConnectionLike + Sized + Send {
+pub trait Topology: ConnectionLike + Clone + Sized + Send + Sync {
     /// One connection per primary, each sending its commands to that node.
     fn primaries(&self) -> impl Future<Output = RedisResult<Vec<Self>>> + Send;
+    /// For each key, which primary serves it: an index in `primaries()`' order (0 everywhere
+    /// on one server).
+    fn owners(&self, keys: &[String]) -> impl Future<Output = RedisResult<Vec<usize>>> + Send;
     /// Whether the server is a Redis Cluster.
     fn cluster(&self) -> bool;
 }
@@ -30,6 +33,10 @@ pub trait Topology: ConnectionLike + Sized + Send {
 impl Topology for redis::aio::MultiplexedConnection {
     async fn primaries(&self) -> RedisResult<Vec<Self>> {
         Ok(vec![self.clone()])
+    }
+
+    async fn owners(&self, keys: &[String]) -> RedisResult<Vec<usize>> {
+        Ok(vec![0; keys.len()])
     }
 
     fn cluster(&self) -> bool {

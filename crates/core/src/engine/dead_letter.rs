@@ -9,9 +9,9 @@
 
 use super::batch::BatchSizer;
 use super::options::Mode;
+use super::queue_run::QueueRun;
 use super::report::{QueueReport, Skipped, StateReport};
 use super::rules::{RuleGroup, RuleGroups};
-use super::sweep::QueueRun;
 use super::work::{StateWork, finish, prefix_counts};
 use crate::archive::ArchiveSink;
 use crate::audit;

@@ -4,8 +4,8 @@
 
 use super::batch::{BatchSizer, run_batches};
 use super::options::Mode;
+use super::queue_run::QueueRun;
 use super::report::{Skipped, StateReport};
-use super::sweep::QueueRun;
 use super::work::finish;
 use crate::bullmq::{Candidate, QueueKeys, scripts};
 use crate::error::Result;

@@ -4,7 +4,7 @@
 //! failed is never replayed: the caller's own retry re-checks what it was doing.
 
 use super::Target;
-use super::link::{Link, Node, primaries};
+use super::link::{Link, Node, key_slot, primaries};
 use crate::bullmq::SortGetMemory;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
@@ -69,6 +69,30 @@ impl Conn {
             .map(|node| Conn {
                 shared: self.shared.clone(),
                 node: Some(Arc::new(node)),
+            })
+            .collect())
+    }
+
+    /// For each key, the index in [`Conn::primaries`]' order of the primary serving its slot:
+    /// 0 for every key on one server, and for a slot no primary serves right now.
+    pub async fn owners(&self, keys: &[String]) -> RedisResult<Vec<usize>> {
+        if !self.is_cluster().await? {
+            return Ok(vec![0; keys.len()]);
+        }
+        let mut any = self.clone();
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut any)
+            .await?;
+        let nodes = primaries(&text);
+        Ok(keys
+            .iter()
+            .map(|key| {
+                let slot = key_slot(key.as_bytes());
+                nodes
+                    .iter()
+                    .position(|n| n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+                    .unwrap_or(0)
             })
             .collect())
     }
@@ -246,6 +270,10 @@ fn needs_reconnect_code(code: &str) -> bool {
 impl crate::bullmq::Topology for Conn {
     async fn primaries(&self) -> RedisResult<Vec<Self>> {
         Conn::primaries(self).await
+    }
+
+    async fn owners(&self, keys: &[String]) -> RedisResult<Vec<usize>> {
+        Conn::owners(self, keys).await
     }
 
     fn cluster(&self) -> bool {
