@@ -5,7 +5,7 @@
 //! primary's probe p99 and longest call, and the cluster's jobs/s over one Redis's.
 
 use super::BenchConfig;
-use super::probe::{Prober, percentile, slowlog_max_ms};
+use super::probe::{Prober, info_number, percentile, slowlog_max_ms};
 use super::report::median;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::QueueKeys;
@@ -35,6 +35,8 @@ struct TargetRun {
     probe_p99_ms: Vec<f64>,
     /// Per primary: the longest call SLOWLOG holds, ms.
     longest_call_ms: Vec<f64>,
+    /// Per primary: Redis CPU seconds (user + sys) during the sweep.
+    redis_cpu_s: Vec<f64>,
 }
 
 /// What `--strategy cluster` measured.
@@ -195,8 +197,10 @@ async fn measure(
     );
     let set =
         bullsweep_policy::compile("bench", &policy).map_err(|e| Error::runtime(e.to_string()))?;
+    let mut cpu_before = Vec::new();
     for node in &mut nodes {
         configure_slowlog(&mut node.con).await.map_err(redis_err)?;
+        cpu_before.push(cpu_seconds(node).await?);
     }
     let probers = probed
         .iter()
@@ -213,7 +217,9 @@ async fn measure(
         probe_p99_ms.push(percentile(&samples, 0.99));
     }
     let mut longest_call_ms = Vec::new();
-    for node in &mut nodes {
+    let mut redis_cpu_s = Vec::new();
+    for (node, before) in nodes.iter_mut().zip(cpu_before) {
+        redis_cpu_s.push(cpu_seconds(node).await? - before);
         longest_call_ms.push(
             slowlog_max_ms(&mut node.con)
                 .await
@@ -231,7 +237,15 @@ async fn measure(
         jobs_per_sec: swept.done() as f64 / seconds.max(1e-9),
         probe_p99_ms,
         longest_call_ms,
+        redis_cpu_s,
     })
+}
+
+/// A node's CPU seconds so far (user + sys).
+async fn cpu_seconds(node: &mut Probed) -> Result<f64, Error> {
+    info_number(&mut node.con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+        .await
+        .map_err(|e| Error::redis(&node.url, &e))
 }
 
 /// SLOWLOG records every call of 1 ms or more, from empty.
@@ -283,6 +297,7 @@ fn table(report: &ClusterReport) -> String {
         "jobs/s",
         "probe p99 ms, worst primary",
         "longest call ms, worst primary",
+        "redis cpu s, all primaries",
     ]);
     for target in ["one Redis", "3-primary cluster"] {
         let mine: Vec<&TargetRun> = report.runs.iter().filter(|r| r.target == target).collect();
@@ -304,6 +319,10 @@ fn table(report: &ClusterReport) -> String {
             ),
             format!("{:.2}", worst(|r| &r.probe_p99_ms)),
             format!("{:.2}", worst(|r| &r.longest_call_ms)),
+            format!(
+                "{:.2}",
+                median(mine.iter().map(|r| r.redis_cpu_s.iter().sum()).collect()).unwrap_or(0.0)
+            ),
         ]);
     }
     let each: Vec<String> = report.ratios.iter().map(|r| format!("{r:.2}x")).collect();

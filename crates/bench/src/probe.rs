@@ -51,8 +51,8 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[idx].as_secs_f64() * 1_000.0
 }
 
-pub(crate) async fn info_number(
-    con: &mut Conn,
+pub(crate) async fn info_number<C: redis::aio::ConnectionLike>(
+    con: &mut C,
     section: &str,
     fields: &[&str],
 ) -> Result<f64, redis::RedisError> {
