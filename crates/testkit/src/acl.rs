@@ -17,7 +17,8 @@ pub enum Role {
 pub const ROLES: [Role; 3] = [Role::ReadOnly, Role::Governing, Role::Erasure];
 
 /// What every connection does: answer a ping, select its database, name itself, read the
-/// server's version (`INFO server`), and on a Redis Cluster learn its slots and primaries.
+/// server's version (`INFO server`), and on a Redis Cluster learn its slots and primaries (and,
+/// in a script, the slot of a flow's parent: `CLUSTER KEYSLOT`).
 const CONNECTION: &[&str] = &[
     "ping",
     "select",
@@ -25,6 +26,7 @@ const CONNECTION: &[&str] = &[
     "info",
     "cluster|slots",
     "cluster|nodes",
+    "cluster|keyslot",
 ];
 
 /// Reads of BullMQ's keys and bullsweep's own.

@@ -67,6 +67,8 @@ pub(crate) struct BatchStep {
     pub already: u64,
     /// Jobs whose parent still waits for children (`protectWaitingParents`).
     pub parent_waiting: u64,
+    /// Jobs held back on a Redis Cluster because their parent lives in another slot.
+    pub cross_slot: u64,
     /// Time the call held Redis, measured by Redis itself.
     pub elapsed_us: u64,
 }
@@ -81,6 +83,7 @@ impl From<BatchOutcome> for BatchStep {
             changed: o.changed,
             already: 0,
             parent_waiting: o.parent_waiting,
+            cross_slot: o.cross_slot,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -96,6 +99,7 @@ impl From<ScrubOutcome> for BatchStep {
             changed: o.changed,
             already: o.already,
             parent_waiting: 0,
+            cross_slot: 0,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -111,6 +115,7 @@ impl From<ActiveOutcome> for BatchStep {
             changed: o.changed,
             already: 0,
             parent_waiting: 0,
+            cross_slot: 0,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -129,6 +134,7 @@ pub(crate) fn account(
     skipped.changed += step.changed;
     skipped.already_anonymized += step.already;
     skipped.parent_waiting += step.parent_waiting;
+    skipped.cross_slot += step.cross_slot;
     progress(step.acted);
 }
 

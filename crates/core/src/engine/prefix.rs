@@ -107,7 +107,7 @@ impl StateWork<'_> {
             let step = BatchStep::from(out);
             sizer.observe(step.handled, step.elapsed_us);
             account(&step, self.opts, self.progress, skipped);
-            offset += out.locked + out.malformed + out.parent_waiting;
+            offset += out.locked + out.malformed + out.parent_waiting + out.cross_slot;
             done += out.removed;
             if out.exhausted || self.opts.stopping() {
                 return Ok(done);

@@ -124,6 +124,10 @@ pub struct Skipped {
     /// Finished children whose parent still waits for children (`protectWaitingParents`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub parent_waiting: u64,
+    /// On a Redis Cluster: jobs whose parent lives in another slot (a flow across hash tags,
+    /// which BullMQ cannot run there either); never touched.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cross_slot: u64,
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
@@ -142,6 +146,7 @@ impl Skipped {
             + self.not_implemented
             + self.already_anonymized
             + self.parent_waiting
+            + self.cross_slot
     }
 
     /// Whether nothing was skipped.

@@ -177,6 +177,12 @@ pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
             skipped.parent_waiting
         ));
     }
+    if skipped.cross_slot > 0 {
+        skipped.reasons.push(format!(
+            "{} have their flow's parent under another hash tag: on a Redis Cluster it lives in another slot, so BullMQ cannot run such a flow there either; left untouched",
+            skipped.cross_slot
+        ));
+    }
     if skipped.already_anonymized > 0 {
         skipped.reasons.push(format!(
             "{} already anonymized by an earlier run",

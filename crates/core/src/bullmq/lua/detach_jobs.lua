@@ -21,8 +21,8 @@
   ARGV[7] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
   ARGV[8..] per job: id, expected score
 
-  Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting, staged}:
-  staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
+  Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
+  staged}: staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
   none), the bytes of data and returnvalue, and the log count; so the client reads each copy
   (or streams an oversized one) without asking again.
 
@@ -113,4 +113,4 @@ local detached = batch.removed
 zremAll(setKey, detached)
 recordIdBatch(eventsKey, metaKey, ARGV[6], ARGV[3], detached)
 return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  stagedNow}
+  batch.crossSlot, stagedNow}

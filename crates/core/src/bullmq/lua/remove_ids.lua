@@ -16,8 +16,8 @@
   ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
             fingerprint, or `shape:…` for an oversized job)
 
-  Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting}; handled
-  counts the jobs looked at, so the caller resends the rest when the budget ran out.
+  Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot};
+  handled counts the jobs looked at, so the caller resends the rest when the budget ran out.
 
   Invariant: a job no longer in the set, or with another score, was moved or re-finished since
   it was selected and is left alone (counted as changed). With fingerprints, a job whose fields
@@ -55,4 +55,5 @@ flushDeletes(batch.dels)
 local removed = batch.removed
 zremAll(setKey, removed)
 recordIdBatch(eventsKey, metaKey, ARGV[5], ARGV[3], removed)
-return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting}
+return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
+  batch.crossSlot}

@@ -15,7 +15,8 @@
   ARGV[9] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
   ARGV[10] '1' to read jobs with SORT … GET; '0' when this connection learned it is refused
 
-  Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused};
+  Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
+  crossSlot};
   exhausted is 1 when no selected job is left beyond the ones held back; sortRefused is 1
   when SORT … GET was refused here (an ACL without read access to every key, or a server
   that forbids it) and the jobs were read one by one instead.
@@ -125,7 +126,7 @@ if read >= limit then
 end
 flushDeletes(batch.dels)
 local removed = batch.removed
-if batch.locked + batch.malformed + batch.parentWaiting == 0 then
+if batch.locked + batch.malformed + batch.parentWaiting + batch.crossSlot == 0 then
   -- Nothing held back: the removed jobs are exactly the ranks just read.
   if #removed > 0 then
     rcall('ZREMRANGEBYRANK', setKey, offset, offset + #removed - 1)
@@ -135,4 +136,4 @@ else
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting,
-  sortRefused}
+  sortRefused, batch.crossSlot}

@@ -89,7 +89,7 @@ impl Scripts {
                 elapsed_us,
                 exhausted: false,
                 handled: read,
-                parent_waiting: 0,
+                ..BatchOutcome::default()
             },
         })
     }

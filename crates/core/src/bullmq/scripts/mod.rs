@@ -175,7 +175,7 @@ fn push_candidates(
 }
 
 /// Runs a script over ids whose reply is `{done, locked, malformed, changed, elapsed_us,
-/// handled[, parentWaiting]}` (`remove_ids`, `cold_jobs`, `move_exhausted`).
+/// handled[, parentWaiting, crossSlot]}` (`remove_ids`, `cold_jobs`, `move_exhausted`).
 async fn id_batch<C: ConnectionLike>(
     invocation: &redis::ScriptInvocation<'_>,
     con: &mut C,
@@ -188,7 +188,7 @@ async fn id_batch<C: ConnectionLike>(
 
 impl BatchOutcome {
     /// The outcome of an id-batch reply, from its `i`-th integer: `{done, locked, malformed,
-    /// changed, elapsed_us, handled, parentWaiting}`.
+    /// changed, elapsed_us, handled, parentWaiting, crossSlot}`.
     fn of_id_batch(at: impl Fn(usize) -> u64) -> Self {
         BatchOutcome {
             removed: at(0),
@@ -199,6 +199,7 @@ impl BatchOutcome {
             exhausted: false,
             handled: at(5),
             parent_waiting: at(6),
+            cross_slot: at(7),
         }
     }
 }
@@ -222,6 +223,8 @@ pub struct BatchOutcome {
     pub handled: u64,
     /// Jobs held back because their parent still waits for children (`protectWaitingParents`).
     pub parent_waiting: u64,
+    /// Jobs held back on a Redis Cluster because their parent lives in another slot.
+    pub cross_slot: u64,
 }
 
 /// A job selected for removal by id.

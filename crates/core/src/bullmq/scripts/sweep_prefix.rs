@@ -55,15 +55,7 @@ impl Scripts {
         audit_ctx: &str,
     ) -> RedisResult<(BatchOutcome, bool)> {
         let sel = &batch.selection;
-        let (removed, locked, malformed, elapsed_us, exhausted, parent_waiting, sort_refused): (
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-        ) = {
+        let reply: Vec<u64> = {
             let mut invocation = self.sweep_prefix.prepare_invoke();
             invocation
                 .key(keys.finished_set(state))
@@ -82,16 +74,20 @@ impl Scripts {
             audited(&mut invocation, con, audit_tag(keys.base())).await?;
             invocation.invoke_async(con).await?
         };
+        // {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
+        // crossSlot}
+        let at = |i: usize| reply.get(i).copied().unwrap_or_default();
         let outcome = BatchOutcome {
-            removed,
-            locked,
-            malformed,
+            removed: at(0),
+            locked: at(1),
+            malformed: at(2),
             changed: 0,
-            elapsed_us,
-            exhausted: exhausted == 1,
-            handled: removed + locked + malformed + parent_waiting,
-            parent_waiting,
+            elapsed_us: at(3),
+            exhausted: at(4) == 1,
+            handled: at(0) + at(1) + at(2) + at(5) + at(7),
+            parent_waiting: at(5),
+            cross_slot: at(7),
         };
-        Ok((outcome, sort_refused == 1))
+        Ok((outcome, at(6) == 1))
     }
 }

@@ -13,10 +13,27 @@
   Every parent removed or released along with a job is named in the call's audit event
   (addAuditRelated). With protectParents set (policy field protectWaitingParents), a job
   whose parent still waits in waiting-children is held back instead (parentWaiting).
+  On a Redis Cluster, a job whose parent lives in another slot (a flow across hash tags,
+  which BullMQ cannot run there either) is held back and counted (crossSlot): a script may
+  touch only its own slot, and meeting the parent's key would fail the call midway.
 ]]
 
 -- Set by a script from its arguments: hold back jobs whose parent waits for children.
 local protectParents = false
+
+-- The slot of the script's first key on a Redis Cluster, false on one server (which refuses
+-- CLUSTER KEYSLOT); nil until first asked.
+local ownSlot = nil
+
+-- Whether `key` may be touched by this call: always on one server; on a Cluster, when it
+-- lives in the slot of the call's first key.
+local function inOwnSlot(key)
+  if ownSlot == nil then
+    local ok, slot = pcall(rcall, 'CLUSTER', 'KEYSLOT', KEYS[1])
+    ownSlot = ok and slot or false
+  end
+  return not ownSlot or rcall('CLUSTER', 'KEYSLOT', key) == ownSlot
+end
 
 -- Queues the job's keys that hold no data of its own (not its hash and logs) for UNLINK.
 local function queueLinkKeys(dels, jobKey)
@@ -179,13 +196,17 @@ end
 
 -- One call's bookkeeping: ids removed, keys waiting for one UNLINK, jobs held back.
 local function newBatch()
-  return {removed = {}, dels = {}, locked = 0, malformed = 0, parentWaiting = 0}
+  return {removed = {}, dels = {}, locked = 0, malformed = 0, parentWaiting = 0, crossSlot = 0}
 end
 
 -- Removes a job whose fields were read, or holds it back as malformed (finishedOn nil).
 local function takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
   if finishedOn == nil then
     batch.malformed = batch.malformed + 1
+    return
+  end
+  if parentKey and parentKey ~= '' and not inOwnSlot(parentKey) then
+    batch.crossSlot = batch.crossSlot + 1
     return
   end
   if protectParents and parentKey and parentWaits(parentKey) then
