@@ -1,12 +1,12 @@
 //! TLS against Debian's redis-server started with `--tls-port N --port 0`: bullsweep governs
 //! over TLS and mutual TLS (run, forget, the daemon), and each certificate problem is named
 //! with its fix: an unknown CA, a host-name mismatch, an expired certificate, a missing
-//! client certificate.
+//! client certificate; and a Redis Cluster over mutual TLS.
 
 mod common;
 
 use bullsweep_testkit::certs::Pair;
-use bullsweep_testkit::{Certs, PrivateRedis, Role, ServerTls};
+use bullsweep_testkit::{Certs, PrivateCluster, PrivateRedis, Role, ServerTls};
 use common::*;
 use redis::Commands;
 use std::ffi::OsString;
@@ -204,4 +204,92 @@ fn the_daemon_sweeps_over_mutual_tls() {
         .status();
     let status = child.wait().expect("daemon exits");
     assert!(status.success(), "the daemon stops cleanly on SIGTERM");
+}
+
+#[test]
+fn a_cluster_is_governed_over_mutual_tls() {
+    let certs = Certs::generate().expect("openssl makes the certificates");
+    let cluster = PrivateCluster::start_tls(
+        3,
+        0,
+        ServerTls {
+            server: certs.server.clone(),
+            ca: certs.ca.clone(),
+            client: certs.client.clone(),
+            auth_clients: true,
+        },
+    )
+    .expect("a TLS cluster starts");
+    // Each queue is seeded on the primary serving its tag, over TLS.
+    let now = now_ms();
+    let queues = [("{bull}:mail", 300u64), ("{orders}:orders", 200)];
+    for (base, n) in queues {
+        let owner = cluster.owner_of(&format!("{base}:meta")).expect("owner");
+        let client = owner.client(0).expect("client");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect over TLS");
+            bullsweep_testkit::seed_queue(&mut con, &spec(base, n, 0, 3), now)
+                .await
+                .expect("seed");
+        });
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = dir.path().join("bullsweep.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\ndiscovery: { layouts: ['{{bull}}:{queue}', '{{orders}}:{queue}'] }\npolicies: [{ name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n",
+    )
+    .expect("policy");
+    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(cluster.url_as(Role::Governing))
+        .arg("--tls-ca-cert")
+        .arg(&certs.ca)
+        .arg("--tls-cert")
+        .arg(&certs.client.cert)
+        .arg("--tls-key")
+        .arg(&certs.client.key)
+        .arg("--config")
+        .arg(&policy)
+        .args(["run", "--json"])
+        .current_dir(dir.path())
+        .env_remove("BULLSWEEP_REDIS_URL")
+        .output()
+        .expect("bullsweep runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    for (base, n) in queues {
+        let q = report["queues"]
+            .as_array()
+            .expect("queues")
+            .iter()
+            .find(|q| q["key"] == base)
+            .unwrap_or_else(|| panic!("{base} reported: {stdout}"));
+        assert!(q["error"].is_null(), "{q}");
+        // Jobs finished over three days: those older than one day go, about two thirds.
+        let done = q["states"]["completed"]["done"].as_u64().expect("done");
+        let owner = cluster.owner_of(&format!("{base}:meta")).expect("owner");
+        let mut con = owner
+            .client(0)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let left: u64 = con.zcard(format!("{base}:completed")).expect("zcard");
+        assert!(done > 0 && done < n, "{base}: {done} of {n}");
+        assert_eq!(left, n - done, "{base}");
+        let oldest: Vec<(String, i64)> = con
+            .zrange_withscores(format!("{base}:completed"), 0, 0)
+            .expect("zrange");
+        assert!(
+            oldest.iter().all(|(_, s)| *s >= now - DAY - 60_000),
+            "{base}: {oldest:?}"
+        );
+    }
 }

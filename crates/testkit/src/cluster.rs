@@ -3,7 +3,7 @@
 //! node has the role users ([`crate::Role`]); dropping the cluster stops every node.
 
 use crate::acl::Role;
-use crate::redis_server::{PrivateRedis, ROLE_PASSWORD};
+use crate::redis_server::{PrivateRedis, ROLE_PASSWORD, ServerTls};
 use std::io;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -19,7 +19,17 @@ impl PrivateCluster {
     /// Starts `primaries` primaries with `replicas` replicas each, and waits until every node
     /// reports `cluster_state:ok`.
     pub fn start(primaries: usize, replicas: usize) -> io::Result<Self> {
-        let args = [
+        Self::spawn(primaries, replicas, None)
+    }
+
+    /// [`Self::start`], every node speaking only TLS with `tls`'s files, the cluster bus and
+    /// replication included (`--tls-cluster yes --tls-replication yes`).
+    pub fn start_tls(primaries: usize, replicas: usize, tls: ServerTls) -> io::Result<Self> {
+        Self::spawn(primaries, replicas, Some(tls))
+    }
+
+    fn spawn(primaries: usize, replicas: usize, tls: Option<ServerTls>) -> io::Result<Self> {
+        let mut args = vec![
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
@@ -27,14 +37,41 @@ impl PrivateCluster {
             "--cluster-node-timeout",
             "2000",
         ];
+        let (client_cert, client_key) = match &tls {
+            Some(t) => (
+                t.client.cert.display().to_string(),
+                t.client.key.display().to_string(),
+            ),
+            None => Default::default(),
+        };
+        if tls.is_some() {
+            // Nodes connect to each other as clients: with the client certificate, which
+            // `tls-auth-clients yes` accepts (the server's is for serving only).
+            args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+            args.extend(["--tls-client-cert-file", &client_cert]);
+            args.extend(["--tls-client-key-file", &client_key]);
+        }
         let nodes = (0..primaries * (1 + replicas))
-            .map(|_| PrivateRedis::start_with(&args))
+            .map(|_| match &tls {
+                None => PrivateRedis::start_with(&args),
+                Some(t) => PrivateRedis::start_tls_with(t.clone(), &args),
+            })
             .collect::<io::Result<Vec<_>>>()?;
         let addresses: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
-        let out = Command::new("redis-cli")
+        let mut cli = Command::new("redis-cli");
+        if let Some(t) = &tls {
+            cli.arg("--tls")
+                .arg("--cacert")
+                .arg(&t.ca)
+                .arg("--cert")
+                .arg(&t.client.cert)
+                .arg("--key")
+                .arg(&t.client.key);
+        }
+        let out = cli
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
@@ -89,15 +126,21 @@ impl PrivateCluster {
         self.nodes[0].port()
     }
 
-    /// A `redis+cluster://` URL with every node as a seed, as `role`'s user.
+    /// A `redis+cluster://` URL (`rediss+cluster://` over TLS) with every node as a seed, as
+    /// `role`'s user.
     pub fn url_as(&self, role: Role) -> String {
         let seeds: Vec<String> = self
             .nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
+        let scheme = if self.nodes[0].tls().is_some() {
+            "rediss+cluster"
+        } else {
+            "redis+cluster"
+        };
         format!(
-            "redis+cluster://{}:{ROLE_PASSWORD}@{}",
+            "{scheme}://{}:{ROLE_PASSWORD}@{}",
             role.user(),
             seeds.join(",")
         )

@@ -67,6 +67,11 @@ impl PrivateRedis {
         Self::spawn(&[], Some(tls))
     }
 
+    /// [`Self::start_tls`], with more server arguments.
+    pub fn start_tls_with(tls: ServerTls, extra: &[&str]) -> io::Result<Self> {
+        Self::spawn(extra, Some(tls))
+    }
+
     fn spawn(extra: &[&str], tls: Option<ServerTls>) -> io::Result<Self> {
         let binary = server_binary();
         // Ask the OS for a free port, then hand it to Redis; retry if another process wins it.
