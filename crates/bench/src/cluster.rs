@@ -5,7 +5,9 @@
 //! primary's probe p99 and longest call, and the cluster's jobs/s over one Redis's.
 
 use super::BenchConfig;
-use super::probe::{Prober, info_number, percentile, slowlog_max_ms};
+use super::probe::{
+    Prober, info_number, percentile, slowlog_begin, slowlog_max_ms, start_counters,
+};
 use super::report::median;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::QueueKeys;
@@ -197,10 +199,12 @@ async fn measure(
     );
     let set =
         bullsweep_policy::compile("bench", &policy).map_err(|e| Error::runtime(e.to_string()))?;
+    // SLOWLOG records every call of 1 ms or more, from empty (private servers: the settings
+    // are not restored).
     let mut cpu_before = Vec::new();
     for node in &mut nodes {
-        configure_slowlog(&mut node.con).await.map_err(redis_err)?;
-        cpu_before.push(cpu_seconds(node).await?);
+        slowlog_begin(&mut node.con).await.map_err(redis_err)?;
+        cpu_before.push(start_counters(&mut node.con).await.map_err(redis_err)?);
     }
     let probers = probed
         .iter()
@@ -246,19 +250,6 @@ async fn cpu_seconds(node: &mut Probed) -> Result<f64, Error> {
     info_number(&mut node.con, "cpu", &["used_cpu_sys", "used_cpu_user"])
         .await
         .map_err(|e| Error::redis(&node.url, &e))
-}
-
-/// SLOWLOG records every call of 1 ms or more, from empty.
-async fn configure_slowlog(con: &mut MultiplexedConnection) -> redis::RedisResult<()> {
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(1000)
-        .arg("slowlog-max-len")
-        .arg(100_000)
-        .query_async::<()>(con)
-        .await?;
-    redis::cmd("SLOWLOG").arg("RESET").query_async(con).await
 }
 
 /// Fails unless the sweep emptied every queue's completed set and reported every job.

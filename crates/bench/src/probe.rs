@@ -78,7 +78,9 @@ pub(crate) fn peak_rss_mb() -> f64 {
 }
 
 /// Makes SLOWLOG record every call of 1 ms or more; returns the settings to restore.
-pub(crate) async fn slowlog_begin(con: &mut Conn) -> Result<(String, String), redis::RedisError> {
+pub(crate) async fn slowlog_begin<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+) -> Result<(String, String), redis::RedisError> {
     let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
     let threshold: Vec<String> = get("slowlog-log-slower-than").query_async(con).await?;
     let max_len: Vec<String> = get("slowlog-max-len").query_async(con).await?;
@@ -111,7 +113,9 @@ pub(crate) async fn slowlog_end(
 }
 
 /// Resets SLOWLOG and reads Redis's CPU seconds, just before a contender starts.
-pub(crate) async fn start_counters(con: &mut Conn) -> Result<f64, redis::RedisError> {
+pub(crate) async fn start_counters<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+) -> Result<f64, redis::RedisError> {
     redis::cmd("SLOWLOG")
         .arg("RESET")
         .query_async::<()>(con)
