@@ -56,15 +56,10 @@ impl Conn {
     /// One connection per primary, each sending every command to its node (for what reads a
     /// node's whole keyspace, like discovery's `SCAN`): this connection itself on one server.
     pub async fn primaries(&self) -> RedisResult<Vec<Conn>> {
-        if !self.is_cluster().await? {
+        let Some(nodes) = self.cluster_primaries().await? else {
             return Ok(vec![self.clone()]);
-        }
-        let mut any = self.clone();
-        let text: String = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query_async(&mut any)
-            .await?;
-        Ok(primaries(&text)
+        };
+        Ok(nodes
             .into_iter()
             .map(|node| Conn {
                 shared: self.shared.clone(),
@@ -73,18 +68,25 @@ impl Conn {
             .collect())
     }
 
-    /// For each key, the index in [`Conn::primaries`]' order of the primary serving its slot:
-    /// 0 for every key on one server, and for a slot no primary serves right now.
-    pub async fn owners(&self, keys: &[String]) -> RedisResult<Vec<usize>> {
+    /// The primaries `CLUSTER NODES` lists now; `None` on one server.
+    async fn cluster_primaries(&self) -> RedisResult<Option<Vec<Node>>> {
         if !self.is_cluster().await? {
-            return Ok(vec![0; keys.len()]);
+            return Ok(None);
         }
         let mut any = self.clone();
         let text: String = redis::cmd("CLUSTER")
             .arg("NODES")
             .query_async(&mut any)
             .await?;
-        let nodes = primaries(&text);
+        Ok(Some(primaries(&text)))
+    }
+
+    /// For each key, the index in [`Conn::primaries`]' order of the primary serving its slot:
+    /// 0 for every key on one server, and for a slot no primary serves right now.
+    pub async fn owners(&self, keys: &[String]) -> RedisResult<Vec<usize>> {
+        let Some(nodes) = self.cluster_primaries().await? else {
+            return Ok(vec![0; keys.len()]);
+        };
         Ok(keys
             .iter()
             .map(|key| {
