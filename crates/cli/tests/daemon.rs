@@ -1,6 +1,7 @@
 //! The daemon against a real redis-server: every id-batch action's batches reach the batch
 //! metrics (anonymize and stalled included), and a `forget` run beside a daemon that keeps
-//! shipping audit events succeeds, the daemon's ships succeed too, and one chain verifies.
+//! shipping audit events succeeds, the daemon's ships succeed too, and one chain verifies; and
+//! `/metrics` describes the daemon and every governed queue from discovery on, before any sweep.
 
 mod common;
 
@@ -386,4 +387,65 @@ fn the_daemon_governs_only_the_queues_its_queue_glob_matches() {
         .hexists("bullsweep:lastrun", "bull:billing")
         .expect("hexists");
     assert!(!swept, "billing is not the daemon's");
+}
+
+#[test]
+fn metrics_describe_every_governed_queue_from_discovery_on() {
+    let w = World::new();
+    w.seed(spec("bull:acme:mail", 20, 0, 3), now_ms());
+    w.seed(spec("bull:globex:mail", 20, 0, 3), now_ms());
+    let mut con = w.con();
+    // Swept just now: nothing is due for a day, so no sweep runs during the test.
+    for base in ["bull:acme:mail", "bull:globex:mail"] {
+        let _: () = con
+            .hset("bullsweep:lastrun", base, now_ms())
+            .expect("lastrun");
+    }
+    let policy = w.policy(
+        "version: 1\nschedule: 24h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\nenvironment: prod\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 1d } } }\n",
+    );
+    let port = free_port();
+    let daemon = Daemon::start(&w, &policy, Some(port), &[]);
+    let mut metrics = String::new();
+    wait_until("the queues in /metrics", Duration::from_secs(20), || {
+        metrics = std::net::TcpStream::connect(("127.0.0.1", port))
+            .map(|_| scrape(port))
+            .unwrap_or_default();
+        metrics.contains("bullsweep_queue_info{")
+            && metrics.matches("bullsweep_queue_info{").count() == 2
+    });
+    assert!(metrics.lines().any(|l| l == "bullsweep_up 1"), "{metrics}");
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        sample(&metrics, "bullsweep_build_info", &[&version]),
+        Some(1.0),
+        "{metrics}"
+    );
+    for tenant in ["acme", "globex"] {
+        let queue = format!("queue=\"bull:{tenant}:mail\"");
+        let labels = [
+            queue.as_str(),
+            &format!("tenant=\"{tenant}\""),
+            "env=\"prod\"",
+            "policy=\"mail\"",
+        ];
+        assert_eq!(
+            sample(&metrics, "bullsweep_queue_info", &labels),
+            Some(1.0),
+            "{metrics}"
+        );
+        assert_eq!(
+            sample(&metrics, "bullsweep_alert", &[&queue]),
+            Some(0.0),
+            "{metrics}"
+        );
+    }
+    // Nothing was swept: the series come from discovery, not from a sweep.
+    assert!(
+        !metrics.contains("bullsweep_last_success_timestamp_seconds{"),
+        "{metrics}"
+    );
+    let zcard: u64 = con.zcard("bull:acme:mail:completed").expect("zcard");
+    assert_eq!(zcard, 20, "no sweep ran");
+    daemon.stop();
 }

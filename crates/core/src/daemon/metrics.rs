@@ -100,6 +100,28 @@ pub struct DaemonMetrics {
     pub reloads: Family<ReloadLabels, Counter>,
     /// Whether Redis answered the last ping.
     pub redis_up: Arc<AtomicBool>,
+    /// Every governed queue, 1, from the discovery that found it.
+    pub queue_info: Family<QueueInfoLabels, Gauge>,
+}
+
+/// A governed queue as `bullsweep_queue_info` describes it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueInfoLabels {
+    /// The queue's key base.
+    pub queue: String,
+    /// The tenant, or empty.
+    pub tenant: String,
+    /// The environment, or empty.
+    pub env: String,
+    /// The policy that governs it.
+    pub policy: String,
+}
+
+/// The build, as `bullsweep_build_info` describes it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// bullsweep's version.
+    pub version: String,
 }
 
 /// The outcome of a reload.
@@ -127,6 +149,22 @@ impl Default for DaemonMetrics {
         let lock_contention = Family::<QueueLabels, Counter>::default();
         let event_gaps = Family::<QueueLabels, Counter>::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
+        let queue_info = Family::<QueueInfoLabels, Gauge>::default();
+        let up: Gauge = Gauge::default();
+        up.set(1);
+        registry.register("up", "1 while this daemon runs", up);
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+            .set(1);
+        registry.register("build_info", "This daemon's build, always 1", build);
+        registry.register(
+            "queue_info",
+            "Every governed queue with its tenant, environment and policy, 1; present from the discovery that found it",
+            queue_info.clone(),
+        );
         registry.register(
             "jobs",
             "Jobs by state, as of the queue's last sweep",
@@ -192,6 +230,7 @@ impl Default for DaemonMetrics {
             event_gaps,
             reloads,
             redis_up: Arc::new(AtomicBool::new(false)),
+            queue_info,
         }
     }
 }

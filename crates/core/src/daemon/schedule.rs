@@ -4,7 +4,7 @@ use super::discovery;
 use super::events::EventQueue;
 use super::log::log;
 use super::records;
-use super::{Daemon, Slot, jitter, metrics};
+use super::{Daemon, Slot, jitter, labels_of, metrics};
 use crate::engine;
 use crate::ops::{load_policy_file, now_ms};
 use bullsweep_policy::{EffectivePolicy, Millis, QueueId, Resolution};
@@ -153,6 +153,7 @@ impl Daemon {
                     self.slots.remove(&base);
                 }
                 self.publish_event_queues();
+                self.publish_queue_info();
             }
             return Ok(());
         };
@@ -214,9 +215,31 @@ impl Daemon {
             }
         }
         self.publish_event_queues();
+        self.publish_queue_info();
         self.discovered_at = Some(Instant::now());
         self.rechecked_at = Instant::now();
         Ok(())
+    }
+
+    /// Sets `bullsweep_queue_info` to the governed queues, and starts each queue's alert and
+    /// lock-contention series at zero, so that they exist from discovery on.
+    fn publish_queue_info(&self) {
+        self.metrics.queue_info.clear();
+        for slot in self.slots.values() {
+            let q = &slot.queue;
+            self.metrics
+                .queue_info
+                .get_or_create(&metrics::QueueInfoLabels {
+                    queue: q.base.clone(),
+                    tenant: q.tenant.clone().unwrap_or_default(),
+                    env: q.env.clone().unwrap_or_default(),
+                    policy: slot.policy.name.clone(),
+                })
+                .set(1);
+            let labels = labels_of(q);
+            let _ = self.metrics.alert.get_or_create(&labels);
+            let _ = self.metrics.lock_contention.get_or_create(&labels);
+        }
     }
 
     /// Tells the events reader which queues it reads.
