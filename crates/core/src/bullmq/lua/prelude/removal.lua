@@ -21,16 +21,17 @@
 -- Set by a script from its arguments: hold back jobs whose parent waits for children.
 local protectParents = false
 
--- The slot of the script's first key on a Redis Cluster, false on one server (which refuses
--- CLUSTER KEYSLOT); nil until first asked.
+-- The slot of the script's first key on a Redis Cluster, false on one server; nil until first
+-- asked. Cluster mode is read from INFO: Valkey 9 answers CLUSTER KEYSLOT on one server too.
 local ownSlot = nil
 
 -- Whether `key` may be touched by this call: always on one server; on a Cluster, when it
 -- lives in the slot of the call's first key.
 local function inOwnSlot(key)
   if ownSlot == nil then
-    local ok, slot = pcall(rcall, 'CLUSTER', 'KEYSLOT', KEYS[1])
-    ownSlot = ok and slot or false
+    local info = rcall('INFO', 'cluster')
+    ownSlot = string.find(info, 'cluster_enabled:1', 1, true) ~= nil
+      and rcall('CLUSTER', 'KEYSLOT', KEYS[1])
   end
   return not ownSlot or rcall('CLUSTER', 'KEYSLOT', key) == ownSlot
 end
