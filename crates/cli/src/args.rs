@@ -141,6 +141,10 @@ pub enum Command {
     /// Apply the policies.
     #[command(after_help = "Example:\n  bullsweep run --queue 'billing*' --lock-wait 2m")]
     Run(RunArgs),
+    /// The memory each governed queue holds, what a run would free now, and their monthly
+    /// cost, the biggest saving first. Reads only.
+    #[command(after_help = "Example:\n  bullsweep report --queue 'billing*' --json")]
+    Report(ReportArgs),
     /// Start a private Redis, seed a multi-tenant dataset in BullMQ's format, then plan and
     /// run on it.
     #[command(after_help = "Example:\n  bullsweep demo --jobs 10000 --keep")]
@@ -200,6 +204,14 @@ pub struct RunArgs {
     /// queue's lock) before skipping it with a warning; `0` skips at once.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub lock_wait: String,
+}
+
+/// `report` options.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Which queues.
+    #[command(flatten)]
+    pub queues: QueueArgs,
 }
 
 /// `plan` options.

@@ -55,6 +55,7 @@ const READS: &[&str] = &[
     "xlen",
     "xrange",
     "xinfo|stream",
+    "memory|usage",
 ];
 
 /// Read-only scripts (`page_newest.lua`, flagged `no-writes`).

@@ -10,6 +10,7 @@ mod demo;
 mod docs;
 mod forget;
 mod policy;
+mod report;
 mod sweep;
 
 use crate::args::{Cli, Command};
@@ -24,6 +25,7 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
         Command::Explain { queue_key_base } => policy::explain(cli, queue_key_base),
         Command::Plan(args) => sweep::plan(cli, args).await,
         Command::Run(args) => sweep::run(cli, args).await,
+        Command::Report(args) => report::report(cli, args).await,
         Command::Demo { jobs, keep } => demo::run(*jobs, *keep, cli.json).await,
         Command::Daemon(args) => daemon::run(cli, args).await,
         Command::Forget(args) => forget::run(cli, args).await,

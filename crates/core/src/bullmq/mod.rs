@@ -3,6 +3,7 @@
 pub mod discovery;
 pub mod fingerprint;
 pub mod job;
+pub mod key_classes;
 pub mod keys;
 pub mod scripts;
 

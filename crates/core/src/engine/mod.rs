@@ -15,6 +15,7 @@ pub mod event_removal;
 mod flows;
 pub mod forget;
 mod inventory;
+pub mod memory;
 mod move_exhausted;
 mod notice;
 mod options;

@@ -1,11 +1,12 @@
 //! The use cases both front ends share: the command line and the daemon call these, never
-//! each other. Each is written once here: the audited run, erasure, restore, reading the
-//! policy file, connecting, and the clock.
+//! each other. Each is written once here: the audited run, erasure, restore, the memory
+//! report, reading the policy file, connecting, and the clock.
 
 pub mod access;
 pub mod config;
 pub mod connect;
 pub mod forget;
+pub mod report;
 pub mod restore;
 pub mod run;
 
