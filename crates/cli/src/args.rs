@@ -143,7 +143,9 @@ pub enum Command {
     Run(RunArgs),
     /// The memory each governed queue holds, what a run would free now, and their monthly
     /// cost, the biggest saving first. Reads only.
-    #[command(after_help = "Example:\n  bullsweep report --queue 'billing*' --json")]
+    #[command(
+        after_help = "Examples:\n  bullsweep report --queue 'billing*' --json\n  bullsweep report --csv > redis-cost.csv"
+    )]
     Report(ReportArgs),
     /// Start a private Redis, seed a multi-tenant dataset in BullMQ's format, then plan and
     /// run on it.
@@ -212,6 +214,9 @@ pub struct ReportArgs {
     /// Which queues.
     #[command(flatten)]
     pub queues: QueueArgs,
+    /// One CSV row per queue (with a header), for a spreadsheet; instead of the table.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
 }
 
 /// `plan` options.

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 mod compile;
+mod cost;
 mod duration;
 mod jsonpath;
 mod layout;
@@ -31,6 +32,7 @@ pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,
     dependency_order,
 };
-pub use schedule::{AUTO_MAX, AUTO_MIN, CostModel, CronSchedule, DEFAULT_SCHEDULE, Schedule};
+pub use cost::{CostModel, CostPreset, PRESETS, preset};
+pub use schedule::{AUTO_MAX, AUTO_MIN, CronSchedule, DEFAULT_SCHEDULE, Schedule};
 pub use selection::Selection;
 pub use subject::{Prefilter, Subject, holds_anywhere, leaf_is, text_mentions};

@@ -33,11 +33,13 @@ pub struct RawPolicyFile {
     pub cost: Option<RawCost>,
 }
 
-/// `cost:`, for `schedule: auto`.
+/// `cost:`, for `report`, `schedule: auto` and the cost-leak alert.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RawCost {
     pub per_gb_month: Option<Spanned<f64>>,
+    pub preset: Option<Spanned<String>>,
+    pub replicas: Option<Spanned<f64>>,
     pub max_leak: Option<Spanned<f64>>,
 }
 

@@ -1,5 +1,6 @@
 //! When the daemon runs a queue's sweep: every fixed interval, on a cron expression in a time
-//! zone, or `auto`, at an interval derived from how fast reclaimable memory costs money.
+//! zone, or `auto`, at an interval derived from how fast reclaimable memory costs money (see
+//! `cost`).
 //! Everything here is arithmetic on millisecond timestamps; the daemon supplies the clock.
 
 use crate::duration::{Millis, parse_duration_str};
@@ -21,7 +22,7 @@ pub enum Schedule {
     Every(Millis),
     /// At the times a cron expression names.
     Cron(CronSchedule),
-    /// At an interval derived from the queue's reclaimable-memory growth and [`CostModel`].
+    /// At an interval derived from the queue's reclaimable-memory growth and [`crate::CostModel`].
     Auto,
 }
 
@@ -283,39 +284,6 @@ fn field(text: &str, what: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64
     Ok(bits)
 }
 
-/// What memory costs, for `schedule: auto`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CostModel {
-    /// Price of one GiB of Redis memory for a month (30 days), in any currency.
-    pub per_gb_month: f64,
-    /// How much reclaimable memory may cost before a sweep runs, in the same currency.
-    pub max_leak: f64,
-}
-
-impl Default for CostModel {
-    /// $9.80 per GiB-month (a common managed-Redis price); sweep before one cent leaks.
-    fn default() -> Self {
-        CostModel {
-            per_gb_month: 9.80,
-            max_leak: 0.01,
-        }
-    }
-}
-
-impl CostModel {
-    /// The interval for `schedule: auto`: the time until reclaimable memory growing at
-    /// `growth_bytes_per_day` costs `max_leak`, bounded to 10 minutes … 24 hours. No growth
-    /// measured yet (or none at all) gives the default hour.
-    pub fn interval(&self, growth_bytes_per_day: f64) -> Millis {
-        let daily_cost = growth_bytes_per_day / (1u64 << 30) as f64 * self.per_gb_month / 30.0;
-        if daily_cost.is_nan() || daily_cost <= 0.0 || daily_cost.is_infinite() {
-            return DEFAULT_SCHEDULE;
-        }
-        let ms = self.max_leak / daily_cost * 86_400_000.0;
-        Millis((ms.max(AUTO_MIN.0 as f64).min(AUTO_MAX.0 as f64)) as u64)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,21 +448,5 @@ mod tests {
             Schedule::Every(Millis(86_400_000)).max_jitter(DEFAULT_SCHEDULE),
             Millis(300_000)
         );
-    }
-
-    #[test]
-    fn auto_interval_is_bounded() {
-        let cost = CostModel {
-            per_gb_month: 30.0,
-            max_leak: 1.0,
-        };
-        // 1 GiB/day at $1/GiB/day: $1 leaks in a day → bounded to 24h.
-        assert_eq!(cost.interval((1u64 << 30) as f64), AUTO_MAX);
-        // 24 GiB/day: $1 leaks in an hour.
-        assert_eq!(cost.interval(24.0 * (1u64 << 30) as f64), Millis(3_600_000));
-        // Huge growth: bounded to 10 minutes.
-        assert_eq!(cost.interval(1e15), AUTO_MIN);
-        assert_eq!(cost.interval(0.0), DEFAULT_SCHEDULE);
-        assert_eq!(cost.interval(f64::NAN), DEFAULT_SCHEDULE);
     }
 }

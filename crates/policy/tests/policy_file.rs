@@ -746,3 +746,33 @@ fn ties_are_reported_as_groups() {
     );
     assert!(!shown.contains("alone"), "{shown}");
 }
+
+#[test]
+fn cost_presets_and_replicas_price_every_copy() {
+    let base = "version: 1\npolicies:\n  - { name: a, queueNamePattern: '*' }\n";
+    let s = set(&format!(
+        "{base}cost: {{ preset: aws-elasticache-r7g, replicas: 2 }}\n"
+    ));
+    let preset = s.cost.preset.expect("the preset is kept");
+    assert_eq!(preset.name, "aws-elasticache-r7g");
+    assert_eq!(s.cost.per_gb_month, preset.per_gb_month);
+    let gib = (1u64 << 30) as f64;
+    assert!((s.cost.monthly(gib) - 3.0 * preset.per_gb_month).abs() < 1e-9);
+    for (cost, expected) in [
+        (
+            "{ preset: aws-elasticash }",
+            "p.yaml:4:17: unknown cost preset `aws-elasticash`",
+        ),
+        (
+            "{ preset: aws-elasticache-r7g, perGbMonth: 3 }",
+            "p.yaml:4:50: cost.perGbMonth and cost.preset both set the price; keep one",
+        ),
+        (
+            "{ replicas: 1.5 }",
+            "p.yaml:4:19: cost.replicas must be a whole number from 0 to 16, got 1.5",
+        ),
+    ] {
+        let e = errors(&format!("{base}cost: {cost}\n"));
+        assert!(e.contains(expected), "{cost}: {e}");
+    }
+}

@@ -51,7 +51,7 @@ test('report measures a real queue within 5% and within its stated bound', async
   assert.ok(failed > 250 && failed < 350, `${failed} failed`);
 
   const policy = writePolicy(`version: 1
-cost: { perGbMonth: 10 }
+cost: { perGbMonth: 10, replicas: 1 }
 policies:
   - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 1ms }, failed: { maxCount: 100 } } }
 `);
@@ -69,8 +69,22 @@ policies:
   assert.equal(q.states.completed.jobs, jobs.length - failed);
   assert.equal(q.states.completed.sampled, 1000);
   assert.ok(q.classes.logs.bytes > 0 && q.classes.dedup.bytes > 0, JSON.stringify(q.classes));
-  assert.equal(q.monthlyCost, q.bytes / 2 ** 30 * 10);
+  // Each of the two copies (the primary and its replica) is priced.
+  assert.ok(Math.abs(q.monthlyCost - q.bytes / 2 ** 30 * 10 * 2) < 1e-9, `${q.monthlyCost}`);
+  assert.deepEqual(report.price, { perGbMonth: 10, replicas: 1 });
   assert.deepEqual(report.totals.bytes, q.bytes);
+
+  // The CSV holds the same figures, one row per queue under a header.
+  const csv = await bullsweep(['report', '--csv', '--redis', redis.url(0), '--config', policy]);
+  assert.equal(csv.code, 0, csv.stderr);
+  const [header, row, ...rest] = csv.stdout.trimEnd().split('\n').map((l) => l.split(','));
+  assert.equal(rest.length, 0, csv.stdout);
+  const cell = (name) => row[header.indexOf(name)];
+  assert.equal(cell('key'), 'bull:mail');
+  assert.equal(cell('rank'), '1');
+  // Sampled afresh, so within the stated bound of the JSON's figure.
+  assert.ok(Math.abs(Number(cell('bytes')) - q.bytes) <= 2 * q.errorBytes, csv.stdout);
+  assert.ok(Number(cell('logsBytes')) > 0, csv.stdout);
 
   // What it calls reclaimable is what a run frees.
   const run = await bullsweep(['--json', 'run', '--redis', redis.url(0), '--config', policy]);

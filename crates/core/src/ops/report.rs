@@ -1,7 +1,7 @@
 //! `report`: the memory each governed queue holds (by state and class of key, see
 //! `engine::memory`), what a `run` would free now under the policy in force (the `plan`'s
-//! selection, priced at the measured size of each state's jobs), and their monthly cost, the
-//! queues ranked by what a run would save.
+//! selection, priced at the measured size of each state's jobs), and their monthly cost (every
+//! replica's copy counted), the queues ranked by what a run would save.
 
 use super::Conn;
 use super::run::{RunScope, audited_sweep};
@@ -12,8 +12,6 @@ use bullsweep_policy::PolicySet;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Bytes in the GiB prices are given per.
-const GIB: f64 = (1u64 << 30) as f64;
 /// The finished states a run frees.
 const FINISHED: [&str; 2] = ["completed", "failed"];
 
@@ -58,12 +56,31 @@ pub struct MemoryReport {
     pub queues: Vec<QueueCost>,
     /// Their sums.
     pub totals: Totals,
-    /// The price used, per GiB and month.
-    pub per_gb_month: f64,
+    /// How the bytes were priced.
+    pub price: Price,
     /// Queues whose plan or measurement failed, with why.
     pub errors: BTreeMap<String, String>,
     /// What the plan warned about.
     pub warnings: Vec<String>,
+}
+
+/// The price the report used.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Price {
+    /// Per GiB and month, for one copy.
+    pub per_gb_month: f64,
+    /// Replicas holding a copy of every byte; each copy is priced.
+    pub replicas: u32,
+    /// The preset the price comes from (`cost.preset`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The offer the preset prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offer: Option<String>,
+    /// When the preset's price was taken (`YYYY-MM`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// The sums over every queue.
@@ -90,7 +107,7 @@ pub async fn memory_report(
     scope: RunScope,
 ) -> Result<MemoryReport, Error> {
     let plan = audited_sweep(con, url, set, scope, Mode::Plan, &|_| {}).await?;
-    let price = set.cost.per_gb_month;
+    let cost = set.cost;
     let mut queues = Vec::new();
     let mut errors = BTreeMap::new();
     for q in &plan.queues {
@@ -125,8 +142,8 @@ pub async fn memory_report(
             error_bytes: measured.total.error_bytes,
             reclaimable_bytes: freed.bytes,
             reclaimable_error_bytes: freed.error_bytes,
-            monthly_cost: measured.total.bytes / GIB * price,
-            reclaimable_monthly_cost: freed.bytes / GIB * price,
+            monthly_cost: cost.monthly(measured.total.bytes),
+            reclaimable_monthly_cost: cost.monthly(freed.bytes),
             reclaimable,
             memory: measured,
         });
@@ -146,7 +163,13 @@ pub async fn memory_report(
     Ok(MemoryReport {
         queues,
         totals,
-        per_gb_month: price,
+        price: Price {
+            per_gb_month: cost.per_gb_month,
+            replicas: cost.replicas,
+            preset: cost.preset.map(|p| p.name.to_string()),
+            offer: cost.preset.map(|p| p.offer.to_string()),
+            as_of: cost.preset.map(|p| p.as_of.to_string()),
+        },
         errors,
         warnings: plan.warnings,
     })

@@ -9,7 +9,8 @@ use crate::model::{
 };
 use crate::pii::PiiRules;
 use crate::raw::{RawPolicy, RawPolicyFile};
-use crate::schedule::{CostModel, DEFAULT_SCHEDULE, Schedule};
+use crate::cost::{CostModel, PRESETS, preset};
+use crate::schedule::{DEFAULT_SCHEDULE, Schedule};
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
 
@@ -79,12 +80,40 @@ impl Checker {
         }
     }
 
-    /// `cost:` for `schedule: auto`; each number must be positive.
+    /// `cost:`: a price (`perGbMonth`, or a `preset`, not both), `replicas` and `maxLeak`;
+    /// each number must be positive, `replicas` a whole number from 0 to 16.
     pub(super) fn cost(&mut self, raw: &RawPolicyFile) -> CostModel {
         let mut cost = CostModel::default();
         let Some(raw_cost) = &raw.cost else {
             return cost;
         };
+        if let Some(name) = &raw_cost.preset {
+            match preset(&name.value) {
+                Some(p) => {
+                    cost.per_gb_month = p.per_gb_month;
+                    cost.preset = Some(p);
+                }
+                None => {
+                    let known: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+                    self.error_hint(
+                        &name.referenced,
+                        "cost.preset",
+                        format!("unknown cost preset `{}`", name.value),
+                        format!(
+                            "the presets are {}; or give your own price as cost.perGbMonth",
+                            known.join(", ")
+                        ),
+                    );
+                }
+            }
+            if let Some(v) = &raw_cost.per_gb_month {
+                self.error(
+                    &v.referenced,
+                    "cost.perGbMonth",
+                    "cost.perGbMonth and cost.preset both set the price; keep one",
+                );
+            }
+        }
         for (field, name, slot) in [
             (&raw_cost.per_gb_month, "perGbMonth", &mut cost.per_gb_month),
             (&raw_cost.max_leak, "maxLeak", &mut cost.max_leak),
@@ -99,6 +128,20 @@ impl Checker {
                         format!("cost.{name} must be a positive number, got {}", v.value),
                     );
                 }
+            }
+        }
+        if let Some(v) = &raw_cost.replicas {
+            if v.value >= 0.0 && v.value <= 16.0 && v.value.fract() == 0.0 {
+                cost.replicas = v.value as u32;
+            } else {
+                self.error(
+                    &v.referenced,
+                    "cost.replicas",
+                    format!(
+                        "cost.replicas must be a whole number from 0 to 16, got {}",
+                        v.value
+                    ),
+                );
             }
         }
         cost

@@ -130,7 +130,12 @@ const FILE: Shape = Shape::Fields(&[
     ("timezone", Shape::Any),
     (
         "cost",
-        Shape::Fields(&[("perGbMonth", Shape::Any), ("maxLeak", Shape::Any)]),
+        Shape::Fields(&[
+            ("perGbMonth", Shape::Any),
+            ("preset", Shape::Any),
+            ("replicas", Shape::Any),
+            ("maxLeak", Shape::Any),
+        ]),
     ),
 ]);
 
