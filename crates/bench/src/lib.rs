@@ -11,6 +11,7 @@
 mod cluster;
 mod contenders;
 mod event;
+mod memory_report;
 mod node;
 mod probe;
 mod report;
@@ -46,6 +47,9 @@ pub enum Strategy {
     /// The same sweep on one Redis and on a 3-primary Redis Cluster (queues on different
     /// primaries swept in parallel): jobs/s, and each primary's bystander p99.
     Cluster,
+    /// `report` on `--jobs` jobs: its Redis CPU and longest call, against the exact measure
+    /// (`MEMORY USAGE … SAMPLES 0` of every key).
+    Report,
 }
 
 /// Queues the forget dataset is spread over.
@@ -156,6 +160,9 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     if args.strategy == Strategy::Scale {
         return scale::run(&mut con, &url, args).await;
     }
+    if args.strategy == Strategy::Report {
+        return memory_report::run(&mut con, &url, args).await;
+    }
     if args.strategy == Strategy::Event {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
@@ -177,7 +184,9 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             .collect(),
         // The plain sweep runs beside the archive, so that their ratio comes from one run.
         Strategy::Archive => vec!["bullsweep", "archive"],
-        Strategy::Event | Strategy::Scale | Strategy::Cluster => vec!["archive"],
+        Strategy::Event | Strategy::Scale | Strategy::Cluster | Strategy::Report => {
+            vec!["archive"]
+        }
         Strategy::Forget => ["bullsweep", "bullmq"]
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)

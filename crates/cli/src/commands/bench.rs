@@ -17,6 +17,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
             StrategyArg::Event => Strategy::Event,
             StrategyArg::Scale => Strategy::Scale,
             StrategyArg::Cluster => Strategy::Cluster,
+            StrategyArg::Report => Strategy::Report,
         },
         rounds: args.rounds,
         rate: args.rate,
