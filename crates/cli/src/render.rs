@@ -507,7 +507,7 @@ pub fn summary_line(report: &Report, mode: Mode) -> String {
         String::new()
     };
     match mode {
-        Mode::Plan => {
+        Mode::Plan | Mode::Count => {
             let mut by: BTreeMap<&str, u64> = BTreeMap::new();
             for s in report.queues.iter().flat_map(|q| q.states.values()) {
                 if s.matched > 0 {

@@ -13,6 +13,7 @@ pub mod bullmq;
 pub mod daemon;
 pub mod engine;
 pub mod error;
+pub mod health;
 pub mod lock;
 pub mod notify;
 pub mod ops;

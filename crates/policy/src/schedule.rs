@@ -65,6 +65,19 @@ impl Schedule {
         }
     }
 
+    /// The time between runs that the staleness alert doubles: the interval (`auto`: the one it
+    /// computed), or for cron the gap between the first two runs it names after `last_ms`.
+    pub fn interval_after(&self, last_ms: i64, auto: Millis) -> Millis {
+        match self {
+            Schedule::Every(every) => *every,
+            Schedule::Auto => auto,
+            Schedule::Cron(cron) => cron
+                .next_after(last_ms)
+                .and_then(|a| Some((a, cron.next_after(a)?)))
+                .map_or(AUTO_MAX, |(a, b)| Millis((b - a).max(0) as u64)),
+        }
+    }
+
     /// The most random delay added to a due time, so replicas and queues do not all fire in
     /// the same instant: a tenth of the interval, at most five minutes; 30 s for cron.
     pub fn max_jitter(&self, auto: Millis) -> Millis {
@@ -444,6 +457,11 @@ mod tests {
             600_000
         );
         assert_eq!(every.max_jitter(DEFAULT_SCHEDULE), Millis(6_000));
+        assert_eq!(
+            c.interval_after(ms("2026-03-01T04:00:00Z"), AUTO_MIN),
+            Millis(86_400_000)
+        );
+        assert_eq!(Schedule::Auto.interval_after(0, AUTO_MIN), AUTO_MIN);
         assert_eq!(
             Schedule::Every(Millis(86_400_000)).max_jitter(DEFAULT_SCHEDULE),
             Millis(300_000)

@@ -262,6 +262,10 @@ pub const AUDIT_SOURCE: &str = "bullsweep:audit:source";
 pub const AUDIT_LOCK: &str = "bullsweep:lock:audit";
 /// Hash: queue key base → when its last sweep started (ms since the epoch).
 pub const LAST_RUN: &str = "bullsweep:lastrun";
+/// Hash: daemon replica → when it last said it was alive (ms since the epoch).
+pub const DAEMONS: &str = "bullsweep:daemons";
+/// Hash: series name → its recent readings, as JSON `[[ms, value], …]` (see `health`).
+pub const READINGS: &str = "bullsweep:readings";
 
 /// The lock of a queue's sweeps.
 pub fn sweep_lock(base: &str) -> String {

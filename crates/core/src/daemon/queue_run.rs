@@ -260,7 +260,7 @@ impl Daemon {
             &self.url,
             &self.set,
             scope,
-            Mode::Plan,
+            Mode::Count,
             &|_| {},
         )
         .await

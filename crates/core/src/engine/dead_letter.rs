@@ -162,7 +162,7 @@ impl StateWork<'_> {
         let (jobs, by_age, by_grace) = prefix_counts(con, &set_key, sel).await?;
         sr.jobs = jobs;
         sr.matched = sel.prefix_len(jobs, by_age, by_grace);
-        if self.mode == Mode::Plan {
+        if self.mode != Mode::Run {
             return Ok(());
         }
         let mut skipped = Skipped::default();

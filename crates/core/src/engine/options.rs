@@ -10,6 +10,10 @@ use std::sync::{Arc, Mutex};
 pub enum Mode {
     /// Count what the policies select; change nothing.
     Plan,
+    /// Count what the policies select, without what a plan adds (the flow parents a removal
+    /// would take along, the jobs an earlier run anonymized); change nothing. For `report`
+    /// and `schedule: auto`, whose cost must not grow with every selected job.
+    Count,
     /// Act on what the policies select.
     Run,
 }

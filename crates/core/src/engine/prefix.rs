@@ -38,7 +38,7 @@ impl StateWork<'_> {
         {
             sr.taken_along = self.count_taken_along(con, &sel).await?;
         }
-        if self.mode == Mode::Plan || !sel.selects_anything() {
+        if self.mode != Mode::Run || !sel.selects_anything() {
             if self.mode == Mode::Run {
                 finish(sr, 0, Skipped::default());
             }

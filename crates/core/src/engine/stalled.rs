@@ -55,7 +55,7 @@ pub(super) async fn govern<C: ConnectionLike>(
         start += PAGE;
     }
     sr.matched = candidates.len() as u64;
-    if run.mode == Mode::Plan {
+    if run.mode != Mode::Run {
         return Ok(());
     }
     // The audit context of a stalled-job action: state `active`.

@@ -72,7 +72,7 @@ impl StateWork<'_> {
                 }
                 sr.matched += 1;
                 // A plan only counts; collecting would hold every selected id.
-                if self.mode == Mode::Plan {
+                if self.mode != Mode::Run {
                     if group.action == Action::Anonymize {
                         to_check.push(entry.id);
                     }

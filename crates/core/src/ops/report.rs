@@ -106,7 +106,7 @@ pub async fn memory_report(
     set: &PolicySet,
     scope: RunScope,
 ) -> Result<MemoryReport, Error> {
-    let plan = audited_sweep(con, url, set, scope, Mode::Plan, &|_| {}).await?;
+    let plan = audited_sweep(con, url, set, scope, Mode::Count, &|_| {}).await?;
     let cost = set.cost;
     let mut queues = Vec::new();
     let mut errors = BTreeMap::new();
@@ -123,7 +123,9 @@ pub async fn memory_report(
             let (Some(sr), Some(sm)) = (q.states.get(state), measured.states.get(state)) else {
                 continue;
             };
-            if sm.jobs > 0 && sr.matched > 0 {
+            // Anonymizing and notifying keep the jobs; job rules that mix actions may free.
+            let frees = matches!(sr.action.as_str(), "remove" | "archive" | "mixed");
+            if frees && sm.jobs > 0 && sr.matched > 0 {
                 let share = (sr.matched as f64 / sm.jobs as f64).min(1.0);
                 // The jobs' own keys, and their share of the set holding their ids.
                 reclaimable.insert(state.to_string(), sm.total.plus(sm.set).scaled(share));

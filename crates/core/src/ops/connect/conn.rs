@@ -99,6 +99,15 @@ impl Conn {
             .collect())
     }
 
+    /// Where this connection's commands go, as metrics and alerts name a Redis node:
+    /// `host:port` of the primary it is pinned to, else the Redis URL without its password.
+    pub fn address(&self) -> String {
+        match self.node() {
+            Some(n) => format!("{}:{}", n.host, n.port),
+            None => self.shared.target.shown().to_string(),
+        }
+    }
+
     /// The primary this connection is pinned to, if any.
     fn node(&self) -> Option<&Node> {
         self.node.as_deref()
