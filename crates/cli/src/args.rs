@@ -147,6 +147,12 @@ pub enum Command {
         after_help = "Examples:\n  bullsweep report --queue 'billing*' --json\n  bullsweep report --csv > redis-cost.csv"
     )]
     Report(ReportArgs),
+    /// Evaluate the alerts of the Prometheus rules from Redis directly: print those firing
+    /// and pending, and exit 1 when any fires (or a queue could not be measured).
+    #[command(
+        after_help = "Examples:\n  bullsweep alerts\n  bullsweep alerts --json | jq -r '.[] | select(.state == \"firing\") | .alert'"
+    )]
+    Alerts(AlertsArgs),
     /// Start a private Redis, seed a multi-tenant dataset in BullMQ's format, then plan and
     /// run on it.
     #[command(after_help = "Example:\n  bullsweep demo --jobs 10000 --keep")]
@@ -217,6 +223,14 @@ pub struct ReportArgs {
     /// One CSV row per queue (with a header), for a spreadsheet; instead of the table.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
+}
+
+/// `alerts` options.
+#[derive(Debug, Args)]
+pub struct AlertsArgs {
+    /// Which queues.
+    #[command(flatten)]
+    pub queues: QueueArgs,
 }
 
 /// `plan` options.

@@ -18,6 +18,7 @@ mod selection;
 mod subject;
 
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
+pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use duration::{BareUnit, Millis, parse_duration_str};
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
@@ -32,7 +33,6 @@ pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,
     dependency_order,
 };
-pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use schedule::{AUTO_MAX, AUTO_MIN, CronSchedule, DEFAULT_SCHEDULE, Schedule};
 pub use selection::Selection;
 pub use subject::{Prefilter, Subject, holds_anywhere, leaf_is, text_mentions};

@@ -1,11 +1,11 @@
 //! The validated policy set: what `compile` produces and `resolve` reads.
 
+use crate::cost::CostModel;
 use crate::duration::Millis;
 use crate::jsonpath::JsonPath;
 use crate::layout::Layout;
 use crate::pattern::NamePattern;
 use crate::pii::PiiRules;
-use crate::cost::CostModel;
 use crate::schedule::Schedule;
 use crate::subject::Subject;
 use std::collections::BTreeMap;

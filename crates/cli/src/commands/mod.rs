@@ -1,6 +1,7 @@
 //! One file per command: each parses what is left of its arguments, calls the library, and
 //! renders the result. No command calls another, and none holds business logic.
 
+mod alerts;
 mod archive;
 mod audit;
 mod bench;
@@ -26,6 +27,7 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
         Command::Plan(args) => sweep::plan(cli, args).await,
         Command::Run(args) => sweep::run(cli, args).await,
         Command::Report(args) => report::report(cli, args).await,
+        Command::Alerts(args) => alerts::alerts(cli, args).await,
         Command::Demo { jobs, keep } => demo::run(*jobs, *keep, cli.json).await,
         Command::Daemon(args) => daemon::run(cli, args).await,
         Command::Forget(args) => forget::run(cli, args).await,

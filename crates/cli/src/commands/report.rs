@@ -82,7 +82,10 @@ fn text(report: &MemoryReport) -> String {
         format!("{:.2}", tot.monthly_cost),
         format!("{:.2}", tot.reclaimable_monthly_cost),
     ]);
-    format!("{t}\n{}; ± is the bound of the sampling error", priced(report))
+    format!(
+        "{t}\n{}; ± is the bound of the sampling error",
+        priced(report)
+    )
 }
 
 /// How the report priced its bytes, in words.

@@ -15,7 +15,7 @@ mod streams;
 pub use chain::{AuditLine, ChainReport, FileAuditStore, GENESIS_HASH, VerifyReport};
 pub use postgres::PostgresAuditStore;
 pub use source::{Checkpoint, Source, checkpoint, source_of};
-pub use streams::pending_events;
+pub use streams::{Backlog, backlog};
 
 use crate::bullmq::keys::{AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ};
 use crate::bullmq::scripts;

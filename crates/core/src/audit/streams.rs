@@ -57,17 +57,43 @@ pub(super) async fn streams<C: ConnectionLike>(con: &mut C) -> RedisResult<Vec<S
         .collect())
 }
 
-/// How many events wait in Redis, over every stream.
-pub async fn pending_events<C: ConnectionLike>(con: &mut C) -> RedisResult<u64> {
-    let mut total = 0;
+/// The audit events waiting in Redis to be shipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// How many wait, over every stream.
+    pub events: u64,
+    /// When the oldest was written (ms since the epoch, from its stream id).
+    pub oldest_ms: Option<i64>,
+}
+
+/// What waits in Redis, over every stream: `XLEN` and the first entry's id of each.
+pub async fn backlog<C: ConnectionLike>(con: &mut C) -> RedisResult<Backlog> {
+    let mut out = Backlog::default();
     for stream in streams(con).await? {
-        let n: u64 = redis::cmd("XLEN")
-            .arg(stream.key())
+        let key = stream.key();
+        let n: u64 = redis::cmd("XLEN").arg(&key).query_async(con).await?;
+        if n == 0 {
+            continue;
+        }
+        out.events += n;
+        let first: Vec<Value> = redis::cmd("XRANGE")
+            .arg(&key)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
             .query_async(con)
             .await?;
-        total += n;
+        let written = first
+            .into_iter()
+            .filter_map(entry)
+            .find_map(|(id, _)| id.split('-').next()?.parse::<i64>().ok());
+        out.oldest_ms = match (out.oldest_ms, written) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
-    Ok(total)
+    Ok(out)
 }
 
 /// The oldest `page` entries of each stream, each with its chain number; a tag's entries

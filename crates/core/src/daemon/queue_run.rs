@@ -325,7 +325,7 @@ impl Daemon {
     /// Ships audit events the event path left in Redis to the durable store.
     pub(super) async fn ship_audit(&mut self) {
         self.last_ship = Instant::now();
-        let pending = audit::pending_events(&mut self.con).await.unwrap_or(0);
+        let pending = audit::backlog(&mut self.con).await.map_or(0, |b| b.events);
         if pending == 0 {
             return;
         }

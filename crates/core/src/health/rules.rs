@@ -207,11 +207,7 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
                 node: Some(s.node.clone()),
                 value: share,
                 threshold: MEMORY_SHARE,
-                summary: format!(
-                    "{}: {:.0}% of maxmemory used",
-                    s.node,
-                    share * 100.0
-                ),
+                summary: format!("{}: {:.0}% of maxmemory used", s.node, share * 100.0),
             });
         }
     }
@@ -377,6 +373,9 @@ mod tests {
             ..Inputs::default()
         };
         assert_eq!(evaluate(&at(now - 60_000))[0].state, AlertState::Pending);
-        assert_eq!(evaluate(&at(now - BACKLOG_FOR_MS))[0].state, AlertState::Firing);
+        assert_eq!(
+            evaluate(&at(now - BACKLOG_FOR_MS))[0].state,
+            AlertState::Firing
+        );
     }
 }

@@ -73,10 +73,7 @@ pub async fn beat<C: ConnectionLike>(con: &mut C, owner: &str, now_ms: i64) -> R
 
 /// Every daemon replica's last heartbeat (ms since the epoch).
 pub async fn heartbeats<C: ConnectionLike>(con: &mut C) -> RedisResult<Vec<(String, i64)>> {
-    let all: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(DAEMONS)
-        .query_async(con)
-        .await?;
+    let all: Vec<(String, String)> = redis::cmd("HGETALL").arg(DAEMONS).query_async(con).await?;
     Ok(all
         .into_iter()
         .filter_map(|(owner, at)| Some((owner, at.parse().ok()?)))

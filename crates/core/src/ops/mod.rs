@@ -3,6 +3,7 @@
 //! report, reading the policy file, connecting, and the clock.
 
 pub mod access;
+pub mod alerts;
 pub mod config;
 pub mod connect;
 pub mod forget;

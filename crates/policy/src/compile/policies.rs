@@ -3,13 +3,13 @@
 //! settings) and `tenants:` overrides.
 
 use super::{Checker, DEFAULT_LAYOUT, pos};
+use crate::cost::{CostModel, PRESETS, preset};
 use crate::layout::Layout;
 use crate::model::{
     DeadLetter, JobRule, Policy, RunMode, Sla, SourcePos, StalledRule, TenantOverride,
 };
 use crate::pii::PiiRules;
 use crate::raw::{RawPolicy, RawPolicyFile};
-use crate::cost::{CostModel, PRESETS, preset};
 use crate::schedule::{DEFAULT_SCHEDULE, Schedule};
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};

@@ -99,12 +99,17 @@ impl Conn {
             .collect())
     }
 
-    /// Where this connection's commands go, as metrics and alerts name a Redis node:
-    /// `host:port` of the primary it is pinned to, else the Redis URL without its password.
+    /// Where this connection's commands go, as metrics and alerts name a Redis node: the
+    /// `host:port` of the primary it is pinned to, else the URL's hosts (whoever the user).
     pub fn address(&self) -> String {
         match self.node() {
             Some(n) => format!("{}:{}", n.host, n.port),
-            None => self.shared.target.shown().to_string(),
+            None => {
+                let shown = self.shared.target.shown();
+                let rest = shown.split_once("://").map_or(shown, |(_, r)| r);
+                let hosts = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                hosts.split(['/', '?']).next().unwrap_or(hosts).to_string()
+            }
         }
     }
 

@@ -1,0 +1,176 @@
+//! `alerts`: the conditions of the Prometheus rules (see `health::rules`), evaluated from what
+//! Redis holds now: the memory report of every governed queue, their sweep and retry records,
+//! each primary's `INFO`, the daemons' heartbeats and the audit backlog. The readings the
+//! conditions look back on (evictions, memory, reclaimable cost) are saved for the next run;
+//! a user who may not write them still gets every alert that needs no history.
+
+use super::report::memory_report;
+use super::run::RunScope;
+use super::{Conn, now_ms};
+use crate::audit;
+use crate::bullmq::keys::QueueKeys;
+use crate::daemon::records;
+use crate::error::Error;
+use crate::health::readings::{self, Series};
+use crate::health::rules::{
+    self, BACKLOG_FACTOR, Backlog, Finding, Inputs, QueueInput, ServerInput,
+};
+use crate::health::server;
+use bullsweep_policy::{AUTO_MAX, JobState, PolicySet, Resolution};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What `alerts` found.
+#[derive(Clone, Debug, Serialize)]
+pub struct AlertsReport {
+    /// The alerts firing or pending, in the order of the rules file.
+    pub alerts: Vec<Finding>,
+    /// What could not be evaluated, and why.
+    pub notes: Vec<String>,
+    /// Queues that could not be measured, with why.
+    pub errors: BTreeMap<String, String>,
+}
+
+/// Evaluates every alert for the queues `scope` covers, and saves the readings it took.
+pub async fn alerts(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    scope: RunScope,
+) -> Result<AlertsReport, Error> {
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
+    let env = scope.env.clone();
+    let report = memory_report(con, url, set, scope).await?;
+    let now = now_ms();
+    let mut notes = report.warnings.clone();
+    let bases: Vec<String> = report.queues.iter().map(|q| q.key.clone()).collect();
+    let last = records::last_runs(con, &bases).await.map_err(redis_err)?;
+    let names: Vec<String> = bases
+        .iter()
+        .map(|b| readings::reclaimable_cost(b))
+        .collect();
+    let mut saved = readings::read(con, &names).await.map_err(redis_err)?;
+    let mut to_save: Vec<(String, Series)> = Vec::new();
+    let mut queues = Vec::new();
+    for (i, q) in report.queues.iter().enumerate() {
+        let Some(Resolution::Covered(eff)) = set
+            .identify(&q.key, env.as_deref())
+            .map(|id| set.resolve(&id))
+        else {
+            continue;
+        };
+        let last_success = last.get(i).copied().flatten();
+        let failures = records::retry_record(con, &q.key)
+            .await
+            .map_err(redis_err)?
+            .map_or(0, |r| r.failures);
+        let mut backlog = Vec::new();
+        for state in JobState::ALL {
+            let Some(max) = eff.states.get(&state).and_then(|r| r.max_count.as_ref()) else {
+                continue;
+            };
+            let jobs = q.memory.states.get(state.as_str()).map_or(0, |s| s.jobs);
+            let over_since_ms = if jobs as f64 > BACKLOG_FACTOR * max.value as f64 {
+                over_since(con, &q.key, state, max.value)
+                    .await
+                    .map_err(redis_err)?
+            } else {
+                None
+            };
+            backlog.push(Backlog {
+                state: state.as_str(),
+                jobs,
+                max_count: max.value,
+                over_since_ms,
+            });
+        }
+        let mut series = saved.get_mut(i).map(std::mem::take).unwrap_or_default();
+        readings::add(
+            &mut series,
+            now,
+            q.reclaimable_monthly_cost,
+            readings::QUEUE,
+        );
+        to_save.push((names[i].clone(), series.clone()));
+        queues.push(QueueInput {
+            key: q.key.clone(),
+            last_success_ms: last_success,
+            interval_ms: Some(
+                eff.schedule
+                    .interval_after(last_success.unwrap_or(now), AUTO_MAX)
+                    .as_millis() as i64,
+            ),
+            max_data_age_ms: eff
+                .sla
+                .as_ref()
+                .and_then(|s| s.max_data_age_hours)
+                .map(|h| (h * 3_600_000.0) as i64),
+            backlog,
+            failures,
+            reclaimable_cost: series,
+        });
+    }
+    let mut servers = Vec::new();
+    for s in server::servers(con).await.map_err(redis_err)? {
+        let names = [readings::evicted(&s.node), readings::memory_share(&s.node)];
+        let mut old = readings::read(con, &names).await.map_err(redis_err)?;
+        let mut evicted = old.first_mut().map(std::mem::take).unwrap_or_default();
+        let mut memory = old.get_mut(1).map(std::mem::take).unwrap_or_default();
+        readings::add(&mut evicted, now, s.evicted_keys as f64, readings::SERVER);
+        match s.share() {
+            Some(share) => readings::add(&mut memory, now, share, readings::SERVER),
+            None => memory.clear(),
+        }
+        to_save.push((names[0].clone(), evicted.clone()));
+        to_save.push((names[1].clone(), memory.clone()));
+        servers.push(ServerInput {
+            node: s.node,
+            evicted,
+            memory,
+        });
+    }
+    let heartbeats = server::heartbeats(con).await.map_err(redis_err)?;
+    if heartbeats.is_empty() {
+        notes.push("BullsweepDown: no daemon has run against this Redis".into());
+    }
+    let backlog = audit::backlog(con).await.map_err(redis_err)?;
+    if let Err(e) = readings::write(con, &to_save).await {
+        notes.push(format!(
+            "the readings were not saved ({}): evictions, memory and cost growth are judged from earlier readings only",
+            crate::ops::connect::error_text(&e)
+        ));
+    }
+    let inputs = Inputs {
+        now_ms: now,
+        heartbeats,
+        servers,
+        queues,
+        audit_oldest_ms: backlog.oldest_ms,
+        audit_waiting: backlog.events,
+        max_leak: set.cost.max_leak,
+    };
+    Ok(AlertsReport {
+        alerts: rules::evaluate(&inputs),
+        notes,
+        errors: report.errors,
+    })
+}
+
+/// When a finished state's count passed `BACKLOG_FACTOR × max`: the finish time of the job
+/// that passed it, counting from the oldest (`ZRANGE` of one member).
+async fn over_since(
+    con: &mut Conn,
+    base: &str,
+    state: JobState,
+    max: u64,
+) -> redis::RedisResult<Option<i64>> {
+    let rank = (BACKLOG_FACTOR * max as f64).floor() as i64;
+    let row: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(QueueKeys::new(base).finished_set(state))
+        .arg(rank)
+        .arg(rank)
+        .arg("WITHSCORES")
+        .query_async(con)
+        .await?;
+    Ok(row.first().map(|(_, score)| *score as i64))
+}
