@@ -253,9 +253,41 @@ pub struct DaemonArgs {
     /// How often to look for new queues: a duration such as `30s`.
     #[arg(long, default_value = "30s")]
     pub discover_every: String,
+    /// Above this many governed queues, the smallest (by memory, then jobs) share one
+    /// `queue="other"` series in the metrics.
+    #[arg(long, default_value_t = 500)]
+    pub metrics_max_queues: usize,
+    /// Log lines as text, or as one JSON object each (`--json` also selects `json`).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// The least severe lines logged.
+    #[arg(long, value_enum, default_value_t = LogLevel::Info)]
+    pub log_level: LogLevel,
     /// Which queues.
     #[command(flatten)]
     pub queues: QueueArgs,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// `2026-12-01T10:00:00.000Z info message`.
+    Text,
+    /// `{"ts":"2026-12-01T10:00:00.000Z","level":"info","msg":"message"}`.
+    Json,
+}
+
+/// `--log-level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    /// Failures only.
+    Error,
+    /// And what needs a look.
+    Warn,
+    /// And what the daemon does: discoveries, sweeps, reloads.
+    Info,
+    /// And every step.
+    Debug,
 }
 
 /// `forget` options.

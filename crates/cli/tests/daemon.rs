@@ -396,10 +396,9 @@ fn metrics_describe_every_governed_queue_from_discovery_on() {
     w.seed(spec("bull:globex:mail", 20, 0, 3), now_ms());
     let mut con = w.con();
     // Swept just now: nothing is due for a day, so no sweep runs during the test.
+    let swept = now_ms();
     for base in ["bull:acme:mail", "bull:globex:mail"] {
-        let _: () = con
-            .hset("bullsweep:lastrun", base, now_ms())
-            .expect("lastrun");
+        let _: () = con.hset("bullsweep:lastrun", base, swept).expect("lastrun");
     }
     let policy = w.policy(
         "version: 1\nschedule: 24h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\nenvironment: prod\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 1d } } }\n",
@@ -440,12 +439,107 @@ fn metrics_describe_every_governed_queue_from_discovery_on() {
             "{metrics}"
         );
     }
-    // Nothing was swept: the series come from discovery, not from a sweep.
-    assert!(
-        !metrics.contains("bullsweep_last_success_timestamp_seconds{"),
-        "{metrics}"
-    );
+    // Nothing was swept: the series come from discovery and the health tick, not a sweep.
+    wait_until("the queues measured", Duration::from_secs(20), || {
+        metrics = scrape(port);
+        metrics.matches("bullsweep_queue_memory_bytes{").count() == 2
+    });
+    for tenant in ["acme", "globex"] {
+        let queue = format!("queue=\"bull:{tenant}:mail\"");
+        let last = sample(
+            &metrics,
+            "bullsweep_last_success_timestamp_seconds",
+            &[&queue],
+        );
+        assert!(
+            last.is_some_and(|t| (t * 1e3 - swept as f64).abs() < 1.0),
+            "the last success recorded in Redis: {metrics}"
+        );
+        let of = |name: &str, extra: &[&str]| {
+            let mut labels = vec![queue.as_str()];
+            labels.extend(extra);
+            sample(&metrics, name, &labels)
+        };
+        let completed = ["state=\"completed\""];
+        assert_eq!(of("bullsweep_jobs", &completed), Some(20.0), "{metrics}");
+        assert_eq!(
+            of("bullsweep_policy_max_age_seconds", &completed),
+            Some(86_400.0),
+            "{metrics}"
+        );
+        assert_eq!(
+            of("bullsweep_schedule_interval_seconds", &[]),
+            Some(86_400.0),
+            "{metrics}"
+        );
+        assert!(of("bullsweep_queue_memory_bytes", &[]).is_some_and(|b| b > 1_000.0));
+        // Every job is older than a day: all would go.
+        assert!(of("bullsweep_queue_reclaimable_bytes", &[]).is_some_and(|b| b > 1_000.0));
+    }
+    for line in [
+        "bullsweep_audit_backlog_events 0",
+        "bullsweep_cost_max_leak 0.01",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line}: {metrics}");
+    }
+    for name in [
+        "bullsweep_redis_memory_used_bytes{node=",
+        "bullsweep_redis_memory_max_bytes{node=",
+        "bullsweep_redis_evicted_keys_total{node=",
+    ] {
+        assert!(metrics.contains(name), "{name}: {metrics}");
+    }
+    let beats: std::collections::HashMap<String, i64> =
+        con.hgetall("bullsweep:daemons").expect("heartbeats");
+    assert_eq!(beats.len(), 1, "one heartbeat: {beats:?}");
     let zcard: u64 = con.zcard("bull:acme:mail:completed").expect("zcard");
     assert_eq!(zcard, 20, "no sweep ran");
+    daemon.stop();
+}
+
+#[test]
+fn beyond_the_cap_the_smallest_queues_share_one_series() {
+    let w = World::new();
+    w.seed(spec("bull:acme:mail", 10, 0, 3), now_ms());
+    w.seed(spec("bull:globex:mail", 60, 0, 3), now_ms());
+    w.seed(spec("bull:initech:mail", 30, 0, 3), now_ms());
+    let mut con = w.con();
+    for base in ["bull:acme:mail", "bull:globex:mail", "bull:initech:mail"] {
+        let _: () = con
+            .hset("bullsweep:lastrun", base, now_ms())
+            .expect("lastrun");
+    }
+    let policy = w.policy(
+        "version: 1\nschedule: 24h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 1d } } }\n",
+    );
+    let port = free_port();
+    let daemon = Daemon::start(&w, &policy, Some(port), &["--metrics-max-queues", "1"]);
+    let mut metrics = String::new();
+    wait_until(
+        "the queues measured and folded",
+        Duration::from_secs(30),
+        || {
+            metrics = std::net::TcpStream::connect(("127.0.0.1", port))
+                .map(|_| scrape(port))
+                .unwrap_or_default();
+            metrics.matches("bullsweep_queue_memory_bytes{").count() == 2
+        },
+    );
+    let jobs = |queue: &str| {
+        sample(
+            &metrics,
+            "bullsweep_jobs",
+            &[&format!("queue=\"{queue}\""), "state=\"completed\""],
+        )
+    };
+    // The biggest keeps its own series; the other two are summed.
+    assert_eq!(jobs("bull:globex:mail"), Some(60.0), "{metrics}");
+    assert_eq!(jobs("other"), Some(40.0), "{metrics}");
+    assert_eq!(jobs("bull:acme:mail"), None, "{metrics}");
+    assert_eq!(
+        metrics.matches("bullsweep_queue_info{").count(),
+        2,
+        "{metrics}"
+    );
     daemon.stop();
 }

@@ -204,7 +204,7 @@ pub async fn run(
                         "warn",
                         &format!("{base}: event removal failed: {e}; will read again"),
                     );
-                    metrics.count_failure(&labels_of(base, h), &e.to_string());
+                    metrics.count_failure(&labels_of(&metrics, base, h), &e.to_string());
                     failed = true;
                     break;
                 }
@@ -277,7 +277,7 @@ pub async fn run(
                     Some((state, entry.get::<String>("jobId")?))
                 })
                 .collect();
-            let labels = labels_of(&base, h);
+            let labels = labels_of(&metrics, &base, h);
             set_lag(&metrics, &labels, &last, now);
             let timings = Arc::new(Mutex::new(Vec::new()));
             let opts = SweepOptions {
@@ -330,11 +330,8 @@ fn gap_found(shared: &EventShared, metrics: &DaemonMetrics, labels: &QueueLabels
     shared.wake.notify_one();
 }
 
-fn labels_of(base: &str, h: &Held) -> QueueLabels {
-    QueueLabels {
-        queue: base.to_string(),
-        tenant: h.queue.queue.tenant.clone().unwrap_or_default(),
-    }
+fn labels_of(metrics: &DaemonMetrics, base: &str, h: &Held) -> QueueLabels {
+    metrics.labels(base, h.queue.queue.tenant.as_deref())
 }
 
 /// The event lag: how old the newest entry acted on was when it was read.
@@ -355,7 +352,7 @@ async fn check_gap(
     h: &Held,
 ) {
     match start_position(con, &QueueKeys::new(base).events(), Some(h.cursor.clone())).await {
-        Ok((_, true)) => gap_found(shared, metrics, &labels_of(base, h), base),
+        Ok((_, true)) => gap_found(shared, metrics, &labels_of(metrics, base, h), base),
         Ok(_) => {}
         Err(e) => log("warn", &format!("{base}: cannot check the stream: {e}")),
     }
@@ -399,7 +396,7 @@ async fn drain(
     let full = out.read >= h.sizer.limit();
     h.sizer.observe(out.read, out.batch.elapsed_us);
     if out.read > 0 {
-        let labels = labels_of(base, h);
+        let labels = labels_of(metrics, base, h);
         set_lag(metrics, &labels, &out.position, now_ms);
         record(metrics, &labels, &[out.batch.elapsed_us], out.batch.removed);
         h.cursor = out.position;

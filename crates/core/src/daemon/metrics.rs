@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// A queue as metrics name it.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct QueueLabels {
     /// The queue's key base, e.g. `bull:acme:prod:billing`.
     pub queue: String,
@@ -102,7 +102,45 @@ pub struct DaemonMetrics {
     pub redis_up: Arc<AtomicBool>,
     /// Every governed queue, 1, from the discovery that found it.
     pub queue_info: Family<QueueInfoLabels, Gauge>,
+    /// A queue's memory, from its last measure.
+    pub queue_memory_bytes: Family<QueueLabels, FloatGauge>,
+    /// What a run would free in a queue, from its last measure.
+    pub queue_reclaimable_bytes: Family<QueueLabels, FloatGauge>,
+    /// The monthly cost of that, every replica counted.
+    pub queue_reclaimable_monthly_cost: Family<QueueLabels, FloatGauge>,
+    /// The policy's `maxCount` per finished state.
+    pub policy_max_count: Family<StateLabels, Gauge>,
+    /// The policy's `maxAge` per finished state.
+    pub policy_max_age_seconds: Family<StateLabels, FloatGauge>,
+    /// The policy's `sla.maxDataAgeHours`.
+    pub policy_max_data_age_seconds: Family<QueueLabels, FloatGauge>,
+    /// The time between a queue's scheduled sweeps.
+    pub schedule_interval_seconds: Family<QueueLabels, FloatGauge>,
+    /// Each primary's `used_memory`.
+    pub redis_memory_used_bytes: Family<NodeLabels, Gauge>,
+    /// Each primary's `maxmemory` (0: no limit).
+    pub redis_memory_max_bytes: Family<NodeLabels, Gauge>,
+    /// Keys each primary evicted while this daemon watched.
+    pub redis_evicted_keys: Family<NodeLabels, Counter>,
+    /// Audit events waiting in Redis to be shipped.
+    pub audit_backlog_events: Gauge,
+    /// How long the oldest of them has waited (0 with none).
+    pub audit_backlog_age_seconds: FloatGauge,
+    /// `cost.maxLeak`: what reclaimable cost may grow per day.
+    pub cost_max_leak: FloatGauge,
+    /// The queues whose series fold into `queue="other"` (see [`DaemonMetrics::labels`]).
+    folded: std::sync::RwLock<std::collections::BTreeSet<String>>,
 }
+
+/// A Redis primary.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabels {
+    /// Its `host:port`.
+    pub node: String,
+}
+
+/// The label the queues beyond `--metrics-max-queues` share.
+pub const OTHER: &str = "other";
 
 /// A governed queue as `bullsweep_queue_info` describes it.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -150,6 +188,88 @@ impl Default for DaemonMetrics {
         let event_gaps = Family::<QueueLabels, Counter>::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
         let queue_info = Family::<QueueInfoLabels, Gauge>::default();
+        let queue_memory_bytes = Family::<QueueLabels, FloatGauge>::default();
+        let queue_reclaimable_bytes = Family::<QueueLabels, FloatGauge>::default();
+        let queue_reclaimable_monthly_cost = Family::<QueueLabels, FloatGauge>::default();
+        let policy_max_count = Family::<StateLabels, Gauge>::default();
+        let policy_max_age_seconds = Family::<StateLabels, FloatGauge>::default();
+        let policy_max_data_age_seconds = Family::<QueueLabels, FloatGauge>::default();
+        let schedule_interval_seconds = Family::<QueueLabels, FloatGauge>::default();
+        let redis_memory_used_bytes = Family::<NodeLabels, Gauge>::default();
+        let redis_memory_max_bytes = Family::<NodeLabels, Gauge>::default();
+        let redis_evicted_keys = Family::<NodeLabels, Counter>::default();
+        let audit_backlog_events: Gauge = Gauge::default();
+        let audit_backlog_age_seconds = FloatGauge::default();
+        let cost_max_leak = FloatGauge::default();
+        for (name, help, metric) in [
+            (
+                "queue_memory_bytes",
+                "A queue's memory, every key, from its last measure (sampled, see `report`)",
+                &queue_memory_bytes,
+            ),
+            (
+                "queue_reclaimable_bytes",
+                "What a run would free in the queue now, from its last measure",
+                &queue_reclaimable_bytes,
+            ),
+            (
+                "queue_reclaimable_monthly_cost",
+                "The monthly cost of the reclaimable bytes, every replica counted (cost:)",
+                &queue_reclaimable_monthly_cost,
+            ),
+            (
+                "policy_max_data_age_seconds",
+                "The policy's sla.maxDataAgeHours",
+                &policy_max_data_age_seconds,
+            ),
+            (
+                "schedule_interval_seconds",
+                "The time between the queue's scheduled sweeps (cron: the gap after the last one)",
+                &schedule_interval_seconds,
+            ),
+        ] {
+            registry.register(name, help, metric.clone());
+        }
+        registry.register(
+            "policy_max_count",
+            "The policy's maxCount per finished state",
+            policy_max_count.clone(),
+        );
+        registry.register(
+            "policy_max_age_seconds",
+            "The policy's maxAge per finished state",
+            policy_max_age_seconds.clone(),
+        );
+        registry.register(
+            "redis_memory_used_bytes",
+            "Each Redis primary's used_memory",
+            redis_memory_used_bytes.clone(),
+        );
+        registry.register(
+            "redis_memory_max_bytes",
+            "Each Redis primary's maxmemory (0: no limit)",
+            redis_memory_max_bytes.clone(),
+        );
+        registry.register(
+            "redis_evicted_keys",
+            "Keys each Redis primary evicted while this daemon watched",
+            redis_evicted_keys.clone(),
+        );
+        registry.register(
+            "audit_backlog_events",
+            "Audit events waiting in Redis to be shipped",
+            audit_backlog_events.clone(),
+        );
+        registry.register(
+            "audit_backlog_age_seconds",
+            "How long the oldest audit event waiting in Redis has waited (0 with none)",
+            audit_backlog_age_seconds.clone(),
+        );
+        registry.register(
+            "cost_max_leak",
+            "cost.maxLeak: how much the reclaimable monthly cost may grow per day",
+            cost_max_leak.clone(),
+        );
         let up: Gauge = Gauge::default();
         up.set(1);
         registry.register("up", "1 while this daemon runs", up);
@@ -231,11 +351,49 @@ impl Default for DaemonMetrics {
             reloads,
             redis_up: Arc::new(AtomicBool::new(false)),
             queue_info,
+            queue_memory_bytes,
+            queue_reclaimable_bytes,
+            queue_reclaimable_monthly_cost,
+            policy_max_count,
+            policy_max_age_seconds,
+            policy_max_data_age_seconds,
+            schedule_interval_seconds,
+            redis_memory_used_bytes,
+            redis_memory_max_bytes,
+            redis_evicted_keys,
+            audit_backlog_events,
+            audit_backlog_age_seconds,
+            cost_max_leak,
+            folded: Default::default(),
         }
     }
 }
 
 impl DaemonMetrics {
+    /// How metrics label a queue: by its key base and tenant, or `queue="other"` (tenant
+    /// empty) once it is among the smallest beyond `--metrics-max-queues`.
+    pub fn labels(&self, base: &str, tenant: Option<&str>) -> QueueLabels {
+        let folded = self.folded.read().is_ok_and(|f| f.contains(base));
+        if folded {
+            QueueLabels {
+                queue: OTHER.to_string(),
+                tenant: String::new(),
+            }
+        } else {
+            QueueLabels {
+                queue: base.to_string(),
+                tenant: tenant.unwrap_or_default().to_string(),
+            }
+        }
+    }
+
+    /// Sets the queues that fold into `queue="other"`.
+    pub fn fold(&self, bases: std::collections::BTreeSet<String>) {
+        if let Ok(mut f) = self.folded.write() {
+            *f = bases;
+        }
+    }
+
     /// Counts one failed run or batch of a queue, labelled with why it failed.
     pub fn count_failure(&self, labels: &QueueLabels, error: &str) {
         let labels = FailureLabels {

@@ -8,6 +8,7 @@
 mod discovery;
 pub mod events;
 mod events_read;
+mod health;
 mod log;
 pub mod metrics;
 mod process;
@@ -15,7 +16,7 @@ mod queue_run;
 pub mod records;
 mod schedule;
 
-pub use log::{log, set_json_logs, wait_or_shutdown};
+pub use log::{log, set_json_logs, set_log_level, wait_or_shutdown};
 
 use crate::error::Error;
 use crate::ops::load_policy_file;
@@ -45,6 +46,8 @@ pub struct DaemonConfig {
     pub queue_glob: Option<NamePattern>,
     /// Serve `/metrics`, `/healthz` and `/readyz` on this address.
     pub listen: Option<SocketAddr>,
+    /// Above this many governed queues, the smallest share `queue="other"` in the metrics.
+    pub metrics_max_queues: usize,
     /// How often to look for new queues.
     pub discover_every: Millis,
 }
@@ -60,6 +63,12 @@ struct Slot {
     /// A full sweep was asked for (a gap in the events stream, a first read) and is still
     /// owed, whatever the schedule says.
     owed: bool,
+    /// When its last sweep succeeded (ms): from Redis at discovery, then from each sweep.
+    last_success_ms: Option<i64>,
+    /// Jobs by state, from the last count.
+    counts: BTreeMap<String, i64>,
+    /// Its last measure (see `health`), and when it was taken.
+    measured: Option<(Instant, health::Measured)>,
 }
 
 /// The daemon's state between ticks.
@@ -87,6 +96,14 @@ struct Daemon {
     metrics: Arc<DaemonMetrics>,
     owner: String,
     last_ship: Instant,
+    /// When the last health tick ran (heartbeat, Redis memory, audit backlog, queue series).
+    last_health: Option<Instant>,
+    /// Each primary's evicted keys at the last tick, to count the new ones.
+    evicted_seen: BTreeMap<String, u64>,
+    /// See [`DaemonConfig::metrics_max_queues`].
+    metrics_max_queues: usize,
+    /// Whether metrics are served (queues are measured for them only then).
+    serving: bool,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -153,6 +170,10 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         metrics,
         owner,
         last_ship: Instant::now(),
+        last_health: None,
+        evicted_seen: BTreeMap::new(),
+        metrics_max_queues: cfg.metrics_max_queues,
+        serving: cfg.listen.is_some(),
     };
     log("info", &format!("daemon started as {}", daemon.owner));
     daemon.main_loop().await;
@@ -198,10 +219,10 @@ fn spawn_events_reader(
         .map_err(|e| Error::runtime(format!("cannot start the events reader: {e}")))
 }
 
-fn labels_of(q: &QueueId) -> QueueLabels {
-    QueueLabels {
-        queue: q.base.clone(),
-        tenant: q.tenant.clone().unwrap_or_default(),
+impl Daemon {
+    /// How the metrics label a queue (see [`DaemonMetrics::labels`]).
+    fn labels(&self, q: &QueueId) -> QueueLabels {
+        self.metrics.labels(&q.base, q.tenant.as_deref())
     }
 }
 

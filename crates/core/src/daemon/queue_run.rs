@@ -2,9 +2,9 @@
 //! run, and recorded (lastRunAt or a retry record, metrics, log); the lock is renewed meanwhile.
 
 use super::log::log;
-use super::metrics::{self, ActionLabels, StateLabels};
+use super::metrics::{self, ActionLabels};
 use super::records;
-use super::{Daemon, jitter, labels_of};
+use super::{Daemon, jitter};
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::sweep_lock;
@@ -25,7 +25,7 @@ impl Daemon {
     /// Locks a queue, re-checks under the lock that it is still due, sweeps it, and records
     /// the outcome (lastRunAt, or a retry record).
     pub(super) async fn run_queue(&mut self, q: &QueueId, forced: bool) -> redis::RedisResult<()> {
-        let labels = labels_of(q);
+        let labels = self.labels(q);
         let Some(lock) = QueueLock::acquire(
             &mut self.con,
             sweep_lock(&q.base),
@@ -52,7 +52,7 @@ impl Daemon {
         lock: &QueueLock,
         forced: bool,
     ) -> redis::RedisResult<()> {
-        let labels = labels_of(q);
+        let labels = self.labels(q);
         let Some(slot) = self.slots.get(&q.base) else {
             return Ok(());
         };
@@ -160,6 +160,9 @@ impl Daemon {
                     slot.owed = false;
                 }
                 records::set_last_run(&mut self.con, &q.base, now).await?;
+                if let Some(slot) = self.slots.get_mut(&q.base) {
+                    slot.last_success_ms = Some(now);
+                }
                 records::clear_failures(&mut self.con, &q.base).await?;
                 self.metrics.alert.get_or_create(&labels).set(0);
                 self.metrics
@@ -178,7 +181,8 @@ impl Daemon {
                 let next =
                     schedule.next_due(Some(now), now, auto) + jitter(schedule.max_jitter(auto));
                 self.set_due(q, next);
-                self.count_states(q).await?;
+                self.count_queues(std::slice::from_ref(&q.base)).await?;
+                self.publish_queue_series();
             }
         }
         Ok(())
@@ -191,6 +195,7 @@ impl Daemon {
     }
 
     fn count_actions(&self, q: &QueueId, report: &Report) {
+        let labels = self.labels(q);
         for qr in &report.queues {
             for sr in qr.states.values() {
                 let done = sr.done.unwrap_or(0);
@@ -198,46 +203,14 @@ impl Daemon {
                     self.metrics
                         .acted
                         .get_or_create(&ActionLabels {
-                            queue: q.base.clone(),
-                            tenant: q.tenant.clone().unwrap_or_default(),
+                            queue: labels.queue.clone(),
+                            tenant: labels.tenant.clone(),
                             action: sr.action.clone(),
                         })
                         .inc_by(done);
                 }
             }
         }
-    }
-
-    /// Jobs by state, for the metrics.
-    async fn count_states(&mut self, q: &QueueId) -> redis::RedisResult<()> {
-        const LISTS: [&str; 3] = ["wait", "active", "paused"];
-        const SETS: [&str; 5] = [
-            "delayed",
-            "prioritized",
-            "waiting-children",
-            "completed",
-            "failed",
-        ];
-        let keys = QueueKeys::new(&q.base);
-        let mut pipe = redis::pipe();
-        for l in LISTS {
-            pipe.llen(keys.sub(l));
-        }
-        for s in SETS {
-            pipe.zcard(keys.sub(s));
-        }
-        let counts: Vec<i64> = pipe.query_async(&mut self.con).await?;
-        for (state, count) in LISTS.iter().chain(SETS.iter()).zip(counts) {
-            self.metrics
-                .jobs
-                .get_or_create(&StateLabels {
-                    queue: q.base.clone(),
-                    tenant: q.tenant.clone().unwrap_or_default(),
-                    state: state.to_string(),
-                })
-                .set(count);
-        }
-        Ok(())
     }
 
     /// `schedule: auto`: the reclaimable memory grown since the last run, per day, priced.

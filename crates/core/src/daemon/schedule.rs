@@ -4,7 +4,7 @@ use super::discovery;
 use super::events::EventQueue;
 use super::log::log;
 use super::records;
-use super::{Daemon, Slot, jitter, labels_of, metrics};
+use super::{Daemon, Slot, jitter, metrics};
 use crate::engine;
 use crate::ops::{load_policy_file, now_ms};
 use bullsweep_policy::{EffectivePolicy, Millis, QueueId, Resolution};
@@ -72,6 +72,12 @@ impl Daemon {
                 }
             }
             self.run_due().await;
+            if self
+                .last_health
+                .is_none_or(|at| at.elapsed() >= super::health::TICK)
+            {
+                self.health_tick().await;
+            }
             if self.last_ship.elapsed() >= Duration::from_secs(5) {
                 self.ship_audit().await;
             }
@@ -205,6 +211,9 @@ impl Daemon {
                     due_ms: due,
                     auto,
                     owed: false,
+                    last_success_ms: last,
+                    counts: BTreeMap::new(),
+                    measured: None,
                 },
             );
         }
@@ -221,22 +230,31 @@ impl Daemon {
         Ok(())
     }
 
-    /// Sets `bullsweep_queue_info` to the governed queues, and starts each queue's alert and
-    /// lock-contention series at zero, so that they exist from discovery on.
+    /// Sets `bullsweep_queue_info` to the governed queues (those folded into "other" as one),
+    /// publishes their series, and starts each queue's alert and lock-contention series at
+    /// zero, so that they exist from discovery on.
     fn publish_queue_info(&self) {
+        self.publish_queue_series();
         self.metrics.queue_info.clear();
         for slot in self.slots.values() {
             let q = &slot.queue;
-            self.metrics
-                .queue_info
-                .get_or_create(&metrics::QueueInfoLabels {
+            let labels = self.labels(q);
+            let info = if labels.queue == metrics::OTHER {
+                metrics::QueueInfoLabels {
+                    queue: labels.queue.clone(),
+                    tenant: String::new(),
+                    env: String::new(),
+                    policy: String::new(),
+                }
+            } else {
+                metrics::QueueInfoLabels {
                     queue: q.base.clone(),
                     tenant: q.tenant.clone().unwrap_or_default(),
                     env: q.env.clone().unwrap_or_default(),
                     policy: slot.policy.name.clone(),
-                })
-                .set(1);
-            let labels = labels_of(q);
+                }
+            };
+            self.metrics.queue_info.get_or_create(&info).set(1);
             let _ = self.metrics.alert.get_or_create(&labels);
             let _ = self.metrics.lock_contention.get_or_create(&labels);
         }
