@@ -6,7 +6,7 @@
 
 use super::log::log;
 use super::metrics::{NodeLabels, QueueLabels, StateLabels};
-use super::{Daemon, Slot};
+use super::{Daemon, Slot, records};
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::health::readings::{self, Series};
@@ -97,6 +97,13 @@ impl Daemon {
         self.metrics.cost_max_leak.set(self.set.cost.max_leak);
         let bases: Vec<String> = self.slots.keys().cloned().collect();
         self.count_queues(&bases).await?;
+        // Another replica's sweeps count too.
+        let last = records::last_runs(&mut self.con, &bases).await?;
+        for (base, last) in bases.iter().zip(last) {
+            if let Some(slot) = self.slots.get_mut(base) {
+                slot.last_success_ms = last.or(slot.last_success_ms);
+            }
+        }
         if self.serving {
             save.extend(self.measure_some(now).await);
         }
@@ -226,7 +233,7 @@ impl Daemon {
         }
         let m = &self.metrics;
         m.jobs.clear();
-        m.policy_max_count.clear();
+        m.policy_max_jobs.clear();
         m.policy_max_age_seconds.clear();
         for f in [
             &m.queue_memory_bytes,
@@ -248,7 +255,7 @@ impl Daemon {
                 m.jobs.get_or_create(&state(name)).set(*count);
             }
             for (name, max) in &s.max_count {
-                m.policy_max_count.get_or_create(&state(name)).set(*max);
+                m.policy_max_jobs.get_or_create(&state(name)).set(*max);
             }
             for (name, age) in &s.max_age {
                 m.policy_max_age_seconds

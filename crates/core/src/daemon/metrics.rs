@@ -76,7 +76,7 @@ fn batch_histogram() -> Histogram {
 /// Every metric the daemon keeps.
 pub struct DaemonMetrics {
     registry: Registry,
-    /// Jobs by state, as of the queue's last sweep.
+    /// Jobs by state, counted after each sweep and every health tick.
     pub jobs: Family<StateLabels, Gauge>,
     /// Jobs acted on, by action.
     pub acted: Family<ActionLabels, Counter>,
@@ -109,7 +109,7 @@ pub struct DaemonMetrics {
     /// The monthly cost of that, every replica counted.
     pub queue_reclaimable_monthly_cost: Family<QueueLabels, FloatGauge>,
     /// The policy's `maxCount` per finished state.
-    pub policy_max_count: Family<StateLabels, Gauge>,
+    pub policy_max_jobs: Family<StateLabels, Gauge>,
     /// The policy's `maxAge` per finished state.
     pub policy_max_age_seconds: Family<StateLabels, FloatGauge>,
     /// The policy's `sla.maxDataAgeHours`.
@@ -191,7 +191,7 @@ impl Default for DaemonMetrics {
         let queue_memory_bytes = Family::<QueueLabels, FloatGauge>::default();
         let queue_reclaimable_bytes = Family::<QueueLabels, FloatGauge>::default();
         let queue_reclaimable_monthly_cost = Family::<QueueLabels, FloatGauge>::default();
-        let policy_max_count = Family::<StateLabels, Gauge>::default();
+        let policy_max_jobs = Family::<StateLabels, Gauge>::default();
         let policy_max_age_seconds = Family::<StateLabels, FloatGauge>::default();
         let policy_max_data_age_seconds = Family::<QueueLabels, FloatGauge>::default();
         let schedule_interval_seconds = Family::<QueueLabels, FloatGauge>::default();
@@ -231,9 +231,9 @@ impl Default for DaemonMetrics {
             registry.register(name, help, metric.clone());
         }
         registry.register(
-            "policy_max_count",
+            "policy_max_jobs",
             "The policy's maxCount per finished state",
-            policy_max_count.clone(),
+            policy_max_jobs.clone(),
         );
         registry.register(
             "policy_max_age_seconds",
@@ -287,7 +287,7 @@ impl Default for DaemonMetrics {
         );
         registry.register(
             "jobs",
-            "Jobs by state, as of the queue's last sweep",
+            "Jobs by state, counted after each sweep and every 10 s",
             jobs.clone(),
         );
         registry.register("jobs_acted", "Jobs acted on, by action", acted.clone());
@@ -354,7 +354,7 @@ impl Default for DaemonMetrics {
             queue_memory_bytes,
             queue_reclaimable_bytes,
             queue_reclaimable_monthly_cost,
-            policy_max_count,
+            policy_max_jobs,
             policy_max_age_seconds,
             policy_max_data_age_seconds,
             schedule_interval_seconds,
@@ -420,7 +420,40 @@ impl DaemonMetrics {
         }
     }
 
-    /// The Prometheus text exposition.
+    /// The Prometheus text format (0.0.4) of [`DaemonMetrics::encode`], for scrapers that
+    /// do not ask for OpenMetrics (and `promtool check metrics`): a counter's `HELP` and
+    /// `TYPE` name its `_total` samples, and there is no `# EOF`.
+    pub fn encode_text(&self) -> String {
+        let open = self.encode();
+        let counters: std::collections::BTreeSet<&str> = open
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+            .collect();
+        let mut out = String::with_capacity(open.len());
+        for line in open.lines() {
+            if line == "# EOF" {
+                continue;
+            }
+            let meta = ["# HELP ", "# TYPE "]
+                .into_iter()
+                .find_map(|p| Some((p, line.strip_prefix(p)?)));
+            match meta {
+                Some((prefix, rest)) => {
+                    let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                    let tail = if tail == "unknown" { "untyped" } else { tail };
+                    let suffix = if counters.contains(name) { "_total" } else { "" };
+                    out.push_str(&format!("{prefix}{name}{suffix} {tail}\n"));
+                }
+                None => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
+    /// The OpenMetrics exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
@@ -454,11 +487,20 @@ pub async fn serve(listener: TcpListener, metrics: Arc<DaemonMetrics>) {
             }
             let head = String::from_utf8_lossy(&buf[..len]);
             let path = head.split_whitespace().nth(1).unwrap_or("/");
+            let openmetrics = head.lines().any(|l| {
+                let l = l.to_ascii_lowercase();
+                l.starts_with("accept:") && l.contains("application/openmetrics-text")
+            });
             let (status, content_type, body) = match path {
-                "/metrics" => (
+                "/metrics" if openmetrics => (
                     "200 OK",
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
                     metrics.encode(),
+                ),
+                "/metrics" => (
+                    "200 OK",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    metrics.encode_text(),
                 ),
                 "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
                 "/readyz" if metrics.redis_up.load(Ordering::Relaxed) => {
