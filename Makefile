@@ -8,7 +8,7 @@ VENV := $(CURDIR)/.venv
 # Python test tools live in the project's virtual environment, never system-wide.
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test build release bench deps redis-server postgresql moto compat-deps lint unit compat \
+.PHONY: demo test build release bench deps redis-server postgresql moto promtool compat-deps lint unit compat \
 	matrix-deps test-matrix
 
 demo: redis-server
@@ -18,7 +18,7 @@ demo: redis-server
 
 test: deps lint unit compat
 
-deps: redis-server postgresql moto compat-deps
+deps: redis-server postgresql moto compat-deps promtool
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -35,6 +35,17 @@ moto:
 		echo "installing moto[server] into $(VENV)"; \
 		python3 -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && python3 -m venv $(VENV); }; \
 		$(VENV)/bin/pip install -q 'moto[server]==5.2.5'; }
+
+# promtool, for the rules' unit tests and the metrics lint (crates/cli/tests/deploy.rs): from
+# Debian's prometheus package, extracted under .tools, never installed as a service.
+PROMTOOL := $(CURDIR)/.tools/prometheus/usr/bin/promtool
+export BULLSWEEP_PROMTOOL := $(PROMTOOL)
+promtool:
+	@[ -x $(PROMTOOL) ] || { \
+		echo "extracting promtool from Debian's prometheus package into .tools"; \
+		mkdir -p .tools && cd .tools && \
+		{ apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null; }; } && \
+		dpkg-deb -x prometheus_*.deb prometheus && rm -f prometheus_*.deb; }
 
 compat-deps:
 	@[ -d $(COMPAT)/node_modules/bullmq ] || (cd $(COMPAT) && npm ci --no-audit --no-fund)

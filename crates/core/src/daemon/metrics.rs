@@ -55,6 +55,9 @@ pub struct FailureLabels {
     pub reason: String,
 }
 
+/// Every `reason` of `bullsweep_failed_batches_total`.
+pub const FAILURE_REASONS: [&str; 3] = ["permission", "redis", "other"];
+
 /// Why a run failed, as `bullsweep_failed_batches_total` labels it, from its error's words.
 pub fn failure_reason(error: &str) -> &'static str {
     if crate::ops::connect::is_permission_text(error) {

@@ -231,8 +231,8 @@ impl Daemon {
     }
 
     /// Sets `bullsweep_queue_info` to the governed queues (those folded into "other" as one),
-    /// publishes their series, and starts each queue's alert and lock-contention series at
-    /// zero, so that they exist from discovery on.
+    /// publishes their series, and starts each queue's alert, lock-contention, gap and failure
+    /// series at zero, so that they exist from discovery on.
     fn publish_queue_info(&self) {
         self.publish_queue_series();
         self.metrics.queue_info.clear();
@@ -257,6 +257,14 @@ impl Daemon {
             self.metrics.queue_info.get_or_create(&info).set(1);
             let _ = self.metrics.alert.get_or_create(&labels);
             let _ = self.metrics.lock_contention.get_or_create(&labels);
+            let _ = self.metrics.event_gaps.get_or_create(&labels);
+            for reason in metrics::FAILURE_REASONS {
+                let _ = self.metrics.failed_batches.get_or_create(&metrics::FailureLabels {
+                    queue: labels.queue.clone(),
+                    tenant: labels.tenant.clone(),
+                    reason: reason.to_string(),
+                });
+            }
         }
     }
 

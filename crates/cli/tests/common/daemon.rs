@@ -1,0 +1,112 @@
+//! A daemon process for the tests that run one, and reading its `/metrics`.
+
+use super::{World, now_ms};
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A daemon process, stopped with SIGTERM (then killed) when dropped.
+pub struct Daemon {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Daemon {
+    pub fn start(w: &World, policy: &std::path::Path, listen: Option<u16>, extra: &[&str]) -> Self {
+        let log = w.dir.path().join(format!("daemon-{}.log", fastrand_u32()));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bullsweep"));
+        cmd.arg("--redis")
+            .arg(w.url_for(&["daemon"]))
+            .args(w.tls_args())
+            .arg("--config")
+            .arg(policy)
+            .arg("daemon")
+            .args(["--discover-every", "1s"])
+            .args(extra)
+            .current_dir(w.dir.path())
+            .env_remove("BULLSWEEP_REDIS_URL")
+            .env_remove("BULLSWEEP_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        if let Some(port) = listen {
+            cmd.arg("--listen").arg(format!("127.0.0.1:{port}"));
+        }
+        Daemon {
+            child: cmd.spawn().expect("daemon starts"),
+            log,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and waits for a clean exit.
+    pub fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(
+                    status.success(),
+                    "daemon exited with {status}: {}",
+                    self.log()
+                );
+                return self.log();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the daemon did not stop on SIGTERM: {}", self.log());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fastrand_u32() -> u32 {
+    std::process::id() ^ (now_ms() as u32)
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `GET /metrics`, as Prometheus would scrape it.
+pub fn scrape(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+/// The value of a sample `name{labels…}`, where every label given matches.
+pub fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| labels.iter().all(|lab| l.contains(lab)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
