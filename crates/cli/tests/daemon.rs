@@ -438,3 +438,96 @@ fn beyond_the_cap_the_smallest_queues_share_one_series() {
     );
     daemon.stop();
 }
+
+#[test]
+fn the_log_says_what_discovery_found_and_a_bad_reload_in_one_line() {
+    let w = World::new();
+    w.seed(spec("bull:acme:mail", 5, 0, 3), now_ms());
+    w.seed(spec("bull:acme:video", 5, 0, 3), now_ms());
+    w.seed(spec("legacy:thing", 5, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\nschedule: 24h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 30d } } }\n",
+    );
+    let daemon = Daemon::start(&w, &policy, None, &[]);
+    wait_until("the discovery summary", Duration::from_secs(20), || {
+        daemon.log().contains("left alone")
+    });
+    let log = daemon.log();
+    assert!(log.contains("discovery: governing 1 queues"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("discovery: bull:acme:mail: policy mail, every 1d, next sweep 20")),
+        "{log}"
+    );
+    assert!(
+        log.contains("1 uncovered, left alone: bull:acme:video (no policy)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("1 unmanaged, left alone: legacy:thing"),
+        "{log}"
+    );
+    // RFC 3339 with milliseconds on every line.
+    for line in log.lines() {
+        let ts = line.split(' ').next().unwrap_or("");
+        assert!(
+            ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[19] == b'.',
+            "{line}"
+        );
+    }
+    // An invalid file on SIGHUP: one line, and the file in force kept.
+    std::fs::write(
+        &policy,
+        "version: 1\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAg: 30d } } }\n  - { queueNamePattern: x }\n",
+    )
+    .expect("write");
+    let _ = Command::new("kill")
+        .arg("-HUP")
+        .arg(daemon.pid().to_string())
+        .status();
+    wait_until("the refused reload", Duration::from_secs(20), || {
+        daemon.log().contains("reload refused")
+    });
+    let log = daemon.log();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("reload refused"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{log}");
+    assert!(
+        refused[0].contains("maxAg") && refused[0].contains("missing `name`"),
+        "{log}"
+    );
+    let after = log.split("reload refused").nth(1).unwrap_or("");
+    assert!(
+        after.lines().skip(1).all(|l| l.starts_with("20")),
+        "every line after is a log line of its own: {log}"
+    );
+    daemon.stop();
+}
+
+#[test]
+fn no_queue_found_is_a_warning_in_json_at_warn_level() {
+    let w = World::new();
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: all, queueNamePattern: '*', rules: { completed: { maxAge: 30d } } }\n",
+    );
+    let daemon = Daemon::start(
+        &w,
+        &policy,
+        None,
+        &["--log-format", "json", "--log-level", "warn"],
+    );
+    wait_until("the warning", Duration::from_secs(20), || {
+        daemon.log().contains("no queue to govern")
+    });
+    let log = daemon.stop();
+    for line in log.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_ne!(v["level"], "info", "--log-level warn: {line}");
+        let ts = v["ts"].as_str().expect("ts");
+        assert!(ts.len() == 24 && ts.ends_with('Z'), "{ts}");
+    }
+    assert!(log.contains("\"level\":\"warn\""), "{log}");
+}

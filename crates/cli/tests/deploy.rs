@@ -79,7 +79,10 @@ fn the_rules_pass_promtool_and_their_unit_tests() {
         "BullsweepQueueFailing",
     ] {
         assert!(rules.contains(&format!("alert: {alert}\n")), "{alert}");
-        assert!(readme.contains(&format!("`{alert}`")), "README lacks {alert}");
+        assert!(
+            readme.contains(&format!("`{alert}`")),
+            "README lacks {alert}"
+        );
     }
 }
 
@@ -138,20 +141,24 @@ fn a_live_daemon_passes_the_lint_and_has_every_metric_the_rules_and_dashboard_qu
         .zadd("bull:acme:mail:completed", "5000", old)
         .expect("zadd");
     let mut metrics = String::new();
-    wait_until("the event lag and the measures", Duration::from_secs(30), || {
-        let _: Result<String, _> = redis::cmd("XADD")
-            .arg("bull:acme:mail:events")
-            .arg("*")
-            .arg("event")
-            .arg("completed")
-            .arg("jobId")
-            .arg("5000")
-            .query(&mut con);
-        std::thread::sleep(Duration::from_millis(300));
-        metrics = scrape(port);
-        metrics.contains("bullsweep_event_lag_seconds{")
-            && metrics.contains("bullsweep_queue_memory_bytes{")
-    });
+    wait_until(
+        "the event lag and the measures",
+        Duration::from_secs(30),
+        || {
+            let _: Result<String, _> = redis::cmd("XADD")
+                .arg("bull:acme:mail:events")
+                .arg("*")
+                .arg("event")
+                .arg("completed")
+                .arg("jobId")
+                .arg("5000")
+                .query(&mut con);
+            std::thread::sleep(Duration::from_millis(300));
+            metrics = scrape(port);
+            metrics.contains("bullsweep_event_lag_seconds{")
+                && metrics.contains("bullsweep_queue_memory_bytes{")
+        },
+    );
     let body = metrics
         .split_once("\r\n\r\n")
         .map_or(metrics.as_str(), |(_, b)| b)
@@ -165,7 +172,10 @@ fn a_live_daemon_passes_the_lint_and_has_every_metric_the_rules_and_dashboard_qu
 
     let rules = read("deploy/prometheus/bullsweep.rules.yml");
     for name in metric_names(&rules) {
-        assert!(have.contains(&name), "the rules query {name}, absent from:\n{body}");
+        assert!(
+            have.contains(&name),
+            "the rules query {name}, absent from:\n{body}"
+        );
     }
     let dashboard: Value =
         serde_json::from_str(&read("deploy/grafana/bullsweep.json")).expect("dashboard JSON");
@@ -186,7 +196,15 @@ fn a_live_daemon_passes_the_lint_and_has_every_metric_the_rules_and_dashboard_qu
         }
     }
     assert!(queries >= 20, "{queries} queries");
-    for wanted in ["tenant", "Memory per queue", "by action", "Backlog", "Longest", "Event lag", "alerts"] {
+    for wanted in [
+        "tenant",
+        "Memory per queue",
+        "by action",
+        "Backlog",
+        "Longest",
+        "Event lag",
+        "alerts",
+    ] {
         assert!(
             titles.iter().any(|t| t.contains(wanted)),
             "no panel about {wanted}: {titles:?}"
@@ -209,7 +227,9 @@ fn flags_exist(args: &[String], what: &str) {
     let help = daemon_help();
     for flag in args.iter().filter(|a| a.starts_with("--")) {
         assert!(
-            help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}=")) || help.contains(&format!("{flag} <")),
+            help.contains(&format!("{flag} "))
+                || help.contains(&format!("{flag}="))
+                || help.contains(&format!("{flag} <")),
             "{what} passes {flag}, which `bullsweep daemon` does not take"
         );
     }
@@ -241,8 +261,14 @@ fn the_systemd_unit_is_hardened_and_runs_the_daemon() {
     let exec = value("ExecStart");
     let args: Vec<String> = exec[0].split_whitespace().map(str::to_string).collect();
     assert_eq!(args[0], "/usr/local/bin/bullsweep");
-    let daemon_at = args.iter().position(|a| a == "daemon").expect("runs the daemon");
-    assert_eq!(args[1..daemon_at], ["--config", "/etc/bullsweep/policies.yaml"]);
+    let daemon_at = args
+        .iter()
+        .position(|a| a == "daemon")
+        .expect("runs the daemon");
+    assert_eq!(
+        args[1..daemon_at],
+        ["--config", "/etc/bullsweep/policies.yaml"]
+    );
     flags_exist(&args[daemon_at + 1..], "the systemd unit");
     assert!(args.contains(&"127.0.0.1:9464".to_string()));
     // The Redis URL comes from the environment file, under the name the binary reads.
@@ -274,10 +300,17 @@ fn the_kubernetes_manifests_agree_with_each_other_and_the_binary() {
         .iter()
         .map(|a| a.as_str().expect("arg").to_string())
         .collect();
-    let daemon_at = args.iter().position(|a| a == "daemon").expect("runs the daemon");
+    let daemon_at = args
+        .iter()
+        .position(|a| a == "daemon")
+        .expect("runs the daemon");
     flags_exist(&args[daemon_at + 1..], "the Deployment");
     let listen = &args[args.iter().position(|a| a == "--listen").expect("--listen") + 1];
-    let port: u64 = listen.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    let port: u64 = listen
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
     assert_eq!(c["ports"][0]["containerPort"], port);
     let port_name = c["ports"][0]["name"].as_str().expect("port name");
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
@@ -320,9 +353,17 @@ fn the_kubernetes_manifests_agree_with_each_other_and_the_binary() {
     let env = &c["env"][0];
     assert_eq!(env["name"], "BULLSWEEP_REDIS_URL");
     let secret = yaml("deploy/kubernetes/secret.yaml");
-    assert_eq!(env["valueFrom"]["secretKeyRef"]["name"], secret["metadata"]["name"]);
-    let key = env["valueFrom"]["secretKeyRef"]["key"].as_str().expect("key");
-    assert!(secret["stringData"][key].is_string(), "the Secret has {key}");
+    assert_eq!(
+        env["valueFrom"]["secretKeyRef"]["name"],
+        secret["metadata"]["name"]
+    );
+    let key = env["valueFrom"]["secretKeyRef"]["key"]
+        .as_str()
+        .expect("key");
+    assert!(
+        secret["stringData"][key].is_string(),
+        "the Secret has {key}"
+    );
     // The PDB, Service and ServiceMonitor select the pods and scrape the metrics port.
     let labels = &spec["template"]["metadata"]["labels"];
     let pdb = yaml("deploy/kubernetes/poddisruptionbudget.yaml");
@@ -346,21 +387,35 @@ fn the_dockerfile_builds_in_stages_and_runs_distroless_as_non_root() {
     let froms: Vec<&str> = file.lines().filter(|l| l.starts_with("FROM ")).collect();
     assert!(froms.len() >= 2, "multi-stage: {froms:?}");
     let last = froms.last().expect("a final stage");
-    assert!(last.contains("distroless") && last.contains("nonroot"), "{last}");
-    assert!(file.lines().any(|l| l.starts_with("USER nonroot")), "non-root");
-    assert!(file.contains("COPY --from=build /src/target/release/bullsweep /usr/local/bin/bullsweep"));
+    assert!(
+        last.contains("distroless") && last.contains("nonroot"),
+        "{last}"
+    );
+    assert!(
+        file.lines().any(|l| l.starts_with("USER nonroot")),
+        "non-root"
+    );
+    assert!(
+        file.contains("COPY --from=build /src/target/release/bullsweep /usr/local/bin/bullsweep")
+    );
     assert!(file.contains("ENTRYPOINT [\"/usr/local/bin/bullsweep\"]"));
     let cmd = file
         .lines()
         .find_map(|l| l.strip_prefix("CMD "))
         .expect("CMD");
     let args: Vec<String> = serde_json::from_str(cmd).expect("CMD is a JSON list");
-    let daemon_at = args.iter().position(|a| a == "daemon").expect("runs the daemon");
+    let daemon_at = args
+        .iter()
+        .position(|a| a == "daemon")
+        .expect("runs the daemon");
     flags_exist(&args[daemon_at + 1..], "the Dockerfile");
     let port = args[args.iter().position(|a| a == "--listen").expect("--listen") + 1]
         .rsplit(':')
         .next()
         .expect("port")
         .to_string();
-    assert!(file.lines().any(|l| l == format!("EXPOSE {port}")), "EXPOSE {port}");
+    assert!(
+        file.lines().any(|l| l == format!("EXPOSE {port}")),
+        "EXPOSE {port}"
+    );
 }

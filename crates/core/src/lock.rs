@@ -68,6 +68,16 @@ impl QueueLock {
             .await
     }
 
+    /// Who holds the lock's key now: the owner named in its token, `None` when nobody does
+    /// (it expired, or Redis restarted without it).
+    pub async fn holder<C: ConnectionLike>(&self, con: &mut C) -> RedisResult<Option<String>> {
+        let token: Option<String> = redis::cmd("GET").arg(&self.key).query_async(con).await?;
+        Ok(token.map(|t| {
+            t.rsplit_once(':')
+                .map_or(t.clone(), |(owner, _)| owner.to_string())
+        }))
+    }
+
     /// Releases the lock if it is still ours.
     pub async fn release<C: ConnectionLike>(&self, con: &mut C) -> RedisResult<bool> {
         scripts().release_lock(con, &self.key, &self.token).await

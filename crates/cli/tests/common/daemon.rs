@@ -38,6 +38,11 @@ impl Daemon {
         }
     }
 
+    /// The daemon's process id, for signals.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -109,4 +114,3 @@ pub fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
-

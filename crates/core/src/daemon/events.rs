@@ -420,10 +420,20 @@ async fn refresh_locks(
             h.lock.release(con).await?;
             dropped.push(base.clone());
         } else if !h.lock.renew(con, EVENTS_LOCK_TTL_MS).await? {
-            log(
-                "warn",
-                &format!("{base}: lost the events lock; another replica reads it now"),
-            );
+            // Taken again below when nobody holds it (Redis restarted, or the lock expired
+            // while this daemon stalled); only another holder means another replica.
+            match h.lock.holder(con).await? {
+                Some(other) => log(
+                    "warn",
+                    &format!("{base}: lost the events lock; {other} reads it now"),
+                ),
+                None => log(
+                    "info",
+                    &format!(
+                        "{base}: the events lock was gone (Redis restarted, or it expired); taking it again"
+                    ),
+                ),
+            }
             dropped.push(base.clone());
         }
     }

@@ -4,7 +4,7 @@
 //! published, the smallest queues folded into `queue="other"` above `--metrics-max-queues`.
 //! The readings `bullsweep alerts` looks back on are saved here too.
 
-use super::log::log;
+use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{NodeLabels, QueueLabels, StateLabels};
 use super::{Daemon, Slot, records};
 use crate::audit;
@@ -48,8 +48,11 @@ impl Daemon {
     pub(super) async fn health_tick(&mut self) {
         self.last_health = Some(Instant::now());
         match self.take_readings().await {
-            Ok(()) => log("debug", "health readings taken"),
-            Err(e) => log("warn", &format!("health readings failed: {e}")),
+            Ok(()) => {
+                clear_repeated("health");
+                log("debug", "health readings taken");
+            }
+            Err(e) => log_repeated("health", "warn", &format!("health readings failed: {e}")),
         }
         self.publish_queue_series();
     }

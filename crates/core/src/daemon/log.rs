@@ -1,5 +1,7 @@
 //! The daemon's log lines (text or JSON) and its interruptible sleep.
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -45,8 +47,50 @@ pub fn log(level: &str, message: &str) {
     }
 }
 
+/// How often one repeated failure is logged at most.
+const REPEAT_EVERY: Duration = Duration::from_secs(60);
+
+/// Per kind of failure: when it was last logged, and how many times it came since.
+static REPEATS: Mutex<BTreeMap<String, (Instant, u64)>> = Mutex::new(BTreeMap::new());
+
+/// Logs a failure that may repeat every few seconds (Redis down, a store unreachable) at
+/// most once a minute per `kind`, saying how many times it came in between.
+pub fn log_repeated(kind: &str, level: &str, message: &str) {
+    let Ok(mut repeats) = REPEATS.lock() else {
+        return log(level, message);
+    };
+    let now = Instant::now();
+    match repeats.get_mut(kind) {
+        Some((at, count)) if now.duration_since(*at) < REPEAT_EVERY => *count += 1,
+        Some((at, count)) => {
+            let seen = std::mem::take(count);
+            *at = now;
+            let tail = if seen > 0 {
+                format!(
+                    " (and {seen} more like it in the last {}s)",
+                    REPEAT_EVERY.as_secs()
+                )
+            } else {
+                String::new()
+            };
+            log(level, &format!("{message}{tail}"));
+        }
+        None => {
+            repeats.insert(kind.to_string(), (now, 0));
+            log(level, message);
+        }
+    }
+}
+
+/// Forgets a repeated failure once it is over, so that its next occurrence is logged at once.
+pub fn clear_repeated(kind: &str) {
+    if let Ok(mut repeats) = REPEATS.lock() {
+        repeats.remove(kind);
+    }
+}
+
 /// `2026-12-01T10:00:00.120Z`: RFC 3339 in UTC with exactly three decimals.
-fn timestamp(at: jiff::Timestamp) -> String {
+pub(super) fn timestamp(at: jiff::Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
@@ -72,5 +116,20 @@ mod tests {
         assert_eq!(timestamp(at), "2026-12-01T10:00:00.000Z");
         let later = at + jiff::SignedDuration::from_micros(120_900);
         assert_eq!(timestamp(later), "2026-12-01T10:00:00.120Z");
+    }
+
+    #[test]
+    fn a_repeated_failure_is_counted_not_repeated() {
+        log_repeated("test-kind", "warn", "first");
+        log_repeated("test-kind", "warn", "second");
+        log_repeated("test-kind", "warn", "third");
+        let counted = REPEATS
+            .lock()
+            .map(|r| r.get("test-kind").map(|(_, n)| *n))
+            .ok()
+            .flatten();
+        assert_eq!(counted, Some(2), "two held back within the minute");
+        clear_repeated("test-kind");
+        assert!(REPEATS.lock().is_ok_and(|r| !r.contains_key("test-kind")));
     }
 }

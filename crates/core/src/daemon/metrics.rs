@@ -444,7 +444,11 @@ impl DaemonMetrics {
                 Some((prefix, rest)) => {
                     let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
                     let tail = if tail == "unknown" { "untyped" } else { tail };
-                    let suffix = if counters.contains(name) { "_total" } else { "" };
+                    let suffix = if counters.contains(name) {
+                        "_total"
+                    } else {
+                        ""
+                    };
                     out.push_str(&format!("{prefix}{name}{suffix} {tail}\n"));
                 }
                 None => {

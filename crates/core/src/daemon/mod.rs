@@ -104,6 +104,8 @@ struct Daemon {
     metrics_max_queues: usize,
     /// Whether metrics are served (queues are measured for them only then).
     serving: bool,
+    /// The governed queues and their policies as last logged, `None` before the first pass.
+    governed: Option<BTreeSet<(String, String)>>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -174,6 +176,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         evicted_seen: BTreeMap::new(),
         metrics_max_queues: cfg.metrics_max_queues,
         serving: cfg.listen.is_some(),
+        governed: None,
     };
     log("info", &format!("daemon started as {}", daemon.owner));
     daemon.main_loop().await;

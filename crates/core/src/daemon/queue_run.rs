@@ -1,7 +1,7 @@
 //! One queue's run: under its lock, re-checked under the lock, swept through the audited
 //! run, and recorded (lastRunAt or a retry record, metrics, log); the lock is renewed meanwhile.
 
-use super::log::log;
+use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{self, ActionLabels};
 use super::records;
 use super::{Daemon, jitter};
@@ -306,11 +306,13 @@ impl Daemon {
             audit::ship(con, store).await
         })
         .await;
-        if let Err(e) = shipped {
-            log(
+        match shipped {
+            Ok(_) => clear_repeated("audit-ship"),
+            Err(e) => log_repeated(
+                "audit-ship",
                 "warn",
                 &format!("cannot ship audit events: {e}; they stay in Redis"),
-            );
+            ),
         }
     }
 }

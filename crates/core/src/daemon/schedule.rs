@@ -2,7 +2,7 @@
 
 use super::discovery;
 use super::events::EventQueue;
-use super::log::log;
+use super::log::{log, log_repeated};
 use super::records;
 use super::{Daemon, Slot, jitter, metrics};
 use crate::engine;
@@ -116,6 +116,7 @@ impl Daemon {
             Ok(set) => {
                 self.set = set;
                 self.slots.clear();
+                self.governed = None;
                 self.discovered_at = None;
                 self.pass = None;
                 self.count_reload("ok");
@@ -123,9 +124,18 @@ impl Daemon {
             }
             Err(e) => {
                 self.count_reload("invalid");
+                let one_line: Vec<&str> = e
+                    .message
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect();
                 log(
                     "error",
-                    &format!("{}; the policy file in force is kept", e.message),
+                    &format!(
+                        "reload refused, the policy file in force is kept: {}",
+                        one_line.join("; ")
+                    ),
                 );
             }
         }
@@ -183,11 +193,31 @@ impl Daemon {
                 .as_ref()
                 .is_none_or(|g| g.matches(&q.queue) || g.matches(&q.base))
         };
+        let mut uncovered = Vec::new();
         for q in inv.managed.into_iter().filter(wanted) {
-            if let Resolution::Covered(eff) = self.set.resolve(&q) {
-                found.insert(q.base.clone(), (q, eff));
+            match self.set.resolve(&q) {
+                Resolution::Covered(eff) => {
+                    found.insert(q.base.clone(), (q, eff));
+                }
+                Resolution::Uncovered => uncovered.push(format!("{} (no policy)", q.base)),
+                Resolution::Tie { first, second } => {
+                    uncovered.push(format!("{} (policies {first} and {second} tie)", q.base))
+                }
             }
         }
+        let unmanaged: Vec<String> = inv
+            .unmanaged
+            .iter()
+            .map(|b| match inv.reasons.get(b) {
+                Some(why) => format!("{b} ({why})"),
+                None => format!("{b} (no layout matches)"),
+            })
+            .collect();
+        let governed: BTreeSet<(String, String)> = found
+            .iter()
+            .map(|(b, (_, eff))| (b.clone(), eff.name.clone()))
+            .collect();
+        let changed = self.governed.as_ref() != Some(&governed);
         self.slots.retain(|base, _| found.contains_key(base));
         let new: Vec<String> = found
             .keys()
@@ -225,9 +255,69 @@ impl Daemon {
         }
         self.publish_event_queues();
         self.publish_queue_info();
+        if changed {
+            self.log_discovery(&uncovered, &unmanaged);
+            self.governed = Some(governed);
+        }
         self.discovered_at = Some(Instant::now());
         self.rechecked_at = Instant::now();
         Ok(())
+    }
+
+    /// Logs what a discovery found, when the governed set changed (and at start): each queue
+    /// governed with its policy and next sweep (the first 50), then the queues left alone.
+    fn log_discovery(&self, uncovered: &[String], unmanaged: &[String]) {
+        const LISTED: usize = 50;
+        if self.slots.is_empty() {
+            log(
+                "warn",
+                "discovery: no queue to govern (no BullMQ queue found that a policy covers); check --redis, the layouts and the policies' patterns",
+            );
+        } else {
+            log(
+                "info",
+                &format!("discovery: governing {} queues", self.slots.len()),
+            );
+        }
+        for (base, slot) in self.slots.iter().take(LISTED) {
+            let due = jiff::Timestamp::from_millisecond(slot.due_ms)
+                .map_or_else(|_| slot.due_ms.to_string(), super::log::timestamp);
+            log(
+                "info",
+                &format!(
+                    "discovery: {base}: policy {}, {}, next sweep {due}",
+                    slot.policy.name, slot.policy.schedule
+                ),
+            );
+        }
+        if self.slots.len() > LISTED {
+            log(
+                "info",
+                &format!(
+                    "discovery: … and {} more (`bullsweep plan` lists them all)",
+                    self.slots.len() - LISTED
+                ),
+            );
+        }
+        for (what, list) in [("uncovered", uncovered), ("unmanaged", unmanaged)] {
+            if !list.is_empty() {
+                let shown: Vec<&str> = list.iter().take(LISTED).map(String::as_str).collect();
+                let more = list.len().saturating_sub(LISTED);
+                let tail = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                log(
+                    "info",
+                    &format!(
+                        "discovery: {} {what}, left alone: {}{tail}",
+                        list.len(),
+                        shown.join(", ")
+                    ),
+                );
+            }
+        }
     }
 
     /// Sets `bullsweep_queue_info` to the governed queues (those folded into "other" as one),
@@ -259,11 +349,14 @@ impl Daemon {
             let _ = self.metrics.lock_contention.get_or_create(&labels);
             let _ = self.metrics.event_gaps.get_or_create(&labels);
             for reason in metrics::FAILURE_REASONS {
-                let _ = self.metrics.failed_batches.get_or_create(&metrics::FailureLabels {
-                    queue: labels.queue.clone(),
-                    tenant: labels.tenant.clone(),
-                    reason: reason.to_string(),
-                });
+                let _ = self
+                    .metrics
+                    .failed_batches
+                    .get_or_create(&metrics::FailureLabels {
+                        queue: labels.queue.clone(),
+                        tenant: labels.tenant.clone(),
+                        reason: reason.to_string(),
+                    });
             }
         }
     }
@@ -315,7 +408,11 @@ impl Daemon {
             let forced = self.slots.get(&q.base).is_some_and(|s| s.owed);
             if let Err(e) = self.run_queue(&q, forced).await {
                 self.metrics.redis_up.store(false, Ordering::Relaxed);
-                log("warn", &format!("{}: {e}; retrying later", q.base));
+                log_repeated(
+                    &format!("run:{}", q.base),
+                    "warn",
+                    &format!("{}: {e}; retrying later", q.base),
+                );
                 if let Some(slot) = self.slots.get_mut(&q.base) {
                     slot.due_ms = now_ms() + 1_000 + jitter(Millis(1_000));
                 }
