@@ -7,8 +7,7 @@ use crate::bullmq::keys::{
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-/// Failures in a row after which a queue's alert is raised.
-pub const ALERT_AFTER: u64 = 5;
+pub use crate::health::rules::ALERT_AFTER;
 /// The longest wait between retries of a failing queue.
 const MAX_BACKOFF_MS: i64 = 3_600_000;
 

@@ -20,6 +20,8 @@ pub const MEMORY_SHARE: f64 = 0.75;
 pub const MEMORY_FOR_MS: i64 = 5 * 60_000;
 /// `BullsweepRedisEvictions`: keys evicted within this window.
 pub const EVICTIONS_WINDOW_MS: i64 = 5 * 60_000;
+/// `BullsweepQueueFailing`: runs failed in a row (the daemon's `bullsweep_alert`).
+pub const ALERT_AFTER: u64 = 5;
 /// `BullsweepAuditShippingStuck`: an audit event waiting in Redis longer than this.
 pub const AUDIT_STUCK_MS: i64 = 15 * 60_000;
 /// `BullsweepCostLeak` measures growth over the readings of this window…
@@ -268,12 +270,12 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
         });
     }
     for q in &inp.queues {
-        if q.failures >= crate::daemon::records::ALERT_AFTER {
+        if q.failures >= ALERT_AFTER {
             out.push(finding(
                 "BullsweepQueueFailing",
                 q,
                 q.failures as f64,
-                crate::daemon::records::ALERT_AFTER as f64,
+                ALERT_AFTER as f64,
                 format!("{}: {} runs failed in a row", q.key, q.failures),
             ));
         }
