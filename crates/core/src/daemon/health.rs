@@ -79,16 +79,7 @@ impl Daemon {
                 Some(_) => counter.inc_by(s.evicted_keys),
                 None => 0,
             };
-            let names = [readings::evicted(&s.node), readings::memory_share(&s.node)];
-            let mut old = readings::read(&mut self.con, &names).await?;
-            let mut evicted = old.first_mut().map(std::mem::take).unwrap_or_default();
-            let mut memory = old.get_mut(1).map(std::mem::take).unwrap_or_default();
-            readings::add(&mut evicted, now, s.evicted_keys as f64, readings::SERVER);
-            match s.share() {
-                Some(share) => readings::add(&mut memory, now, share, readings::SERVER),
-                None => memory.clear(),
-            }
-            save.extend([(names[0].clone(), evicted), (names[1].clone(), memory)]);
+            save.extend(server::series_with(&mut self.con, &s, now).await?);
         }
         let backlog = audit::backlog(&mut self.con).await?;
         self.metrics.audit_backlog_events.set(backlog.events as i64);

@@ -2,6 +2,7 @@
 //! `maxmemory` and evicted keys (`INFO`), and the heartbeats the daemon replicas leave in
 //! `bullsweep:daemons`.
 
+use super::readings::{self, Series};
 use crate::bullmq::keys::DAEMONS;
 use crate::ops::Conn;
 use redis::RedisResult;
@@ -56,6 +57,31 @@ pub async fn servers(con: &Conn) -> RedisResult<Vec<ServerReading>> {
         });
     }
     Ok(out)
+}
+
+/// A primary's saved eviction and memory readings with the one just taken added, as
+/// `(evicted, memory)` with their series names, to evaluate and to save back.
+pub async fn series_with<C: ConnectionLike>(
+    con: &mut C,
+    s: &ServerReading,
+    now_ms: i64,
+) -> RedisResult<[(String, Series); 2]> {
+    let names = [readings::evicted(&s.node), readings::memory_share(&s.node)];
+    let mut old = readings::read(con, &names).await?;
+    let mut evicted = old.first_mut().map(std::mem::take).unwrap_or_default();
+    let mut memory = old.get_mut(1).map(std::mem::take).unwrap_or_default();
+    readings::add(
+        &mut evicted,
+        now_ms,
+        s.evicted_keys as f64,
+        readings::SERVER,
+    );
+    match s.share() {
+        Some(share) => readings::add(&mut memory, now_ms, share, readings::SERVER),
+        None => memory.clear(),
+    }
+    let [e, m] = names;
+    Ok([(e, evicted), (m, memory)])
 }
 
 /// Records that daemon `owner` is alive at `now_ms`, and forgets replicas silent for a day.

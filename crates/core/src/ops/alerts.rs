@@ -112,22 +112,13 @@ pub async fn alerts(
     }
     let mut servers = Vec::new();
     for s in server::servers(con).await.map_err(redis_err)? {
-        let names = [readings::evicted(&s.node), readings::memory_share(&s.node)];
-        let mut old = readings::read(con, &names).await.map_err(redis_err)?;
-        let mut evicted = old.first_mut().map(std::mem::take).unwrap_or_default();
-        let mut memory = old.get_mut(1).map(std::mem::take).unwrap_or_default();
-        readings::add(&mut evicted, now, s.evicted_keys as f64, readings::SERVER);
-        match s.share() {
-            Some(share) => readings::add(&mut memory, now, share, readings::SERVER),
-            None => memory.clear(),
-        }
-        to_save.push((names[0].clone(), evicted.clone()));
-        to_save.push((names[1].clone(), memory.clone()));
+        let [evicted, memory] = server::series_with(con, &s, now).await.map_err(redis_err)?;
         servers.push(ServerInput {
             node: s.node,
-            evicted,
-            memory,
+            evicted: evicted.1.clone(),
+            memory: memory.1.clone(),
         });
+        to_save.extend([evicted, memory]);
     }
     let heartbeats = server::heartbeats(con).await.map_err(redis_err)?;
     if heartbeats.is_empty() {
