@@ -16,6 +16,7 @@ mod resolve;
 mod schedule;
 mod selection;
 mod subject;
+mod tokens;
 
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
@@ -36,3 +37,4 @@ pub use resolve::{
 pub use schedule::{AUTO_MAX, AUTO_MIN, CronSchedule, DEFAULT_SCHEDULE, Schedule};
 pub use selection::Selection;
 pub use subject::{Prefilter, Subject, holds_anywhere, leaf_is, text_mentions};
+pub use tokens::{Permission, Role, Token, TokenSet, compile_tokens};

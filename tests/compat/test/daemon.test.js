@@ -52,10 +52,12 @@ const waitLogged = (d, what, check, ms) => waitFor(what, check, ms).catch((e) =>
   throw new Error(`${e.message}\n--- daemon log ---\n${d.log()}`);
 });
 
+// The sum of the samples of `name` whose labels include `labels` (a counter's series by every
+// other label, such as `reason`); undefined when there is none.
 function metric(body, name, labels) {
   const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  const line = body.split('\n').find((l) => l.startsWith(`${name}{`) && want.every((w) => l.includes(w)));
-  return line === undefined ? undefined : Number(line.split(' ').pop());
+  const lines = body.split('\n').filter((l) => l.startsWith(`${name}{`) && want.every((w) => l.includes(w)));
+  return lines.length === 0 ? undefined : lines.reduce((t, l) => t + Number(l.split(' ').pop()), 0);
 }
 
 test('scheduled sweeps keep lastRunAt in Redis, exit 0 on SIGTERM and serve metrics', async () => {

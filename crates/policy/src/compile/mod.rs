@@ -9,7 +9,7 @@ mod graph;
 mod policies;
 mod privacy;
 mod schema;
-mod syntax;
+pub(crate) mod syntax;
 mod targets;
 mod values;
 
@@ -63,7 +63,7 @@ impl fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
-fn pos(loc: &Location) -> SourcePos {
+pub(crate) fn pos(loc: &Location) -> SourcePos {
     SourcePos {
         line: loc.line(),
         column: loc.column(),

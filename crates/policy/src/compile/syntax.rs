@@ -3,7 +3,7 @@
 use super::{ConfigError, pos};
 
 /// Turns a parse error into a located [`ConfigError`], with "did you mean" for unknown fields.
-pub(super) fn syntax_error(e: &serde_saphyr::Error) -> ConfigError {
+pub(crate) fn syntax_error(e: &serde_saphyr::Error) -> ConfigError {
     let rendered = e.without_snippet().to_string();
     let first = rendered.lines().next().unwrap_or_default();
     let message = strip_location_suffix(strip_location_prefix(first)).to_string();

@@ -1,0 +1,305 @@
+//! The dashboard's token file (`--dashboard-tokens`): who may see and do what. Each token has
+//! a name (shown in audit events), a role (`viewer`, `operator`, `admin`) and optionally one
+//! tenant it is confined to; the secret is stored as its SHA-256 (`tokenSha256`), or in clear
+//! (`token`, for tests). Pure: the text in, a [`TokenSet`] or every problem located.
+
+use crate::compile::syntax::syntax_error;
+use crate::compile::{ConfigError, ConfigErrors, pos};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use sha2::{Digest, Sha256};
+
+/// What a token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Read everything in its scope, job data redacted through the `pii:` rules.
+    Viewer,
+    /// Also sweep a queue now, and restore archived jobs.
+    Operator,
+    /// Also erasure requests, and job data unredacted.
+    Admin,
+}
+
+/// What a request asks to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Permission {
+    /// See pages and data, redacted.
+    Read,
+    /// See job data as stored.
+    ReadRaw,
+    /// Sweep a queue now.
+    SweepNow,
+    /// Restore an archived job.
+    Restore,
+    /// Start an erasure (`forget`).
+    Erase,
+}
+
+impl Role {
+    /// Whether the role allows `p`.
+    pub fn allows(self, p: Permission) -> bool {
+        let least = match p {
+            Permission::Read => Role::Viewer,
+            Permission::SweepNow | Permission::Restore => Role::Operator,
+            Permission::ReadRaw | Permission::Erase => Role::Admin,
+        };
+        self >= least
+    }
+}
+
+/// One token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    /// Its name, shown in audit events.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// The one tenant it may see, if confined.
+    pub tenant: Option<String>,
+    digest: [u8; 32],
+}
+
+impl Token {
+    /// Whether a queue of `tenant` is in this token's scope.
+    pub fn sees(&self, tenant: Option<&str>) -> bool {
+        self.tenant.as_deref().is_none_or(|t| Some(t) == tenant)
+    }
+}
+
+/// Every token of the file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenSet {
+    /// In file order.
+    pub tokens: Vec<Token>,
+}
+
+impl TokenSet {
+    /// The token whose secret is `presented`, compared by digest in constant time.
+    pub fn authenticate(&self, presented: &str) -> Option<&Token> {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let mut found = None;
+        for t in &self.tokens {
+            let differs = t
+                .digest
+                .iter()
+                .zip(digest.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            if differs == 0 {
+                found = Some(t);
+            }
+        }
+        found
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    tokens: Option<Spanned<Vec<Spanned<RawToken>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawToken {
+    name: Option<Spanned<String>>,
+    token: Option<Spanned<String>>,
+    token_sha256: Option<Spanned<String>>,
+    role: Option<Spanned<String>>,
+    tenant: Option<Spanned<String>>,
+}
+
+/// Reads a token file; `file` names it in messages.
+pub fn compile_tokens(file: &str, text: &str) -> Result<TokenSet, ConfigErrors> {
+    let failed = |errors: Vec<ConfigError>| ConfigErrors {
+        file: file.to_string(),
+        errors,
+    };
+    let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| failed(vec![syntax_error(&e)]))?;
+    let mut errors = Vec::new();
+    let mut error = |loc: &serde_saphyr::Location, path: String, message: String| {
+        errors.push(ConfigError {
+            pos: pos(loc),
+            path,
+            message,
+            hint: None,
+        })
+    };
+    let Some(list) = raw.tokens.filter(|l| !l.value.is_empty()) else {
+        return Err(failed(vec![ConfigError {
+            pos: Default::default(),
+            path: "tokens".into(),
+            message: "the token file has no `tokens:`; the dashboard would let nobody in".into(),
+            hint: Some("tokens: [{ name: alice-ops, tokenSha256: \"…\", role: viewer }]".into()),
+        }]));
+    };
+    let mut out = TokenSet::default();
+    for (i, t) in list.value.iter().enumerate() {
+        let at = format!("tokens[{i}]");
+        let loc = &t.referenced;
+        let raw = &t.value;
+        let name = match &raw.name {
+            Some(n) if !n.value.trim().is_empty() => n.value.clone(),
+            _ => {
+                error(loc, at.clone(), "a token needs a `name`".into());
+                continue;
+            }
+        };
+        if out.tokens.iter().any(|o| o.name == name) {
+            error(
+                loc,
+                format!("{at}.name"),
+                format!("duplicate token name `{name}`"),
+            );
+        }
+        let digest = match (&raw.token, &raw.token_sha256) {
+            (Some(clear), None) if !clear.value.is_empty() => {
+                Some(Sha256::digest(clear.value.as_bytes()).into())
+            }
+            (None, Some(hex)) => match parse_hex(&hex.value) {
+                Some(d) => Some(d),
+                None => {
+                    error(
+                        &hex.referenced,
+                        format!("{at}.tokenSha256"),
+                        "tokenSha256 must be 64 hexadecimal digits (`sha256sum` of the token)"
+                            .into(),
+                    );
+                    None
+                }
+            },
+            (Some(_), Some(_)) => {
+                error(
+                    loc,
+                    at.clone(),
+                    format!("token `{name}` has both `token` and `tokenSha256`; keep one"),
+                );
+                None
+            }
+            _ => {
+                error(
+                    loc,
+                    at.clone(),
+                    format!("token `{name}` needs `tokenSha256` (or `token`)"),
+                );
+                None
+            }
+        };
+        let role = match raw.role.as_ref().map(|r| (r, r.value.as_str())) {
+            Some((_, "viewer")) => Some(Role::Viewer),
+            Some((_, "operator")) => Some(Role::Operator),
+            Some((_, "admin")) => Some(Role::Admin),
+            Some((r, other)) => {
+                error(
+                    &r.referenced,
+                    format!("{at}.role"),
+                    format!("role `{other}` is not one of viewer, operator, admin"),
+                );
+                None
+            }
+            None => {
+                error(loc, at.clone(), format!("token `{name}` needs a `role`"));
+                None
+            }
+        };
+        if let (Some(digest), Some(role)) = (digest, role) {
+            if out.tokens.iter().any(|o| o.digest == digest) {
+                error(
+                    loc,
+                    at.clone(),
+                    format!("token `{name}` has the same secret as another"),
+                );
+            }
+            out.tokens.push(Token {
+                name,
+                role,
+                tenant: raw.tenant.as_ref().map(|t| t.value.clone()),
+                digest,
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(failed(errors))
+    }
+}
+
+/// 64 hexadecimal digits as 32 bytes.
+fn parse_hex(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"tokens:
+  - { name: alice-ops, tokenSha256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae", role: operator }
+  - { name: acme-view, token: "acme-secret", role: viewer, tenant: acme }
+  - { name: root, token: "root-secret", role: admin }
+"#;
+
+    #[test]
+    fn tokens_authenticate_by_digest_and_carry_role_and_tenant() {
+        let set = compile_tokens("t.yaml", FILE).expect("valid");
+        // sha256("foo") is the first token's digest.
+        let alice = set.authenticate("foo").expect("alice");
+        assert_eq!(
+            (alice.name.as_str(), alice.role),
+            ("alice-ops", Role::Operator)
+        );
+        assert!(alice.sees(Some("acme")) && alice.sees(None));
+        let acme = set.authenticate("acme-secret").expect("acme");
+        assert!(acme.sees(Some("acme")) && !acme.sees(Some("globex")) && !acme.sees(None));
+        assert!(set.authenticate("nope").is_none());
+        assert!(set.authenticate("").is_none());
+        assert!(Role::Viewer.allows(Permission::Read));
+        assert!(!Role::Viewer.allows(Permission::SweepNow));
+        assert!(Role::Operator.allows(Permission::Restore));
+        assert!(!Role::Operator.allows(Permission::Erase));
+        assert!(!Role::Operator.allows(Permission::ReadRaw));
+        assert!(Role::Admin.allows(Permission::Erase));
+    }
+
+    #[test]
+    fn mistakes_are_located() {
+        for (text, want) in [
+            (
+                "tokens:\n  - { name: a, role: viewer }\n",
+                "t.yaml:2:5: token `a` needs `tokenSha256`",
+            ),
+            (
+                "tokens:\n  - { name: a, token: x, role: boss }\n",
+                "t.yaml:2:32: role `boss` is not one of",
+            ),
+            (
+                "tokens:\n  - { name: a, tokenSha256: abc, role: viewer }\n",
+                "t.yaml:2:29: tokenSha256 must be 64",
+            ),
+            (
+                "tokens:\n  - { name: a, token: x, role: viewer }\n  - { name: a, token: y, role: viewer }\n",
+                "duplicate token name `a`",
+            ),
+            (
+                "tokens:\n  - { name: a, token: x, role: viewer }\n  - { name: b, token: x, role: viewer }\n",
+                "same secret as another",
+            ),
+            (
+                "tokens:\n  - { name: a, token: x, rol: viewer }\n",
+                "unknown field `rol`",
+            ),
+            ("tokens: []\n", "has no `tokens:`"),
+        ] {
+            let e = compile_tokens("t.yaml", text).expect_err(text).to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+}
