@@ -1,7 +1,8 @@
 //! The daemon's health tick, every [`TICK`]: its heartbeat in Redis, each primary's memory
 //! and evictions, the audit backlog, each queue's job counts and, while metrics are served, a
-//! few queues' memory measures (each queue every 15 minutes). Then every queue's series are
-//! published, the smallest queues folded into `queue="other"` above `--metrics-max-queues`.
+//! few queues' memory measures (each queue every 15 minutes at most, five per tick). Then
+//! every queue's series are published, the smallest queues folded into `queue="other"` above
+//! `--metrics-max-queues`.
 //! The readings `bullsweep alerts` looks back on are saved here too.
 
 use super::log::{clear_repeated, log, log_repeated};
