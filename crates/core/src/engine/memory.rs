@@ -19,8 +19,10 @@ pub const SAMPLE: u64 = 1_000;
 const USAGE_SAMPLES: u64 = 1_000;
 /// Commands per pipelined round trip.
 const PIPELINE: usize = 300;
-/// The error bounds are this many standard errors (99.7% for a normal estimate).
-const Z: f64 = 3.0;
+/// The error bounds are this many standard errors. Three (99.7% for a normal estimate) was
+/// exceeded in 2 of about 12 runs of the accuracy test, at 3.3 standard errors: the spread a
+/// sample of 1,000 shows understates the truth there, so the bound takes four.
+const Z: f64 = 4.0;
 /// Windows a long list is sampled in (each an `LRANGE` of `SAMPLE / LIST_WINDOWS` ids).
 const LIST_WINDOWS: u64 = 10;
 
@@ -341,8 +343,8 @@ mod tests {
         );
         let part = Estimate::of_sample(&[100, 200, 300, 400], 100);
         assert_eq!(part.bytes, 25_000.0);
-        // sd 129.1, se sqrt(16667 / 4 * 0.96) = 63.2, times 3 and 100.
-        assert!((part.error_bytes - 18_974.0).abs() < 10.0, "{part:?}");
+        // sd 129.1, se sqrt(16667 / 4 * 0.96) = 63.2, times Z = 4 and 100.
+        assert!((part.error_bytes - 25_298.0).abs() < 10.0, "{part:?}");
         let same = Estimate::of_sample(&[500; 10], 1_000);
         assert_eq!(same.error_bytes, 0.0);
     }
