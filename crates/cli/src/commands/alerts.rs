@@ -1,23 +1,18 @@
 //! `alerts`: the firing and pending alerts as a table (or a JSON list), what could not be
 //! evaluated on stderr; exit 1 when any fires, for cron jobs and CI.
 
-use super::{load_policies, queue_glob};
+use super::load_policies;
 use crate::args::{AlertsArgs, Cli};
 use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, warn};
 use crate::render::table;
 use bullsweep_core::health::rules::{AlertState, Finding};
-use bullsweep_core::ops::RunScope;
 use bullsweep_core::ops::alerts::alerts as evaluate;
 
 /// `alerts`: exit 1 when an alert fires or a queue could not be measured.
 pub async fn alerts(cli: &Cli, args: &AlertsArgs) -> Result<i32, CliError> {
     let set = load_policies(cli)?;
-    let scope = RunScope {
-        env: cli.env.clone(),
-        queue_glob: queue_glob(args.queues.queue.as_deref())?,
-        ..RunScope::default()
-    };
+    let scope = super::scope(cli, args.queues.queue.as_deref())?;
     let mut con = super::connection::connect(cli, "alerts").await?;
     let found = evaluate(&mut con, cli.redis_url(), &set, scope).await?;
     for note in &found.notes {

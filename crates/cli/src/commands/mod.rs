@@ -45,6 +45,15 @@ fn load_policies(cli: &Cli) -> Result<PolicySet, CliError> {
 }
 
 /// A `--queue` glob.
+/// The queues a command covers: the `--env` in force and the `--queue` glob.
+fn scope(cli: &Cli, queue: Option<&str>) -> Result<ops::RunScope, CliError> {
+    Ok(ops::RunScope {
+        env: cli.env.clone(),
+        queue_glob: queue_glob(queue)?,
+        ..Default::default()
+    })
+}
+
 fn queue_glob(value: Option<&str>) -> Result<Option<NamePattern>, CliError> {
     value
         .map(NamePattern::new)

@@ -1,7 +1,7 @@
 //! `plan` and `run`: the audited sweep, with a spinner on a terminal, the table (or JSON),
 //! warnings on stderr and a summary line.
 
-use super::{load_policies, queue_glob};
+use super::load_policies;
 use crate::args::{Cli, PlanArgs, QueueArgs, RunArgs};
 use crate::error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 use crate::output::{print_out, warn};
@@ -43,10 +43,8 @@ async fn sweep(
 ) -> Result<Report, CliError> {
     let set = load_policies(cli)?;
     let scope = RunScope {
-        env: cli.env.clone(),
-        queue_glob: queue_glob(args.queue.as_deref())?,
         lock_wait,
-        ..RunScope::default()
+        ..super::scope(cli, args.queue.as_deref())?
     };
     let role = if mode == Mode::Run { "run" } else { "plan" };
     let mut con = super::connection::connect(cli, role).await?;
