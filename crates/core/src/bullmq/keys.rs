@@ -267,6 +267,21 @@ pub const DAEMONS: &str = "bullsweep:daemons";
 /// Hash: series name → its recent readings, as JSON `[[ms, value], …]` (see `health`).
 pub const READINGS: &str = "bullsweep:readings";
 
+/// Hash: `<base>\t<counter>` → a queue's removals by action since history began, and its last
+/// sweep's duration and longest call (see `health::history`).
+pub const HISTORY_TOTALS: &str = "bullsweep:history:totals";
+
+/// The dashboard's history stream of `scope` (`all`, `tenant:<t>` or `queue:<base>`) at
+/// resolution `tier` (`1m` or `10m`): one entry per point.
+pub fn history_stream(tier: &str, scope: &str) -> String {
+    format!("bullsweep:history:{tier}:{scope}")
+}
+
+/// Taken by the one replica that writes the history point of the minute `minute_ms`.
+pub fn history_claim(minute_ms: i64) -> String {
+    format!("bullsweep:history:claim:{minute_ms}")
+}
+
 /// The lock of a queue's sweeps.
 pub fn sweep_lock(base: &str) -> String {
     format!("bullsweep:lock:{base}")

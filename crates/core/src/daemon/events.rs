@@ -17,6 +17,7 @@ use crate::bullmq::keys::{audit_tag, cursor, events_lock};
 use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::engine::event_removal::{remove_finished, score_bounds};
 use crate::engine::{BatchSizer, SweepOptions};
+use crate::health::history;
 use crate::lock::QueueLock;
 use crate::ops::{Conn, Target};
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
@@ -400,6 +401,10 @@ async fn drain(
         set_lag(metrics, &labels, &out.position, now_ms);
         record(metrics, &labels, &[out.batch.elapsed_us], out.batch.removed);
         h.cursor = out.position;
+        if out.batch.removed > 0 {
+            let acted = [("remove".to_string(), out.batch.removed)];
+            history::record_sweep(con, base, &acted, None, None).await?;
+        }
     }
     Ok((out.read, full))
 }

@@ -10,6 +10,7 @@ use super::metrics::{NodeLabels, QueueLabels, StateLabels};
 use super::{Daemon, Slot, records};
 use crate::audit;
 use crate::bullmq::QueueKeys;
+use crate::health::history::{self, Point};
 use crate::health::readings::{self, Series};
 use crate::health::server;
 use crate::ops::report::memory_report;
@@ -102,7 +103,68 @@ impl Daemon {
         if self.serving {
             save.extend(self.measure_some(now).await);
         }
-        readings::write(&mut self.con, &save).await
+        readings::write(&mut self.con, &save).await?;
+        self.write_history(now).await
+    }
+
+    /// Once a minute, the dashboard's history point of every queue, tenant and of all queues,
+    /// written by the replica that takes the minute's claim (see `health::history`).
+    async fn write_history(&mut self, now: i64) -> redis::RedisResult<()> {
+        let minute = now - now.rem_euclid(60_000);
+        if self.history_minute >= minute {
+            return Ok(());
+        }
+        self.history_minute = minute;
+        if !history::claim(&mut self.con, minute, &self.owner).await? {
+            return Ok(());
+        }
+        let totals = history::totals(&mut self.con).await?;
+        let mut all = Point {
+            at_ms: minute,
+            ..Point::default()
+        };
+        let mut tenants: BTreeMap<String, Point> = BTreeMap::new();
+        let mut points = Vec::new();
+        for (base, slot) in &self.slots {
+            let limit = |state| {
+                slot.policy
+                    .states
+                    .get(&state)
+                    .and_then(|r| r.max_count.as_ref())
+                    .map_or(0, |c| c.value)
+            };
+            let count = |state: &str| slot.counts.get(state).copied().unwrap_or(0);
+            let measured = slot.measured.map(|(_, m)| m).unwrap_or_default();
+            let p = Point {
+                at_ms: minute,
+                queues: 1,
+                memory_bytes: measured.bytes,
+                reclaimable_bytes: measured.reclaimable_bytes,
+                completed: count("completed"),
+                failed: count("failed"),
+                max_completed: limit(JobState::Completed),
+                max_failed: limit(JobState::Failed),
+                totals: totals.get(base).cloned().unwrap_or_default(),
+            };
+            all.absorb(&p);
+            if let Some(t) = &slot.queue.tenant {
+                tenants
+                    .entry(t.clone())
+                    .or_insert_with(|| Point {
+                        at_ms: minute,
+                        ..Point::default()
+                    })
+                    .absorb(&p);
+            }
+            points.push((history::queue_scope(base), p));
+        }
+        points.push((history::ALL.to_string(), all));
+        points.extend(
+            tenants
+                .into_iter()
+                .map(|(t, p)| (history::tenant_scope(&t), p)),
+        );
+        history::write(&mut self.con, minute, &points).await
     }
 
     /// The queues' jobs by state, `COUNT_CHUNK` queues per pipeline.

@@ -1,6 +1,7 @@
 //! What the daemon exposes on `--listen`: Prometheus metrics per queue and tenant, `/healthz`
-//! and `/readyz`, served by a small HTTP/1.1 responder (one request per connection).
+//! and `/readyz`, served by `http`.
 
+use super::http::{Request, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -9,8 +10,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// A queue as metrics name it.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
@@ -470,62 +469,27 @@ impl DaemonMetrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` until the process ends. `/readyz` answers 200
-/// once Redis answered a ping (the policy file is valid by then: the daemon starts with a valid
-/// one and keeps it across reloads).
-pub async fn serve(listener: TcpListener, metrics: Arc<DaemonMetrics>) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let mut len = 0;
-            // Read the request head; a body is not expected.
-            while len < buf.len() {
-                match stream.read(&mut buf[len..]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => len += n,
-                }
-                if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-            let head = String::from_utf8_lossy(&buf[..len]);
-            let path = head.split_whitespace().nth(1).unwrap_or("/");
-            let openmetrics = head.lines().any(|l| {
-                let l = l.to_ascii_lowercase();
-                l.starts_with("accept:") && l.contains("application/openmetrics-text")
-            });
-            let (status, content_type, body) = match path {
-                "/metrics" if openmetrics => (
-                    "200 OK",
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    metrics.encode(),
-                ),
-                "/metrics" => (
-                    "200 OK",
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    metrics.encode_text(),
-                ),
-                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/readyz" if metrics.redis_up.load(Ordering::Relaxed) => {
-                    ("200 OK", "text/plain", "ready\n".to_string())
-                }
-                "/readyz" => (
-                    "503 Service Unavailable",
-                    "text/plain",
-                    "not ready: Redis is unreachable\n".to_string(),
-                ),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-            let _ = stream.shutdown().await;
-        });
-    }
+/// The daemon's own paths: `/metrics`, `/healthz` and `/readyz`. `/readyz` answers 200 once
+/// Redis answered a ping (the policy file is valid by then: the daemon starts with a valid one
+/// and keeps it across reloads).
+pub fn answer(metrics: &DaemonMetrics, req: &Request) -> Option<Response> {
+    let openmetrics = req
+        .header("accept")
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    Some(match req.path.as_str() {
+        "/metrics" if openmetrics => Response::new(
+            200,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.encode(),
+        ),
+        "/metrics" => Response::new(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics.encode_text(),
+        ),
+        "/healthz" => Response::text(200, "ok\n"),
+        "/readyz" if metrics.redis_up.load(Ordering::Relaxed) => Response::text(200, "ready\n"),
+        "/readyz" => Response::text(503, "not ready: Redis is unreachable\n"),
+        _ => return None,
+    })
 }

@@ -9,6 +9,7 @@ mod discovery;
 pub mod events;
 mod events_read;
 mod health;
+pub mod http;
 mod log;
 pub mod metrics;
 mod process;
@@ -46,6 +47,8 @@ pub struct DaemonConfig {
     pub queue_glob: Option<NamePattern>,
     /// Serve `/metrics`, `/healthz` and `/readyz` on this address.
     pub listen: Option<SocketAddr>,
+    /// Answers the paths other than the daemon's own on `listen` (the dashboard).
+    pub pages: Option<Arc<dyn http::Handler>>,
     /// Above this many governed queues, the smallest share `queue="other"` in the metrics.
     pub metrics_max_queues: usize,
     /// How often to look for new queues.
@@ -98,6 +101,8 @@ struct Daemon {
     last_ship: Instant,
     /// When the last health tick ran (heartbeat, Redis memory, audit backlog, queue series).
     last_health: Option<Instant>,
+    /// The last minute whose history point was written or left to another replica.
+    history_minute: i64,
     /// Each primary's evicted keys at the last tick, to count the new ones.
     evicted_seen: BTreeMap<String, u64>,
     /// See [`DaemonConfig::metrics_max_queues`].
@@ -117,11 +122,21 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| Error::runtime(format!("cannot listen on {addr}: {e}")))?;
+        let also = if cfg.pages.is_some() {
+            " and the dashboard"
+        } else {
+            ""
+        };
         log(
             "info",
-            &format!("serving /metrics, /healthz and /readyz on {addr}"),
+            &format!("serving /metrics, /healthz and /readyz{also} on {addr}"),
         );
-        tokio::spawn(metrics::serve(listener, metrics.clone()));
+        let served = metrics.clone();
+        tokio::spawn(http::serve(
+            listener,
+            move |req| metrics::answer(&served, req),
+            cfg.pages.clone(),
+        ));
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     let reload = Arc::new(AtomicBool::new(false));
@@ -174,6 +189,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         last_ship: Instant::now(),
         last_health: None,
         evicted_seen: BTreeMap::new(),
+        history_minute: 0,
         metrics_max_queues: cfg.metrics_max_queues,
         serving: cfg.listen.is_some(),
         governed: None,

@@ -9,6 +9,7 @@ use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::sweep_lock;
 use crate::engine::{Mode, Report};
+use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::Conn;
 
@@ -126,6 +127,19 @@ impl Daemon {
         };
         if let Ok(report) = &result {
             self.count_actions(q, report);
+            let acted: Vec<(String, u64)> = report
+                .queues
+                .iter()
+                .flat_map(|r| r.states.values())
+                .map(|s| (s.action.clone(), s.done.unwrap_or(0)))
+                .collect();
+            let longest = spent.iter().max().copied();
+            let ms = started.elapsed().as_millis() as u64;
+            if let Err(e) =
+                history::record_sweep(&mut self.con, &q.base, &acted, Some(ms), longest).await
+            {
+                log("warn", &format!("{}: history not recorded: {e}", q.base));
+            }
         }
         match error {
             Some(error) => {
