@@ -193,6 +193,7 @@ pub(crate) async fn measure_forget(
                 wait_active: Duration::ZERO,
                 env: None,
                 budget_us: DEFAULT_BUDGET_US,
+                actor: None,
             };
             let prober = Prober::start(url)?;
             let started = Instant::now();

@@ -250,6 +250,13 @@ pub struct DaemonArgs {
     /// Serve `/metrics`, `/healthz` and `/readyz` on this address, e.g. 127.0.0.1:9464.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
+    /// Serve the web dashboard on `--listen` too (see README "Dashboard").
+    #[arg(long, requires = "listen")]
+    pub dashboard: bool,
+    /// Who may use the dashboard: a YAML file of tokens, roles and tenants. Required when
+    /// `--listen` is not a loopback address.
+    #[arg(long, value_name = "FILE", env = "BULLSWEEP_DASHBOARD_TOKENS", requires = "dashboard")]
+    pub dashboard_tokens: Option<PathBuf>,
     /// How often to look for new queues: a duration such as `30s`.
     #[arg(long, default_value = "30s")]
     pub discover_every: String,

@@ -74,6 +74,18 @@ pub struct TokenSet {
 }
 
 impl TokenSet {
+    /// Every token's name, role, tenant and digest, one line each: what keys derived from the
+    /// file change with.
+    pub fn fingerprint(&self) -> String {
+        self.tokens
+            .iter()
+            .map(|t| {
+                let digest: String = t.digest.iter().map(|b| format!("{b:02x}")).collect();
+                format!("{}\t{:?}\t{:?}\t{digest}\n", t.name, t.role, t.tenant)
+            })
+            .collect()
+    }
+
     /// The token whose secret is `presented`, compared by digest in constant time.
     pub fn authenticate(&self, presented: &str) -> Option<&Token> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();

@@ -33,24 +33,13 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
             since,
             until,
         } => {
-            let queue = queue_glob(queue.as_deref())?;
-            let since = instant_arg("--since", since.as_deref())?;
-            let until = instant_arg("--until", until.as_deref())?;
-            let segments: Vec<SegmentManifest> = sink
-                .list()
-                .await
-                .map_err(io_err)?
-                .into_iter()
-                .filter(|m| {
-                    let name = m.queue.rsplit(':').next().unwrap_or(&m.queue);
-                    tenant.as_ref().is_none_or(|t| m.tenant.as_ref() == Some(t))
-                        && queue
-                            .as_ref()
-                            .is_none_or(|q| q.matches(name) || q.matches(&m.queue))
-                        && since.is_none_or(|t| m.to_ms >= t)
-                        && until.is_none_or(|t| m.from_ms < t)
-                })
-                .collect();
+            let filter = ops::trail::SegmentFilter {
+                tenant: tenant.clone(),
+                queue: queue_glob(queue.as_deref())?,
+                since: instant_arg("--since", since.as_deref())?,
+                until: instant_arg("--until", until.as_deref())?,
+            };
+            let segments = ops::trail::segments(&sink, &filter).await.map_err(io_err)?;
             if cli.json {
                 let lines: Vec<String> = segments
                     .iter()
@@ -70,21 +59,14 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                     .with_hint("e.g. fields.data.user.id=u7")
             })?;
             let path = bullsweep_policy::JsonPath::new(path).map_err(CliError::usage)?;
+            let records = ops::trail::grep(&sink, &Default::default(), &path, wanted)
+                .await
+                .map_err(io_err)?;
+            let matched = records.len();
             let mut out = String::new();
-            let mut matched = 0;
-            for m in sink.list().await.map_err(io_err)? {
-                for record in sink.read_segment(&m.segment).await.map_err(io_err)? {
-                    let value = serde_json::to_value(&record).unwrap_or_default();
-                    let hit = path.find(&value).into_iter().any(|v| match v {
-                        serde_json::Value::String(s) => s == wanted,
-                        other => serde_json::to_string(other).is_ok_and(|text| text == wanted),
-                    });
-                    if hit {
-                        matched += 1;
-                        out.push_str(&serde_json::to_string(&record).unwrap_or_default());
-                        out.push('\n');
-                    }
-                }
+            for record in &records {
+                out.push_str(&serde_json::to_string(record).unwrap_or_default());
+                out.push('\n');
             }
             if !out.is_empty() {
                 print_text(&out)?;

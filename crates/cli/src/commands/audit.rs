@@ -69,19 +69,13 @@ pub async fn run(cli: &Cli, command: &AuditCommand) -> Result<i32, CliError> {
             since,
             action,
         } => {
-            let queue = queue_glob(queue.as_deref())?;
-            let since = instant_arg("--since", since.as_deref())?;
-            let events: Vec<AuditEvent> = read_events(target)
-                .await?
-                .into_iter()
-                .filter(|e| {
-                    queue.as_ref().is_none_or(|q| {
-                        q.matches(&e.context.queue_name) || q.matches(&e.context.queue_key)
-                    })
-                })
-                .filter(|e| since.is_none_or(|t| e.timestamp >= t))
-                .filter(|e| action.as_ref().is_none_or(|a| &e.context.action == a))
-                .collect();
+            let filter = ops::trail::AuditFilter {
+                queue: queue_glob(queue.as_deref())?,
+                since: instant_arg("--since", since.as_deref())?,
+                action: action.clone(),
+                ..Default::default()
+            };
+            let events = ops::trail::audit_events(target, &filter).await?;
             print_events(cli.json, &events)?;
             Ok(0)
         }

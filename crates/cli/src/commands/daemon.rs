@@ -3,7 +3,10 @@
 use super::queue_glob;
 use crate::args::{Cli, DaemonArgs, LogFormat, LogLevel};
 use crate::error::CliError;
-use bullsweep_core::daemon::{self, DaemonConfig};
+use bullsweep_core::daemon::{self, DaemonConfig, http::Handler};
+use bullsweep_core::ops;
+use bullsweep_dashboard::{Dashboard, DashboardConfig};
+use std::sync::Arc;
 
 /// Runs the daemon until SIGTERM or SIGINT; with `--json` its log lines are JSON objects.
 pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
@@ -24,7 +27,60 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
         listen: args.listen,
         discover_every,
         metrics_max_queues: args.metrics_max_queues,
+        pages: None,
+    };
+    let config = DaemonConfig {
+        pages: dashboard(cli, args, &config)?,
+        ..config
     };
     daemon::run(config).await?;
     Ok(0)
+}
+
+/// The dashboard, with `--dashboard`: never on a non-loopback address without a token file.
+/// On loopback without one, a token is made for this run and logged once.
+fn dashboard(
+    cli: &Cli,
+    args: &DaemonArgs,
+    config: &DaemonConfig,
+) -> Result<Option<Arc<dyn Handler>>, CliError> {
+    if !args.dashboard {
+        return Ok(None);
+    }
+    let loopback = args.listen.is_some_and(|a| a.ip().is_loopback());
+    let tokens = match &args.dashboard_tokens {
+        Some(path) => ops::load_token_file(path)?,
+        None if loopback => {
+            let secret = random_token()?;
+            daemon::log(
+                "info",
+                &format!("dashboard: no --dashboard-tokens, so this run's admin token is {secret}"),
+            );
+            let file = format!("tokens:\n  - name: local\n    token: \"{secret}\"\n    role: admin\n");
+            bullsweep_policy::compile_tokens("(generated)", &file)
+                .map_err(|e| CliError::runtime(format!("cannot make a token: {e}")))?
+        }
+        None => {
+            return Err(CliError::usage(
+                "--dashboard on a non-loopback --listen address needs --dashboard-tokens",
+            )
+            .with_hint("write a token file (README \"Dashboard\"), or listen on 127.0.0.1"));
+        }
+    };
+    Ok(Some(Arc::new(Dashboard::new(DashboardConfig {
+        target: config.target.clone(),
+        config: cli.config.clone(),
+        env: cli.env.clone(),
+        tokens,
+    }))))
+}
+
+/// 32 random bytes from the system's generator, as hex.
+fn random_token() -> Result<String, CliError> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| CliError::runtime(format!("cannot read /dev/urandom: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

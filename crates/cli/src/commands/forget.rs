@@ -44,6 +44,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
         wait_active: Duration::from_millis(wait_active.as_millis()),
         env: cli.env.clone(),
         budget_us: DEFAULT_BUDGET_US,
+        actor: None,
     };
     let receipt = ops::forget::forget(&mut con, cli.redis_url(), &set, req).await?;
     let text = if cli.json {

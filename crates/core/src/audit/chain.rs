@@ -429,6 +429,7 @@ mod tests {
             state: "completed".into(),
             compliance_tag: None,
             execution_id: "x".into(),
+            actor: None,
         };
         let mut e = AuditEvent::new("", seq, 1_000 + seq as i64, ctx, ids);
         e.source = source.map(str::to_string);

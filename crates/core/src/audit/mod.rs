@@ -50,6 +50,9 @@ pub struct AuditContext {
     pub compliance_tag: Option<String>,
     /// The run that did it.
     pub execution_id: String,
+    /// Who asked for it, when a person did: the dashboard token's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }
 
 /// One audit event, with its fields in the canonical order that is hashed: sequence and time,
@@ -140,6 +143,7 @@ impl AuditContext {
             state: state.as_str().to_string(),
             compliance_tag: eff.sla.as_ref().and_then(|s| s.compliance_tag.clone()),
             execution_id: execution_id.to_string(),
+            actor: None,
         }
     }
 }
@@ -335,6 +339,7 @@ async fn quarantine<C: ConnectionLike>(
         state: String::new(),
         compliance_tag: None,
         execution_id: String::new(),
+        actor: None,
     });
     let mut event = AuditEvent::new(
         source,

@@ -267,6 +267,8 @@ pub const DAEMONS: &str = "bullsweep:daemons";
 /// Hash: series name → its recent readings, as JSON `[[ms, value], …]` (see `health`).
 pub const READINGS: &str = "bullsweep:readings";
 
+/// Hash: erasure request id → its receipt, as JSON (written by `forget`).
+pub const ERASURES: &str = "bullsweep:erasures";
 /// Hash: `<base>\t<counter>` → a queue's removals by action since history began, and its last
 /// sweep's duration and longest call (see `health::history`).
 pub const HISTORY_TOTALS: &str = "bullsweep:history:totals";

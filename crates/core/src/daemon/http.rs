@@ -1,7 +1,8 @@
 //! The daemon's small HTTP/1.1 server on `--listen`: one request per connection, the head
 //! at most 16 KiB and a body at most 64 KiB, each read within 10 s. `/metrics`, `/healthz`
 //! and `/readyz` are answered here; every other path goes to the [`Handler`] given (the
-//! dashboard), or gets 404.
+//! dashboard), or gets 404. It runs on a thread and runtime of its own ([`spawn`]), so that
+//! neither a page being built nor a sweep delays the other.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -133,26 +134,43 @@ fn reason(status: u16) -> &'static str {
 /// What answers the paths the daemon does not (the dashboard).
 pub trait Handler: Send + Sync {
     /// Answers one request.
-    fn handle<'a>(&'a self, req: Request) -> Pin<Box<dyn Future<Output = Response> + Send + 'a>>;
+    fn handle<'a>(&'a self, req: Request) -> Pin<Box<dyn Future<Output = Response> + 'a>>;
 }
 
-/// Accepts connections until the process ends; `answer` answers the daemon's own paths
-/// (`None` for the others, which go to `pages`).
-pub async fn serve<F>(listener: TcpListener, answer: F, pages: Option<Arc<dyn Handler>>)
+/// Serves on `listener` from a new thread until the process ends; `answer` answers the
+/// daemon's own paths (`None` for the others, which go to `pages`).
+pub fn spawn<F>(
+    listener: std::net::TcpListener,
+    answer: F,
+    pages: Option<Arc<dyn Handler>>,
+) -> std::io::Result<()>
 where
     F: Fn(&Request) -> Option<Response> + Send + Sync + 'static,
 {
-    let answer = Arc::new(answer);
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let answer = answer.clone();
-        let pages = pages.clone();
-        tokio::spawn(async move {
-            let _ = respond(stream, &*answer, pages.as_deref()).await;
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new().name("http".into()).spawn(move || {
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async move {
+            let Ok(listener) = TcpListener::from_std(listener) else {
+                return;
+            };
+            let answer = Arc::new(answer);
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let answer = answer.clone();
+                let pages = pages.clone();
+                tokio::task::spawn_local(async move {
+                    let _ = respond(stream, &*answer, pages.as_deref()).await;
+                });
+            }
         });
-    }
+    })?;
+    Ok(())
 }
 
 async fn respond<F>(

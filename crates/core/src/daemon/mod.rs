@@ -119,9 +119,8 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let url = cfg.target.url().to_string();
     let metrics = Arc::new(DaemonMetrics::default());
     if let Some(addr) = cfg.listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| Error::runtime(format!("cannot listen on {addr}: {e}")))?;
+        let cannot = |e: std::io::Error| Error::runtime(format!("cannot listen on {addr}: {e}"));
+        let listener = std::net::TcpListener::bind(addr).map_err(cannot)?;
         let also = if cfg.pages.is_some() {
             " and the dashboard"
         } else {
@@ -132,11 +131,12 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
             &format!("serving /metrics, /healthz and /readyz{also} on {addr}"),
         );
         let served = metrics.clone();
-        tokio::spawn(http::serve(
+        http::spawn(
             listener,
             move |req| metrics::answer(&served, req),
             cfg.pages.clone(),
-        ));
+        )
+        .map_err(cannot)?;
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     let reload = Arc::new(AtomicBool::new(false));

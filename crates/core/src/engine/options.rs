@@ -47,6 +47,8 @@ pub struct SweepOptions {
     pub locking: Option<crate::lock::QueueLocking>,
     /// What the connection learned about `SORT … GET` (see [`SortGetMemory`]).
     pub sort_get: SortGetMemory,
+    /// Who asked for the run, for its audit events (the dashboard token's name).
+    pub actor: Option<String>,
 }
 
 impl SweepOptions {
@@ -65,6 +67,7 @@ impl SweepOptions {
             timings: None,
             sort_get: SortGetMemory::default(),
             locking: None,
+            actor: None,
         }
     }
 

@@ -43,13 +43,16 @@ pub(super) struct QueueRun<'a> {
 impl<'a> QueueRun<'a> {
     /// The audit context of `action` on the queue's jobs in `state`.
     pub fn audit(&self, state: JobState, action: &str) -> AuditContext {
-        AuditContext::for_queue(
-            self.queue,
-            self.policy,
-            state,
-            action,
-            &self.opts.execution_id,
-        )
+        AuditContext {
+            actor: self.opts.actor.clone(),
+            ..AuditContext::for_queue(
+                self.queue,
+                self.policy,
+                state,
+                action,
+                &self.opts.execution_id,
+            )
+        }
     }
 
     /// The work of one state of this queue under `groups`; `audit_ctx` is `audit` as JSON.

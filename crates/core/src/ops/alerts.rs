@@ -4,7 +4,7 @@
 //! conditions look back on (evictions, memory, reclaimable cost) are saved for the next run;
 //! a user who may not write them still gets every alert that needs no history.
 
-use super::report::memory_report;
+use super::report::{MemoryReport, memory_report};
 use super::run::RunScope;
 use super::{Conn, now_ms};
 use crate::audit;
@@ -38,9 +38,21 @@ pub async fn alerts(
     set: &PolicySet,
     scope: RunScope,
 ) -> Result<AlertsReport, Error> {
-    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let env = scope.env.clone();
     let report = memory_report(con, url, set, scope).await?;
+    alerts_of(con, url, set, env.as_deref(), report).await
+}
+
+/// Evaluates every alert for the queues of a memory report already taken (the dashboard
+/// shows both), and saves the readings it took.
+pub async fn alerts_of(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    env: Option<&str>,
+    report: MemoryReport,
+) -> Result<AlertsReport, Error> {
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let now = now_ms();
     let mut notes = report.warnings.clone();
     let bases: Vec<String> = report.queues.iter().map(|q| q.key.clone()).collect();
@@ -54,7 +66,7 @@ pub async fn alerts(
     let mut queues = Vec::new();
     for (i, q) in report.queues.iter().enumerate() {
         let Some(Resolution::Covered(eff)) = set
-            .identify(&q.key, env.as_deref())
+            .identify(&q.key, env)
             .map(|id| set.resolve(&id))
         else {
             continue;

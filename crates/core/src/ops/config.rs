@@ -7,6 +7,21 @@ use std::path::Path;
 /// Problems printed at the most; the count says how many there are in all.
 const SHOWN_PROBLEMS: usize = 50;
 
+/// Reads and validates the dashboard's token file (`--dashboard-tokens`); every problem is
+/// reported at once, with its `file:line:column`, as a configuration error.
+pub fn load_token_file(path: &Path) -> Result<bullsweep_policy::TokenSet, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::config(format!("cannot read token file {}: {e}", path.display()))
+    })?;
+    bullsweep_policy::compile_tokens(&path.display().to_string(), &text).map_err(|errors| {
+        let count = errors.errors.len();
+        Error::config(format!(
+            "{count} problem{} in the token file\n{errors}",
+            if count == 1 { "" } else { "s" }
+        ))
+    })
+}
+
 /// Reads and validates the policy file at `path`; every problem is reported at once, as a
 /// configuration error.
 pub fn load_policy_file(path: &Path) -> Result<PolicySet, Error> {

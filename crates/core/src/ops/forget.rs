@@ -15,6 +15,7 @@ use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
 use crate::ops::Conn;
 use bullsweep_policy::PolicySet;
+use crate::bullmq::keys::ERASURES;
 use std::collections::{BTreeSet, HashMap};
 
 /// Erases the subject everywhere bullsweep governs and returns the receipt.
@@ -82,7 +83,7 @@ pub async fn forget(
             )
         })?;
     }
-    Ok(Receipt {
+    let receipt = Receipt {
         status: status_of(req.dry_run, &queues, &archive).to_string(),
         request_id: req.request_id,
         subject: req.subject,
@@ -95,7 +96,46 @@ pub async fn forget(
         queues,
         archive,
         archive_segments_scanned,
-    })
+    };
+    if !req.dry_run {
+        keep_receipt(con, &receipt).await.map_err(redis_err)?;
+    }
+    Ok(receipt)
+}
+
+/// Keeps a receipt in Redis (`bullsweep:erasures`, by request id), for the dashboard's list
+/// of past requests. Receipts hold counts and ids, never the data erased.
+async fn keep_receipt(con: &mut Conn, receipt: &Receipt) -> redis::RedisResult<()> {
+    let json = serde_json::to_string(receipt).unwrap_or_default();
+    redis::cmd("HSET")
+        .arg(ERASURES)
+        .arg(&receipt.request_id)
+        .arg(json)
+        .query_async(con)
+        .await
+}
+
+/// Every receipt kept, newest first.
+pub async fn receipts(con: &mut Conn, url: &str) -> Result<Vec<serde_json::Value>, Error> {
+    let mut out: Vec<serde_json::Value> = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, pairs): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+            .arg(ERASURES)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(200)
+            .query_async(con)
+            .await
+            .map_err(|e| Error::redis(url, &e))?;
+        out.extend(pairs.iter().filter_map(|(_, json)| serde_json::from_str(json).ok()));
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    out.sort_by_key(|r| std::cmp::Reverse(r["startedAt"].as_i64().unwrap_or(0)));
+    Ok(out)
 }
 
 /// Ships pending audit events under the audit lock, as every writer does.

@@ -1,6 +1,7 @@
 //! The use cases both front ends share: the command line and the daemon call these, never
 //! each other. Each is written once here: the audited run, erasure, restore, the memory
-//! report, reading the policy file, connecting, and the clock.
+//! report, reading the audit trail and the archive, reading the policy file, connecting, and
+//! the clock.
 
 pub mod access;
 pub mod alerts;
@@ -10,8 +11,9 @@ pub mod forget;
 pub mod report;
 pub mod restore;
 pub mod run;
+pub mod trail;
 
-pub use config::load_policy_file;
+pub use config::{load_policy_file, load_token_file};
 pub use connect::{Conn, ConnectOptions, DEFAULT_REDIS_URL, Target, connect_url, redact};
 pub use run::{RunScope, audited_sweep};
 
@@ -19,6 +21,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The time budget of one Lua call: the target is 2 ms, and the scripts stop themselves past it.
 pub const DEFAULT_BUDGET_US: u64 = 2_000;
+
+/// The queues of the database: governed by a layout (`managed`) or not, as `plan` sorts them.
+pub async fn discover(
+    con: &mut Conn,
+    url: &str,
+    set: &bullsweep_policy::PolicySet,
+    env: Option<&str>,
+) -> Result<crate::engine::Inventory, crate::Error> {
+    crate::engine::inventory(con, set, env)
+        .await
+        .map_err(|e| crate::Error::redis(url, &e))
+}
 
 /// Milliseconds since the epoch, as BullMQ measures `finishedOn`.
 pub fn now_ms() -> i64 {

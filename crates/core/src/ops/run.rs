@@ -29,6 +29,8 @@ pub struct RunScope {
     /// A run takes each queue's sweep lock, waiting this long for one held by somebody
     /// else before skipping the queue; `None` when the caller holds the lock (the daemon).
     pub lock_wait: Option<std::time::Duration>,
+    /// Who asked for the run, for its audit events (the dashboard token's name).
+    pub actor: Option<String>,
 }
 
 /// Plans, or runs with every change audited (see the module doc). `url` names Redis in
@@ -77,6 +79,7 @@ pub async fn audited_sweep(
         execution_id: execution_id.clone(),
         audit_unavailable: audit_unavailable.clone(),
         sort_get: con.sort_get(),
+        actor: scope.actor.clone(),
     };
     let mut report = engine::sweep(con, set, &opts, mode, progress)
         .await
@@ -92,7 +95,7 @@ pub async fn audited_sweep(
         let shipped = audit::with_store(con, &set.audit, async |con, store| {
             audit::ship(con, store).await?;
             for q in report.queues.iter().filter(|q| q.error.is_some()) {
-                let ctx = failed_queue_context(q, &execution_id);
+                let ctx = failed_queue_context(q, &execution_id, opts.actor.as_deref());
                 audit::record_event(con, store, ctx, Vec::new(), q.error.as_deref()).await?;
             }
             for (n, delivered) in report.notices.iter().zip(&deliveries) {
@@ -118,7 +121,11 @@ pub async fn audited_sweep(
 
 /// The audit context of a queue whose work failed: what the report knows of it (the state and
 /// the policy's version are not known there).
-fn failed_queue_context(q: &QueueReport, execution_id: &str) -> AuditContext {
+fn failed_queue_context(
+    q: &QueueReport,
+    execution_id: &str,
+    actor: Option<&str>,
+) -> AuditContext {
     AuditContext {
         policy_name: q.policy.clone(),
         policy_version: String::new(),
@@ -130,5 +137,6 @@ fn failed_queue_context(q: &QueueReport, execution_id: &str) -> AuditContext {
         state: String::new(),
         compliance_tag: None,
         execution_id: execution_id.to_string(),
+        actor: actor.map(str::to_string),
     }
 }

@@ -99,7 +99,7 @@ pub async fn erase_archive<C: ConnectionLike>(
                 .await
                 .map_err(err)?
                 .map(|n| n.segment);
-            let ctx = erase_context(&scoped.queue, "archive", &req.request_id);
+            let ctx = erase_context(&scoped.queue, "archive", req);
             crate::audit::queue_event(con, &ctx, &receipt.ids).await?;
         }
         out.push(receipt);

@@ -61,6 +61,8 @@ pub struct ForgetRequest {
     pub env: Option<String>,
     /// Target time one Lua call may hold Redis, in microseconds.
     pub budget_us: u64,
+    /// Who asked for it, for its audit events (the dashboard token's name).
+    pub actor: Option<String>,
 }
 
 /// One thing found, and what was done with it.
@@ -220,7 +222,7 @@ async fn handle_queue<C: ConnectionLike>(
 }
 
 /// The audit context of an erasure step in one queue.
-pub(super) fn erase_context(q: &QueueId, state: &str, request_id: &str) -> AuditContext {
+pub(super) fn erase_context(q: &QueueId, state: &str, req: &ForgetRequest) -> AuditContext {
     AuditContext {
         policy_name: "forget".into(),
         policy_version: String::new(),
@@ -231,7 +233,8 @@ pub(super) fn erase_context(q: &QueueId, state: &str, request_id: &str) -> Audit
         action: "erase".into(),
         state: state.into(),
         compliance_tag: Some("gdpr".into()),
-        execution_id: request_id.into(),
+        execution_id: req.request_id.clone(),
+        actor: req.actor.clone(),
     }
 }
 
@@ -255,13 +258,13 @@ where
     let mut receipts = Vec::new();
     for (q, items) in scoped.iter().zip(found) {
         let keys = QueueKeys::new(&q.queue.base);
-        let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", &req.request_id))
+        let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", req))
             .unwrap_or_default();
         let (mut qr, mut erased) = handle_queue(con, q, items, req, &ctx, deadline).await?;
         if let Some(ids) = archived.get(&q.queue.base) {
             erased.extend(ids.iter().cloned());
         }
-        let ev_ctx = serde_json::to_string(&erase_context(&q.queue, "events", &req.request_id))
+        let ev_ctx = serde_json::to_string(&erase_context(&q.queue, "events", req))
             .unwrap_or_default();
         qr.events = erase_events(
             con,

@@ -1,0 +1,53 @@
+//! How numbers and times read on the pages.
+
+/// Bytes in B, KiB, MiB or GiB.
+pub fn bytes(v: f64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = v.max(0.0);
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// A monthly cost, to the cent.
+pub fn money(v: f64) -> String {
+    format!("${v:.2}")
+}
+
+/// A time (ms since the epoch) as RFC 3339 in UTC, to the second.
+pub fn time(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
+/// A count with thousands separators.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn readable_numbers() {
+        assert_eq!(super::bytes(512.0), "512 B");
+        assert_eq!(super::bytes(1536.0), "1.5 KiB");
+        assert_eq!(super::count(1234567), "1,234,567");
+        assert_eq!(super::time(0), "1970-01-01T00:00:00Z");
+    }
+}

@@ -1,0 +1,117 @@
+//! The page shell every page shares: the navigation, who is signed in, and the headers every
+//! response carries.
+
+use crate::assets;
+use crate::auth::Caller;
+use bullsweep_core::daemon::http::Response;
+use maud::{DOCTYPE, Markup, html};
+
+/// The pages, in the navigation's order: path and title.
+pub const PAGES: [(&str, &str); 7] = [
+    ("/", "Overview"),
+    ("/effectiveness", "Effectiveness"),
+    ("/policies", "Policies"),
+    ("/audit", "Audit"),
+    ("/archive", "Archive"),
+    ("/erasure", "Erasure"),
+    ("/failures", "Failures"),
+];
+
+/// The content security policy: only the dashboard's own files, no inline script, no frames.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// A full page: `current` is the navigation entry it belongs to; `refresh` reloads its data
+/// every so many seconds where script runs.
+pub fn page(title: &str, current: &str, caller: &Caller, refresh: Option<u32>, body: Markup) -> Markup {
+    let t = &caller.token;
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · bullsweep" }
+                link rel="stylesheet" href=(assets::css());
+                script src=(assets::js()) defer {}
+            }
+            body {
+                a.skip href="#main" { "Skip to content" }
+                header.top {
+                    a.brand href="/" { "bullsweep" }
+                    nav aria-label="Pages" {
+                        ul {
+                            @for (path, name) in PAGES {
+                                li {
+                                    @if path == current {
+                                        a href=(path) aria-current="page" { (name) }
+                                    } @else {
+                                        a href=(path) { (name) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    div.who {
+                        span { (t.name) " · " (format!("{:?}", t.role).to_lowercase())
+                            @if let Some(tenant) = &t.tenant { " · tenant " (tenant) } }
+                        form.inline method="post" action="/logout" {
+                            input type="hidden" name="csrf" value=(caller.csrf);
+                            button.plain type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                @match refresh {
+                    Some(s) => main id="main" data-refresh=(s) { h1 { (title) } (body) },
+                    None => main id="main" { h1 { (title) } (body) },
+                }
+            }
+        }
+    }
+}
+
+/// The sign-in page.
+pub fn login(error: Option<&str>) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "Sign in · bullsweep" }
+                link rel="stylesheet" href=(assets::css());
+            }
+            body {
+                main.login id="main" {
+                    h1 { "bullsweep dashboard" }
+                    @if let Some(e) = error { p.notice.bad role="alert" { (e) } }
+                    form.stack method="post" action="/login" {
+                        label { "Token" input type="password" name="token" autocomplete="current-password" required autofocus; }
+                        button type="submit" { "Sign in" }
+                    }
+                    p.muted { "Tokens come from the daemon's --dashboard-tokens file." }
+                }
+            }
+        }
+    }
+}
+
+/// An HTML response.
+pub fn html(status: u16, markup: Markup) -> Response {
+    Response::new(status, "text/html; charset=utf-8", markup.into_string())
+}
+
+/// Adds the headers every response carries: no framing, no sniffing, no referrer, the
+/// content security policy, and no caching (assets set their own).
+pub fn secure(mut r: Response) -> Response {
+    let cached = r.headers.iter().any(|(k, _)| k == "cache-control");
+    r = r
+        .with("content-security-policy", CSP)
+        .with("x-frame-options", "DENY")
+        .with("x-content-type-options", "nosniff")
+        .with("referrer-policy", "no-referrer");
+    if !cached {
+        r = r.with("cache-control", "no-store");
+    }
+    r
+}

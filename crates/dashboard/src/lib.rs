@@ -1,0 +1,191 @@
+//! The web dashboard `bullsweep daemon --dashboard` serves next to `/metrics`: server-rendered
+//! pages (overview, effectiveness, policies, audit, archive, erasure, failures) over the same
+//! `ops` functions as the command line, behind the tokens of `--dashboard-tokens`.
+//!
+//! Every request is authenticated ([`auth`]); every action is a POST carrying the caller's
+//! CSRF token, allowed by its role, and audited with its name; a tenant token sees only its
+//! tenant's queues, events and archive.
+#![deny(missing_docs)]
+
+mod actions;
+mod assets;
+pub mod auth;
+mod charts;
+mod format;
+mod layout;
+mod pages;
+mod scope;
+
+use auth::{Auth, COOKIE, Caller, SESSION_SECS};
+use bullsweep_core::daemon::http::{Handler, Request, Response};
+use bullsweep_core::ops::{self, Conn, Target};
+use bullsweep_core::Error;
+use bullsweep_policy::{PolicySet, TokenSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+/// What the dashboard serves and from where.
+pub struct DashboardConfig {
+    /// The Redis the daemon governs.
+    pub target: Target,
+    /// The policy file (read again for every page, so a reload shows at once).
+    pub config: PathBuf,
+    /// The environment in force.
+    pub env: Option<String>,
+    /// Who may sign in.
+    pub tokens: TokenSet,
+}
+
+/// The dashboard, answering every path the daemon does not.
+pub struct Dashboard {
+    auth: Auth,
+    target: Target,
+    config: PathBuf,
+    env: Option<String>,
+    con: tokio::sync::Mutex<Option<Conn>>,
+}
+
+/// What a page or action is given: the caller, the policy file in force and a connection.
+pub(crate) struct Ctx<'a> {
+    /// Who asks.
+    pub caller: &'a Caller,
+    /// The policy file, as read for this request.
+    pub set: PolicySet,
+    /// Its text, for the policies page.
+    pub policy_text: String,
+    /// The environment in force.
+    pub env: Option<String>,
+    /// Redis.
+    pub con: Conn,
+    /// Redis's URL, for messages.
+    pub url: String,
+    /// The policy file's path.
+    pub config: &'a std::path::Path,
+}
+
+impl Dashboard {
+    /// A dashboard over `cfg`.
+    pub fn new(cfg: DashboardConfig) -> Self {
+        Dashboard {
+            auth: Auth::new(cfg.tokens),
+            target: cfg.target,
+            config: cfg.config,
+            env: cfg.env,
+            con: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn connection(&self) -> Result<Conn, Error> {
+        let mut held = self.con.lock().await;
+        if let Some(con) = held.as_ref() {
+            return Ok(con.clone());
+        }
+        let con = self.target.connect("bullsweep-dashboard").await?;
+        *held = Some(con.clone());
+        Ok(con)
+    }
+
+    async fn answer(&self, req: Request) -> Response {
+        if let Some(asset) = assets::serve(&req.path) {
+            return asset;
+        }
+        let now_s = ops::now_ms() / 1000;
+        match (req.method.as_str(), req.path.as_str()) {
+            ("GET", "/login") => return layout::html(200, layout::login(None)),
+            ("POST", "/login") => return self.login(&req, now_s),
+            _ => {}
+        }
+        let Some(caller) = self.auth.caller(req.header("authorization"), req.header("cookie"), now_s)
+        else {
+            let page = layout::login(Some("Sign in with a dashboard token to see this page."));
+            return layout::html(401, page).with("www-authenticate", "Bearer realm=\"bullsweep\"");
+        };
+        if req.method == "POST" {
+            if let Err(refused) = check_post(&req, &caller) {
+                return refused;
+            }
+            if req.path == "/logout" {
+                return Response::text(303, "signed out\n")
+                    .with("location", "/login")
+                    .with("set-cookie", format!("{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
+            }
+        } else if req.method != "GET" {
+            return Response::text(405, "only GET and POST\n");
+        }
+        let ctx = match self.context(&caller).await {
+            Ok(ctx) => ctx,
+            Err(e) => return error_page(&caller, &e.to_string()),
+        };
+        let result = match req.method.as_str() {
+            "POST" => actions::route(ctx, &req).await,
+            _ => pages::route(ctx, &req).await,
+        };
+        match result {
+            Ok(r) => r,
+            Err(e) => {
+                *self.con.lock().await = None;
+                error_page(&caller, &e.to_string())
+            }
+        }
+    }
+
+    async fn context<'a>(&'a self, caller: &'a Caller) -> Result<Ctx<'a>, Error> {
+        let policy_text = std::fs::read_to_string(&self.config).unwrap_or_default();
+        let set = ops::load_policy_file(&self.config)?;
+        let con = self.connection().await?;
+        Ok(Ctx {
+            caller,
+            set,
+            policy_text,
+            env: self.env.clone(),
+            con,
+            url: self.target.url().to_string(),
+            config: &self.config,
+        })
+    }
+
+    fn login(&self, req: &Request, now_s: i64) -> Response {
+        let form = req.form();
+        let presented = bullsweep_core::daemon::http::first(&form, "token").unwrap_or_default();
+        match self.auth.login(presented) {
+            Some(token) => Response::text(303, "signed in\n").with("location", "/").with(
+                "set-cookie",
+                format!(
+                    "{COOKIE}={}; Path=/; Max-Age={SESSION_SECS}; HttpOnly; SameSite=Strict",
+                    self.auth.session(token, now_s)
+                ),
+            ),
+            None => layout::html(401, layout::login(Some("That token is not in the token file."))),
+        }
+    }
+}
+
+impl Handler for Dashboard {
+    fn handle<'a>(&'a self, req: Request) -> Pin<Box<dyn Future<Output = Response> + 'a>> {
+        Box::pin(async move { layout::secure(self.answer(req).await) })
+    }
+}
+
+/// A POST must carry the caller's CSRF token, and come from this origin when the browser
+/// says where it comes from.
+fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
+    if let (Some(origin), Some(host)) = (req.header("origin"), req.header("host")) {
+        let from = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        if from != host {
+            return Err(Response::text(403, "refused: the request comes from another origin\n"));
+        }
+    }
+    let form = req.form();
+    let sent = bullsweep_core::daemon::http::first(&form, "csrf").unwrap_or_default();
+    if !auth::same(sent, &caller.csrf) {
+        return Err(Response::text(403, "refused: the form's CSRF token is missing or wrong; reload the page\n"));
+    }
+    Ok(())
+}
+
+/// A page saying what went wrong.
+fn error_page(caller: &Caller, message: &str) -> Response {
+    let body = maud::html! { p.notice.bad role="alert" { (message) } };
+    layout::html(500, layout::page("Something went wrong", "", caller, None, body))
+}

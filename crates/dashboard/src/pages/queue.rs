@@ -1,0 +1,92 @@
+//! One queue: its jobs by state, its charts, `explain` (the effective rules and where each
+//! comes from), the next sweep's preview (what `plan` would do) and, for operators, a button
+//! to sweep it now.
+
+use super::effectiveness::{Window, charts_for};
+use super::overview::urlencode;
+use crate::format::count;
+use crate::{Ctx, layout, scope};
+use bullsweep_core::Error;
+use bullsweep_core::daemon::http::{Request, Response};
+use bullsweep_core::engine::Mode;
+use bullsweep_core::health::history;
+use bullsweep_core::ops::audited_sweep;
+use bullsweep_policy::{EffectivePolicy, Permission, Resolution};
+use maud::{Markup, html};
+
+/// `GET /queue?key=<base>`.
+pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
+    let base = req.param("key").unwrap_or_default().to_string();
+    let Some(q) = scope::queue(&mut ctx, &base).await? else {
+        return Ok(layout::html(404, layout::page("No such queue", "/", ctx.caller, None, html! {
+            p { "No governed queue with that key base is in view." }
+        })));
+    };
+    let run = scope::run_scope(&ctx, vec![q.clone()]);
+    let plan = audited_sweep(&mut ctx.con, &ctx.url, &ctx.set, run, Mode::Plan, &|_| {}).await?;
+    let window = Window::of(req);
+    let link = format!("/queue?key={}&", urlencode(&base));
+    let charts = charts_for(&mut ctx, &history::queue_scope(&base), &window, &link).await?;
+    let resolution = ctx.set.resolve(&q);
+    let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
+    let body = html! {
+        p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } }
+        @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (done) " jobs acted on." } }
+        h2 { "Next sweep: what plan would do" }
+        @for qr in &plan.queues {
+            @if let Some(e) = &qr.error { p.notice.bad { (e) } }
+            table id="plan" {
+                thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } } }
+                tbody { @for (state, s) in &qr.states {
+                    tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) {
+                        td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
+                    }
+                } }
+            }
+        }
+        @if may_sweep {
+            form method="post" action="/queue/sweep" {
+                input type="hidden" name="csrf" value=(ctx.caller.csrf);
+                input type="hidden" name="key" value=(q.base);
+                button type="submit" { "Sweep now" }
+                span.muted { " Runs the policy on this queue now, under its lock, audited as " (ctx.caller.token.name) "." }
+            }
+        }
+        h2 { "Effective rules (explain)" }
+        (explain(&resolution))
+        h2 { "Over time" }
+        (charts)
+    };
+    Ok(layout::html(200, layout::page(&q.queue, "/", ctx.caller, None, body)))
+}
+
+/// The effective rules of a queue with where each field comes from, as `explain` gives them.
+pub fn explain(resolution: &Resolution) -> Markup {
+    match resolution {
+        Resolution::Uncovered => html! { p { "No policy applies: bullsweep leaves this queue alone." } },
+        Resolution::Tie { first, second } => html! { p.notice.bad { "Policies " (first) " and " (second) " tie: the queue is left alone until one is more specific." } },
+        Resolution::Covered(eff) => rules(eff),
+    }
+}
+
+fn rules(eff: &EffectivePolicy) -> Markup {
+    let cell = |v: Option<String>, src: Option<String>| html! {
+        td { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } }
+    };
+    html! {
+        p { "Policy " strong { (eff.name) } ", schedule " code { (eff.schedule) } }
+        table id="explain" {
+            thead { tr { th scope="col" { "State" } th scope="col" { "maxAge" } th scope="col" { "maxCount" } th scope="col" { "keepFor" } th scope="col" { "action" } } }
+            tbody { @for (state, r) in &eff.states {
+                tr {
+                    td { (state) }
+                    (cell(r.max_age.as_ref().map(|s| s.value.to_string()), r.max_age.as_ref().map(|s| s.source.to_string())))
+                    (cell(r.max_count.as_ref().map(|s| s.value.to_string()), r.max_count.as_ref().map(|s| s.source.to_string())))
+                    (cell(r.keep_for.as_ref().map(|s| s.value.to_string()), r.keep_for.as_ref().map(|s| s.source.to_string())))
+                    (cell(Some(r.action.value.to_string()), Some(r.action.source.to_string())))
+                }
+            } }
+        }
+        @if !eff.jobs.is_empty() { p.muted { (eff.jobs.len()) " job rule(s) for named jobs apply too." } }
+    }
+}

@@ -1,0 +1,35 @@
+//! What a caller may see: the governed queues of its tenant (every queue for a token
+//! without one), and the run scope that covers exactly those.
+
+use crate::Ctx;
+use bullsweep_core::Error;
+use bullsweep_core::engine::Inventory;
+use bullsweep_core::ops::{self, RunScope};
+use bullsweep_policy::QueueId;
+
+/// The database's queues the caller may see; a tenant token sees no unmanaged queue (they
+/// have no tenant).
+pub async fn inventory(ctx: &mut Ctx<'_>) -> Result<Inventory, Error> {
+    let mut inv = ops::discover(&mut ctx.con, &ctx.url, &ctx.set, ctx.env.as_deref()).await?;
+    let token = &ctx.caller.token;
+    inv.managed.retain(|q| token.sees(q.tenant.as_deref()));
+    if token.tenant.is_some() {
+        inv.unmanaged.clear();
+        inv.reasons.clear();
+    }
+    Ok(inv)
+}
+
+/// A plan, report or run over exactly `queues`.
+pub fn run_scope(ctx: &Ctx<'_>, queues: Vec<QueueId>) -> RunScope {
+    RunScope {
+        env: ctx.env.clone(),
+        queues: Some(queues),
+        ..RunScope::default()
+    }
+}
+
+/// The one queue of key base `base`, if the caller may see it.
+pub async fn queue(ctx: &mut Ctx<'_>, base: &str) -> Result<Option<QueueId>, Error> {
+    Ok(inventory(ctx).await?.managed.into_iter().find(|q| q.base == base))
+}
