@@ -101,7 +101,7 @@ pub fn html(status: u16, markup: Markup) -> Response {
     Response::new(status, "text/html; charset=utf-8", markup.into_string())
 }
 
-/// Adds the headers every response carries: no framing, no sniffing, no referrer, the
+/// Adds the headers every response carries: no framing, no sniffing, no referrer to other sites, the
 /// content security policy, and no caching (assets set their own).
 pub fn secure(mut r: Response) -> Response {
     let cached = r.headers.iter().any(|(k, _)| k == "cache-control");
@@ -109,7 +109,7 @@ pub fn secure(mut r: Response) -> Response {
         .with("content-security-policy", CSP)
         .with("x-frame-options", "DENY")
         .with("x-content-type-options", "nosniff")
-        .with("referrer-policy", "no-referrer");
+        .with("referrer-policy", "same-origin");
     if !cached {
         r = r.with("cache-control", "no-store");
     }

@@ -56,6 +56,8 @@ const READS: &[&str] = &[
     "xrange",
     "xinfo|stream",
     "memory|usage",
+    "hscan",
+    "xrevrange",
 ];
 
 /// Read-only scripts (`page_newest.lua`, flagged `no-writes`).

@@ -1,0 +1,310 @@
+// The dashboard, in headless Chromium (Debian's, driven by playwright-core; nothing downloads
+// a browser), against a daemon over real BullMQ data. Its pages must show what the CLI reports
+// for the same data (plan, report, audit query); access must be enforced (401 without a
+// token, 403 for a viewer's action, CSRF, tenant isolation). Each page's screenshot is saved
+// in docs/dashboard/.
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { Queue, Worker } = require('bullmq');
+const { chromium } = require('playwright-core');
+const {
+  startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep,
+} = require('../lib/harness');
+
+const SHOTS = path.join(__dirname, '..', '..', '..', 'docs', 'dashboard');
+const TOKENS = { admin: 'admin-secret', viewer: 'viewer-secret', acme: 'acme-secret', ops: 'ops-secret' };
+const range = (n) => Array.from({ length: n }, (_, i) => i);
+
+let redis; let daemon; let port; let args; let browser; let client; let dir;
+
+// Adds `n` jobs and lets a real worker finish them; `fail(i)` makes job i fail.
+async function finish(queue, connection, n, data = (i) => ({ i }), fail = () => false) {
+  const jobs = await queue.addBulk(range(n).map((i) => ({ name: 'job', data: data(i), opts: { attempts: 1 } })));
+  const ids = new Set(jobs.map((j) => j.id));
+  let done = 0;
+  const worker = new Worker(queue.name, async (job) => {
+    if (fail(job.data.i)) throw new Error(`boom ${job.data.i}`);
+    return 'ok';
+  }, { connection, prefix: queue.opts.prefix, concurrency: 20 });
+  worker.on('completed', (job) => { if (ids.has(job.id)) done += 1; });
+  worker.on('failed', (job) => { if (ids.has(job.id)) done += 1; });
+  await waitFor(`${n} jobs finished`, async () => done === n);
+  await worker.close();
+}
+
+const url = (p) => `http://127.0.0.1:${port}${p}`;
+const get = (p, token) => fetch(url(p), { headers: token ? { authorization: `Bearer ${token}` } : {}, redirect: 'manual' });
+const csrfOf = (html) => (html.match(/name="csrf" value="([^"]+)"/) || [])[1];
+const post = (p, token, form) => fetch(url(p), {
+  method: 'POST',
+  redirect: 'manual',
+  headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-www-form-urlencoded' },
+  body: new URLSearchParams(form).toString(),
+});
+const cli = async (...more) => {
+  const r = await bullsweep([...args, ...more]);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout;
+};
+
+before(async () => {
+  redis = await startRedis();
+  const connection = redis.connection(0);
+  client = redis.client(0);
+  const q = (tenant, name) => new Queue(name, { connection, prefix: `bull:${tenant}` });
+  await finish(q('acme', 'billing'), connection, 150, (i) => ({ i }), (i) => i % 5 === 0);
+  await finish(q('acme', 'emails'), connection, 40);
+  await finish(q('acme', 'exports'), connection, 12, (i) => ({ i, user: { id: i < 4 ? 'u7' : 'u8' } }));
+  await finish(q('globex', 'secret-payroll'), connection, 50);
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-dashboard-'));
+  const policy = writePolicy([
+    'version: 1',
+    'schedule: 24h',
+    'discovery: { layouts: ["bull:{tenant}:{queue}"] }',
+    `audit: { url: "file://${dir}/audit.jsonl" }`,
+    `archive: { url: "file://${dir}/archive" }`,
+    'cost: { perGbMonth: 30 }',
+    'subjects:',
+    '  - { name: user, paths: [user.id] }',
+    'policies:',
+    '  - name: keep-100',
+    '    queueNamePattern: "*"',
+    '    rules: { completed: { maxCount: 100 }, failed: { maxCount: 20 } }',
+    '  - name: cold',
+    '    queueNamePattern: exports',
+    '    rules: { completed: { maxAge: 1ms, action: archive } }',
+    '',
+  ].join('\n'));
+  args = ['--redis', redis.url(0), '--config', policy];
+  // The archive and the audit trail hold something: one queue is archived by `run`.
+  await cli('run', '--queue', 'exports');
+  // Every queue was swept just now, so the daemon's 24h schedule leaves the data alone.
+  const now = Date.now();
+  for (const base of ['bull:acme:billing', 'bull:acme:emails', 'bull:acme:exports', 'bull:globex:secret-payroll']) {
+    await client.hset('bullsweep:lastrun', base, now);
+  }
+  // Six hours of history, as a daemon writes it once a minute (here every 10 minutes), so
+  // that the charts have lines; the daemon adds the current minute's point itself.
+  for (const scope of ['all', 'tenant:acme', 'tenant:globex', 'queue:bull:acme:billing']) {
+    for (let k = 36; k >= 1; k -= 1) {
+      const at = Math.floor((now - k * 600000) / 60000) * 60000;
+      const removed = (36 - k) * 900 + (k % 3) * 120;
+      await client.xadd(`bullsweep:history:1m:${scope}`, `${at}-0`, 'queues', 1, 'mem', 2e6 + k * 25000,
+        'recl', 5e5 + (k % 6) * 40000, 'completed', 100 + (k % 5) * 9, 'failed', 20 + (k % 4) * 3,
+        'maxc', 100, 'maxf', 20, 'sweep_ms', 40 + (k % 7) * 6, 'longest_us', 900 + (k % 5) * 210,
+        'r:remove', removed, 'r:archive', Math.floor(removed / 9));
+    }
+  }
+  const tokens = path.join(dir, 'tokens.yaml');
+  fs.writeFileSync(tokens, [
+    'tokens:',
+    `  - { name: alice-admin, token: "${TOKENS.admin}", role: admin }`,
+    `  - { name: victor-viewer, token: "${TOKENS.viewer}", role: viewer }`,
+    `  - { name: acme-viewer, token: "${TOKENS.acme}", role: viewer, tenant: acme }`,
+    `  - { name: olga-ops, token: "${TOKENS.ops}", role: operator }`,
+    '',
+  ].join('\n'));
+  port = await freePort();
+  daemon = startDaemon([...args, '--listen', `127.0.0.1:${port}`, '--dashboard', '--dashboard-tokens', tokens]);
+  await waitFor('the dashboard answers', async () => (await get('/login').catch(() => ({}))).status === 200);
+  browser = await chromium.launch({
+    executablePath: process.env.BULLSWEEP_CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  stopDaemons();
+  redis.stop();
+});
+
+// The text of `selector` on `page`; fails at once, with what the page says, when it is not there.
+async function textOf(page, selector) {
+  await page.waitForLoadState();
+  if (await page.locator(selector).count() === 0) {
+    throw new Error(`no ${selector} on ${page.url()}:\n${await page.textContent('main')}`);
+  }
+  return page.textContent(selector);
+}
+
+// A browser page signed in through the login form with `token`.
+async function signedIn(token, options = {}) {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, ...options });
+  const page = await context.newPage();
+  await page.goto(url('/login'));
+  await page.fill('input[name=token]', token);
+  await Promise.all([page.waitForURL(url('/')), page.click('button[type=submit]')]);
+  return { context, page };
+}
+
+test('without a token every page is 401, and a wrong token does not sign in', async () => {
+  for (const p of ['/', '/effectiveness', '/policies', '/audit', '/archive', '/erasure', '/failures', '/queue?key=bull:acme:billing']) {
+    const r = await get(p);
+    assert.equal(r.status, 401, p);
+    assert.ok(!(await r.text()).includes('billing'), `${p} shows nothing without a token`);
+  }
+  assert.equal((await get('/', 'not-a-token')).status, 401);
+  const login = await fetch(url('/login'), { method: 'POST', body: 'token=wrong', headers: { 'content-type': 'application/x-www-form-urlencoded' }, redirect: 'manual' });
+  assert.equal(login.status, 401);
+  assert.equal(login.headers.get('set-cookie'), null);
+});
+
+test('the login form gives an HttpOnly, SameSite=Strict session, and pages carry the security headers', async () => {
+  const { context, page } = await signedIn(TOKENS.viewer);
+  const [cookie] = await context.cookies();
+  assert.equal(cookie.name, 'bullsweep_session');
+  assert.equal(cookie.httpOnly, true);
+  assert.equal(cookie.sameSite, 'Strict');
+  const r = await get('/', TOKENS.viewer);
+  const csp = r.headers.get('content-security-policy');
+  assert.match(csp, /frame-ancestors 'none'/);
+  assert.match(csp, /script-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe-inline/);
+  assert.equal(r.headers.get('cache-control'), 'no-store');
+  const html = await r.text();
+  assert.doesNotMatch(html, /<script>|<script [^>]*>[^<]/, 'no inline script');
+  const asset = html.match(/src="(\/assets\/dashboard\.[0-9a-f]+\.js)"/)[1];
+  const js = await get(asset);
+  assert.equal(js.status, 200);
+  assert.match(js.headers.get('cache-control'), /immutable/);
+  await page.close();
+  await context.close();
+});
+
+test('the overview shows the same jobs and reclaimable bytes as report --json', async () => {
+  const report = JSON.parse(await cli('--json', 'report'));
+  const { context, page } = await signedIn(TOKENS.admin);
+  const rows = await page.$$eval('#queues tr[data-queue]', (trs) => trs.map((tr) => ({
+    key: tr.dataset.queue,
+    reclaimable: Number(tr.dataset.reclaimableBytes),
+    bytes: Number(tr.dataset.bytes),
+    completed: Number(tr.querySelector('td[data-state=completed]').textContent.replace(/,/g, '')),
+    failed: Number(tr.querySelector('td[data-state=failed]').textContent.replace(/,/g, '')),
+  })));
+  assert.deepEqual(rows.map((r) => r.key).sort(), report.queues.map((q) => q.key).sort());
+  for (const q of report.queues) {
+    const row = rows.find((r) => r.key === q.key);
+    assert.equal(row.completed, q.states.completed?.jobs ?? 0, `${q.key} completed`);
+    assert.equal(row.failed, q.states.failed?.jobs ?? 0, `${q.key} failed`);
+    assert.equal(row.reclaimable, Math.round(q.reclaimableBytes), `${q.key} reclaimable bytes`);
+  }
+  assert.ok(rows.find((r) => r.key === 'bull:acme:billing').reclaimable > 0, 'billing has jobs over its limits');
+  await page.screenshot({ path: path.join(SHOTS, 'overview.png'), fullPage: true });
+  await context.close();
+});
+
+test('a queue page previews what plan --json would do, and the policies page explains it', async () => {
+  const plan = JSON.parse(await cli('--json', 'plan', '--queue', 'bull:acme:billing'));
+  const states = plan.queues[0].states;
+  const { context, page } = await signedIn(TOKENS.admin);
+  await page.goto(url('/queue?key=bull:acme:billing'));
+  const shown = await page.$$eval('#plan tr[data-state]', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.state, Number(tr.dataset.matched)])));
+  for (const [state, s] of Object.entries(states)) assert.equal(shown[state], s.matched, state);
+  assert.equal(shown.completed, 20, '120 completed jobs, 100 kept');
+  assert.equal(await page.locator('button', { hasText: 'Sweep now' }).count(), 1, 'an admin may sweep');
+  await page.screenshot({ path: path.join(SHOTS, 'queue.png'), fullPage: true });
+  await page.goto(url('/policies?queue=bull:acme:billing'));
+  assert.equal(await page.textContent('[data-coverage=governed]'), '4');
+  assert.match(await page.textContent('#explain'), /maxCount[\s\S]*100/);
+  await page.screenshot({ path: path.join(SHOTS, 'policies.png'), fullPage: true });
+  await page.goto(url('/effectiveness'));
+  assert.equal(await page.locator('figure.chart').count(), 4);
+  assert.ok(Number(await page.getAttribute('div.charts', 'data-points')) >= 36);
+  await page.screenshot({ path: path.join(SHOTS, 'effectiveness.png'), fullPage: true });
+  await context.close();
+});
+
+test('the daemon writes a history point a minute, shared in Redis', async () => {
+  await waitFor('a history point of all queues', async () => (await client.xlen('bullsweep:history:1m:all')) > 36, 30000)
+    .catch((e) => { throw new Error(`${e.message}\n--- daemon log ---\n${daemon.log()}`); });
+  const [[, fields]] = await client.xrevrange('bullsweep:history:1m:queue:bull:acme:billing', '+', '-', 'COUNT', 1);
+  const point = {};
+  for (let i = 0; i < fields.length; i += 2) point[fields[i]] = fields[i + 1];
+  assert.equal(Number(point.completed), 120, 'the point counts what Redis holds');
+  assert.equal(Number(point.maxc), 100, 'and the policy limit');
+});
+
+test('the audit page lists the same events as audit query, with each chain checked', async () => {
+  const lines = (await cli('--json', 'audit', 'query')).trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  assert.ok(lines.length > 0);
+  const { context, page } = await signedIn(TOKENS.admin);
+  await page.goto(url('/audit'));
+  const seqs = await page.$$eval('#events tr[data-seq]', (trs) => trs.map((tr) => `${tr.dataset.source}/${tr.dataset.seq}`));
+  assert.deepEqual(seqs.sort(), lines.map((e) => `${e.source || ''}/${e.seq}`).sort());
+  assert.equal(await page.getAttribute('[data-chain]', 'data-chain'), 'ok');
+  await page.screenshot({ path: path.join(SHOTS, 'audit.png'), fullPage: true });
+  await page.goto(url('/archive'));
+  assert.ok(await page.locator('#segments tr[data-segment]').count() >= 1);
+  await page.goto(url('/archive?grep=fields.data.user.id%3Du7'));
+  assert.match(await page.textContent('h2'), /^4 matching records/);
+  await page.screenshot({ path: path.join(SHOTS, 'archive.png'), fullPage: true });
+  await page.goto(url('/failures'));
+  await page.screenshot({ path: path.join(SHOTS, 'failures.png'), fullPage: true });
+  await context.close();
+});
+
+test('a tenant token never sees another tenant, and pages read without JavaScript', async () => {
+  const { context, page } = await signedIn(TOKENS.acme, { javaScriptEnabled: false });
+  const paths = ['/', '/effectiveness', '/effectiveness?tenant=globex', '/policies', '/audit', '/archive',
+    '/archive?grep=fields.data.i%3D1', '/archive?tenant=globex', '/erasure', '/failures',
+    '/queue?key=bull:globex:secret-payroll', '/policies?queue=bull:globex:secret-payroll'];
+  for (const p of paths) {
+    await page.goto(url(p));
+    const html = await page.content();
+    assert.ok(!/globex|secret-payroll/.test(html), `${p} names no other tenant`);
+  }
+  await page.goto(url('/'));
+  const keys = await page.$$eval('#queues tr[data-queue]', (trs) => trs.map((tr) => tr.dataset.queue));
+  assert.deepEqual(keys.sort(), ['bull:acme:billing', 'bull:acme:emails', 'bull:acme:exports']);
+  await context.close();
+});
+
+test('a viewer may not act, an action needs its CSRF token, and an operator sweep is audited', async () => {
+  const count = () => client.zcard('bull:acme:billing:completed');
+  const page = await (await get('/queue?key=bull:acme:billing', TOKENS.viewer)).text();
+  assert.ok(!page.includes('Sweep now'), 'a viewer is not offered the button');
+  const csrf = csrfOf(page);
+  assert.ok(csrf);
+  let r = await post('/queue/sweep', TOKENS.viewer, { csrf, key: 'bull:acme:billing' });
+  assert.equal(r.status, 403);
+  r = await post('/erasure', TOKENS.viewer, { csrf, subject: 'user=u7', request_id: 'X', confirm: 'yes' });
+  assert.equal(r.status, 403);
+  assert.equal(await count(), 120, "a viewer's POST changes nothing");
+  const opsPage = await (await get('/queue?key=bull:acme:billing', TOKENS.ops)).text();
+  r = await post('/queue/sweep', TOKENS.ops, { key: 'bull:acme:billing' });
+  assert.equal(r.status, 403, 'no CSRF token');
+  r = await post('/queue/sweep', TOKENS.ops, { csrf, key: 'bull:acme:billing' });
+  assert.equal(r.status, 403, "another caller's CSRF token");
+  assert.equal(await count(), 120);
+  r = await post('/queue/sweep', TOKENS.ops, { csrf: csrfOf(opsPage), key: 'bull:acme:billing' });
+  assert.equal(r.status, 303, await r.text());
+  assert.equal(await count(), 100, 'the sweep kept the newest 100');
+  const events = (await cli('--json', 'audit', 'query', '--queue', 'billing')).trim().split('\n').map((l) => JSON.parse(l));
+  assert.ok(events.some((e) => e.actor === 'olga-ops' && e.action === 'remove' && e.jobCount === 20), 'audited with the token name');
+});
+
+test('an admin erases a person: a dry run first, then the confirmed erasure, audited', async () => {
+  const { context, page } = await signedIn(TOKENS.admin);
+  await page.goto(url('/erasure'));
+  await page.fill('input[name=subject]', 'user=u7');
+  await page.fill('input[name=request_id]', 'GDPR-7');
+  await page.click('button[type=submit]:has-text("Dry run")');
+  assert.match(await textOf(page, '#dry-run'), /"dryRun": true/);
+  assert.equal((await cli('archive', 'grep', 'fields.data.user.id=u7')).trim().split('\n').length, 4, 'a dry run erases nothing');
+  await page.click('button:has-text("Erase now")');
+  assert.match(await textOf(page, '#receipt'), /"requestId": "GDPR-7"/);
+  const left = await bullsweep([...args, 'archive', 'grep', 'fields.data.user.id=u7']);
+  assert.equal(left.stdout.trim(), '', 'nothing of u7 is left in the archive');
+  const events = (await cli('--json', 'audit', 'query', '--action', 'erase')).trim().split('\n').map((l) => JSON.parse(l));
+  assert.ok(events.length > 0 && events.every((e) => e.actor === 'alice-admin' && e.executionId === 'GDPR-7'));
+  await page.goto(url('/erasure'));
+  assert.equal(await page.locator('#erasures tr[data-request="GDPR-7"]').count(), 1);
+  await page.screenshot({ path: path.join(SHOTS, 'erasure.png'), fullPage: true });
+  await context.close();
+});
