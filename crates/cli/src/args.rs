@@ -255,7 +255,12 @@ pub struct DaemonArgs {
     pub dashboard: bool,
     /// Who may use the dashboard: a YAML file of tokens, roles and tenants. Required when
     /// `--listen` is not a loopback address.
-    #[arg(long, value_name = "FILE", env = "BULLSWEEP_DASHBOARD_TOKENS", requires = "dashboard")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "BULLSWEEP_DASHBOARD_TOKENS",
+        requires = "dashboard"
+    )]
     pub dashboard_tokens: Option<PathBuf>,
     /// How often to look for new queues: a duration such as `30s`.
     #[arg(long, default_value = "30s")]

@@ -3,16 +3,16 @@
 //! anything is read, runs the same `ops` function as the command line, and is audited with
 //! the token's name (`actor`).
 
+use crate::pages::archive::sink;
 use crate::pages::erasure::{self, Form};
 use crate::pages::overview::urlencode;
-use crate::pages::archive::sink;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::audit::{self, AuditContext};
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response, first};
-use bullsweep_core::engine::forget::ForgetRequest;
 use bullsweep_core::engine::Mode;
+use bullsweep_core::engine::forget::ForgetRequest;
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
 use bullsweep_policy::Permission;
 use maud::html;
@@ -29,20 +29,44 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     if !ctx.caller.token.role.allows(needs) {
         let role = format!("{:?}", ctx.caller.token.role).to_lowercase();
         let body = html! { p.notice.bad role="alert" { "Your token's role (" (role) ") may not " (title) ". Nothing was changed." } };
-        return Ok(layout::html(403, layout::page("Not allowed", "", ctx.caller, None, body)));
+        return Ok(layout::html(
+            403,
+            layout::page("Not allowed", "", ctx.caller, None, body),
+        ));
     }
     let form = req.form();
-    let field = |k: &str| first(&form, k).map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+    let field = |k: &str| {
+        first(&form, k)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
     match req.path.as_str() {
         "/queue/sweep" => sweep(ctx, field("key").unwrap_or_default()).await,
-        "/archive/restore" => restore(ctx, field("queue").unwrap_or_default(), field("id").unwrap_or_default()).await,
+        "/archive/restore" => {
+            restore(
+                ctx,
+                field("queue").unwrap_or_default(),
+                field("id").unwrap_or_default(),
+            )
+            .await
+        }
         _ => erase(ctx, &field).await,
     }
 }
 
 async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
     let Some(q) = scope::queue(&mut ctx, &base).await? else {
-        return Ok(layout::html(404, layout::page("No such queue", "/", ctx.caller, None, html! { p { "No governed queue with that key base is in view." } })));
+        return Ok(layout::html(
+            404,
+            layout::page(
+                "No such queue",
+                "/",
+                ctx.caller,
+                None,
+                html! { p { "No governed queue with that key base is in view." } },
+            ),
+        ));
     };
     let run = RunScope {
         lock_wait: Some(Duration::from_secs(5)),
@@ -53,18 +77,31 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
     if let Some(e) = report.queues.iter().find_map(|r| r.error.clone()) {
         return Err(Error::runtime(format!("{base}: {e}")));
     }
-    Ok(Response::text(303, "swept\n").with("location", format!("/queue?key={}&swept={}", urlencode(&base), report.done())))
+    Ok(Response::text(303, "swept\n").with(
+        "location",
+        format!("/queue?key={}&swept={}", urlencode(&base), report.done()),
+    ))
 }
 
 async fn restore(mut ctx: Ctx<'_>, base: String, id: String) -> Result<Response, Error> {
     let base = base.trim_end_matches(':').to_string();
     let Some(q) = scope::queue(&mut ctx, &base).await? else {
-        return Ok(layout::html(404, layout::page("No such queue", "/archive", ctx.caller, None, html! { p { "No governed queue with that key base is in view." } })));
+        return Ok(layout::html(
+            404,
+            layout::page(
+                "No such queue",
+                "/archive",
+                ctx.caller,
+                None,
+                html! { p { "No governed queue with that key base is in view." } },
+            ),
+        ));
     };
     let Some(sink) = sink(&ctx.set)? else {
         return Err(Error::config("the policy file has no `archive:` sink"));
     };
-    let restored = ops::restore::restore(&mut ctx.con, &sink, &base, &id, RestoreMode::Original).await?;
+    let restored =
+        ops::restore::restore(&mut ctx.con, &sink, &base, &id, RestoreMode::Original).await?;
     let event = AuditContext {
         policy_name: "restore".into(),
         policy_version: String::new(),
@@ -82,7 +119,10 @@ async fn restore(mut ctx: Ctx<'_>, base: String, id: String) -> Result<Response,
         .await
         .map_err(|e| Error::redis(&ctx.url, &e))?;
     let body = html! { p.notice role="status" { "Restored job " code { (restored.id) } " of " code { (base) } " into " (restored.state) "; audited as " (ctx.caller.token.name) "." } };
-    Ok(layout::html(200, layout::page("Restored", "/archive", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page("Restored", "/archive", ctx.caller, None, body),
+    ))
 }
 
 async fn erase(
@@ -90,8 +130,13 @@ async fn erase(
     field: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Response, Error> {
     let subject = field("subject").unwrap_or_default();
-    let Some((name, value)) = subject.split_once('=').filter(|(n, v)| !n.trim().is_empty() && !v.trim().is_empty()) else {
-        return Err(Error::config(format!("subject `{subject}` is not `<name>=<id>`, e.g. user=u-1042")));
+    let Some((name, value)) = subject
+        .split_once('=')
+        .filter(|(n, v)| !n.trim().is_empty() && !v.trim().is_empty())
+    else {
+        return Err(Error::config(format!(
+            "subject `{subject}` is not `<name>=<id>`, e.g. user=u-1042"
+        )));
     };
     let Some(request_id) = field("request_id") else {
         return Err(Error::config("the request id is empty"));
@@ -126,5 +171,8 @@ async fn erase(
             (listed)
         }
     };
-    Ok(layout::html(200, layout::page("Erasure", "/erasure", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page("Erasure", "/erasure", ctx.caller, None, body),
+    ))
 }

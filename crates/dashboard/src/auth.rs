@@ -35,13 +35,19 @@ pub struct Caller {
 impl Auth {
     /// Signs with a key derived from every token's digest.
     pub fn new(tokens: TokenSet) -> Self {
-        let key = Sha256::digest(format!("bullsweep-dashboard-v1\n{}", tokens.fingerprint())).into();
+        let key =
+            Sha256::digest(format!("bullsweep-dashboard-v1\n{}", tokens.fingerprint())).into();
         Auth { tokens, key }
     }
 
     /// The caller, from the bearer token or the session cookie; `None` for neither (or a
     /// bad or expired one).
-    pub fn caller(&self, authorization: Option<&str>, cookie: Option<&str>, now_s: i64) -> Option<Caller> {
+    pub fn caller(
+        &self,
+        authorization: Option<&str>,
+        cookie: Option<&str>,
+        now_s: i64,
+    ) -> Option<Caller> {
         if let Some(presented) = authorization.and_then(|a| a.strip_prefix("Bearer ")) {
             let token = self.tokens.authenticate(presented.trim())?.clone();
             let csrf = self.mac(&format!("csrf\n{}\nbearer", token.name));
@@ -73,7 +79,10 @@ impl Auth {
     pub fn session(&self, token: &Token, now_s: i64) -> String {
         let expires = now_s + SESSION_SECS;
         let mac = self.mac(&format!("session\n{}\n{expires}", token.name));
-        format!("{}.{expires}.{mac}", URL_SAFE_NO_PAD.encode(token.name.as_bytes()))
+        format!(
+            "{}.{expires}.{mac}",
+            URL_SAFE_NO_PAD.encode(token.name.as_bytes())
+        )
     }
 
     fn mac(&self, message: &str) -> String {
@@ -84,8 +93,7 @@ impl Auth {
 /// Whether two texts are equal, compared in time that does not depend on where they differ.
 pub fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a
-            .bytes()
+        && a.bytes()
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
@@ -134,11 +142,21 @@ mod tests {
         let a = auth();
         let token = a.login("s3cret").expect("token").clone();
         let cookie = format!("x=1; {COOKIE}={}", a.session(&token, 1_000));
-        assert_eq!(a.caller(None, Some(&cookie), 1_001).map(|c| c.token.name), Some("alice".into()));
-        assert!(a.caller(None, Some(&cookie), 1_000 + SESSION_SECS).is_none());
+        assert_eq!(
+            a.caller(None, Some(&cookie), 1_001).map(|c| c.token.name),
+            Some("alice".into())
+        );
+        assert!(
+            a.caller(None, Some(&cookie), 1_000 + SESSION_SECS)
+                .is_none()
+        );
         let forged = cookie.replace(".4", ".5");
         assert!(forged == cookie || a.caller(None, Some(&forged), 1_001).is_none());
-        let tampered = format!("{COOKIE}={}.99999999.{}", URL_SAFE_NO_PAD.encode("bob"), "x");
+        let tampered = format!(
+            "{COOKIE}={}.99999999.{}",
+            URL_SAFE_NO_PAD.encode("bob"),
+            "x"
+        );
         assert!(a.caller(None, Some(&tampered), 1_001).is_none());
     }
 

@@ -4,11 +4,12 @@
 
 use maud::{Markup, html};
 
-const W: f64 = 560.0;
-const H: f64 = 200.0;
-const LEFT: f64 = 64.0;
-const BOTTOM: f64 = 22.0;
-const TOP: f64 = 8.0;
+const W: f64 = 480.0;
+const H: f64 = 190.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 24.0;
+const BOTTOM: f64 = 24.0;
+const TOP: f64 = 10.0;
 const COLOURS: [&str; 5] = ["#0b5cad", "#c4420d", "#2f8132", "#7b3fa0", "#5f6b76"];
 
 /// One line: its label and its points `(ms, value)`.
@@ -27,7 +28,7 @@ pub fn line_chart(title: &str, series: &[Series], from_ms: i64, to_ms: i64, unit
         .fold(0.0f64, f64::max);
     let top = if max > 0.0 { nice(max) } else { 1.0 };
     let span = (to_ms - from_ms).max(1) as f64;
-    let x = |t: i64| LEFT + (t - from_ms) as f64 / span * (W - LEFT - 4.0);
+    let x = |t: i64| LEFT + (t - from_ms) as f64 / span * (W - LEFT - RIGHT);
     let y = |v: f64| TOP + (1.0 - v / top) * (H - TOP - BOTTOM);
     let empty = series.iter().all(|s| s.points.is_empty());
     html! {
@@ -37,12 +38,12 @@ pub fn line_chart(title: &str, series: &[Series], from_ms: i64, to_ms: i64, unit
                 title { (title) }
                 @for i in 0..=4 {
                     @let v = top * i as f64 / 4.0;
-                    line x1=(LEFT) x2=(W - 4.0) y1=(y(v)) y2=(y(v)) stroke="#c9d1d9" stroke-width="1" {}
-                    text x=(LEFT - 6.0) y=(y(v) + 4.0) text-anchor="end" font-size="11" fill="#4a5560" { (unit.format(v)) }
+                    line x1=(LEFT) x2=(W - RIGHT) y1=(y(v)) y2=(y(v)) stroke="#c9d1d9" stroke-width="1" {}
+                    text x=(LEFT - 6.0) y=(y(v) + 4.0) text-anchor="end" font-size="12" fill="#333d47" { (unit.format(v)) }
                 }
                 @for i in 0..=4 {
                     @let t = from_ms + (span * i as f64 / 4.0) as i64;
-                    text x=(x(t)) y=(H - 6.0) text-anchor="middle" font-size="11" fill="#4a5560" { (clock(t, to_ms - from_ms)) }
+                    text x=(x(t)) y=(H - 6.0) text-anchor="middle" font-size="12" fill="#333d47" { (clock(t, to_ms - from_ms)) }
                 }
                 @if empty {
                     text x=(W / 2.0) y=(H / 2.0) text-anchor="middle" font-size="13" fill="#4a5560" { "no points yet" }
@@ -112,7 +113,11 @@ fn clock(ms: i64, span_ms: i64) -> String {
     let Ok(ts) = jiff::Timestamp::from_millisecond(ms) else {
         return String::new();
     };
-    let format = if span_ms <= 86_400_000 { "%H:%M" } else { "%m-%d" };
+    let format = if span_ms <= 86_400_000 {
+        "%H:%M"
+    } else {
+        "%m-%d"
+    };
     ts.strftime(format).to_string()
 }
 
@@ -130,8 +135,14 @@ mod tests {
     #[test]
     fn a_chart_has_one_line_per_series() {
         let s = [
-            Series { label: "remove".into(), points: vec![(0, 1.0), (60_000, 2.0)] },
-            Series { label: "archive".into(), points: vec![(0, 0.0)] },
+            Series {
+                label: "remove".into(),
+                points: vec![(0, 1.0), (60_000, 2.0)],
+            },
+            Series {
+                label: "archive".into(),
+                points: vec![(0, 0.0)],
+            },
         ];
         let svg = line_chart("Removals", &s, 0, 60_000, Unit::PerSecond).into_string();
         assert_eq!(svg.matches("<polyline").count(), 2);

@@ -16,9 +16,20 @@ pub fn bytes(v: f64) -> String {
     }
 }
 
-/// A monthly cost, to the cent.
+/// A monthly cost: to the cent, or to four places below a dollar.
 pub fn money(v: f64) -> String {
-    format!("${v:.2}")
+    if v.abs() < 1.0 && v != 0.0 {
+        format!("${v:.4}")
+    } else {
+        format!("${v:.2}")
+    }
+}
+
+/// A time (ms since the epoch) in short form, `MM-DD HH:MM` UTC.
+pub fn short_time(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime("%m-%d %H:%M").to_string())
+        .unwrap_or_default()
 }
 
 /// A time (ms since the epoch) as RFC 3339 in UTC, to the second.
@@ -49,5 +60,8 @@ mod tests {
         assert_eq!(super::bytes(1536.0), "1.5 KiB");
         assert_eq!(super::count(1234567), "1,234,567");
         assert_eq!(super::time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::short_time(0), "01-01 00:00");
+        assert_eq!(super::money(0.0123), "$0.0123");
+        assert_eq!(super::money(12.5), "$12.50");
     }
 }

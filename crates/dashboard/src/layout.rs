@@ -23,7 +23,13 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// A full page: `current` is the navigation entry it belongs to; `refresh` reloads its data
 /// every so many seconds where script runs.
-pub fn page(title: &str, current: &str, caller: &Caller, refresh: Option<u32>, body: Markup) -> Markup {
+pub fn page(
+    title: &str,
+    current: &str,
+    caller: &Caller,
+    refresh: Option<u32>,
+    body: Markup,
+) -> Markup {
     let t = &caller.token;
     html! {
         (DOCTYPE)

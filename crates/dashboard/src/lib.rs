@@ -17,9 +17,9 @@ mod pages;
 mod scope;
 
 use auth::{Auth, COOKIE, Caller, SESSION_SECS};
+use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Handler, Request, Response};
 use bullsweep_core::ops::{self, Conn, Target};
-use bullsweep_core::Error;
 use bullsweep_policy::{PolicySet, TokenSet};
 use std::future::Future;
 use std::path::PathBuf;
@@ -96,7 +96,9 @@ impl Dashboard {
             ("POST", "/login") => return self.login(&req, now_s),
             _ => {}
         }
-        let Some(caller) = self.auth.caller(req.header("authorization"), req.header("cookie"), now_s)
+        let Some(caller) =
+            self.auth
+                .caller(req.header("authorization"), req.header("cookie"), now_s)
         else {
             let page = layout::login(Some("Sign in with a dashboard token to see this page."));
             return layout::html(401, page).with("www-authenticate", "Bearer realm=\"bullsweep\"");
@@ -108,7 +110,10 @@ impl Dashboard {
             if req.path == "/logout" {
                 return Response::text(303, "signed out\n")
                     .with("location", "/login")
-                    .with("set-cookie", format!("{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
+                    .with(
+                        "set-cookie",
+                        format!("{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
+                    );
             }
         } else if req.method != "GET" {
             return Response::text(405, "only GET and POST\n");
@@ -149,14 +154,19 @@ impl Dashboard {
         let form = req.form();
         let presented = bullsweep_core::daemon::http::first(&form, "token").unwrap_or_default();
         match self.auth.login(presented) {
-            Some(token) => Response::text(303, "signed in\n").with("location", "/").with(
-                "set-cookie",
-                format!(
-                    "{COOKIE}={}; Path=/; Max-Age={SESSION_SECS}; HttpOnly; SameSite=Strict",
-                    self.auth.session(token, now_s)
+            Some(token) => Response::text(303, "signed in\n")
+                .with("location", "/")
+                .with(
+                    "set-cookie",
+                    format!(
+                        "{COOKIE}={}; Path=/; Max-Age={SESSION_SECS}; HttpOnly; SameSite=Strict",
+                        self.auth.session(token, now_s)
+                    ),
                 ),
+            None => layout::html(
+                401,
+                layout::login(Some("That token is not in the token file.")),
             ),
-            None => layout::html(401, layout::login(Some("That token is not in the token file."))),
         }
     }
 }
@@ -173,13 +183,19 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
     if let (Some(origin), Some(host)) = (req.header("origin"), req.header("host")) {
         let from = origin.split_once("://").map_or(origin, |(_, rest)| rest);
         if from != host {
-            return Err(Response::text(403, "refused: the request comes from another origin\n"));
+            return Err(Response::text(
+                403,
+                "refused: the request comes from another origin\n",
+            ));
         }
     }
     let form = req.form();
     let sent = bullsweep_core::daemon::http::first(&form, "csrf").unwrap_or_default();
     if !auth::same(sent, &caller.csrf) {
-        return Err(Response::text(403, "refused: the form's CSRF token is missing or wrong; reload the page\n"));
+        return Err(Response::text(
+            403,
+            "refused: the form's CSRF token is missing or wrong; reload the page\n",
+        ));
     }
     Ok(())
 }
@@ -187,5 +203,8 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
 /// A page saying what went wrong.
 fn error_page(caller: &Caller, message: &str) -> Response {
     let body = maud::html! { p.notice.bad role="alert" { (message) } };
-    layout::html(500, layout::page("Something went wrong", "", caller, None, body))
+    layout::html(
+        500,
+        layout::page("Something went wrong", "", caller, None, body),
+    )
 }

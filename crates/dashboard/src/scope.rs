@@ -31,5 +31,9 @@ pub fn run_scope(ctx: &Ctx<'_>, queues: Vec<QueueId>) -> RunScope {
 
 /// The one queue of key base `base`, if the caller may see it.
 pub async fn queue(ctx: &mut Ctx<'_>, base: &str) -> Result<Option<QueueId>, Error> {
-    Ok(inventory(ctx).await?.managed.into_iter().find(|q| q.base == base))
+    Ok(inventory(ctx)
+        .await?
+        .managed
+        .into_iter()
+        .find(|q| q.base == base))
 }

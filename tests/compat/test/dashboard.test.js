@@ -99,6 +99,9 @@ before(async () => {
         'r:remove', removed, 'r:archive', Math.floor(removed / 9));
     }
   }
+  // One queue fails repeatedly, as the daemon records it: its alert and retry record show.
+  await client.hset('bullsweep:retry:bull:globex:secret-payroll', 'failures', 6, 'nextAt', now + 3600000,
+    'lastError', 'NOPERM this user has no permissions to run the evalsha command');
   const tokens = path.join(dir, 'tokens.yaml');
   fs.writeFileSync(tokens, [
     'tokens:',
@@ -238,13 +241,24 @@ test('the audit page lists the same events as audit query, with each chain check
   const seqs = await page.$$eval('#events tr[data-seq]', (trs) => trs.map((tr) => `${tr.dataset.source}/${tr.dataset.seq}`));
   assert.deepEqual(seqs.sort(), lines.map((e) => `${e.source || ''}/${e.seq}`).sort());
   assert.equal(await page.getAttribute('[data-chain]', 'data-chain'), 'ok');
-  await page.screenshot({ path: path.join(SHOTS, 'audit.png'), fullPage: true });
   await page.goto(url('/archive'));
   assert.ok(await page.locator('#segments tr[data-segment]').count() >= 1);
   await page.goto(url('/archive?grep=fields.data.user.id%3Du7'));
   assert.match(await page.textContent('h2'), /^4 matching records/);
   await page.screenshot({ path: path.join(SHOTS, 'archive.png'), fullPage: true });
+  await context.close();
+});
+
+test('the failures page shows the alerts `alerts --json` finds, and the failing queue', async () => {
+  const r = await bullsweep([...args, '--json', 'alerts']);
+  assert.equal(r.code, 1, 'an alert fires');
+  const cliAlerts = JSON.parse(r.stdout).map((a) => `${a.alert}/${a.queue || a.node || ''}`);
+  assert.ok(cliAlerts.includes('BullsweepQueueFailing/bull:globex:secret-payroll'), r.stdout);
+  const { context, page } = await signedIn(TOKENS.admin);
   await page.goto(url('/failures'));
+  const shown = await page.$$eval('#alerts tr[data-alert]', (trs) => trs.map((tr) => `${tr.dataset.alert}/${tr.children[2].textContent}`));
+  assert.deepEqual(shown.sort(), cliAlerts.sort());
+  assert.equal(await page.locator('#failing tr[data-queue="bull:globex:secret-payroll"]').count(), 1);
   await page.screenshot({ path: path.join(SHOTS, 'failures.png'), fullPage: true });
   await context.close();
 });
@@ -258,6 +272,13 @@ test('a tenant token never sees another tenant, and pages read without JavaScrip
     await page.goto(url(p));
     const html = await page.content();
     assert.ok(!/globex|secret-payroll/.test(html), `${p} names no other tenant`);
+  }
+  await page.goto(url('/archive?grep=fields.data.user.id%3Du7'));
+  const records = await page.$$eval('table.records pre', (pres) => pres.map((p) => p.textContent));
+  assert.equal(records.length, 4, 'the tenant finds its own archived jobs');
+  for (const text of records) {
+    assert.match(text, /data: "\[redacted\]"/, 'a viewer sees no job data');
+    assert.doesNotMatch(text, /"u7"/);
   }
   await page.goto(url('/'));
   const keys = await page.$$eval('#queues tr[data-queue]', (trs) => trs.map((tr) => tr.dataset.queue));
@@ -306,5 +327,8 @@ test('an admin erases a person: a dry run first, then the confirmed erasure, aud
   await page.goto(url('/erasure'));
   assert.equal(await page.locator('#erasures tr[data-request="GDPR-7"]').count(), 1);
   await page.screenshot({ path: path.join(SHOTS, 'erasure.png'), fullPage: true });
+  await page.goto(url('/audit'));
+  assert.ok(await page.locator('#events tr[data-seq]').count() > 2, 'the sweep and the erasure are in the trail');
+  await page.screenshot({ path: path.join(SHOTS, 'audit.png'), fullPage: true });
   await context.close();
 });

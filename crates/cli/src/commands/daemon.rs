@@ -56,7 +56,8 @@ fn dashboard(
                 "info",
                 &format!("dashboard: no --dashboard-tokens, so this run's admin token is {secret}"),
             );
-            let file = format!("tokens:\n  - name: local\n    token: \"{secret}\"\n    role: admin\n");
+            let file =
+                format!("tokens:\n  - name: local\n    token: \"{secret}\"\n    role: admin\n");
             bullsweep_policy::compile_tokens("(generated)", &file)
                 .map_err(|e| CliError::runtime(format!("cannot make a token: {e}")))?
         }

@@ -134,12 +134,12 @@ impl Daemon {
                     .map_or(0, |c| c.value)
             };
             let count = |state: &str| slot.counts.get(state).copied().unwrap_or(0);
-            let measured = slot.measured.map(|(_, m)| m).unwrap_or_default();
+            let measured = slot.measured.map(|(_, m)| m);
             let p = Point {
                 at_ms: minute,
                 queues: 1,
-                memory_bytes: measured.bytes,
-                reclaimable_bytes: measured.reclaimable_bytes,
+                memory_bytes: measured.map(|m| m.bytes),
+                reclaimable_bytes: measured.map(|m| m.reclaimable_bytes),
                 completed: count("completed"),
                 failed: count("failed"),
                 max_completed: limit(JobState::Completed),

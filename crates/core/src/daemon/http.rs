@@ -151,25 +151,27 @@ where
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    std::thread::Builder::new().name("http".into()).spawn(move || {
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&runtime, async move {
-            let Ok(listener) = TcpListener::from_std(listener) else {
-                return;
-            };
-            let answer = Arc::new(answer);
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
+    std::thread::Builder::new()
+        .name("http".into())
+        .spawn(move || {
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&runtime, async move {
+                let Ok(listener) = TcpListener::from_std(listener) else {
+                    return;
                 };
-                let answer = answer.clone();
-                let pages = pages.clone();
-                tokio::task::spawn_local(async move {
-                    let _ = respond(stream, &*answer, pages.as_deref()).await;
-                });
-            }
-        });
-    })?;
+                let answer = Arc::new(answer);
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    let answer = answer.clone();
+                    let pages = pages.clone();
+                    tokio::task::spawn_local(async move {
+                        let _ = respond(stream, &*answer, pages.as_deref()).await;
+                    });
+                }
+            });
+        })?;
     Ok(())
 }
 

@@ -40,10 +40,10 @@ pub struct Point {
     pub at_ms: i64,
     /// Queues it sums.
     pub queues: u64,
-    /// Memory, in bytes, as last measured.
-    pub memory_bytes: f64,
-    /// Reclaimable bytes, as last measured.
-    pub reclaimable_bytes: f64,
+    /// Memory, in bytes, as last measured; `None` before a first measure.
+    pub memory_bytes: Option<f64>,
+    /// Reclaimable bytes, as last measured; `None` before a first measure.
+    pub reclaimable_bytes: Option<f64>,
     /// Completed and failed jobs.
     pub completed: i64,
     /// See `completed`.
@@ -60,8 +60,12 @@ impl Point {
     /// Adds another scope's point into this one: sums, and the longest of the durations.
     pub fn absorb(&mut self, other: &Point) {
         self.queues += other.queues;
-        self.memory_bytes += other.memory_bytes;
-        self.reclaimable_bytes += other.reclaimable_bytes;
+        let sum = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        self.memory_bytes = sum(self.memory_bytes, other.memory_bytes);
+        self.reclaimable_bytes = sum(self.reclaimable_bytes, other.reclaimable_bytes);
         self.completed += other.completed;
         self.failed += other.failed;
         self.max_completed += other.max_completed;
@@ -76,8 +80,6 @@ impl Point {
     fn fields(&self) -> Vec<(String, String)> {
         let mut f = vec![
             ("queues".to_string(), self.queues.to_string()),
-            ("mem".into(), format!("{:.0}", self.memory_bytes)),
-            ("recl".into(), format!("{:.0}", self.reclaimable_bytes)),
             ("completed".into(), self.completed.to_string()),
             ("failed".into(), self.failed.to_string()),
             ("maxc".into(), self.max_completed.to_string()),
@@ -87,6 +89,12 @@ impl Point {
         ];
         for (action, n) in &self.totals.acted {
             f.push((format!("r:{action}"), n.to_string()));
+        }
+        if let Some(m) = self.memory_bytes {
+            f.push(("mem".into(), format!("{m:.0}")));
+        }
+        if let Some(r) = self.reclaimable_bytes {
+            f.push(("recl".into(), format!("{r:.0}")));
         }
         f
     }
@@ -104,12 +112,7 @@ impl Point {
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0)
         };
-        let float = |k: &str| {
-            fields
-                .get(k)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
+        let float = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok());
         Point {
             at_ms,
             queues: uint("queues"),
@@ -333,7 +336,7 @@ mod tests {
     #[test]
     fn a_point_reads_back_as_written() {
         let mut p = point(60_000, 5);
-        p.memory_bytes = 1234.0;
+        p.memory_bytes = Some(1234.0);
         p.max_completed = 100;
         p.totals.longest_us = 900;
         let fields: BTreeMap<String, String> = p.fields().into_iter().collect();

@@ -10,9 +10,8 @@ const SHOWN_PROBLEMS: usize = 50;
 /// Reads and validates the dashboard's token file (`--dashboard-tokens`); every problem is
 /// reported at once, with its `file:line:column`, as a configuration error.
 pub fn load_token_file(path: &Path) -> Result<bullsweep_policy::TokenSet, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::config(format!("cannot read token file {}: {e}", path.display()))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::config(format!("cannot read token file {}: {e}", path.display())))?;
     bullsweep_policy::compile_tokens(&path.display().to_string(), &text).map_err(|errors| {
         let count = errors.errors.len();
         Error::config(format!(

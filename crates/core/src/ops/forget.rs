@@ -8,6 +8,7 @@
 use super::now_ms;
 use crate::archive::ArchiveSink;
 use crate::audit;
+use crate::bullmq::keys::ERASURES;
 use crate::engine::forget::{
     ForgetRequest, Receipt, erase_archive, forget_in_redis, scope, status_of,
 };
@@ -15,7 +16,6 @@ use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
 use crate::ops::Conn;
 use bullsweep_policy::PolicySet;
-use crate::bullmq::keys::ERASURES;
 use std::collections::{BTreeSet, HashMap};
 
 /// Erases the subject everywhere bullsweep governs and returns the receipt.
@@ -128,7 +128,11 @@ pub async fn receipts(con: &mut Conn, url: &str) -> Result<Vec<serde_json::Value
             .query_async(con)
             .await
             .map_err(|e| Error::redis(url, &e))?;
-        out.extend(pairs.iter().filter_map(|(_, json)| serde_json::from_str(json).ok()));
+        out.extend(
+            pairs
+                .iter()
+                .filter_map(|(_, json)| serde_json::from_str(json).ok()),
+        );
         if next == 0 {
             break;
         }

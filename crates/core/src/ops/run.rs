@@ -121,11 +121,7 @@ pub async fn audited_sweep(
 
 /// The audit context of a queue whose work failed: what the report knows of it (the state and
 /// the policy's version are not known there).
-fn failed_queue_context(
-    q: &QueueReport,
-    execution_id: &str,
-    actor: Option<&str>,
-) -> AuditContext {
+fn failed_queue_context(q: &QueueReport, execution_id: &str, actor: Option<&str>) -> AuditContext {
     AuditContext {
         policy_name: q.policy.clone(),
         policy_version: String::new(),

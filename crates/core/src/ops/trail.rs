@@ -33,8 +33,14 @@ impl AuditFilter {
             && self.since.is_none_or(|t| e.timestamp >= t)
             && self.until.is_none_or(|t| e.timestamp < t)
             && self.action.as_ref().is_none_or(|a| &c.action == a)
-            && self.request_id.as_ref().is_none_or(|r| &c.execution_id == r)
-            && self.tenant.as_ref().is_none_or(|t| c.tenant.as_ref() == Some(t))
+            && self
+                .request_id
+                .as_ref()
+                .is_none_or(|r| &c.execution_id == r)
+            && self
+                .tenant
+                .as_ref()
+                .is_none_or(|t| c.tenant.as_ref() == Some(t))
     }
 }
 

@@ -30,14 +30,21 @@ pub fn sink(set: &PolicySet) -> Result<Option<ArchiveSink>, Error> {
 pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let Some(sink) = sink(&ctx.set)? else {
         let body = html! { p { "The policy file has no " code { "archive:" } " sink." } };
-        return Ok(layout::html(200, layout::page("Archive", "/archive", ctx.caller, None, body)));
+        return Ok(layout::html(
+            200,
+            layout::page("Archive", "/archive", ctx.caller, None, body),
+        ));
     };
     let text = |k: &str| req.param(k).filter(|v| !v.is_empty()).map(str::to_string);
     let day = text("day");
     let since = day.as_deref().and_then(day_start);
     let filter = SegmentFilter {
         tenant: ctx.caller.token.tenant.clone().or(text("tenant")),
-        queue: text("queue").as_deref().map(NamePattern::new).transpose().map_err(Error::config)?,
+        queue: text("queue")
+            .as_deref()
+            .map(NamePattern::new)
+            .transpose()
+            .map_err(Error::config)?,
         since,
         until: since.map(|s| s + 86_400_000),
     };
@@ -47,9 +54,17 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let found = match grep.as_deref().map(|g| g.split_once('=')) {
         Some(Some((path, wanted))) => {
             let path = JsonPath::new(path).map_err(Error::config)?;
-            Some(trail::grep(&sink, &filter, &path, wanted).await.map_err(io)?)
+            Some(
+                trail::grep(&sink, &filter, &path, wanted)
+                    .await
+                    .map_err(io)?,
+            )
         }
-        Some(None) => return Err(Error::config("search as <path>=<value>, e.g. fields.data.user.id=u7")),
+        Some(None) => {
+            return Err(Error::config(
+                "search as <path>=<value>, e.g. fields.data.user.id=u7",
+            ));
+        }
         None => None,
     };
     let body = html! {
@@ -76,19 +91,48 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             } }
         } }
     };
-    Ok(layout::html(200, layout::page("Archive", "/archive", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page("Archive", "/archive", ctx.caller, None, body),
+    ))
 }
 
 /// `GET /archive/segment?name=`: its records, if the segment is in the caller's scope.
 pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let name = req.param("name").unwrap_or_default();
     let Some(sink) = sink(&ctx.set)? else {
-        return Ok(layout::html(404, layout::page("Archive", "/archive", ctx.caller, None, html! { p { "No archive." } })));
+        return Ok(layout::html(
+            404,
+            layout::page(
+                "Archive",
+                "/archive",
+                ctx.caller,
+                None,
+                html! { p { "No archive." } },
+            ),
+        ));
     };
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
-    let filter = SegmentFilter { tenant: ctx.caller.token.tenant.clone(), ..SegmentFilter::default() };
-    let Some(m) = trail::segments(&sink, &filter).await.map_err(io)?.into_iter().find(|m| m.segment == name) else {
-        return Ok(layout::html(404, layout::page("Archive", "/archive", ctx.caller, None, html! { p { "No such segment in view." } })));
+    let filter = SegmentFilter {
+        tenant: ctx.caller.token.tenant.clone(),
+        ..SegmentFilter::default()
+    };
+    let Some(m) = trail::segments(&sink, &filter)
+        .await
+        .map_err(io)?
+        .into_iter()
+        .find(|m| m.segment == name)
+    else {
+        return Ok(layout::html(
+            404,
+            layout::page(
+                "Archive",
+                "/archive",
+                ctx.caller,
+                None,
+                html! { p { "No such segment in view." } },
+            ),
+        ));
     };
     sink.verify(&m).await.map_err(io)?;
     let records = sink.read_segment(&m.segment).await.map_err(io)?;
@@ -96,7 +140,10 @@ pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         p { "Segment " code { (m.segment) } " of " code { (m.queue) } ", checked against its manifest." }
         (records_table(&ctx, &records))
     };
-    Ok(layout::html(200, layout::page("Archive segment", "/archive", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page("Archive segment", "/archive", ctx.caller, None, body),
+    ))
 }
 
 fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
@@ -141,7 +188,9 @@ fn fields_text(ctx: &Ctx<'_>, r: &ArchiveRecord, raw: bool) -> String {
             text.to_string()
         } else {
             match &pii {
-                Some(rules) => rules.scrub_text_or_json(text).unwrap_or_else(|| text.to_string()),
+                Some(rules) => rules
+                    .scrub_text_or_json(text)
+                    .unwrap_or_else(|| text.to_string()),
                 None => "\"[redacted]\"".to_string(),
             }
         };

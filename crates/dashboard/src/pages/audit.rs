@@ -20,7 +20,11 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let text = |k: &str| req.param(k).filter(|v| !v.is_empty()).map(str::to_string);
     let queue = text("queue");
     let filter = AuditFilter {
-        queue: queue.as_deref().map(NamePattern::new).transpose().map_err(Error::config)?,
+        queue: queue
+            .as_deref()
+            .map(NamePattern::new)
+            .transpose()
+            .map_err(Error::config)?,
         since: text("since").and_then(|s| since(&s)),
         action: text("action"),
         request_id: text("request"),
@@ -68,7 +72,10 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             } }
         } }
     };
-    Ok(layout::html(200, layout::page("Audit", "/audit", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page("Audit", "/audit", ctx.caller, None, body),
+    ))
 }
 
 /// A `since` value: ms since the epoch, or a duration before now.

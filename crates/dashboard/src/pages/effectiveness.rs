@@ -22,8 +22,16 @@ impl Window {
     /// From the `range` parameter.
     pub fn of(req: &Request) -> Window {
         match req.param("range") {
-            Some("7d") => Window { name: "7d", tier: "10m", span_ms: 7 * 86_400_000 },
-            _ => Window { name: "24h", tier: "1m", span_ms: 86_400_000 },
+            Some("7d") => Window {
+                name: "7d",
+                tier: "10m",
+                span_ms: 7 * 86_400_000,
+            },
+            _ => Window {
+                name: "24h",
+                tier: "1m",
+                span_ms: 86_400_000,
+            },
         }
     }
 }
@@ -39,12 +47,26 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let scope = tenant.map_or_else(|| history::ALL.to_string(), history::tenant_scope);
     let window = Window::of(req);
     let body = charts_for(&mut ctx, &scope, &window, "/effectiveness?").await?;
-    Ok(layout::html(200, layout::page("Effectiveness over time", "/effectiveness", ctx.caller, Some(60), body)))
+    Ok(layout::html(
+        200,
+        layout::page(
+            "Effectiveness over time",
+            "/effectiveness",
+            ctx.caller,
+            Some(60),
+            body,
+        ),
+    ))
 }
 
 /// The window links and the four charts of one history scope; `link` is the page's path
 /// with its other parameters, ending in `?` or `&`.
-pub async fn charts_for(ctx: &mut Ctx<'_>, scope: &str, window: &Window, link: &str) -> Result<Markup, Error> {
+pub async fn charts_for(
+    ctx: &mut Ctx<'_>,
+    scope: &str,
+    window: &Window,
+    link: &str,
+) -> Result<Markup, Error> {
     let now = bullsweep_core::ops::now_ms();
     let from = now - window.span_ms;
     let points = history::read(&mut ctx.con, window.tier, scope, from)
@@ -64,13 +86,20 @@ pub async fn charts_for(ctx: &mut Ctx<'_>, scope: &str, window: &Window, link: &
 }
 
 fn charts(points: &[Point], from: i64, to: i64) -> Markup {
-    let line = |label: &str, f: &dyn Fn(&Point) -> f64| Series {
+    // A point without the value (memory before its first measure) leaves a gap.
+    let line = |label: &str, f: &dyn Fn(&Point) -> Option<f64>| Series {
         label: label.to_string(),
-        points: points.iter().map(|p| (p.at_ms, f(p))).collect(),
+        points: points
+            .iter()
+            .filter_map(|p| Some((p.at_ms, f(p)?)))
+            .collect(),
     };
     let rates: Vec<Series> = history::rates(points)
         .into_iter()
-        .map(|(action, points)| Series { label: action, points })
+        .map(|(action, points)| Series {
+            label: action,
+            points,
+        })
         .collect();
     html! {
         (line_chart("Jobs acted on per second, by action", &rates, from, to, Unit::PerSecond))
@@ -79,14 +108,14 @@ fn charts(points: &[Point], from: i64, to: i64) -> Markup {
             line("reclaimable", &|p| p.reclaimable_bytes),
         ], from, to, Unit::Bytes))
         (line_chart("Backlog against the policy's limits", &[
-            line("completed", &|p| p.completed as f64),
-            line("failed", &|p| p.failed as f64),
-            line("completed maxCount", &|p| p.max_completed as f64),
-            line("failed maxCount", &|p| p.max_failed as f64),
+            line("completed", &|p| Some(p.completed as f64)),
+            line("failed", &|p| Some(p.failed as f64)),
+            line("completed maxCount", &|p| Some(p.max_completed as f64)),
+            line("failed maxCount", &|p| Some(p.max_failed as f64)),
         ], from, to, Unit::Count))
         (line_chart("Sweep duration and longest call", &[
-            line("last sweep (ms)", &|p| p.totals.sweep_ms as f64),
-            line("longest call (ms)", &|p| p.totals.longest_us as f64 / 1e3),
+            line("last sweep (ms)", &|p| Some(p.totals.sweep_ms as f64)),
+            line("longest call (ms)", &|p| Some(p.totals.longest_us as f64 / 1e3)),
         ], from, to, Unit::Millis))
     }
 }

@@ -12,12 +12,18 @@ use maud::{Markup, html};
 /// `GET /erasure`.
 pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
     let body = list(&mut ctx, None).await?;
-    Ok(layout::html(200, layout::page("Erasure", "/erasure", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page("Erasure", "/erasure", ctx.caller, None, body),
+    ))
 }
 
 /// The page's content: the form (or, after a dry run, its receipt and the confirmation), then
 /// the past requests in the caller's scope.
-pub async fn list(ctx: &mut Ctx<'_>, dry_run: Option<(&Form, &serde_json::Value)>) -> Result<Markup, Error> {
+pub async fn list(
+    ctx: &mut Ctx<'_>,
+    dry_run: Option<(&Form, &serde_json::Value)>,
+) -> Result<Markup, Error> {
     let tenant = ctx.caller.token.tenant.clone();
     let past: Vec<serde_json::Value> = receipts(&mut ctx.con, &ctx.url)
         .await?

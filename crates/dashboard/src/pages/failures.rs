@@ -19,21 +19,35 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
     let redis_err = |url: &str, e: redis::RedisError| Error::redis(url, &e);
     let mut failing = Vec::new();
     for q in &inv.managed {
-        let record = records::retry_record(&mut ctx.con, &q.base).await.map_err(|e| redis_err(&ctx.url, e))?;
+        let record = records::retry_record(&mut ctx.con, &q.base)
+            .await
+            .map_err(|e| redis_err(&ctx.url, e))?;
         if let Some(r) = record.filter(|r| r.failures > 0) {
             failing.push((q.base.clone(), r));
         }
     }
     let run = scope::run_scope(&ctx, inv.managed.clone());
     let found = alerts(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
-    let quarantined: Option<(u64, Vec<(String, Vec<(String, String)>)>)> = if ctx.caller.token.tenant.is_none() {
-        let n: u64 = redis::cmd("XLEN").arg(AUDIT_QUARANTINE).query_async(&mut ctx.con).await.map_err(|e| redis_err(&ctx.url, e))?;
-        let entries = redis::cmd("XREVRANGE").arg(AUDIT_QUARANTINE).arg("+").arg("-").arg("COUNT").arg(SHOWN)
-            .query_async(&mut ctx.con).await.map_err(|e| redis_err(&ctx.url, e))?;
-        Some((n, entries))
-    } else {
-        None
-    };
+    let quarantined: Option<(u64, Vec<(String, Vec<(String, String)>)>)> =
+        if ctx.caller.token.tenant.is_none() {
+            let n: u64 = redis::cmd("XLEN")
+                .arg(AUDIT_QUARANTINE)
+                .query_async(&mut ctx.con)
+                .await
+                .map_err(|e| redis_err(&ctx.url, e))?;
+            let entries = redis::cmd("XREVRANGE")
+                .arg(AUDIT_QUARANTINE)
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(SHOWN)
+                .query_async(&mut ctx.con)
+                .await
+                .map_err(|e| redis_err(&ctx.url, e))?;
+            Some((n, entries))
+        } else {
+            None
+        };
     let body = html! {
         h2 { "Alerts" }
         @if found.alerts.is_empty() { p.ok data-alerts="0" { "No alert is firing or pending." } }
@@ -70,5 +84,8 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
             }
         }
     };
-    Ok(layout::html(200, layout::page("Failures", "/failures", ctx.caller, Some(30), body)))
+    Ok(layout::html(
+        200,
+        layout::page("Failures", "/failures", ctx.caller, Some(30), body),
+    ))
 }

@@ -2,7 +2,7 @@
 //! and reclaimable cost, policy, last and next sweep and alerts; filtered by tenant,
 //! environment and policy. The figures are `report`'s and `alerts`'s, for the same queues.
 
-use crate::format::{bytes, count, money, time};
+use crate::format::{bytes, count, money, short_time, time};
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
@@ -34,7 +34,11 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         Resolution::Covered(eff) => Some(eff.policy),
         _ => None,
     };
-    let tenants: BTreeSet<String> = inv.managed.iter().filter_map(|q| q.tenant.clone()).collect();
+    let tenants: BTreeSet<String> = inv
+        .managed
+        .iter()
+        .filter_map(|q| q.tenant.clone())
+        .collect();
     let envs: BTreeSet<String> = inv.managed.iter().filter_map(|q| q.env.clone()).collect();
     let policies: BTreeSet<String> = inv.managed.iter().filter_map(policy_of).collect();
     let chosen: Vec<_> = inv
@@ -47,7 +51,14 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         .collect();
     let run = scope::run_scope(&ctx, chosen);
     let report = memory_report(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
-    let alerts = alerts_of(&mut ctx.con, &ctx.url, &ctx.set, ctx.env.as_deref(), report.clone()).await?;
+    let alerts = alerts_of(
+        &mut ctx.con,
+        &ctx.url,
+        &ctx.set,
+        ctx.env.as_deref(),
+        report.clone(),
+    )
+    .await?;
     let bases: Vec<String> = report.queues.iter().map(|q| q.key.clone()).collect();
     let last = records::last_runs(&mut ctx.con, &bases)
         .await
@@ -56,12 +67,30 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let mut rows: Vec<(&QueueCost, Option<i64>)> = report.queues.iter().zip(last).collect();
     rows.sort_by(|a, b| (&a.0.tenant, &a.0.key).cmp(&(&b.0.tenant, &b.0.key)));
     let jobs = |q: &QueueCost, s: &str| q.memory.states.get(s).map_or(0, |m| m.jobs);
-    let total_jobs: u64 = rows.iter().map(|(q, _)| STATES.iter().map(|s| jobs(q, s)).sum::<u64>()).sum();
-    let firing = alerts.alerts.iter().filter(|a| a.state == AlertState::Firing).count();
+    // Completed and failed always; the other states only where some queue has jobs in them.
+    let shown: Vec<&str> = STATES
+        .into_iter()
+        .filter(|s| {
+            matches!(*s, "completed" | "failed") || rows.iter().any(|(q, _)| jobs(q, s) > 0)
+        })
+        .collect();
+    let total_jobs: u64 = rows
+        .iter()
+        .map(|(q, _)| STATES.iter().map(|s| jobs(q, s)).sum::<u64>())
+        .sum();
+    let firing = alerts
+        .alerts
+        .iter()
+        .filter(|a| a.state == AlertState::Firing)
+        .count();
     let next_of = |q: &QueueCost, last: Option<i64>| -> Option<i64> {
         let id = ctx.set.identify(&q.key, ctx.env.as_deref())?;
         match ctx.set.resolve(&id) {
-            Resolution::Covered(eff) => Some(eff.schedule.next_due(last, now, bullsweep_policy::DEFAULT_SCHEDULE)),
+            Resolution::Covered(eff) => Some(eff.schedule.next_due(
+                last,
+                now,
+                bullsweep_policy::DEFAULT_SCHEDULE,
+            )),
             _ => None,
         }
     };
@@ -97,29 +126,31 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         }
         div.wrap {
             table id="queues" {
-                caption.muted { "Figures from the memory report (" (report.price.per_gb_month) " per GiB-month, " (report.price.replicas) " replica(s)); a run frees the reclaimable bytes." }
+                caption.muted { "Memory and cost from the memory report, at $" (report.price.per_gb_month) " per GiB-month"
+                    @if report.price.replicas > 0 { " for the primary and " (report.price.replicas) " replica(s)" }
+                    "; a run frees the reclaimable bytes. Times are UTC." }
                 thead { tr {
                     th scope="col" { "Queue" } th scope="col" { "Env" } th scope="col" { "Policy" }
-                    @for s in STATES { th.n scope="col" { (s) } }
+                    @for s in &shown { th.n scope="col" { (s) } }
                     th.n scope="col" { "Memory" } th.n scope="col" { "Cost/month" } th.n scope="col" { "Reclaimable" }
                     th scope="col" { "Last sweep" } th scope="col" { "Next sweep" } th scope="col" { "Alerts" }
                 } }
                 tbody {
                     @for (i, (q, last)) in rows.iter().enumerate() {
                         @if i == 0 || rows[i - 1].0.tenant != q.tenant {
-                            tr.tenant { th colspan=(STATES.len() + 9) scope="rowgroup" { "Tenant: " (q.tenant.as_deref().unwrap_or("(none)")) } }
+                            tr.tenant { th colspan=(shown.len() + 9) scope="rowgroup" { "Tenant: " (q.tenant.as_deref().unwrap_or("(none)")) } }
                         }
                         @let firing: Vec<&str> = alerts.alerts.iter().filter(|a| a.queue.as_deref() == Some(q.key.as_str())).map(|a| a.alert).collect();
                         tr data-queue=(q.key) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
-                            td { a href=(format!("/queue?key={}", urlencode(&q.key))) { (q.queue) } br; span.muted { (q.key) } }
+                            td { a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) } }
                             td { (q.env.as_deref().unwrap_or("")) }
                             td { (q.policy) }
-                            @for s in STATES { td.n data-state=(s) { (count(jobs(q, s))) } }
+                            @for s in &shown { td.n data-state=(s) { (count(jobs(q, s))) } }
                             td.n { (bytes(q.bytes)) }
                             td.n { (money(q.monthly_cost)) }
                             td.n { (money(q.reclaimable_monthly_cost)) br; span.muted { (bytes(q.reclaimable_bytes)) } }
-                            td { (last.map(time).unwrap_or_else(|| "never".into())) }
-                            td { (next_of(q, *last).map(|t| if t <= now { "due now".to_string() } else { time(t) }).unwrap_or_default()) }
+                            td.nowrap { @if let Some(t) = last { time datetime=(time(*t)) { (short_time(*t)) } } @else { "never" } }
+                            td.nowrap { @match next_of(q, *last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
                             td { @if firing.is_empty() { span.ok { "none" } } @else { @for a in &firing { span.badge.bad { (a) } " " } } }
                         }
                     }
@@ -128,7 +159,10 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         }
         @if rows.is_empty() { p { "No governed queue in view." } }
     };
-    Ok(layout::html(200, layout::page("Overview", "/", ctx.caller, Some(30), body)))
+    Ok(layout::html(
+        200,
+        layout::page("Overview", "/", ctx.caller, Some(30), body),
+    ))
 }
 
 /// Percent-encodes a query value.
@@ -136,7 +170,9 @@ pub fn urlencode(text: &str) -> String {
     let mut out = String::new();
     for b in text.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

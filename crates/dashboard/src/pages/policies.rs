@@ -23,7 +23,9 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     }
     let digest = Sha256::digest(ctx.policy_text.as_bytes());
     let version: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    let chosen = req.param("queue").and_then(|b| inv.managed.iter().find(|q| q.base == b));
+    let chosen = req
+        .param("queue")
+        .and_then(|b| inv.managed.iter().find(|q| q.base == b));
     let tenant_view = ctx.caller.token.tenant.is_some();
     let body = html! {
         ul.totals aria-label="Coverage" {
@@ -61,5 +63,8 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             pre { (ctx.policy_text) }
         }
     };
-    Ok(layout::html(200, layout::page("Policies", "/policies", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page("Policies", "/policies", ctx.caller, None, body),
+    ))
 }

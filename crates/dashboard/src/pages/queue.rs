@@ -18,9 +18,18 @@ use maud::{Markup, html};
 pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let base = req.param("key").unwrap_or_default().to_string();
     let Some(q) = scope::queue(&mut ctx, &base).await? else {
-        return Ok(layout::html(404, layout::page("No such queue", "/", ctx.caller, None, html! {
-            p { "No governed queue with that key base is in view." }
-        })));
+        return Ok(layout::html(
+            404,
+            layout::page(
+                "No such queue",
+                "/",
+                ctx.caller,
+                None,
+                html! {
+                    p { "No governed queue with that key base is in view." }
+                },
+            ),
+        ));
     };
     let run = scope::run_scope(&ctx, vec![q.clone()]);
     let plan = audited_sweep(&mut ctx.con, &ctx.url, &ctx.set, run, Mode::Plan, &|_| {}).await?;
@@ -57,21 +66,30 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         h2 { "Over time" }
         (charts)
     };
-    Ok(layout::html(200, layout::page(&q.queue, "/", ctx.caller, None, body)))
+    Ok(layout::html(
+        200,
+        layout::page(&q.queue, "/", ctx.caller, None, body),
+    ))
 }
 
 /// The effective rules of a queue with where each field comes from, as `explain` gives them.
 pub fn explain(resolution: &Resolution) -> Markup {
     match resolution {
-        Resolution::Uncovered => html! { p { "No policy applies: bullsweep leaves this queue alone." } },
-        Resolution::Tie { first, second } => html! { p.notice.bad { "Policies " (first) " and " (second) " tie: the queue is left alone until one is more specific." } },
+        Resolution::Uncovered => {
+            html! { p { "No policy applies: bullsweep leaves this queue alone." } }
+        }
+        Resolution::Tie { first, second } => {
+            html! { p.notice.bad { "Policies " (first) " and " (second) " tie: the queue is left alone until one is more specific." } }
+        }
         Resolution::Covered(eff) => rules(eff),
     }
 }
 
 fn rules(eff: &EffectivePolicy) -> Markup {
-    let cell = |v: Option<String>, src: Option<String>| html! {
-        td { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } }
+    let cell = |v: Option<String>, src: Option<String>| {
+        html! {
+            td { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } }
+        }
     };
     html! {
         p { "Policy " strong { (eff.name) } ", schedule " code { (eff.schedule) } }

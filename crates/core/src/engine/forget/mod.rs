@@ -258,14 +258,13 @@ where
     let mut receipts = Vec::new();
     for (q, items) in scoped.iter().zip(found) {
         let keys = QueueKeys::new(&q.queue.base);
-        let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", req))
-            .unwrap_or_default();
+        let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", req)).unwrap_or_default();
         let (mut qr, mut erased) = handle_queue(con, q, items, req, &ctx, deadline).await?;
         if let Some(ids) = archived.get(&q.queue.base) {
             erased.extend(ids.iter().cloned());
         }
-        let ev_ctx = serde_json::to_string(&erase_context(&q.queue, "events", req))
-            .unwrap_or_default();
+        let ev_ctx =
+            serde_json::to_string(&erase_context(&q.queue, "events", req)).unwrap_or_default();
         qr.events = erase_events(
             con,
             &keys,
