@@ -89,14 +89,22 @@ before(async () => {
   }
   // Six hours of history, as a daemon writes it once a minute (here every 10 minutes), so
   // that the charts have lines; the daemon adds the current minute's point itself.
-  for (const scope of ['all', 'tenant:acme', 'tenant:globex', 'queue:bull:acme:billing']) {
+  // Each scope's values stay near what its queues hold now: [memory, completed, failed,
+  // completed maxCount, failed maxCount, removals a point].
+  const seeds = {
+    all: [180000, 210, 30, 300, 60, 900],
+    'tenant:acme': [150000, 160, 30, 200, 40, 700],
+    'tenant:globex': [30000, 50, 0, 100, 20, 200],
+    'queue:bull:acme:billing': [120000, 120, 30, 100, 20, 600],
+  };
+  for (const [scope, [mem, completed, failed, maxc, maxf, per]] of Object.entries(seeds)) {
     for (let k = 36; k >= 1; k -= 1) {
       const at = Math.floor((now - k * 600000) / 60000) * 60000;
-      const removed = (36 - k) * 900 + (k % 3) * 120;
-      await client.xadd(`bullsweep:history:1m:${scope}`, `${at}-0`, 'queues', 1, 'mem', 2e6 + k * 25000,
-        'recl', 5e5 + (k % 6) * 40000, 'completed', 100 + (k % 5) * 9, 'failed', 20 + (k % 4) * 3,
-        'maxc', 100, 'maxf', 20, 'sweep_ms', 40 + (k % 7) * 6, 'longest_us', 900 + (k % 5) * 210,
-        'r:remove', removed, 'r:archive', Math.floor(removed / 9));
+      const removed = (36 - k) * per + (k % 3) * (per / 8);
+      await client.xadd(`bullsweep:history:1m:${scope}`, `${at}-0`, 'queues', 1, 'mem', mem + (k % 6) * mem / 12,
+        'recl', mem / 6 + (k % 4) * mem / 40, 'completed', completed + (k % 5) * completed / 10, 'failed', failed + (k % 4) * 2,
+        'maxc', maxc, 'maxf', maxf, 'sweep_ms', 40 + (k % 7) * 6, 'longest_us', 900 + (k % 5) * 210,
+        'r:remove', Math.floor(removed), 'r:archive', Math.floor(removed / 9));
     }
   }
   // One queue fails repeatedly, as the daemon records it: its alert and retry record show.

@@ -114,8 +114,9 @@ fn charts(points: &[Point], from: i64, to: i64) -> Markup {
             line("failed maxCount", &|p| Some(p.max_failed as f64)),
         ], from, to, Unit::Count))
         (line_chart("Sweep duration and longest call", &[
-            line("last sweep (ms)", &|p| Some(p.totals.sweep_ms as f64)),
-            line("longest call (ms)", &|p| Some(p.totals.longest_us as f64 / 1e3)),
+            // 0: no sweep recorded yet.
+            line("last sweep (ms)", &|p| Some(p.totals.sweep_ms as f64).filter(|v| *v > 0.0)),
+            line("longest call (ms)", &|p| Some(p.totals.longest_us as f64 / 1e3).filter(|v| *v > 0.0)),
         ], from, to, Unit::Millis))
     }
 }
