@@ -247,7 +247,8 @@ pub struct PlanArgs {
 /// `daemon` options.
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
-    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, e.g. 127.0.0.1:9464.
+    /// Serve `/metrics`, `/healthz` and `/readyz` (and the dashboard, with `--dashboard`) on
+    /// this address, e.g. 127.0.0.1:9464.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
     /// Serve the web dashboard on `--listen` too (see README "Dashboard").

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+pub use bullsweep_core::text::thousands;
+
 /// A table that wraps its cells to fit the terminal: its width when output is one, or
 /// `COLUMNS` when set.
 pub fn table(header: &[&str]) -> Table {
@@ -544,30 +546,4 @@ fn by_action<'a>(by: impl Iterator<Item = (&'a str, u64)>) -> String {
     by.map(|(action, n)| format!("{action} {}", thousands(n)))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// A count with thousands separators: `12,345`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_are_separated() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
-    }
 }

@@ -531,3 +531,85 @@ fn no_queue_found_is_a_warning_in_json_at_warn_level() {
     }
     assert!(log.contains("\"level\":\"warn\""), "{log}");
 }
+
+/// The status code of `GET path` on the daemon's listener, with `Authorization: Bearer` when
+/// a token is given.
+fn status_of(port: u16, path: &str, token: Option<&str>) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("listener");
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    response.split(' ').nth(1).unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_dashboard_needs_a_token_file_off_loopback_refuses_a_bad_one_and_makes_one_on_loopback() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 10, 0, 1), now_ms());
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 30d } } }\n",
+    );
+    let out = w.run(&policy, &["daemon", "--listen", "0.0.0.0:0", "--dashboard"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs --dashboard-tokens"),
+        "{}",
+        stderr(&out)
+    );
+
+    let tokens = w.dir.path().join("tokens.yaml");
+    std::fs::write(
+        &tokens,
+        "tokens:\n  - name: a\n    token: x\n    role: superuser\n",
+    )
+    .expect("write");
+    let file = tokens.display().to_string();
+    let out = w.run(
+        &policy,
+        &[
+            "daemon",
+            "--listen",
+            "127.0.0.1:0",
+            "--dashboard",
+            "--dashboard-tokens",
+            &file,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{file}:4:")),
+        "{}",
+        stderr(&out)
+    );
+
+    let port = free_port();
+    let daemon = Daemon::start(&w, &policy, Some(port), &["--dashboard"]);
+    let mut token = String::new();
+    wait_until("the logged token", Duration::from_secs(15), || {
+        token = daemon
+            .log()
+            .split("admin token is ")
+            .nth(1)
+            .map(|t| t.split_whitespace().next().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        !token.is_empty()
+    });
+    wait_until("the dashboard", Duration::from_secs(15), || {
+        status_of(port, "/login", None) == "200"
+    });
+    assert_eq!(status_of(port, "/", None), "401");
+    assert_eq!(status_of(port, "/", Some("wrong")), "401");
+    assert_eq!(status_of(port, "/", Some(&token)), "200");
+    assert_eq!(
+        status_of(port, "/metrics", None),
+        "200",
+        "metrics need no token"
+    );
+    daemon.stop();
+}

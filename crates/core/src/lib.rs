@@ -17,5 +17,6 @@ pub mod health;
 pub mod lock;
 pub mod notify;
 pub mod ops;
+pub mod text;
 
 pub use error::{Error, ErrorKind};

@@ -57,15 +57,10 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
 
 async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
     let Some(q) = scope::queue(&mut ctx, &base).await? else {
-        return Ok(layout::html(
-            404,
-            layout::page(
-                "No such queue",
-                "/",
-                ctx.caller,
-                None,
-                html! { p { "No governed queue with that key base is in view." } },
-            ),
+        return Ok(layout::not_found(
+            ctx.caller,
+            "/",
+            "No governed queue with that key base is in view.",
         ));
     };
     let run = RunScope {
@@ -86,15 +81,10 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
 async fn restore(mut ctx: Ctx<'_>, base: String, id: String) -> Result<Response, Error> {
     let base = base.trim_end_matches(':').to_string();
     let Some(q) = scope::queue(&mut ctx, &base).await? else {
-        return Ok(layout::html(
-            404,
-            layout::page(
-                "No such queue",
-                "/archive",
-                ctx.caller,
-                None,
-                html! { p { "No governed queue with that key base is in view." } },
-            ),
+        return Ok(layout::not_found(
+            ctx.caller,
+            "/archive",
+            "No governed queue with that key base is in view.",
         ));
     };
     let Some(sink) = sink(&ctx.set)? else {

@@ -39,18 +39,7 @@ pub fn time(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// A count with thousands separators.
-pub fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use bullsweep_core::text::thousands as count;
 
 #[cfg(test)]
 mod tests {
@@ -58,7 +47,6 @@ mod tests {
     fn readable_numbers() {
         assert_eq!(super::bytes(512.0), "512 B");
         assert_eq!(super::bytes(1536.0), "1.5 KiB");
-        assert_eq!(super::count(1234567), "1,234,567");
         assert_eq!(super::time(0), "1970-01-01T00:00:00Z");
         assert_eq!(super::short_time(0), "01-01 00:00");
         assert_eq!(super::money(0.0123), "$0.0123");

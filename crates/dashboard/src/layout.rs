@@ -34,13 +34,7 @@ pub fn page(
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · bullsweep" }
-                link rel="stylesheet" href=(assets::css());
-                script src=(assets::js()) defer {}
-            }
+            (head(title, true))
             body {
                 a.skip href="#main" { "Skip to content" }
                 header.top {
@@ -81,12 +75,7 @@ pub fn login(error: Option<&str>) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "Sign in · bullsweep" }
-                link rel="stylesheet" href=(assets::css());
-            }
+            (head("Sign in", false))
             body {
                 main.login id="main" {
                     h1 { "bullsweep dashboard" }
@@ -100,6 +89,24 @@ pub fn login(error: Option<&str>) -> Markup {
             }
         }
     }
+}
+
+fn head(title: &str, script: bool) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) " · bullsweep" }
+            link rel="stylesheet" href=(assets::css());
+            @if script { script src=(assets::js()) defer {} }
+        }
+    }
+}
+
+/// A 404 page under `current` saying `what` is not in view.
+pub fn not_found(caller: &Caller, current: &str, what: &str) -> Response {
+    let body = html! { p { (what) } };
+    html(404, page("Not found", current, caller, None, body))
 }
 
 /// An HTML response.

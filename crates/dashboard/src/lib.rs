@@ -93,7 +93,12 @@ impl Dashboard {
         let now_s = ops::now_ms() / 1000;
         match (req.method.as_str(), req.path.as_str()) {
             ("GET", "/login") => return layout::html(200, layout::login(None)),
-            ("POST", "/login") => return self.login(&req, now_s),
+            ("POST", "/login") => {
+                if let Err(refused) = same_origin(&req) {
+                    return refused;
+                }
+                return self.login(&req, now_s);
+            }
             _ => {}
         }
         let Some(caller) =
@@ -177,9 +182,8 @@ impl Handler for Dashboard {
     }
 }
 
-/// A POST must carry the caller's CSRF token, and come from this origin when the browser
-/// says where it comes from.
-fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
+/// A POST must come from this origin when the browser says where it comes from.
+fn same_origin(req: &Request) -> Result<(), Response> {
     if let (Some(origin), Some(host)) = (req.header("origin"), req.header("host")) {
         let from = origin.split_once("://").map_or(origin, |(_, rest)| rest);
         if from != host {
@@ -189,6 +193,12 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
             ));
         }
     }
+    Ok(())
+}
+
+/// A POST must carry the caller's CSRF token, and come from this origin.
+fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
+    same_origin(req)?;
     let form = req.form();
     let sent = bullsweep_core::daemon::http::first(&form, "csrf").unwrap_or_default();
     if !auth::same(sent, &caller.csrf) {

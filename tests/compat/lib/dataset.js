@@ -4,7 +4,7 @@
 // job held active under a worker's lock.
 'use strict';
 const { Queue, Worker, FlowProducer } = require('bullmq');
-const { sleep } = require('./harness');
+const { sleep, waitFor } = require('./harness');
 
 // prefix → queue names; the key bases are `${prefix}:${queue}`.
 const QUEUES = [
@@ -128,4 +128,23 @@ async function build(connection, { jobsPerQueue = 40, shape = SHAPE } = {}) {
   return { bases: Object.keys(byBase).sort() };
 }
 
-module.exports = { build, QUEUES, LAYOUTS, CLUSTER_QUEUES, CLUSTER_LAYOUTS, CLUSTER_SHAPE };
+// Adds `n` jobs named `name` with `data(i)` and lets a real worker finish them: job i fails
+// when `fail(i)`, else returns `result(i)`. Resolves the jobs added.
+async function finishJobs(queue, connection, n, {
+  name = 'job', data = (i) => ({ i }), fail = () => false, result = () => 'ok',
+} = {}) {
+  const jobs = await queue.addBulk(Array.from({ length: n }, (_, i) => ({ name, data: data(i), opts: { attempts: 1 } })));
+  const ids = new Set(jobs.map((j) => j.id));
+  let finished = 0;
+  const worker = new Worker(queue.name, async (job) => {
+    if (fail(job.data.i)) throw new Error(`boom ${job.data.i}`);
+    return result(job.data.i);
+  }, { connection, prefix: queue.opts.prefix, concurrency: 20 });
+  worker.on('completed', (job) => { if (ids.has(job.id)) finished += 1; });
+  worker.on('failed', (job) => { if (ids.has(job.id)) finished += 1; });
+  await waitFor(`${n} jobs finished`, async () => finished === n);
+  await worker.close();
+  return jobs;
+}
+
+module.exports = { build, finishJobs, QUEUES, LAYOUTS, CLUSTER_QUEUES, CLUSTER_LAYOUTS, CLUSTER_SHAPE };

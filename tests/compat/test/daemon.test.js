@@ -12,6 +12,7 @@ const {
   startRedis, writePolicy, sleep, waitFor, startDaemon, stopDaemons, httpGet, freePort, bullsweep,
 } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
+const { finishJobs } = require('../lib/dataset');
 
 let redis;
 before(async () => { redis = await startRedis(); });
@@ -21,22 +22,6 @@ after(() => {
 });
 
 const range = (n) => Array.from({ length: n }, (_, i) => i);
-
-// Adds `n` jobs and lets a real worker finish them; `fail(i)` makes job i fail.
-async function finishJobs(queue, connection, n, { name = 'job', fail = () => false, result = () => 'ok' } = {}) {
-  const jobs = await queue.addBulk(range(n).map((i) => ({ name, data: { i }, opts: { attempts: 1 } })));
-  const ids = new Set(jobs.map((j) => j.id));
-  let finished = 0;
-  const worker = new Worker(queue.name, async (job) => {
-    if (fail(job.data.i)) throw new Error(`boom ${job.data.i}`);
-    return result(job.data.i);
-  }, { connection, prefix: queue.opts.prefix, concurrency: 20 });
-  worker.on('completed', (job) => { if (ids.has(job.id)) finished += 1; });
-  worker.on('failed', (job) => { if (ids.has(job.id)) finished += 1; });
-  await waitFor(`${n} jobs finished`, async () => finished === n);
-  await worker.close();
-  return jobs;
-}
 
 // Compares stream ids (`<ms>-<seq>`) as numbers: -1, 0 or 1.
 function compareIds(a, b) {

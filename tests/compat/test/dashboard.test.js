@@ -9,32 +9,17 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { Queue, Worker } = require('bullmq');
+const { Queue } = require('bullmq');
 const { chromium } = require('playwright-core');
 const {
   startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep,
 } = require('../lib/harness');
+const { finishJobs } = require('../lib/dataset');
 
 const SHOTS = path.join(__dirname, '..', '..', '..', 'docs', 'dashboard');
 const TOKENS = { admin: 'admin-secret', viewer: 'viewer-secret', acme: 'acme-secret', ops: 'ops-secret' };
-const range = (n) => Array.from({ length: n }, (_, i) => i);
 
 let redis; let daemon; let port; let args; let browser; let client; let dir;
-
-// Adds `n` jobs and lets a real worker finish them; `fail(i)` makes job i fail.
-async function finish(queue, connection, n, data = (i) => ({ i }), fail = () => false) {
-  const jobs = await queue.addBulk(range(n).map((i) => ({ name: 'job', data: data(i), opts: { attempts: 1 } })));
-  const ids = new Set(jobs.map((j) => j.id));
-  let done = 0;
-  const worker = new Worker(queue.name, async (job) => {
-    if (fail(job.data.i)) throw new Error(`boom ${job.data.i}`);
-    return 'ok';
-  }, { connection, prefix: queue.opts.prefix, concurrency: 20 });
-  worker.on('completed', (job) => { if (ids.has(job.id)) done += 1; });
-  worker.on('failed', (job) => { if (ids.has(job.id)) done += 1; });
-  await waitFor(`${n} jobs finished`, async () => done === n);
-  await worker.close();
-}
 
 const url = (p) => `http://127.0.0.1:${port}${p}`;
 const get = (p, token) => fetch(url(p), { headers: token ? { authorization: `Bearer ${token}` } : {}, redirect: 'manual' });
@@ -56,10 +41,10 @@ before(async () => {
   const connection = redis.connection(0);
   client = redis.client(0);
   const q = (tenant, name) => new Queue(name, { connection, prefix: `bull:${tenant}` });
-  await finish(q('acme', 'billing'), connection, 150, (i) => ({ i }), (i) => i % 5 === 0);
-  await finish(q('acme', 'emails'), connection, 40);
-  await finish(q('acme', 'exports'), connection, 12, (i) => ({ i, user: { id: i < 4 ? 'u7' : 'u8' } }));
-  await finish(q('globex', 'secret-payroll'), connection, 50);
+  await finishJobs(q('acme', 'billing'), connection, 150, { fail: (i) => i % 5 === 0 });
+  await finishJobs(q('acme', 'emails'), connection, 40);
+  await finishJobs(q('acme', 'exports'), connection, 12, { data: (i) => ({ i, user: { id: i < 4 ? 'u7' : 'u8' } }) });
+  await finishJobs(q('globex', 'secret-payroll'), connection, 50);
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-dashboard-'));
   const policy = writePolicy([
     'version: 1',

@@ -101,16 +101,7 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
 pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let name = req.param("name").unwrap_or_default();
     let Some(sink) = sink(&ctx.set)? else {
-        return Ok(layout::html(
-            404,
-            layout::page(
-                "Archive",
-                "/archive",
-                ctx.caller,
-                None,
-                html! { p { "No archive." } },
-            ),
-        ));
+        return Ok(layout::not_found(ctx.caller, "/archive", "No archive."));
     };
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
     let filter = SegmentFilter {
@@ -123,15 +114,10 @@ pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         .into_iter()
         .find(|m| m.segment == name)
     else {
-        return Ok(layout::html(
-            404,
-            layout::page(
-                "Archive",
-                "/archive",
-                ctx.caller,
-                None,
-                html! { p { "No such segment in view." } },
-            ),
+        return Ok(layout::not_found(
+            ctx.caller,
+            "/archive",
+            "No such segment in view.",
         ));
     };
     sink.verify(&m).await.map_err(io)?;

@@ -10,6 +10,9 @@ use bullsweep_core::daemon::records;
 use bullsweep_core::ops::alerts::alerts;
 use maud::html;
 
+/// A stream entry: its id and fields.
+type Entry = (String, Vec<(String, String)>);
+
 /// Quarantined entries shown at most.
 const SHOWN: usize = 50;
 
@@ -28,26 +31,25 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
     }
     let run = scope::run_scope(&ctx, inv.managed.clone());
     let found = alerts(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
-    let quarantined: Option<(u64, Vec<(String, Vec<(String, String)>)>)> =
-        if ctx.caller.token.tenant.is_none() {
-            let n: u64 = redis::cmd("XLEN")
-                .arg(AUDIT_QUARANTINE)
-                .query_async(&mut ctx.con)
-                .await
-                .map_err(|e| redis_err(&ctx.url, e))?;
-            let entries = redis::cmd("XREVRANGE")
-                .arg(AUDIT_QUARANTINE)
-                .arg("+")
-                .arg("-")
-                .arg("COUNT")
-                .arg(SHOWN)
-                .query_async(&mut ctx.con)
-                .await
-                .map_err(|e| redis_err(&ctx.url, e))?;
-            Some((n, entries))
-        } else {
-            None
-        };
+    let quarantined: Option<(u64, Vec<Entry>)> = if ctx.caller.token.tenant.is_none() {
+        let n: u64 = redis::cmd("XLEN")
+            .arg(AUDIT_QUARANTINE)
+            .query_async(&mut ctx.con)
+            .await
+            .map_err(|e| redis_err(&ctx.url, e))?;
+        let entries = redis::cmd("XREVRANGE")
+            .arg(AUDIT_QUARANTINE)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(SHOWN)
+            .query_async(&mut ctx.con)
+            .await
+            .map_err(|e| redis_err(&ctx.url, e))?;
+        Some((n, entries))
+    } else {
+        None
+    };
     let body = html! {
         h2 { "Alerts" }
         @if found.alerts.is_empty() { p.ok data-alerts="0" { "No alert is firing or pending." } }

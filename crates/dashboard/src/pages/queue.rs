@@ -18,17 +18,10 @@ use maud::{Markup, html};
 pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let base = req.param("key").unwrap_or_default().to_string();
     let Some(q) = scope::queue(&mut ctx, &base).await? else {
-        return Ok(layout::html(
-            404,
-            layout::page(
-                "No such queue",
-                "/",
-                ctx.caller,
-                None,
-                html! {
-                    p { "No governed queue with that key base is in view." }
-                },
-            ),
+        return Ok(layout::not_found(
+            ctx.caller,
+            "/",
+            "No governed queue with that key base is in view.",
         ));
     };
     let run = scope::run_scope(&ctx, vec![q.clone()]);
