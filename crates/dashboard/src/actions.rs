@@ -27,8 +27,7 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         _ => return Ok(Response::text(404, "no such action\n")),
     };
     if !ctx.caller.token.role.allows(needs) {
-        let role = format!("{:?}", ctx.caller.token.role).to_lowercase();
-        let body = html! { p.notice.bad role="alert" { "Your token's role (" (role) ") may not " (title) ". Nothing was changed." } };
+        let body = html! { p.notice.bad role="alert" { "Your token's role (" (ctx.caller.token.role.as_str()) ") may not " (title) ". Nothing was changed." } };
         return Ok(layout::html(
             403,
             layout::page("Not allowed", "", ctx.caller, None, body),

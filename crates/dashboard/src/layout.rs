@@ -53,7 +53,7 @@ pub fn page(
                         }
                     }
                     div.who {
-                        span { (t.name) " · " (format!("{:?}", t.role).to_lowercase())
+                        span { (t.name) " · " (t.role.as_str())
                             @if let Some(tenant) = &t.tenant { " · tenant " (tenant) } }
                         form.inline method="post" action="/logout" {
                             input type="hidden" name="csrf" value=(caller.csrf);

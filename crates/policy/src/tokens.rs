@@ -36,6 +36,15 @@ pub enum Permission {
 }
 
 impl Role {
+    /// Its name in the token file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
     /// Whether the role allows `p`.
     pub fn allows(self, p: Permission) -> bool {
         let least = match p {

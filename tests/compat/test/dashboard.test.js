@@ -20,6 +20,7 @@ const SHOTS = path.join(__dirname, '..', '..', '..', 'docs', 'dashboard');
 const TOKENS = { admin: 'admin-secret', viewer: 'viewer-secret', acme: 'acme-secret', ops: 'ops-secret' };
 
 let redis; let daemon; let port; let args; let browser; let client; let dir;
+const queues = [];
 
 const url = (p) => `http://127.0.0.1:${port}${p}`;
 const get = (p, token) => fetch(url(p), { headers: token ? { authorization: `Bearer ${token}` } : {}, redirect: 'manual' });
@@ -40,7 +41,11 @@ before(async () => {
   redis = await startRedis();
   const connection = redis.connection(0);
   client = redis.client(0);
-  const q = (tenant, name) => new Queue(name, { connection, prefix: `bull:${tenant}` });
+  const q = (tenant, name) => {
+    const queue = new Queue(name, { connection, prefix: `bull:${tenant}` });
+    queues.push(queue);
+    return queue;
+  };
   await finishJobs(q('acme', 'billing'), connection, 150, { fail: (i) => i % 5 === 0 });
   await finishJobs(q('acme', 'emails'), connection, 40);
   await finishJobs(q('acme', 'exports'), connection, 12, { data: (i) => ({ i, user: { id: i < 4 ? 'u7' : 'u8' } }) });
@@ -114,8 +119,10 @@ before(async () => {
   });
 });
 
+// Everything opened is closed, so that the suite's next file runs.
 after(async () => {
   if (browser) await browser.close();
+  for (const queue of queues) await queue.close();
   stopDaemons();
   redis.stop();
 });

@@ -64,11 +64,7 @@ fn queue_glob(value: Option<&str>) -> Result<Option<NamePattern>, CliError> {
 /// `--since`/`--until` values: ms since the epoch, or a duration before now.
 fn instant_arg(flag: &str, value: Option<&str>) -> Result<Option<i64>, CliError> {
     value
-        .map(|s| match s.parse::<i64>() {
-            Ok(ms) => Ok(ms),
-            Err(_) => bullsweep_policy::parse_duration_str(s)
-                .map(|d| ops::now_ms() - d.as_millis() as i64),
-        })
+        .map(ops::trail::instant)
         .transpose()
         .map_err(|e| CliError::usage(format!("{flag}: {e}")))
 }

@@ -6,6 +6,16 @@ use crate::audit::{self, AuditEvent};
 use crate::error::Error;
 use bullsweep_policy::{AuditTarget, JsonPath, NamePattern};
 
+/// A `--since`/`--until` value: ms since the epoch, or a duration before now (`1h`, `7d`).
+pub fn instant(text: &str) -> Result<i64, String> {
+    match text.parse::<i64>() {
+        Ok(ms) => Ok(ms),
+        Err(_) => bullsweep_policy::parse_duration_str(text)
+            .map(|d| super::now_ms() - d.as_millis() as i64)
+            .map_err(|e| e.to_string()),
+    }
+}
+
 /// Which audit events to show.
 #[derive(Clone, Debug, Default)]
 pub struct AuditFilter {

@@ -8,7 +8,7 @@ use crate::{Ctx, layout};
 use bullsweep_core::Error;
 use bullsweep_core::audit;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::ops::trail::{AuditFilter, audit_events};
+use bullsweep_core::ops::trail::{self, AuditFilter, audit_events};
 use bullsweep_policy::NamePattern;
 use maud::html;
 
@@ -25,7 +25,10 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             .map(NamePattern::new)
             .transpose()
             .map_err(Error::config)?,
-        since: text("since").and_then(|s| since(&s)),
+        since: text("since")
+            .map(|s| trail::instant(&s))
+            .transpose()
+            .map_err(Error::config)?,
         action: text("action"),
         request_id: text("request"),
         tenant: ctx.caller.token.tenant.clone(),
@@ -76,13 +79,4 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page("Audit", "/audit", ctx.caller, None, body),
     ))
-}
-
-/// A `since` value: ms since the epoch, or a duration before now.
-fn since(text: &str) -> Option<i64> {
-    text.parse::<i64>().ok().or_else(|| {
-        bullsweep_policy::parse_duration_str(text)
-            .ok()
-            .map(|d| bullsweep_core::ops::now_ms() - d.as_millis() as i64)
-    })
 }
