@@ -8,7 +8,9 @@
 //!   scope's streams: `1m` (kept 25 hours) and, every tenth minute, `10m` (kept 7 days and
 //!   a few hours). A point holds the totals as they stand, so a chart's removal rate is the
 //!   difference between two points; the gauges (memory, backlog, limits) are as last measured.
-//! - A stream holds at most [`KEEP_1M`] or [`KEEP_10M`] entries: about 150 KB a queue.
+//! - A stream holds at most [`KEEP_1M`] or [`KEEP_10M`] entries: about 150 KB a queue. Each
+//!   write renews the stream's expiry ([`EXPIRE_MS`]), so a queue's history goes a week after
+//!   the queue does.
 
 use crate::bullmq::keys::{HISTORY_TOTALS, history_claim, history_stream};
 use redis::RedisResult;
@@ -19,6 +21,8 @@ use std::collections::BTreeMap;
 pub const KEEP_1M: usize = 1_500;
 /// Points kept at one every 10 minutes: 7 days and 8 hours.
 pub const KEEP_10M: usize = 1_056;
+/// A stream not written for this long is deleted by Redis.
+pub const EXPIRE_MS: i64 = 8 * 86_400_000;
 /// Fields read per `HSCAN` and entries per `XRANGE`, so that no call holds Redis long.
 const PAGE: usize = 500;
 
@@ -252,6 +256,11 @@ pub async fn write<C: ConnectionLike>(
                 }
                 Err(e) => return Err(e),
             }
+            redis::cmd("PEXPIRE")
+                .arg(history_stream(tier, scope))
+                .arg(EXPIRE_MS)
+                .query_async::<()>(con)
+                .await?;
         }
     }
     Ok(())
