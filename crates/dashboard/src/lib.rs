@@ -44,6 +44,7 @@ pub struct Dashboard {
     config: PathBuf,
     env: Option<String>,
     con: tokio::sync::Mutex<Option<Conn>>,
+    measures: std::sync::Mutex<Option<pages::overview::Measures>>,
 }
 
 /// What a page or action is given: the caller, the policy file in force and a connection.
@@ -62,6 +63,8 @@ pub(crate) struct Ctx<'a> {
     pub url: String,
     /// The policy file's path.
     pub config: &'a std::path::Path,
+    /// The overview's last measures, shared by every caller.
+    pub measures: &'a std::sync::Mutex<Option<pages::overview::Measures>>,
 }
 
 impl Dashboard {
@@ -73,6 +76,7 @@ impl Dashboard {
             config: cfg.config,
             env: cfg.env,
             con: tokio::sync::Mutex::new(None),
+            measures: std::sync::Mutex::new(None),
         }
     }
 
@@ -152,6 +156,7 @@ impl Dashboard {
             con,
             url: self.target.url().to_string(),
             config: &self.config,
+            measures: &self.measures,
         })
     }
 

@@ -8,11 +8,13 @@ use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::daemon::records;
 use bullsweep_core::health::rules::AlertState;
+use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::alerts::alerts_of;
-use bullsweep_core::ops::report::{QueueCost, memory_report};
-use bullsweep_policy::Resolution;
+use bullsweep_core::ops::report::{MemoryReport, QueueCost, memory_report};
+use bullsweep_policy::{QueueId, Resolution};
 use maud::html;
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 /// The states shown, in BullMQ's order.
 pub const STATES: [&str; 8] = [
@@ -25,6 +27,56 @@ pub const STATES: [&str; 8] = [
     "completed",
     "failed",
 ];
+
+/// How long the overview's measures are reused: the memory report costs Redis CPU in
+/// proportion to its sample, and an open overview refreshes itself every minute.
+const MEASURES_FOR: Duration = Duration::from_secs(60);
+
+/// The memory report and alerts of a set of queues under a policy file, as taken at `at`.
+pub struct Measures {
+    at: Instant,
+    bases: Vec<String>,
+    policy_text: String,
+    report: MemoryReport,
+    alerts: AlertsReport,
+}
+
+/// The report and alerts of `chosen`: the last ones when they are for the same queues and
+/// policy file and younger than [`MEASURES_FOR`], else new ones; with their age.
+async fn measures(
+    ctx: &mut Ctx<'_>,
+    chosen: Vec<QueueId>,
+) -> Result<(MemoryReport, AlertsReport, Duration), Error> {
+    let bases: Vec<String> = chosen.iter().map(|q| q.base.clone()).collect();
+    if let Ok(held) = ctx.measures.lock()
+        && let Some(m) = held.as_ref()
+        && m.bases == bases
+        && m.policy_text == ctx.policy_text
+        && m.at.elapsed() < MEASURES_FOR
+    {
+        return Ok((m.report.clone(), m.alerts.clone(), m.at.elapsed()));
+    }
+    let run = scope::run_scope(ctx, chosen);
+    let report = memory_report(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
+    let alerts = alerts_of(
+        &mut ctx.con,
+        &ctx.url,
+        &ctx.set,
+        ctx.env.as_deref(),
+        report.clone(),
+    )
+    .await?;
+    if let Ok(mut held) = ctx.measures.lock() {
+        *held = Some(Measures {
+            at: Instant::now(),
+            bases,
+            policy_text: ctx.policy_text.clone(),
+            report: report.clone(),
+            alerts: alerts.clone(),
+        });
+    }
+    Ok((report, alerts, Duration::ZERO))
+}
 
 /// `GET /`.
 pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
@@ -49,16 +101,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         .filter(|q| policy.is_none_or(|p| p.is_empty() || policy_of(q).as_deref() == Some(p)))
         .cloned()
         .collect();
-    let run = scope::run_scope(&ctx, chosen);
-    let report = memory_report(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
-    let alerts = alerts_of(
-        &mut ctx.con,
-        &ctx.url,
-        &ctx.set,
-        ctx.env.as_deref(),
-        report.clone(),
-    )
-    .await?;
+    let (report, alerts, age) = measures(&mut ctx, chosen).await?;
     let bases: Vec<String> = report.queues.iter().map(|q| q.key.clone()).collect();
     let last = records::last_runs(&mut ctx.con, &bases)
         .await
@@ -128,7 +171,8 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             table id="queues" {
                 caption.muted { "Memory and cost from the memory report, at $" (report.price.per_gb_month) " per GiB-month"
                     @if report.price.replicas > 0 { " for the primary and " (report.price.replicas) " replica(s)" }
-                    "; a run frees the reclaimable bytes. Times are UTC." }
+                    "; a run frees the reclaimable bytes. Times are UTC. Measured "
+                    @if age.as_secs() == 0 { "now" } @else { (age.as_secs()) " s ago" } "." }
                 thead { tr {
                     th scope="col" { "Queue" } th scope="col" { "Env" } th scope="col" { "Policy" }
                     @for s in &shown { th.n scope="col" { (s) } }
