@@ -17,9 +17,9 @@ mod pages;
 mod scope;
 
 use auth::{Auth, COOKIE, Caller, SESSION_SECS};
-use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Handler, Request, Response};
 use bullsweep_core::ops::{self, Conn, Target};
+use bullsweep_core::{Error, ErrorKind};
 use bullsweep_policy::{PolicySet, TokenSet};
 use std::future::Future;
 use std::path::PathBuf;
@@ -129,7 +129,7 @@ impl Dashboard {
         }
         let ctx = match self.context(&caller).await {
             Ok(ctx) => ctx,
-            Err(e) => return error_page(&caller, &e.to_string()),
+            Err(e) => return error_page(&caller, &e),
         };
         let result = match req.method.as_str() {
             "POST" => actions::route(ctx, &req).await,
@@ -138,8 +138,10 @@ impl Dashboard {
         match result {
             Ok(r) => r,
             Err(e) => {
-                *self.con.lock().await = None;
-                error_page(&caller, &e.to_string())
+                if e.kind != ErrorKind::Config {
+                    *self.con.lock().await = None;
+                }
+                error_page(&caller, &e)
             }
         }
     }
@@ -215,11 +217,20 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
     Ok(())
 }
 
-/// A page saying what went wrong.
-fn error_page(caller: &Caller, message: &str) -> Response {
-    let body = maud::html! { p.notice.bad role="alert" { (message) } };
+/// A page saying what went wrong and what to try: 400 for what the request asked (a bad
+/// filter, an erasure without a subject), 500 for the rest.
+fn error_page(caller: &Caller, e: &Error) -> Response {
+    let status = if e.kind == ErrorKind::Config {
+        400
+    } else {
+        500
+    };
+    let body = maud::html! {
+        p.notice.bad role="alert" { (e.message) }
+        @if let Some(hint) = &e.hint { p { (hint) } }
+    };
     layout::html(
-        500,
+        status,
         layout::page("Something went wrong", "", caller, None, body),
     )
 }

@@ -288,6 +288,9 @@ test('a tenant token never sees another tenant, and pages read without JavaScrip
 
 test('a viewer may not act, an action needs its CSRF token, and an operator sweep is audited', async () => {
   const count = () => client.zcard('bull:acme:billing:completed');
+  const bad = await get('/archive?grep=no-equals-sign', TOKENS.viewer);
+  assert.equal(bad.status, 400, 'a bad search is the request\'s fault');
+  assert.match(await bad.text(), /path&gt;=&lt;value&gt;|<path>=<value>/);
   const page = await (await get('/queue?key=bull:acme:billing', TOKENS.viewer)).text();
   assert.ok(!page.includes('Sweep now'), 'a viewer is not offered the button');
   const csrf = csrfOf(page);
