@@ -305,6 +305,13 @@ test('a viewer may not act, an action needs its CSRF token, and an operator swee
   assert.equal(r.status, 403, 'no CSRF token');
   r = await post('/queue/sweep', TOKENS.ops, { csrf, key: 'bull:acme:billing' });
   assert.equal(r.status, 403, "another caller's CSRF token");
+  r = await fetch(url('/queue/sweep'), {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { authorization: `Bearer ${TOKENS.ops}`, origin: 'http://elsewhere.example', 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ csrf: csrfOf(opsPage), key: 'bull:acme:billing' }).toString(),
+  });
+  assert.equal(r.status, 403, 'another origin, even with the right CSRF token');
   assert.equal(await count(), 120);
   r = await post('/queue/sweep', TOKENS.ops, { csrf: csrfOf(opsPage), key: 'bull:acme:billing' });
   assert.equal(r.status, 303, await r.text());
