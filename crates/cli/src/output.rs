@@ -49,9 +49,4 @@ pub fn print_error(json: bool, e: &CliError) {
     }
 }
 
-/// Milliseconds since the epoch as an RFC 3339 UTC time, to the millisecond.
-pub fn rfc3339(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms)
-        .map(|t| format!("{t:.3}"))
-        .unwrap_or_else(|_| ms.to_string())
-}
+pub use bullsweep_core::text::rfc3339;

@@ -1,4 +1,13 @@
-//! How numbers read in both front ends, the command line and the dashboard.
+//! How numbers and times read everywhere bullsweep prints them: the command line, the
+//! daemon's log and the dashboard.
+
+/// A time (ms since the epoch) in RFC 3339, UTC, with milliseconds:
+/// `2026-12-01T10:00:00.120Z`; the number itself when it is out of range.
+pub fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
 
 /// A count with thousands separators: `12,345`.
 pub fn thousands(n: u64) -> String {
@@ -15,7 +24,14 @@ pub fn thousands(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::thousands;
+    use super::{rfc3339, thousands};
+
+    #[test]
+    fn times_have_fixed_milliseconds() {
+        assert_eq!(rfc3339(1_796_119_200_000), "2026-12-01T10:00:00.000Z");
+        assert_eq!(rfc3339(1_796_119_200_120), "2026-12-01T10:00:00.120Z");
+        assert_eq!(rfc3339(i64::MAX), i64::MAX.to_string());
+    }
 
     #[test]
     fn thousands_are_separated() {

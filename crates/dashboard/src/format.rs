@@ -32,12 +32,7 @@ pub fn short_time(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// A time (ms since the epoch) as RFC 3339 in UTC, to the second.
-pub fn time(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms)
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
-}
+pub use bullsweep_core::text::rfc3339 as time;
 
 pub use bullsweep_core::text::thousands as count;
 
@@ -47,7 +42,6 @@ mod tests {
     fn readable_numbers() {
         assert_eq!(super::bytes(512.0), "512 B");
         assert_eq!(super::bytes(1536.0), "1.5 KiB");
-        assert_eq!(super::time(0), "1970-01-01T00:00:00Z");
         assert_eq!(super::short_time(0), "01-01 00:00");
         assert_eq!(super::money(0.0123), "$0.0123");
         assert_eq!(super::money(12.5), "$12.50");

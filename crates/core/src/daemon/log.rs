@@ -36,7 +36,7 @@ pub fn log(level: &str, message: &str) {
     if rank(level) > LEVEL.load(Ordering::Relaxed) {
         return;
     }
-    let at = timestamp(jiff::Timestamp::now());
+    let at = crate::text::rfc3339(crate::ops::now_ms());
     if JSON_LOGS.load(Ordering::Relaxed) {
         eprintln!(
             "{}",
@@ -89,11 +89,6 @@ pub fn clear_repeated(kind: &str) {
     }
 }
 
-/// `2026-12-01T10:00:00.120Z`: RFC 3339 in UTC with exactly three decimals.
-pub(super) fn timestamp(at: jiff::Timestamp) -> String {
-    at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
-
 /// Sleeps for `duration`, waking early (within 100 ms) once `shutdown` is set.
 pub async fn wait_or_shutdown(shutdown: &AtomicBool, duration: Duration) {
     let until = Instant::now() + duration;
@@ -109,14 +104,6 @@ pub async fn wait_or_shutdown(shutdown: &AtomicBool, duration: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_have_fixed_milliseconds() {
-        let at: jiff::Timestamp = "2026-12-01T10:00:00Z".parse().expect("time");
-        assert_eq!(timestamp(at), "2026-12-01T10:00:00.000Z");
-        let later = at + jiff::SignedDuration::from_micros(120_900);
-        assert_eq!(timestamp(later), "2026-12-01T10:00:00.120Z");
-    }
 
     #[test]
     fn a_repeated_failure_is_counted_not_repeated() {

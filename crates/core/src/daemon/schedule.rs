@@ -280,8 +280,7 @@ impl Daemon {
             );
         }
         for (base, slot) in self.slots.iter().take(LISTED) {
-            let due = jiff::Timestamp::from_millisecond(slot.due_ms)
-                .map_or_else(|_| slot.due_ms.to_string(), super::log::timestamp);
+            let due = crate::text::rfc3339(slot.due_ms);
             log(
                 "info",
                 &format!(
