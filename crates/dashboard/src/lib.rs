@@ -9,7 +9,7 @@
 
 mod actions;
 mod assets;
-pub mod auth;
+mod auth;
 mod charts;
 mod format;
 mod layout;

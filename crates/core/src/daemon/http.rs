@@ -118,7 +118,6 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         303 => "See Other",
-        304 => "Not Modified",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
