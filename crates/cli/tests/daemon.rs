@@ -532,19 +532,9 @@ fn no_queue_found_is_a_warning_in_json_at_warn_level() {
     assert!(log.contains("\"level\":\"warn\""), "{log}");
 }
 
-/// The status code of `GET path` on the daemon's listener, with `Authorization: Bearer` when
-/// a token is given.
+/// The status code of `GET path` on the daemon's listener.
 fn status_of(port: u16, path: &str, token: Option<&str>) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("listener");
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .expect("request");
-    let mut response = String::new();
-    let _ = s.read_to_string(&mut response);
+    let response = http_get(port, path, token);
     response.split(' ').nth(1).unwrap_or_default().to_string()
 }
 

@@ -87,14 +87,24 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The whole response (status line, headers, body) to `GET path` on the daemon's listener,
+/// with `Authorization: Bearer` when a token is given.
+pub fn http_get(port: u16, path: &str, token: Option<&str>) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the listener");
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    response
+}
+
 /// `GET /metrics`, as Prometheus would scrape it.
 pub fn scrape(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .expect("request");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
+    http_get(port, "/metrics", None)
 }
 
 /// The value of a sample `name{labels…}`, where every label given matches.
