@@ -62,6 +62,10 @@ compat: build
 	@echo "== the differential and erasure suites over mutual TLS"
 	cd $(COMPAT) && BULLSWEEP_TEST_TLS=1 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
 		node --test --test-concurrency=1 test/differential.test.js test/forget.test.js
+	@echo "== the suites that build data, on BullMQ 5.81's data (npm alias bullmq5)"
+	cd $(COMPAT) && BULLSWEEP_BULLMQ=bullmq5 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
+		node --test --test-concurrency=1 test/differential.test.js test/flows.test.js \
+		test/forget.test.js test/restore.test.js
 
 # The servers of the matrix: Redis 6.2 and 8.2, Valkey 8.1 and 9.1 from PyPI wheels, in the
 # project's virtual environment; Redis 7.0 is Debian's redis-server.

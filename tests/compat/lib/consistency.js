@@ -3,7 +3,7 @@
 // outlives its job; job counts match the hashes present.
 'use strict';
 const assert = require('node:assert/strict');
-const { Queue } = require('bullmq');
+const { Queue } = require('./bullmq');
 
 const LIST_STATES = ['wait', 'paused', 'active'];
 const ZSET_STATES = ['prioritized', 'delayed', 'completed', 'failed', 'waiting-children'];

@@ -3,7 +3,7 @@
 // custom ids containing ':', a job scheduler, job logs, failed jobs with stack traces, and a
 // job held active under a worker's lock.
 'use strict';
-const { Queue, Worker, FlowProducer } = require('bullmq');
+const { Queue, Worker, FlowProducer } = require('./bullmq');
 const { sleep, waitFor } = require('./harness');
 
 // prefix → queue names; the key bases are `${prefix}:${queue}`.

@@ -4,7 +4,7 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { Queue } = require('bullmq');
+const { Queue } = require('../lib/bullmq');
 const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep } = require('../lib/harness');
 const { build, QUEUES, LAYOUTS } = require('../lib/dataset');
 const { assertConsistent } = require('../lib/consistency');

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { Queue, Worker, FlowProducer } = require('bullmq');
+const { Queue, Worker, FlowProducer } = require('../lib/bullmq');
 const { startRedis, bullsweep, writePolicy, sleep } = require('../lib/harness');
 
 let redis;

@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { Queue, Worker } = require('bullmq');
+const { Queue, Worker } = require('../lib/bullmq');
 const { startRedis, bullsweep, writePolicy, sleep } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 
