@@ -11,6 +11,7 @@ pub mod forget;
 pub mod report;
 pub mod restore;
 pub mod run;
+pub mod secret;
 pub mod trail;
 
 pub use config::{load_policy_file, load_token_file};
