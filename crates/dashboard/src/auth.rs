@@ -162,8 +162,7 @@ mod tests {
             .iter()
             .map(|t| format!("{}\n", t.fingerprint()))
             .collect();
-        let file_key: [u8; 32] =
-            Sha256::digest(format!("bullsweep-dashboard-v1\n{lines}")).into();
+        let file_key: [u8; 32] = Sha256::digest(format!("bullsweep-dashboard-v1\n{lines}")).into();
         let mac = hmac_sha256(&file_key, format!("session\n{name}\n{expires}").as_bytes());
         format!(
             "{COOKIE}={}.{expires}.{}",
@@ -229,7 +228,11 @@ mod tests {
     fn a_session_needs_the_same_secret_and_the_same_token_entry() {
         let set = tokens(FILE);
         let a = Auth::new(set.clone());
-        let alice = set.tokens.iter().find(|t| t.name == "alice").expect("alice");
+        let alice = set
+            .tokens
+            .iter()
+            .find(|t| t.name == "alice")
+            .expect("alice");
         let cookie = format!("{COOKIE}={}", Auth::session(&key(), alice, 1_000));
         let other = SessionKey::from_secret(b"another secret of thirty-two bytes!!");
         assert!(a.caller(&other, None, Some(&cookie), 1_001).is_none());
@@ -256,9 +259,13 @@ mod tests {
     #[test]
     fn bearer_tokens_are_checked_and_csrf_tokens_differ_by_key() {
         let a = Auth::new(tokens(FILE));
-        let one = a.caller(&key(), Some("Bearer s3cret"), None, 0).expect("alice");
+        let one = a
+            .caller(&key(), Some("Bearer s3cret"), None, 0)
+            .expect("alice");
         let other = SessionKey::from_secret(b"another secret of thirty-two bytes!!");
-        let two = a.caller(&other, Some("Bearer s3cret"), None, 0).expect("alice");
+        let two = a
+            .caller(&other, Some("Bearer s3cret"), None, 0)
+            .expect("alice");
         assert_ne!(one.csrf, two.csrf);
         assert!(a.caller(&key(), Some("Bearer wrong"), None, 0).is_none());
         assert!(a.caller(&key(), None, None, 0).is_none());

@@ -78,7 +78,10 @@ impl Token {
     /// to, so that a session ends when any of them changes in the file.
     pub fn fingerprint(&self) -> String {
         let digest: String = self.digest.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}\t{:?}\t{:?}\t{digest}", self.name, self.role, self.tenant)
+        format!(
+            "{}\t{:?}\t{:?}\t{digest}",
+            self.name, self.role, self.tenant
+        )
     }
 }
 

@@ -23,9 +23,8 @@ pub fn random_hex() -> std::io::Result<String> {
 /// The session secret every replica shares: the one in Redis, or, when there is none yet, a
 /// new random one set only if no other replica set one first (`SET NX`), then read back.
 pub async fn shared_session_secret(con: &mut Conn, url: &str) -> Result<String, Error> {
-    let fresh = random_hex().map_err(|e| {
-        Error::runtime(format!("cannot make a session secret: /dev/urandom: {e}"))
-    })?;
+    let fresh = random_hex()
+        .map_err(|e| Error::runtime(format!("cannot make a session secret: /dev/urandom: {e}")))?;
     let (secret,): (Option<String>,) = redis::pipe()
         .cmd("SET")
         .arg(DASHBOARD_SECRET)
