@@ -108,26 +108,27 @@ pub async fn segments(
 }
 
 /// Who reads archived records: as stored, or with job data redacted through the `pii:`
-/// rules the policy file gives each record's queue.
-pub enum Reader<'a> {
+/// rules the policy file gives each record's queue. It owns what it needs, so that a search
+/// may take it to a thread of its own.
+pub enum Reader {
     /// Job data as stored (the command line, an admin token).
     Raw,
     /// Job data as [`ArchiveRecord::redacted`] shows it, under each record's queue's rules.
     Redacted {
         /// The policy file in force.
-        set: &'a PolicySet,
+        set: Box<PolicySet>,
         /// The environment in force.
-        env: Option<&'a str>,
+        env: Option<String>,
         /// Each queue's rules, once resolved.
         rules: Mutex<HashMap<String, Option<PiiRules>>>,
     },
 }
 
-impl<'a> Reader<'a> {
+impl Reader {
     /// A reader of job data redacted under `set`'s rules.
-    pub fn redacted(set: &'a PolicySet, env: Option<&'a str>) -> Self {
+    pub fn redacted(set: PolicySet, env: Option<String>) -> Self {
         Reader::Redacted {
-            set,
+            set: Box::new(set),
             env,
             rules: Mutex::new(HashMap::new()),
         }
@@ -139,7 +140,7 @@ impl<'a> Reader<'a> {
             return record;
         };
         let resolve = || {
-            set.identify(&record.queue, *env)
+            set.identify(&record.queue, env.as_deref())
                 .and_then(|q| match set.resolve(&q) {
                     Resolution::Covered(eff) => eff.pii,
                     _ => None,
@@ -162,7 +163,7 @@ pub async fn grep(
     filter: &SegmentFilter,
     path: &JsonPath,
     wanted: &str,
-    reader: &Reader<'_>,
+    reader: &Reader,
 ) -> std::io::Result<Vec<ArchiveRecord>> {
     let mut out = Vec::new();
     for m in segments(sink, filter).await? {

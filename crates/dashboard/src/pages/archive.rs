@@ -18,11 +18,11 @@ use maud::{Markup, html};
 const SHOWN: usize = 200;
 
 /// How the caller reads job data: as stored with raw access (admins), else redacted.
-fn reader<'a>(ctx: &'a Ctx<'_>) -> Reader<'a> {
+fn reader(ctx: &Ctx<'_>) -> Reader {
     if ctx.caller.token.role.allows(Permission::ReadRaw) {
         Reader::Raw
     } else {
-        Reader::redacted(&ctx.set, ctx.env.as_deref())
+        Reader::redacted(ctx.set.clone(), ctx.env.clone())
     }
 }
 
