@@ -274,9 +274,10 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
 }
 
 /// 503 while the session key cannot be read: nobody can be told apart, so nothing is shown
-/// but that; the cause goes to the log.
+/// but that; the cause goes to the log (once a minute while it lasts).
 fn unavailable(e: Error) -> Response {
-    bullsweep_core::daemon::log(
+    bullsweep_core::daemon::log_repeated(
+        "dashboard-session-key",
         "error",
         &format!("dashboard: no session key: {}", e.with_hint_inline()),
     );
