@@ -263,6 +263,21 @@ pub struct DaemonArgs {
         requires = "dashboard"
     )]
     pub dashboard_tokens: Option<PathBuf>,
+    /// A file holding the secret that signs dashboard sessions (at least 32 bytes, e.g.
+    /// `openssl rand -hex 32`), the same for every replica. Without it or
+    /// BULLSWEEP_DASHBOARD_SECRET, a secret is made and kept in Redis for every replica.
+    #[arg(long, value_name = "FILE", env = "BULLSWEEP_DASHBOARD_SECRET_FILE")]
+    pub dashboard_secret_file: Option<PathBuf>,
+    /// The session secret itself; prefer the environment variable or the file, as a command
+    /// line is visible to other users of the machine.
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "BULLSWEEP_DASHBOARD_SECRET",
+        hide_env_values = true,
+        conflicts_with = "dashboard_secret_file"
+    )]
+    pub dashboard_secret: Option<String>,
     /// How often to look for new queues: a duration such as `30s`.
     #[arg(long, default_value = "30s")]
     pub discover_every: String,

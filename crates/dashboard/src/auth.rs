@@ -2,10 +2,13 @@
 //! form gives for one, checked on every request; and the CSRF token every form carries.
 //!
 //! A session cookie is `<name>.<expiry>.<mac>`: the token's name, when the session ends (s
-//! since the epoch) and an HMAC-SHA-256 of both under a key derived from the token file, so
-//! that every replica reading the same file accepts it, and a token removed from the file
-//! ends its sessions. The CSRF token is an HMAC of the session's name and expiry (or of the
-//! bearer token's name) under the same key.
+//! since the epoch) and an HMAC-SHA-256 of both and of the token's entry in the file (its
+//! digest, role and tenant), under a [`SessionKey`] made from a secret the token file never
+//! implies (`--dashboard-secret-file`, `BULLSWEEP_DASHBOARD_SECRET`, or one kept in Redis for
+//! every replica). Whoever reads the token file learns nothing that signs a session; a token
+//! removed from the file, or given a new secret, role or tenant, ends its sessions. The CSRF
+//! token is an HMAC of the session's name and expiry (or of the bearer token's name) under
+//! the same key.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -17,10 +20,31 @@ pub const COOKIE: &str = "bullsweep_session";
 /// How long a session lasts.
 pub const SESSION_SECS: i64 = 12 * 3600;
 
-/// The tokens, and the key sessions and CSRF tokens are signed with.
+/// The key sessions and CSRF tokens are signed with.
+#[derive(Clone)]
+pub struct SessionKey([u8; 32]);
+
+impl SessionKey {
+    /// The key of a secret (the bytes of the secret file, the environment variable or the
+    /// secret kept in Redis).
+    pub fn from_secret(secret: &[u8]) -> Self {
+        SessionKey(
+            Sha256::new()
+                .chain_update(b"bullsweep-dashboard-session-v2\n")
+                .chain_update(secret)
+                .finalize()
+                .into(),
+        )
+    }
+
+    fn mac(&self, message: &str) -> String {
+        URL_SAFE_NO_PAD.encode(hmac_sha256(&self.0, message.as_bytes()))
+    }
+}
+
+/// The tokens of the file.
 pub struct Auth {
     tokens: TokenSet,
-    key: [u8; 32],
 }
 
 /// The caller of one request.
@@ -33,24 +57,23 @@ pub struct Caller {
 }
 
 impl Auth {
-    /// Signs with a key derived from every token's digest.
+    /// Checks callers against `tokens`.
     pub fn new(tokens: TokenSet) -> Self {
-        let key =
-            Sha256::digest(format!("bullsweep-dashboard-v1\n{}", tokens.fingerprint())).into();
-        Auth { tokens, key }
+        Auth { tokens }
     }
 
-    /// The caller, from the bearer token or the session cookie; `None` for neither (or a
-    /// bad or expired one).
+    /// The caller, from the bearer token or the session cookie signed under `key`; `None`
+    /// for neither (or a bad or expired one).
     pub fn caller(
         &self,
+        key: &SessionKey,
         authorization: Option<&str>,
         cookie: Option<&str>,
         now_s: i64,
     ) -> Option<Caller> {
         if let Some(presented) = authorization.and_then(|a| a.strip_prefix("Bearer ")) {
             let token = self.tokens.authenticate(presented.trim())?.clone();
-            let csrf = self.mac(&format!("csrf\n{}\nbearer", token.name));
+            let csrf = key.mac(&format!("csrf\n{}\nbearer", token.fingerprint()));
             return Some(Caller { token, csrf });
         }
         let value = cookie?
@@ -62,12 +85,16 @@ impl Auth {
         let (expiry, mac) = rest.split_once('.')?;
         let name = String::from_utf8(URL_SAFE_NO_PAD.decode(name_b64).ok()?).ok()?;
         let expires: i64 = expiry.parse().ok()?;
-        if expires <= now_s || !same(&self.mac(&format!("session\n{name}\n{expires}")), mac) {
+        let token = self.tokens.tokens.iter().find(|t| t.name == name)?;
+        let bound = token.fingerprint();
+        if expires <= now_s || !same(&key.mac(&format!("session\n{bound}\n{expires}")), mac) {
             return None;
         }
-        let token = self.tokens.tokens.iter().find(|t| t.name == name)?.clone();
-        let csrf = self.mac(&format!("csrf\n{name}\n{expires}"));
-        Some(Caller { token, csrf })
+        let csrf = key.mac(&format!("csrf\n{bound}\n{expires}"));
+        Some(Caller {
+            token: token.clone(),
+            csrf,
+        })
     }
 
     /// The token whose secret is `presented`, for the login form.
@@ -76,17 +103,13 @@ impl Auth {
     }
 
     /// A session cookie's value for `token`, valid from `now_s` for [`SESSION_SECS`].
-    pub fn session(&self, token: &Token, now_s: i64) -> String {
+    pub fn session(key: &SessionKey, token: &Token, now_s: i64) -> String {
         let expires = now_s + SESSION_SECS;
-        let mac = self.mac(&format!("session\n{}\n{expires}", token.name));
+        let mac = key.mac(&format!("session\n{}\n{expires}", token.fingerprint()));
         format!(
             "{}.{expires}.{mac}",
             URL_SAFE_NO_PAD.encode(token.name.as_bytes())
         )
-    }
-
-    fn mac(&self, message: &str) -> String {
-        URL_SAFE_NO_PAD.encode(hmac_sha256(&self.key, message.as_bytes()))
     }
 }
 
@@ -119,9 +142,33 @@ fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
 mod tests {
     use super::*;
 
-    fn auth() -> Auth {
-        let file = "tokens:\n  - name: alice\n    token: s3cret\n    role: viewer\n";
-        Auth::new(bullsweep_policy::compile_tokens("t.yaml", file).expect("valid"))
+    const FILE: &str = "tokens:\n  - name: alice\n    token: s3cret\n    role: viewer\n  - name: root\n    tokenSha256: \"2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae\"\n    role: admin\n";
+
+    fn tokens(file: &str) -> TokenSet {
+        bullsweep_policy::compile_tokens("t.yaml", file).expect("valid")
+    }
+
+    fn key() -> SessionKey {
+        SessionKey::from_secret(b"0123456789abcdef0123456789abcdef-test")
+    }
+
+    /// A cookie for `name` signed the way the dashboard signed them before it had a secret:
+    /// under a key derived from the token file's digests alone, which anyone who reads the
+    /// file can compute.
+    fn forged_from_the_file(set: &TokenSet, name: &str, expires: i64) -> String {
+        // The file's fingerprint then: each token's name, role, tenant and digest, a line each.
+        let lines: String = set
+            .tokens
+            .iter()
+            .map(|t| format!("{}\n", t.fingerprint()))
+            .collect();
+        let file_key: [u8; 32] = Sha256::digest(format!("bullsweep-dashboard-v1\n{lines}")).into();
+        let mac = hmac_sha256(&file_key, format!("session\n{name}\n{expires}").as_bytes());
+        format!(
+            "{COOKIE}={}.{expires}.{}",
+            URL_SAFE_NO_PAD.encode(name),
+            URL_SAFE_NO_PAD.encode(mac)
+        )
     }
 
     #[test]
@@ -139,32 +186,88 @@ mod tests {
 
     #[test]
     fn a_session_is_accepted_until_it_expires_and_not_when_altered() {
-        let a = auth();
+        let a = Auth::new(tokens(FILE));
         let token = a.login("s3cret").expect("token").clone();
-        let cookie = format!("x=1; {COOKIE}={}", a.session(&token, 1_000));
+        let cookie = format!("x=1; {COOKIE}={}", Auth::session(&key(), &token, 1_000));
         assert_eq!(
-            a.caller(None, Some(&cookie), 1_001).map(|c| c.token.name),
+            a.caller(&key(), None, Some(&cookie), 1_001)
+                .map(|c| c.token.name),
             Some("alice".into())
         );
         assert!(
-            a.caller(None, Some(&cookie), 1_000 + SESSION_SECS)
+            a.caller(&key(), None, Some(&cookie), 1_000 + SESSION_SECS)
                 .is_none()
         );
-        let forged = cookie.replace(".4", ".5");
-        assert!(forged == cookie || a.caller(None, Some(&forged), 1_001).is_none());
-        let tampered = format!(
-            "{COOKIE}={}.99999999.{}",
-            URL_SAFE_NO_PAD.encode("bob"),
-            "x"
+        let later = cookie.replace(
+            &format!(".{}.", 1_000 + SESSION_SECS),
+            &format!(".{}.", 2_000 + SESSION_SECS),
         );
-        assert!(a.caller(None, Some(&tampered), 1_001).is_none());
+        assert_ne!(later, cookie);
+        assert!(a.caller(&key(), None, Some(&later), 1_001).is_none());
+        let renamed = cookie.replace(
+            &URL_SAFE_NO_PAD.encode("alice"),
+            &URL_SAFE_NO_PAD.encode("root"),
+        );
+        assert!(a.caller(&key(), None, Some(&renamed), 1_001).is_none());
     }
 
     #[test]
-    fn bearer_tokens_are_checked() {
-        let a = auth();
-        assert!(a.caller(Some("Bearer s3cret"), None, 0).is_some());
-        assert!(a.caller(Some("Bearer wrong"), None, 0).is_none());
-        assert!(a.caller(None, None, 0).is_none());
+    fn a_session_forged_from_the_token_file_is_refused() {
+        let set = tokens(FILE);
+        let a = Auth::new(set.clone());
+        let forged = forged_from_the_file(&set, "root", 99_999_999_999);
+        assert!(a.caller(&key(), None, Some(&forged), 1_000).is_none());
+        // Nor does any key the file implies sign a session: the file's own text as a secret.
+        let from_text = SessionKey::from_secret(FILE.as_bytes());
+        let root = set.tokens.iter().find(|t| t.name == "root").expect("root");
+        let cookie = format!("{COOKIE}={}", Auth::session(&from_text, root, 1_000));
+        assert!(a.caller(&key(), None, Some(&cookie), 1_001).is_none());
+    }
+
+    #[test]
+    fn a_session_needs_the_same_secret_and_the_same_token_entry() {
+        let set = tokens(FILE);
+        let a = Auth::new(set.clone());
+        let alice = set
+            .tokens
+            .iter()
+            .find(|t| t.name == "alice")
+            .expect("alice");
+        let cookie = format!("{COOKIE}={}", Auth::session(&key(), alice, 1_000));
+        let other = SessionKey::from_secret(b"another secret of thirty-two bytes!!");
+        assert!(a.caller(&other, None, Some(&cookie), 1_001).is_none());
+        // The same secret in another process accepts it: replicas share sessions.
+        assert!(
+            Auth::new(set)
+                .caller(&key(), None, Some(&cookie), 1_001)
+                .is_some()
+        );
+        // A new secret for alice in the file, or a new role, ends her sessions.
+        for changed in [
+            FILE.replace("token: s3cret", "token: n3w"),
+            FILE.replace("role: viewer", "role: operator"),
+        ] {
+            let b = Auth::new(tokens(&changed));
+            assert!(b.caller(&key(), None, Some(&cookie), 1_001).is_none());
+        }
+        // Removed from the file: refused.
+        let without = "tokens:\n  - name: bob\n    token: b0b\n    role: viewer\n";
+        let c = Auth::new(tokens(without));
+        assert!(c.caller(&key(), None, Some(&cookie), 1_001).is_none());
+    }
+
+    #[test]
+    fn bearer_tokens_are_checked_and_csrf_tokens_differ_by_key() {
+        let a = Auth::new(tokens(FILE));
+        let one = a
+            .caller(&key(), Some("Bearer s3cret"), None, 0)
+            .expect("alice");
+        let other = SessionKey::from_secret(b"another secret of thirty-two bytes!!");
+        let two = a
+            .caller(&other, Some("Bearer s3cret"), None, 0)
+            .expect("alice");
+        assert_ne!(one.csrf, two.csrf);
+        assert!(a.caller(&key(), Some("Bearer wrong"), None, 0).is_none());
+        assert!(a.caller(&key(), None, None, 0).is_none());
     }
 }

@@ -16,7 +16,7 @@ mod layout;
 mod pages;
 mod scope;
 
-use auth::{Auth, COOKIE, Caller, SESSION_SECS};
+use auth::{Auth, COOKIE, Caller, SESSION_SECS, SessionKey};
 use bullsweep_core::daemon::http::{Handler, Request, Response};
 use bullsweep_core::ops::{self, Conn, Target};
 use bullsweep_core::{Error, ErrorKind};
@@ -24,6 +24,11 @@ use bullsweep_policy::{PolicySet, TokenSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+/// How long a session key read from Redis is used before it is read again: a deleted key
+/// (a rotation) ends every replica's sessions within this time.
+const SHARED_KEY_FOR: Duration = Duration::from_secs(60);
 
 /// What the dashboard serves and from where.
 pub struct DashboardConfig {
@@ -35,11 +40,23 @@ pub struct DashboardConfig {
     pub env: Option<String>,
     /// Who may sign in.
     pub tokens: TokenSet,
+    /// The secret sessions are signed with (`--dashboard-secret-file`,
+    /// `BULLSWEEP_DASHBOARD_SECRET`); `None`: the one kept in Redis, made by the first replica.
+    pub secret: Option<String>,
+}
+
+/// Where the session key comes from.
+enum KeySource {
+    /// A secret given to this process.
+    Given(SessionKey),
+    /// The secret in Redis, as last read and when.
+    Shared(tokio::sync::Mutex<Option<(SessionKey, Instant)>>),
 }
 
 /// The dashboard, answering every path the daemon does not.
 pub struct Dashboard {
     auth: Auth,
+    key: KeySource,
     target: Target,
     config: PathBuf,
     env: Option<String>,
@@ -72,6 +89,10 @@ impl Dashboard {
     pub fn new(cfg: DashboardConfig) -> Self {
         Dashboard {
             auth: Auth::new(cfg.tokens),
+            key: match cfg.secret {
+                Some(secret) => KeySource::Given(SessionKey::from_secret(secret.as_bytes())),
+                None => KeySource::Shared(tokio::sync::Mutex::new(None)),
+            },
             target: cfg.target,
             config: cfg.config,
             env: cfg.env,
@@ -90,6 +111,32 @@ impl Dashboard {
         Ok(con)
     }
 
+    /// The key sessions are signed with: the given secret's, or the one in Redis (read again
+    /// after [`SHARED_KEY_FOR`]).
+    async fn session_key(&self) -> Result<SessionKey, Error> {
+        let held = match &self.key {
+            KeySource::Given(key) => return Ok(key.clone()),
+            KeySource::Shared(held) => held,
+        };
+        let mut held = held.lock().await;
+        if let Some((key, at)) = held.as_ref()
+            && at.elapsed() < SHARED_KEY_FOR
+        {
+            return Ok(key.clone());
+        }
+        let mut con = self.connection().await?;
+        let secret = match ops::secret::shared_session_secret(&mut con, self.target.url()).await {
+            Ok(secret) => secret,
+            Err(e) => {
+                *self.con.lock().await = None;
+                return Err(e);
+            }
+        };
+        let key = SessionKey::from_secret(secret.as_bytes());
+        *held = Some((key.clone(), Instant::now()));
+        Ok(key)
+    }
+
     async fn answer(&self, req: Request) -> Response {
         if let Some(asset) = assets::serve(&req.path) {
             return asset;
@@ -101,14 +148,23 @@ impl Dashboard {
                 if let Err(refused) = same_origin(&req) {
                     return refused;
                 }
-                return self.login(&req, now_s);
+                return match self.session_key().await {
+                    Ok(key) => self.login(&key, &req, now_s),
+                    Err(e) => unavailable(e),
+                };
             }
             _ => {}
         }
-        let Some(caller) =
-            self.auth
-                .caller(req.header("authorization"), req.header("cookie"), now_s)
-        else {
+        let key = match self.session_key().await {
+            Ok(key) => key,
+            Err(e) => return unavailable(e),
+        };
+        let Some(caller) = self.auth.caller(
+            &key,
+            req.header("authorization"),
+            req.header("cookie"),
+            now_s,
+        ) else {
             let page = layout::login(Some("Sign in with a dashboard token to see this page."));
             return layout::html(401, page).with("www-authenticate", "Bearer realm=\"bullsweep\"");
         };
@@ -162,7 +218,7 @@ impl Dashboard {
         })
     }
 
-    fn login(&self, req: &Request, now_s: i64) -> Response {
+    fn login(&self, key: &SessionKey, req: &Request, now_s: i64) -> Response {
         let form = req.form();
         let presented = bullsweep_core::daemon::http::first(&form, "token").unwrap_or_default();
         match self.auth.login(presented) {
@@ -172,7 +228,7 @@ impl Dashboard {
                     "set-cookie",
                     format!(
                         "{COOKIE}={}; Path=/; Max-Age={SESSION_SECS}; HttpOnly; SameSite=Strict",
-                        self.auth.session(token, now_s)
+                        Auth::session(key, token, now_s)
                     ),
                 ),
             None => layout::html(
@@ -215,6 +271,22 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
         ));
     }
     Ok(())
+}
+
+/// 503 while the session key cannot be read: nobody can be told apart, so nothing is shown
+/// but that; the cause goes to the log (once a minute while it lasts).
+fn unavailable(e: Error) -> Response {
+    bullsweep_core::daemon::log_repeated(
+        "dashboard-session-key",
+        "error",
+        &format!("dashboard: no session key: {}", e.with_hint_inline()),
+    );
+    layout::html(
+        503,
+        layout::login(Some(
+            "The dashboard cannot check sessions now (Redis is unreachable); try again shortly.",
+        )),
+    )
 }
 
 /// A page saying what went wrong and what to try: 400 for what the request asked (a bad

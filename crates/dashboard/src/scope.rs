@@ -37,3 +37,16 @@ pub async fn queue(ctx: &mut Ctx<'_>, base: &str) -> Result<Option<QueueId>, Err
         .into_iter()
         .find(|q| q.base == base))
 }
+
+/// Whether the caller may see the name of the job whose key is `key` (`<base>:<id>`): always
+/// without a tenant; with one, only a job of a queue of its tenant (a flow parent may be in
+/// another tenant's queue).
+pub fn sees_job_key(ctx: &Ctx<'_>, key: &str) -> bool {
+    let token = &ctx.caller.token;
+    if token.tenant.is_none() {
+        return true;
+    }
+    key.rsplit_once(':')
+        .and_then(|(base, _)| ctx.set.identify(base, ctx.env.as_deref()))
+        .is_some_and(|q| token.sees(q.tenant.as_deref()))
+}

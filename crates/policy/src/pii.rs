@@ -119,6 +119,27 @@ impl PiiRules {
         }
     }
 
+    /// What `action: anonymize` writes for the job's hash field `name`: `data` and
+    /// `returnvalue` by path, `stacktrace` and other text by pattern. `None` when unchanged.
+    pub fn scrub_field(&self, name: &str, text: &str) -> Option<String> {
+        match name {
+            "data" | "returnvalue" => self.scrub_json(text),
+            "stacktrace" => self.scrub_text_or_json(text),
+            _ => self.scrub_text(text),
+        }
+    }
+
+    /// How the job's hash field `name` reads to someone who may not see personal data: what
+    /// [`scrub_field`](Self::scrub_field) writes, then the patterns over every string left
+    /// (in `data` and `returnvalue` too, where anonymizing applies paths only).
+    pub fn redact_field(&self, name: &str, text: &str) -> String {
+        let scrubbed = self.scrub_field(name, text);
+        let after_paths = scrubbed.as_deref().unwrap_or(text);
+        self.scrub_text_or_json(after_paths)
+            .or(scrubbed)
+            .unwrap_or_else(|| text.to_string())
+    }
+
     fn scrub_strings(&self, value: &mut Value) -> bool {
         match value {
             Value::String(s) => match self.scrub_text(s) {
@@ -279,6 +300,36 @@ mod tests {
             patterns: patterns.to_vec(),
             replacement: DEFAULT_REPLACEMENT.into(),
         }
+    }
+
+    #[test]
+    fn a_reader_sees_paths_and_patterns_applied_to_every_field() {
+        let r = rules(&["user.id", "**.phone"], &[TextPattern::Email]);
+        let data = r#"{"user":{"id":"u7","mail":"a@b.io"},"n":1,"x":{"phone":"555"}}"#;
+        assert_eq!(
+            r.redact_field("data", data),
+            r#"{"user":{"id":"[REDACTED]","mail":"[REDACTED]"},"n":1,"x":{"phone":"[REDACTED]"}}"#
+        );
+        // Anonymizing the same field applies the paths only.
+        assert_eq!(
+            r.scrub_field("data", data).as_deref(),
+            Some(
+                r#"{"user":{"id":"[REDACTED]","mail":"a@b.io"},"n":1,"x":{"phone":"[REDACTED]"}}"#
+            )
+        );
+        assert_eq!(
+            r.redact_field("failedReason", "no mail to a@b.io"),
+            "no mail to [REDACTED]"
+        );
+        assert_eq!(
+            r.redact_field("stacktrace", r#"["at a@b.io"]"#),
+            r#"["at [REDACTED]"]"#
+        );
+        assert_eq!(r.redact_field("data", r#"{"n":1}"#), r#"{"n":1}"#);
+        assert_eq!(
+            r.redact_field("data", "not json a@b.io"),
+            "not json [REDACTED]"
+        );
     }
 
     #[test]

@@ -73,6 +73,16 @@ impl Token {
     pub fn sees(&self, tenant: Option<&str>) -> bool {
         self.tenant.as_deref().is_none_or(|t| Some(t) == tenant)
     }
+
+    /// Its name, role, tenant and digest on one line: what a session of this token is bound
+    /// to, so that a session ends when any of them changes in the file.
+    pub fn fingerprint(&self) -> String {
+        let digest: String = self.digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "{}\t{:?}\t{:?}\t{digest}",
+            self.name, self.role, self.tenant
+        )
+    }
 }
 
 /// Every token of the file.
@@ -83,18 +93,6 @@ pub struct TokenSet {
 }
 
 impl TokenSet {
-    /// Every token's name, role, tenant and digest, one line each: what keys derived from the
-    /// file change with.
-    pub fn fingerprint(&self) -> String {
-        self.tokens
-            .iter()
-            .map(|t| {
-                let digest: String = t.digest.iter().map(|b| format!("{b:02x}")).collect();
-                format!("{}\t{:?}\t{:?}\t{digest}\n", t.name, t.role, t.tenant)
-            })
-            .collect()
-    }
-
     /// The token whose secret is `presented`, compared by digest in constant time.
     pub fn authenticate(&self, presented: &str) -> Option<&Token> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
@@ -159,11 +157,36 @@ pub fn compile_tokens(file: &str, text: &str) -> Result<TokenSet, ConfigErrors> 
         let loc = &t.referenced;
         let raw = &t.value;
         let name = match &raw.name {
+            Some(n) if n.value.chars().any(char::is_control) => {
+                error(
+                    &n.referenced,
+                    format!("{at}.name"),
+                    "a token's name may not hold a line break or other control character: \
+                     it is written into audit events and logs"
+                        .into(),
+                );
+                continue;
+            }
             Some(n) if !n.value.trim().is_empty() => n.value.clone(),
             _ => {
                 error(loc, at.clone(), "a token needs a `name`".into());
                 continue;
             }
+        };
+        let tenant = match &raw.tenant {
+            Some(t) if t.value.trim().is_empty() || t.value.chars().any(char::is_control) => {
+                error(
+                    &t.referenced,
+                    format!("{at}.tenant"),
+                    format!(
+                        "token `{name}` has an empty or unprintable `tenant`; name the tenant, \
+                         or leave `tenant` out for a token that sees every tenant"
+                    ),
+                );
+                continue;
+            }
+            Some(t) => Some(t.value.clone()),
+            None => None,
         };
         if out.tokens.iter().any(|o| o.name == name) {
             error(
@@ -233,7 +256,7 @@ pub fn compile_tokens(file: &str, text: &str) -> Result<TokenSet, ConfigErrors> 
             out.tokens.push(Token {
                 name,
                 role,
-                tenant: raw.tenant.as_ref().map(|t| t.value.clone()),
+                tenant,
                 digest,
             });
         }
@@ -318,6 +341,22 @@ mod tests {
                 "unknown field `rol`",
             ),
             ("tokens: []\n", "has no `tokens:`"),
+            (
+                "tokens:\n  - { name: a, token: x, role: viewer, tenant: \"\" }\n",
+                "t.yaml:2:48: token `a` has an empty or unprintable `tenant`",
+            ),
+            (
+                "tokens:\n  - { name: a, token: x, role: viewer, tenant: \"  \" }\n",
+                "t.yaml:2:48: token `a` has an empty",
+            ),
+            (
+                "tokens:\n  - { name: \"alice\\nadmin\", token: x, role: viewer }\n",
+                "t.yaml:2:13: a token's name may not hold a line break",
+            ),
+            (
+                "tokens:\n  - name: |\n      alice\n      admin\n    token: x\n    role: viewer\n",
+                "t.yaml:3:7: a token's name may not hold a line break",
+            ),
         ] {
             let e = compile_tokens("t.yaml", text).expect_err(text).to_string();
             assert!(e.contains(want), "{text}: {e}");

@@ -273,13 +273,15 @@ test('a tenant token never sees another tenant, and pages read without JavaScrip
     const html = await page.content();
     assert.ok(!/globex|secret-payroll/.test(html), `${p} names no other tenant`);
   }
-  await page.goto(url('/archive?grep=fields.data.user.id%3Du7'));
+  await page.goto(url('/archive?grep=queue%3Dbull:acme:exports'));
   const records = await page.$$eval('table.records pre', (pres) => pres.map((p) => p.textContent));
-  assert.equal(records.length, 4, 'the tenant finds its own archived jobs');
+  assert.equal(records.length, 12, 'the tenant finds its own archived jobs');
   for (const text of records) {
     assert.match(text, /data: "\[redacted\]"/, 'a viewer sees no job data');
     assert.doesNotMatch(text, /"u7"/);
   }
+  await page.goto(url('/archive?grep=fields.data.user.id%3Du7'));
+  assert.match(await page.textContent('h2'), /^0 matching records/, 'nor finds it by guessing');
   await page.goto(url('/'));
   const keys = await page.$$eval('#queues tr[data-queue]', (trs) => trs.map((tr) => tr.dataset.queue));
   assert.deepEqual(keys.sort(), ['bull:acme:billing', 'bull:acme:emails', 'bull:acme:exports']);
@@ -341,4 +343,261 @@ test('an admin erases a person: a dry run first, then the confirmed erasure, aud
   assert.ok(await page.locator('#events tr[data-seq]').count() > 2, 'the sweep and the erasure are in the trail');
   await page.screenshot({ path: path.join(SHOTS, 'audit.png'), fullPage: true });
   await context.close();
+});
+
+// --- Issue 24: sessions, redaction by path, the audit check, flow parents ---
+
+const crypto = require('node:crypto');
+const { Worker, FlowProducer } = require('bullmq');
+
+const b64url = (buf) => Buffer.from(buf).toString('base64url');
+const hmac = (key, text) => crypto.createHmac('sha256', key).update(text).digest();
+
+// Runs `fn` with `lines` appended to the policy file's `policies:` (its last key), then puts
+// the file back as it was. The dashboard reads the file for every request; the daemon keeps
+// the one it started with.
+async function withPolicies(lines, fn) {
+  const file = args[3];
+  const original = fs.readFileSync(file, 'utf8');
+  fs.writeFileSync(file, `${original.trimEnd()}\n${lines.join('\n')}\n`);
+  try {
+    return await fn();
+  } finally {
+    fs.writeFileSync(file, original);
+  }
+}
+
+// Marks queues as swept just now, so that the daemon (24h schedule) leaves them to the test.
+async function sweptNow(...bases) {
+  for (const base of bases) await client.hset('bullsweep:lastrun', base, Date.now());
+}
+
+test('a session cookie forged from the token file is refused (issue 24, finding 8)', async () => {
+  // The attack: read the token file (it may hold only tokenSha256 digests, so use only the
+  // digests), derive the signing key as the dashboard derived it from the file, and sign an
+  // admin session and its CSRF token.
+  const file = fs.readFileSync(path.join(dir, 'tokens.yaml'), 'utf8');
+  const entries = [...file.matchAll(/name: ([^,]+), token: "([^"]+)", role: (\w+)(?:, tenant: (\w+))?/g)]
+    .map(([, name, secret, role, tenant]) => ({ name, role, tenant, digest: crypto.createHash('sha256').update(secret).digest('hex') }));
+  assert.equal(entries.length, 4);
+  const debugRole = (r) => r[0].toUpperCase() + r.slice(1);
+  const fingerprint = entries.map((t) => `${t.name}\t${debugRole(t.role)}\t${t.tenant ? `Some("${t.tenant}")` : 'None'}\t${t.digest}\n`).join('');
+  const fileKey = crypto.createHash('sha256').update(`bullsweep-dashboard-v1\n${fingerprint}`).digest();
+  const expires = Math.floor(Date.now() / 1000) + 3600;
+  const admin = 'alice-admin';
+  const cookie = `bullsweep_session=${b64url(admin)}.${expires}.${b64url(hmac(fileKey, `session\n${admin}\n${expires}`))}`;
+  const csrf = b64url(hmac(fileKey, `csrf\n${admin}\n${expires}`));
+  for (const p of ['/', '/erasure', '/archive', '/policies']) {
+    const r = await fetch(url(p), { headers: { cookie }, redirect: 'manual' });
+    assert.equal(r.status, 401, `${p}: a forged admin session is refused`);
+  }
+  const erase = await fetch(url('/erasure'), {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ csrf, subject: 'user=u8', request_id: 'FORGED-1', confirm: 'yes' }).toString(),
+  });
+  assert.equal(erase.status, 401, 'a forged erasure is refused');
+  assert.equal(await client.hexists('bullsweep:erasures', 'FORGED-1'), 0, 'and nothing was erased');
+
+  // A real sign-in still works, and its session is signed with the secret kept in Redis
+  // (made by the first replica, shared by all), which the token file does not imply.
+  const login = await fetch(url('/login'), {
+    method: 'POST', redirect: 'manual', body: `token=${TOKENS.admin}`, headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  assert.equal(login.status, 303);
+  const real = login.headers.get('set-cookie').split(';')[0];
+  assert.equal((await fetch(url('/'), { headers: { cookie: real }, redirect: 'manual' })).status, 200);
+  const secret = await client.get('bullsweep:dashboard:secret');
+  assert.match(secret, /^[0-9a-f]{64}$/);
+  assert.ok(!daemon.log().includes(secret), 'the secret is never logged');
+  const page = await (await get('/policies', TOKENS.admin)).text();
+  assert.ok(!page.includes(secret), 'nor shown');
+
+  // A secret given in the environment never shows in --help.
+  const given = 'an-example-session-secret-of-more-than-32-bytes';
+  const help = await bullsweep(['daemon', '--help'], { BULLSWEEP_DASHBOARD_SECRET: given });
+  assert.equal(help.code, 0, help.stderr);
+  assert.match(help.stdout, /BULLSWEEP_DASHBOARD_SECRET/);
+  assert.ok(!help.stdout.includes(given), 'the value is hidden');
+  const short = await bullsweep([...args, 'daemon', '--listen', '127.0.0.1:0', '--dashboard'], { BULLSWEEP_DASHBOARD_SECRET: 'short' });
+  assert.equal(short.code, 2, 'a short secret is a usage error');
+  assert.match(short.stderr, /at least 32/);
+  assert.ok(!short.stderr.includes('short'), `the message does not quote the secret: ${short.stderr}`);
+});
+
+test('viewers and operators see job data redacted by pii paths and patterns on every view, download and search (issue 24, finding 9)', async () => {
+  const connection = redis.connection(0);
+  const base = 'bull:initech:signups';
+  await sweptNow(base);
+  const signups = new Queue('signups', { connection, prefix: 'bull:initech' });
+  const n = 6;
+  await signups.addBulk(Array.from({ length: n }, (_, i) => ({
+    name: 'signup',
+    data: { i, plan: 'pro', user: { id: `pid-7f3a-${i}`, name: `Zelda Quuxley ${i}`, email: `zelda.q${i}@example.com` } },
+    opts: { attempts: 1 },
+  })));
+  let finished = 0;
+  const worker = new Worker('signups', async (job) => {
+    await job.log(`mailing zelda.q${job.data.i}@example.com`);
+    if (job.data.i % 2 === 1) throw new Error(`cannot mail zelda.q${job.data.i}@example.com`);
+    return { user: { id: job.data.user.id }, sent: true };
+  }, { connection, prefix: 'bull:initech' });
+  worker.on('completed', () => { finished += 1; });
+  worker.on('failed', () => { finished += 1; });
+  await waitFor(`${n} signups finished`, async () => finished === n);
+  await worker.close();
+  const personal = /Zelda|Quuxley|pid-7f3a|zelda\.q/;
+  const segmentNames = [];
+  try {
+    await withPolicies([
+      '  - name: signups',
+      '    queueNamePattern: signups',
+      '    rules: { completed: { maxAge: 1ms, action: archive }, failed: { maxAge: 1ms, action: archive } }',
+      '    pii: { paths: [user.id, user.name], patterns: [email] }',
+    ], async () => {
+      await cli('run', '--queue', 'signups');
+      const listing = await (await get('/archive?queue=signups', TOKENS.admin)).text();
+      segmentNames.push(...[...listing.matchAll(/data-segment="([^"]+)"/g)].map((m) => m[1]));
+      assert.ok(segmentNames.length >= 1, 'the signups are archived');
+
+      // The admin sees job data as stored: the checks below are not vacuous.
+      const adminView = await (await get(`/archive/segment?name=${encodeURIComponent(segmentNames[0])}`, TOKENS.admin)).text();
+      assert.match(adminView, /Zelda Quuxley/);
+      const adminGrep = await (await get(`/archive?${new URLSearchParams({ grep: 'fields.data.user.id=pid-7f3a-2' })}`, TOKENS.admin)).text();
+      assert.match(adminGrep, /<h2>1 matching records/);
+
+      for (const [role, token] of [['viewer', TOKENS.viewer], ['operator', TOKENS.ops]]) {
+        let records = 0;
+        for (const name of segmentNames) {
+          const view = await get(`/archive/segment?name=${encodeURIComponent(name)}`, token);
+          assert.equal(view.status, 200, `${role} ${name}`);
+          const html = await view.text();
+          assert.doesNotMatch(html, personal, `${role}: the segment viewer redacts by path and pattern`);
+          assert.match(html, /\[REDACTED\]/);
+          assert.match(html, /pro/, 'data no rule marks stays readable');
+          const download = await get(`/archive/segment.jsonl?name=${encodeURIComponent(name)}`, token);
+          assert.equal(download.status, 200);
+          assert.match(download.headers.get('content-disposition'), /^attachment; filename=".+\.jsonl"$/);
+          const text = await download.text();
+          assert.doesNotMatch(text, personal, `${role}: the download redacts too`);
+          for (const line of text.trim().split('\n')) {
+            const r = JSON.parse(line);
+            records += 1;
+            assert.equal(r.fields.data.user.name, '[REDACTED]');
+            assert.equal(r.fields.data.user.id, '[REDACTED]');
+            assert.equal(r.fields.data.user.email, '[REDACTED]', 'patterns apply inside data too');
+            assert.equal(r.fields.data.plan, 'pro');
+            for (const log of r.logs) assert.equal(log, 'mailing [REDACTED]');
+          }
+        }
+        assert.equal(records, n, `${role} downloads every record`);
+        const search = async (grep) => {
+          const r = await get(`/archive?${new URLSearchParams({ grep, queue: 'signups' })}`, token);
+          assert.equal(r.status, 200, grep);
+          // The form repeats the search as typed; the results below it are what is checked.
+          const html = await r.text();
+          const results = html.split('matching records')[1] || '';
+          assert.doesNotMatch(results, personal, `${role}: search results are redacted (${grep})`);
+          return Number((html.match(/<h2>(\d+) matching records/) || [])[1]);
+        };
+        assert.equal(await search('fields.data.plan=pro'), n, `${role} searches what it may see`);
+        assert.equal(await search('fields.data.user.id=pid-7f3a-2'), 0, `${role}: a redacted path answers as a wrong guess`);
+        assert.equal(await search('fields.data.user.name=Zelda Quuxley 2'), 0);
+        assert.equal(await search('fields.data.user.email=zelda.q2@example.com'), 0);
+        assert.equal(await search('fields.failedReason=cannot mail zelda.q1@example.com'), 0);
+        assert.equal(await search('logs[0]=mailing zelda.q2@example.com'), 0);
+        for (const p of ['/', `/queue?key=${base}`, '/audit', '/archive', '/erasure', '/failures', `/policies?queue=${base}`]) {
+          const html = await (await get(p, token)).text();
+          assert.doesNotMatch(html, personal, `${role}: ${p} shows no personal value`);
+        }
+      }
+    });
+  } finally {
+    await signups.obliterate({ force: true });
+    await signups.close();
+    await client.hdel('bullsweep:lastrun', base);
+    for (const top of new Set(segmentNames.map((s) => s.split('/')[0]))) {
+      fs.rmSync(path.join(dir, 'archive', top), { recursive: true, force: true });
+    }
+  }
+});
+
+test('the audit page shows a trail cut short, as audit verify does (issue 24, finding 20)', async () => {
+  const trail = path.join(dir, 'audit.jsonl');
+  const original = fs.readFileSync(trail, 'utf8');
+  const lines = original.trimEnd().split('\n');
+  assert.ok(lines.length >= 2, 'the trail has events');
+  assert.ok(await client.get('bullsweep:audit:head'), 'Redis keeps the checkpoint of what it shipped');
+  const chain = async () => {
+    const html = await (await get('/audit', TOKENS.admin)).text();
+    return (html.match(/data-chain="([^"]+)"/) || [])[1];
+  };
+  assert.equal(await chain(), 'ok');
+  try {
+    // The newest event removed: every remaining link still checks out.
+    fs.writeFileSync(trail, `${lines.slice(0, -1).join('\n')}\n`);
+    const verify = await bullsweep([...args, 'audit', 'verify']);
+    assert.equal(verify.code, 1, 'audit verify says cut short');
+    assert.match(verify.stderr, /cut short/);
+    assert.equal(await chain(), 'cutShort', 'and so does the dashboard');
+    const acme = await (await get('/audit', TOKENS.acme)).text();
+    assert.match(acme, /data-chain="cutShort"/);
+  } finally {
+    fs.writeFileSync(trail, original);
+  }
+  assert.equal(await chain(), 'ok');
+});
+
+test('the queue page and the audit page show the flow parents a sweep removed and released (issue 24, finding 19)', async () => {
+  const connection = redis.connection(0);
+  const prefix = 'bull:initech';
+  await sweptNow(`${prefix}:render`, `${prefix}:reports`);
+  const flows = new FlowProducer({ connection, prefix });
+  await flows.add({ name: 'same', queueName: 'render', data: { p: 1 }, children: [{ name: 'child', queueName: 'render', data: { c: 1 } }] });
+  await flows.add({ name: 'other', queueName: 'reports', data: { p: 2 }, children: [{ name: 'child', queueName: 'render', data: { c: 2 } }] });
+  await flows.close();
+  const render = new Queue('render', { connection, prefix });
+  const reports = new Queue('reports', { connection, prefix });
+  const worker = new Worker('render', async (job) => {
+    if (job.name === 'child') throw new Error('child failed');
+    return 'ok';
+  }, { connection, prefix });
+  await waitFor('two failed children', async () => (await render.getFailedCount()) === 2);
+  await worker.close();
+  try {
+    await withPolicies([
+      '  - { name: flows, queueNamePattern: render, rules: { failed: { maxAge: 1ms } } }',
+    ], async () => {
+      const plan = JSON.parse(await cli('--json', 'plan', '--queue', 'render'));
+      const planned = plan.queues[0].states.failed.takenAlong;
+      assert.deepEqual(planned, { parentsRemoved: 1, parentsReleased: 1 });
+      let html = await (await get(`/queue?key=${prefix}:render`, TOKENS.viewer)).text();
+      const row = html.match(/<tr data-state="failed"[^>]*>/)[0];
+      assert.match(row, /data-parents-removed="1"/, 'the preview counts the parent a sweep would remove');
+      assert.match(row, /data-parents-released="1"/, 'and the one it would release');
+      await cli('run', '--queue', 'render');
+      assert.deepEqual((await reports.getWaiting()).map((j) => j.name), ['other'], 'released to wait');
+      const events = (await cli('--json', 'audit', 'query', '--queue', 'render')).trim().split('\n').map((l) => JSON.parse(l));
+      const related = events.flatMap((e) => e.relatedJobs || []);
+      assert.equal(related.length, 2, JSON.stringify(events));
+      html = await (await get(`/queue?key=${prefix}:render`, TOKENS.viewer)).text();
+      for (const r of related) {
+        assert.ok(html.includes(`data-parent="${r.key}" data-role="${r.role}"`), `the queue page names ${r.key} (${r.role})`);
+      }
+      const audit = await (await get('/audit?queue=render', TOKENS.viewer)).text();
+      assert.match(audit, /data-parents-removed="1" data-parents-released="1"/, 'the audit page counts them');
+      for (const r of related) {
+        assert.ok(audit.includes(`<li data-role="${r.role}">`) && audit.includes(r.key), `the audit details name ${r.key}`);
+      }
+      const acme = await (await get('/audit', TOKENS.acme)).text();
+      assert.ok(!acme.includes('initech'), 'a tenant token sees no other tenant\'s parents');
+    });
+  } finally {
+    await render.obliterate({ force: true });
+    await reports.obliterate({ force: true });
+    await render.close();
+    await reports.close();
+    await client.hdel('bullsweep:lastrun', `${prefix}:render`, `${prefix}:reports`);
+  }
 });

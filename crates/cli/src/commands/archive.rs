@@ -59,9 +59,15 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                     .with_hint("e.g. fields.data.user.id=u7")
             })?;
             let path = bullsweep_policy::JsonPath::new(path).map_err(CliError::usage)?;
-            let records = ops::trail::grep(&sink, &Default::default(), &path, wanted)
-                .await
-                .map_err(io_err)?;
+            let records = ops::trail::grep(
+                &sink,
+                &Default::default(),
+                &path,
+                wanted,
+                &ops::trail::Reader::Raw,
+            )
+            .await
+            .map_err(io_err)?;
             let matched = records.len();
             let mut out = String::new();
             for record in &records {

@@ -5,48 +5,9 @@ use crate::args::{AuditCommand, Cli};
 use crate::error::CliError;
 use crate::output::{print_out, print_text, rfc3339};
 use bullsweep_core::audit::{self, AuditEvent};
+use bullsweep_core::ops::verify::{Verified, source_name};
 use bullsweep_core::{Error, ops};
 use bullsweep_policy::AuditTarget;
-use serde::Serialize;
-
-/// What `audit verify --json` prints.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Verified {
-    /// `ok`, `broken` or `cutShort`.
-    status: &'static str,
-    /// The store, as messages name it.
-    store: String,
-    /// Events that checked out, across sources.
-    events: u64,
-    /// One entry per source: its chain, and its checkpoint where its Redis was checked.
-    sources: Vec<SourceVerified>,
-    /// The first broken link (line or row) and what is wrong.
-    broken_at: Option<u64>,
-    problem: Option<String>,
-}
-
-/// One source in `audit verify --json`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SourceVerified {
-    /// The source id; `null` for the single chain written before sources.
-    source: Option<String>,
-    /// `ok`, `cutShort`, or `unchecked` when its Redis was not given.
-    status: &'static str,
-    /// Events of its chain that checked out.
-    events: u64,
-    /// The last good link.
-    head_seq: u64,
-    head_hash: String,
-    /// The chain it continues, or the source that continued it.
-    continues: Option<String>,
-    /// The Redis its checkpoint was read from.
-    redis: Option<String>,
-    /// The checkpoint kept in that Redis.
-    checkpoint_seq: Option<u64>,
-    checkpoint_hash: Option<String>,
-}
 
 /// Runs an `audit` subcommand.
 pub async fn run(cli: &Cli, command: &AuditCommand) -> Result<i32, CliError> {
@@ -83,109 +44,32 @@ pub async fn run(cli: &Cli, command: &AuditCommand) -> Result<i32, CliError> {
 }
 
 /// `audit verify`: every link of every source's chain, then each chain's head against the
-/// checkpoint in its source's Redis (`--redis` and any others given).
+/// checkpoint in its source's Redis (`--redis` and any others given), as the dashboard checks.
 async fn verify(cli: &Cli, target: &AuditTarget, others: &[String]) -> Result<i32, CliError> {
-    let location = audit_location(target);
-    let report = audit::verify(target).await.map_err(Error::audit)?;
-    let mut sources: Vec<SourceVerified> = report
-        .chains
-        .iter()
-        .map(|c| SourceVerified {
-            source: c.source.clone(),
-            status: "unchecked",
-            events: c.events,
-            head_seq: c.head.0,
-            head_hash: c.head.1.clone(),
-            continues: c.continues.clone(),
-            redis: None,
-            checkpoint_seq: None,
-            checkpoint_hash: None,
-        })
-        .collect();
-    let mut cut = Vec::new();
+    let mut verified = Verified::read(target).await?;
     for url in std::iter::once(cli.redis_url()).chain(others.iter().map(String::as_str)) {
         let mut con = super::connection::connect_at(cli, url, "audit").await?;
-        let Some(checkpoint) = audit::checkpoint(&mut con)
-            .await
-            .map_err(|e| Error::redis(url, &e))?
-        else {
-            continue;
-        };
-        // A checkpoint without a source was written before sources: it is the single chain's.
-        let source = checkpoint.source.clone();
-        let entry = match sources.iter().position(|s| s.source == source) {
-            Some(i) => &mut sources[i],
-            None => {
-                sources.push(SourceVerified {
-                    source: source.clone(),
-                    status: "unchecked",
-                    events: 0,
-                    head_seq: 0,
-                    head_hash: audit::GENESIS_HASH.to_string(),
-                    continues: None,
-                    redis: None,
-                    checkpoint_seq: None,
-                    checkpoint_hash: None,
-                });
-                sources.last_mut().expect("just pushed")
-            }
-        };
-        let short = checkpoint.seq > entry.head_seq
-            || (checkpoint.seq == entry.head_seq && checkpoint.hash != entry.head_hash);
-        entry.status = if short { "cutShort" } else { "ok" };
-        entry.redis = Some(ops::redact(url));
-        entry.checkpoint_seq = Some(checkpoint.seq);
-        entry.checkpoint_hash = Some(checkpoint.hash.clone());
-        if short {
-            cut.push(format!(
-                "{location}: the chain of {} ends at seq {}, but the checkpoint in {} says seq {} (hash {}) was written: the trail was cut short or replaced",
-                source_name(source.as_deref()),
-                entry.head_seq,
-                ops::redact(url),
-                checkpoint.seq,
-                checkpoint.hash
-            ));
-        }
+        verified.check(&mut con, url).await?;
     }
-    let verified = Verified {
-        status: match (&report.broken, cut.is_empty()) {
-            (Some(_), _) => "broken",
-            (None, false) => "cutShort",
-            (None, true) => "ok",
-        },
-        store: location.clone(),
-        events: report.events,
-        sources,
-        broken_at: report.broken.as_ref().map(|(line, _)| *line),
-        problem: report.broken.as_ref().map(|(_, p)| p.clone()),
-    };
-    if let Some((line, problem)) = &report.broken {
+    if let (Some(line), Some(problem)) = (verified.broken_at, &verified.problem) {
         let at = match target {
-            AuditTarget::File(_) => format!("{location}:{line}"),
-            AuditTarget::Postgres(_) => format!("{location} row {line}"),
+            AuditTarget::File(_) => format!("{}:{line}", verified.store),
+            AuditTarget::Postgres(_) => format!("{} row {line}", verified.store),
         };
         if cli.json {
             print_out(true, &verified, String::new)?;
         }
         return Err(CliError::runtime(format!("{at}: broken chain: {problem}"))
-            .with_hint(format!("the {} records before it verify", report.events)));
+            .with_hint(format!("the {} records before it verify", verified.events)));
     }
-    if !cut.is_empty() {
+    if !verified.cut.is_empty() {
         if cli.json {
             print_out(true, &verified, String::new)?;
         }
-        return Err(CliError::runtime(cut.join("\n")));
+        return Err(CliError::runtime(verified.cut.join("\n")));
     }
     print_out(cli.json, &verified, || verified_text(&verified))?;
     Ok(0)
-}
-
-/// A source as messages name it.
-fn source_name(source: Option<&str>) -> String {
-    match source {
-        Some(id) => format!("source {id}"),
-        None => "the single chain written before sources".into(),
-    }
 }
 
 /// `audit verify` for people: the store, then one line per source.
@@ -218,18 +102,6 @@ fn verified_text(v: &Verified) -> String {
         }
     }
     out
-}
-
-/// The audit store as messages name it (without a password).
-fn audit_location(target: &AuditTarget) -> String {
-    match target {
-        AuditTarget::File(path) => path.display().to_string(),
-        AuditTarget::Postgres(url) => format!(
-            "{} (table {})",
-            ops::redact(url),
-            audit::postgres::AUDIT_TABLE
-        ),
-    }
 }
 
 /// Every event in the audit store, oldest first.

@@ -47,11 +47,13 @@ fn dashboard(
     if !args.dashboard {
         return Ok(None);
     }
+    let secret = session_secret(args)?;
     let loopback = args.listen.is_some_and(|a| a.ip().is_loopback());
     let tokens = match &args.dashboard_tokens {
         Some(path) => ops::load_token_file(path)?,
         None if loopback => {
-            let secret = random_token()?;
+            let secret = ops::secret::random_hex()
+                .map_err(|e| CliError::runtime(format!("cannot read /dev/urandom: {e}")))?;
             daemon::log(
                 "info",
                 &format!("dashboard: no --dashboard-tokens, so this run's admin token is {secret}"),
@@ -73,15 +75,39 @@ fn dashboard(
         config: cli.config.clone(),
         env: cli.env.clone(),
         tokens,
+        secret,
     }))))
 }
 
-/// 32 random bytes from the system's generator, as hex.
-fn random_token() -> Result<String, CliError> {
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| CliError::runtime(format!("cannot read /dev/urandom: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+/// The secret that signs dashboard sessions, from `--dashboard-secret-file` or
+/// `BULLSWEEP_DASHBOARD_SECRET` (without its final line break); `None` for the one kept in
+/// Redis. One shorter than [`ops::secret::MIN_SECRET_BYTES`] is refused (exit 2), and neither
+/// message ever quotes it.
+fn session_secret(args: &DaemonArgs) -> Result<Option<String>, CliError> {
+    let (secret, from) = match (&args.dashboard_secret_file, &args.dashboard_secret) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::usage(format!(
+                    "cannot read --dashboard-secret-file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            (text, format!("the secret in {}", path.display()))
+        }
+        (None, Some(secret)) => (
+            secret.clone(),
+            "the secret of --dashboard-secret (BULLSWEEP_DASHBOARD_SECRET)".to_string(),
+        ),
+        (None, None) => return Ok(None),
+    };
+    let secret = secret.trim_end_matches(['\n', '\r']).to_string();
+    if secret.len() < ops::secret::MIN_SECRET_BYTES {
+        return Err(CliError::usage(format!(
+            "{from} is {} bytes; a session secret needs at least {}",
+            secret.len(),
+            ops::secret::MIN_SECRET_BYTES
+        ))
+        .with_hint("make one with `openssl rand -hex 32`, or give none and one is kept in Redis"));
+    }
+    Ok(Some(secret))
 }

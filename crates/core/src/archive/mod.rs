@@ -6,6 +6,7 @@
 
 mod local;
 mod record;
+mod redact;
 mod s3;
 mod segment;
 mod sink;
@@ -13,6 +14,7 @@ mod stream;
 
 pub use local::LocalArchive;
 pub use record::{ArchiveRecord, JobCopy, RecordFields};
+pub use redact::{DATA_FIELDS, REDACTED};
 pub use s3::S3Archive;
 pub use segment::{SegmentManifest, SegmentMeta};
 pub use sink::ArchiveSink;

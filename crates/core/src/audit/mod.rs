@@ -99,6 +99,11 @@ pub struct RelatedJob {
     pub role: String,
 }
 
+/// [`RelatedJob::role`] of a same-queue parent removed with its last child.
+pub const PARENT_REMOVED: &str = "parentRemoved";
+/// [`RelatedJob::role`] of a parent in another queue released to wait.
+pub const PARENT_RELEASED: &str = "parentReleased";
+
 impl AuditEvent {
     /// A successful event of `source` for `job_ids`.
     fn new(

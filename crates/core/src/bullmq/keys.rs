@@ -267,6 +267,10 @@ pub const DAEMONS: &str = "bullsweep:daemons";
 /// Hash: series name → its recent readings, as JSON `[[ms, value], …]` (see `health`).
 pub const READINGS: &str = "bullsweep:readings";
 
+/// The dashboard's session secret when none is given (`--dashboard-secret-file`): random, made
+/// by the first replica that needs it (`SET NX`), shared by all; deleting it ends every session.
+pub const DASHBOARD_SECRET: &str = "bullsweep:dashboard:secret";
+
 /// Hash: erasure request id → its receipt, as JSON (written by `forget`).
 pub const ERASURES: &str = "bullsweep:erasures";
 /// Hash: `<base>\t<counter>` → a queue's removals by action since history began, and its last

@@ -17,7 +17,7 @@ mod queue_run;
 pub mod records;
 mod schedule;
 
-pub use log::{log, set_json_logs, set_log_level, wait_or_shutdown};
+pub use log::{log, log_repeated, set_json_logs, set_log_level, wait_or_shutdown};
 
 use crate::error::Error;
 use crate::ops::load_policy_file;

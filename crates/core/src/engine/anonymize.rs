@@ -40,12 +40,7 @@ fn scrub(
     };
     for (name, value) in SCRUBBED_FIELDS.iter().zip(&fields) {
         let Some(value) = value else { continue };
-        let new = match *name {
-            "data" | "returnvalue" => rules.scrub_json(value),
-            "stacktrace" => rules.scrub_text_or_json(value),
-            _ => rules.scrub_text(value),
-        };
-        if let Some(new) = new {
+        if let Some(new) = rules.scrub_field(name, value) {
             job.fields.push((name.to_string(), new));
         }
     }

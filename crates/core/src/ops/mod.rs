@@ -11,7 +11,9 @@ pub mod forget;
 pub mod report;
 pub mod restore;
 pub mod run;
+pub mod secret;
 pub mod trail;
+pub mod verify;
 
 pub use config::{load_policy_file, load_token_file};
 pub use connect::{Conn, ConnectOptions, DEFAULT_REDIS_URL, Target, connect_url, redact};

@@ -4,7 +4,9 @@
 use crate::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
 use crate::audit::{self, AuditEvent};
 use crate::error::Error;
-use bullsweep_policy::{AuditTarget, JsonPath, NamePattern};
+use bullsweep_policy::{AuditTarget, JsonPath, NamePattern, PiiRules, PolicySet, Resolution};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// A `--since`/`--until` value: ms since the epoch, or a duration before now (`1h`, `7d`).
 pub fn instant(text: &str) -> Result<i64, String> {
@@ -105,17 +107,68 @@ pub async fn segments(
         .collect())
 }
 
+/// Who reads archived records: as stored, or with job data redacted through the `pii:`
+/// rules the policy file gives each record's queue. It owns what it needs, so that a search
+/// may take it to a thread of its own.
+pub enum Reader {
+    /// Job data as stored (the command line, an admin token).
+    Raw,
+    /// Job data as [`ArchiveRecord::redacted`] shows it, under each record's queue's rules.
+    Redacted {
+        /// The policy file in force.
+        set: Box<PolicySet>,
+        /// The environment in force.
+        env: Option<String>,
+        /// Each queue's rules, once resolved.
+        rules: Mutex<HashMap<String, Option<PiiRules>>>,
+    },
+}
+
+impl Reader {
+    /// A reader of job data redacted under `set`'s rules.
+    pub fn redacted(set: PolicySet, env: Option<String>) -> Self {
+        Reader::Redacted {
+            set: Box::new(set),
+            env,
+            rules: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The record as this reader sees it.
+    pub fn view(&self, record: ArchiveRecord) -> ArchiveRecord {
+        let Reader::Redacted { set, env, rules } = self else {
+            return record;
+        };
+        let resolve = || {
+            set.identify(&record.queue, env.as_deref())
+                .and_then(|q| match set.resolve(&q) {
+                    Resolution::Covered(eff) => eff.pii,
+                    _ => None,
+                })
+        };
+        let Ok(mut known) = rules.lock() else {
+            return record.redacted(resolve().as_ref());
+        };
+        let pii = known.entry(record.queue.clone()).or_insert_with(resolve);
+        record.redacted(pii.as_ref())
+    }
+}
+
 /// `archive grep`: the records, in segments that pass `filter`, where the JSON path holds
-/// `wanted` (a string equal to it, or any other value whose JSON text is).
+/// `wanted` (a string equal to it, or any other value whose JSON text is), as `reader` sees
+/// them. The search reads what the reader sees, so a value redacted for it matches nothing
+/// but the replacement: a guess at it answers as a wrong guess does.
 pub async fn grep(
     sink: &ArchiveSink,
     filter: &SegmentFilter,
     path: &JsonPath,
     wanted: &str,
+    reader: &Reader,
 ) -> std::io::Result<Vec<ArchiveRecord>> {
     let mut out = Vec::new();
     for m in segments(sink, filter).await? {
         for record in sink.read_segment(&m.segment).await? {
+            let record = reader.view(record);
             let value = serde_json::to_value(&record).unwrap_or_default();
             let hit = path.find(&value).into_iter().any(|v| match v {
                 serde_json::Value::String(s) => s == wanted,

@@ -1,22 +1,30 @@
-//! The archive: segments by tenant, queue and day (`archive ls`), a record viewer, search by
-//! JSON path (`archive grep`) and, for operators, `restore`. Job data is shown through the
-//! queue's `pii:` rules unless the caller's role allows raw data; without rules, a redacted
-//! role sees no job data at all.
+//! The archive: segments by tenant, queue and day (`archive ls`), a record viewer and its
+//! download, search by JSON path (`archive grep`) and, for operators, `restore`. Job data is
+//! shown, downloaded and searched through the queue's `pii:` rules (`paths` and `patterns`)
+//! unless the caller's role allows raw data; without rules, a redacted role sees no job data
+//! at all. A search reads what its caller sees, so a redacted value cannot be guessed.
 
 use super::overview::urlencode;
 use crate::format::{count, time};
 use crate::{Ctx, layout};
 use bullsweep_core::Error;
-use bullsweep_core::archive::{ArchiveRecord, ArchiveSink};
+use bullsweep_core::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::ops::trail::{self, SegmentFilter};
-use bullsweep_policy::{JsonPath, NamePattern, Permission, PolicySet, Resolution};
+use bullsweep_core::ops::trail::{self, Reader, SegmentFilter};
+use bullsweep_policy::{JsonPath, NamePattern, Permission, PolicySet};
 use maud::{Markup, html};
 
 /// Records shown at most on one page.
 const SHOWN: usize = 200;
-/// Fields holding job data, redacted for roles without raw access.
-const DATA_FIELDS: [&str; 4] = ["data", "returnvalue", "failedReason", "stacktrace"];
+
+/// How the caller reads job data: as stored with raw access (admins), else redacted.
+fn reader(ctx: &Ctx<'_>) -> Reader {
+    if ctx.caller.token.role.allows(Permission::ReadRaw) {
+        Reader::Raw
+    } else {
+        Reader::redacted(ctx.set.clone(), ctx.env.clone())
+    }
+}
 
 /// The archive sink of the policy file, if it has one.
 pub fn sink(set: &PolicySet) -> Result<Option<ArchiveSink>, Error> {
@@ -55,7 +63,7 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         Some(Some((path, wanted))) => {
             let path = JsonPath::new(path).map_err(Error::config)?;
             Some(
-                trail::grep(&sink, &filter, &path, wanted)
+                trail::grep(&sink, &filter, &path, wanted, &reader(&ctx))
                     .await
                     .map_err(io)?,
             )
@@ -99,9 +107,58 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
 
 /// `GET /archive/segment?name=`: its records, if the segment is in the caller's scope.
 pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
+    let Some((m, records)) = segment_records(&ctx, req).await? else {
+        return Ok(layout::not_found(
+            ctx.caller,
+            "/archive",
+            "No such segment in view.",
+        ));
+    };
+    let download = format!("/archive/segment.jsonl?name={}", urlencode(&m.segment));
+    let body = html! {
+        p { "Segment " code { (m.segment) } " of " code { (m.queue) } ", checked against its manifest. "
+            a href=(download) download { "Download its records (JSON lines)" } }
+        (records_table(&ctx, &records))
+    };
+    Ok(layout::html(
+        200,
+        layout::page("Archive segment", "/archive", ctx.caller, None, body),
+    ))
+}
+
+/// `GET /archive/segment.jsonl?name=`: the segment's records as JSON lines, as the caller
+/// sees them (redacted unless its role allows raw data).
+pub async fn download(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
+    let Some((m, records)) = segment_records(&ctx, req).await? else {
+        return Ok(Response::text(404, "no such segment in view\n"));
+    };
+    let mut body = String::new();
+    for r in &records {
+        body.push_str(&serde_json::to_string(r).unwrap_or_default());
+        body.push('\n');
+    }
+    let file = m.segment.rsplit('/').next().unwrap_or("segment");
+    let file: String = file
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    Ok(
+        Response::new(200, "application/x-ndjson; charset=utf-8", body).with(
+            "content-disposition",
+            format!("attachment; filename=\"{file}.jsonl\""),
+        ),
+    )
+}
+
+/// The segment `name` names, if it is in the caller's scope: its manifest and its records
+/// (checked against the manifest) as the caller may see them.
+async fn segment_records(
+    ctx: &Ctx<'_>,
+    req: &Request,
+) -> Result<Option<(SegmentManifest, Vec<ArchiveRecord>)>, Error> {
     let name = req.param("name").unwrap_or_default();
     let Some(sink) = sink(&ctx.set)? else {
-        return Ok(layout::not_found(ctx.caller, "/archive", "No archive."));
+        return Ok(None);
     };
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
     let filter = SegmentFilter {
@@ -114,35 +171,31 @@ pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         .into_iter()
         .find(|m| m.segment == name)
     else {
-        return Ok(layout::not_found(
-            ctx.caller,
-            "/archive",
-            "No such segment in view.",
-        ));
+        return Ok(None);
     };
     sink.verify(&m).await.map_err(io)?;
-    let records = sink.read_segment(&m.segment).await.map_err(io)?;
-    let body = html! {
-        p { "Segment " code { (m.segment) } " of " code { (m.queue) } ", checked against its manifest." }
-        (records_table(&ctx, &records))
-    };
-    Ok(layout::html(
-        200,
-        layout::page("Archive segment", "/archive", ctx.caller, None, body),
-    ))
+    let reader = reader(ctx);
+    let records = sink
+        .read_segment(&m.segment)
+        .await
+        .map_err(io)?
+        .into_iter()
+        .map(|r| reader.view(r))
+        .collect();
+    Ok(Some((m, records)))
 }
 
 fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
     let raw = ctx.caller.token.role.allows(Permission::ReadRaw);
     let may_restore = ctx.caller.token.role.allows(Permission::Restore);
     html! {
-        @if !raw { p.muted { "Job data is shown through the queue's pii rules; an admin token sees it as stored." } }
+        @if !raw { p.muted { "Job data is shown through the queue's pii rules (paths and patterns), and searches read it so; an admin token sees it as stored." } }
         div.wrap { table.records {
             thead { tr { th scope="col" { "Queue" } th scope="col" { "Job" } th scope="col" { "State" } th scope="col" { "Finished" } th scope="col" { "Fields" } @if may_restore { th scope="col" { "Restore" } } } }
             tbody { @for r in records.iter().take(SHOWN) {
                 tr data-job=(r.id) {
                     td { (r.queue) } td { code { (r.id) } } td { (r.state) } td { (time(r.finished_on)) }
-                    td { pre { (fields_text(ctx, r, raw)) } }
+                    td { pre { (fields_text(r)) } }
                     @if may_restore { td {
                         form method="post" action="/archive/restore" {
                             input type="hidden" name="csrf" value=(ctx.caller.csrf);
@@ -158,29 +211,12 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
     }
 }
 
-/// A record's fields, one per line, job data redacted unless `raw`.
-fn fields_text(ctx: &Ctx<'_>, r: &ArchiveRecord, raw: bool) -> String {
-    let pii = ctx
-        .set
-        .identify(&r.queue, ctx.env.as_deref())
-        .and_then(|q| match ctx.set.resolve(&q) {
-            Resolution::Covered(eff) => eff.pii,
-            _ => None,
-        });
+/// A record's fields, one per line, as the caller may see them (the record is already
+/// redacted for a caller without raw access).
+fn fields_text(r: &ArchiveRecord) -> String {
     let mut out = String::new();
     for (name, value) in &r.fields.0 {
-        let text = value.get();
-        let shown = if raw || !DATA_FIELDS.contains(&name.as_str()) {
-            text.to_string()
-        } else {
-            match &pii {
-                Some(rules) => rules
-                    .scrub_text_or_json(text)
-                    .unwrap_or_else(|| text.to_string()),
-                None => "\"[redacted]\"".to_string(),
-            }
-        };
-        out.push_str(&format!("{name}: {shown}\n"));
+        out.push_str(&format!("{name}: {}\n", value.get()));
     }
     out
 }

@@ -23,6 +23,7 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         "/audit" => audit::page(ctx, req).await,
         "/archive" => archive::page(ctx, req).await,
         "/archive/segment" => archive::segment(ctx, req).await,
+        "/archive/segment.jsonl" => archive::download(ctx, req).await,
         "/erasure" => erasure::page(ctx, req).await,
         "/failures" => failures::page(ctx, req).await,
         _ => Ok(Response::text(404, "not found\n")),

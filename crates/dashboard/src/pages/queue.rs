@@ -1,18 +1,24 @@
 //! One queue: its jobs by state, its charts, `explain` (the effective rules and where each
-//! comes from), the next sweep's preview (what `plan` would do) and, for operators, a button
-//! to sweep it now.
+//! comes from), the next sweep's preview (what `plan` would do, with the flow parents it
+//! would remove or release), the parents past sweeps took along (from the audit trail, by
+//! key) and, for operators, a button to sweep it now.
 
 use super::effectiveness::{Window, charts_for};
 use super::overview::urlencode;
 use crate::format::count;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
+use bullsweep_core::audit::{AuditEvent, PARENT_REMOVED};
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::engine::Mode;
 use bullsweep_core::health::history;
 use bullsweep_core::ops::audited_sweep;
+use bullsweep_core::ops::trail::{AuditFilter, audit_events};
 use bullsweep_policy::{EffectivePolicy, Permission, Resolution};
 use maud::{Markup, html};
+
+/// Parents taken along by past sweeps shown at most, newest first.
+const PARENTS_SHOWN: usize = 100;
 
 /// `GET /queue?key=<base>`.
 pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
@@ -29,6 +35,15 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let window = Window::of(req);
     let link = format!("/queue?key={}&", urlencode(&base));
     let charts = charts_for(&mut ctx, &history::queue_scope(&base), &window, &link).await?;
+    let events = audit_events(
+        &ctx.set.audit,
+        &AuditFilter {
+            tenant: ctx.caller.token.tenant.clone(),
+            ..AuditFilter::default()
+        },
+    )
+    .await?;
+    let taken = taken_along(&ctx, &q.base, &events);
     let resolution = ctx.set.resolve(&q);
     let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
@@ -38,10 +53,12 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         @for qr in &plan.queues {
             @if let Some(e) = &qr.error { p.notice.bad { (e) } }
             table id="plan" {
-                thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } } }
+                thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n scope="col" { "Parents removed" } th.n scope="col" { "Parents released" } } }
                 tbody { @for (state, s) in &qr.states {
-                    tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) {
+                    @let along = s.taken_along.clone().unwrap_or_default();
+                    tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
                         td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
+                        td.n { (count(along.parents_removed)) } td.n { (count(along.parents_released)) }
                     }
                 } }
             }
@@ -54,6 +71,21 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
                 span.muted { " Runs the policy on this queue now, under its lock, audited as " (ctx.caller.token.name) "." }
             }
         }
+        h2 { "Flow parents taken along by past sweeps" }
+        @if taken.is_empty() { p.muted { "The audit trail names no parent removed or released with this queue's jobs." } }
+        @else {
+            p.muted { "Removing a child removes a parent in the same queue whose last pending child it was, and releases a parent in another queue to wait (BullMQ's flow handling); the newest " (PARENTS_SHOWN) " are listed." }
+            table id="parents" {
+                thead { tr { th scope="col" { "When" } th scope="col" { "Parent" } th scope="col" { "What became of it" } th scope="col" { "Run" } } }
+                tbody { @for (e, key, role) in &taken {
+                    tr data-parent=(key) data-role=(role) {
+                        td { (crate::format::time(e.timestamp)) } td { code { (key) } }
+                        td { @if *role == PARENT_REMOVED { "removed" } @else { "released to wait" } }
+                        td { code { (e.context.execution_id) } }
+                    }
+                } }
+            }
+        }
         h2 { "Effective rules (explain)" }
         (explain(&resolution))
         h2 { "Over time" }
@@ -63,6 +95,24 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page(&q.queue, "/", ctx.caller, None, body),
     ))
+}
+
+/// The parents the trail names as taken along with `base`'s jobs, newest first, each with
+/// its event, key and role; a parent in a queue outside the caller's view is left out.
+fn taken_along<'e>(
+    ctx: &Ctx<'_>,
+    base: &str,
+    events: &'e [AuditEvent],
+) -> Vec<(&'e AuditEvent, &'e str, &'e str)> {
+    events
+        .iter()
+        .rev()
+        .filter(|e| e.context.queue_key == base)
+        .flat_map(|e| e.related_jobs.iter().map(move |r| (e, r)))
+        .filter(|(_, r)| scope::sees_job_key(ctx, &r.key))
+        .map(|(e, r)| (e, r.key.as_str(), r.role.as_str()))
+        .take(PARENTS_SHOWN)
+        .collect()
 }
 
 /// The effective rules of a queue with where each field comes from, as `explain` gives them.
