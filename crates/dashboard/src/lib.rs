@@ -187,6 +187,26 @@ impl Handler for Dashboard {
     fn handle<'a>(&'a self, req: Request) -> Pin<Box<dyn Future<Output = Response> + 'a>> {
         Box::pin(async move { layout::secure(self.answer(req).await) })
     }
+
+    /// The metrics name every tenant's queues: only a token that sees every tenant reads them.
+    fn metrics_access(&self, req: &Request) -> Result<(), Response> {
+        let now_s = ops::now_ms() / 1000;
+        match self
+            .auth
+            .caller(req.header("authorization"), req.header("cookie"), now_s)
+        {
+            None => Err(Response::text(
+                401,
+                "the metrics name every tenant's queues: send a dashboard token (Authorization: Bearer), or scrape --metrics-listen\n",
+            )
+            .with("www-authenticate", "Bearer realm=\"bullsweep\"")),
+            Some(caller) if caller.token.tenant.is_some() => Err(Response::text(
+                403,
+                "the metrics name every tenant's queues: a tenant's token may not read them\n",
+            )),
+            Some(_) => Ok(()),
+        }
+    }
 }
 
 /// A POST must come from this origin when the browser says where it comes from.
