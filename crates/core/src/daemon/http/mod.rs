@@ -1,6 +1,6 @@
 //! The daemon's HTTP/1.1 listeners (`--listen`, `--metrics-listen`), served by hyper: one
 //! request per connection, the head at most 16 KiB and read within 10 s, a body at most
-//! 64 KiB, a connection at most a minute. `/metrics`, `/healthz` and `/readyz` are answered
+//! 64 KiB, a connection at most ten minutes. `/metrics`, `/healthz` and `/readyz` are answered
 //! here; every other path goes to the [`Handler`] given (the dashboard), or gets 404.
 //!
 //! Three threads, so that nothing one does delays another: the sweeps run on the daemon's

@@ -26,8 +26,9 @@ const MAX_BODY: usize = 64 * 1024;
 /// How long a client has to send its request head, and then its body.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection may stay open at all, so that a client that never reads its
-/// answer cannot hold its place.
-const LIFETIME: Duration = Duration::from_secs(60);
+/// answer cannot hold its place for ever; long enough for the slowest page (an erasure's
+/// receipt over a large keyspace).
+const LIFETIME: Duration = Duration::from_secs(600);
 /// The first pause of the accept loop when the process is out of descriptors, doubled at
 /// each failure up to [`PAUSE_MAX`]: accepting again at once would only spin.
 const PAUSE_MIN: Duration = Duration::from_millis(10);
