@@ -285,6 +285,15 @@ pub struct DaemonArgs {
     /// `queue="other"` series in the metrics.
     #[arg(long, default_value_t = 500)]
     pub metrics_max_queues: usize,
+    /// Serve `/metrics`, `/healthz` and `/readyz` on this address too, never the dashboard
+    /// and never behind a token (with `--dashboard` off loopback, `/metrics` on `--listen`
+    /// needs a token), e.g. 0.0.0.0:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// HTTP connections open at most across both listeners; past it the oldest one that has
+    /// sent no request is closed. Lowered to keep 128 file descriptors for the work.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_connections: u16,
     /// Log lines as text, or as one JSON object each (`--json` also selects `json`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -228,6 +228,7 @@ fn flags_exist(args: &[String], what: &str) {
     for flag in args.iter().filter(|a| a.starts_with("--")) {
         assert!(
             help.contains(&format!("{flag} "))
+                || help.contains(&format!("{flag}\n"))
                 || help.contains(&format!("{flag}="))
                 || help.contains(&format!("{flag} <")),
             "{what} passes {flag}, which `bullsweep daemon` does not take"
@@ -284,6 +285,28 @@ fn the_systemd_unit_is_hardened_and_runs_the_daemon() {
         .contains("BULLSWEEP_REDIS_URL")
     );
     assert_eq!(value("KillSignal"), vec!["SIGTERM".to_string()]);
+    // Descriptors for the connection cap and for the work: far more than the 1,024 systemd
+    // gives by default, under which idle connections once starved the audit file.
+    let nofile: Vec<u64> = value("LimitNOFILE")
+        .iter()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    assert!(
+        nofile.len() == 1 && nofile[0] >= 8192,
+        "LimitNOFILE: {nofile:?}"
+    );
+    // The daemon lowers its threads' priority and may raise its soft descriptor limit, both
+    // in @resources: a filtered call must fail, not kill the process.
+    assert!(unit.contains("SystemCallFilter=~@privileged @resources"));
+    assert_eq!(value("SystemCallErrorNumber"), vec!["EPERM".to_string()]);
+}
+
+/// Every `--flag` a file names, comments included.
+fn flags_named(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -305,7 +328,19 @@ fn the_kubernetes_manifests_agree_with_each_other_and_the_binary() {
         .position(|a| a == "daemon")
         .expect("runs the daemon");
     flags_exist(&args[daemon_at + 1..], "the Deployment");
-    let listen = &args[args.iter().position(|a| a == "--listen").expect("--listen") + 1];
+    let comments: Vec<String> = read("deploy/kubernetes/deployment.yaml")
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix('#'))
+        .flat_map(flags_named)
+        .collect();
+    assert!(comments.iter().any(|f| f == "--dashboard"), "{comments:?}");
+    flags_exist(&comments, "the Deployment's comments");
+    // Prometheus and the probes use the metrics listener, which never needs a token.
+    let listen = &args[args
+        .iter()
+        .position(|a| a == "--metrics-listen")
+        .expect("--metrics-listen")
+        + 1];
     let port: u64 = listen
         .rsplit(':')
         .next()

@@ -137,6 +137,20 @@ impl Dashboard {
         Ok(key)
     }
 
+    /// The session key if it is at hand without waiting: the given secret's, or the one read
+    /// from Redis while it is fresh; `None` while another task holds it or it is stale.
+    fn cached_session_key(&self) -> Option<SessionKey> {
+        match &self.key {
+            KeySource::Given(key) => Some(key.clone()),
+            KeySource::Shared(held) => held
+                .try_lock()
+                .ok()
+                .and_then(|held| held.as_ref().cloned())
+                .filter(|(_, at)| at.elapsed() < SHARED_KEY_FOR)
+                .map(|(key, _)| key),
+        }
+    }
+
     async fn answer(&self, req: Request) -> Response {
         if let Some(asset) = assets::serve(&req.path) {
             return asset;
@@ -242,6 +256,36 @@ impl Dashboard {
 impl Handler for Dashboard {
     fn handle<'a>(&'a self, req: Request) -> Pin<Box<dyn Future<Output = Response> + 'a>> {
         Box::pin(async move { layout::secure(self.answer(req).await) })
+    }
+
+    /// The metrics name every tenant's queues: only a token that sees every tenant reads them.
+    fn metrics_access(&self, req: &Request) -> Result<(), Response> {
+        let now_s = ops::now_ms() / 1000;
+        let authorization = req.header("authorization");
+        // The tenant of the caller, if it is one: a session needs the key at hand without
+        // waiting (this runs on the `http` thread); a bearer token needs no key.
+        let tenant = match self.cached_session_key() {
+            Some(key) => self
+                .auth
+                .caller(&key, authorization, req.header("cookie"), now_s)
+                .map(|caller| caller.token.tenant),
+            None => authorization
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .and_then(|presented| self.auth.login(presented))
+                .map(|token| token.tenant.clone()),
+        };
+        match tenant {
+            None => Err(Response::text(
+                401,
+                "the metrics name every tenant's queues: send a dashboard token (Authorization: Bearer), or scrape --metrics-listen\n",
+            )
+            .with("www-authenticate", "Bearer realm=\"bullsweep\"")),
+            Some(Some(_)) => Err(Response::text(
+                403,
+                "the metrics name every tenant's queues: a tenant's token may not read them\n",
+            )),
+            Some(None) => Ok(()),
+        }
     }
 }
 

@@ -601,3 +601,139 @@ test('the queue page and the audit page show the flow parents a sweep removed an
     await client.hdel('bullsweep:lastrun', `${prefix}:render`, `${prefix}:reports`);
   }
 });
+
+// A browser page signed in with `token` on the dashboard at `port`.
+async function signedInOn(port, token) {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  await page.goto(`http://127.0.0.1:${port}/login`);
+  await page.fill('input[name=token]', token);
+  await Promise.all([page.waitForURL(`http://127.0.0.1:${port}/`), page.click('button[type=submit]')]);
+  return { context, page };
+}
+
+test('/metrics names every tenant\'s queues: off loopback it needs a token, or its own --metrics-listen', async () => {
+  const [dash, metrics] = [await freePort(), await freePort()];
+  const at = (p, q) => `http://127.0.0.1:${p}${q}`;
+  const other = startDaemon([...args, '--listen', `0.0.0.0:${dash}`, '--dashboard', '--dashboard-tokens', path.join(dir, 'tokens.yaml'),
+    '--metrics-listen', `127.0.0.1:${metrics}`]);
+  try {
+    await waitFor('the second daemon answers', async () => (await fetch(at(dash, '/login')).catch(() => ({}))).status === 200)
+      .catch((e) => { throw new Error(`${e.message}\n--- daemon log ---\n${other.log()}`); });
+    const scrape = (p, token) => fetch(at(p, '/metrics'), { headers: token ? { authorization: `Bearer ${token}` } : {} });
+    let r = await scrape(dash);
+    assert.equal(r.status, 401, 'no token, no metrics on the dashboard\'s listener');
+    assert.match(r.headers.get('www-authenticate'), /Bearer/);
+    assert.doesNotMatch(await r.text(), /billing|secret-payroll|bullsweep_/);
+    r = await scrape(dash, 'not-a-token');
+    assert.equal(r.status, 401);
+    r = await scrape(dash, TOKENS.acme);
+    assert.equal(r.status, 403, 'a tenant token may not read every tenant\'s queues');
+    assert.doesNotMatch(await r.text(), /secret-payroll/);
+    r = await scrape(dash, TOKENS.viewer);
+    assert.equal(r.status, 200, 'a token that sees every tenant reads them');
+    assert.match(await r.text(), /bullsweep_/);
+    assert.equal((await fetch(at(dash, '/healthz'))).status, 200, 'probes need no token');
+    // Prometheus scrapes its own listener, which serves no dashboard.
+    r = await scrape(metrics);
+    assert.equal(r.status, 200);
+    assert.match(await r.text(), /^bullsweep_[a-z_]+\{[^}]*queue="bull:globex:secret-payroll"/m, 'every tenant\'s queues, no token asked');
+    assert.equal((await fetch(at(metrics, '/'))).status, 404, 'no dashboard on the metrics listener');
+    assert.equal((await fetch(at(metrics, '/healthz'))).status, 200);
+    // In the browser, the session cookie is the token.
+    const { context, page } = await signedInOn(dash, TOKENS.admin);
+    const shown = await page.goto(at(dash, '/metrics'));
+    assert.equal(shown.status(), 200);
+    await context.close();
+  } finally {
+    await other.kill('SIGKILL');
+  }
+});
+
+test('a search over a large archive answers a page at a time, /healthz answering meanwhile, in bounded memory', async () => {
+  // 100,000 small jobs finished by BullMQ, archived by `run`.
+  const { Worker } = require('bullmq');
+  const big = await startRedis();
+  const connection = big.connection(0);
+  const queue = new Queue('bulk', { connection, prefix: 'bull:acme' });
+  const N = 100000;
+  for (let k = 0; k < N; k += 5000) {
+    await queue.addBulk(Array.from({ length: 5000 }, (_, i) => ({ name: 'j', data: { i: k + i, kind: 'x' } })));
+  }
+  let finished = 0;
+  const worker = new Worker('bulk', async () => 'ok', { connection, prefix: 'bull:acme', concurrency: 200 });
+  worker.on('completed', () => { finished += 1; });
+  await waitFor(`${N} jobs finished`, async () => finished === N, 300000);
+  await worker.close();
+  const bigDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-big-archive-'));
+  const policy = writePolicy([
+    'version: 1',
+    'schedule: 24h',
+    'discovery: { layouts: ["bull:{tenant}:{queue}"] }',
+    `audit: { url: "file://${bigDir}/audit.jsonl" }`,
+    `archive: { url: "file://${bigDir}/archive" }`,
+    'policies:',
+    '  - { name: cold, queueNamePattern: "*", rules: { completed: { maxAge: 1ms, action: archive } } }',
+    '',
+  ].join('\n'));
+  const bigArgs = ['--redis', big.url(0), '--config', policy];
+  const ran = await bullsweep([...bigArgs, 'run']);
+  assert.equal(ran.code, 0, ran.stderr);
+  const bigPort = await freePort();
+  const at = (p) => `http://127.0.0.1:${bigPort}${p}`;
+  const d = startDaemon([...bigArgs, '--listen', `127.0.0.1:${bigPort}`, '--dashboard', '--dashboard-tokens', path.join(dir, 'tokens.yaml')]);
+  try {
+    await waitFor('the daemon answers', async () => (await fetch(at('/login')).catch(() => ({}))).status === 200);
+    // While `work` runs, /healthz is asked again and again; each must answer within 1 s.
+    const healthyThroughout = async (work) => {
+      let done = false;
+      let checks = 0;
+      const probe = (async () => {
+        while (!done) {
+          const r = await fetch(at('/healthz'), { signal: AbortSignal.timeout(1000) })
+            .catch((e) => { throw new Error(`/healthz did not answer within 1 s during a search: ${e.message}`); });
+          assert.equal(r.status, 200);
+          checks += 1;
+          await new Promise((res) => setTimeout(res, 50));
+        }
+      })();
+      try {
+        return await work();
+      } finally {
+        done = true;
+        await probe;
+        assert.ok(checks > 0, 'health was checked during the search');
+      }
+    };
+    const { context, page } = await signedInOn(bigPort, TOKENS.admin);
+    const ids = () => page.$$eval('table.records tr[data-job]', (trs) => trs.map((tr) => tr.dataset.job));
+    // Every record matches: one page of them, and a link to the next.
+    await healthyThroughout(() => page.goto(at('/archive?grep=fields.data.kind%3Dx')));
+    assert.match(await textOf(page, 'main h2'), /^100 matching records on this page/);
+    const first = await ids();
+    assert.equal(first.length, 100);
+    await healthyThroughout(() => Promise.all([page.waitForLoadState('load'), page.click('a#more')]));
+    const second = await ids();
+    assert.equal(second.length, 100);
+    assert.deepEqual(second.filter((id) => first.includes(id)), [], 'the next page goes on where the first stopped');
+    // One record matches, the last archived: each page stops at its time budget or the end,
+    // and the "more" links lead to it.
+    await healthyThroughout(() => page.goto(at(`/archive?grep=fields.data.i%3D${N - 1}`)));
+    let found = await ids();
+    for (let pages = 1; found.length === 0; pages += 1) {
+      assert.ok(pages < 100, 'the search reaches the end');
+      assert.equal(await page.locator('a#more').count(), 1, 'a page without the match links to the next');
+      await healthyThroughout(() => Promise.all([page.waitForLoadState('load'), page.click('a#more')]));
+      found = await ids();
+    }
+    assert.equal(found.length, 1);
+    await context.close();
+    const status = fs.readFileSync(`/proc/${d.proc.pid}/status`, 'utf8');
+    const peakKb = Number(status.match(/^VmHWM:\s+(\d+) kB/m)[1]);
+    assert.ok(peakKb < 128 * 1024, `the daemon's peak RSS ${Math.round(peakKb / 1024)} MiB stays far under the manifest's 512 Mi`);
+  } finally {
+    await d.kill('SIGKILL');
+    await queue.close();
+    big.stop();
+  }
+});

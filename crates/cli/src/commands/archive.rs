@@ -12,6 +12,9 @@ use bullsweep_core::ops::{self, restore::restore};
 use bullsweep_policy::ArchiveTarget;
 use std::path::Path;
 
+/// How much of `archive grep`'s output is held before it is printed.
+const GREP_BUFFER: usize = 64 * 1024;
+
 /// Runs an `archive` subcommand.
 pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
     let set = load_policies(cli)?;
@@ -58,22 +61,39 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                 CliError::usage(format!("`{filter}` is not `<path>=<value>`"))
                     .with_hint("e.g. fields.data.user.id=u7")
             })?;
-            let path = bullsweep_policy::JsonPath::new(path).map_err(CliError::usage)?;
-            let records = ops::trail::grep(
+            let query = ops::trail::GrepQuery {
+                path: bullsweep_policy::JsonPath::new(path).map_err(CliError::usage)?,
+                wanted: wanted.to_string(),
+            };
+            // Printed as found, a buffer at a time: the archive may be larger than memory.
+            let mut matched = 0usize;
+            let mut out = String::new();
+            let mut printed = Ok(());
+            let raw = ops::trail::Reader::Raw;
+            ops::trail::grep_each(
                 &sink,
                 &Default::default(),
-                &path,
-                wanted,
-                &ops::trail::Reader::Raw,
+                &query,
+                &raw,
+                None,
+                None,
+                |record| {
+                    matched += 1;
+                    out.push_str(&serde_json::to_string(&record).unwrap_or_default());
+                    out.push('\n');
+                    if out.len() >= GREP_BUFFER {
+                        printed = print_text(&std::mem::take(&mut out));
+                    }
+                    if printed.is_ok() {
+                        std::ops::ControlFlow::Continue(())
+                    } else {
+                        std::ops::ControlFlow::Break(())
+                    }
+                },
             )
             .await
             .map_err(io_err)?;
-            let matched = records.len();
-            let mut out = String::new();
-            for record in &records {
-                out.push_str(&serde_json::to_string(record).unwrap_or_default());
-                out.push('\n');
-            }
+            printed?;
             if !out.is_empty() {
                 print_text(&out)?;
             }

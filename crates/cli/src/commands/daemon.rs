@@ -25,6 +25,8 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
         env: cli.env.clone(),
         queue_glob: queue_glob(args.queues.queue.as_deref())?,
         listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        max_connections: usize::from(args.max_connections),
         discover_every,
         metrics_max_queues: args.metrics_max_queues,
         pages: None,

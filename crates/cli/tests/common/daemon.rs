@@ -13,8 +13,40 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(w: &World, policy: &std::path::Path, listen: Option<u16>, extra: &[&str]) -> Self {
+        Self::spawn(
+            Command::new(env!("CARGO_BIN_EXE_bullsweep")),
+            w,
+            policy,
+            listen,
+            extra,
+        )
+    }
+
+    /// A daemon under a limit of `nofile` open file descriptors (soft and hard), set by
+    /// `sh`'s `ulimit` before it runs the binary.
+    pub fn start_limited(
+        w: &World,
+        policy: &std::path::Path,
+        listen: Option<u16>,
+        extra: &[&str],
+        nofile: u64,
+    ) -> Self {
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_bullsweep"));
+        Self::spawn(sh, w, policy, listen, extra)
+    }
+
+    /// Runs `cmd` (the binary, or what execs it) with the daemon's arguments.
+    fn spawn(
+        mut cmd: Command,
+        w: &World,
+        policy: &std::path::Path,
+        listen: Option<u16>,
+        extra: &[&str],
+    ) -> Self {
         let log = w.dir.path().join(format!("daemon-{}.log", fastrand_u32()));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bullsweep"));
         cmd.arg("--redis")
             .arg(w.url_for(&["daemon"]))
             .args(w.tls_args())

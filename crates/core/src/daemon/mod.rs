@@ -5,6 +5,7 @@
 //! exponential backoff. SIGTERM finishes the batch in progress, releases the locks and exits
 //! 0; SIGHUP reloads the policy file, keeping the old one when the new one is invalid.
 
+mod descriptors;
 mod discovery;
 pub mod events;
 mod events_read;
@@ -45,10 +46,17 @@ pub struct DaemonConfig {
     pub env: Option<String>,
     /// Only queues whose name or key base matches this glob.
     pub queue_glob: Option<NamePattern>,
-    /// Serve `/metrics`, `/healthz` and `/readyz` on this address.
+    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, and the dashboard with
+    /// `pages`.
     pub listen: Option<SocketAddr>,
+    /// Serve `/metrics`, `/healthz` and `/readyz` on this address too, never the dashboard
+    /// and never behind a token.
+    pub metrics_listen: Option<SocketAddr>,
     /// Answers the paths other than the daemon's own on `listen` (the dashboard).
     pub pages: Option<Arc<dyn http::Handler>>,
+    /// HTTP connections open at most, across both listeners (fewer when the descriptor
+    /// limit asks it, see [`descriptors`]).
+    pub max_connections: usize,
     /// Above this many governed queues, the smallest share `queue="other"` in the metrics.
     pub metrics_max_queues: usize,
     /// How often to look for new queues.
@@ -118,26 +126,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let set = load_policy_file(&cfg.config)?;
     let url = cfg.target.url().to_string();
     let metrics = Arc::new(DaemonMetrics::default());
-    if let Some(addr) = cfg.listen {
-        let cannot = |e: std::io::Error| Error::runtime(format!("cannot listen on {addr}: {e}"));
-        let listener = std::net::TcpListener::bind(addr).map_err(cannot)?;
-        let also = if cfg.pages.is_some() {
-            " and the dashboard"
-        } else {
-            ""
-        };
-        log(
-            "info",
-            &format!("serving /metrics, /healthz and /readyz{also} on {addr}"),
-        );
-        let served = metrics.clone();
-        http::spawn(
-            listener,
-            move |req| metrics::answer(&served, req),
-            cfg.pages.clone(),
-        )
-        .map_err(cannot)?;
-    }
+    serve_http(&cfg, &metrics)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let reload = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(Notify::new());
@@ -191,7 +180,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         evicted_seen: BTreeMap::new(),
         history_minute: 0,
         metrics_max_queues: cfg.metrics_max_queues,
-        serving: cfg.listen.is_some(),
+        serving: cfg.listen.is_some() || cfg.metrics_listen.is_some(),
         governed: None,
     };
     log("info", &format!("daemon started as {}", daemon.owner));
@@ -201,6 +190,63 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     daemon.ship_audit().await;
     log("info", "stopped");
     Ok(())
+}
+
+/// Binds `--listen` and `--metrics-listen` and serves them (see [`http`]). On a listener
+/// the dashboard shares off loopback, `/metrics` (every tenant's queue names) needs a token.
+fn serve_http(cfg: &DaemonConfig, metrics: &Arc<DaemonMetrics>) -> Result<(), Error> {
+    let limit = descriptors::raise_limit();
+    let cap = descriptors::connection_cap(cfg.max_connections, limit);
+    let bind = |addr: SocketAddr| {
+        std::net::TcpListener::bind(addr)
+            .map_err(|e| Error::runtime(format!("cannot listen on {addr}: {e}")))
+    };
+    let mut listeners = Vec::new();
+    if let Some(addr) = cfg.listen {
+        let pages = cfg.pages.is_some();
+        let metrics_need_token = pages && !addr.ip().is_loopback();
+        let what = match (pages, metrics_need_token) {
+            (false, _) => "/metrics, /healthz and /readyz",
+            (true, false) => "/metrics, /healthz, /readyz and the dashboard",
+            (true, true) => "/healthz, /readyz, the dashboard and /metrics (to a token)",
+        };
+        log("info", &format!("serving {what} on {addr}"));
+        listeners.push(http::Listener {
+            socket: bind(addr)?,
+            pages,
+            metrics_need_token,
+        });
+    }
+    if let Some(addr) = cfg.metrics_listen {
+        log(
+            "info",
+            &format!("serving /metrics, /healthz and /readyz on {addr}"),
+        );
+        listeners.push(http::Listener {
+            socket: bind(addr)?,
+            pages: false,
+            metrics_need_token: false,
+        });
+    }
+    if listeners.is_empty() {
+        return Ok(());
+    }
+    let descriptors = limit.map_or(String::new(), |l| format!(" of {l} file descriptors"));
+    log(
+        "info",
+        &format!(
+            "http: at most {cap} connections, keeping {} descriptors{descriptors} for the work",
+            descriptors::RESERVED
+        ),
+    );
+    let served = metrics.clone();
+    http::spawn(
+        listeners,
+        move |req| metrics::answer(&served, req),
+        cfg.pages.clone(),
+        cap,
+    )
+    .map_err(|e| Error::runtime(format!("cannot serve HTTP: {e}")))
 }
 
 /// Runs the events reader on a thread and runtime of its own, with its own connection, so

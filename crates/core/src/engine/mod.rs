@@ -27,7 +27,7 @@ mod shards;
 mod staging;
 mod stalled;
 mod sweep;
-mod sys;
+pub(crate) mod sys;
 mod walk;
 mod work;
 

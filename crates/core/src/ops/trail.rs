@@ -1,12 +1,19 @@
 //! Reading the audit trail and the archive as `audit query`, `archive ls` and `archive grep`
-//! do, for the command line and the dashboard alike: one filter each, applied here.
+//! do, for the command line and the dashboard alike: one filter each, applied here. A search
+//! streams the archive a segment at a time; a server asks for a page of it ([`grep_page`]),
+//! bounded in matches and time, and goes on from where it stopped.
 
 use crate::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
 use crate::audit::{self, AuditEvent};
 use crate::error::Error;
-use bullsweep_policy::{AuditTarget, JsonPath, NamePattern, PiiRules, PolicySet, Resolution};
+use bullsweep_policy::{
+    ArchiveTarget, AuditTarget, JsonPath, NamePattern, PiiRules, PolicySet, Resolution,
+};
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, oneshot};
 
 /// A `--since`/`--until` value: ms since the epoch, or a duration before now (`1h`, `7d`).
 pub fn instant(text: &str) -> Result<i64, String> {
@@ -154,30 +161,175 @@ impl Reader {
     }
 }
 
-/// `archive grep`: the records, in segments that pass `filter`, where the JSON path holds
-/// `wanted` (a string equal to it, or any other value whose JSON text is), as `reader` sees
-/// them. The search reads what the reader sees, so a value redacted for it matches nothing
-/// but the replacement: a guess at it answers as a wrong guess does.
-pub async fn grep(
+/// `archive grep`'s question: the records whose JSON path holds a value.
+#[derive(Clone, Debug)]
+pub struct GrepQuery {
+    /// Where, in the record as `archive cat` prints it (`fields.data.user.id`).
+    pub path: JsonPath,
+    /// What: a string equal to it, or any other value whose JSON text is.
+    pub wanted: String,
+}
+
+impl GrepQuery {
+    /// Whether `record` holds the value at the path.
+    pub fn matches(&self, record: &ArchiveRecord) -> bool {
+        let value = serde_json::to_value(record).unwrap_or_default();
+        self.path.find(&value).into_iter().any(|v| match v {
+            serde_json::Value::String(s) => *s == self.wanted,
+            other => serde_json::to_string(other).is_ok_and(|text| text == self.wanted),
+        })
+    }
+}
+
+/// A place in the archive, in the order a search reads it: a segment (as `list` names it)
+/// and the index of a record in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrepFrom {
+    /// The segment.
+    pub segment: String,
+    /// The first record of it not read yet.
+    pub record: usize,
+}
+
+/// `archive grep`: hands `found` each record matching `query` as `reader` sees it, in
+/// segments that pass `filter`, in segment order from `from` on, with one segment in memory at
+/// a time; `found` says whether to go on. The search reads what the reader sees, so a value
+/// redacted for it matches nothing but the replacement: a guess at it answers as a wrong guess
+/// does, and a page's "more" link reveals nothing either. Past `deadline` the search stops after the record in hand. Returns
+/// where a search going on would start, `None` when every record was read.
+pub async fn grep_each(
     sink: &ArchiveSink,
     filter: &SegmentFilter,
-    path: &JsonPath,
-    wanted: &str,
+    query: &GrepQuery,
     reader: &Reader,
-) -> std::io::Result<Vec<ArchiveRecord>> {
-    let mut out = Vec::new();
-    for m in segments(sink, filter).await? {
-        for record in sink.read_segment(&m.segment).await? {
+    from: Option<&GrepFrom>,
+    deadline: Option<Instant>,
+    mut found: impl FnMut(ArchiveRecord) -> ControlFlow<()>,
+) -> std::io::Result<Option<GrepFrom>> {
+    let segments: Vec<SegmentManifest> = segments(sink, filter)
+        .await?
+        .into_iter()
+        .filter(|m| from.is_none_or(|f| m.segment >= f.segment))
+        .collect();
+    for (i, m) in segments.iter().enumerate() {
+        let skip = from
+            .filter(|f| f.segment == m.segment)
+            .map_or(0, |f| f.record);
+        let records = sink.read_segment(&m.segment).await?;
+        let count = records.len();
+        for (k, record) in records.into_iter().enumerate().skip(skip) {
             let record = reader.view(record);
-            let value = serde_json::to_value(&record).unwrap_or_default();
-            let hit = path.find(&value).into_iter().any(|v| match v {
-                serde_json::Value::String(s) => s == wanted,
-                other => serde_json::to_string(other).is_ok_and(|text| text == wanted),
-            });
-            if hit {
-                out.push(record);
+            let stop = query.matches(&record) && found(record).is_break();
+            if stop || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(if k + 1 < count {
+                    Some(GrepFrom {
+                        segment: m.segment.clone(),
+                        record: k + 1,
+                    })
+                } else {
+                    segments.get(i + 1).map(|next| GrepFrom {
+                        segment: next.segment.clone(),
+                        record: 0,
+                    })
+                });
             }
         }
     }
-    Ok(out)
+    Ok(None)
+}
+
+/// One page of a search.
+#[derive(Clone, Debug, Default)]
+pub struct GrepPage {
+    /// The matches, in archive order.
+    pub records: Vec<ArchiveRecord>,
+    /// Where the next page starts; `None` when the search read every record.
+    pub next: Option<GrepFrom>,
+    /// The page ended at its time budget, before it was full.
+    pub out_of_time: bool,
+}
+
+/// How much one page of a search returns and how long it may take.
+#[derive(Clone, Copy, Debug)]
+pub struct GrepBounds {
+    /// Matches on a page at most.
+    pub records: usize,
+    /// The time a page may take, once its search has started.
+    pub budget: Duration,
+}
+
+/// Searches running at once at most; the others wait their turn. Each holds one segment and
+/// a page of records in memory, and a core.
+const SEARCHES: usize = 2;
+
+/// The permits of [`SEARCHES`].
+static SEARCH_TURNS: Semaphore = Semaphore::const_new(SEARCHES);
+
+/// One page of `archive grep` (see [`grep_each`]) in the archive `target` names, for a
+/// server: run on a thread and runtime of its own at the lowest priority, so that the
+/// caller's thread goes on answering (health checks, other pages) and Redis on the same
+/// machine is not preempted; at most [`SEARCHES`] at once. The sink is opened on that
+/// thread, so that no S3 connection outlives the runtime it was made on.
+pub async fn grep_page(
+    target: ArchiveTarget,
+    filter: SegmentFilter,
+    query: GrepQuery,
+    reader: Reader,
+    from: Option<GrepFrom>,
+    bounds: GrepBounds,
+) -> std::io::Result<GrepPage> {
+    let _turn = SEARCH_TURNS
+        .acquire()
+        .await
+        .map_err(std::io::Error::other)?;
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("search".into())
+        .spawn(move || {
+            crate::engine::sys::yield_cpu_to_redis();
+            let page = ArchiveSink::open(&target).and_then(|sink| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(search_page(&sink, &filter, &query, &reader, from, bounds))
+            });
+            let _ = tx.send(page);
+        })?;
+    rx.await
+        .map_err(|_| std::io::Error::other("the search stopped before it answered"))?
+}
+
+async fn search_page(
+    sink: &ArchiveSink,
+    filter: &SegmentFilter,
+    query: &GrepQuery,
+    reader: &Reader,
+    from: Option<GrepFrom>,
+    bounds: GrepBounds,
+) -> std::io::Result<GrepPage> {
+    let deadline = Instant::now() + bounds.budget;
+    let mut records = Vec::new();
+    let next = grep_each(
+        sink,
+        filter,
+        query,
+        reader,
+        from.as_ref(),
+        Some(deadline),
+        |r| {
+            records.push(r);
+            if records.len() >= bounds.records {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
+    )
+    .await?;
+    let out_of_time = next.is_some() && records.len() < bounds.records;
+    Ok(GrepPage {
+        records,
+        next,
+        out_of_time,
+    })
 }

@@ -1,8 +1,9 @@
 //! The archive: segments by tenant, queue and day (`archive ls`), a record viewer and its
-//! download, search by JSON path (`archive grep`) and, for operators, `restore`. Job data is
-//! shown, downloaded and searched through the queue's `pii:` rules (`paths` and `patterns`)
-//! unless the caller's role allows raw data; without rules, a redacted role sees no job data
-//! at all. A search reads what its caller sees, so a redacted value cannot be guessed.
+//! download, search by JSON path (`archive grep`, a page of matches at a time, bounded in
+//! time, with a link to the next) and, for operators, `restore`. Job data is shown,
+//! downloaded and searched through the queue's `pii:` rules (`paths` and `patterns`) unless
+//! the caller's role allows raw data; without rules, a redacted role sees no job data at all.
+//! A search reads what its caller sees, so a redacted value cannot be guessed.
 
 use super::overview::urlencode;
 use crate::format::{count, time};
@@ -10,7 +11,7 @@ use crate::{Ctx, layout};
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::ops::trail::{self, Reader, SegmentFilter};
+use bullsweep_core::ops::trail::{self, GrepBounds, GrepFrom, GrepQuery, Reader, SegmentFilter};
 use bullsweep_policy::{JsonPath, NamePattern, Permission, PolicySet};
 use maud::{Markup, html};
 
@@ -25,6 +26,11 @@ fn reader(ctx: &Ctx<'_>) -> Reader {
         Reader::redacted(ctx.set.clone(), ctx.env.clone())
     }
 }
+/// Matches on one page of a search; a "More results" link goes on from the last.
+const PAGE: usize = 100;
+/// How long one page of a search may take, so that a search over a large archive answers
+/// (with a link to go on) instead of holding its reader and a core.
+const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The archive sink of the policy file, if it has one.
 pub fn sink(set: &PolicySet) -> Result<Option<ArchiveSink>, Error> {
@@ -36,7 +42,7 @@ pub fn sink(set: &PolicySet) -> Result<Option<ArchiveSink>, Error> {
 
 /// `GET /archive?tenant=&queue=&day=&grep=`.
 pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
-    let Some(sink) = sink(&ctx.set)? else {
+    let (Some(sink), Some(target)) = (sink(&ctx.set)?, ctx.set.archive.clone()) else {
         let body = html! { p { "The policy file has no " code { "archive:" } " sink." } };
         return Ok(layout::html(
             200,
@@ -61,12 +67,20 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let grep = text("grep");
     let found = match grep.as_deref().map(|g| g.split_once('=')) {
         Some(Some((path, wanted))) => {
-            let path = JsonPath::new(path).map_err(Error::config)?;
-            Some(
-                trail::grep(&sink, &filter, &path, wanted, &reader(&ctx))
-                    .await
-                    .map_err(io)?,
-            )
+            let query = GrepQuery {
+                path: JsonPath::new(path).map_err(Error::config)?,
+                wanted: wanted.to_string(),
+            };
+            let from = text("from").map(|segment| GrepFrom {
+                segment,
+                record: req.param("at").and_then(|n| n.parse().ok()).unwrap_or(0),
+            });
+            let bounds = GrepBounds {
+                records: PAGE,
+                budget: SEARCH_BUDGET,
+            };
+            let page = trail::grep_page(target, filter.clone(), query, reader(&ctx), from, bounds);
+            Some(page.await.map_err(io)?)
         }
         Some(None) => {
             return Err(Error::config(
@@ -74,6 +88,15 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             ));
         }
         None => None,
+    };
+    let more = |next: &GrepFrom| {
+        let mut link = String::from("/archive?");
+        for name in ["tenant", "queue", "day", "grep"] {
+            if let Some(value) = text(name) {
+                link.push_str(&format!("{name}={}&", urlencode(&value)));
+            }
+        }
+        format!("{link}from={}&at={}", urlencode(&next.segment), next.record)
     };
     let body = html! {
         form.filters method="get" action="/archive" {
@@ -83,9 +106,11 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             label { "Search <path>=<value>" input name="grep" placeholder="fields.data.user.id=u7" value=(grep.clone().unwrap_or_default()); }
             button type="submit" { "Search" }
         }
-        @if let Some(records) = &found {
-            h2 { (records.len()) " matching records" }
-            (records_table(&ctx, records))
+        @if let Some(found) = &found {
+            h2 { (found.records.len()) " matching records" @if found.next.is_some() { " on this page" } }
+            @if found.out_of_time { p.muted { "The search stopped after " (SEARCH_BUDGET.as_secs()) " s to keep the dashboard answering; the next page goes on from there." } }
+            (records_table(&ctx, &found.records))
+            @if let Some(next) = &found.next { p { a id="more" rel="next" href=(more(next)) { "More results" } } }
         }
         h2 { (segments.len()) " segments" }
         div.wrap { table id="segments" {

@@ -1,0 +1,144 @@
+//! The daemon's HTTP/1.1 listeners (`--listen`, `--metrics-listen`), served by hyper: one
+//! request per connection, the head at most 16 KiB and read within 10 s, a body at most
+//! 64 KiB, a connection at most ten minutes. `/metrics`, `/healthz` and `/readyz` are answered
+//! here; every other path goes to the [`Handler`] given (the dashboard), or gets 404.
+//!
+//! Three threads, so that nothing one does delays another: the sweeps run on the daemon's
+//! own; the connections and the daemon's paths on `http` ([`serve`]), where no page is ever
+//! built; the dashboard's pages on `pages` ([`pages`]). A health check therefore answers
+//! while a page is slow. Connections are capped ([`conns`]): past the cap the oldest
+//! connection still waiting for its request is closed at once, so idle connections can
+//! neither starve a health check nor take the descriptors the work needs.
+
+mod conns;
+mod pages;
+mod serve;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// One request, as parsed.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    /// `GET`, `POST`…
+    pub method: String,
+    /// The path, without the query string.
+    pub path: String,
+    /// The query string's pairs, decoded.
+    pub query: Vec<(String, String)>,
+    /// Header names in lower case, with their last value.
+    pub headers: BTreeMap<String, String>,
+    /// The body (empty without one).
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    /// The first query parameter of that name.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        first(&self.query, name)
+    }
+
+    /// The pairs of an `application/x-www-form-urlencoded` body.
+    pub fn form(&self) -> Vec<(String, String)> {
+        decode_pairs(&self.body)
+    }
+}
+
+/// The first value of `name` among decoded pairs.
+pub fn first<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn decode_pairs(bytes: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(bytes)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// One response.
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// Headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A response with a content type and body.
+    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Response {
+            status,
+            headers: vec![("content-type".into(), content_type.into())],
+            body: body.into(),
+        }
+    }
+
+    /// A plain-text response.
+    pub fn text(status: u16, body: impl Into<String>) -> Self {
+        Response::new(status, "text/plain; charset=utf-8", body.into())
+    }
+
+    /// Adds a header.
+    pub fn with(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// What answers the paths the daemon does not (the dashboard).
+pub trait Handler: Send + Sync {
+    /// Answers one request (on the `pages` thread).
+    fn handle<'a>(&'a self, req: Request) -> Pin<Box<dyn Future<Output = Response> + 'a>>;
+
+    /// Whether `req` may read `/metrics` on a listener the dashboard shares off loopback,
+    /// where the metrics, which name every tenant's queues, need a token: `Err` is the
+    /// answer instead (on the `http` thread, so it must not wait).
+    fn metrics_access(&self, req: &Request) -> Result<(), Response>;
+}
+
+/// One address served, and what it serves besides the daemon's own paths.
+pub struct Listener {
+    /// The bound socket.
+    pub socket: std::net::TcpListener,
+    /// Whether the other paths go to the [`Handler`] (`--listen` with `--dashboard`).
+    pub pages: bool,
+    /// Whether `/metrics` asks [`Handler::metrics_access`] first.
+    pub metrics_need_token: bool,
+}
+
+/// Serves `listeners` from new threads until the process ends, at most `max_connections`
+/// open at once across them; `answer` answers the daemon's own paths (`None` for the
+/// others, which go to `pages` on a listener that serves them).
+pub fn spawn<F>(
+    listeners: Vec<Listener>,
+    answer: F,
+    pages: Option<Arc<dyn Handler>>,
+    max_connections: usize,
+) -> std::io::Result<()>
+where
+    F: Fn(&Request) -> Option<Response> + Send + Sync + 'static,
+{
+    let queue = pages.clone().map(pages::spawn).transpose()?;
+    serve::spawn(
+        listeners,
+        serve::Routes {
+            answer: Box::new(answer),
+            pages,
+            queue,
+        },
+        max_connections,
+    )
+}
