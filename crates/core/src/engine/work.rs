@@ -3,11 +3,11 @@
 //! counting the selected prefix, reading it page by page, removing candidates by id, and
 //! closing the state's report.
 
+use super::archive_path::RunArchive;
 use super::batch::{BatchSizer, run_batches};
 use super::options::{Mode, SweepOptions};
 use super::report::{Skipped, StateReport};
 use super::rules::RuleGroups;
-use crate::archive::ArchiveSink;
 use crate::audit::AuditContext;
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys, scripts};
 use crate::error::{Error, Result};
@@ -29,7 +29,7 @@ pub(crate) struct StateWork<'a> {
     pub audit: &'a AuditContext,
     pub audit_ctx: &'a str,
     /// The archive sink, or why it cannot be written; `None` without one (or in a plan).
-    pub archive: Option<&'a std::result::Result<ArchiveSink, String>>,
+    pub archive: Option<&'a std::result::Result<RunArchive, String>>,
     /// The scrubbing rules for `action: anonymize`.
     pub pii: Option<&'a PiiRules>,
     /// `protectWaitingParents`: hold back finished children whose parent waits for children.
@@ -120,7 +120,7 @@ impl<'a> StateWork<'a> {
     }
 
     /// The archive sink; an unwritable one fails the state before anything is read or deleted.
-    pub fn archive_sink(&self) -> Result<Option<&'a ArchiveSink>> {
+    pub fn archive_sink(&self) -> Result<Option<&'a RunArchive>> {
         match self.archive {
             Some(Ok(sink)) => Ok(Some(sink)),
             Some(Err(reason)) => Err(Error::archive(format!(
