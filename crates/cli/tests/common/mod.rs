@@ -60,6 +60,10 @@ pub struct JsonSkipped {
     #[serde(default)]
     pub already_anonymized: u64,
     #[serde(default)]
+    pub restored: u64,
+    #[serde(default)]
+    pub dangling: u64,
+    #[serde(default)]
     pub reasons: Vec<String>,
 }
 

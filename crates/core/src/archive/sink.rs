@@ -212,22 +212,39 @@ impl ArchiveSink {
         Ok(out)
     }
     /// The newest archived copy (by `finishedOn`) of job `id` of the queue whose key base is
-    /// `base`, if it was archived at all.
-    pub async fn newest_copy(&self, base: &str, id: &str) -> io::Result<Option<ArchiveRecord>> {
-        let mut newest: Option<ArchiveRecord> = None;
-        for m in self.list().await?.into_iter().filter(|m| m.queue == base) {
+    /// `base` in the Redis database `source` (the audit's source id), if it archived one.
+    /// Several databases may share an archive and hold queues of one key base: another's
+    /// copies are never taken. Copies written before records named their source are taken
+    /// only when the database has none of its own.
+    pub async fn newest_copy(
+        &self,
+        base: &str,
+        id: &str,
+        source: &str,
+    ) -> io::Result<Option<ArchiveRecord>> {
+        // [own copies, copies that name no source]
+        let mut newest: [Option<ArchiveRecord>; 2] = [None, None];
+        let theirs = |s: &Option<String>| s.as_deref().is_some_and(|s| s != source);
+        for m in self.list().await?.into_iter() {
+            if m.queue != base || theirs(&m.source) {
+                continue;
+            }
             for record in self.read_segment(&m.segment).await? {
                 // A base64 record's id is compared as the bytes it stands for.
-                if record.id_bytes() == id.as_bytes()
-                    && newest
-                        .as_ref()
-                        .is_none_or(|n| record.finished_on > n.finished_on)
+                if record.id_bytes() != id.as_bytes() || theirs(&record.source) {
+                    continue;
+                }
+                let slot = &mut newest[usize::from(record.source.is_none())];
+                if slot
+                    .as_ref()
+                    .is_none_or(|n| record.finished_on > n.finished_on)
                 {
-                    newest = Some(record);
+                    *slot = Some(record);
                 }
             }
         }
-        Ok(newest)
+        let [own, legacy] = newest;
+        Ok(own.or(legacy))
     }
 
     /// The records of one segment (its path as `list` gives it).
