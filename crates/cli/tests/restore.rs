@@ -238,3 +238,30 @@ fn archive_holds_back_dangling_ids_and_logs_that_are_not_a_list() {
         .sum();
     assert_eq!(archived, 5, "the trail claims only the jobs with a copy");
 }
+
+#[test]
+fn the_daemon_keeps_a_held_job_too() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 6, 0, 1), now_ms());
+    let archive = policy(&w, ARCHIVE_BOTH);
+    w.report(&archive, "run");
+    restore(&w, &archive, &["1", "--as", "original"]);
+    restore(&w, &archive, &["2", "--as", "original", "--hold", "0"]);
+    let text = std::fs::read_to_string(&archive).expect("policy");
+    let policy = w.policy(&text.replacen("policies:", "schedule: 1s\npolicies:", 1));
+    let daemon = common::daemon::Daemon::start(&w, &policy, None, &[]);
+    let mut con = w.con();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // Job 2 (no hold) going shows that the daemon swept the queue.
+    while con.exists::<_, bool>("bull:mail:2").expect("exists") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never swept: {}",
+            daemon.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let log = daemon.stop();
+    let held: bool = con.exists("bull:mail:1").expect("exists");
+    assert!(held, "the held job stays: {log}");
+}
