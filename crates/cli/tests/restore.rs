@@ -87,15 +87,7 @@ fn a_restore_is_audited_with_its_actor() {
     assert_eq!(done["actor"], "alice");
     let done = restore(&w, &policy, &[&failed[1]]);
     assert_eq!(done["actor"], "os-user", "the OS user by default");
-    let trail = w.run(
-        &policy,
-        &["--json", "audit", "query", "--action", "restore"],
-    );
-    assert!(trail.status.success(), "{}", stderr(&trail));
-    let events: Vec<Value> = String::from_utf8_lossy(&trail.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("event"))
-        .collect();
+    let events = w.audit_events(&policy, &["--action", "restore"]);
     let by: Vec<(&str, &str, &str)> = events
         .iter()
         .map(|e| {
@@ -224,17 +216,10 @@ fn archive_holds_back_dangling_ids_and_logs_that_are_not_a_list() {
     assert_eq!(ids, vec!["ghost".to_string(), "2".to_string()]);
     let logs: String = con.get("bull:mail:2:logs").expect("logs kept");
     assert_eq!(logs, "not a list");
-    let trail = w.run(
-        &policy,
-        &["--json", "audit", "query", "--action", "archive"],
-    );
-    let archived: u64 = String::from_utf8_lossy(&trail.stdout)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).expect("event")["jobCount"]
-                .as_u64()
-                .expect("n")
-        })
+    let archived: u64 = w
+        .audit_events(&policy, &["--action", "archive"])
+        .iter()
+        .map(|e| e["jobCount"].as_u64().expect("n"))
         .sum();
     assert_eq!(archived, 5, "the trail claims only the jobs with a copy");
 }
