@@ -168,6 +168,12 @@ fn a_restored_job_is_held_from_every_action_until_its_hold_ends() {
         let text = std::fs::read_to_string(policy(&w, rules)).expect("policy");
         let p = w.policy(&text.replacen("policies:", &format!("{pii}policies:"), 1));
         let plan = w.report(&p, "plan");
+        let text = w.run(&p, &["plan"]);
+        assert!(
+            String::from_utf8_lossy(&text.stdout).contains("will skip 1 restored from the archive"),
+            "{}",
+            String::from_utf8_lossy(&text.stdout)
+        );
         for (state, _) in &held {
             assert_eq!(restored(&plan, state), 1, "plan {rules} {state}: {plan:?}");
         }
