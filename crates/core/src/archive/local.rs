@@ -150,9 +150,25 @@ impl LocalArchive {
     /// Links a staged, fsynced file into place as `name`, removes the staging name, and
     /// fsyncs the directory. Unlike a rename, the link refuses a name that exists
     /// (`AlreadyExists`), atomically: two writers of one name never replace each other.
+    /// A file system without hard links (FAT, some FUSE mounts) gets a look, then a rename:
+    /// names are unique by construction, so no other writer races for the name between them.
     pub(super) fn put_staged(&self, name: &str, staged: &Path) -> io::Result<()> {
         let path = self.root.join(name);
-        let linked = fs::hard_link(staged, &path);
+        let linked = match fs::hard_link(staged, &path) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Unsupported | io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                if path.try_exists()? {
+                    Err(io::Error::from(io::ErrorKind::AlreadyExists))
+                } else {
+                    fs::rename(staged, &path)
+                }
+            }
+            other => other,
+        };
         let _ = fs::remove_file(staged);
         linked.map_err(|e| match e.kind() {
             io::ErrorKind::AlreadyExists => io::Error::new(
