@@ -441,9 +441,9 @@ pub enum ArchiveCommand {
         /// `<path>=<value>`; the path is over the record as `archive cat` prints it.
         filter: String,
     },
-    /// Put an archived job back into BullMQ (its newest copy, if archived more than once).
+    /// Put an archived job back into BullMQ (the newest copy this database archived), audited.
     #[command(
-        after_help = "Example:\n  bullsweep archive restore bull:acme:prod:billing 21 --as original"
+        after_help = "Example:\n  bullsweep archive restore bull:acme:prod:billing 21 --as original --actor alice"
     )]
     Restore {
         /// The queue's key base, e.g. `bull:acme:prod:billing`.
@@ -455,6 +455,13 @@ pub enum ArchiveCommand {
         /// (refused when that id exists).
         #[arg(long = "as", value_enum, default_value_t = RestoreAs::New)]
         restore_as: RestoreAs,
+        /// Who restores, named in the audit event; the OS user by default.
+        #[arg(long, value_name = "NAME")]
+        actor: Option<String>,
+        /// With `--as original`: how long every action (sweeps, the daemon) leaves the job
+        /// alone, so it can be looked at or retried; `0` for no hold. [default: 24h]
+        #[arg(long, value_name = "DURATION")]
+        hold: Option<String>,
     },
 }
 

@@ -447,11 +447,15 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
                 row.push(s.done.unwrap_or(0).to_string());
                 let skipped = s.skipped.as_ref().map_or(0, |k| k.total());
                 row.push(skipped.to_string());
-                if let Some(k) = &s.skipped {
-                    for reason in &k.reasons {
-                        notes.push(format!("{} {state}: skipped {reason}", q.key));
-                    }
-                }
+            }
+            // A plan knows some skips ahead (jobs a restore holds).
+            let verb = if mode == Mode::Run {
+                "skipped"
+            } else {
+                "will skip"
+            };
+            for reason in s.skipped.iter().flat_map(|k| &k.reasons) {
+                notes.push(format!("{} {state}: {verb} {reason}", q.key));
             }
             t.add_row(row);
         }

@@ -36,29 +36,6 @@ fn policy(w: &World, archive_url: &str) -> std::path::PathBuf {
     ))
 }
 
-fn archived(w: &World, policy: &std::path::Path, env: &[(&str, String)]) -> Vec<ArchiveRecord> {
-    let ls = w.run_env(&policy.to_path_buf(), &["--json", "archive", "ls"], env);
-    assert!(ls.status.success(), "{}", stderr(&ls));
-    let mut records = Vec::new();
-    for line in String::from_utf8_lossy(&ls.stdout).lines() {
-        let manifest: Value = serde_json::from_str(line).expect("manifest");
-        let segment = manifest["segment"].as_str().expect("segment");
-        let cat = w.run_env(&policy.to_path_buf(), &["archive", "cat", segment], env);
-        assert!(cat.status.success(), "{}", stderr(&cat));
-        let text = String::from_utf8_lossy(&cat.stdout).into_owned();
-        let before = records.len();
-        records.extend(
-            text.lines()
-                .map(|l| serde_json::from_str::<ArchiveRecord>(l).expect("record")),
-        );
-        assert_eq!(
-            (records.len() - before) as u64,
-            manifest["records"].as_u64().expect("count")
-        );
-    }
-    records
-}
-
 /// A record holds exactly the job: every field byte for byte (JSON ones also parsed for
 /// `grep`) and every log line.
 fn assert_matches(record: &ArchiveRecord, hash: &[(String, String)], logs: &[String]) {
@@ -144,7 +121,7 @@ fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
     let logs_left: Vec<String> = con.keys("bull:mail:*:logs").expect("keys");
     assert!(logs_left.is_empty());
 
-    let records = archived(&w, &policy, &[]);
+    let records = w.archived(&policy, &[]);
     assert_eq!(records.len(), 2_500);
     assert_streamed_alone(&w, &policy, &[], &oversized);
     for r in &records {
@@ -155,17 +132,10 @@ fn archived_copies_match_redis_and_the_jobs_are_then_removed() {
         );
         assert_matches(r, hash, logs);
     }
-    let trail = w.run(
-        &policy,
-        &["--json", "audit", "query", "--action", "archive"],
-    );
-    let archived_ids: u64 = String::from_utf8_lossy(&trail.stdout)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).expect("event")["jobCount"]
-                .as_u64()
-                .expect("count")
-        })
+    let archived_ids: u64 = w
+        .audit_events(&policy, &["--action", "archive"])
+        .iter()
+        .map(|e| e["jobCount"].as_u64().expect("count"))
         .sum();
     assert_eq!(archived_ids, 2_500, "every archived job is audited");
 }
@@ -285,7 +255,7 @@ fn assert_no_job_lost(w: &World, policy: &std::path::Path, before: &Snapshot) ->
         .collect();
     let staged = staged_ids(&mut con);
     let mut copies: BTreeMap<String, Vec<ArchiveRecord>> = BTreeMap::new();
-    for r in archived(w, policy, &[]) {
+    for r in w.archived(policy, &[]) {
         copies.entry(r.id.clone()).or_default().push(r);
     }
     let mut gone = 0;
@@ -379,7 +349,7 @@ fn archive_runs_killed_at_random_points_never_lose_a_job() {
         "no staging file is left"
     );
     let mut unique = std::collections::BTreeSet::new();
-    for r in archived(&w, &policy, &[]) {
+    for r in w.archived(&policy, &[]) {
         unique.insert((r.queue.clone(), r.id.clone(), r.finished_on));
     }
     assert_eq!(
@@ -425,7 +395,7 @@ policies:
         .filter(|(_, (h, _))| name(h) == "send-email")
         .map(|(id, _)| id)
         .collect();
-    let records = archived(&w, &policy, &[]);
+    let records = w.archived(&policy, &[]);
     let mut archived_ids: Vec<&String> = records.iter().map(|r| &r.id).collect();
     archived_ids.sort();
     let mut expected = emails.clone();
@@ -501,7 +471,7 @@ fn an_s3_compatible_bucket_holds_verified_copies() {
         keys.len(),
         "one manifest per segment, no leftovers: {keys:?}"
     );
-    let records = archived(&w, &policy, &env);
+    let records = w.archived(&policy, &env);
     assert_eq!(records.len(), 1_500);
     assert_streamed_alone(&w, &policy, &env, &oversized);
     for r in &records {
@@ -578,7 +548,7 @@ fn two_concurrent_runs_and_a_daemon_archive_no_job_twice() {
     }
     let _ = daemon.kill();
     let _ = daemon.wait();
-    let records = archived(&w, &policy, &[]);
+    let records = w.archived(&policy, &[]);
     let mut copies: BTreeMap<String, usize> = BTreeMap::new();
     for r in &records {
         *copies.entry(r.id.clone()).or_default() += 1;

@@ -8,11 +8,11 @@ use crate::pages::erasure::{self, Form};
 use crate::pages::overview::urlencode;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
-use bullsweep_core::audit::{self, AuditContext};
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response, first};
 use bullsweep_core::engine::Mode;
 use bullsweep_core::engine::forget::ForgetRequest;
+use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest};
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
 use bullsweep_policy::Permission;
 use maud::html;
@@ -43,10 +43,15 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     match req.path.as_str() {
         "/queue/sweep" => sweep(ctx, field("key").unwrap_or_default()).await,
         "/archive/restore" => {
+            let mode = match field("as").as_deref() {
+                Some("new") => RestoreMode::New,
+                _ => RestoreMode::Original,
+            };
             restore(
                 ctx,
                 field("queue").unwrap_or_default(),
                 field("id").unwrap_or_default(),
+                mode,
             )
             .await
         }
@@ -77,9 +82,14 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
     ))
 }
 
-async fn restore(mut ctx: Ctx<'_>, base: String, id: String) -> Result<Response, Error> {
+async fn restore(
+    mut ctx: Ctx<'_>,
+    base: String,
+    id: String,
+    mode: RestoreMode,
+) -> Result<Response, Error> {
     let base = base.trim_end_matches(':').to_string();
-    let Some(q) = scope::queue(&mut ctx, &base).await? else {
+    if scope::queue(&mut ctx, &base).await?.is_none() {
         return Ok(layout::not_found(
             ctx.caller,
             "/archive",
@@ -89,24 +99,15 @@ async fn restore(mut ctx: Ctx<'_>, base: String, id: String) -> Result<Response,
     let Some(sink) = sink(&ctx.set)? else {
         return Err(Error::config("the policy file has no `archive:` sink"));
     };
-    let restored =
-        ops::restore::restore(&mut ctx.con, &sink, &base, &id, RestoreMode::Original).await?;
-    let event = AuditContext {
-        policy_name: "restore".into(),
-        policy_version: String::new(),
-        queue_name: q.queue.clone(),
-        queue_key: q.base.clone(),
-        tenant: q.tenant.clone(),
-        environment: q.env.clone(),
-        action: "restore".into(),
-        state: restored.state.clone(),
-        compliance_tag: None,
-        execution_id: ops::execution_id(),
-        actor: Some(ctx.caller.token.name.clone()),
+    // Audited with the token's name in the same call; an original job is held for a day.
+    let req = RestoreRequest {
+        base: &base,
+        id: &id,
+        mode,
+        actor: &ctx.caller.token.name,
+        hold_ms: DEFAULT_HOLD_MS,
     };
-    audit::queue_event(&mut ctx.con, &event, std::slice::from_ref(&restored.id))
-        .await
-        .map_err(|e| Error::redis(&ctx.url, &e))?;
+    let restored = ops::restore::restore(&mut ctx.con, &sink, &ctx.set, req).await?;
     let body = html! { p.notice role="status" { "Restored job " code { (restored.id) } " of " code { (base) } " into " (restored.state) "; audited as " (ctx.caller.token.name) "." } };
     Ok(layout::html(
         200,

@@ -94,3 +94,79 @@ test('archived jobs restore as valid BullMQ jobs that workers complete', async (
   await queue.close();
   await assertConsistent(redis, 0, [{ prefix: 'bull', name: 'reports' }]);
 });
+
+// Issue 24, finding 1: the oldest completed and the oldest failed job of a queue finished in the
+// same millisecond, in two queues of one name under two prefixes. One run archives them all:
+// every job that left Redis has its own copy, and comes back from it as BullMQ had it.
+test('same-millisecond completed and failed jobs under two prefixes each keep their copy', async () => {
+  const admin = redis.client(2);
+  const connection = redis.connection(2);
+  const prefixes = ['bull', '{app}'];
+  const before = {};
+  for (const prefix of prefixes) {
+    const queue = new Queue('mail', { connection, prefix });
+    const worker = new Worker('mail', async (job) => {
+      if (job.data.fail) throw new Error(`bounced ${job.data.n}`);
+      return { sent: job.data.n };
+    }, { connection, prefix });
+    for (let n = 0; n < 10; n++) await queue.add('send', { n, fail: n % 2 === 1, prefix });
+    const deadline = Date.now() + 15000;
+    for (;;) {
+      const counts = await queue.getJobCounts('completed', 'failed');
+      if (counts.completed === 5 && counts.failed === 5) break;
+      if (Date.now() > deadline) throw new Error(`${prefix}:mail ${JSON.stringify(counts)}`);
+      await sleep(50);
+    }
+    await worker.close();
+    // One finish time for every job of both states: BullMQ's own data, aligned to one ms.
+    const at = Date.now() - 1000;
+    for (const state of ['completed', 'failed']) {
+      for (const id of await admin.zrange(`${prefix}:mail:${state}`, 0, -1)) {
+        await admin.hset(`${prefix}:mail:${id}`, 'finishedOn', String(at));
+        await admin.zadd(`${prefix}:mail:${state}`, at, id);
+        before[`${prefix}:mail ${state} ${id}`] = await queue.getJob(id);
+      }
+    }
+    await queue.close();
+  }
+  const archiveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-archive-'));
+  const policy = writePolicy([
+    'version: 1',
+    `archive: { url: "file://${archiveDir}" }`,
+    `audit: { url: "file://${archiveDir}/audit.jsonl" }`,
+    'discovery: { layouts: ["bull:{queue}", "{{app}}:{queue}"] }',
+    'policies:',
+    '  - { name: all, queueNamePattern: mail, rules: { completed: { maxAge: 1ms, action: archive }, failed: { maxAge: 1ms, action: archive } } }',
+    '',
+  ].join('\n'));
+  const args = ['--redis', redis.url(2), '--config', policy];
+  const run = await bullsweep([...args, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  const done = JSON.parse(run.stdout).queues
+    .flatMap((q) => Object.values(q.states)).reduce((n, s) => n + (s.done || 0), 0);
+  assert.equal(done, 20, 'run says it archived every job');
+  const ls = await bullsweep([...args, '--json', 'archive', 'ls']);
+  assert.equal(ls.code, 0, ls.stderr);
+  const copies = new Set();
+  for (const line of ls.stdout.trim().split('\n')) {
+    const cat = await bullsweep([...args, 'archive', 'cat', JSON.parse(line).segment]);
+    assert.equal(cat.code, 0, cat.stderr);
+    for (const r of cat.stdout.trim().split('\n').map((l) => JSON.parse(l))) copies.add(`${r.queue} ${r.state} ${r.id}`);
+  }
+  assert.deepEqual([...copies].sort(), Object.keys(before).sort(), 'one copy of every job that left Redis');
+  for (const key of Object.keys(before)) {
+    const [base, , id] = key.split(' ');
+    const back = await bullsweep([...args, 'archive', 'restore', base, id, '--as', 'original', '--actor', 'compat']);
+    assert.equal(back.code, 0, back.stderr);
+  }
+  for (const prefix of prefixes) {
+    const queue = new Queue('mail', { connection, prefix });
+    for (const [key, job] of Object.entries(before).filter(([k]) => k.startsWith(`${prefix}:mail `))) {
+      const restored = await queue.getJob(key.split(' ')[2]);
+      assert.deepEqual(restored.data, job.data, key);
+      assert.equal(await restored.getState(), key.split(' ')[1], key);
+    }
+    await queue.close();
+  }
+  await assertConsistent(redis, 2, prefixes.map((prefix) => ({ prefix, name: 'mail' })));
+});

@@ -8,7 +8,10 @@ use crate::render::table;
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveSink, SegmentManifest};
 use bullsweep_core::bullmq::{QueueKeys, RestoreMode};
-use bullsweep_core::ops::{self, restore::restore};
+use bullsweep_core::ops::{
+    self,
+    restore::{DEFAULT_HOLD_MS, RestoreRequest, restore},
+};
 use bullsweep_policy::ArchiveTarget;
 use std::path::Path;
 
@@ -106,26 +109,57 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
             queue,
             id,
             restore_as,
+            actor,
+            hold,
         } => {
             let mode = match restore_as {
                 RestoreAs::Original => RestoreMode::Original,
                 RestoreAs::New => RestoreMode::New,
             };
+            let hold_ms = match hold.as_deref().map(str::trim) {
+                None => DEFAULT_HOLD_MS,
+                Some("0") => 0,
+                Some(text) => bullsweep_policy::parse_duration_str(text)
+                    .map_err(|e| CliError::usage(format!("--hold: {e}")))?
+                    .as_millis(),
+            };
+            let actor = match actor.as_deref().map(str::trim) {
+                Some("") => return Err(CliError::usage("--actor is empty")),
+                Some(a) => a.to_string(),
+                None => os_user(),
+            };
             let mut con = super::connection::connect(cli, "restore").await?;
-            let restored = restore(&mut con, &sink, queue, id, mode)
+            let req = RestoreRequest {
+                base: queue,
+                id,
+                mode,
+                actor: &actor,
+                hold_ms,
+            };
+            let restored = restore(&mut con, &sink, &set, req)
                 .await
                 .map_err(|e| ops::connect::at_url(e, cli.redis_url()))?;
+            if let Some(why) = &restored.unshipped {
+                eprintln!(
+                    "warning: the restore's audit event is kept in Redis until the next run ships it: {why}"
+                );
+            }
             let base = queue.trim_end_matches(':');
             let json = serde_json::json!({
                 "queue": base,
                 "originalId": restored.original_id,
                 "id": restored.id,
                 "state": restored.state,
+                "actor": actor,
+                "heldUntil": restored.held_until,
             });
             let keys = QueueKeys::new(base);
             print_out(cli.json, &json, || {
+                let held = restored.held_until.map_or_else(String::new, |t| {
+                    format!("; every action leaves it alone until {}", rfc3339(t))
+                });
                 format!(
-                    "restored {} as {} (in {})",
+                    "restored {} as {} (in {}){held}",
                     keys.job(&restored.original_id),
                     keys.job(&restored.id),
                     restored.state
@@ -157,6 +191,20 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
             Ok(0)
         }
     }
+}
+
+/// The OS user running the command, for the audit event of a restore without `--actor`.
+fn os_user() -> String {
+    use std::os::unix::fs::MetadataExt;
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        .or_else(|| {
+            std::fs::metadata("/proc/self")
+                .ok()
+                .map(|m| format!("uid {}", m.uid()))
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// A segment as `archive ls` names it: an absolute path inside a local archive is made

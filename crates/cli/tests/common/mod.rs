@@ -60,6 +60,10 @@ pub struct JsonSkipped {
     #[serde(default)]
     pub already_anonymized: u64,
     #[serde(default)]
+    pub restored: u64,
+    #[serde(default)]
+    pub dangling: u64,
+    #[serde(default)]
     pub reasons: Vec<String>,
 }
 
@@ -193,6 +197,61 @@ impl World {
             String::from_utf8_lossy(&out.stdout)
         );
         serde_json::from_slice(&out.stdout).expect("valid JSON report")
+    }
+}
+
+impl JsonReport {
+    /// Jobs acted on across every queue and state.
+    pub fn done(&self) -> u64 {
+        self.queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.done)
+            .sum()
+    }
+}
+
+impl World {
+    /// Every audit event `audit query` prints for `args` (e.g. `--action archive`).
+    pub fn audit_events(&self, policy: &PathBuf, args: &[&str]) -> Vec<serde_json::Value> {
+        let mut all = vec!["--json", "audit", "query"];
+        all.extend(args);
+        let out = self.run(policy, &all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("event"))
+            .collect()
+    }
+
+    /// Every record the archive holds, read through `archive ls` and `archive cat`, each
+    /// segment's count checked against its manifest.
+    pub fn archived(
+        &self,
+        policy: &std::path::Path,
+        env: &[(&str, String)],
+    ) -> Vec<bullsweep_core::archive::ArchiveRecord> {
+        let policy = policy.to_path_buf();
+        let ls = self.run_env(&policy, &["--json", "archive", "ls"], env);
+        assert!(ls.status.success(), "{}", stderr(&ls));
+        let mut records = Vec::new();
+        for line in String::from_utf8_lossy(&ls.stdout).lines() {
+            let manifest: serde_json::Value = serde_json::from_str(line).expect("manifest");
+            let segment = manifest["segment"].as_str().expect("segment");
+            let cat = self.run_env(&policy, &["archive", "cat", segment], env);
+            assert!(cat.status.success(), "{}", stderr(&cat));
+            let before = records.len();
+            records.extend(
+                String::from_utf8_lossy(&cat.stdout)
+                    .lines()
+                    .map(|l| serde_json::from_str(l).expect("record")),
+            );
+            assert_eq!(
+                (records.len() - before) as u64,
+                manifest["records"].as_u64().expect("count")
+            );
+        }
+        records
     }
 }
 

@@ -1,5 +1,7 @@
-//! The local directory sink: every object is written to a temporary file, fsynced, renamed
-//! into place, and its directory fsynced, so a name that exists holds its whole content.
+//! The local directory sink: every object is written to a staging file, fsynced, linked into
+//! place, and its directory fsynced, so a name that exists holds its whole content. The link
+//! fails when the name exists: a write never replaces another object. A staging file is
+//! removed whatever fails, so no copy of job data outlives a failed write.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -13,6 +15,30 @@ pub struct LocalArchive {
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// A staging file, removed when dropped: whatever fails between its creation and the sink
+/// taking it (a full disk, a Redis error mid-stream, a segment given up), it leaves no copy
+/// of job data behind.
+pub(super) struct StagingFile(PathBuf);
+
+impl StagingFile {
+    /// Guards `path` (the caller creates the file).
+    pub(super) fn new(path: PathBuf) -> Self {
+        StagingFile(path)
+    }
+
+    /// Where it is.
+    pub(super) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for StagingFile {
+    fn drop(&mut self) {
+        // Gone already once the sink took it; any other error leaves it to the next run.
+        let _ = fs::remove_file(&self.0);
+    }
 }
 
 /// How old a staging file of a live process (or of another host) must be to count as left
@@ -96,15 +122,15 @@ impl LocalArchive {
         fs::remove_file(probe)
     }
 
-    /// Writes `name` (a `/`-separated path under the root) durably: staged, fsynced, renamed
-    /// into place.
+    /// Writes `name` (a `/`-separated path under the root) durably: staged, fsynced, linked
+    /// into place. A name that exists is not replaced (`AlreadyExists`).
     pub(super) fn put(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
-        let staged = self.staging_path(name)?;
-        let mut f = File::create(&staged)?;
+        let staged = StagingFile::new(self.staging_path(name)?);
+        let mut f = File::create(staged.path())?;
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
-        self.put_staged(name, &staged)
+        self.put_staged(name, staged.path())
     }
 
     /// A staging file beside `name`'s final place (its directory created).
@@ -121,10 +147,36 @@ impl LocalArchive {
         Ok(dir.join(format!(".{file_name}.{}.tmp", std::process::id())))
     }
 
-    /// Renames a staged, fsynced file into place as `name`, and fsyncs its directory.
+    /// Links a staged, fsynced file into place as `name`, removes the staging name, and
+    /// fsyncs the directory. Unlike a rename, the link refuses a name that exists
+    /// (`AlreadyExists`), atomically: two writers of one name never replace each other.
+    /// A file system without hard links (FAT, some FUSE mounts) gets a look, then a rename:
+    /// names are unique by construction, so no other writer races for the name between them.
     pub(super) fn put_staged(&self, name: &str, staged: &Path) -> io::Result<()> {
         let path = self.root.join(name);
-        fs::rename(staged, &path)?;
+        let linked = match fs::hard_link(staged, &path) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Unsupported | io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                if path.try_exists()? {
+                    Err(io::Error::from(io::ErrorKind::AlreadyExists))
+                } else {
+                    fs::rename(staged, &path)
+                }
+            }
+            other => other,
+        };
+        let _ = fs::remove_file(staged);
+        linked.map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => io::Error::new(
+                e.kind(),
+                format!("{name} exists in the archive; it was not replaced"),
+            ),
+            _ => e,
+        })?;
         sync_dir(path.parent().unwrap_or(&self.root))
     }
 

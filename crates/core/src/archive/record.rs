@@ -26,6 +26,10 @@ pub const BASE64: &str = "base64";
 pub struct ArchiveRecord {
     /// Queue key base.
     pub queue: String,
+    /// The Redis database the job was archived from (the audit's source id): a restore takes
+    /// only its own database's copies. Absent in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Job id (base64 of its bytes with `encoding: base64`).
     pub id: String,
     /// The state it was archived from.
@@ -151,6 +155,8 @@ impl ArchiveRecord {
 pub struct JobCopy<'a> {
     /// Queue key base.
     pub queue: &'a str,
+    /// The Redis database it comes from (the segment writer fills it in from its meta).
+    pub source: Option<&'a str>,
     /// Job id.
     pub id: &'a [u8],
     /// The state it is archived from.
@@ -241,6 +247,9 @@ impl Serialize for JobCopy<'_> {
             .collect();
         let mut s = serializer.serialize_map(None)?;
         s.serialize_entry("queue", self.queue)?;
+        if let Some(source) = self.source {
+            s.serialize_entry("source", source)?;
+        }
         s.serialize_entry("id", &Text(self.id, base64))?;
         s.serialize_entry("state", self.state)?;
         s.serialize_entry("finishedOn", &self.finished_on)?;

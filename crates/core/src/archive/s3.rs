@@ -1,12 +1,17 @@
 //! The S3-compatible sink, through the `object_store` crate. Endpoint, region and credentials
 //! come from the environment (`AWS_ENDPOINT_URL`, `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`, …). A `put` returns once
-//! the upload completed, which S3 makes atomic: an object that exists is whole.
+//! the upload completed, which S3 makes atomic: an object that exists is whole. A write never
+//! replaces an object: a single upload is a conditional put (`If-None-Match: *`, which AWS S3,
+//! MinIO, R2 and moto honour), and a multipart upload, which `object_store` cannot make
+//! conditional, first asks whether the name exists (`HEAD`). Names are unique by construction
+//! (`segment::segment_name`), so the window between that check and the upload's end is not
+//! one two writers share.
 
 use futures_util::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, RetryConfig};
 use std::io;
 use std::time::Duration;
 
@@ -50,6 +55,7 @@ impl S3Archive {
     fn error(&self, what: &str, name: &str, e: object_store::Error) -> io::Error {
         let kind = match e {
             object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+            object_store::Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(
@@ -79,18 +85,42 @@ impl S3Archive {
         }
     }
 
-    /// Uploads `name` in one request.
+    /// Uploads `name` in one request, unless it exists (`AlreadyExists`).
     pub(super) async fn put(&self, name: &str, bytes: Vec<u8>) -> io::Result<()> {
         self.store
-            .put(&self.path(name), PutPayload::from(bytes))
+            .put_opts(
+                &self.path(name),
+                PutPayload::from(bytes),
+                PutMode::Create.into(),
+            )
             .await
             .map(|_| ())
             .map_err(|e| self.error("cannot upload", name, e))
     }
 
-    /// Uploads a local file as `name` in parts, reading it 8 MiB at a time.
+    /// Whether `name` exists.
+    async fn exists(&self, name: &str) -> io::Result<bool> {
+        match self.store.head(&self.path(name)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.error("cannot look for", name, e)),
+        }
+    }
+
+    /// Uploads a local file as `name` in parts, reading it 8 MiB at a time, unless `name`
+    /// exists (`AlreadyExists`).
     pub(super) async fn put_file(&self, name: &str, file: &std::path::Path) -> io::Result<()> {
         use std::io::Read;
+        if self.exists(name).await? {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "s3://{}/{} exists; it was not replaced",
+                    self.bucket,
+                    self.path(name)
+                ),
+            ));
+        }
         let upload = self
             .store
             .put_multipart(&self.path(name))

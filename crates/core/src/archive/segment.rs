@@ -35,6 +35,10 @@ pub struct SegmentManifest {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// The Redis database its jobs came from (the audit's source id); absent in segments
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Where and for whom a segment is written.
@@ -50,9 +54,18 @@ pub struct SegmentMeta {
     pub env: Option<String>,
     /// Effective policy name.
     pub policy: String,
-    /// Makes segment names unique within a run.
+    /// The run that writes it (its execution id).
     pub run_id: String,
+    /// The state its jobs leave (`completed`, `failed`, …), named in the segment's name.
+    pub state: String,
+    /// The Redis database its jobs come from (the audit's source id), named in every record.
+    pub source: Option<String>,
 }
+
+/// Segments named by this process: with the run's id (its start time and pid), the number
+/// drawn from it makes every segment name unique by construction, whatever the state, queue,
+/// prefix, database or time of its jobs.
+static SEGMENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -117,14 +130,24 @@ pub(super) struct EncodedSegment {
     pub(super) bytes: Vec<u8>,
 }
 
-/// `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>.jsonl.zst`, `_` for a missing part.
-pub(super) fn segment_name(meta: &SegmentMeta, seq: u64, from_ms: i64) -> String {
+/// A new segment's name, `<tenant>/<env>/<queue>/<date>/<from>-<state>-<prefix>-<run>-<seq>.jsonl.zst`
+/// (`_` for a missing part): `seq` is drawn from a counter of this process, so no two calls
+/// return the same name, and the state and the queue's key prefix say what it holds. Names
+/// written before (`<from>-<run>-<seq>`) are read as well: readers go by the manifest.
+pub(super) fn segment_name(meta: &SegmentMeta, from_ms: i64) -> String {
+    let seq = SEGMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let prefix = meta
+        .queue_key
+        .strip_suffix(meta.queue_name.as_str())
+        .map_or(meta.queue_key.as_str(), |p| p.trim_end_matches(':'));
     format!(
-        "{}/{}/{}/{}/{from_ms}-{}-{seq}.jsonl.zst",
+        "{}/{}/{}/{}/{from_ms}-{}-{}-{}-{seq}.jsonl.zst",
         safe(meta.tenant.as_deref().unwrap_or("_")),
         safe(meta.env.as_deref().unwrap_or("_")),
         safe(&meta.queue_name),
         utc_date(from_ms),
+        safe(&meta.state),
+        safe(prefix),
         safe(&meta.run_id),
     )
 }
@@ -153,11 +176,10 @@ pub(super) fn next_revision(segment: &str) -> String {
     format!("{base}.r{}.jsonl.zst", n + 1)
 }
 
-/// Compresses records into one segment named `<tenant>/<env>/<queue>/<date>/<from>-<run>-<seq>`:
-/// every record is encoded into one buffer, then compressed in one call.
+/// Compresses records into one new segment (see [`segment_name`]), each naming the meta's
+/// source: every record is encoded into one buffer, then compressed in one call.
 pub(super) fn encode_segment(
     meta: &SegmentMeta,
-    seq: u64,
     records: &[JobCopy<'_>],
 ) -> io::Result<EncodedSegment> {
     let from_ms = records
@@ -170,8 +192,10 @@ pub(super) fn encode_segment(
         .map(|r| r.finished_on)
         .max()
         .unwrap_or_default();
-    let segment = segment_name(meta, seq, from_ms);
-    let bytes = compress_records(records)?;
+    let segment = segment_name(meta, from_ms);
+    let source = meta.source.as_deref();
+    let sourced: Vec<JobCopy<'_>> = records.iter().map(|r| JobCopy { source, ..*r }).collect();
+    let bytes = compress_records(&sourced)?;
     let manifest = SegmentManifest {
         segment,
         records: records.len() as u64,
@@ -184,6 +208,7 @@ pub(super) fn encode_segment(
         tenant: meta.tenant.clone(),
         env: meta.env.clone(),
         state: records.first().map(|r| r.state.to_string()),
+        source: meta.source.clone(),
     };
     Ok(EncodedSegment { manifest, bytes })
 }

@@ -47,10 +47,35 @@ impl ArchiveSink {
         }
     }
 
-    async fn put(&self, name: &str, bytes: Vec<u8>) -> io::Result<()> {
-        match self {
+    /// Stores `name` durably, never replacing another object: a name that exists is accepted
+    /// only when it holds exactly these bytes (a write retried after its reply was lost, or a
+    /// rewrite run again after a crash), and is an `AlreadyExists` error otherwise.
+    pub(super) async fn put(&self, name: &str, bytes: Vec<u8>) -> io::Result<()> {
+        let digest = (bytes.len() as u64, hex(&Sha256::digest(&bytes)));
+        let stored = match self {
             ArchiveSink::Local(a) => a.put(name, &bytes),
             ArchiveSink::S3(a) => a.put(name, bytes).await,
+        };
+        self.unless_same(name, stored, digest).await
+    }
+
+    /// `stored`, except that an `AlreadyExists` for an object holding exactly `digest` (size
+    /// and SHA-256) is success: the same bytes are not another's data.
+    async fn unless_same(
+        &self,
+        name: &str,
+        stored: io::Result<()>,
+        digest: (u64, String),
+    ) -> io::Result<()> {
+        match stored {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let held = match self {
+                    ArchiveSink::Local(a) => a.digest(name)?,
+                    ArchiveSink::S3(a) => a.digest(name).await?,
+                };
+                if held == digest { Ok(()) } else { Err(e) }
+            }
+            other => other,
         }
     }
 
@@ -67,10 +92,9 @@ impl ArchiveSink {
     pub async fn write_segment(
         &self,
         meta: &SegmentMeta,
-        seq: u64,
         records: &[JobCopy<'_>],
     ) -> io::Result<SegmentManifest> {
-        let EncodedSegment { manifest, bytes } = encode_segment(meta, seq, records)?;
+        let EncodedSegment { manifest, bytes } = encode_segment(meta, records)?;
         self.put(&manifest.segment, bytes).await?;
         self.put_manifest(&manifest).await?;
         self.verify(&manifest).await?;
@@ -137,16 +161,21 @@ impl ArchiveSink {
         }
     }
 
-    /// Takes a staged, fsynced file as `name`: a rename locally, a multipart upload on S3.
-    pub(super) async fn put_staged(&self, name: &str, staged: &std::path::Path) -> io::Result<()> {
-        match self {
+    /// Takes a staged, fsynced file whose size and SHA-256 are `digest` as `name`: a link
+    /// locally, a multipart upload on S3; never replacing another object (see [`Self::put`]).
+    /// The staging file is gone after.
+    pub(super) async fn put_staged(
+        &self,
+        name: &str,
+        staged: &std::path::Path,
+        digest: (u64, String),
+    ) -> io::Result<()> {
+        let stored = match self {
             ArchiveSink::Local(a) => a.put_staged(name, staged),
-            ArchiveSink::S3(a) => {
-                let result = a.put_file(name, staged).await;
-                let _ = std::fs::remove_file(staged);
-                result
-            }
-        }
+            ArchiveSink::S3(a) => a.put_file(name, staged).await,
+        };
+        let _ = std::fs::remove_file(staged);
+        self.unless_same(name, stored, digest).await
     }
 
     /// Checks a stored segment's size and SHA-256 against its manifest, reading it in blocks.
@@ -183,22 +212,39 @@ impl ArchiveSink {
         Ok(out)
     }
     /// The newest archived copy (by `finishedOn`) of job `id` of the queue whose key base is
-    /// `base`, if it was archived at all.
-    pub async fn newest_copy(&self, base: &str, id: &str) -> io::Result<Option<ArchiveRecord>> {
-        let mut newest: Option<ArchiveRecord> = None;
-        for m in self.list().await?.into_iter().filter(|m| m.queue == base) {
+    /// `base` in the Redis database `source` (the audit's source id), if it archived one.
+    /// Several databases may share an archive and hold queues of one key base: another's
+    /// copies are never taken. Copies written before records named their source are taken
+    /// only when the database has none of its own.
+    pub async fn newest_copy(
+        &self,
+        base: &str,
+        id: &str,
+        source: &str,
+    ) -> io::Result<Option<ArchiveRecord>> {
+        // [own copies, copies that name no source]
+        let mut newest: [Option<ArchiveRecord>; 2] = [None, None];
+        let theirs = |s: &Option<String>| s.as_deref().is_some_and(|s| s != source);
+        for m in self.list().await?.into_iter() {
+            if m.queue != base || theirs(&m.source) {
+                continue;
+            }
             for record in self.read_segment(&m.segment).await? {
                 // A base64 record's id is compared as the bytes it stands for.
-                if record.id_bytes() == id.as_bytes()
-                    && newest
-                        .as_ref()
-                        .is_none_or(|n| record.finished_on > n.finished_on)
+                if record.id_bytes() != id.as_bytes() || theirs(&record.source) {
+                    continue;
+                }
+                let slot = &mut newest[usize::from(record.source.is_none())];
+                if slot
+                    .as_ref()
+                    .is_none_or(|n| record.finished_on > n.finished_on)
                 {
-                    newest = Some(record);
+                    *slot = Some(record);
                 }
             }
         }
-        Ok(newest)
+        let [own, legacy] = newest;
+        Ok(own.or(legacy))
     }
 
     /// The records of one segment (its path as `list` gives it).

@@ -4,6 +4,7 @@
 //! `JobCopy` writes; a job found to hold bytes that are not UTF-8 is streamed again with
 //! `encoding: base64` (`field` and `logs` say so with `ErrorKind::InvalidData`).
 
+use super::local::StagingFile;
 use super::record::{BASE64, JSON_FIELDS, embeddable};
 use super::segment::{digest_reader, segment_name};
 use super::{ArchiveSink, SegmentManifest, SegmentMeta};
@@ -11,12 +12,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
 
 /// A segment being streamed to its staging file.
 pub struct StreamedSegment {
     segment: String,
-    staging: PathBuf,
+    staging: StagingFile,
     out: zstd::Encoder<'static, BufWriter<File>>,
     fields: usize,
     logs: u64,
@@ -54,19 +54,20 @@ pub struct StreamedJob<'a> {
 }
 
 impl StreamedSegment {
-    /// Starts the one record of a segment: the job's queue, id, state and `finishedOn`.
-    pub fn start(
-        sink: &ArchiveSink,
-        meta: &SegmentMeta,
-        seq: u64,
-        job: StreamedJob<'_>,
-    ) -> io::Result<Self> {
-        let segment = segment_name(meta, seq, job.finished_on);
-        let staging = sink.staging_path(&segment)?;
-        let file = File::create(&staging)?;
+    /// Starts the one record of a segment: the job's queue, source, id, state and
+    /// `finishedOn`.
+    pub fn start(sink: &ArchiveSink, meta: &SegmentMeta, job: StreamedJob<'_>) -> io::Result<Self> {
+        let segment = segment_name(meta, job.finished_on);
+        // Removed when dropped: a segment that fails or is given up leaves no job data behind.
+        let staging = StagingFile::new(sink.staging_path(&segment)?);
+        let file = File::create(staging.path())?;
         let mut out = zstd::Encoder::new(BufWriter::new(file), 3)?;
         out.write_all(b"{\"queue\":")?;
         json(&mut out, &meta.queue_key)?;
+        if let Some(source) = &meta.source {
+            out.write_all(b",\"source\":")?;
+            json(&mut out, source)?;
+        }
         let mut segment = StreamedSegment {
             segment,
             staging,
@@ -154,11 +155,6 @@ impl StreamedSegment {
         Ok(())
     }
 
-    /// Drops the staging file of a segment that will not be finished.
-    pub fn abandon(self) {
-        let _ = std::fs::remove_file(&self.staging);
-    }
-
     /// Ends the record, makes the segment and its manifest durable in the sink, and checks
     /// the stored segment's size and SHA-256.
     pub async fn finish(
@@ -180,7 +176,7 @@ impl StreamedSegment {
             .map_err(|e| e.into_error())?;
         file.sync_all()?;
         drop(file);
-        let (bytes, sha256) = digest_reader(File::open(&self.staging)?)?;
+        let (bytes, sha256) = digest_reader(File::open(self.staging.path())?)?;
         let manifest = SegmentManifest {
             segment: self.segment,
             records: 1,
@@ -193,8 +189,11 @@ impl StreamedSegment {
             tenant: meta.tenant.clone(),
             env: meta.env.clone(),
             state: Some(self.state),
+            source: meta.source.clone(),
         };
-        sink.put_staged(&manifest.segment, &self.staging).await?;
+        let digest = (manifest.bytes, manifest.sha256.clone());
+        sink.put_staged(&manifest.segment, self.staging.path(), digest)
+            .await?;
         sink.put_manifest(&manifest).await?;
         sink.check_digest(&manifest).await?;
         Ok(manifest)

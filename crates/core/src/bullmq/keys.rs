@@ -335,6 +335,14 @@ pub fn explicit_tag(base: &str) -> Option<&str> {
         .filter(|tag| !tag.is_empty())
 }
 
+/// Sorted set of the jobs of queue `base` that `archive restore --as original` put back, each
+/// scored by the end of its hold (ms since the epoch): until then every action leaves the job
+/// alone (`lua/prelude/held.lua`). It carries the queue's hash tag, so a Cluster keeps it in
+/// the queue's slot.
+pub fn restore_holds(base: &str) -> String {
+    format!("bullsweep:{{{}}}:held:{base}", hash_tag(base))
+}
+
 /// Hash of the archive batches of queue `base` that are detached and not yet dropped: batch
 /// name → what the batch is (JSON). It carries the queue's hash tag, as every staging key does.
 pub fn staging_index(base: &str) -> String {

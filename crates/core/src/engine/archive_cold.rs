@@ -193,6 +193,7 @@ impl StateWork<'_> {
             .collect();
         let write = writer.spawn_segment(self.queue.base.clone(), copies, |c, queue| JobCopy {
             queue,
+            source: None,
             id: c.0.as_bytes(),
             state: c.4,
             finished_on: c.1,
@@ -263,7 +264,6 @@ impl StateWork<'_> {
             skipped.locked += 1;
             return Ok(0);
         }
-        writer.segment += 1;
         let job = StreamedJob {
             id: id.as_bytes(),
             state: self.state.as_str(),

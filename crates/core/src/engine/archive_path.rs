@@ -34,11 +34,19 @@ pub(super) const LARGE_JOB_LOGS: u64 = 10_000;
 /// Log lines read per round trip when streaming.
 const LOG_PAGE: usize = 1_000;
 
-/// Where one state's archive segments go, numbered within the run.
+/// The archive a run writes to, and the Redis database it writes for (the audit's source
+/// id), which every record names.
+pub(crate) struct RunArchive {
+    /// Where segments go.
+    pub sink: ArchiveSink,
+    /// The source id of the database the run governs.
+    pub source: String,
+}
+
+/// Where one state's archive segments go.
 pub(crate) struct ArchiveWriter<'a> {
     pub(super) sink: &'a ArchiveSink,
     pub(super) meta: SegmentMeta,
-    pub(super) segment: u64,
     pub(super) sizer: BatchSizer,
 }
 
@@ -59,15 +67,14 @@ impl ArchiveWriter<'_> {
         items: Vec<T>,
         record: for<'r> fn(&'r T, &'r str) -> JobCopy<'r>,
     ) -> SegmentWrite {
-        self.segment += 1;
-        let (sink, meta, seq) = (self.sink.clone(), self.meta.clone(), self.segment);
+        let (sink, meta) = (self.sink.clone(), self.meta.clone());
         let runtime = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
             yield_cpu_to_redis();
             let records: Vec<JobCopy<'_>> = items.iter().map(|i| record(i, &queue)).collect();
             // The runtime's driver keeps running on the caller's thread, so an S3 upload
             // awaited here makes progress.
-            runtime.block_on(sink.write_segment(&meta, seq, &records))
+            runtime.block_on(sink.write_segment(&meta, &records))
         })
     }
 }
@@ -86,9 +93,9 @@ struct InFlight {
 
 impl StateWork<'_> {
     /// A writer for this state's segments.
-    pub(super) fn archive_writer<'s>(&'s self, sink: &'s ArchiveSink) -> ArchiveWriter<'s> {
+    pub(super) fn archive_writer<'s>(&'s self, archive: &'s RunArchive) -> ArchiveWriter<'s> {
         ArchiveWriter {
-            sink,
+            sink: &archive.sink,
             meta: SegmentMeta {
                 queue_key: self.queue.base.clone(),
                 queue_name: self.queue.queue.clone(),
@@ -96,8 +103,9 @@ impl StateWork<'_> {
                 env: self.queue.env.clone(),
                 policy: self.policy.to_string(),
                 run_id: self.opts.execution_id.clone(),
+                state: self.state.as_str().to_string(),
+                source: Some(archive.source.clone()),
             },
-            segment: 0,
             sizer: BatchSizer::new(self.opts.budget_us),
         }
     }
@@ -107,11 +115,11 @@ impl StateWork<'_> {
     pub(super) async fn archive_prefix<C: ConnectionLike>(
         &self,
         con: &mut C,
-        sink: &ArchiveSink,
+        archive: &RunArchive,
         sel: &Selection,
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let mut writer = self.archive_writer(sink);
+        let mut writer = self.archive_writer(archive);
         if self.cold.is_some() {
             return self.cold_prefix(con, writer, sel, skipped).await;
         }
@@ -353,7 +361,6 @@ impl StateWork<'_> {
         batch: &StagedBatch,
         entry: &staging::StagedEntry,
     ) -> Result<()> {
-        writer.segment += 1;
         let job = StreamedJob {
             id: &entry.id,
             state: entry.state(self.state),
@@ -407,8 +414,9 @@ impl StateWork<'_> {
         job: StreamedJob<'_>,
     ) -> Result<Option<(u64, Vec<(String, usize)>)>> {
         let not_text = |e: &std::io::Error| e.kind() == std::io::ErrorKind::InvalidData;
-        let mut segment = StreamedSegment::start(writer.sink, &writer.meta, writer.segment, job)
-            .map_err(Error::archive)?;
+        // Dropped on any error below, and with it the staging file.
+        let mut segment =
+            StreamedSegment::start(writer.sink, &writer.meta, job).map_err(Error::archive)?;
         let names: Vec<Vec<u8>> = with_retry!(
             redis::cmd("HKEYS")
                 .arg(hash_key)
@@ -424,10 +432,7 @@ impl StateWork<'_> {
             )?;
             if let Some(value) = value {
                 match segment.field(&name, &value) {
-                    Err(e) if not_text(&e) => {
-                        segment.abandon();
-                        return Ok(None);
-                    }
+                    Err(e) if not_text(&e) => return Ok(None),
                     other => other.map_err(Error::archive)?,
                 }
                 shape.push((String::from_utf8_lossy(&name).into_owned(), value.len()));
@@ -443,10 +448,7 @@ impl StateWork<'_> {
                     .query_async::<Vec<Vec<u8>>>(con)
             )?;
             match segment.logs(&page) {
-                Err(e) if not_text(&e) => {
-                    segment.abandon();
-                    return Ok(None);
-                }
+                Err(e) if not_text(&e) => return Ok(None),
                 other => other.map_err(Error::archive)?,
             }
             logs += page.len() as u64;

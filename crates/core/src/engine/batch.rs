@@ -69,6 +69,10 @@ pub(crate) struct BatchStep {
     pub parent_waiting: u64,
     /// Jobs held back on a Redis Cluster because their parent lives in another slot.
     pub cross_slot: u64,
+    /// Jobs held back because a restore holds them.
+    pub restored: u64,
+    /// Archive: ids without a job hash, left in their set.
+    pub dangling: u64,
     /// Time the call held Redis, measured by Redis itself.
     pub elapsed_us: u64,
 }
@@ -84,6 +88,8 @@ impl From<BatchOutcome> for BatchStep {
             already: 0,
             parent_waiting: o.parent_waiting,
             cross_slot: o.cross_slot,
+            restored: o.restored,
+            dangling: o.dangling,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -100,6 +106,8 @@ impl From<ScrubOutcome> for BatchStep {
             already: o.already,
             parent_waiting: 0,
             cross_slot: 0,
+            restored: o.restored,
+            dangling: 0,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -116,6 +124,8 @@ impl From<ActiveOutcome> for BatchStep {
             already: 0,
             parent_waiting: 0,
             cross_slot: 0,
+            restored: 0,
+            dangling: 0,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -135,6 +145,8 @@ pub(crate) fn account(
     skipped.already_anonymized += step.already;
     skipped.parent_waiting += step.parent_waiting;
     skipped.cross_slot += step.cross_slot;
+    skipped.restored += step.restored;
+    skipped.dangling += step.dangling;
     progress(step.acted);
 }
 

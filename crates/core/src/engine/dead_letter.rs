@@ -7,13 +7,13 @@
 //! * from `cold`: the marker leaves Redis, removed as Queue.clean removes a job;
 //! * from `purgeAfter`: its archived copy goes too, so no trace is left.
 
+use super::archive_path::RunArchive;
 use super::batch::BatchSizer;
 use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::{QueueReport, Skipped, StateReport};
 use super::rules::{RuleGroup, RuleGroups};
 use super::work::{StateWork, finish, prefix_counts};
-use crate::archive::ArchiveSink;
 use crate::audit;
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
 use crate::error::{Error, Result};
@@ -32,7 +32,7 @@ impl QueueRun<'_> {
         let now = self.opts.now_ms;
         let keys = QueueKeys::new(&self.queue.base);
         let sink = match self.archive {
-            Some(Ok(sink)) => Some(sink),
+            Some(Ok(archive)) => Some(archive),
             _ => None,
         };
         for state in JobState::ALL {
@@ -113,7 +113,7 @@ impl QueueRun<'_> {
     async fn purge_archive<C: ConnectionLike>(
         &self,
         con: &mut C,
-        sink: &ArchiveSink,
+        archive: &RunArchive,
         cutoff: i64,
     ) -> Result<StateReport> {
         let io = |e: std::io::Error| Error::archive(format!("archive purge failed: {e}"));
@@ -121,9 +121,12 @@ impl QueueRun<'_> {
             action: "purge".into(),
             ..StateReport::default()
         };
+        let (sink, own) = (&archive.sink, Some(&archive.source));
         let mut done = 0;
         for m in sink.list().await.map_err(io)? {
-            if m.queue != self.queue.base || m.from_ms >= cutoff {
+            // Another database's copies are its own run's to purge (and to audit).
+            let theirs = m.source.is_some() && m.source.as_ref() != own;
+            if m.queue != self.queue.base || m.from_ms >= cutoff || theirs {
                 continue;
             }
             let records = sink.read_segment(&m.segment).await.map_err(io)?;

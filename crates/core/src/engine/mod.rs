@@ -14,6 +14,7 @@ mod dead_letter;
 pub mod event_removal;
 mod flows;
 pub mod forget;
+mod held;
 mod inventory;
 pub mod memory;
 mod move_exhausted;

@@ -3,6 +3,7 @@
 //! time-bounded script calls (`sweep_prefix.lua`) that select and remove in one atomic step.
 
 use super::batch::{BatchSizer, BatchStep, account};
+use super::held::report_held;
 use super::options::Mode;
 use super::report::{Skipped, StateReport};
 use super::rules::RuleGroup;
@@ -37,6 +38,10 @@ impl StateWork<'_> {
             (group.action, self.mode, sr.matched > 0)
         {
             sr.taken_along = self.count_taken_along(con, &sel).await?;
+        }
+        if self.mode == Mode::Plan && sr.matched > 0 {
+            let held = self.held_in_prefix(con, sr.matched).await?;
+            report_held(sr, held);
         }
         if self.mode != Mode::Run || !sel.selects_anything() {
             if self.mode == Mode::Run {
@@ -107,7 +112,8 @@ impl StateWork<'_> {
             let step = BatchStep::from(out);
             sizer.observe(step.handled, step.elapsed_us);
             account(&step, self.opts, self.progress, skipped);
-            offset += out.locked + out.malformed + out.parent_waiting + out.cross_slot;
+            offset +=
+                out.locked + out.malformed + out.parent_waiting + out.cross_slot + out.restored;
             done += out.removed;
             if out.exhausted || self.opts.stopping() {
                 return Ok(done);

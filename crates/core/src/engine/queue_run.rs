@@ -2,13 +2,13 @@
 //! exhausted jobs, each finished state, the dead-letter lifecycle, stalled jobs), the first
 //! failure ending it with the error in its report.
 
+use super::archive_path::RunArchive;
 use super::options::{Mode, SweepOptions};
 use super::report::{Notice, QueueReport, StateReport};
 use super::rules::RuleGroups;
 use super::staging;
 use super::work::StateWork;
 use super::{move_exhausted, stalled};
-use crate::archive::ArchiveSink;
 use crate::audit::AuditContext;
 use crate::bullmq::{ColdMarker, QueueKeys};
 use crate::error::Result;
@@ -37,7 +37,7 @@ pub(super) struct QueueRun<'a> {
     pub opts: &'a SweepOptions,
     pub mode: Mode,
     pub progress: &'a (dyn Fn(u64) + Sync),
-    pub archive: Option<&'a std::result::Result<ArchiveSink, String>>,
+    pub archive: Option<&'a std::result::Result<RunArchive, String>>,
 }
 
 impl<'a> QueueRun<'a> {

@@ -128,6 +128,13 @@ pub struct Skipped {
     /// which BullMQ cannot run there either); never touched.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cross_slot: u64,
+    /// Restored by `archive restore --as original` and held back until their hold ends.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restored: u64,
+    /// Under `action: archive`: ids in the set without a job hash. There is nothing to copy,
+    /// so they are not archived (and not counted as archived); they stay in the set.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dangling: u64,
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
@@ -147,6 +154,8 @@ impl Skipped {
             + self.already_anonymized
             + self.parent_waiting
             + self.cross_slot
+            + self.restored
+            + self.dangling
     }
 
     /// Whether nothing was skipped.

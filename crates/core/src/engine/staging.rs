@@ -66,6 +66,7 @@ impl StagedCopies {
     pub fn as_copy<'a>(&'a self, queue: &'a str) -> JobCopy<'a> {
         JobCopy {
             queue,
+            source: None,
             id: &self.entry.id,
             state: self.state,
             finished_on: self.entry.finished_on,

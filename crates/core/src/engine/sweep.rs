@@ -2,6 +2,7 @@
 //! Cluster): its lock, then its run ([`super::queue_run`]) → report. A failure in one queue is
 //! recorded in its report and the next queue goes on.
 
+use super::archive_path::RunArchive;
 use super::inventory::{Inventory, in_dependency_order, inventory};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
@@ -27,7 +28,7 @@ pub async fn sweep<C: Topology>(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Report> {
     let inv = queues_to_sweep(con, set, opts).await?;
-    let archive = open_archive(set, mode).await;
+    let archive = open_archive(con, set, mode).await;
     let mut report = Report {
         warnings: coverage_warnings(set, &inv, opts),
         unmanaged: inv.unmanaged,
@@ -78,7 +79,7 @@ struct Sweep<'a> {
     opts: &'a SweepOptions,
     mode: Mode,
     progress: &'a (dyn Fn(u64) + Sync),
-    archive: Option<&'a std::result::Result<ArchiveSink, String>>,
+    archive: Option<&'a std::result::Result<RunArchive, String>>,
 }
 
 /// What one group's queues reported, each entry by the queue's place in the run's order.
@@ -169,7 +170,7 @@ pub async fn finish_staged<C: ConnectionLike>(
     queues: &[QueueId],
     opts: &SweepOptions,
 ) -> Result<u64> {
-    let archive = open_archive(set, Mode::Run).await;
+    let archive = open_archive(con, set, Mode::Run).await;
     let mut done = 0;
     for q in queues {
         let Resolution::Covered(eff) = set.resolve(q) else {
@@ -207,19 +208,28 @@ async fn queues_to_sweep<C: Topology>(
     })
 }
 
-/// The archive sink for a run; one that cannot be written fails every archive rule closed,
+/// The archive sink for a run, with the source id of the database it governs; one that
+/// cannot be written (or a source that cannot be read) fails every archive rule closed,
 /// before anything is read.
-async fn open_archive(
+async fn open_archive<C: ConnectionLike>(
+    con: &mut C,
     set: &PolicySet,
     mode: Mode,
-) -> Option<std::result::Result<ArchiveSink, String>> {
+) -> Option<std::result::Result<RunArchive, String>> {
     let target = set.archive.as_ref().filter(|_| mode == Mode::Run)?;
-    Some(match ArchiveSink::open(target) {
-        Ok(sink) => match sink.check_writable().await {
-            Ok(()) => Ok(sink),
-            Err(e) => Err(e.to_string()),
-        },
-        Err(e) => Err(e.to_string()),
+    let sink = match ArchiveSink::open(target) {
+        Ok(sink) => sink,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    if let Err(e) = sink.check_writable().await {
+        return Some(Err(e.to_string()));
+    }
+    Some(match with_retry!(crate::audit::source_of(con)) {
+        Ok(source) => Ok(RunArchive {
+            sink,
+            source: source.id,
+        }),
+        Err(e) => Err(format!("cannot read this database's source id: {e}")),
     })
 }
 

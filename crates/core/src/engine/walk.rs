@@ -3,6 +3,7 @@
 //! by id, each re-checked against its score.
 
 use super::batch::BatchSizer;
+use super::held::report_held;
 use super::options::Mode;
 use super::report::{Skipped, StateReport};
 use super::work::{StateWork, finish, not_implemented_reason};
@@ -47,6 +48,12 @@ impl StateWork<'_> {
             _ => None,
         };
         let mut writer = sink.map(|s| self.archive_writer(s));
+        // A plan counts the selected jobs a restore holds (a run's scripts leave them).
+        let held = match self.mode {
+            Mode::Plan => self.held_ids(con).await?,
+            _ => Default::default(),
+        };
+        let mut restored = 0;
         loop {
             let page: Vec<FinishedEntry> =
                 with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
@@ -71,6 +78,7 @@ impl StateWork<'_> {
                     continue;
                 }
                 sr.matched += 1;
+                restored += u64::from(held.contains(&entry.id));
                 // A plan only counts; collecting would hold every selected id.
                 if self.mode != Mode::Run {
                     if group.action == Action::Anonymize {
@@ -125,6 +133,9 @@ impl StateWork<'_> {
                 sr.notice = Some(notice);
             }
             finish(sr, done, skipped);
+        }
+        if self.mode == Mode::Plan {
+            report_held(sr, restored);
         }
         Ok(())
     }

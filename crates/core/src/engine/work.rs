@@ -3,11 +3,11 @@
 //! counting the selected prefix, reading it page by page, removing candidates by id, and
 //! closing the state's report.
 
+use super::archive_path::RunArchive;
 use super::batch::{BatchSizer, run_batches};
 use super::options::{Mode, SweepOptions};
 use super::report::{Skipped, StateReport};
 use super::rules::RuleGroups;
-use crate::archive::ArchiveSink;
 use crate::audit::AuditContext;
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys, scripts};
 use crate::error::{Error, Result};
@@ -29,7 +29,7 @@ pub(crate) struct StateWork<'a> {
     pub audit: &'a AuditContext,
     pub audit_ctx: &'a str,
     /// The archive sink, or why it cannot be written; `None` without one (or in a plan).
-    pub archive: Option<&'a std::result::Result<ArchiveSink, String>>,
+    pub archive: Option<&'a std::result::Result<RunArchive, String>>,
     /// The scrubbing rules for `action: anonymize`.
     pub pii: Option<&'a PiiRules>,
     /// `protectWaitingParents`: hold back finished children whose parent waits for children.
@@ -120,7 +120,7 @@ impl<'a> StateWork<'a> {
     }
 
     /// The archive sink; an unwritable one fails the state before anything is read or deleted.
-    pub fn archive_sink(&self) -> Result<Option<&'a ArchiveSink>> {
+    pub fn archive_sink(&self) -> Result<Option<&'a RunArchive>> {
         match self.archive {
             Some(Ok(sink)) => Ok(Some(sink)),
             Some(Err(reason)) => Err(Error::archive(format!(
@@ -153,8 +153,13 @@ pub(crate) fn not_implemented_reason(action: Action) -> String {
 }
 
 /// Closes a state's report after a run: what was done, and why the rest was left.
-pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
+pub(crate) fn finish(sr: &mut StateReport, done: u64, skipped: Skipped) {
     sr.done = Some(done);
+    sr.skipped = described(skipped);
+}
+
+/// What was skipped, with a reason for each count; `None` when nothing was.
+pub(crate) fn described(mut skipped: Skipped) -> Option<Skipped> {
     if skipped.locked > 0 {
         skipped
             .reasons
@@ -162,7 +167,7 @@ pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
     }
     if skipped.malformed > 0 {
         skipped.reasons.push(format!(
-            "{} malformed (not a hash, or finishedOn missing or unequal to its score)",
+            "{} malformed (not a hash, finishedOn missing or unequal to its score, or logs that are not a list)",
             skipped.malformed
         ));
     }
@@ -183,11 +188,23 @@ pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
             skipped.cross_slot
         ));
     }
+    if skipped.restored > 0 {
+        skipped.reasons.push(format!(
+            "{} restored from the archive and held until their hold ends (archive restore --hold)",
+            skipped.restored
+        ));
+    }
+    if skipped.dangling > 0 {
+        skipped.reasons.push(format!(
+            "{} dangling ids (no job hash): nothing to copy, so not archived; left in the set",
+            skipped.dangling
+        ));
+    }
     if skipped.already_anonymized > 0 {
         skipped.reasons.push(format!(
             "{} already anonymized by an earlier run",
             skipped.already_anonymized
         ));
     }
-    sr.skipped = (!skipped.is_empty()).then_some(skipped);
+    (!skipped.is_empty()).then_some(skipped)
 }

@@ -1,10 +1,33 @@
-//! `archive restore`: put an archived job back into BullMQ, from its newest copy.
+//! `archive restore`: put an archived job back into BullMQ, from the newest copy this
+//! database archived, audited with its actor in the same call; a job restored as the
+//! original is held from every action for a while (`lua/prelude/held.lua`).
 
-use super::now_ms;
+use super::{execution_id, now_ms};
 use crate::archive::ArchiveSink;
-use crate::bullmq::{QueueKeys, RestoreMode, new_job_fields, scripts};
+use crate::audit::{self, AuditContext};
+use crate::bullmq::{QueueKeys, RestoreMode, RestoredJob, new_job_fields, scripts};
 use crate::error::Error;
+use bullsweep_policy::PolicySet;
 use redis::aio::ConnectionLike;
+
+/// How long a job restored as the original is held from every action unless told otherwise:
+/// a day to look at it or retry it.
+pub const DEFAULT_HOLD_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// What to restore, how, and for whom.
+#[derive(Clone, Copy, Debug)]
+pub struct RestoreRequest<'a> {
+    /// The queue's key base (`bull:mail`).
+    pub base: &'a str,
+    /// The archived job's id.
+    pub id: &'a str,
+    /// As the original job, or as a new one.
+    pub mode: RestoreMode,
+    /// Who asked, for the audit event (`--actor`, or the dashboard token's name).
+    pub actor: &'a str,
+    /// How long an original job is held from every action, ms (0: not held).
+    pub hold_ms: u64,
+}
 
 /// A job put back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,25 +38,35 @@ pub struct Restored {
     pub id: String,
     /// The state it is in now.
     pub state: String,
+    /// Until when it is held from every action (ms since the epoch), for an original job.
+    pub held_until: Option<i64>,
+    /// Why its audit event is still only in Redis (the store could not be written), if so:
+    /// the next run ships it.
+    pub unshipped: Option<String>,
 }
 
-/// Restores job `id` of the queue whose key base is `base` from its newest archived copy:
-/// as a new waiting job, or as the original job in its finished set (refused when the id
-/// exists).
+/// Restores job `req.id` of the queue whose key base is `req.base` from the newest copy this
+/// database archived (copies of another database, sharing the archive, are never taken): as
+/// a new waiting job, or as the original job in its finished set (refused when the id
+/// exists). The change and its audit event are one call; the event is then shipped to the
+/// store.
 pub async fn restore<C: ConnectionLike>(
     con: &mut C,
     sink: &ArchiveSink,
-    base: &str,
-    id: &str,
-    mode: RestoreMode,
+    set: &PolicySet,
+    req: RestoreRequest<'_>,
 ) -> Result<Restored, Error> {
-    let base = base.trim_end_matches(':');
-    let record = sink.newest_copy(base, id).await.map_err(Error::archive)?;
+    let base = req.base.trim_end_matches(':');
+    let source = audit::source_of(con).await?;
+    let record = sink
+        .newest_copy(base, req.id, &source.id)
+        .await
+        .map_err(Error::archive)?;
     let Some(record) = record else {
-        return Err(not_archived(sink, base, id).await);
+        return Err(not_archived(sink, base, req.id).await);
     };
     // The original's exact bytes; a new job's fields are built from their text.
-    let fields: Vec<(Vec<u8>, Vec<u8>)> = match mode {
+    let fields: Vec<(Vec<u8>, Vec<u8>)> = match req.mode {
         RestoreMode::Original => record.hash_fields(),
         RestoreMode::New => {
             let text: Vec<(String, String)> = record
@@ -52,33 +85,67 @@ pub async fn restore<C: ConnectionLike>(
                 .collect()
         }
     };
+    let state = match req.mode {
+        RestoreMode::Original => record.state.clone(),
+        RestoreMode::New => "wait".into(),
+    };
+    let hold_ms = match req.mode {
+        RestoreMode::Original => req.hold_ms,
+        RestoreMode::New => 0,
+    };
+    let ctx = serde_json::to_string(&context(set, base, &state, req.actor)).unwrap_or_default();
     let id = record.id_bytes();
+    let job = RestoredJob {
+        original_id: &id,
+        state: &record.state,
+        score: record.finished_on,
+        fields: &fields,
+        logs: &record.log_bytes(),
+    };
+    let keys = QueueKeys::new(base);
     let restored = scripts()
-        .restore_job(
-            con,
-            &QueueKeys::new(base),
-            mode,
-            &id,
-            &record.state,
-            record.finished_on,
-            &fields,
-            &record.log_bytes(),
-        )
+        .restore_job(con, &keys, req.mode, job, &ctx, hold_ms)
         .await?;
-    match restored {
-        Some(new_id) => Ok(Restored {
-            original_id: String::from_utf8_lossy(&id).into_owned(),
-            id: new_id,
-            state: match mode {
-                RestoreMode::Original => record.state,
-                RestoreMode::New => "wait".into(),
-            },
-        }),
-        None => Err(Error::runtime(format!(
+    let Some(new_id) = restored else {
+        return Err(Error::runtime(format!(
             "{} exists; nothing restored",
-            QueueKeys::new(base).job(&String::from_utf8_lossy(&id))
+            keys.job(&String::from_utf8_lossy(&id))
         ))
-        .with_hint("use --as new to run a copy as a new job")),
+        .with_hint("use --as new to run a copy as a new job"));
+    };
+    let unshipped = audit::with_store(con, &set.audit, async |con, store| {
+        audit::ship(con, store).await
+    })
+    .await
+    .err()
+    .map(|e| e.to_string());
+    Ok(Restored {
+        original_id: String::from_utf8_lossy(&id).into_owned(),
+        id: new_id,
+        state,
+        held_until: (hold_ms > 0).then(|| now_ms() + hold_ms as i64),
+        unshipped,
+    })
+}
+
+/// The audit context of a restore into `base`, by `actor`.
+fn context(set: &PolicySet, base: &str, state: &str, actor: &str) -> AuditContext {
+    let queue = set.identify(base, None);
+    AuditContext {
+        policy_name: "restore".into(),
+        policy_version: String::new(),
+        queue_name: queue.as_ref().map_or_else(
+            || base.rsplit(':').next().unwrap_or(base).to_string(),
+            |q| q.queue.clone(),
+        ),
+        queue_key: base.to_string(),
+        tenant: queue.as_ref().and_then(|q| q.tenant.clone()),
+        environment: queue.as_ref().and_then(|q| q.env.clone()),
+        action: "restore".into(),
+        state: state.to_string(),
+        compliance_tag: None,
+        execution_id: execution_id(),
+        actor: Some(actor.to_string()),
     }
 }
 

@@ -227,6 +227,8 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
                             input type="hidden" name="queue" value=(r.queue);
                             input type="hidden" name="id" value=(r.id);
                             button type="submit" { "Restore" }
+                            " "
+                            button type="submit" name="as" value="new" title="A new waiting job with the same name and data" { "Restore as new" }
                         }
                     } }
                 }

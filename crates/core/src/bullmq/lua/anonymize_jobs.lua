@@ -19,7 +19,8 @@
   stacktrace fields, its log count and lines, and each copy's current value, every value as
   `<byte length>:<bytes>` or `-` when absent. It must match anonymize::fingerprint.
 
-  Returns {scrubbed, locked, changed, already, elapsed_us, handled}.
+  KEYS[2] the queue's restore holds (prelude/held.lua), then the two audit keys
+  Returns {scrubbed, locked, changed, already, elapsed_us, handled, restored}.
 
   Invariants: a job whose :lock exists is never touched; a job that moved, changed score, or
   changed in any field, log or copy the new values were computed from is left alone (changed);
@@ -35,7 +36,7 @@ local marker, markerValue = ARGV[4], ARGV[5]
 -- look at the clock every 8 jobs costs little and bounds the overshoot.
 local LOOK_EVERY = 8
 local clock = startBudget(tonumber(ARGV[2]))
-local scrubbed, locked, changed, already, handled = {}, 0, 0, 0, 0
+local scrubbed, locked, changed, already, handled, restored = {}, 0, 0, 0, 0, 0
 local i = 6
 while i <= #ARGV do
   local jobId, expected, fp = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
@@ -72,6 +73,8 @@ while i <= #ARGV do
     changed = changed + 1
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
     locked = locked + 1
+  elseif restoredHeld(jobId) then
+    restored = restored + 1
   elseif rcall('HEXISTS', jobKey, marker) == 1 then
     already = already + 1
   elseif scrubFingerprint(jobKey, copies) ~= fp then
@@ -97,4 +100,4 @@ while i <= #ARGV do
   if handled % LOOK_EVERY == 0 and spent(clock) then break end
 end
 addAuditEvent(ARGV[3], scrubbed)
-return {#scrubbed, locked, changed, already, elapsed(clock), handled}
+return {#scrubbed, locked, changed, already, elapsed(clock), handled, restored}

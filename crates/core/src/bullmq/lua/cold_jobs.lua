@@ -13,7 +13,8 @@
   ARGV[6] purgeAfter: how long after it finished every trace of a job goes, in ms
   ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint
 
-  Returns {converted, locked, malformed, changed, elapsed_us, handled}.
+  KEYS[2] the queue's restore holds (prelude/held.lua), then the two audit keys
+  Returns {converted, locked, malformed, changed, elapsed_us, handled, 0, 0, restored}.
 
   The marker keeps what BullMQ needs to list the job (name, timestamp, finishedOn, and the
   first part of failedReason) plus archivedAt and purgeAfter (finishedOn + the purge age), in
@@ -31,7 +32,7 @@ local clock = startBudget(tonumber(ARGV[2]))
 local checked = ARGV[4] == '1'
 local archivedAt, purgeAge = ARGV[5], tonumber(ARGV[6])
 local stride = checked and 3 or 2
-local converted, locked, malformed, changed, handled = {}, 0, 0, 0, 0
+local converted, locked, malformed, changed, handled, restored = {}, 0, 0, 0, 0, 0
 
 -- The marker's fields, with name and failedReason cut to fit the byte limit.
 local function marker(f)
@@ -63,6 +64,8 @@ for i = 7, #ARGV, stride do
     changed = changed + 1
   elseif held == 'locked' then
     locked = locked + 1
+  elseif held == 'restored' then
+    restored = restored + 1
   else
     local f = redis.pcall('HMGET', jobKey, 'name', 'finishedOn', 'timestamp', 'failedReason', 'archivedAt')
     if f.err or not tonumber(f[2]) then
@@ -80,4 +83,4 @@ for i = 7, #ARGV, stride do
   if spent(clock) then break end
 end
 addAuditEvent(ARGV[3], converted)
-return {#converted, locked, malformed, changed, elapsed(clock), handled}
+return {#converted, locked, malformed, changed, elapsed(clock), handled, 0, 0, restored}

@@ -21,10 +21,12 @@
   ARGV[7] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
   ARGV[8..] per job: id, expected score
 
+  KEYS[6] the queue's restore holds (prelude/held.lua), then the two audit keys
   Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
-  staged}: staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
+  staged, restored, dangling}: staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
   none), the bytes of data and returnvalue, and the log count; so the client reads each copy
-  (or streams an oversized one) without asking again.
+  (or streams an oversized one) without asking again. A job whose logs are not a list counts
+  as malformed, and an id without a job hash as dangling: neither can be copied, so both stay.
 
   An entry is 'j' .. id for a job of the set and 'p' .. id for a parent taken along. Calls
   for one batch append to its list; the index entry is written with the first staged key.
@@ -61,16 +63,22 @@ local function stage(jobKey, tag, jobId, finishedOn)
   stagedNow[s + 3] = finishedOn or rcall('HGET', jobKey, 'finishedOn') or ''
   stagedNow[s + 4] = bytes
   rcall('RENAME', jobKey, staged)
-  -- Logs that are not a list are nothing BullMQ wrote: they go, as the sweep deletes them.
+  -- Logs that are not a list (nothing BullMQ writes) cannot be copied: a job of the set with
+  -- such logs is held back before this; a parent taken along leaves them where they are.
   local logsKey = jobKey .. ':logs'
   local logs = redis.pcall('LLEN', logsKey)
   if type(logs) ~= 'number' then
-    rcall('UNLINK', logsKey)
     logs = 0
   elseif logs > 0 then
     rcall('RENAME', logsKey, staged .. ':logs')
   end
   stagedNow[s + 5] = logs
+end
+
+-- Whether the job's logs are a list or absent: what the archive can copy.
+local function logsReadable(jobKey)
+  local t = rcall('TYPE', jobKey .. ':logs')['ok']
+  return t == 'list' or t == 'none'
 end
 
 queueRemovedKeys = function(dels)
@@ -92,17 +100,25 @@ for i = 8, #ARGV, 2 do
     changed = changed + 1
   elseif held == 'locked' then
     batch.locked = batch.locked + 1
+  elseif held == 'restored' then
+    batch.restored = batch.restored + 1
   else
     local finishedOn, parentKey, deid = readFinishedJob(jobKey)
-    local before = #batch.removed
-    takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
-    if #batch.removed > before then
-      -- takeReadJob queued none of the job's keys (queueRemovedKeys): stage its hash and
-      -- logs, and queue the rest.
-      if finishedOn then
+    if finishedOn == false then
+      -- A dangling id (no job hash): there is nothing to copy, so it is not archived.
+      batch.dangling = batch.dangling + 1
+    elseif finishedOn and not logsReadable(jobKey) then
+      -- Logs of a type BullMQ never writes cannot be copied, so the job is not taken.
+      batch.malformed = batch.malformed + 1
+    else
+      local before = #batch.removed
+      takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
+      if #batch.removed > before then
+        -- takeReadJob queued none of the job's keys (queueRemovedKeys): stage its hash and
+        -- logs, and queue the rest.
         stage(jobKey, 'j', jobId, finishedOn)
+        queueLinkKeys(batch.dels, jobKey)
       end
-      queueLinkKeys(batch.dels, jobKey)
     end
   end
   handled = handled + 1
@@ -113,4 +129,4 @@ local detached = batch.removed
 zremAll(setKey, detached)
 recordIdBatch(eventsKey, metaKey, ARGV[6], ARGV[3], detached)
 return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot, stagedNow}
+  batch.crossSlot, stagedNow, batch.restored, batch.dangling}

@@ -19,7 +19,8 @@
   ARGV[6] failed bound, likewise
   ARGV[7] audit context JSON for completed jobs, ARGV[8] for failed jobs
   ARGV[9] the field of KEYS[5] that holds this queue's position (its key base)
-  Returns {position, entries read, removed, locked, malformed, changed, elapsed_us}.
+  KEYS[6] the queue's restore holds (prelude/held.lua), then the two audit keys
+  Returns {position, entries read, removed, locked, malformed, changed, elapsed_us, restored}.
 
   Removal is Queue.clean's (prelude/removal.lua), with one `removed` event per job (prev: its
   state), as Job.remove leaves; a job with a lock, or past its bound, or no longer in the set,
@@ -59,6 +60,8 @@ for _, entry in ipairs(entries) do
       changed = changed + 1
     elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
       batch.locked = batch.locked + 1
+    elseif restoredHeld(jobId) then
+      batch.restored = batch.restored + 1
     else
       takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
     end
@@ -69,7 +72,7 @@ for _, entry in ipairs(entries) do
 end
 
 local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
-local removed, locked, malformed = 0, 0, 0
+local removed, locked, malformed, restored = 0, 0, 0, 0
 for state, batch in pairs(batches) do
   flushDeletes(batch.dels)
   zremAll(sets[state], batch.removed)
@@ -80,8 +83,9 @@ for state, batch in pairs(batches) do
   removed = removed + #batch.removed
   locked = locked + batch.locked
   malformed = malformed + batch.malformed
+  restored = restored + batch.restored
 end
 if read > 0 then
   rcall('HSET', positionKey, ARGV[9], position)
 end
-return {position, read, removed, locked, malformed, changed, elapsed(clock)}
+return {position, read, removed, locked, malformed, changed, elapsed(clock), restored}

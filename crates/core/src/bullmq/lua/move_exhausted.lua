@@ -10,7 +10,8 @@
   ARGV[3] audit context JSON
   ARGV[4] time budget in microseconds
   ARGV[5..] per job: id, expected score (finishedOn in the failed set)
-  Returns {moved, locked, malformed, changed, elapsed_us, handled}.
+  KEYS[2] the source queue's restore holds (prelude/held.lua), then the two audit keys
+  Returns {moved, locked, malformed, changed, elapsed_us, handled, 0, 0, restored}.
 
   Each job is checked again: still in the source's failed set with the expected score, no
   lock, attemptsMade at least opts.attempts (default 1), and no parent (a child stays, so its
@@ -33,7 +34,7 @@ local function addEventTo(p, ...)
   rcall('XADD', p .. 'events', 'MAXLEN', '~', maxLen, '*', ...)
 end
 
-local moved, audited, locked, malformed, changed, handled = 0, {}, 0, 0, 0, 0
+local moved, audited, locked, malformed, changed, handled, restored = 0, {}, 0, 0, 0, 0, 0
 for i = 5, #ARGV, 2 do
   local id, expected = ARGV[i], tonumber(ARGV[i + 1])
   local jobKey = src .. id
@@ -42,6 +43,8 @@ for i = 5, #ARGV, 2 do
     changed = changed + 1
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
     locked = locked + 1
+  elseif restoredHeld(id) then
+    restored = restored + 1
   else
     local f = redis.pcall('HMGET', jobKey, 'attemptsMade', 'opts', 'parentKey', 'finishedOn', 'failedReason')
     local ok, opts = pcall(cjson.decode, (not f.err and f[2]) or '{}')
@@ -76,4 +79,4 @@ for i = 5, #ARGV, 2 do
   if spent(clock) then break end
 end
 addAuditEvent(ctx, audited)
-return {moved, locked, malformed, changed, elapsed(clock), handled}
+return {moved, locked, malformed, changed, elapsed(clock), handled, 0, 0, restored}

@@ -16,7 +16,9 @@
   ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
             fingerprint, or `shape:…` for an oversized job)
 
-  Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot};
+  KEYS[4] the queue's restore holds (prelude/held.lua), then the two audit keys
+  Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
+  restored};
   handled counts the jobs looked at, so the caller resends the rest when the budget ran out.
 
   Invariant: a job no longer in the set, or with another score, was moved or re-finished since
@@ -45,6 +47,8 @@ for i = 7, #ARGV, stride do
     changed = changed + 1
   elseif held == 'locked' then
     batch.locked = batch.locked + 1
+  elseif held == 'restored' then
+    batch.restored = batch.restored + 1
   else
     takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
   end
@@ -56,4 +60,4 @@ local removed = batch.removed
 zremAll(setKey, removed)
 recordIdBatch(eventsKey, metaKey, ARGV[5], ARGV[3], removed)
 return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot}
+  batch.crossSlot, batch.restored}

@@ -15,8 +15,10 @@
   ARGV[9] '1' to hold back jobs whose parent still waits for children (protectWaitingParents)
   ARGV[10] '1' to read jobs with SORT … GET; '0' when this connection learned it is refused
 
+  KEYS[4] the queue's restore holds (prelude/held.lua), then the two audit keys
+
   Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-  crossSlot};
+  crossSlot, restored};
   exhausted is 1 when no selected job is left beyond the ones held back; sortRefused is 1
   when SORT … GET was refused here (an ACL without read access to every key, or a server
   that forbids it) and the jobs were read one by one instead.
@@ -50,7 +52,7 @@ if ARGV[4] ~= '' then
 end
 local take = math.min(limit, selected - offset)
 if take <= 0 then
-  return {0, 0, 0, elapsed(clock), 1, 0, 0}
+  return {0, 0, 0, elapsed(clock), 1, 0, 0, 0, 0}
 end
 -- Rows of `count` jobs from rank `from`, five values per job: id, lock (false when none),
 -- finishedOn, parentKey, deid.
@@ -104,6 +106,8 @@ while read < take do
     local jobId, finishedOn, parentKey, deid = rows[i], rows[i + 2], rows[i + 3], rows[i + 4]
     if rows[i + 1] then
       batch.locked = batch.locked + 1
+    elseif restoredHeld(jobId) then
+      batch.restored = batch.restored + 1
     else
       if not finishedOn then
         -- No hash, not a hash, or a hash without finishedOn: classify atomically.
@@ -126,7 +130,7 @@ if read >= limit then
 end
 flushDeletes(batch.dels)
 local removed = batch.removed
-if batch.locked + batch.malformed + batch.parentWaiting + batch.crossSlot == 0 then
+if batch.locked + batch.malformed + batch.parentWaiting + batch.crossSlot + batch.restored == 0 then
   -- Nothing held back: the removed jobs are exactly the ranks just read.
   if #removed > 0 then
     rcall('ZREMRANGEBYRANK', setKey, offset, offset + #removed - 1)
@@ -136,4 +140,4 @@ else
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting,
-  sortRefused, batch.crossSlot}
+  sortRefused, batch.crossSlot, batch.restored}

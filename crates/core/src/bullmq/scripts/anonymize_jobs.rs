@@ -1,8 +1,7 @@
 //! Scrubbed values written under a compare-and-set (`lua/anonymize_jobs.lua`).
 
-use super::{Scripts, audited};
+use super::{Scripts, held_and_audited};
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -39,6 +38,8 @@ pub struct ScrubOutcome {
     pub elapsed_us: u64,
     /// How many of the jobs were looked at before the budget ran out.
     pub handled: u64,
+    /// Jobs held back because a restore holds them.
+    pub restored: u64,
 }
 
 impl Scripts {
@@ -88,7 +89,8 @@ impl Scripts {
                 invocation.arg(key).arg(field).arg(value);
             }
         }
-        let (scrubbed, locked, changed, already, elapsed_us, handled): (
+        let (scrubbed, locked, changed, already, elapsed_us, handled, restored): (
+            u64,
             u64,
             u64,
             u64,
@@ -96,7 +98,7 @@ impl Scripts {
             u64,
             u64,
         ) = {
-            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            held_and_audited(&mut invocation, con, keys.base()).await?;
             invocation.invoke_async(con).await?
         };
         Ok(ScrubOutcome {
@@ -106,6 +108,7 @@ impl Scripts {
             already,
             elapsed_us,
             handled,
+            restored,
         })
     }
 }

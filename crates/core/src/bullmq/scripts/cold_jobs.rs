@@ -1,8 +1,7 @@
 //! The cold phase of `deadLetter`: jobs replaced by small markers (`lua/cold_jobs.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, audited, id_batch, push_candidates};
+use super::{BatchOutcome, Candidate, Scripts, held_and_audited, id_batch, push_candidates};
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -42,7 +41,7 @@ impl Scripts {
             .arg(cold.archived_at)
             .arg(cold.purge_after_ms);
         push_candidates(&mut invocation, jobs, checked);
-        audited(&mut invocation, con, audit_tag(keys.base())).await?;
+        held_and_audited(&mut invocation, con, keys.base()).await?;
         id_batch(&invocation, con).await
     }
 }

@@ -1,7 +1,7 @@
 //! The detach step of an archive batch (`lua/detach_jobs.lua`), its undo
 //! (`lua/unstage_jobs.lua`) and its drop (`lua/drop_staged.lua`).
 
-use super::{BatchOutcome, Scripts, audited};
+use super::{BatchOutcome, Scripts, audited, held_and_audited};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{StagedBatch, audit_tag, staging_index};
 use bullsweep_policy::JobState;
@@ -122,9 +122,14 @@ impl Scripts {
         for (id, score) in jobs {
             invocation.arg(id.as_slice()).arg(score);
         }
-        audited(&mut invocation, con, audit_tag(keys.base())).await?;
+        held_and_audited(&mut invocation, con, keys.base()).await?;
         let reply: Vec<Value> = invocation.invoke_async(con).await?;
-        let outcome = BatchOutcome::of_id_batch(|i| reply.get(i).map(int).unwrap_or_default());
+        let at = |i: usize| reply.get(i).map(int).unwrap_or_default();
+        let outcome = BatchOutcome {
+            restored: at(9),
+            dangling: at(10),
+            ..BatchOutcome::of_id_batch(at)
+        };
         Ok((outcome, staged_now(reply.get(8))))
     }
 

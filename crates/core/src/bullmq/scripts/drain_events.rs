@@ -1,8 +1,7 @@
 //! The event path's one-call drain: read, remove, save the position (`lua/drain_events.lua`).
 
-use super::{BatchOutcome, Scripts, audited};
+use super::{BatchOutcome, Scripts, held_and_audited};
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -50,8 +49,9 @@ impl Scripts {
         req: &DrainRequest<'_>,
     ) -> RedisResult<DrainOutcome> {
         let bound = |b: Option<i64>| b.map(|b| b.to_string()).unwrap_or_default();
-        let (position, read, removed, locked, malformed, changed, elapsed_us): (
+        let (position, read, removed, locked, malformed, changed, elapsed_us, restored): (
             String,
+            u64,
             u64,
             u64,
             u64,
@@ -75,7 +75,7 @@ impl Scripts {
                 .arg(req.completed_ctx)
                 .arg(req.failed_ctx)
                 .arg(req.positions.1);
-            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            held_and_audited(&mut invocation, con, keys.base()).await?;
             invocation.invoke_async(con).await?
         };
         Ok(DrainOutcome {
@@ -89,6 +89,7 @@ impl Scripts {
                 elapsed_us,
                 exhausted: false,
                 handled: read,
+                restored,
                 ..BatchOutcome::default()
             },
         })

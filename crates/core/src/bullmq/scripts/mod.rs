@@ -26,11 +26,11 @@ pub use detach_jobs::{DetachMode, DropStep, DropTail, StagedNow};
 pub use drain_events::{DrainOutcome, DrainRequest};
 pub use erase_jobs::{ErasureItem, ErasureKind, ErasureOutcome};
 pub use page_newest::FinishedEntry;
-pub use restore_job::RestoreMode;
+pub use restore_job::{RestoreMode, RestoredJob};
 pub use stalled_jobs::ActiveOutcome;
 pub use sweep_prefix::{PrefixBatch, SortGetMemory};
 
-use super::keys::{AUDIT_TAGS, audit_counter, audit_stream};
+use super::keys::{AUDIT_TAGS, audit_counter, audit_stream, audit_tag, restore_holds};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 use std::sync::OnceLock;
@@ -41,6 +41,8 @@ mod prelude {
     pub const BUDGET: &str = include_str!("../lua/prelude/budget.lua");
     /// The audit event written in the same call as the change.
     pub const AUDIT: &str = include_str!("../lua/prelude/audit.lua");
+    /// Restored jobs held back from every action.
+    pub const HELD: &str = include_str!("../lua/prelude/held.lua");
     /// The fingerprints that prove a job unchanged.
     pub const FINGERPRINT: &str = include_str!("../lua/prelude/fingerprint.lua");
     /// Queue.clean's per-job removal.
@@ -109,23 +111,34 @@ async fn audited<C: ConnectionLike>(
     Ok(())
 }
 
+/// Adds queue `base`'s restore holds, then its audit keys, as the last three keys of a script
+/// built with `lua/prelude/held.lua` (which reads the holds at `KEYS[#KEYS - 2]`).
+async fn held_and_audited<C: ConnectionLike>(
+    invocation: &mut redis::ScriptInvocation<'_>,
+    con: &mut C,
+    base: &str,
+) -> RedisResult<()> {
+    invocation.key(restore_holds(base));
+    audited(invocation, con, audit_tag(base)).await
+}
+
 /// The scripts, built on first use.
 pub fn scripts() -> &'static Scripts {
-    use prelude::{AUDIT, BUDGET, FINGERPRINT, JOB_TREE, REMOVAL};
+    use prelude::{AUDIT, BUDGET, FINGERPRINT, HELD, JOB_TREE, REMOVAL};
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         sweep_prefix: build(
-            &[BUDGET, AUDIT, REMOVAL],
+            &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/sweep_prefix.lua"),
         ),
         remove_ids: build(
-            &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
+            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL],
             include_str!("../lua/remove_ids.lua"),
         ),
         page_newest: read_only::ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
-        restore_job: build(&[], include_str!("../lua/restore_job.lua")),
+        restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),
         anonymize_jobs: build(
-            &[BUDGET, AUDIT, FINGERPRINT],
+            &[BUDGET, AUDIT, HELD, FINGERPRINT],
             include_str!("../lua/anonymize_jobs.lua"),
         ),
         erase_jobs: build(
@@ -137,21 +150,21 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/stalled_jobs.lua"),
         ),
         cold_jobs: build(
-            &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
+            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL],
             include_str!("../lua/cold_jobs.lua"),
         ),
         detach_jobs: build(
-            &[BUDGET, AUDIT, FINGERPRINT, REMOVAL],
+            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL],
             include_str!("../lua/detach_jobs.lua"),
         ),
         unstage_jobs: build(&[AUDIT], include_str!("../lua/unstage_jobs.lua")),
         drop_staged: build(&[], include_str!("../lua/drop_staged.lua")),
         move_exhausted: build(
-            &[BUDGET, AUDIT, REMOVAL],
+            &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/move_exhausted.lua"),
         ),
         drain_events: build(
-            &[BUDGET, AUDIT, REMOVAL],
+            &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/drain_events.lua"),
         ),
         append_audit: build(&[AUDIT], include_str!("../lua/append_audit.lua")),
@@ -175,7 +188,7 @@ fn push_candidates(
 }
 
 /// Runs a script over ids whose reply is `{done, locked, malformed, changed, elapsed_us,
-/// handled[, parentWaiting, crossSlot]}` (`remove_ids`, `cold_jobs`, `move_exhausted`).
+/// handled, parentWaiting, crossSlot, restored}` (`remove_ids`, `cold_jobs`, `move_exhausted`).
 async fn id_batch<C: ConnectionLike>(
     invocation: &redis::ScriptInvocation<'_>,
     con: &mut C,
@@ -188,7 +201,7 @@ async fn id_batch<C: ConnectionLike>(
 
 impl BatchOutcome {
     /// The outcome of an id-batch reply, from its `i`-th integer: `{done, locked, malformed,
-    /// changed, elapsed_us, handled, parentWaiting, crossSlot}`.
+    /// changed, elapsed_us, handled, parentWaiting, crossSlot, restored}`.
     fn of_id_batch(at: impl Fn(usize) -> u64) -> Self {
         BatchOutcome {
             removed: at(0),
@@ -200,6 +213,8 @@ impl BatchOutcome {
             handled: at(5),
             parent_waiting: at(6),
             cross_slot: at(7),
+            restored: at(8),
+            dangling: 0,
         }
     }
 }
@@ -225,6 +240,10 @@ pub struct BatchOutcome {
     pub parent_waiting: u64,
     /// Jobs held back on a Redis Cluster because their parent lives in another slot.
     pub cross_slot: u64,
+    /// Jobs held back because a restore holds them (`archive restore --hold`).
+    pub restored: u64,
+    /// Archive: ids without a job hash, left in their set (there is nothing to copy).
+    pub dangling: u64,
 }
 
 /// A job selected for removal by id.

@@ -1,8 +1,7 @@
 //! `moveExhaustedTo`: failed jobs moved into a dead-letter queue (`lua/move_exhausted.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, audited, id_batch, push_candidates};
+use super::{BatchOutcome, Candidate, Scripts, held_and_audited, id_batch, push_candidates};
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -27,7 +26,7 @@ impl Scripts {
             .arg(audit_ctx)
             .arg(budget_us);
         push_candidates(&mut invocation, jobs, false);
-        audited(&mut invocation, con, audit_tag(from.base())).await?;
+        held_and_audited(&mut invocation, con, from.base()).await?;
         id_batch(&invocation, con).await
     }
 }

@@ -1,8 +1,7 @@
 //! Removes named jobs of a finished set, each re-checked (`lua/remove_ids.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, audited, id_batch, push_candidates};
+use super::{BatchOutcome, Candidate, Scripts, held_and_audited, id_batch, push_candidates};
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -42,7 +41,7 @@ impl Scripts {
             })
             .arg(if protect_parents { "1" } else { "0" });
         push_candidates(&mut invocation, jobs, checked);
-        audited(&mut invocation, con, audit_tag(keys.base())).await?;
+        held_and_audited(&mut invocation, con, keys.base()).await?;
         id_batch(&invocation, con).await
     }
 }

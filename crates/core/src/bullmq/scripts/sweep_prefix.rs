@@ -1,8 +1,7 @@
 //! Removes the oldest selected jobs of a finished set (`lua/sweep_prefix.lua`).
 
-use super::{BatchOutcome, Scripts, audited, opt_arg};
+use super::{BatchOutcome, Scripts, held_and_audited, opt_arg};
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
 use bullsweep_policy::{JobState, Selection};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -71,11 +70,11 @@ impl Scripts {
                 .arg(audit_ctx)
                 .arg(if batch.protect_parents { "1" } else { "0" })
                 .arg(if batch.sort_get { "1" } else { "0" });
-            audited(&mut invocation, con, audit_tag(keys.base())).await?;
+            held_and_audited(&mut invocation, con, keys.base()).await?;
             invocation.invoke_async(con).await?
         };
         // {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-        // crossSlot}
+        // crossSlot, restored}
         let at = |i: usize| reply.get(i).copied().unwrap_or_default();
         let outcome = BatchOutcome {
             removed: at(0),
@@ -84,9 +83,11 @@ impl Scripts {
             changed: 0,
             elapsed_us: at(3),
             exhausted: at(4) == 1,
-            handled: at(0) + at(1) + at(2) + at(5) + at(7),
+            handled: at(0) + at(1) + at(2) + at(5) + at(7) + at(8),
             parent_waiting: at(5),
             cross_slot: at(7),
+            restored: at(8),
+            dangling: 0,
         };
         Ok((outcome, at(6) == 1))
     }

@@ -7,7 +7,8 @@
       log count, for jobs too large to DUMP within the budget (archive);
     * scrubFingerprint: SHA-1 of the scrubbed fields, the logs and the parent copies, each as
       `<byte length>:<bytes>` or `-` (anonymize).
-  candidateHeld re-checks a job selected by id (score, lock, and the archived fingerprint).
+  candidateHeld re-checks a job selected by id (score, lock, a restore's hold (held.lua, which
+  comes before this prelude), and the archived fingerprint).
 ]]
 
 -- DUMP is one C-level pass; a hash whose internal order changed only reads as changed, which
@@ -42,7 +43,7 @@ end
 
 -- Why a job selected by id must be left alone: `changed` when it left the set, holds another
 -- score, or (with a fingerprint) no longer matches its copy; `locked` while a worker holds it;
--- nil when it may be acted on.
+-- `restored` while a restore holds it; nil when it may be acted on.
 local function candidateHeld(setKey, jobKey, jobId, expected, fingerprint)
   local score = redis.call('ZSCORE', setKey, jobId)
   if not score or tonumber(score) ~= expected then
@@ -50,6 +51,9 @@ local function candidateHeld(setKey, jobKey, jobId, expected, fingerprint)
   end
   if redis.call('EXISTS', jobKey .. ':lock') == 1 then
     return 'locked'
+  end
+  if restoredHeld(jobId) then
+    return 'restored'
   end
   if fingerprint and archivedFingerprint(jobKey, fingerprint) ~= fingerprint then
     return 'changed'

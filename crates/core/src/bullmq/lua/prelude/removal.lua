@@ -197,7 +197,8 @@ end
 
 -- One call's bookkeeping: ids removed, keys waiting for one UNLINK, jobs held back.
 local function newBatch()
-  return {removed = {}, dels = {}, locked = 0, malformed = 0, parentWaiting = 0, crossSlot = 0}
+  return {removed = {}, dels = {}, locked = 0, malformed = 0, parentWaiting = 0, crossSlot = 0,
+    restored = 0, dangling = 0}
 end
 
 -- Removes a job whose fields were read, or holds it back as malformed (finishedOn nil).
