@@ -76,6 +76,7 @@ mod tests {
             state: "completed".into(),
             finished_on: 1,
             role: None,
+            source: None,
             encoding: None,
             fields: RecordFields(
                 fields
