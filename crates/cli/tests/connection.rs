@@ -129,3 +129,44 @@ fn a_server_that_never_answers_times_out_with_its_own_message() {
     let out = bullsweep(&w, &w.url(), &["--connect-timeout", "0s", "plan"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn a_database_given_as_db_n_is_honoured_and_any_other_path_is_refused() {
+    let mut w = World::new();
+    w.seed(spec("bull:mail", 10, 0, 3), now_ms());
+    w.db = 1;
+    w.seed(spec("bull:mail", 20, 0, 3), now_ms());
+    let base = format!(
+        "redis://{}:{ROLE_PASSWORD}@127.0.0.1:{}",
+        Role::Governing.user(),
+        w.redis.port()
+    );
+    // `?db=1`, as redis-rs and ioredis users write it: the run acts on database 1 only.
+    let out = bullsweep(&w, &format!("{base}?db=1"), &["run"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let left = |w: &World| {
+        w.con()
+            .zcard::<_, u64>("bull:mail:completed")
+            .expect("zcard")
+    };
+    assert_eq!(left(&w), 0, "database 1 was swept");
+    w.db = 0;
+    assert_eq!(left(&w), 10, "database 0 was left alone");
+    // A path that is not a database number, or two numbers that disagree: nothing is run.
+    for url in [
+        format!("{base}/%2e%2e"),
+        format!("{base}/1/x"),
+        format!("{base}/0?db=1"),
+        format!("{base}?dbindex=1"),
+    ] {
+        let out = bullsweep(&w, &url, &["run"], &[]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("invalid Redis URL"), "{err}");
+        assert!(
+            !err.contains(ROLE_PASSWORD),
+            "the password is not shown: {err}"
+        );
+    }
+    assert_eq!(left(&w), 10, "database 0 is still untouched");
+}

@@ -1,19 +1,17 @@
 //! `completions` and `man`: generated from the same definitions clap parses.
 
-use crate::args::Cli;
 use crate::error::CliError;
-use clap::CommandFactory;
 
 /// Prints a completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> Result<i32, CliError> {
-    let mut command = Cli::command();
+    let mut command = crate::args::command();
     clap_complete::generate(shell, &mut command, "bullsweep", &mut std::io::stdout());
     Ok(0)
 }
 
 /// Prints the man page, as roff.
 pub fn man() -> Result<i32, CliError> {
-    let page = clap_mangen::Man::new(Cli::command());
+    let page = clap_mangen::Man::new(crate::args::command());
     let mut out = Vec::new();
     page.render(&mut out)
         .map_err(|e| CliError::runtime(format!("cannot render the man page: {e}")))?;
