@@ -10,7 +10,7 @@
 
 use super::events_read::BLOCK_MS;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
-use super::records;
+use crate::ops::records;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
 use crate::bullmq::keys::{audit_tag, cursor, events_lock};

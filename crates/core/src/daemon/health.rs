@@ -7,7 +7,8 @@
 
 use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{NodeLabels, QueueLabels, StateLabels};
-use super::{Daemon, Slot, records};
+use super::{Daemon, Slot};
+use crate::ops::records;
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::health::history::{self, Point};

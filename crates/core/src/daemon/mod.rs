@@ -14,7 +14,6 @@ mod log;
 pub mod metrics;
 mod process;
 mod queue_run;
-pub mod records;
 mod schedule;
 
 pub use log::{log, set_json_logs, set_log_level, wait_or_shutdown};

@@ -3,7 +3,7 @@
 use super::discovery;
 use super::events::EventQueue;
 use super::log::{log, log_repeated};
-use super::records;
+use crate::ops::records;
 use super::{Daemon, Slot, jitter, metrics};
 use crate::engine;
 use crate::ops::{load_policy_file, now_ms};

@@ -77,6 +77,18 @@ pub struct QueueReport {
     /// Why work on this queue stopped, when it failed; other queues go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the queue was not swept at all, when it was not (its `states` are then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<QueueSkipped>,
+}
+
+/// Why a run left a whole queue alone.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum QueueSkipped {
+    /// Another bullsweep (the daemon or another run) held the queue's sweep lock for longer
+    /// than the run would wait (`--lock-wait`).
+    Locked,
 }
 
 /// One state of one queue.

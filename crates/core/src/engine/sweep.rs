@@ -5,7 +5,7 @@
 use super::inventory::{Inventory, in_dependency_order, inventory};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
-use super::report::{Notice, QueueReport, Report};
+use super::report::{Notice, QueueReport, QueueSkipped, Report};
 use super::shards;
 use crate::archive::ArchiveSink;
 use crate::bullmq::Topology;
@@ -128,6 +128,13 @@ impl Sweep<'_> {
                         sweep_lock(&q.base),
                         bullsweep_policy::Millis(locking.wait.as_millis() as u64)
                     )));
+                    part.queues.push((
+                        i,
+                        QueueReport {
+                            skipped: Some(QueueSkipped::Locked),
+                            ..queue_report(q, eff.name.clone())
+                        },
+                    ));
                     return;
                 }
                 Err(e) => {

@@ -9,7 +9,7 @@ use super::run::RunScope;
 use super::{Conn, now_ms};
 use crate::audit;
 use crate::bullmq::keys::QueueKeys;
-use crate::daemon::records;
+use crate::ops::records;
 use crate::error::Error;
 use crate::health::readings::{self, Series};
 use crate::health::rules::{

@@ -6,7 +6,7 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys::AUDIT_QUARANTINE;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::daemon::records;
+use bullsweep_core::ops::records;
 use bullsweep_core::ops::alerts::alerts;
 use maud::html;
 

@@ -6,7 +6,7 @@ use crate::format::{bytes, count, money, short_time, time};
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::daemon::records;
+use bullsweep_core::ops::records;
 use bullsweep_core::health::rules::AlertState;
 use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::alerts::alerts_of;
