@@ -303,7 +303,11 @@ fn a_run_records_its_sweep_so_cron_users_get_no_stale_alert() {
 
     let before = now_ms();
     let out = w.run(&policy, &["--json", "run", "--lock-wait", "0s"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).expect("run --json");
     let busy = report["queues"]
         .as_array()
@@ -321,7 +325,11 @@ fn a_run_records_its_sweep_so_cron_users_get_no_stale_alert() {
             "{base}'s sweep is recorded"
         );
     }
-    assert_eq!(last(&mut con, "bull:busy"), None, "a skipped queue was not swept");
+    assert_eq!(
+        last(&mut con, "bull:busy"),
+        None,
+        "a skipped queue was not swept"
+    );
     assert!(
         !con.exists::<_, bool>("bullsweep:retry:bull:stale")
             .expect("exists"),

@@ -221,32 +221,79 @@ fn runs_count_every_action_and_skip_what_was_already_anonymized() {
     assert_eq!(skipped.already_anonymized, 30);
 }
 
-#[test]
-fn tables_fit_the_width_in_columns() {
-    let w = World::new();
-    w.seed(
-        spec(
-            "bull:a-rather-long-tenant-name:production:billing-export",
-            5,
-            0,
-            3,
-        ),
-        now_ms(),
-    );
-    let policy = w.policy(
-        "version: 1\npolicies: [{ name: a-policy-with-a-long-name, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
-    );
-    let out = w.run_env(&policy, &["plan"], &[("COLUMNS", "72".into())]);
-    let shown = text(&out.stdout);
-    for line in shown
+/// The table lines of a command's output.
+fn table_lines(shown: &str) -> Vec<&str> {
+    shown
         .lines()
         .filter(|l| l.starts_with(['│', '┌', '└', '╞']))
-    {
-        assert!(
-            line.chars().count() <= 72,
-            "{} > 72: {line}",
-            line.chars().count()
-        );
+        .collect()
+}
+
+/// Whether `word`, found in a table, is a whole piece of `long`: it starts and ends where a
+/// table may wrap (the ends, or after a `:` or `-`).
+fn whole_piece(long: &str, word: &str) -> bool {
+    let edges: Vec<usize> = std::iter::once(0)
+        .chain(long.match_indices([':', '-']).map(|(i, _)| i + 1))
+        .chain(std::iter::once(long.len()))
+        .collect();
+    long.match_indices(word)
+        .any(|(i, _)| edges.contains(&i) && edges.contains(&(i + word.len())))
+}
+
+#[test]
+fn tables_fit_the_width_in_columns_without_breaking_words() {
+    let w = World::new();
+    let key = "bull:a-rather-long-tenant-name:production:billing-export";
+    let name = "a-policy-with-a-long-name";
+    w.seed(spec(key, 5, 0, 3), now_ms());
+    let policy = w.policy(&format!(
+        "version: 1\ndiscovery: {{ layouts: ['bull:{{tenant}}:{{env}}:{{queue}}'] }}\npolicies: [{{ name: {name}, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n"
+    ));
+    for columns in [100, 72] {
+        let out = w.run_env(&policy, &["plan"], &[("COLUMNS", columns.to_string())]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let shown = text(&out.stdout);
+        let lines = table_lines(&shown);
+        assert!(lines.len() > 4, "a table with its row: {shown}");
+        for line in &lines {
+            assert!(
+                line.chars().count() <= columns,
+                "{} > {columns}: {line}",
+                line.chars().count()
+            );
+        }
+        if columns < 100 {
+            continue;
+        }
+        // At 100 columns every word fits whole: the key, the tenant and the policy's name
+        // wrap only after a `:` or `-`, and no header or value is cut.
+        let whole = [
+            "queue",
+            "tenant",
+            "env",
+            "policy",
+            "state",
+            "jobs",
+            "matched",
+            "action",
+            "production",
+            "completed",
+            "5",
+            "remove",
+        ];
+        for word in lines
+            .iter()
+            .flat_map(|l| l.trim_matches(['│', ' ']).split_whitespace())
+            .filter(|w| !w.chars().all(|c| "─┌┐└┘╞═╡".contains(c)))
+        {
+            assert!(
+                whole.contains(&word)
+                    || [key, name, "a-rather-long-tenant-name"]
+                        .iter()
+                        .any(|long| whole_piece(long, word)),
+                "`{word}` is cut mid-word:\n{shown}"
+            );
+        }
     }
 }
 

@@ -4,7 +4,6 @@
 
 use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{self, ActionLabels};
-use crate::ops::records;
 use super::{Daemon, jitter};
 use crate::audit;
 use crate::bullmq::QueueKeys;
@@ -13,6 +12,7 @@ use crate::engine::{Mode, Report};
 use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::Conn;
+use crate::ops::records;
 
 /// Bytes a small Redis hash costs beyond its fields and values (key, dict entries, object
 /// headers), for the estimate where `MEMORY USAGE` is not allowed.

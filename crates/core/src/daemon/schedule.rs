@@ -3,9 +3,9 @@
 use super::discovery;
 use super::events::EventQueue;
 use super::log::{log, log_repeated};
-use crate::ops::records;
 use super::{Daemon, Slot, jitter, metrics};
 use crate::engine;
+use crate::ops::records;
 use crate::ops::{load_policy_file, now_ms};
 use bullsweep_policy::{EffectivePolicy, Millis, QueueId, Resolution};
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,6 +2,7 @@
 //! by time ([`BatchSizer`]): each call's size follows the rate Redis reported for the last
 //! one, so a call takes about the time budget whatever the jobs cost.
 
+use super::flows::TakenAlong;
 use super::options::SweepOptions;
 use super::report::Skipped;
 use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
@@ -69,6 +70,8 @@ pub(crate) struct BatchStep {
     pub parent_waiting: u64,
     /// Jobs held back on a Redis Cluster because their parent lives in another slot.
     pub cross_slot: u64,
+    /// Flow parents the call took along: removed (same queue) and released (other queues).
+    pub taken_along: TakenAlong,
     /// Time the call held Redis, measured by Redis itself.
     pub elapsed_us: u64,
 }
@@ -84,6 +87,11 @@ impl From<BatchOutcome> for BatchStep {
             already: 0,
             parent_waiting: o.parent_waiting,
             cross_slot: o.cross_slot,
+            taken_along: TakenAlong {
+                parents_removed: o.parents_removed,
+                parents_released: o.parents_released,
+                parent_waiting: 0,
+            },
             elapsed_us: o.elapsed_us,
         }
     }
@@ -100,6 +108,7 @@ impl From<ScrubOutcome> for BatchStep {
             already: o.already,
             parent_waiting: 0,
             cross_slot: 0,
+            taken_along: TakenAlong::default(),
             elapsed_us: o.elapsed_us,
         }
     }
@@ -116,12 +125,14 @@ impl From<ActiveOutcome> for BatchStep {
             already: 0,
             parent_waiting: 0,
             cross_slot: 0,
+            taken_along: TakenAlong::default(),
             elapsed_us: o.elapsed_us,
         }
     }
 }
 
-/// Counts one batch: its time in the batch metrics, what it skipped, and its progress.
+/// Counts one batch: its time in the batch metrics, what it skipped and took along, and its
+/// progress.
 pub(crate) fn account(
     step: &BatchStep,
     opts: &SweepOptions,
@@ -135,6 +146,8 @@ pub(crate) fn account(
     skipped.already_anonymized += step.already;
     skipped.parent_waiting += step.parent_waiting;
     skipped.cross_slot += step.cross_slot;
+    skipped.taken_along.parents_removed += step.taken_along.parents_removed;
+    skipped.taken_along.parents_released += step.taken_along.parents_released;
     progress(step.acted);
 }
 

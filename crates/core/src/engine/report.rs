@@ -106,7 +106,8 @@ pub struct StateReport {
     /// Selected jobs left alone, and why (`run` only, when any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Skipped>,
-    /// `plan`: the flow parents removing the selected jobs would take along, when any.
+    /// The flow parents removing the selected jobs would take along (`plan`) or took along
+    /// (`run`), when any.
     #[serde(
         default,
         rename = "takenAlong",
@@ -143,6 +144,10 @@ pub struct Skipped {
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// Not skipped: the flow parents the state's batches took along, counted with the rest of
+    /// the batches' tally and moved to [`StateReport::taken_along`] when the state is done.
+    #[serde(skip)]
+    pub taken_along: super::flows::TakenAlong,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -22,7 +22,8 @@
   ARGV[8..] per job: id, expected score
 
   Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
-  staged}: staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
+  parentsRemoved, parentsReleased, staged}: the flow parents taken along (a removed one is
+  staged with the batch), then staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
   none), the bytes of data and returnvalue, and the log count; so the client reads each copy
   (or streams an oversized one) without asking again.
 
@@ -113,4 +114,4 @@ local detached = batch.removed
 zremAll(setKey, detached)
 recordIdBatch(eventsKey, metaKey, ARGV[6], ARGV[3], detached)
 return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot, stagedNow}
+  batch.crossSlot, relatedCount.parentRemoved, relatedCount.parentReleased, stagedNow}

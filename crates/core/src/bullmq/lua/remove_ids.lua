@@ -16,8 +16,9 @@
   ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint (a DUMP
             fingerprint, or `shape:…` for an oversized job)
 
-  Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot};
-  handled counts the jobs looked at, so the caller resends the rest when the budget ran out.
+  Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
+  parentsRemoved, parentsReleased}; handled counts the jobs looked at, so the caller resends
+  the rest when the budget ran out; the last two count the flow parents taken along.
 
   Invariant: a job no longer in the set, or with another score, was moved or re-finished since
   it was selected and is left alone (counted as changed). With fingerprints, a job whose fields
@@ -56,4 +57,4 @@ local removed = batch.removed
 zremAll(setKey, removed)
 recordIdBatch(eventsKey, metaKey, ARGV[5], ARGV[3], removed)
 return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot}
+  batch.crossSlot, relatedCount.parentRemoved, relatedCount.parentReleased}

@@ -16,7 +16,7 @@
   ARGV[10] '1' to read jobs with SORT … GET; '0' when this connection learned it is refused
 
   Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-  crossSlot};
+  crossSlot, parentsRemoved, parentsReleased} (the last two: flow parents taken along);
   exhausted is 1 when no selected job is left beyond the ones held back; sortRefused is 1
   when SORT … GET was refused here (an ACL without read access to every key, or a server
   that forbids it) and the jobs were read one by one instead.
@@ -136,4 +136,4 @@ else
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting,
-  sortRefused, batch.crossSlot}
+  sortRefused, batch.crossSlot, relatedCount.parentRemoved, relatedCount.parentReleased}

@@ -125,7 +125,7 @@ impl Scripts {
         audited(&mut invocation, con, audit_tag(keys.base())).await?;
         let reply: Vec<Value> = invocation.invoke_async(con).await?;
         let outcome = BatchOutcome::of_id_batch(|i| reply.get(i).map(int).unwrap_or_default());
-        Ok((outcome, staged_now(reply.get(8))))
+        Ok((outcome, staged_now(reply.get(10))))
     }
 
     /// Frees the last entries of a staged batch whose list has `len` entries, and the batch

@@ -188,7 +188,8 @@ async fn id_batch<C: ConnectionLike>(
 
 impl BatchOutcome {
     /// The outcome of an id-batch reply, from its `i`-th integer: `{done, locked, malformed,
-    /// changed, elapsed_us, handled, parentWaiting, crossSlot}`.
+    /// changed, elapsed_us, handled, parentWaiting, crossSlot, parentsRemoved,
+    /// parentsReleased}` (scripts that take no parent along stop before the last two).
     fn of_id_batch(at: impl Fn(usize) -> u64) -> Self {
         BatchOutcome {
             removed: at(0),
@@ -200,6 +201,8 @@ impl BatchOutcome {
             handled: at(5),
             parent_waiting: at(6),
             cross_slot: at(7),
+            parents_removed: at(8),
+            parents_released: at(9),
         }
     }
 }
@@ -225,6 +228,10 @@ pub struct BatchOutcome {
     pub parent_waiting: u64,
     /// Jobs held back on a Redis Cluster because their parent lives in another slot.
     pub cross_slot: u64,
+    /// Flow parents in the same queue removed with their last child.
+    pub parents_removed: u64,
+    /// Flow parents in other queues released to `wait`.
+    pub parents_released: u64,
 }
 
 /// A job selected for removal by id.

@@ -75,7 +75,7 @@ impl Scripts {
             invocation.invoke_async(con).await?
         };
         // {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-        // crossSlot}
+        // crossSlot, parentsRemoved, parentsReleased}
         let at = |i: usize| reply.get(i).copied().unwrap_or_default();
         let outcome = BatchOutcome {
             removed: at(0),
@@ -87,6 +87,8 @@ impl Scripts {
             handled: at(0) + at(1) + at(2) + at(5) + at(7),
             parent_waiting: at(5),
             cross_slot: at(7),
+            parents_removed: at(8),
+            parents_released: at(9),
         };
         Ok((outcome, at(6) == 1))
     }

@@ -1,29 +1,14 @@
-//! Human tables and JSON views of policy sets, explanations and reports.
+//! `check` and `explain`: the policy set and one queue's effective policy, as tables for
+//! people and as JSON.
 
-use bullsweep_core::engine::{Mode, Report};
+use super::table::{Grid, table};
 use bullsweep_policy::{
     DeadLetter, EffectivePolicy, EffectiveRule, JobState, Policy, PolicySet, QueueId, Resolution,
     RunMode, Schedule, StalledRule, StateRule, StateRules,
 };
-use comfy_table::{ContentArrangement, Table, presets::UTF8_BORDERS_ONLY};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-pub use bullsweep_core::text::thousands;
-
-/// A table that wraps its cells to fit the terminal: its width when output is one, or
-/// `COLUMNS` when set.
-pub fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
-    if let Some(columns) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
-        t.set_width(columns);
-    }
-    t
-}
 
 fn rule_text(rule: &StateRule) -> String {
     let mut parts = Vec::new();
@@ -343,7 +328,7 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
     v
 }
 
-fn effective_rows(t: &mut Table, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
+fn effective_rows(t: &mut Grid, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
     for (state, rule) in states {
         for f in effective_fields(rule) {
             t.add_row(vec![
@@ -416,134 +401,4 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
         }
     }
     out.trim_end().to_string()
-}
-
-/// `plan` and `run` for people: one row per queue and state, then what was skipped and why,
-/// and errors, under the table so that it fits the terminal; then the one-line summary.
-pub fn report_text(report: &Report, mode: Mode) -> String {
-    let mut header = vec![
-        "queue", "tenant", "env", "policy", "state", "jobs", "matched", "action",
-    ];
-    if mode == Mode::Run {
-        header.extend(["done", "skipped"]);
-    }
-    let mut t = table(&header);
-    let mut notes = Vec::new();
-    for q in &report.queues {
-        let tenant = q.tenant.clone().unwrap_or_else(|| "-".into());
-        let env = q.env.clone().unwrap_or_else(|| "-".into());
-        for (state, s) in &q.states {
-            let mut row = vec![
-                q.key.clone(),
-                tenant.clone(),
-                env.clone(),
-                q.policy.clone(),
-                state.clone(),
-                s.jobs.to_string(),
-                s.matched.to_string(),
-                s.action.clone(),
-            ];
-            if mode == Mode::Run {
-                row.push(s.done.unwrap_or(0).to_string());
-                let skipped = s.skipped.as_ref().map_or(0, |k| k.total());
-                row.push(skipped.to_string());
-                if let Some(k) = &s.skipped {
-                    for reason in &k.reasons {
-                        notes.push(format!("{} {state}: skipped {reason}", q.key));
-                    }
-                }
-            }
-            t.add_row(row);
-        }
-        if let Some(e) = &q.error {
-            let mut row = vec![
-                q.key.clone(),
-                tenant,
-                env,
-                q.policy.clone(),
-                "error (below)".into(),
-            ];
-            row.resize(header.len(), String::new());
-            t.add_row(row);
-            notes.push(format!("{}: error: {e}", q.key));
-        }
-    }
-    let mut out = format!("{t}\n");
-    for note in notes {
-        let _ = writeln!(out, "{note}");
-    }
-    if !report.uncovered.is_empty() {
-        let _ = writeln!(
-            out,
-            "uncovered (no policy, left alone): {}",
-            report.uncovered.join(", ")
-        );
-    }
-    let (with_reason, plain): (Vec<&String>, Vec<&String>) = report
-        .unmanaged
-        .iter()
-        .partition(|b| report.unmanaged_reasons.contains_key(*b));
-    if !plain.is_empty() {
-        let plain: Vec<&str> = plain.iter().map(|b| b.as_str()).collect();
-        let _ = writeln!(
-            out,
-            "unmanaged (no layout matches, never touched): {}",
-            plain.join(", ")
-        );
-    }
-    for base in with_reason {
-        let why = &report.unmanaged_reasons[base];
-        let _ = writeln!(out, "unmanaged (never touched): {base}: {why}");
-    }
-    let _ = writeln!(out, "{}", summary_line(report, mode));
-    out.trim_end().to_string()
-}
-
-/// The last line of `plan` and `run`: what would be, or was, done, by action.
-pub fn summary_line(report: &Report, mode: Mode) -> String {
-    let queues = report.queues.len();
-    let failed = report.queues.iter().filter(|q| q.error.is_some()).count();
-    let failed = if failed > 0 {
-        format!(", {failed} failed")
-    } else {
-        String::new()
-    };
-    match mode {
-        Mode::Plan | Mode::Count => {
-            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
-            for s in report.queues.iter().flat_map(|q| q.states.values()) {
-                if s.matched > 0 {
-                    *by.entry(s.action.as_str()).or_default() += s.matched;
-                }
-            }
-            let split = if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by_action(by.into_iter()))
-            };
-            format!(
-                "Plan: {} jobs to act on{split} in {queues} queues{failed}; nothing was changed.",
-                thousands(report.matched())
-            )
-        }
-        Mode::Run => {
-            let by = report.done_by_action();
-            let split = if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by_action(by.iter().map(|(a, n)| (a.as_str(), *n))))
-            };
-            format!(
-                "Run: acted on {} jobs{split} in {queues} queues{failed}.",
-                thousands(report.done())
-            )
-        }
-    }
-}
-
-/// `remove 5, archive 2`.
-fn by_action<'a>(by: impl Iterator<Item = (&'a str, u64)>) -> String {
-    by.map(|(action, n)| format!("{action} {}", thousands(n)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
