@@ -44,7 +44,7 @@ fn run() -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            output::note(format_args!("error: cannot start the async runtime: {e}"));
             return EXIT_FAILURE;
         }
     };

@@ -563,3 +563,41 @@ fn many_problems_print_the_first_fifty_and_the_count() {
     );
     assert_eq!(err.matches("unknown field `typo").count(), 50, "{err}");
 }
+
+#[test]
+fn a_closed_pipe_exits_quietly() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 5, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
+    );
+    let policy = policy.to_string_lossy().to_string();
+    let url = w.url_for(&["plan"]);
+    for args in [
+        vec!["completions", "zsh"],
+        vec!["completions", "bash"],
+        vec!["man"],
+        vec!["--help"],
+        vec!["--config", &policy, "check"],
+        vec!["--config", &policy, "explain", "bull:mail"],
+        vec!["--redis", &url, "--config", &policy, "plan"],
+        vec!["--redis", &url, "--config", &policy, "--json", "plan"],
+        vec!["--redis", &url, "--config", &policy, "report"],
+    ] {
+        // The reading end is closed before bullsweep writes a byte.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let (err_reader, err_writer) = std::io::pipe().expect("pipe");
+        drop(err_reader);
+        let status = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .args(&args)
+            .current_dir(w.dir.path())
+            .env_remove("BULLSWEEP_REDIS_URL")
+            .env_remove("BULLSWEEP_CONFIG")
+            .stdout(writer)
+            .stderr(err_writer)
+            .status()
+            .expect("bullsweep runs");
+        assert_eq!(status.code(), Some(0), "{args:?} exits quietly");
+    }
+}

@@ -72,7 +72,7 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                 print_text(&out)?;
             }
             if !cli.json {
-                eprintln!("{matched} matching records");
+                crate::output::note(format_args!("{matched} matching records"));
             }
             Ok(if matched > 0 { 0 } else { EXIT_FAILURE })
         }

@@ -176,7 +176,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
     let server = PrivateRedis::start()
         .map_err(|e| CliError::runtime(format!("cannot start a private Redis: {e}")))?;
     let url = server.url(0);
-    eprintln!("started a private redis-server on {url}");
+    crate::output::note(format_args!("started a private redis-server on {url}"));
     let mut con = ops::connect_url(&url, "bullsweep-demo").await?;
     let specs = dataset(jobs);
     let now = now_ms();
@@ -186,10 +186,10 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
             .map_err(|e| CliError::from(Error::redis(&url, &e)))?;
     }
     let seeded: u64 = specs.iter().map(|s| s.completed + s.failed).sum();
-    eprintln!(
+    crate::output::note(format_args!(
         "seeded {seeded} finished jobs in BullMQ's format in {} queues (3 tenants x 2 environments, plus 2 more)",
         specs.len()
-    );
+    ));
     let dir = tempfile::Builder::new()
         .prefix("bullsweep-demo-")
         .tempdir()
@@ -200,25 +200,28 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
     let set = ops::load_policy_file(&policy_path)?;
     if !json {
-        println!("sample policy ({}):\n{policy}", policy_path.display());
+        crate::output::print_text(&format!(
+            "sample policy ({}):\n{policy}",
+            policy_path.display()
+        ))?;
     }
     let before = snapshot(&mut con, &specs, &url).await?;
     let scope = RunScope::default();
     let plan = ops::audited_sweep(&mut con, &url, &set, scope.clone(), Mode::Plan, &|_| {}).await?;
     if !json {
-        println!(
+        crate::output::print_text(&format!(
             "$ bullsweep plan\n{}\n",
             render::report_text(&plan, Mode::Plan)
-        );
+        ))?;
     }
     let started = std::time::Instant::now();
     let done = ops::audited_sweep(&mut con, &url, &set, scope, Mode::Run, &|_| {}).await?;
     let seconds = started.elapsed().as_secs_f64();
     if !json {
-        println!(
+        crate::output::print_text(&format!(
             "$ bullsweep run\n{}\n",
             render::report_text(&done, Mode::Run)
-        );
+        ))?;
     }
     let after = snapshot(&mut con, &specs, &url).await?;
     let trail = audit::verify(&set.audit)
@@ -229,7 +232,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         .await
         .map_err(|e| CliError::runtime(format!("cannot list the archive: {e}")))?;
     drop(server);
-    eprintln!("stopped the private redis-server");
+    crate::output::note(format_args!("stopped the private redis-server"));
     let failed = done.has_errors();
     let kept = keep.then(|| dir.keep().display().to_string());
     let outcome = DemoOutcome {
@@ -253,9 +256,9 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         )
     })?;
     if let Some(kept) = &outcome.kept {
-        eprintln!(
+        crate::output::note(format_args!(
             "kept {kept}: try `bullsweep --config {kept}/bullsweep.yaml archive ls` or `… audit tail`"
-        );
+        ));
     }
     Ok(if failed { EXIT_FAILURE } else { 0 })
 }

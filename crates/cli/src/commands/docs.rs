@@ -5,7 +5,9 @@ use crate::error::CliError;
 /// Prints a completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> Result<i32, CliError> {
     let mut command = crate::args::command();
-    clap_complete::generate(shell, &mut command, "bullsweep", &mut std::io::stdout());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "bullsweep", &mut script);
+    crate::output::print_text(&String::from_utf8_lossy(&script))?;
     Ok(0)
 }
 

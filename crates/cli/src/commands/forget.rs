@@ -55,7 +55,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
     .map_err(|e| CliError::runtime(format!("cannot encode the receipt: {e}")))?;
     print_text(&text)?;
     if !cli.json {
-        eprintln!(
+        crate::output::note(format_args!(
             "forget {}: {} ({} jobs scanned in {:.2}s, {} queues, {} archive segments)",
             receipt.request_id,
             receipt.status,
@@ -63,7 +63,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
             receipt.scan.seconds,
             receipt.queues_scanned,
             receipt.archive_segments_scanned
-        );
+        ));
     }
     Ok(if receipt.status == "pending" {
         EXIT_FAILURE
