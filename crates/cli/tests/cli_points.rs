@@ -601,3 +601,28 @@ fn a_closed_pipe_exits_quietly() {
         assert_eq!(status.code(), Some(0), "{args:?} exits quietly");
     }
 }
+
+#[test]
+fn counts_of_one_are_singular() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 1, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
+    );
+    let last = |out: &std::process::Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        text(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        last(&w.run(&policy, &["plan"])),
+        "Plan: 1 job to act on (remove 1) in 1 queue; nothing was changed."
+    );
+    assert_eq!(
+        last(&w.run(&policy, &["run"])),
+        "Run: acted on 1 job (remove 1) in 1 queue."
+    );
+}

@@ -453,7 +453,7 @@ fn the_log_says_what_discovery_found_and_a_bad_reload_in_one_line() {
         daemon.log().contains("left alone")
     });
     let log = daemon.log();
-    assert!(log.contains("discovery: governing 1 queues"), "{log}");
+    assert!(log.contains("discovery: governing 1 queue"), "{log}");
     assert!(
         log.lines()
             .any(|l| l.contains("discovery: bull:acme:mail: policy mail, every 1d, next sweep 20")),

@@ -9,6 +9,7 @@ use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveSink, SegmentManifest};
 use bullsweep_core::bullmq::{QueueKeys, RestoreMode};
 use bullsweep_core::ops::{self, restore::restore};
+use bullsweep_core::text::count;
 use bullsweep_policy::ArchiveTarget;
 use std::path::Path;
 
@@ -72,7 +73,7 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                 print_text(&out)?;
             }
             if !cli.json {
-                crate::output::note(format_args!("{matched} matching records"));
+                crate::output::note(format_args!("{} matching", count(matched as u64, "record")));
             }
             Ok(if matched > 0 { 0 } else { EXIT_FAILURE })
         }
@@ -163,5 +164,5 @@ fn segments_table(segments: &[SegmentManifest]) -> String {
             m.policy.clone(),
         ]);
     }
-    format!("{t}\n{} segments", segments.len())
+    format!("{t}\n{}", count(segments.len() as u64, "segment"))
 }

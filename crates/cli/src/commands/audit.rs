@@ -5,6 +5,7 @@ use crate::args::{AuditCommand, Cli};
 use crate::error::CliError;
 use crate::output::{print_out, print_text, rfc3339};
 use bullsweep_core::audit::{self, AuditEvent};
+use bullsweep_core::text::count;
 use bullsweep_core::{Error, ops};
 use bullsweep_policy::AuditTarget;
 use serde::Serialize;
@@ -167,8 +168,12 @@ async fn verify(cli: &Cli, target: &AuditTarget, others: &[String]) -> Result<i3
         if cli.json {
             print_out(true, &verified, String::new)?;
         }
-        return Err(CliError::runtime(format!("{at}: broken chain: {problem}"))
-            .with_hint(format!("the {} records before it verify", report.events)));
+        return Err(
+            CliError::runtime(format!("{at}: broken chain: {problem}")).with_hint(format!(
+                "the {} before it verify",
+                count(report.events as u64, "record")
+            )),
+        );
     }
     if !cut.is_empty() {
         if cli.json {
@@ -191,17 +196,16 @@ fn source_name(source: Option<&str>) -> String {
 /// `audit verify` for people: the store, then one line per source.
 fn verified_text(v: &Verified) -> String {
     let mut out = format!(
-        "{}: ok, {} events in {} chain{}",
+        "{}: ok, {} in {}",
         v.store,
-        v.events,
-        v.sources.len(),
-        if v.sources.len() == 1 { "" } else { "s" }
+        count(v.events, "event"),
+        count(v.sources.len() as u64, "chain")
     );
     for s in &v.sources {
         out.push_str(&format!(
-            "\n{}: {} events, head seq {} hash {}",
+            "\n{}: {}, head seq {} hash {}",
             source_name(s.source.as_deref()),
-            s.events,
+            count(s.events, "event"),
             s.head_seq,
             s.head_hash
         ));
@@ -245,14 +249,14 @@ fn print_events(json: bool, events: &[AuditEvent]) -> Result<(), CliError> {
             out.push_str(&serde_json::to_string(e).unwrap_or_default());
         } else {
             out.push_str(&format!(
-                "#{} {} {} {} {} {} {} jobs, policy {} [{}]",
+                "#{} {} {} {} {} {} {}, policy {} [{}]",
                 e.seq,
                 rfc3339(e.timestamp),
                 e.status,
                 e.context.action,
                 e.context.state,
                 e.context.queue_key,
-                e.job_count,
+                count(e.job_count, "job"),
                 e.context.policy_name,
                 e.context.execution_id
             ));

@@ -9,6 +9,7 @@ use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::audit;
 use bullsweep_core::engine::{Mode, Report};
 use bullsweep_core::ops::{self, RunScope, now_ms};
+use bullsweep_core::text::count;
 use bullsweep_core::{Error, bullmq::QueueKeys};
 use bullsweep_policy::JobState;
 use bullsweep_testkit::{PrivateRedis, SeedSpec, seed_queue};
@@ -187,8 +188,9 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
     }
     let seeded: u64 = specs.iter().map(|s| s.completed + s.failed).sum();
     crate::output::note(format_args!(
-        "seeded {seeded} finished jobs in BullMQ's format in {} queues (3 tenants x 2 environments, plus 2 more)",
-        specs.len()
+        "seeded {} in BullMQ's format in {} (3 tenants x 2 environments, plus 2 more)",
+        count(seeded, "finished job"),
+        count(specs.len() as u64, "queue")
     ));
     let dir = tempfile::Builder::new()
         .prefix("bullsweep-demo-")
@@ -267,8 +269,8 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
 fn summary_text(o: &DemoOutcome, head_seq: u64) -> String {
     [
         format!(
-            "acted on {} jobs (removed, archived or anonymized) in {:.2}s",
-            o.run.done(),
+            "acted on {} (removed, archived or anonymized) in {:.2}s",
+            count(o.run.done(), "job"),
             o.seconds
         ),
         format!(
@@ -284,12 +286,13 @@ fn summary_text(o: &DemoOutcome, head_seq: u64) -> String {
             o.before.memory, o.after.memory
         ),
         format!(
-            "archive:        {} segments, {} jobs, verified before deletion",
-            o.archive_segments, o.archived_jobs
+            "archive:        {}, {}, verified before deletion",
+            count(o.archive_segments as u64, "segment"),
+            count(o.archived_jobs, "job")
         ),
         format!(
-            "audit trail:    {} events, chain intact up to seq {head_seq} ({})",
-            o.audit_events,
+            "audit trail:    {}, chain intact up to seq {head_seq} ({})",
+            count(o.audit_events, "event"),
             if o.audit_verified {
                 "verified"
             } else {

@@ -56,13 +56,13 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
     print_text(&text)?;
     if !cli.json {
         crate::output::note(format_args!(
-            "forget {}: {} ({} jobs scanned in {:.2}s, {} queues, {} archive segments)",
+            "forget {}: {} ({} scanned in {:.2}s, {}, {})",
             receipt.request_id,
             receipt.status,
-            receipt.scan.jobs,
+            bullsweep_core::text::count(receipt.scan.jobs as u64, "job"),
             receipt.scan.seconds,
-            receipt.queues_scanned,
-            receipt.archive_segments_scanned
+            bullsweep_core::text::count(receipt.queues_scanned as u64, "queue"),
+            bullsweep_core::text::count(receipt.archive_segments_scanned as u64, "archive segment")
         ));
     }
     Ok(if receipt.status == "pending" {

@@ -187,8 +187,9 @@ impl Daemon {
                 log(
                     "info",
                     &format!(
-                        "{}: swept, {done} jobs acted on in {:.1?}",
+                        "{}: swept, {} acted on in {:.1?}",
                         q.base,
+                        crate::text::count(done, "job"),
                         started.elapsed()
                     ),
                 );

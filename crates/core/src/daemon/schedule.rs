@@ -276,7 +276,10 @@ impl Daemon {
         } else {
             log(
                 "info",
-                &format!("discovery: governing {} queues", self.slots.len()),
+                &format!(
+                    "discovery: governing {}",
+                    crate::text::count(self.slots.len() as u64, "queue")
+                ),
             );
         }
         for (base, slot) in self.slots.iter().take(LISTED) {
