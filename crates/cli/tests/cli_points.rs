@@ -626,3 +626,29 @@ fn counts_of_one_are_singular() {
         "Run: acted on 1 job (remove 1) in 1 queue."
     );
 }
+
+#[test]
+fn explain_shows_the_sla_block() {
+    let w = World::new();
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: gdpr, queueNamePattern: mail, rules: { completed: { maxAge: 30d } }, sla: { auditRequired: true, complianceTag: gdpr, maxDataAgeHours: 720 } }\n  - { name: plain, queueNamePattern: '*', rules: { completed: { maxAge: 30d } } }\n",
+    );
+    let out = w.run(&policy, &["--json", "explain", "bull:mail"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        v["sla"],
+        serde_json::json!({ "auditRequired": true, "complianceTag": "gdpr", "maxDataAgeHours": 720.0 }),
+        "{v}"
+    );
+    let out = w.run(&policy, &["explain", "bull:mail"]);
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("sla: auditRequired yes, complianceTag gdpr, maxDataAgeHours 720"),
+        "{shown}"
+    );
+    let out = w.run(&policy, &["--json", "explain", "bull:other"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["sla"], serde_json::Value::Null, "{v}");
+    assert!(text(&w.run(&policy, &["explain", "bull:other"]).stdout).contains("sla: none"));
+}

@@ -4,7 +4,7 @@
 use super::table::{Grid, table};
 use bullsweep_policy::{
     DeadLetter, EffectivePolicy, EffectiveRule, JobState, Policy, PolicySet, QueueId, Resolution,
-    RunMode, Schedule, StalledRule, StateRule, StateRules,
+    RunMode, Schedule, Sla, StalledRule, StateRule, StateRules,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -128,6 +128,31 @@ fn rules_json(rules: &StateRules) -> Value {
     json!(map)
 }
 
+/// A policy's `sla` block in JSON.
+fn sla_json(s: &Sla) -> Value {
+    json!({
+        "maxDataAgeHours": s.max_data_age_hours,
+        "complianceTag": s.compliance_tag,
+        "auditRequired": s.audit_required,
+    })
+}
+
+/// A policy's `sla` block for people: `auditRequired yes, complianceTag gdpr, maxDataAgeHours
+/// 720`.
+fn sla_text(s: &Sla) -> String {
+    let mut parts = vec![format!(
+        "auditRequired {}",
+        if s.audit_required { "yes" } else { "no" }
+    )];
+    if let Some(tag) = &s.compliance_tag {
+        parts.push(format!("complianceTag {tag}"));
+    }
+    if let Some(hours) = s.max_data_age_hours {
+        parts.push(format!("maxDataAgeHours {hours}"));
+    }
+    parts.join(", ")
+}
+
 /// `check --json`.
 pub fn policy_set_json(set: &PolicySet) -> Value {
     json!({
@@ -142,11 +167,7 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
             "tenant": p.tenant.as_ref().map(|t| t.as_str()),
             "rules": rules_json(&p.rules),
             "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules)})).collect::<Vec<_>>(),
-            "sla": p.sla.as_ref().map(|s| json!({
-                "maxDataAgeHours": s.max_data_age_hours,
-                "complianceTag": s.compliance_tag,
-                "auditRequired": s.audit_required,
-            })),
+            "sla": p.sla.as_ref().map(sla_json),
             "daemon": fields_json(policy_daemon_fields(p)),
         })).collect::<Vec<_>>(),
         "schedule": schedule_json(&set.schedule),
@@ -318,6 +339,7 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
                     .collect::<Vec<_>>()
             );
             v["daemon"] = fields_json(effective_daemon_fields(eff));
+            v["sla"] = eff.sla.as_ref().map_or(Value::Null, sla_json);
         }
         Resolution::Uncovered => v["policy"] = Value::Null,
         Resolution::Tie { first, second } => {
@@ -373,6 +395,11 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
             for (name, text, _) in effective_daemon_fields(eff) {
                 let _ = writeln!(out, "{name}: {text}");
             }
+            let sla = eff
+                .sla
+                .as_ref()
+                .map_or_else(|| "none".to_string(), sla_text);
+            let _ = writeln!(out, "sla: {sla}");
             if let Some(p) = &eff.pii {
                 let list = |items: Vec<String>| {
                     if items.is_empty() {

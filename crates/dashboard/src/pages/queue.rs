@@ -99,5 +99,16 @@ fn rules(eff: &EffectivePolicy) -> Markup {
             } }
         }
         @if !eff.jobs.is_empty() { p.muted { (eff.jobs.len()) " job rule(s) for named jobs apply too." } }
+        p id="sla" {
+            "SLA: "
+            @match &eff.sla {
+                None => span.muted { "none" },
+                Some(sla) => {
+                    "auditRequired " strong { @if sla.audit_required { "yes" } @else { "no" } }
+                    @if let Some(tag) = &sla.compliance_tag { ", complianceTag " strong { (tag) } }
+                    @if let Some(hours) = sla.max_data_age_hours { ", maxDataAgeHours " strong { (hours) } }
+                },
+            }
+        }
     }
 }
