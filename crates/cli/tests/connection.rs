@@ -170,3 +170,50 @@ fn a_database_given_as_db_n_is_honoured_and_any_other_path_is_refused() {
     }
     assert_eq!(left(&w), 10, "database 0 is still untouched");
 }
+
+#[test]
+fn a_web_server_or_a_plain_port_behind_rediss_is_named_as_such() {
+    let w = World::new();
+    // A web server: it answers anything with an HTTP error page.
+    let web = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = web.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in web.incoming().flatten() {
+            let mut buf = [0u8; 512];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\nContent-Length: 33\r\n\r\n<html><body>bad request</body></html>",
+            );
+        }
+    });
+    let out = bullsweep(&w, &format!("redis://127.0.0.1:{port}"), &["plan"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("is not a Redis server (it answered like HTTP)"),
+        "{err}"
+    );
+    assert!(!err.contains("Unexpected"), "no byte codes: {err}");
+
+    // rediss:// at a server that speaks plain Redis: a TLS failure, not a timeout.
+    let url = format!(
+        "rediss://{}:{ROLE_PASSWORD}@127.0.0.1:{}",
+        Role::ReadOnly.user(),
+        w.redis.port()
+    );
+    let out = bullsweep(
+        &w,
+        &url,
+        &["--connect-timeout", "1s", "--command-timeout", "1s", "plan"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("TLS handshake") && err.contains("the server does not speak TLS"),
+        "{err}"
+    );
+    assert!(!err.contains("did not answer in time"), "{err}");
+    assert!(!err.contains(ROLE_PASSWORD), "{err}");
+}

@@ -8,6 +8,7 @@
 mod discovery;
 pub mod events;
 mod events_read;
+mod exposition;
 mod health;
 pub mod http;
 mod log;
