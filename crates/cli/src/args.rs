@@ -209,9 +209,24 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    #[command(after_help = "Example:\n  bullsweep man > /usr/local/share/man/man1/bullsweep.1")]
-    Man,
+    /// Print the man page (roff) of bullsweep or of one subcommand, or write them all.
+    #[command(
+        after_help = "Examples:\n  bullsweep man > /usr/local/share/man/man1/bullsweep.1\n  bullsweep man audit verify | man -l -\n  bullsweep man --dir /usr/local/share/man/man1"
+    )]
+    Man(ManArgs),
+}
+
+/// `man` options.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, e.g. `run` or `audit verify`; bullsweep(1) when
+    /// none.
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Vec<String>,
+    /// Write every page (bullsweep.1, bullsweep-run.1, bullsweep-audit-verify.1, …) into this
+    /// folder instead, and print their paths.
+    #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+    pub dir: Option<PathBuf>,
 }
 
 /// Which queues a command covers.

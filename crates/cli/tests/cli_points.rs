@@ -652,3 +652,56 @@ fn explain_shows_the_sla_block() {
     assert_eq!(v["sla"], serde_json::Value::Null, "{v}");
     assert!(text(&w.run(&policy, &["explain", "bull:other"]).stdout).contains("sla: none"));
 }
+
+#[test]
+fn every_man_page_named_exists_with_its_options_and_exit_status() {
+    let w = World::new();
+    let dir = w.dir.path().join("man1");
+    let out = bare(&w, &["man", "--dir", &dir.to_string_lossy()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    assert!(
+        written.iter().any(|p| p.ends_with("/bullsweep.1")),
+        "{written:?}"
+    );
+    assert!(
+        written
+            .iter()
+            .any(|p| p.ends_with("/bullsweep-audit-verify.1")),
+        "{written:?}"
+    );
+    let mut named = 0;
+    for path in &written {
+        let page = std::fs::read_to_string(path).expect("page");
+        assert!(page.contains(".SH OPTIONS"), "{path} has its options");
+        assert!(
+            page.contains(".SH \"EXIT STATUS\""),
+            "{path} has its exit status"
+        );
+        // Every page it names is there.
+        for (i, _) in page.match_indices("bullsweep\\-") {
+            let rest = &page[i..];
+            let Some(end) = rest.find("(1)") else {
+                continue;
+            };
+            let name = rest[..end].replace("\\-", "-");
+            if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                named += 1;
+                assert!(
+                    dir.join(format!("{name}.1")).exists(),
+                    "{path} names {name}(1), which is not written"
+                );
+            }
+        }
+    }
+    assert!(named > 15, "pages name others: {named}");
+    let run = bare(&w, &["man", "run"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let page = text(&run.stdout);
+    assert!(
+        page.contains("bullsweep\\-run") && page.contains("\\-\\-lock\\-wait"),
+        "{page}"
+    );
+    let bad = bare(&w, &["man", "nope"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
