@@ -268,6 +268,14 @@ fn the_sentinels_own_password_is_given_apart_from_the_data_nodes() {
     assert_eq!(report.queues[0].states["completed"].matched, 20);
 }
 
+/// Zeroes the server's command counts.
+fn reset_stats(con: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(con)
+        .expect("resetstat");
+}
+
 /// `cmdstat_wait`'s calls in the server's `INFO commandstats` (0 when never called).
 fn wait_calls(con: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO")
@@ -306,10 +314,7 @@ fn with_no_replica_connected_writes_do_not_wait_for_one_and_the_log_says_so() {
     };
     let mut con = w.con();
     w.seed(spec("bull:mail", 50, 0, 3), now_ms());
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut con)
-        .expect("resetstat");
+    reset_stats(&mut con);
     let out = run();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
@@ -337,10 +342,7 @@ fn with_no_replica_connected_writes_do_not_wait_for_one_and_the_log_says_so() {
             .is_ok_and(|i| i.contains("connected_slaves:1"))
     });
     w.seed(spec("bull:mail", 50, 0, 3), now_ms());
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut con)
-        .expect("resetstat");
+    reset_stats(&mut con);
     let out = run();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(wait_calls(&mut con) > 0, "writes waited for the replica");

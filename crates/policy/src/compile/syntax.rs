@@ -56,9 +56,9 @@ fn budget_breach(e: &serde_saphyr::Error) -> Option<(String, &'static str)> {
     Some(match breach {
         BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. } => (
             format!(
-                "the policy file is too large: it holds more than {} YAML values (about {} one-line policies), the most bullsweep reads",
-                thousands(MAX_NODES),
-                thousands(MAX_NODES / 10)
+                "the policy file is too large: it holds more than {} million YAML values (about {} thousand one-line policies), the most bullsweep reads",
+                MAX_NODES / 1_000_000,
+                MAX_NODES / 10_000
             ),
             "cover many queues with one policy (a glob in queueNamePattern such as `billing-*`, or `tenants:` overrides) instead of one policy per queue",
         ),
@@ -67,19 +67,6 @@ fn budget_breach(e: &serde_saphyr::Error) -> Option<(String, &'static str)> {
             "a policy file needs no deep nesting, YAML aliases or many documents; simplify it",
         ),
     })
-}
-
-/// `4,000,000`.
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn strip_location_prefix(line: &str) -> &str {
