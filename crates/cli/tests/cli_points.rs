@@ -390,7 +390,7 @@ fn redis_errors_point_at_the_fix() {
     let out = at_redis(&w, &policy, &format!("redis://127.0.0.1:{port}"), &["plan"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("does not answer in the Redis protocol"),
+        stderr(&out).contains("is not a Redis server (it answered like HTTP)"),
         "{}",
         stderr(&out)
     );

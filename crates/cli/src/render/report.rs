@@ -102,11 +102,19 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
 }
 
 /// The flow parents a state takes along, as a note: `would take along 2 flow parents: 1
-/// removed, 1 released to wait` (plan) or `took along …` (run); `None` when none.
+/// removed, 1 released to wait` (plan) or `took along …` (run), or the children
+/// `protectWaitingParents` leaves (plan); `None` when none.
 fn taken_text(t: &TakenAlong, mode: Mode) -> Option<String> {
     let total = t.parents_removed + t.parents_released;
     if total == 0 {
-        return None;
+        return (t.parent_waiting > 0).then(|| {
+            let n = t.parent_waiting;
+            format!(
+                "{} selected {} left for a parent that still waits for children (protectWaitingParents)",
+                thousands(n),
+                if n == 1 { "child" } else { "children" }
+            )
+        });
     }
     let verb = if mode == Mode::Run {
         "took along"
