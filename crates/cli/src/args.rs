@@ -2,7 +2,7 @@
 //! library's plain settings in the commands, never here.
 
 use bullsweep_core::ops::DEFAULT_REDIS_URL;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -16,7 +16,8 @@ use std::path::PathBuf;
     after_help = "Example:\n  bullsweep --config policies.yaml plan --queue 'billing*'"
 )]
 pub struct Cli {
-    /// Redis to govern; a `/N` suffix selects database N [default: redis://127.0.0.1:6379].
+    /// Redis to govern; a `/N` path or `?db=N` selects database N [default:
+    /// redis://127.0.0.1:6379].
     #[arg(long, global = true, env = "BULLSWEEP_REDIS_URL")]
     pub redis: Option<String>,
     /// Policy file (YAML or JSON).
@@ -117,10 +118,29 @@ pub struct ConnectionArgs {
 }
 
 impl Cli {
+    /// Parses the process's arguments with [`command`]'s settings.
+    pub fn parse_args() -> Result<Self, clap::Error> {
+        command()
+            .try_get_matches()
+            .and_then(|m| Cli::from_arg_matches(&m))
+    }
+
     /// The Redis URL in force.
     pub fn redis_url(&self) -> &str {
         self.redis.as_deref().unwrap_or(DEFAULT_REDIS_URL)
     }
+}
+
+/// The command line as clap reads it, for parsing, completions and the man page: no help text
+/// shows an environment variable's value (`BULLSWEEP_REDIS_URL` may hold a password), only
+/// its name.
+pub fn command() -> clap::Command {
+    hide_env_values(Cli::command())
+}
+
+fn hide_env_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| a.hide_env_values(true))
+        .mut_subcommands(hide_env_values)
 }
 
 /// The subcommands.
@@ -189,9 +209,24 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    #[command(after_help = "Example:\n  bullsweep man > /usr/local/share/man/man1/bullsweep.1")]
-    Man,
+    /// Print the man page (roff) of bullsweep or of one subcommand, or write them all.
+    #[command(
+        after_help = "Examples:\n  bullsweep man > /usr/local/share/man/man1/bullsweep.1\n  bullsweep man audit verify | man -l -\n  bullsweep man --dir /usr/local/share/man/man1"
+    )]
+    Man(ManArgs),
+}
+
+/// `man` options.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, e.g. `run` or `audit verify`; bullsweep(1) when
+    /// none.
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Vec<String>,
+    /// Write every page (bullsweep.1, bullsweep-run.1, bullsweep-audit-verify.1, …) into this
+    /// folder instead, and print their paths.
+    #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+    pub dir: Option<PathBuf>,
 }
 
 /// Which queues a command covers.

@@ -9,7 +9,6 @@ mod output;
 mod render;
 
 use args::Cli;
-use clap::Parser;
 use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 
 fn main() {
@@ -18,7 +17,7 @@ fn main() {
 
 /// Parses arguments, runs the command, prints errors, and returns the exit status.
 fn run() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
@@ -45,7 +44,7 @@ fn run() -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            output::note(format_args!("error: cannot start the async runtime: {e}"));
             return EXIT_FAILURE;
         }
     };

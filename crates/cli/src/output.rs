@@ -1,5 +1,7 @@
 //! Where output goes: data on stdout (JSON with `--json`, else text for people), warnings and
-//! errors on stderr (as JSON objects with `--json`). A closed pipe is not an error.
+//! errors on stderr (as JSON objects with `--json`). A closed pipe is not an error, on either:
+//! every line the command line prints goes through here (`bullsweep … | head -1` exits
+//! quietly).
 
 use crate::error::CliError;
 use std::io::Write;
@@ -31,21 +33,26 @@ pub fn print_text(text: &str) -> Result<(), CliError> {
     }
 }
 
+/// Prints one line on stderr (progress and notes for people); a closed stderr is ignored.
+pub fn note(line: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// Prints one warning on stderr.
 pub fn warn(json: bool, message: &str) {
     if json {
-        eprintln!("{}", serde_json::json!({ "warning": message }));
+        note(serde_json::json!({ "warning": message }));
     } else {
-        eprintln!("warning: {message}");
+        note(format_args!("warning: {message}"));
     }
 }
 
 /// Prints an error on stderr.
 pub fn print_error(json: bool, e: &CliError) {
     if json {
-        eprintln!("{}", e.to_json());
+        note(e.to_json());
     } else {
-        eprintln!("{e}");
+        note(e);
     }
 }
 

@@ -270,3 +270,73 @@ fn evictions_between_two_runs_fire() {
     );
     assert_eq!(evictions["state"], "firing");
 }
+
+#[test]
+fn a_run_records_its_sweep_so_cron_users_get_no_stale_alert() {
+    let w = World::new();
+    let now = now_ms();
+    w.seed(spec("bull:stale", 5, 0, 1), now);
+    w.seed(spec("bull:never", 5, 0, 1), now);
+    w.seed(spec("bull:busy", 5, 0, 1), now);
+    let mut con = w.con();
+    // Swept three hours ago under a 1h schedule, and failing in the daemon since.
+    let _: () = con
+        .hset("bullsweep:lastrun", "bull:stale", now - 3 * HOUR)
+        .expect("hset");
+    let _: () = con
+        .hset_multiple(
+            "bullsweep:retry:bull:stale",
+            &[("failures", "5"), ("nextAt", "0"), ("lastError", "boom")],
+        )
+        .expect("hset");
+    // Another bullsweep holds one queue's lock: the run skips it, and records nothing for it.
+    let _: () = con
+        .set_ex("bullsweep:lock:bull:busy", "daemon-elsewhere", 60)
+        .expect("hold the lock");
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: all, queueNamePattern: '*', schedule: 1h, rules: { completed: { maxAge: 30d } } }]\n",
+    );
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(named(&list, "BullsweepSweepStale"), firing("bull:stale"));
+    assert_eq!(named(&list, "BullsweepQueueFailing"), firing("bull:stale"));
+
+    let before = now_ms();
+    let out = w.run(&policy, &["--json", "run", "--lock-wait", "0s"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("run --json");
+    let busy = report["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .find(|q| q["key"] == "bull:busy")
+        .unwrap_or_else(|| panic!("the locked queue is in the report: {report}"));
+    assert_eq!(busy["skipped"], "locked", "{report}");
+    let last = |con: &mut redis::Connection, base: &str| -> Option<i64> {
+        con.hget("bullsweep:lastrun", base).expect("hget")
+    };
+    for base in ["bull:stale", "bull:never"] {
+        assert!(
+            last(&mut con, base).is_some_and(|at| at >= before - 1_000),
+            "{base}'s sweep is recorded"
+        );
+    }
+    assert_eq!(
+        last(&mut con, "bull:busy"),
+        None,
+        "a skipped queue was not swept"
+    );
+    assert!(
+        !con.exists::<_, bool>("bullsweep:retry:bull:stale")
+            .expect("exists"),
+        "the run's success clears the failure record"
+    );
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    assert_eq!(code, 0, "{list:?} {stderr}");
+    assert!(named(&list, "BullsweepSweepStale").is_empty(), "{list:?}");
+    assert!(named(&list, "BullsweepQueueFailing").is_empty(), "{list:?}");
+}

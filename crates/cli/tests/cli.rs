@@ -171,6 +171,7 @@ fn plan_changes_nothing_and_run_removes_what_plan_showed() {
             "bullsweep:audit:seq",
             "bullsweep:audit:source",
             "bullsweep:audit:tags",
+            "bullsweep:lastrun",
             "bullsweep:{bullsweep}:audit",
             "bullsweep:{bullsweep}:audit:seq",
         ]

@@ -221,32 +221,79 @@ fn runs_count_every_action_and_skip_what_was_already_anonymized() {
     assert_eq!(skipped.already_anonymized, 30);
 }
 
-#[test]
-fn tables_fit_the_width_in_columns() {
-    let w = World::new();
-    w.seed(
-        spec(
-            "bull:a-rather-long-tenant-name:production:billing-export",
-            5,
-            0,
-            3,
-        ),
-        now_ms(),
-    );
-    let policy = w.policy(
-        "version: 1\npolicies: [{ name: a-policy-with-a-long-name, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
-    );
-    let out = w.run_env(&policy, &["plan"], &[("COLUMNS", "72".into())]);
-    let shown = text(&out.stdout);
-    for line in shown
+/// The table lines of a command's output.
+fn table_lines(shown: &str) -> Vec<&str> {
+    shown
         .lines()
         .filter(|l| l.starts_with(['│', '┌', '└', '╞']))
-    {
-        assert!(
-            line.chars().count() <= 72,
-            "{} > 72: {line}",
-            line.chars().count()
-        );
+        .collect()
+}
+
+/// Whether `word`, found in a table, is a whole piece of `long`: it starts and ends where a
+/// table may wrap (the ends, or after a `:` or `-`).
+fn whole_piece(long: &str, word: &str) -> bool {
+    let edges: Vec<usize> = std::iter::once(0)
+        .chain(long.match_indices([':', '-']).map(|(i, _)| i + 1))
+        .chain(std::iter::once(long.len()))
+        .collect();
+    long.match_indices(word)
+        .any(|(i, _)| edges.contains(&i) && edges.contains(&(i + word.len())))
+}
+
+#[test]
+fn tables_fit_the_width_in_columns_without_breaking_words() {
+    let w = World::new();
+    let key = "bull:a-rather-long-tenant-name:production:billing-export";
+    let name = "a-policy-with-a-long-name";
+    w.seed(spec(key, 5, 0, 3), now_ms());
+    let policy = w.policy(&format!(
+        "version: 1\ndiscovery: {{ layouts: ['bull:{{tenant}}:{{env}}:{{queue}}'] }}\npolicies: [{{ name: {name}, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n"
+    ));
+    for columns in [100, 72] {
+        let out = w.run_env(&policy, &["plan"], &[("COLUMNS", columns.to_string())]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let shown = text(&out.stdout);
+        let lines = table_lines(&shown);
+        assert!(lines.len() > 4, "a table with its row: {shown}");
+        for line in &lines {
+            assert!(
+                line.chars().count() <= columns,
+                "{} > {columns}: {line}",
+                line.chars().count()
+            );
+        }
+        if columns < 100 {
+            continue;
+        }
+        // At 100 columns every word fits whole: the key, the tenant and the policy's name
+        // wrap only after a `:` or `-`, and no header or value is cut.
+        let whole = [
+            "queue",
+            "tenant",
+            "env",
+            "policy",
+            "state",
+            "jobs",
+            "matched",
+            "action",
+            "production",
+            "completed",
+            "5",
+            "remove",
+        ];
+        for word in lines
+            .iter()
+            .flat_map(|l| l.trim_matches(['│', ' ']).split_whitespace())
+            .filter(|w| !w.chars().all(|c| "─┌┐└┘╞═╡".contains(c)))
+        {
+            assert!(
+                whole.contains(&word)
+                    || [key, name, "a-rather-long-tenant-name"]
+                        .iter()
+                        .any(|long| whole_piece(long, word)),
+                "`{word}` is cut mid-word:\n{shown}"
+            );
+        }
     }
 }
 
@@ -343,7 +390,7 @@ fn redis_errors_point_at_the_fix() {
     let out = at_redis(&w, &policy, &format!("redis://127.0.0.1:{port}"), &["plan"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("does not answer in the Redis protocol"),
+        stderr(&out).contains("is not a Redis server (it answered like HTTP)"),
         "{}",
         stderr(&out)
     );
@@ -515,4 +562,146 @@ fn many_problems_print_the_first_fifty_and_the_count() {
         "{err}"
     );
     assert_eq!(err.matches("unknown field `typo").count(), 50, "{err}");
+}
+
+#[test]
+fn a_closed_pipe_exits_quietly() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 5, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
+    );
+    let policy = policy.to_string_lossy().to_string();
+    let url = w.url_for(&["plan"]);
+    for args in [
+        vec!["completions", "zsh"],
+        vec!["completions", "bash"],
+        vec!["man"],
+        vec!["--help"],
+        vec!["--config", &policy, "check"],
+        vec!["--config", &policy, "explain", "bull:mail"],
+        vec!["--redis", &url, "--config", &policy, "plan"],
+        vec!["--redis", &url, "--config", &policy, "--json", "plan"],
+        vec!["--redis", &url, "--config", &policy, "report"],
+    ] {
+        // The reading end is closed before bullsweep writes a byte.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let (err_reader, err_writer) = std::io::pipe().expect("pipe");
+        drop(err_reader);
+        let status = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .args(&args)
+            .current_dir(w.dir.path())
+            .env_remove("BULLSWEEP_REDIS_URL")
+            .env_remove("BULLSWEEP_CONFIG")
+            .stdout(writer)
+            .stderr(err_writer)
+            .status()
+            .expect("bullsweep runs");
+        assert_eq!(status.code(), Some(0), "{args:?} exits quietly");
+    }
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 1, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }]\n",
+    );
+    let last = |out: &std::process::Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        text(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        last(&w.run(&policy, &["plan"])),
+        "Plan: 1 job to act on (remove 1) in 1 queue; nothing was changed."
+    );
+    assert_eq!(
+        last(&w.run(&policy, &["run"])),
+        "Run: acted on 1 job (remove 1) in 1 queue."
+    );
+}
+
+#[test]
+fn explain_shows_the_sla_block() {
+    let w = World::new();
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: gdpr, queueNamePattern: mail, rules: { completed: { maxAge: 30d } }, sla: { auditRequired: true, complianceTag: gdpr, maxDataAgeHours: 720 } }\n  - { name: plain, queueNamePattern: '*', rules: { completed: { maxAge: 30d } } }\n",
+    );
+    let out = w.run(&policy, &["--json", "explain", "bull:mail"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        v["sla"],
+        serde_json::json!({ "auditRequired": true, "complianceTag": "gdpr", "maxDataAgeHours": 720.0 }),
+        "{v}"
+    );
+    let out = w.run(&policy, &["explain", "bull:mail"]);
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("sla: auditRequired yes, complianceTag gdpr, maxDataAgeHours 720"),
+        "{shown}"
+    );
+    let out = w.run(&policy, &["--json", "explain", "bull:other"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["sla"], serde_json::Value::Null, "{v}");
+    assert!(text(&w.run(&policy, &["explain", "bull:other"]).stdout).contains("sla: none"));
+}
+
+#[test]
+fn every_man_page_named_exists_with_its_options_and_exit_status() {
+    let w = World::new();
+    let dir = w.dir.path().join("man1");
+    let out = bare(&w, &["man", "--dir", &dir.to_string_lossy()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    assert!(
+        written.iter().any(|p| p.ends_with("/bullsweep.1")),
+        "{written:?}"
+    );
+    assert!(
+        written
+            .iter()
+            .any(|p| p.ends_with("/bullsweep-audit-verify.1")),
+        "{written:?}"
+    );
+    let mut named = 0;
+    for path in &written {
+        let page = std::fs::read_to_string(path).expect("page");
+        assert!(page.contains(".SH OPTIONS"), "{path} has its options");
+        assert!(
+            page.contains(".SH \"EXIT STATUS\""),
+            "{path} has its exit status"
+        );
+        // Every page it names is there.
+        for (i, _) in page.match_indices("bullsweep\\-") {
+            let rest = &page[i..];
+            let Some(end) = rest.find("(1)") else {
+                continue;
+            };
+            let name = rest[..end].replace("\\-", "-");
+            if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                named += 1;
+                assert!(
+                    dir.join(format!("{name}.1")).exists(),
+                    "{path} names {name}(1), which is not written"
+                );
+            }
+        }
+    }
+    assert!(named > 15, "pages name others: {named}");
+    let run = bare(&w, &["man", "run"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let page = text(&run.stdout);
+    assert!(
+        page.contains("bullsweep\\-run") && page.contains("\\-\\-lock\\-wait"),
+        "{page}"
+    );
+    let bad = bare(&w, &["man", "nope"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

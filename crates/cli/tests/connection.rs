@@ -129,3 +129,91 @@ fn a_server_that_never_answers_times_out_with_its_own_message() {
     let out = bullsweep(&w, &w.url(), &["--connect-timeout", "0s", "plan"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn a_database_given_as_db_n_is_honoured_and_any_other_path_is_refused() {
+    let mut w = World::new();
+    w.seed(spec("bull:mail", 10, 0, 3), now_ms());
+    w.db = 1;
+    w.seed(spec("bull:mail", 20, 0, 3), now_ms());
+    let base = format!(
+        "redis://{}:{ROLE_PASSWORD}@127.0.0.1:{}",
+        Role::Governing.user(),
+        w.redis.port()
+    );
+    // `?db=1`, as redis-rs and ioredis users write it: the run acts on database 1 only.
+    let out = bullsweep(&w, &format!("{base}?db=1"), &["run"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let left = |w: &World| {
+        w.con()
+            .zcard::<_, u64>("bull:mail:completed")
+            .expect("zcard")
+    };
+    assert_eq!(left(&w), 0, "database 1 was swept");
+    w.db = 0;
+    assert_eq!(left(&w), 10, "database 0 was left alone");
+    // A path that is not a database number, or two numbers that disagree: nothing is run.
+    for url in [
+        format!("{base}/%2e%2e"),
+        format!("{base}/1/x"),
+        format!("{base}/0?db=1"),
+        format!("{base}?dbindex=1"),
+    ] {
+        let out = bullsweep(&w, &url, &["run"], &[]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("invalid Redis URL"), "{err}");
+        assert!(
+            !err.contains(ROLE_PASSWORD),
+            "the password is not shown: {err}"
+        );
+    }
+    assert_eq!(left(&w), 10, "database 0 is still untouched");
+}
+
+#[test]
+fn a_web_server_or_a_plain_port_behind_rediss_is_named_as_such() {
+    let w = World::new();
+    // A web server: it answers anything with an HTTP error page.
+    let web = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = web.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in web.incoming().flatten() {
+            let mut buf = [0u8; 512];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\nContent-Length: 33\r\n\r\n<html><body>bad request</body></html>",
+            );
+        }
+    });
+    let out = bullsweep(&w, &format!("redis://127.0.0.1:{port}"), &["plan"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("is not a Redis server (it answered like HTTP)"),
+        "{err}"
+    );
+    assert!(!err.contains("Unexpected"), "no byte codes: {err}");
+
+    // rediss:// at a server that speaks plain Redis: a TLS failure, not a timeout.
+    let url = format!(
+        "rediss://{}:{ROLE_PASSWORD}@127.0.0.1:{}",
+        Role::ReadOnly.user(),
+        w.redis.port()
+    );
+    let out = bullsweep(
+        &w,
+        &url,
+        &["--connect-timeout", "1s", "--command-timeout", "1s", "plan"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("TLS handshake") && err.contains("the server does not speak TLS"),
+        "{err}"
+    );
+    assert!(!err.contains("did not answer in time"), "{err}");
+    assert!(!err.contains(ROLE_PASSWORD), "{err}");
+}

@@ -453,7 +453,7 @@ fn the_log_says_what_discovery_found_and_a_bad_reload_in_one_line() {
         daemon.log().contains("left alone")
     });
     let log = daemon.log();
-    assert!(log.contains("discovery: governing 1 queues"), "{log}");
+    assert!(log.contains("discovery: governing 1 queue"), "{log}");
     assert!(
         log.lines()
             .any(|l| l.contains("discovery: bull:acme:mail: policy mail, every 1d, next sweep 20")),
@@ -601,5 +601,51 @@ fn the_dashboard_needs_a_token_file_off_loopback_refuses_a_bad_one_and_makes_one
         "200",
         "metrics need no token"
     );
+    daemon.stop();
+}
+
+#[test]
+fn metrics_list_each_familys_series_in_a_stable_sorted_order() {
+    const QUEUES: usize = 24;
+    let w = World::new();
+    let mut con = w.con();
+    let swept = now_ms();
+    for i in 0..QUEUES {
+        let base = format!("bull:q{i:02}");
+        w.seed(spec(&base, 3, 0, 3), swept);
+        let _: () = con
+            .hset("bullsweep:lastrun", &base, swept)
+            .expect("lastrun");
+    }
+    let policy = w.policy(
+        "version: 1\nschedule: 24h\npolicies:\n  - { name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }\n",
+    );
+    let port = free_port();
+    let daemon = Daemon::start(&w, &policy, Some(port), &[]);
+    let series = |metrics: &str| -> Vec<String> {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("bullsweep_queue_info{"))
+            .map(|l| l.split_once("queue=\"").map_or("", |(_, q)| q).to_string())
+            .collect()
+    };
+    let mut first = Vec::new();
+    wait_until("every queue in /metrics", Duration::from_secs(20), || {
+        let metrics = std::net::TcpStream::connect(("127.0.0.1", port))
+            .map(|_| scrape(port))
+            .unwrap_or_default();
+        first = series(&metrics);
+        first.len() == QUEUES
+    });
+    let mut sorted = first.clone();
+    sorted.sort();
+    assert_eq!(first, sorted, "series in the order of their labels");
+    for _ in 0..3 {
+        assert_eq!(
+            series(&scrape(port)),
+            first,
+            "the same order on every scrape"
+        );
+    }
     daemon.stop();
 }

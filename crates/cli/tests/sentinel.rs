@@ -267,3 +267,88 @@ fn the_sentinels_own_password_is_given_apart_from_the_data_nodes() {
     let report: JsonReport = serde_json::from_slice(&ok.stdout).expect("a plan");
     assert_eq!(report.queues[0].states["completed"].matched, 20);
 }
+
+/// Zeroes the server's command counts.
+fn reset_stats(con: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(con)
+        .expect("resetstat");
+}
+
+/// `cmdstat_wait`'s calls in the server's `INFO commandstats` (0 when never called).
+fn wait_calls(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_wait:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn with_no_replica_connected_writes_do_not_wait_for_one_and_the_log_says_so() {
+    let w = World::new();
+    let sentinel = PrivateSentinel::start(w.redis.port(), 1).expect("sentinel");
+    let url = format!(
+        "redis+sentinel://{}:{ROLE_PASSWORD}@127.0.0.1:{}/{MASTER_NAME}",
+        Role::Governing.user(),
+        sentinel.port()
+    );
+    let audit = w.dir.path().join("audit.jsonl");
+    let policy = w.policy(&format!(
+        "version: 1\naudit: {{ url: \"file://{}\" }}\npolicies: [{{ name: m, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n",
+        audit.display()
+    ));
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .args(["--redis", &url, "--config"])
+            .arg(&policy)
+            .arg("run")
+            .current_dir(w.dir.path())
+            .output()
+            .expect("bullsweep runs")
+    };
+    let mut con = w.con();
+    w.seed(spec("bull:mail", 50, 0, 3), now_ms());
+    reset_stats(&mut con);
+    let out = run();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        con.zcard::<_, u64>("bull:mail:completed").expect("zcard"),
+        0
+    );
+    assert_eq!(
+        wait_calls(&mut con),
+        0,
+        "no write waited for a replica that is not there: {}",
+        stderr(&out)
+    );
+    let said = stderr(&out)
+        .matches("the master has no replica connected")
+        .count();
+    assert_eq!(said, 1, "said once: {}", stderr(&out));
+
+    // Once a replica is connected, writes wait for it again.
+    let port = w.redis.port().to_string();
+    let _replica = PrivateRedis::start_with(&["--replicaof", "127.0.0.1", &port]).expect("replica");
+    wait_until("the replica to connect", Duration::from_secs(20), || {
+        redis::cmd("INFO")
+            .arg("replication")
+            .query::<String>(&mut con)
+            .is_ok_and(|i| i.contains("connected_slaves:1"))
+    });
+    w.seed(spec("bull:mail", 50, 0, 3), now_ms());
+    reset_stats(&mut con);
+    let out = run();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(wait_calls(&mut con) > 0, "writes waited for the replica");
+    assert!(
+        !stderr(&out).contains("no replica connected"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -22,9 +22,16 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// A count and its noun, plural unless the count is one: `1 job`, `12,345 jobs` (nouns with a
+/// regular plural only).
+pub fn count(n: u64, noun: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{} {noun}{s}", thousands(n))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{rfc3339, thousands};
+    use super::{count, rfc3339, thousands};
 
     #[test]
     fn times_have_fixed_milliseconds() {
@@ -39,5 +46,12 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1_000), "1,000");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(count(1, "job"), "1 job");
+        assert_eq!(count(0, "queue"), "0 queues");
+        assert_eq!(count(2_000, "job"), "2,000 jobs");
     }
 }

@@ -49,7 +49,58 @@ pub enum BareUnit {
     Milliseconds,
 }
 
-/// Parses a duration string such as `7d` or `1h30m`. Returns a message fit for a user on failure.
+/// The units a duration may be written in, with their size in milliseconds.
+const UNITS: [(&str, u64); 6] = [
+    ("ms", 1),
+    ("s", 1_000),
+    ("m", 60_000),
+    ("h", 3_600_000),
+    ("d", 86_400_000),
+    ("w", 604_800_000),
+];
+
+/// A unit's size, by its symbol (`h`) or as people spell it out (`hour`, `hours`, `min`).
+fn unit_size(unit: &str) -> Option<u64> {
+    let symbol = match unit.to_ascii_lowercase().as_str() {
+        "ms" | "msec" | "msecs" | "millisecond" | "milliseconds" => "ms",
+        "s" | "sec" | "secs" | "second" | "seconds" => "s",
+        "m" | "min" | "mins" | "minute" | "minutes" => "m",
+        "h" | "hr" | "hrs" | "hour" | "hours" => "h",
+        "d" | "day" | "days" => "d",
+        "w" | "wk" | "wks" | "week" | "weeks" => "w",
+        _ => return None,
+    };
+    UNITS
+        .iter()
+        .find(|(u, _)| *u == symbol)
+        .map(|(_, size)| *size)
+}
+
+/// How `text` is written the way bullsweep reads it, when it is a duration spelled another
+/// way (`1.5h` → `90m`, `1 day` → `1d`, `2 hours 30 min` → `150m`); `None` otherwise.
+fn as_written(text: &str) -> Option<String> {
+    let mut total = 0.0_f64;
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..number_len].parse().ok()?;
+        let tail = rest[number_len..].trim_start();
+        let unit_len = tail
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(tail.len());
+        total += value * unit_size(&tail[..unit_len])? as f64;
+        rest = tail[unit_len..].trim_start_matches([' ', ',']);
+        rest = rest.strip_prefix("and ").unwrap_or(rest);
+    }
+    (total >= 1.0 && total.fract() == 0.0 && total < u64::MAX as f64 / 2.0)
+        .then(|| Millis(total as u64).to_string())
+}
+
+/// Parses a duration string such as `7d` or `1h30m`. Returns a message fit for a user on
+/// failure, saying what is wrong and, where the text is a duration written another way, how
+/// to write it (`1.5h`: a fraction, write `90m`; `1 day`: write `1d`).
 pub fn parse_duration_str(text: &str) -> Result<Millis, String> {
     let text = text.trim();
     if text.is_empty() {
@@ -65,23 +116,41 @@ pub fn parse_duration_str(text: &str) -> Result<Millis, String> {
             ));
         }
         let (number, tail) = rest.split_at(digits);
+        if tail.starts_with('.') {
+            return Err(match as_written(text) {
+                Some(written) => format!(
+                    "duration `{text}` has a fraction; a duration is whole numbers of ms, s, m, h, d or w: write `{written}`"
+                ),
+                None => format!(
+                    "duration `{text}` has a fraction; a duration is whole numbers of ms, s, m, h, d or w (e.g. `1h30m`, not `1.5h`)"
+                ),
+            });
+        }
+        if tail.starts_with(char::is_whitespace) {
+            return Err(match as_written(text) {
+                Some(written) => format!(
+                    "duration `{text}` has a space; write each number and its unit together: `{written}`"
+                ),
+                None => format!(
+                    "duration `{text}` has a space; write each number and its unit together, e.g. `1h30m`"
+                ),
+            });
+        }
         let unit_len = tail.bytes().take_while(u8::is_ascii_alphabetic).count();
         let (unit, tail) = tail.split_at(unit_len);
-        let scale: u64 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 604_800_000,
-            "" => {
+        let scale = match UNITS.iter().find(|(u, _)| *u == unit) {
+            Some((_, size)) => *size,
+            None if unit.is_empty() => {
                 return Err(format!(
-                    "duration `{text}` is missing a unit; use ms, s, m, h, d or w (or a bare number)"
+                    "duration `{text}` is missing a unit after {number}; use ms, s, m, h, d or w (e.g. `{number}s`)"
                 ));
             }
-            other => {
+            None => {
+                let fix = as_written(text)
+                    .map(|w| format!("; write `{w}`"))
+                    .unwrap_or_default();
                 return Err(format!(
-                    "unknown unit `{other}` in duration `{text}`; use ms, s, m, h, d or w"
+                    "unknown unit `{unit}` in duration `{text}`; use ms, s, m, h, d or w{fix}"
                 ));
             }
         };
@@ -152,6 +221,31 @@ mod tests {
         ] {
             assert!(parse_duration_str(text).is_err(), "{text} should fail");
         }
+    }
+
+    #[test]
+    fn a_duration_written_another_way_is_told_how_to_write_it() {
+        let said = |text: &str| parse_duration_str(text).expect_err(text);
+        assert_eq!(
+            said("1.5h"),
+            "duration `1.5h` has a fraction; a duration is whole numbers of ms, s, m, h, d or w: write `90m`"
+        );
+        assert_eq!(
+            said("1 day"),
+            "duration `1 day` has a space; write each number and its unit together: `1d`"
+        );
+        assert!(
+            said("2 hours 30 min").ends_with("`150m`"),
+            "{}",
+            said("2 hours 30 min")
+        );
+        assert!(said("1day").ends_with("write `1d`"), "{}", said("1day"));
+        assert!(said("0.5ms").contains("whole numbers"), "{}", said("0.5ms"));
+        assert_eq!(
+            said("5"),
+            "duration `5` is missing a unit after 5; use ms, s, m, h, d or w (e.g. `5s`)"
+        );
+        assert!(!said("1.5h").contains("missing a unit"));
     }
 
     #[test]

@@ -117,3 +117,42 @@ test('protectWaitingParents leaves children whose parent waits, counted as paren
   await render.close();
   await reports.close();
 });
+
+// Issue 24, finding 19: what a sweep does to flow parents is shown, not only audited. `plan`
+// says which parents a run would take along and suggests protectWaitingParents; `run` reports
+// the parents it removed and released, in its table and in --json.
+test('plan and run show the flow parents taken along, and plan suggests protectWaitingParents', async () => {
+  await redis.client(0).flushall();
+  await buildFlows(0);
+  const policy = writePolicy(`version: 1
+policies:
+  - { name: flows, queueNamePattern: "*", rules: { failed: { maxAge: 1ms } } }
+`);
+  await sleep(5);
+  const plan = await bullsweep(['--redis', redis.url(0), '--config', policy, 'plan']);
+  assert.equal(plan.code, 0, plan.stderr);
+  assert.match(plan.stdout, /bull:render failed: would take along 2 flow parents: 1 removed \(same queue\), 1 released to wait \(other queues\)/, plan.stdout);
+  assert.match(plan.stdout, /hint: a run would release flow parents .*protectWaitingParents: true in policy `flows`/, plan.stdout);
+  assert.match(plan.stdout, /flow parents it would take along: 1 removed, 1 released; nothing was changed\.$/m, plan.stdout);
+
+  const run = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  const failed = JSON.parse(run.stdout).queues.find((q) => q.queue === 'render').states.failed;
+  assert.equal(failed.done, 2, run.stdout);
+  assert.deepEqual(failed.takenAlong, { parentsRemoved: 1, parentsReleased: 1 }, run.stdout);
+  // BullMQ agrees: the same-queue parent is gone, the other-queue parent waits.
+  const render = new Queue('render', { connection: redis.connection(0) });
+  const reports = new Queue('reports', { connection: redis.connection(0) });
+  assert.equal(await render.getWaitingChildrenCount(), 0);
+  assert.deepEqual((await reports.getWaiting()).map((j) => j.name), ['other']);
+  await render.close();
+  await reports.close();
+
+  await redis.client(0).flushall();
+  await buildFlows(0);
+  await sleep(5);
+  const text = await bullsweep(['--redis', redis.url(0), '--config', policy, 'run']);
+  assert.equal(text.code, 0, text.stderr);
+  assert.match(text.stdout, /bull:render failed: took along 2 flow parents: 1 removed \(same queue\), 1 released to wait \(other queues\)/, text.stdout);
+  assert.match(text.stdout, /^Run: acted on 2 jobs \(remove 2\) in 2 queues; flow parents taken along: 1 removed, 1 released\.$/m, text.stdout);
+});

@@ -12,6 +12,7 @@ use bullsweep_core::ops::{
     self,
     restore::{DEFAULT_HOLD_MS, RestoreRequest, restore},
 };
+use bullsweep_core::text::count;
 use bullsweep_policy::ArchiveTarget;
 use std::path::Path;
 
@@ -101,7 +102,7 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
                 print_text(&out)?;
             }
             if !cli.json {
-                eprintln!("{matched} matching records");
+                crate::output::note(format_args!("{} matching", count(matched as u64, "record")));
             }
             Ok(if matched > 0 { 0 } else { EXIT_FAILURE })
         }
@@ -237,5 +238,5 @@ fn segments_table(segments: &[SegmentManifest]) -> String {
             m.policy.clone(),
         ]);
     }
-    format!("{t}\n{} segments", segments.len())
+    format!("{t}\n{}", count(segments.len() as u64, "segment"))
 }

@@ -6,6 +6,7 @@ use crate::error::CliError;
 use crate::output::{print_out, print_text, rfc3339};
 use bullsweep_core::audit::{self, AuditEvent};
 use bullsweep_core::ops::verify::{Verified, source_name};
+use bullsweep_core::text::count;
 use bullsweep_core::{Error, ops};
 use bullsweep_policy::AuditTarget;
 
@@ -59,8 +60,12 @@ async fn verify(cli: &Cli, target: &AuditTarget, others: &[String]) -> Result<i3
         if cli.json {
             print_out(true, &verified, String::new)?;
         }
-        return Err(CliError::runtime(format!("{at}: broken chain: {problem}"))
-            .with_hint(format!("the {} records before it verify", verified.events)));
+        return Err(
+            CliError::runtime(format!("{at}: broken chain: {problem}")).with_hint(format!(
+                "the {} before it verify",
+                count(verified.events, "record")
+            )),
+        );
     }
     if !verified.cut.is_empty() {
         if cli.json {
@@ -75,17 +80,16 @@ async fn verify(cli: &Cli, target: &AuditTarget, others: &[String]) -> Result<i3
 /// `audit verify` for people: the store, then one line per source.
 fn verified_text(v: &Verified) -> String {
     let mut out = format!(
-        "{}: ok, {} events in {} chain{}",
+        "{}: ok, {} in {}",
         v.store,
-        v.events,
-        v.sources.len(),
-        if v.sources.len() == 1 { "" } else { "s" }
+        count(v.events, "event"),
+        count(v.sources.len() as u64, "chain")
     );
     for s in &v.sources {
         out.push_str(&format!(
-            "\n{}: {} events, head seq {} hash {}",
+            "\n{}: {}, head seq {} hash {}",
             source_name(s.source.as_deref()),
-            s.events,
+            count(s.events, "event"),
             s.head_seq,
             s.head_hash
         ));
@@ -117,14 +121,14 @@ fn print_events(json: bool, events: &[AuditEvent]) -> Result<(), CliError> {
             out.push_str(&serde_json::to_string(e).unwrap_or_default());
         } else {
             out.push_str(&format!(
-                "#{} {} {} {} {} {} {} jobs, policy {} [{}]",
+                "#{} {} {} {} {} {} {}, policy {} [{}]",
                 e.seq,
                 rfc3339(e.timestamp),
                 e.status,
                 e.context.action,
                 e.context.state,
                 e.context.queue_key,
-                e.job_count,
+                count(e.job_count, "job"),
                 e.context.policy_name,
                 e.context.execution_id
             ));

@@ -43,9 +43,9 @@ pub fn target_at(cli: &Cli, url: &str) -> Result<Target, CliError> {
     };
     let target = Target::new(opts)?;
     if c.tls_insecure {
-        eprintln!(
+        crate::output::note(format_args!(
             "warning: --tls-insecure: the server's certificate and host name are not verified"
-        );
+        ));
     }
     Ok(target)
 }

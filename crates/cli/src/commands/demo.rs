@@ -9,6 +9,7 @@ use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::audit;
 use bullsweep_core::engine::{Mode, Report};
 use bullsweep_core::ops::{self, RunScope, now_ms};
+use bullsweep_core::text::count;
 use bullsweep_core::{Error, bullmq::QueueKeys};
 use bullsweep_policy::JobState;
 use bullsweep_testkit::{PrivateRedis, SeedSpec, seed_queue};
@@ -176,7 +177,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
     let server = PrivateRedis::start()
         .map_err(|e| CliError::runtime(format!("cannot start a private Redis: {e}")))?;
     let url = server.url(0);
-    eprintln!("started a private redis-server on {url}");
+    crate::output::note(format_args!("started a private redis-server on {url}"));
     let mut con = ops::connect_url(&url, "bullsweep-demo").await?;
     let specs = dataset(jobs);
     let now = now_ms();
@@ -186,10 +187,11 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
             .map_err(|e| CliError::from(Error::redis(&url, &e)))?;
     }
     let seeded: u64 = specs.iter().map(|s| s.completed + s.failed).sum();
-    eprintln!(
-        "seeded {seeded} finished jobs in BullMQ's format in {} queues (3 tenants x 2 environments, plus 2 more)",
-        specs.len()
-    );
+    crate::output::note(format_args!(
+        "seeded {} in BullMQ's format in {} (3 tenants x 2 environments, plus 2 more)",
+        count(seeded, "finished job"),
+        count(specs.len() as u64, "queue")
+    ));
     let dir = tempfile::Builder::new()
         .prefix("bullsweep-demo-")
         .tempdir()
@@ -200,25 +202,28 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         .map_err(|e| CliError::runtime(format!("cannot write the sample policy: {e}")))?;
     let set = ops::load_policy_file(&policy_path)?;
     if !json {
-        println!("sample policy ({}):\n{policy}", policy_path.display());
+        crate::output::print_text(&format!(
+            "sample policy ({}):\n{policy}",
+            policy_path.display()
+        ))?;
     }
     let before = snapshot(&mut con, &specs, &url).await?;
     let scope = RunScope::default();
     let plan = ops::audited_sweep(&mut con, &url, &set, scope.clone(), Mode::Plan, &|_| {}).await?;
     if !json {
-        println!(
+        crate::output::print_text(&format!(
             "$ bullsweep plan\n{}\n",
             render::report_text(&plan, Mode::Plan)
-        );
+        ))?;
     }
     let started = std::time::Instant::now();
     let done = ops::audited_sweep(&mut con, &url, &set, scope, Mode::Run, &|_| {}).await?;
     let seconds = started.elapsed().as_secs_f64();
     if !json {
-        println!(
+        crate::output::print_text(&format!(
             "$ bullsweep run\n{}\n",
             render::report_text(&done, Mode::Run)
-        );
+        ))?;
     }
     let after = snapshot(&mut con, &specs, &url).await?;
     let trail = audit::verify(&set.audit)
@@ -229,7 +234,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         .await
         .map_err(|e| CliError::runtime(format!("cannot list the archive: {e}")))?;
     drop(server);
-    eprintln!("stopped the private redis-server");
+    crate::output::note(format_args!("stopped the private redis-server"));
     let failed = done.has_errors();
     let kept = keep.then(|| dir.keep().display().to_string());
     let outcome = DemoOutcome {
@@ -253,9 +258,9 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         )
     })?;
     if let Some(kept) = &outcome.kept {
-        eprintln!(
+        crate::output::note(format_args!(
             "kept {kept}: try `bullsweep --config {kept}/bullsweep.yaml archive ls` or `… audit tail`"
-        );
+        ));
     }
     Ok(if failed { EXIT_FAILURE } else { 0 })
 }
@@ -264,8 +269,8 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
 fn summary_text(o: &DemoOutcome, head_seq: u64) -> String {
     [
         format!(
-            "acted on {} jobs (removed, archived or anonymized) in {:.2}s",
-            o.run.done(),
+            "acted on {} (removed, archived or anonymized) in {:.2}s",
+            count(o.run.done(), "job"),
             o.seconds
         ),
         format!(
@@ -281,12 +286,13 @@ fn summary_text(o: &DemoOutcome, head_seq: u64) -> String {
             o.before.memory, o.after.memory
         ),
         format!(
-            "archive:        {} segments, {} jobs, verified before deletion",
-            o.archive_segments, o.archived_jobs
+            "archive:        {}, {}, verified before deletion",
+            count(o.archive_segments as u64, "segment"),
+            count(o.archived_jobs, "job")
         ),
         format!(
-            "audit trail:    {} events, chain intact up to seq {head_seq} ({})",
-            o.audit_events,
+            "audit trail:    {}, chain intact up to seq {head_seq} ({})",
+            count(o.audit_events, "event"),
             if o.audit_verified {
                 "verified"
             } else {

@@ -55,15 +55,15 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
     .map_err(|e| CliError::runtime(format!("cannot encode the receipt: {e}")))?;
     print_text(&text)?;
     if !cli.json {
-        eprintln!(
-            "forget {}: {} ({} jobs scanned in {:.2}s, {} queues, {} archive segments)",
+        crate::output::note(format_args!(
+            "forget {}: {} ({} scanned in {:.2}s, {}, {})",
             receipt.request_id,
             receipt.status,
-            receipt.scan.jobs,
+            bullsweep_core::text::count(receipt.scan.jobs as u64, "job"),
             receipt.scan.seconds,
-            receipt.queues_scanned,
-            receipt.archive_segments_scanned
-        );
+            bullsweep_core::text::count(receipt.queues_scanned as u64, "queue"),
+            bullsweep_core::text::count(receipt.archive_segments_scanned as u64, "archive segment")
+        ));
     }
     Ok(if receipt.status == "pending" {
         EXIT_FAILURE

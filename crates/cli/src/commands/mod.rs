@@ -35,7 +35,7 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
         Command::Audit(command) => audit::run(cli, command).await,
         Command::Archive(command) => archive::run(cli, command).await,
         Command::Completions { shell } => docs::completions(*shell),
-        Command::Man => docs::man(),
+        Command::Man(args) => docs::man(args),
     }
 }
 

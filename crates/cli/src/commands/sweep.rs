@@ -81,7 +81,7 @@ async fn sweep(
     }
     print_out(cli.json, &report, || render::report_text(&report, mode))?;
     if mode == Mode::Run && !cli.json {
-        eprintln!("finished in {:.2?}", started.elapsed());
+        crate::output::note(format_args!("finished in {:.2?}", started.elapsed()));
     }
     Ok(report)
 }

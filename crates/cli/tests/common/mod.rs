@@ -36,6 +36,9 @@ pub struct JsonQueue {
     pub states: BTreeMap<String, JsonState>,
     #[serde(default)]
     pub error: Option<String>,
+    /// `locked` when another bullsweep held the queue's lock and the run left it alone.
+    #[serde(default)]
+    pub skipped: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,6 +51,9 @@ pub struct JsonState {
     pub done: Option<u64>,
     #[serde(default)]
     pub skipped: Option<JsonSkipped>,
+    /// Flow parents the selected jobs take along (`plan`) or took along (`run`).
+    #[serde(default, rename = "takenAlong")]
+    pub taken_along: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

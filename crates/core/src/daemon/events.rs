@@ -10,7 +10,6 @@
 
 use super::events_read::BLOCK_MS;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
-use super::records;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
 use crate::bullmq::keys::{audit_tag, cursor, events_lock};
@@ -19,6 +18,7 @@ use crate::engine::event_removal::{remove_finished, score_bounds};
 use crate::engine::{BatchSizer, SweepOptions};
 use crate::health::history;
 use crate::lock::QueueLock;
+use crate::ops::records;
 use crate::ops::{Conn, Target};
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
 use redis::{RedisResult, Value};

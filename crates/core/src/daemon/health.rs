@@ -7,12 +7,13 @@
 
 use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{NodeLabels, QueueLabels, StateLabels};
-use super::{Daemon, Slot, records};
+use super::{Daemon, Slot};
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::health::history::{self, Point};
 use crate::health::readings::{self, Series};
 use crate::health::server;
+use crate::ops::records;
 use crate::ops::report::memory_report;
 use crate::ops::{RunScope, now_ms};
 use bullsweep_policy::JobState;

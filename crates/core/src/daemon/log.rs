@@ -1,6 +1,7 @@
 //! The daemon's log lines (text or JSON) and its interruptible sleep.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -37,14 +38,17 @@ pub fn log(level: &str, message: &str) {
         return;
     }
     let at = crate::text::rfc3339(crate::ops::now_ms());
-    if JSON_LOGS.load(Ordering::Relaxed) {
-        eprintln!(
+    // A closed stderr (`… 2>&1 | head -1`) loses the line, never the process.
+    let mut err = std::io::stderr().lock();
+    let _ = if JSON_LOGS.load(Ordering::Relaxed) {
+        writeln!(
+            err,
             "{}",
             serde_json::json!({ "ts": at.to_string(), "level": level, "msg": message })
-        );
+        )
     } else {
-        eprintln!("{at} {level} {message}");
-    }
+        writeln!(err, "{at} {level} {message}")
+    };
 }
 
 /// How often one repeated failure is logged at most.

@@ -459,13 +459,14 @@ impl DaemonMetrics {
         out
     }
 
-    /// The OpenMetrics exposition.
+    /// The OpenMetrics exposition, each family's series in the order of their labels (the
+    /// same from one scrape to the next).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
-        out
+        super::exposition::sorted(&out)
     }
 }
 

@@ -9,13 +9,13 @@ mod descriptors;
 mod discovery;
 pub mod events;
 mod events_read;
+mod exposition;
 mod health;
 pub mod http;
 mod log;
 pub mod metrics;
 mod process;
 mod queue_run;
-pub mod records;
 mod schedule;
 
 pub use log::{log, log_repeated, set_json_logs, set_log_level, wait_or_shutdown};

@@ -1,9 +1,9 @@
 //! One queue's run: under its lock, re-checked under the lock, swept through the audited
-//! run, and recorded (lastRunAt or a retry record, metrics, log); the lock is renewed meanwhile.
+//! run (which records a success), and a failure recorded (a retry record), with metrics and
+//! log; the lock is renewed meanwhile.
 
 use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{self, ActionLabels};
-use super::records;
 use super::{Daemon, jitter};
 use crate::audit;
 use crate::bullmq::QueueKeys;
@@ -12,6 +12,7 @@ use crate::engine::{Mode, Report};
 use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::Conn;
+use crate::ops::records;
 
 /// Bytes a small Redis hash costs beyond its fields and values (key, dict entries, object
 /// headers), for the estimate where `MEMORY USAGE` is not allowed.
@@ -173,11 +174,10 @@ impl Daemon {
                 if let Some(slot) = self.slots.get_mut(&q.base) {
                     slot.owed = false;
                 }
-                records::set_last_run(&mut self.con, &q.base, now).await?;
+                // The audited run recorded the sweep (last run, retry record cleared).
                 if let Some(slot) = self.slots.get_mut(&q.base) {
                     slot.last_success_ms = Some(now);
                 }
-                records::clear_failures(&mut self.con, &q.base).await?;
                 self.metrics.alert.get_or_create(&labels).set(0);
                 self.metrics
                     .last_success
@@ -187,8 +187,9 @@ impl Daemon {
                 log(
                     "info",
                     &format!(
-                        "{}: swept, {done} jobs acted on in {:.1?}",
+                        "{}: swept, {} acted on in {:.1?}",
                         q.base,
+                        crate::text::count(done, "job"),
                         started.elapsed()
                     ),
                 );

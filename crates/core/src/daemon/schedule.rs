@@ -3,9 +3,9 @@
 use super::discovery;
 use super::events::EventQueue;
 use super::log::{log, log_repeated};
-use super::records;
 use super::{Daemon, Slot, jitter, metrics};
 use crate::engine;
+use crate::ops::records;
 use crate::ops::{load_policy_file, now_ms};
 use bullsweep_policy::{EffectivePolicy, Millis, QueueId, Resolution};
 use std::collections::{BTreeMap, BTreeSet};
@@ -276,7 +276,10 @@ impl Daemon {
         } else {
             log(
                 "info",
-                &format!("discovery: governing {} queues", self.slots.len()),
+                &format!(
+                    "discovery: governing {}",
+                    crate::text::count(self.slots.len() as u64, "queue")
+                ),
             );
         }
         for (base, slot) in self.slots.iter().take(LISTED) {

@@ -308,7 +308,8 @@ impl StateWork<'_> {
                 let back =
                     staging::put_back(con, self.keys, self.state, &batch.batch, self.audit).await?;
                 return Err(Error::archive(format!(
-                    "{e}; the batch's {back} jobs were put back, nothing was lost"
+                    "{e}; the batch's {} put back, nothing was lost",
+                    crate::text::count(back, "job")
                 )));
             }
             if staging::drop_copied(con, self.keys, &batch.batch, &batch.entries).await? {

@@ -2,6 +2,7 @@
 //! by time ([`BatchSizer`]): each call's size follows the rate Redis reported for the last
 //! one, so a call takes about the time budget whatever the jobs cost.
 
+use super::flows::TakenAlong;
 use super::options::SweepOptions;
 use super::report::Skipped;
 use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
@@ -73,6 +74,8 @@ pub(crate) struct BatchStep {
     pub restored: u64,
     /// Archive: ids without a job hash, left in their set.
     pub dangling: u64,
+    /// Flow parents the call took along: removed (same queue) and released (other queues).
+    pub taken_along: TakenAlong,
     /// Time the call held Redis, measured by Redis itself.
     pub elapsed_us: u64,
 }
@@ -90,6 +93,11 @@ impl From<BatchOutcome> for BatchStep {
             cross_slot: o.cross_slot,
             restored: o.restored,
             dangling: o.dangling,
+            taken_along: TakenAlong {
+                parents_removed: o.parents_removed,
+                parents_released: o.parents_released,
+                parent_waiting: 0,
+            },
             elapsed_us: o.elapsed_us,
         }
     }
@@ -108,6 +116,7 @@ impl From<ScrubOutcome> for BatchStep {
             cross_slot: 0,
             restored: o.restored,
             dangling: 0,
+            taken_along: TakenAlong::default(),
             elapsed_us: o.elapsed_us,
         }
     }
@@ -126,12 +135,14 @@ impl From<ActiveOutcome> for BatchStep {
             cross_slot: 0,
             restored: 0,
             dangling: 0,
+            taken_along: TakenAlong::default(),
             elapsed_us: o.elapsed_us,
         }
     }
 }
 
-/// Counts one batch: its time in the batch metrics, what it skipped, and its progress.
+/// Counts one batch: its time in the batch metrics, what it skipped and took along, and its
+/// progress.
 pub(crate) fn account(
     step: &BatchStep,
     opts: &SweepOptions,
@@ -147,6 +158,8 @@ pub(crate) fn account(
     skipped.cross_slot += step.cross_slot;
     skipped.restored += step.restored;
     skipped.dangling += step.dangling;
+    skipped.taken_along.parents_removed += step.taken_along.parents_removed;
+    skipped.taken_along.parents_released += step.taken_along.parents_released;
     progress(step.acted);
 }
 

@@ -16,8 +16,9 @@ const PAGE_JOBS: u64 = 1_000;
 /// Parent fields read per pipelined round trip.
 const READ_JOBS: usize = 100;
 
-/// The flow jobs a sweep of the selected jobs would touch besides them.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+/// The flow jobs a sweep of the selected jobs would touch (`plan`) or touched (`run`) besides
+/// them.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct TakenAlong {
     /// Same-queue parents that would be removed (archived first under `action: archive`).

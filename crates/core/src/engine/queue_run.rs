@@ -27,6 +27,7 @@ pub(super) fn queue_report(q: &QueueId, policy: String) -> QueueReport {
         policy,
         states: BTreeMap::new(),
         error: None,
+        skipped: None,
     }
 }
 

@@ -77,6 +77,18 @@ pub struct QueueReport {
     /// Why work on this queue stopped, when it failed; other queues go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the queue was not swept at all, when it was not (its `states` are then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<QueueSkipped>,
+}
+
+/// Why a run left a whole queue alone.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum QueueSkipped {
+    /// Another bullsweep (the daemon or another run) held the queue's sweep lock for longer
+    /// than the run would wait (`--lock-wait`).
+    Locked,
 }
 
 /// One state of one queue.
@@ -94,7 +106,8 @@ pub struct StateReport {
     /// Selected jobs left alone, and why (`run` only, when any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Skipped>,
-    /// `plan`: the flow parents removing the selected jobs would take along, when any.
+    /// The flow parents removing the selected jobs would take along (`plan`) or took along
+    /// (`run`), when any.
     #[serde(
         default,
         rename = "takenAlong",
@@ -138,6 +151,10 @@ pub struct Skipped {
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// Not skipped: the flow parents the state's batches took along, counted with the rest of
+    /// the batches' tally and moved to [`StateReport::taken_along`] when the state is done.
+    #[serde(skip)]
+    pub taken_along: super::flows::TakenAlong,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -340,8 +340,9 @@ pub(crate) async fn put_back<C: ConnectionLike>(
                 .map(|id| String::from_utf8_lossy(id).into_owned())
                 .collect();
             return Err(Error::archive(format!(
-                "{restored} jobs were put back; {} ids were used again meanwhile ({}), so their copies stay staged in {} until the archive takes them",
-                ids.len(),
+                "{} put back; {} used again meanwhile ({}), so their copies stay staged in {} until the archive takes them",
+                crate::text::count(restored, "job"),
+                crate::text::count(ids.len() as u64, "id"),
                 ids.join(", "),
                 batch.list()
             )));
@@ -351,7 +352,8 @@ pub(crate) async fn put_back<C: ConnectionLike>(
         }
     }
     Err(Error::archive(format!(
-        "{restored} jobs were put back, but the batch kept changing (failovers?); the rest stays staged in {} for the next run",
+        "{} put back, but the batch kept changing (failovers?); the rest stays staged in {} for the next run",
+        crate::text::count(restored, "job"),
         batch.list()
     )))
 }

@@ -6,7 +6,7 @@ use super::archive_path::RunArchive;
 use super::inventory::{Inventory, in_dependency_order, inventory};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
-use super::report::{Notice, QueueReport, Report};
+use super::report::{Notice, QueueReport, QueueSkipped, Report};
 use super::shards;
 use crate::archive::ArchiveSink;
 use crate::bullmq::Topology;
@@ -129,6 +129,13 @@ impl Sweep<'_> {
                         sweep_lock(&q.base),
                         bullsweep_policy::Millis(locking.wait.as_millis() as u64)
                     )));
+                    part.queues.push((
+                        i,
+                        QueueReport {
+                            skipped: Some(QueueSkipped::Locked),
+                            ..queue_report(q, eff.name.clone())
+                        },
+                    ));
                     return;
                 }
                 Err(e) => {

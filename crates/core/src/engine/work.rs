@@ -5,6 +5,7 @@
 
 use super::archive_path::RunArchive;
 use super::batch::{BatchSizer, run_batches};
+use super::flows::TakenAlong;
 use super::options::{Mode, SweepOptions};
 use super::report::{Skipped, StateReport};
 use super::rules::RuleGroups;
@@ -153,8 +154,12 @@ pub(crate) fn not_implemented_reason(action: Action) -> String {
 }
 
 /// Closes a state's report after a run: what was done, and why the rest was left.
-pub(crate) fn finish(sr: &mut StateReport, done: u64, skipped: Skipped) {
+pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
     sr.done = Some(done);
+    let taken = std::mem::take(&mut skipped.taken_along);
+    if taken != TakenAlong::default() {
+        sr.taken_along = Some(taken);
+    }
     sr.skipped = described(skipped);
 }
 

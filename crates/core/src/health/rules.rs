@@ -182,8 +182,10 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
                     b.jobs as f64,
                     limit,
                     format!(
-                        "{}: {} {} jobs, policy maxCount {}",
-                        q.key, b.jobs, b.state, b.max_count
+                        "{}: {}, policy maxCount {}",
+                        q.key,
+                        crate::text::count(b.jobs, &format!("{} job", b.state)),
+                        b.max_count
                     ),
                 );
                 f.state = state(now, b.over_since_ms.unwrap_or(now), BACKLOG_FOR_MS);

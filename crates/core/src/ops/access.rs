@@ -4,7 +4,7 @@
 
 use crate::bullmq::keys::{
     AUDIT_HEAD, AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_SOURCE, AUDIT_TAGS, LAST_RUN,
-    OWN_TAG, audit_counter, audit_numbered, audit_stream, cursor,
+    OWN_TAG, audit_counter, audit_numbered, audit_stream, cursor, retry_record,
 };
 use crate::bullmq::scripts;
 use crate::error::{Error, ErrorKind};
@@ -30,6 +30,7 @@ fn own_key_commands() -> Vec<Vec<String>> {
         c(&["SET", AUDIT_SOURCE, "0", "NX"]),
         c(&["SET", AUDIT_LOCK, "0", "NX", "PX", "1"]),
         c(&["HSET", LAST_RUN, "q", "0"]),
+        c(&["DEL", &retry_record("q")]),
         c(&["HSET", &cursor, "q", "0"]),
     ]
 }

@@ -9,13 +9,13 @@ use super::run::RunScope;
 use super::{Conn, now_ms};
 use crate::audit;
 use crate::bullmq::keys::QueueKeys;
-use crate::daemon::records;
 use crate::error::Error;
 use crate::health::readings::{self, Series};
 use crate::health::rules::{
     self, BACKLOG_FACTOR, Backlog, Finding, Inputs, QueueInput, ServerInput,
 };
 use crate::health::server;
+use crate::ops::records;
 use bullsweep_policy::{AUTO_MAX, JobState, PolicySet, Resolution};
 use serde::Serialize;
 use std::collections::BTreeMap;

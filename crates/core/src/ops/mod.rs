@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod config;
 pub mod connect;
 pub mod forget;
+pub mod records;
 pub mod report;
 pub mod restore;
 pub mod run;

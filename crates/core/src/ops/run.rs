@@ -1,7 +1,8 @@
 //! The audited run, used by `plan`, `run`, `demo` and the daemon alike: the durable store is
 //! opened first (policies with `sla.auditRequired` do nothing when it cannot be), events left
-//! in Redis by an earlier run are shipped, the sweep runs, notices are delivered, and the
-//! run's events are shipped, with one `failed` event per queue that failed.
+//! in Redis by an earlier run are shipped, the sweep runs, notices are delivered, the run's
+//! events are shipped, with one `failed` event per queue that failed, and each queue swept
+//! without error is recorded as swept (`ops::records`), whoever ran it.
 
 use super::{DEFAULT_BUDGET_US, execution_id, now_ms};
 use crate::audit::{self, AuditContext};
@@ -115,6 +116,21 @@ pub async fn audited_sweep(
         return Err(failure
             .context("notify")
             .with_hint("the jobs were left in place; the next run notifies again"));
+    }
+    if mode == Mode::Run && !opts.stopping() {
+        let swept: Vec<String> = report
+            .queues
+            .iter()
+            .filter(|q| q.error.is_none() && q.skipped.is_none())
+            .map(|q| q.key.clone())
+            .collect();
+        if let Err(e) = super::records::record_sweeps(con, &swept, opts.now_ms).await {
+            report.warnings.push(format!(
+                "the sweep could not be recorded in {}: {}; alerts and the dashboard still show the previous one",
+                crate::bullmq::keys::LAST_RUN,
+                super::connect::describe(url, &e)
+            ));
+        }
     }
     Ok(report)
 }

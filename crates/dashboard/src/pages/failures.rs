@@ -6,8 +6,8 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys::AUDIT_QUARANTINE;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::daemon::records;
 use bullsweep_core::ops::alerts::alerts;
+use bullsweep_core::ops::records;
 use maud::html;
 
 /// A stream entry: its id and fields.

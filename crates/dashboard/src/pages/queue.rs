@@ -55,7 +55,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             table id="plan" {
                 thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n scope="col" { "Parents removed" } th.n scope="col" { "Parents released" } } }
                 tbody { @for (state, s) in &qr.states {
-                    @let along = s.taken_along.clone().unwrap_or_default();
+                    @let along = s.taken_along.unwrap_or_default();
                     tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
                         td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
                         td.n { (count(along.parents_removed)) } td.n { (count(along.parents_released)) }
@@ -149,5 +149,16 @@ fn rules(eff: &EffectivePolicy) -> Markup {
             } }
         }
         @if !eff.jobs.is_empty() { p.muted { (eff.jobs.len()) " job rule(s) for named jobs apply too." } }
+        p id="sla" {
+            "SLA: "
+            @match &eff.sla {
+                None => span.muted { "none" },
+                Some(sla) => {
+                    "auditRequired " strong { @if sla.audit_required { "yes" } @else { "no" } }
+                    @if let Some(tag) = &sla.compliance_tag { ", complianceTag " strong { (tag) } }
+                    @if let Some(hours) = sla.max_data_age_hours { ", maxDataAgeHours " strong { (hours) } }
+                },
+            }
+        }
     }
 }

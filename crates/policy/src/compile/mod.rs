@@ -139,11 +139,11 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
         errors,
     };
     let tree: Spanned<schema::Node> =
-        serde_saphyr::from_str(text).map_err(|e| failed(vec![syntax::syntax_error(&e)]))?;
+        syntax::parse(text).map_err(|e| failed(vec![syntax::syntax_error(&e)]))?;
     // Unknown keys are found on the tree, all at once; the typed parse skips them, so the
     // checks below report everything else in the same pass.
     let unknown = schema::unknown_keys(&tree);
-    let raw: RawPolicyFile = serde_saphyr::from_str(text).map_err(|e| {
+    let raw: RawPolicyFile = syntax::parse(text).map_err(|e| {
         let mut errors = unknown.clone();
         errors.push(syntax::syntax_error(&e));
         failed(errors)

@@ -23,7 +23,8 @@
 
   KEYS[6] the queue's restore holds (prelude/held.lua), then the two audit keys
   Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
-  staged, restored, dangling}: staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
+  restored, parentsRemoved, parentsReleased, dangling, staged}: the flow parents taken along
+  (a removed one is staged with the batch), then staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
   none), the bytes of data and returnvalue, and the log count; so the client reads each copy
   (or streams an oversized one) without asking again. A job whose logs are not a list counts
   as malformed, and an id without a job hash as dangling: neither can be copied, so both stay.
@@ -129,4 +130,5 @@ local detached = batch.removed
 zremAll(setKey, detached)
 recordIdBatch(eventsKey, metaKey, ARGV[6], ARGV[3], detached)
 return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot, stagedNow, batch.restored, batch.dangling}
+  batch.crossSlot, batch.restored, relatedCount.parentRemoved, relatedCount.parentReleased,
+  batch.dangling, stagedNow}

@@ -18,8 +18,8 @@
 
   KEYS[4] the queue's restore holds (prelude/held.lua), then the two audit keys
   Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
-  restored};
-  handled counts the jobs looked at, so the caller resends the rest when the budget ran out.
+  restored, parentsRemoved, parentsReleased}; handled counts the jobs looked at, so the caller
+  resends the rest when the budget ran out; the last two count the flow parents taken along.
 
   Invariant: a job no longer in the set, or with another score, was moved or re-finished since
   it was selected and is left alone (counted as changed). With fingerprints, a job whose fields
@@ -60,4 +60,4 @@ local removed = batch.removed
 zremAll(setKey, removed)
 recordIdBatch(eventsKey, metaKey, ARGV[5], ARGV[3], removed)
 return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot, batch.restored}
+  batch.crossSlot, batch.restored, relatedCount.parentRemoved, relatedCount.parentReleased}

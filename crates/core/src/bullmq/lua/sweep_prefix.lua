@@ -18,7 +18,8 @@
   KEYS[4] the queue's restore holds (prelude/held.lua), then the two audit keys
 
   Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-  crossSlot, restored};
+  crossSlot, restored, parentsRemoved, parentsReleased} (the last two: flow parents taken
+  along);
   exhausted is 1 when no selected job is left beyond the ones held back; sortRefused is 1
   when SORT … GET was refused here (an ACL without read access to every key, or a server
   that forbids it) and the jobs were read one by one instead.
@@ -140,4 +141,5 @@ else
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting,
-  sortRefused, batch.crossSlot, batch.restored}
+  sortRefused, batch.crossSlot, batch.restored, relatedCount.parentRemoved,
+  relatedCount.parentReleased}

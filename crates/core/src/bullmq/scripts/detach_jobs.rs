@@ -126,11 +126,10 @@ impl Scripts {
         let reply: Vec<Value> = invocation.invoke_async(con).await?;
         let at = |i: usize| reply.get(i).map(int).unwrap_or_default();
         let outcome = BatchOutcome {
-            restored: at(9),
-            dangling: at(10),
+            dangling: at(11),
             ..BatchOutcome::of_id_batch(at)
         };
-        Ok((outcome, staged_now(reply.get(8))))
+        Ok((outcome, staged_now(reply.get(12))))
     }
 
     /// Frees the last entries of a staged batch whose list has `len` entries, and the batch

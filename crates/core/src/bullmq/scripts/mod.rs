@@ -201,7 +201,8 @@ async fn id_batch<C: ConnectionLike>(
 
 impl BatchOutcome {
     /// The outcome of an id-batch reply, from its `i`-th integer: `{done, locked, malformed,
-    /// changed, elapsed_us, handled, parentWaiting, crossSlot, restored}`.
+    /// changed, elapsed_us, handled, parentWaiting, crossSlot, restored, parentsRemoved,
+    /// parentsReleased}` (scripts that take no parent along stop before the last two).
     fn of_id_batch(at: impl Fn(usize) -> u64) -> Self {
         BatchOutcome {
             removed: at(0),
@@ -215,6 +216,8 @@ impl BatchOutcome {
             cross_slot: at(7),
             restored: at(8),
             dangling: 0,
+            parents_removed: at(9),
+            parents_released: at(10),
         }
     }
 }
@@ -244,6 +247,10 @@ pub struct BatchOutcome {
     pub restored: u64,
     /// Archive: ids without a job hash, left in their set (there is nothing to copy).
     pub dangling: u64,
+    /// Flow parents in the same queue removed with their last child.
+    pub parents_removed: u64,
+    /// Flow parents in other queues released to `wait`.
+    pub parents_released: u64,
 }
 
 /// A job selected for removal by id.

@@ -74,7 +74,7 @@ impl Scripts {
             invocation.invoke_async(con).await?
         };
         // {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-        // crossSlot, restored}
+        // crossSlot, restored, parentsRemoved, parentsReleased}
         let at = |i: usize| reply.get(i).copied().unwrap_or_default();
         let outcome = BatchOutcome {
             removed: at(0),
@@ -88,6 +88,8 @@ impl Scripts {
             cross_slot: at(7),
             restored: at(8),
             dangling: 0,
+            parents_removed: at(9),
+            parents_released: at(10),
         };
         Ok((outcome, at(6) == 1))
     }

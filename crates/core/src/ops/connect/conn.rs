@@ -1,7 +1,9 @@
 //! [`Conn`]: bullsweep's connection. It opens lazily, names itself (`CLIENT SETNAME`), and
 //! after a dropped connection, a timeout or a `READONLY` reply (a Sentinel failover) it opens
 //! a fresh one on the next command, asking Sentinel again where the master is. A command that
-//! failed is never replayed: the caller's own retry re-checks what it was doing.
+//! failed is never replayed: the caller's own retry re-checks what it was doing. Behind
+//! Sentinel each write waits for a replica's acknowledgement, unless the master has none
+//! connected (then waiting could only time out, on every write).
 
 use super::Target;
 use super::link::{Link, Node, key_slot, primaries};
@@ -9,7 +11,7 @@ use crate::bullmq::SortGetMemory;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
 /// A connection to the Redis a [`Target`] names; cheap to clone (clones share it). On a
@@ -30,6 +32,20 @@ struct Shared {
     live: Mutex<(u64, Option<Link>)>,
     /// What this connection learned about `SORT … GET`.
     sort_get: SortGetMemory,
+    /// Behind Sentinel: whether the master had a replica connected when last asked.
+    replicas: std::sync::Mutex<Replicas>,
+}
+
+/// What a connection behind Sentinel last learned of its master's replicas.
+#[derive(Clone, Copy, Default)]
+struct Replicas {
+    /// The connection generation it was learned on (a new master after a failover is asked
+    /// again).
+    generation: u64,
+    /// When it was learned; `None` before the first write.
+    checked: Option<Instant>,
+    /// Whether any replica was connected.
+    connected: bool,
 }
 
 impl Conn {
@@ -43,6 +59,7 @@ impl Conn {
                 response_timeout,
                 live: Mutex::new((0, None)),
                 sort_get: SortGetMemory::default(),
+                replicas: std::sync::Mutex::new(Replicas::default()),
             }),
             node: None,
         }
@@ -211,15 +228,80 @@ fn command_and_key(cmd: &Cmd) -> String {
 
 /// How long a write waits for a replica to acknowledge it, behind Sentinel.
 const REPLICA_WAIT_MS: u64 = 1_000;
+/// How long what a connection learned of its master's replicas holds before it asks again
+/// (a replica that connects later is waited for again within this).
+const REPLICAS_RECHECK: Duration = Duration::from_secs(10);
 
-/// Behind Sentinel, a write is acknowledged by a replica before the caller goes on: a
-/// failover then never loses a batch whose copy was written or whose audit event was shipped.
-/// A replica that does not answer in time leaves the write unconfirmed, not undone: at worst a
-/// failover makes a batch run again (a second copy), never lose one.
-async fn wait_for_replica(con: &mut Link) {
-    let _ = con
-        .command(redis::cmd("WAIT").arg(1).arg(REPLICA_WAIT_MS), None)
-        .await;
+impl Conn {
+    /// Behind Sentinel, a write is acknowledged by a replica before the caller goes on: a
+    /// failover then never loses a batch whose copy was written or whose audit event was
+    /// shipped. A replica that does not answer in time leaves the write unconfirmed, not
+    /// undone: at worst a failover makes a batch run again (a second copy), never lose one.
+    /// With no replica connected there is nothing to wait for (every write would wait out the
+    /// timeout), so writes go on at once; the log says so when that starts.
+    async fn wait_for_replica(&self, generation: u64, con: &mut Link) {
+        if self.replica_connected(generation, con).await {
+            let _ = con
+                .command(redis::cmd("WAIT").arg(1).arg(REPLICA_WAIT_MS), None)
+                .await;
+        }
+    }
+
+    /// Whether the master has a replica connected (`INFO replication`), asked again after
+    /// [`REPLICAS_RECHECK`] or on a new connection; taken as yes when the server will not say.
+    async fn replica_connected(&self, generation: u64, con: &mut Link) -> bool {
+        let known = self.shared.replicas.lock().map(|r| *r).unwrap_or_default();
+        if known.generation == generation
+            && known
+                .checked
+                .is_some_and(|at| at.elapsed() < REPLICAS_RECHECK)
+        {
+            return known.connected;
+        }
+        let info = con
+            .command(redis::cmd("INFO").arg("replication"), None)
+            .await;
+        let text = info
+            .ok()
+            .and_then(|v| redis::from_redis_value::<String>(v).ok());
+        let connected = text
+            .as_deref()
+            .and_then(connected_replicas)
+            .is_none_or(|n| n > 0);
+        let first = known.checked.is_none();
+        if !connected && (first || known.connected) {
+            crate::daemon::log(
+                "warn",
+                &format!(
+                    "{}: the master has no replica connected; writes go on without waiting for a replica's acknowledgement until one connects",
+                    self.shared.target.shown()
+                ),
+            );
+        } else if connected && !first && !known.connected {
+            crate::daemon::log(
+                "info",
+                &format!(
+                    "{}: a replica is connected again; writes wait for its acknowledgement",
+                    self.shared.target.shown()
+                ),
+            );
+        }
+        if let Ok(mut r) = self.shared.replicas.lock() {
+            *r = Replicas {
+                generation,
+                checked: Some(Instant::now()),
+                connected,
+            };
+        }
+        connected
+    }
+}
+
+/// `connected_slaves` of an `INFO replication` reply.
+fn connected_replicas(info: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_slaves:"))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 /// Whether a command may change data (anything not known to only read).
@@ -307,7 +389,7 @@ impl ConnectionLike for Conn {
                 v => Ok(v),
             });
             if result.is_ok() && self.shared.target.replicated() && writes(cmd) {
-                wait_for_replica(&mut con).await;
+                self.wait_for_replica(generation, &mut con).await;
             }
             match result {
                 Err(e) if super::is_permission(&e) => Err(refusal(&e, &command_and_key(cmd))),
@@ -331,7 +413,7 @@ impl ConnectionLike for Conn {
             let result = con.pipeline(pipeline, offset, count, self.node()).await;
             if result.is_ok() && self.shared.target.replicated() && pipeline.cmd_iter().any(writes)
             {
-                wait_for_replica(&mut con).await;
+                self.wait_for_replica(generation, &mut con).await;
             }
             let failed = match &result {
                 Err(e) => Some(e.clone()),

@@ -215,18 +215,32 @@ pub fn at_url(e: Error, url: &str) -> Error {
     }
 }
 
-/// A Redis (or PostgreSQL) URL with its password replaced by `***`.
+/// A Redis (or PostgreSQL) URL with its password replaced by `***`: the one in the user part,
+/// and a `pass=` or `password=` query parameter (`unix://` URLs carry credentials there).
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    match rest.rsplit_once('@') {
+    let rest = match rest.rsplit_once('@') {
         Some((userinfo, host)) => {
             let user = userinfo.split_once(':').map_or("", |(u, _)| u);
-            format!("{scheme}://{user}:***@{host}")
+            format!("{user}:***@{host}")
         }
-        None => url.to_string(),
-    }
+        None => rest.to_string(),
+    };
+    let Some((before, query)) = rest.split_once('?') else {
+        return format!("{scheme}://{rest}");
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if ["pass", "password"].contains(&name.to_lowercase().as_str()) => {
+                format!("{name}=***")
+            }
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{scheme}://{before}?{}", query.join("&"))
 }
 
 #[cfg(test)]
@@ -239,6 +253,11 @@ mod tests {
         assert_eq!(redact("redis://u:secret@h:1"), "redis://u:***@h:1");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
         assert_eq!(redact("redis://:p@ss@h:1"), "redis://:***@h:1");
+        assert_eq!(
+            redact("unix:///r.sock?db=1&user=u&pass=secret"),
+            "unix:///r.sock?db=1&user=u&pass=***"
+        );
+        assert_eq!(redact("redis://h:1?password=x"), "redis://h:1?password=***");
     }
 
     #[test]

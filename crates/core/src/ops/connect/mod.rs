@@ -6,6 +6,7 @@ mod conn;
 mod describe;
 mod endpoint;
 mod link;
+mod probe;
 mod tls;
 
 pub use conn::Conn;
@@ -185,7 +186,7 @@ impl Target {
             Ok(_) => {}
             // The server answered; it only keeps PING from this user.
             Err(e) if is_permission(&e) => {}
-            Err(e) => return Err(describe(self.url(), &e)),
+            Err(e) => return Err(self.explain(&e).await),
         }
         if self.cluster() && self.db() != 0 {
             return Err(cluster_db(self.url()));
@@ -201,6 +202,33 @@ impl Target {
             )));
         }
         Ok(con)
+    }
+
+    /// What went wrong on a first connection: for one server that answered in another
+    /// protocol, or did not answer a TLS handshake, what answers on its port (a probe);
+    /// otherwise the error as [`describe`] reads it.
+    async fn explain(&self, e: &RedisError) -> Error {
+        let text = error_text(e);
+        let unreadable = text.contains("Parse error") || text.contains("Incompatible type");
+        if let Endpoint::Direct(url) = &self.inner.endpoint
+            && let Ok(info) = direct_info(url, &self.inner.opts)
+        {
+            let found = match info.addr() {
+                ConnectionAddr::Tcp(host, port) if unreadable => {
+                    let wait = self.inner.opts.connect_timeout;
+                    probe::not_as_expected(self.url(), host, *port, false, wait).await
+                }
+                ConnectionAddr::TcpTls { host, port, .. } if unreadable || e.is_timeout() => {
+                    let wait = self.inner.opts.connect_timeout;
+                    probe::not_as_expected(self.url(), host, *port, true, wait).await
+                }
+                _ => None,
+            };
+            if let Some(found) = found {
+                return found;
+            }
+        }
+        describe(self.url(), e)
     }
 
     /// Opens one connection named `name`: to the server the URL names, to the master

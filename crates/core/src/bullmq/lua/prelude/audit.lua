@@ -19,11 +19,14 @@ local AUDIT_STREAM, AUDIT_SEQ = KEYS[#KEYS - 1], KEYS[#KEYS]
 local auditSeq = false
 -- Jobs that BullMQ's parent handling took along with this call's removals: {key, role}.
 local auditRelated = {}
+-- How many jobs the whole call took along, by role, for the scripts that return it.
+local relatedCount = {parentRemoved = 0, parentReleased = 0}
 
 -- Names, in the next event, a job a removal took along: role `parentRemoved` (a same-queue
 -- parent removed with its last child) or `parentReleased` (a parent moved to wait).
 local function addAuditRelated(jobKey, role)
   auditRelated[#auditRelated + 1] = {key = jobKey, role = role}
+  relatedCount[role] = (relatedCount[role] or 0) + 1
 end
 
 -- Fails the call, before anything is written, unless the Redis user may run `cmd` on `key`

@@ -1,29 +1,14 @@
-//! Human tables and JSON views of policy sets, explanations and reports.
+//! `check` and `explain`: the policy set and one queue's effective policy, as tables for
+//! people and as JSON.
 
-use bullsweep_core::engine::{Mode, Report};
+use super::table::{Grid, table};
 use bullsweep_policy::{
     DeadLetter, EffectivePolicy, EffectiveRule, JobState, Policy, PolicySet, QueueId, Resolution,
-    RunMode, Schedule, StalledRule, StateRule, StateRules,
+    RunMode, Schedule, Sla, StalledRule, StateRule, StateRules,
 };
-use comfy_table::{ContentArrangement, Table, presets::UTF8_BORDERS_ONLY};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-pub use bullsweep_core::text::thousands;
-
-/// A table that wraps its cells to fit the terminal: its width when output is one, or
-/// `COLUMNS` when set.
-pub fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
-    if let Some(columns) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
-        t.set_width(columns);
-    }
-    t
-}
 
 fn rule_text(rule: &StateRule) -> String {
     let mut parts = Vec::new();
@@ -143,6 +128,31 @@ fn rules_json(rules: &StateRules) -> Value {
     json!(map)
 }
 
+/// A policy's `sla` block in JSON.
+fn sla_json(s: &Sla) -> Value {
+    json!({
+        "maxDataAgeHours": s.max_data_age_hours,
+        "complianceTag": s.compliance_tag,
+        "auditRequired": s.audit_required,
+    })
+}
+
+/// A policy's `sla` block for people: `auditRequired yes, complianceTag gdpr, maxDataAgeHours
+/// 720`.
+fn sla_text(s: &Sla) -> String {
+    let mut parts = vec![format!(
+        "auditRequired {}",
+        if s.audit_required { "yes" } else { "no" }
+    )];
+    if let Some(tag) = &s.compliance_tag {
+        parts.push(format!("complianceTag {tag}"));
+    }
+    if let Some(hours) = s.max_data_age_hours {
+        parts.push(format!("maxDataAgeHours {hours}"));
+    }
+    parts.join(", ")
+}
+
 /// `check --json`.
 pub fn policy_set_json(set: &PolicySet) -> Value {
     json!({
@@ -157,11 +167,7 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
             "tenant": p.tenant.as_ref().map(|t| t.as_str()),
             "rules": rules_json(&p.rules),
             "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules)})).collect::<Vec<_>>(),
-            "sla": p.sla.as_ref().map(|s| json!({
-                "maxDataAgeHours": s.max_data_age_hours,
-                "complianceTag": s.compliance_tag,
-                "auditRequired": s.audit_required,
-            })),
+            "sla": p.sla.as_ref().map(sla_json),
             "daemon": fields_json(policy_daemon_fields(p)),
         })).collect::<Vec<_>>(),
         "schedule": schedule_json(&set.schedule),
@@ -333,6 +339,7 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
                     .collect::<Vec<_>>()
             );
             v["daemon"] = fields_json(effective_daemon_fields(eff));
+            v["sla"] = eff.sla.as_ref().map_or(Value::Null, sla_json);
         }
         Resolution::Uncovered => v["policy"] = Value::Null,
         Resolution::Tie { first, second } => {
@@ -343,7 +350,7 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
     v
 }
 
-fn effective_rows(t: &mut Table, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
+fn effective_rows(t: &mut Grid, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
     for (state, rule) in states {
         for f in effective_fields(rule) {
             t.add_row(vec![
@@ -388,6 +395,11 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
             for (name, text, _) in effective_daemon_fields(eff) {
                 let _ = writeln!(out, "{name}: {text}");
             }
+            let sla = eff
+                .sla
+                .as_ref()
+                .map_or_else(|| "none".to_string(), sla_text);
+            let _ = writeln!(out, "sla: {sla}");
             if let Some(p) = &eff.pii {
                 let list = |items: Vec<String>| {
                     if items.is_empty() {
@@ -416,138 +428,4 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
         }
     }
     out.trim_end().to_string()
-}
-
-/// `plan` and `run` for people: one row per queue and state, then what was skipped and why,
-/// and errors, under the table so that it fits the terminal; then the one-line summary.
-pub fn report_text(report: &Report, mode: Mode) -> String {
-    let mut header = vec![
-        "queue", "tenant", "env", "policy", "state", "jobs", "matched", "action",
-    ];
-    if mode == Mode::Run {
-        header.extend(["done", "skipped"]);
-    }
-    let mut t = table(&header);
-    let mut notes = Vec::new();
-    for q in &report.queues {
-        let tenant = q.tenant.clone().unwrap_or_else(|| "-".into());
-        let env = q.env.clone().unwrap_or_else(|| "-".into());
-        for (state, s) in &q.states {
-            let mut row = vec![
-                q.key.clone(),
-                tenant.clone(),
-                env.clone(),
-                q.policy.clone(),
-                state.clone(),
-                s.jobs.to_string(),
-                s.matched.to_string(),
-                s.action.clone(),
-            ];
-            if mode == Mode::Run {
-                row.push(s.done.unwrap_or(0).to_string());
-                let skipped = s.skipped.as_ref().map_or(0, |k| k.total());
-                row.push(skipped.to_string());
-            }
-            // A plan knows some skips ahead (jobs a restore holds).
-            let verb = if mode == Mode::Run {
-                "skipped"
-            } else {
-                "will skip"
-            };
-            for reason in s.skipped.iter().flat_map(|k| &k.reasons) {
-                notes.push(format!("{} {state}: {verb} {reason}", q.key));
-            }
-            t.add_row(row);
-        }
-        if let Some(e) = &q.error {
-            let mut row = vec![
-                q.key.clone(),
-                tenant,
-                env,
-                q.policy.clone(),
-                "error (below)".into(),
-            ];
-            row.resize(header.len(), String::new());
-            t.add_row(row);
-            notes.push(format!("{}: error: {e}", q.key));
-        }
-    }
-    let mut out = format!("{t}\n");
-    for note in notes {
-        let _ = writeln!(out, "{note}");
-    }
-    if !report.uncovered.is_empty() {
-        let _ = writeln!(
-            out,
-            "uncovered (no policy, left alone): {}",
-            report.uncovered.join(", ")
-        );
-    }
-    let (with_reason, plain): (Vec<&String>, Vec<&String>) = report
-        .unmanaged
-        .iter()
-        .partition(|b| report.unmanaged_reasons.contains_key(*b));
-    if !plain.is_empty() {
-        let plain: Vec<&str> = plain.iter().map(|b| b.as_str()).collect();
-        let _ = writeln!(
-            out,
-            "unmanaged (no layout matches, never touched): {}",
-            plain.join(", ")
-        );
-    }
-    for base in with_reason {
-        let why = &report.unmanaged_reasons[base];
-        let _ = writeln!(out, "unmanaged (never touched): {base}: {why}");
-    }
-    let _ = writeln!(out, "{}", summary_line(report, mode));
-    out.trim_end().to_string()
-}
-
-/// The last line of `plan` and `run`: what would be, or was, done, by action.
-pub fn summary_line(report: &Report, mode: Mode) -> String {
-    let queues = report.queues.len();
-    let failed = report.queues.iter().filter(|q| q.error.is_some()).count();
-    let failed = if failed > 0 {
-        format!(", {failed} failed")
-    } else {
-        String::new()
-    };
-    match mode {
-        Mode::Plan | Mode::Count => {
-            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
-            for s in report.queues.iter().flat_map(|q| q.states.values()) {
-                if s.matched > 0 {
-                    *by.entry(s.action.as_str()).or_default() += s.matched;
-                }
-            }
-            let split = if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by_action(by.into_iter()))
-            };
-            format!(
-                "Plan: {} jobs to act on{split} in {queues} queues{failed}; nothing was changed.",
-                thousands(report.matched())
-            )
-        }
-        Mode::Run => {
-            let by = report.done_by_action();
-            let split = if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by_action(by.iter().map(|(a, n)| (a.as_str(), *n))))
-            };
-            format!(
-                "Run: acted on {} jobs{split} in {queues} queues{failed}.",
-                thousands(report.done())
-            )
-        }
-    }
-}
-
-/// `remove 5, archive 2`.
-fn by_action<'a>(by: impl Iterator<Item = (&'a str, u64)>) -> String {
-    by.map(|(action, n)| format!("{action} {}", thousands(n)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -1,5 +1,7 @@
-//! What the daemon keeps in Redis, so that restarts and replicas share it: each queue's last
-//! run, its events-stream position, and its retry record after a failed run.
+//! What bullsweep keeps in Redis about its sweeps, so that restarts, replicas, `alerts` and
+//! the dashboard share it: each queue's last successful sweep (written by every run, the
+//! daemon's and `bullsweep run`'s alike), its retry record after a failed daemon run, and its
+//! events-stream position.
 
 use crate::bullmq::keys::{
     LAST_RUN, audit_tag, cursor as cursor_key, retry_record as retry_record_key,
@@ -44,18 +46,30 @@ pub async fn last_runs<C: ConnectionLike>(
         .await
 }
 
-/// Records that a queue's sweep started at `at_ms`.
-pub async fn set_last_run<C: ConnectionLike>(
+/// Records that each queue of `bases` was swept successfully by a run started at `at_ms`: its
+/// last run (what schedules, `alerts` and the dashboard read), and its retry record cleared.
+/// One command per key: on a Cluster the keys live in different slots.
+pub async fn record_sweeps<C: ConnectionLike>(
     con: &mut C,
-    base: &str,
+    bases: &[String],
     at_ms: i64,
 ) -> RedisResult<()> {
-    redis::cmd("HSET")
-        .arg(LAST_RUN)
-        .arg(base)
-        .arg(at_ms)
-        .query_async(con)
-        .await
+    if bases.is_empty() {
+        return Ok(());
+    }
+    let mut hset = redis::cmd("HSET");
+    hset.arg(LAST_RUN);
+    for base in bases {
+        hset.arg(base).arg(at_ms);
+    }
+    hset.query_async::<()>(con).await?;
+    for base in bases {
+        redis::cmd("DEL")
+            .arg(retry_record_key(base))
+            .query_async::<()>(con)
+            .await?;
+    }
+    Ok(())
 }
 
 /// A queue's retry record, if its last run failed.
@@ -105,14 +119,6 @@ pub async fn record_failure<C: ConnectionLike>(
         next_at,
         last_error: error.to_string(),
     })
-}
-
-/// Clears a queue's retry record after a run succeeded.
-pub async fn clear_failures<C: ConnectionLike>(con: &mut C, base: &str) -> RedisResult<()> {
-    redis::cmd("DEL")
-        .arg(retry_record_key(base))
-        .query_async(con)
-        .await
 }
 
 /// The saved events-stream position of a queue (`None` for never read).
