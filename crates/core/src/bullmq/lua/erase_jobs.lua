@@ -39,6 +39,8 @@
 ]]
 checkAuditWritable()
 local prefix = ARGV[1]
+local probing = ARGV[2] == 'probe'
+local ctx = ARGV[3]
 
 -- The queue's own keys this call may write, with the type BullMQ gives each.
 local QUEUE_KEY_TYPES = {
@@ -54,6 +56,7 @@ for _, kt in ipairs(QUEUE_KEY_TYPES) do
       '; nothing was changed'})
   end
 end
+
 -- Each item is read, checked and changed with several calls: the clock is cheap beside it, so
 -- it is read after every item.
 local clock = startBudget(tonumber(ARGV[4]))

@@ -21,7 +21,8 @@ const WRONG_TYPE_NAMED: usize = 100;
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScanStats {
-    /// Hash keys SCAN returned under the covered queues.
+    /// Hash keys SCAN returned under the covered queues (over every pass, when a server's scan
+    /// started again).
     pub keys: u64,
     /// Job hashes (and placeholders and templates) whose data was tested.
     pub jobs: u64,
