@@ -258,8 +258,10 @@ fn a_redis_restart_mid_scan_never_yields_a_false_erased() {
         Some(0) => {
             assert!(
                 left.is_empty(),
-                "an exit 0 leaves none of u42's jobs: {} left ({receipt})",
-                left.len()
+                "an exit 0 leaves none of u42's jobs: {} left (status {}, scan {})",
+                left.len(),
+                receipt["status"],
+                receipt["scan"]
             );
             assert_eq!(receipt["status"], "erased", "{receipt}");
             assert!(receipt["remaining"].as_array().is_some_and(Vec::is_empty));
