@@ -14,11 +14,12 @@
 //! items, each events stream, the archive and its segments. A place that fails (a key of the
 //! wrong type, a connection lost for good, a server that keeps restarting) is named with why
 //! and the others go on; the receipt then says `incomplete`. A server that restarts under the
-//! scan is scanned again from its first key (`scan`). What was found and done goes into the
+//! scan is scanned again from its first key (`keyspace`). What was found and done goes into the
 //! [`Receipt`] (`receipt`).
 
 mod archive;
 mod events;
+mod keyspace;
 mod matching;
 mod receipt;
 mod scan;
@@ -27,11 +28,12 @@ mod scope;
 pub use archive::erase_archive;
 pub use scope::{ScopeError, ScopedQueue, scope};
 
+pub use keyspace::run_id_of;
 pub use receipt::{
     PendingJob, Place, PlaceKind, Places, QueueReceipt, Receipt, RefusedItem, Remaining,
     SegmentReceipt, status_of,
 };
-pub use scan::{ScanStats, run_id_of};
+pub use scan::ScanStats;
 
 use crate::audit::AuditContext;
 use crate::bullmq::QueueKeys;
@@ -39,10 +41,11 @@ use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
 use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
 use bullsweep_policy::{Prefilter, QueueId};
 use events::erase_events;
+use keyspace::scan;
 use matching::Identifiers;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use scan::{copy_holds, scan, sha1_hex};
+use scan::{copy_holds, sha1_hex};
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
