@@ -22,7 +22,7 @@ pub struct ScanStats {
     /// Hash keys SCAN returned under the covered queues (over every pass, when a server's scan
     /// started again).
     pub keys: u64,
-    /// Job hashes (and placeholders and templates) whose data was tested.
+    /// Job hashes (and placeholders and templates) whose data was tested (over every pass).
     pub jobs: u64,
     /// Parent copy hashes tested.
     pub copy_hashes: u64,
