@@ -197,10 +197,22 @@ pub(crate) async fn measure_forget(
             };
             let prober = Prober::start(url)?;
             let started = Instant::now();
-            let (stats, queues) =
-                engine::forget::forget_in_redis(con, &scoped, &req, &Default::default())
-                    .await
-                    .map_err(redis_err)?;
+            let mut places = engine::forget::Places::default();
+            let (stats, queues) = engine::forget::forget_in_redis(
+                con,
+                &scoped,
+                &req,
+                &Default::default(),
+                &Default::default(),
+                &mut places,
+            )
+            .await;
+            if let Some(r) = places.remaining.first() {
+                return Err(Error::runtime(format!(
+                    "forget did not search {} to the end: {}",
+                    r.name, r.reason
+                )));
+            }
             let seconds = started.elapsed().as_secs_f64();
             let erased = queues
                 .iter()

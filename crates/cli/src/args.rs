@@ -189,7 +189,7 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Erase one person's jobs and every copy of them, everywhere; prints a JSON receipt.
     #[command(
-        after_help = "Example:\n  bullsweep forget --subject user=u-1042 --request-id GDPR-2026-0042 --dry-run"
+        after_help = "Exit status: 0 erased (or nothing found), 1 incomplete (the receipt's `remaining` names\nwhat was not searched to the end) or pending (active jobs remain), 2 bad input.\n\nExample:\n  bullsweep forget --subject user=u-1042 --request-id GDPR-2026-0042 --dry-run"
     )]
     Forget(ForgetArgs),
     /// Measure bullsweep against BullMQ's Queue.clean and a naive ZSCAN + UNLINK sweep.
@@ -369,7 +369,8 @@ pub struct ForgetArgs {
     #[arg(long)]
     pub subject: String,
     /// Only this tenant's queues (and, where a queue's key names no tenant, jobs whose data
-    /// names it at the subject's `tenantPath`).
+    /// names it at the subject's `tenantPath`). A tenant no managed queue's key and no
+    /// `tenants:` entry names is refused (exit 2).
     #[arg(long)]
     pub tenant: Option<String>,
     /// The erasure request's id: recorded with every audit event and in the receipt.

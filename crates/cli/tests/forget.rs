@@ -166,3 +166,131 @@ fn nothing_is_erased_without_the_audit_store() {
     let receipt: Value = serde_json::from_slice(&dry.stdout).expect("receipt");
     assert_eq!(receipt["status"], "wouldErase");
 }
+
+/// Keys of `bull:mail` jobs whose data names `u42`, read from the keyspace itself.
+fn jobs_naming_u42(con: &mut redis::Connection) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("bull:mail:*")
+        .query(con)
+        .expect("keys");
+    keys.into_iter()
+        .filter(|k| {
+            let data: Option<String> = redis::cmd("HGET")
+                .arg(k)
+                .arg("data")
+                .query(con)
+                .unwrap_or(None);
+            data.is_some_and(|d| d.contains("\"u42\""))
+        })
+        .collect()
+}
+
+/// Watches the server's `MONITOR` until the erasure's own `SCAN` (its pattern, a cursor past
+/// the first step) has run: the scan is then under way.
+fn wait_for_the_erasure_scan(port: u16) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("monitor");
+    stream.write_all(b"MONITOR\r\n").expect("monitor");
+    let reader = BufReader::new(stream);
+    for line in reader.lines() {
+        let line = line.expect("monitor line");
+        if line.contains("\"SCAN\"")
+            && line.contains("\"bull:mail:*\"")
+            && !line.contains("\"SCAN\" \"0\"")
+        {
+            return;
+        }
+    }
+    panic!("the monitor ended before the erasure's scan");
+}
+
+#[test]
+fn a_redis_restart_mid_scan_never_yields_a_false_erased() {
+    let redis = bullsweep_testkit::PrivateRedis::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ])
+    .expect("redis-server starts");
+    let mut w = World::with(redis);
+    let jobs = 60_000;
+    w.seed(spec("bull:mail", jobs, 0, 3), now_ms());
+    let mut con = w.con();
+    // Every 20th job is u42's: 3,000 of them, spread over the whole keyspace.
+    let mut pipe = redis::pipe();
+    for id in (1..=jobs).step_by(20) {
+        pipe.hset(
+            format!("bull:mail:{id}"),
+            "data",
+            r#"{"user":{"id":"u42","email":"ann@example.com"}}"#,
+        )
+        .ignore();
+    }
+    pipe.query::<()>(&mut con).expect("u42's jobs");
+    // (The seed names u42 in a few more.)
+    assert!(jobs_naming_u42(&mut con).len() >= 3_000);
+    let policy = w.policy(
+        "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies: [{ name: keep, queueNamePattern: mail, rules: { completed: { maxAge: 30d } } }]\n",
+    );
+    let args = ["forget", "--subject", "user=u42", "--request-id", "R-1"];
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(w.url_for(&args))
+        .arg("--config")
+        .arg(&policy)
+        .args(args)
+        .current_dir(w.dir.path())
+        .env_remove("BULLSWEEP_REDIS_URL")
+        .env_remove("BULLSWEEP_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("forget starts");
+    wait_for_the_erasure_scan(w.redis.port());
+    // SIGKILL mid-scan, and the same server back on its port and directory (AOF, fsync always).
+    w.redis.kill_and_restart().expect("restart");
+    let out = child.wait_with_output().expect("forget ends");
+    let receipt: Value = serde_json::from_slice(&out.stdout).expect("a receipt");
+    let mut con = w.con();
+    let left = jobs_naming_u42(&mut con);
+    match out.status.code() {
+        Some(0) => {
+            assert!(
+                left.is_empty(),
+                "an exit 0 leaves none of u42's jobs: {} left (status {}, scan {})",
+                left.len(),
+                receipt["status"],
+                receipt["scan"]
+            );
+            assert_eq!(receipt["status"], "erased", "{receipt}");
+            assert!(receipt["remaining"].as_array().is_some_and(Vec::is_empty));
+            assert!(receipt["scan"]["restarts"].as_u64() >= Some(1), "{receipt}");
+        }
+        Some(1) => {
+            assert_eq!(receipt["status"], "incomplete", "{receipt}");
+            let remaining = receipt["remaining"].as_array().expect("remaining");
+            assert!(
+                remaining
+                    .iter()
+                    .any(|r| r["kind"] == "keyspace" && r["name"] == "bull:mail:*"),
+                "{receipt}"
+            );
+        }
+        other => panic!("exit {other:?}: {}", stderr(&out)),
+    }
+    // Running it again completes it.
+    let again = w.run(&policy, &args);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let receipt: Value = serde_json::from_slice(&again.stdout).expect("receipt");
+    assert!(
+        matches!(receipt["status"].as_str(), Some("erased" | "nothingFound")),
+        "{receipt}"
+    );
+    assert!(jobs_naming_u42(&mut con).is_empty());
+    let n: u64 = redis::cmd("DBSIZE").query(&mut con).expect("dbsize");
+    assert!(
+        n > u64::from(jobs as u32) - 3_000,
+        "everyone else's jobs stay: {n}"
+    );
+}

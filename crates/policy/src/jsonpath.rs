@@ -1,6 +1,7 @@
 //! JSON paths as policy files and the CLI write them: `user.email`, `items[0].card`,
 //! `items[*].card` (every element) and `**.phone` (a key at any depth).
 
+use crate::json_walk::Seg;
 use serde_json::Value;
 
 /// One step of a path.
@@ -76,6 +77,50 @@ impl JsonPath {
         let mut out = Vec::new();
         walk(root, &self.steps, &mut out);
         out
+    }
+
+    /// Where the path stands before a document's first step: the step positions reachable
+    /// (a `**` may match no level), for [`Self::advance`] while a document is walked.
+    pub(crate) fn start(&self) -> Vec<usize> {
+        let mut at = vec![0];
+        self.close(&mut at);
+        at
+    }
+
+    /// The positions reachable from `from` after one step into a member, `seg`.
+    pub(crate) fn advance(&self, from: &[usize], seg: Seg<'_>) -> Vec<usize> {
+        let mut next = Vec::new();
+        for &i in from {
+            let to = match (self.steps.get(i), seg) {
+                (Some(Step::Key(k)), Seg::Key(s)) if k == s => i + 1,
+                (Some(Step::Index(n)), Seg::Index(m)) if *n == m => i + 1,
+                (Some(Step::AnyIndex), Seg::Index(_)) => i + 1,
+                // One level down, keeping `**` for deeper ones.
+                (Some(Step::AnyDepth), _) => i,
+                _ => continue,
+            };
+            if !next.contains(&to) {
+                next.push(to);
+            }
+        }
+        self.close(&mut next);
+        next
+    }
+
+    /// Whether the value at positions `at` is one the path reaches.
+    pub(crate) fn reached(&self, at: &[usize]) -> bool {
+        at.contains(&self.steps.len())
+    }
+
+    /// Adds what a `**` matching no level reaches.
+    fn close(&self, at: &mut Vec<usize>) {
+        let mut k = 0;
+        while k < at.len() {
+            if self.steps.get(at[k]) == Some(&Step::AnyDepth) && !at.contains(&(at[k] + 1)) {
+                at.push(at[k] + 1);
+            }
+            k += 1;
+        }
     }
 
     /// Replaces every value the path reaches; returns how many were replaced.

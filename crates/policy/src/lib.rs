@@ -6,6 +6,7 @@
 mod compile;
 mod cost;
 mod duration;
+mod json_walk;
 mod jsonpath;
 mod layout;
 mod model;
@@ -21,6 +22,7 @@ mod tokens;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use duration::{BareUnit, Millis, parse_duration_str};
+pub use json_walk::Malformed;
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
@@ -36,5 +38,7 @@ pub use resolve::{
 };
 pub use schedule::{AUTO_MAX, AUTO_MIN, CronSchedule, DEFAULT_SCHEDULE, Schedule};
 pub use selection::Selection;
-pub use subject::{Prefilter, Subject, holds_anywhere, leaf_is, text_mentions};
+pub use subject::{
+    Prefilter, Subject, SubjectReading, mentions_anywhere, read_subjects, text_mentions,
+};
 pub use tokens::{Permission, Role, Token, TokenSet, compile_tokens};

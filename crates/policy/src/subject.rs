@@ -1,9 +1,9 @@
 //! Data subjects for erasure (`bullsweep forget`): who a job belongs to, found by JSON paths in
 //! its data, and the cheap byte test that lets a scan skip jobs that cannot hold a value.
 
+use crate::json_walk::{Malformed, Scalar, Seg, Visit, walk};
 use crate::jsonpath::JsonPath;
 use crate::model::SourcePos;
-use serde_json::Value;
 
 /// One `subjects:` entry: where a kind of subject (a user, a customer) is named in job data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,41 +18,158 @@ pub struct Subject {
     pub pos: SourcePos,
 }
 
-impl Subject {
-    /// Whether `data` names `value` at one of the paths.
-    pub fn holds(&self, data: &Value, value: &str) -> bool {
-        self.paths
-            .iter()
-            .any(|p| p.find(data).into_iter().any(|v| leaf_is(v, value)))
+/// What one job's data says about the subjects of its queue, read in one pass at any depth
+/// ([`read_subjects`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubjectReading {
+    /// Whether one of the subjects' paths holds the value.
+    pub holds: bool,
+    /// The tenant each subject's `tenantPath` names (the first string or number there), for
+    /// the subjects that have one and find one.
+    pub tenants: Vec<String>,
+    /// Every string and number at any of the subjects' paths (the value among them when it
+    /// holds): what else identifies the subject, such as an email beside its id.
+    pub identifiers: Vec<String>,
+}
+
+/// A path being followed through a document: its subject, whether it is a `tenantPath`, and
+/// its positions at each open level.
+struct Tracked<'s> {
+    path: &'s JsonPath,
+    subject: usize,
+    tenant: bool,
+}
+
+/// The walk's reader: the positions of every tracked path at each open level. A level where
+/// no path can still match is an empty list, so a deep branch no path leads into costs
+/// nothing but its depth.
+struct SubjectWalk<'s> {
+    tracked: Vec<Tracked<'s>>,
+    /// Per open level: (tracked index, its positions), only for paths still alive.
+    levels: Vec<Vec<(usize, Vec<usize>)>>,
+    value: &'s str,
+    out: SubjectReading,
+    tenant_seen: Vec<bool>,
+}
+
+impl Visit for SubjectWalk<'_> {
+    fn enter(&mut self, seg: Seg<'_>) {
+        let next = self.levels.last().map_or_else(Vec::new, |level| {
+            level
+                .iter()
+                .filter_map(|(t, at)| {
+                    let to = self.tracked[*t].path.advance(at, seg);
+                    (!to.is_empty()).then_some((*t, to))
+                })
+                .collect()
+        });
+        self.levels.push(next);
     }
 
-    /// The tenant `data` names at `tenantPath`, if the subject has one and it is a scalar.
-    pub fn tenant_of(&self, data: &Value) -> Option<String> {
-        let path = self.tenant_path.as_ref()?;
-        path.find(data).into_iter().find_map(|v| match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
+    fn scalar(&mut self, value: Scalar<'_>) {
+        let text = match value {
+            Scalar::Str(s) => s,
+            Scalar::Num(n) => n,
+            Scalar::Other => return,
+        };
+        let Some(level) = self.levels.last() else {
+            return;
+        };
+        for (t, at) in level {
+            let tracked = &self.tracked[*t];
+            if !tracked.path.reached(at) {
+                continue;
+            }
+            if tracked.tenant {
+                if !self.tenant_seen[tracked.subject] {
+                    self.tenant_seen[tracked.subject] = true;
+                    self.out.tenants.push(text.to_string());
+                }
+            } else {
+                self.out.holds |= text == self.value;
+                if !self.out.identifiers.iter().any(|i| i == text) {
+                    self.out.identifiers.push(text.to_string());
+                }
+            }
+        }
+    }
+
+    fn leave(&mut self) {
+        self.levels.pop();
+    }
+}
+
+/// Reads job data (JSON text, of any depth) for `subjects`: whether one of their paths holds
+/// `value` (a string equal to it, or a number written the same way), the tenants their
+/// `tenantPath`s name, and what else their paths hold. A member repeated in one object is
+/// read each time it appears.
+pub fn read_subjects(
+    subjects: &[Subject],
+    value: &str,
+    text: &[u8],
+) -> Result<SubjectReading, Malformed> {
+    let tracked: Vec<Tracked<'_>> = subjects
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| {
+            s.paths
+                .iter()
+                .map(move |p| Tracked {
+                    path: p,
+                    subject: i,
+                    tenant: false,
+                })
+                .chain(s.tenant_path.iter().map(move |p| Tracked {
+                    path: p,
+                    subject: i,
+                    tenant: true,
+                }))
         })
+        .collect();
+    let root = tracked
+        .iter()
+        .enumerate()
+        .map(|(t, tr)| (t, tr.path.start()))
+        .collect();
+    let mut w = SubjectWalk {
+        tracked,
+        levels: vec![root],
+        value,
+        out: SubjectReading::default(),
+        tenant_seen: vec![false; subjects.len()],
+    };
+    walk(text, &mut w)?;
+    if !w.out.holds {
+        w.out.identifiers.clear();
     }
+    Ok(w.out)
 }
 
-/// Whether a JSON value is `value`: a string equal to it, or a number written the same way.
-pub fn leaf_is(v: &Value, value: &str) -> bool {
-    match v {
-        Value::String(s) => s == value,
-        Value::Number(n) => n.to_string() == value,
-        _ => false,
+/// Whether a JSON text (keys excluded) names one of `values` anywhere: a string that
+/// mentions it as a whole word ([`text_mentions`]), or a number written as it is; `Err` when
+/// the text is not JSON.
+pub fn mentions_anywhere(text: &[u8], values: &[&str]) -> Result<bool, Malformed> {
+    struct Any<'v> {
+        values: &'v [&'v str],
+        found: bool,
     }
-}
-
-/// Whether any string or number anywhere in `v` (keys excluded) is `value`.
-pub fn holds_anywhere(v: &Value, value: &str) -> bool {
-    match v {
-        Value::Array(items) => items.iter().any(|i| holds_anywhere(i, value)),
-        Value::Object(map) => map.values().any(|i| holds_anywhere(i, value)),
-        leaf => leaf_is(leaf, value),
+    impl Visit for Any<'_> {
+        fn enter(&mut self, _: Seg<'_>) {}
+        fn scalar(&mut self, value: Scalar<'_>) {
+            self.found |= match value {
+                Scalar::Str(s) => self.values.iter().any(|v| text_mentions(s, v)),
+                Scalar::Num(n) => self.values.contains(&n),
+                Scalar::Other => false,
+            };
+        }
+        fn leave(&mut self) {}
     }
+    let mut any = Any {
+        values,
+        found: false,
+    };
+    walk(text, &mut any)?;
+    Ok(any.found)
 }
 
 /// Whether free text mentions `value` as a whole word: not inside a longer run of letters,
@@ -117,33 +234,89 @@ mod tests {
         }
     }
 
+    fn read(s: &Subject, data: serde_json::Value) -> SubjectReading {
+        read_subjects(std::slice::from_ref(s), "u42", data.to_string().as_bytes()).expect("json")
+    }
+
     #[test]
     fn holds_by_path_only_and_exactly() {
-        let s = subject(&["user.id", "customerId", "items[*].owner"]);
-        assert!(s.holds(&json!({"user": {"id": "u42"}}), "u42"));
-        assert!(s.holds(&json!({"customerId": 42}), "42"));
-        assert!(s.holds(&json!({"items": [{"owner": "x"}, {"owner": "u42"}]}), "u42"));
-        assert!(!s.holds(&json!({"user": {"id": "u420"}}), "u42"));
+        let s = subject(&["user.id", "customerId", "items[*].owner", "**.contact.mail"]);
+        let holds = |data| read(&s, data).holds;
+        assert!(holds(json!({"user": {"id": "u42"}})));
+        assert!(!holds(json!({"customerId": 42})));
         assert!(
-            !s.holds(&json!({"note": "u42"}), "u42"),
+            read_subjects(std::slice::from_ref(&s), "42", br#"{"customerId":42.0e0}"#)
+                .is_ok_and(|r| !r.holds),
+            "a number is read as serde_json prints it: 42.0"
+        );
+        assert!(
+            read_subjects(std::slice::from_ref(&s), "42", br#"{"customerId":42}"#)
+                .is_ok_and(|r| r.holds)
+        );
+        assert!(holds(json!({"items": [{"owner": "x"}, {"owner": "u42"}]})));
+        assert!(holds(json!({"a": [{"b": {"contact": {"mail": "u42"}}}]})));
+        assert!(!holds(json!({"user": {"id": "u420"}})));
+        assert!(
+            !holds(json!({"note": "u42"})),
             "only the declared paths count"
         );
-        assert!(!s.holds(&json!({"user": {"id": ["u42"]}}), "u42"));
-        assert_eq!(
-            s.tenant_of(&json!({"tenantId": "acme"})).as_deref(),
-            Some("acme")
+        assert!(!holds(json!({"user": {"id": ["u42"]}})));
+        assert!(
+            !holds(json!({"user": [{"id": "u42"}]})),
+            "a key step needs an object"
         );
-        assert_eq!(s.tenant_of(&json!({"tenantId": 7})).as_deref(), Some("7"));
-        assert_eq!(s.tenant_of(&json!({"tenant": "acme"})), None);
+        let r = read(
+            &s,
+            json!({"tenantId": "acme", "user": {"id": "u42"}, "items": [{"owner": "ann@example.com"}]}),
+        );
+        assert_eq!(r.tenants, ["acme"]);
+        assert_eq!(r.identifiers, ["u42", "ann@example.com"]);
+        assert_eq!(read(&s, json!({"tenantId": 7})).tenants, ["7"]);
+        assert!(read(&s, json!({"tenant": "acme"})).tenants.is_empty());
+        assert!(
+            read(&s, json!({"items": [{"owner": "x"}]}))
+                .identifiers
+                .is_empty(),
+            "nothing identifies a subject the data does not hold"
+        );
+        assert!(read_subjects(std::slice::from_ref(&s), "u42", b"{not json").is_err());
+    }
+
+    #[test]
+    fn a_subject_is_found_at_any_depth() {
+        let s = subject(&["user.id"]);
+        for depth in [600, 100_000] {
+            let text = format!(
+                "{{\"user\":{{\"id\":\"u42\"}},\"tenantId\":\"acme\",\"deep\":{}0{}}}",
+                "[".repeat(depth),
+                "]".repeat(depth)
+            );
+            assert!(serde_json::from_str::<serde_json::Value>(&text).is_err());
+            let r = read_subjects(std::slice::from_ref(&s), "u42", text.as_bytes()).expect("deep");
+            assert!(r.holds, "{depth}");
+            assert_eq!(r.tenants, ["acme"]);
+            let inside = format!(
+                "{}{{\"user\":{{\"id\":\"u42\"}}}}{}",
+                "[".repeat(depth),
+                "]".repeat(depth)
+            );
+            assert!(mentions_anywhere(inside.as_bytes(), &["u42"]).expect("deep"));
+            assert!(!mentions_anywhere(inside.as_bytes(), &["u7"]).expect("deep"));
+        }
     }
 
     #[test]
     fn anywhere_and_in_text() {
-        assert!(holds_anywhere(&json!({"a": [1, {"b": "u42"}]}), "u42"));
-        assert!(
-            !holds_anywhere(&json!({"u42": "x"}), "u42"),
-            "keys are not values"
-        );
+        let any = |v: serde_json::Value, values: &[&str]| {
+            mentions_anywhere(v.to_string().as_bytes(), values).expect("json")
+        };
+        assert!(any(json!({"a": [1, {"b": "u42"}]}), &["u42"]));
+        assert!(any(json!({"a": [1, {"b": "x@y"}]}), &["u42", "x@y"]));
+        assert!(any(json!({"msg": "sent to x@y today"}), &["x@y"]));
+        assert!(!any(json!({"msg": "sent to ax@y"}), &["x@y"]));
+        assert!(any(json!([1, 42]), &["42"]));
+        assert!(!any(json!([1, 420]), &["42"]));
+        assert!(!any(json!({"u42": "x"}), &["u42"]), "keys are not values");
         assert!(text_mentions("user u42 failed", "u42"));
         assert!(text_mentions("u42", "u42"));
         assert!(text_mentions(

@@ -6,7 +6,7 @@ use crate::acl::{ROLES, Role};
 use crate::certs::Pair;
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -17,7 +17,9 @@ pub struct PrivateRedis {
     port: u16,
     tls: Option<ServerTls>,
     major: u32,
-    _dir: TempDir,
+    /// The options it was started with beyond the harness's own, for a restart.
+    extra: Vec<String>,
+    dir: TempDir,
 }
 
 /// The TLS a private Redis speaks (with `--port 0`, it speaks nothing else).
@@ -80,31 +82,8 @@ impl PrivateRedis {
                 .prefix("bullsweep-redis-")
                 .tempdir()?;
             let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let mut cmd = Command::new(&binary);
-            match &tls {
-                None => cmd.args(["--port", &port.to_string()]),
-                Some(t) => cmd
-                    .args(["--port", "0", "--tls-port", &port.to_string()])
-                    .arg("--tls-cert-file")
-                    .arg(&t.server.cert)
-                    .arg("--tls-key-file")
-                    .arg(&t.server.key)
-                    .arg("--tls-ca-cert-file")
-                    .arg(&t.ca)
-                    .args([
-                        "--tls-auth-clients",
-                        if t.auth_clients { "yes" } else { "no" },
-                    ]),
-            };
-            let mut child = cmd
-                .args(["--bind", "127.0.0.1"])
-                .args(["--save", ""])
-                .args(["--appendonly", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+            let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            let mut child = server_command(&binary, port, tls.as_ref(), dir.path(), &extra)
                 .spawn()
                 .map_err(|e| {
                     io::Error::new(
@@ -124,7 +103,8 @@ impl PrivateRedis {
                         port,
                         tls: tls.clone(),
                         major: 0,
-                        _dir: dir,
+                        extra,
+                        dir,
                     };
                     // Another process may have taken the port between our probe and Redis's
                     // bind; only a server reporting our child's pid is ours.
@@ -145,6 +125,53 @@ impl PrivateRedis {
         Err(io::Error::other(format!(
             "{binary} did not start on a free port"
         )))
+    }
+
+    /// Kills the server with SIGKILL and starts it again on the same port and directory with
+    /// the same options, so that what it persisted (with `--appendonly yes`) is loaded again;
+    /// returns once its data is loaded. The role users come back with it
+    /// (from an ACL file it reads as it starts, so that no client reconnecting meets a server
+    /// without them).
+    pub fn kill_and_restart(&mut self) -> io::Result<()> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let acl = self.dir.path().join("users.acl");
+        let mut lines = vec!["user default on nopass sanitize-payload ~* &* +@all".to_string()];
+        for role in ROLES {
+            let rules = role.rules(
+                ROLE_PASSWORD,
+                TEST_PREFIXES,
+                role == Role::Governing,
+                self.major,
+            );
+            lines.push(format!("user {} {}", role.user(), rules.join(" ")));
+        }
+        std::fs::write(&acl, lines.join("\n") + "\n")?;
+        let mut extra = self.extra.clone();
+        extra.extend(["--aclfile".to_string(), acl.display().to_string()]);
+        self.child = server_command(
+            &server_binary(),
+            self.port,
+            self.tls.as_ref(),
+            self.dir.path(),
+            &extra,
+        )
+        .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            // PING answers while the data loads; a read answers LOADING until it is loaded.
+            let read: redis::RedisResult<i64> = self
+                .client(0)
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+                .and_then(|mut con| redis::cmd("DBSIZE").query(&mut con));
+            match read {
+                Ok(_) => return Ok(()),
+                Err(e) if Instant::now() > deadline => {
+                    return Err(io::Error::other(format!("the restarted server: {e}")));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
     }
 
     /// The port it listens on.
@@ -263,6 +290,42 @@ impl PrivateRedis {
             .query::<()>(con)
             .map_err(|e| io::Error::other(format!("ACL SETUSER {name}: {e}")))
     }
+}
+
+/// The server's command line: the port (plain, or TLS only), loopback, no persistence unless
+/// `extra` asks for it, the directory, then `extra`.
+fn server_command(
+    binary: &str,
+    port: u16,
+    tls: Option<&ServerTls>,
+    dir: &Path,
+    extra: &[String],
+) -> Command {
+    let mut cmd = Command::new(binary);
+    match tls {
+        None => cmd.args(["--port", &port.to_string()]),
+        Some(t) => cmd
+            .args(["--port", "0", "--tls-port", &port.to_string()])
+            .arg("--tls-cert-file")
+            .arg(&t.server.cert)
+            .arg("--tls-key-file")
+            .arg(&t.server.key)
+            .arg("--tls-ca-cert-file")
+            .arg(&t.ca)
+            .args([
+                "--tls-auth-clients",
+                if t.auth_clients { "yes" } else { "no" },
+            ]),
+    };
+    cmd.args(["--bind", "127.0.0.1"])
+        .args(["--save", ""])
+        .args(["--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
 }
 
 /// Installs rustls's crypto provider for the harness's own TLS connections.

@@ -149,7 +149,7 @@ test('forget erases one person everywhere, once, and BullMQ keeps working', asyn
     [['--subject', `user=${ID}`], 'request-id'],
     [['--subject', `person=${ID}`, '--request-id', 'R'], 'unknown subject `person`'],
     [['--subject', 'user=', '--request-id', 'R'], 'empty id'],
-    [['--subject', `user=${ID}`, '--request-id', 'R', '--tenant', 'initech'], 'tenant `initech` has no queues'],
+    [['--subject', `user=${ID}`, '--request-id', 'R', '--tenant', 'initech'], 'unknown tenant `initech`'],
   ]) {
     const r = await bullsweep([...args, 'forget', ...extra]);
     assert.equal(r.code, 2, `${extra.join(' ')}: ${r.stderr}`);
@@ -277,4 +277,198 @@ test('forget erases one person everywhere, once, and BullMQ keeps working', asyn
   await parents.close();
   await producer.close();
   for (const queue of all) await queue.close();
+});
+
+// 600 levels of arrays around a value: deeper than a recursive JSON parser reads (serde_json
+// stops at 128), as deep as any producer may write.
+const deepNest = (levels) => {
+  let nest = 'leaf';
+  for (let i = 0; i < levels; i += 1) nest = [nest];
+  return nest;
+};
+
+test('a queue with a wrong-typed key is named and skipped, the others are erased, and deep data is found', async () => {
+  const db = 1;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const q = (name) => new Queue(name, { connection, prefix: 'bull' });
+  const mail = q('mail');
+  const broken = q('broken');
+  const deep = q('deep');
+  const deeparch = q('deeparch');
+  const annMail = await mail.add('send', ann());
+  const bobMail = await mail.add('send', bob());
+  const annBroken = await broken.add('send', ann());
+  const annDeep = await deep.add('send', ann({ nest: deepNest(600) }));
+  const bobDeep = await deep.add('send', bob({ nest: deepNest(600) }));
+  const archivedDeep = await deeparch.add('send', ann({ nest: deepNest(600) }));
+  const w = new Worker('deeparch', async () => ({ ok: true }), { connection, prefix: 'bull' });
+  await waitFor('the deep job to complete', async () => (await deeparch.getJobState(archivedDeep.id)) === 'completed');
+  await w.close();
+  // The broken queue's events stream is a string.
+  await client.del('bull:broken:events');
+  await client.set('bull:broken:events', 'not a stream');
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-forget-bad-'));
+  const policy = writePolicy([
+    'version: 1',
+    `audit: { url: "file://${dir}/audit.jsonl" }`,
+    `archive: { url: "file://${dir}/archive" }`,
+    'subjects: [{ name: user, paths: [user.id] }]',
+    'policies:',
+    '  - { name: keep, queueNamePattern: "*", rules: { completed: { maxAge: 30d } } }',
+    '  - { name: cold, queueNamePattern: deeparch, rules: { completed: { maxAge: 1ms, action: archive } } }',
+    '',
+  ].join('\n'));
+  const args = ['--redis', redis.url(db), '--config', policy];
+  const archiving = await bullsweep([...args, 'run']);
+  assert.equal(archiving.code, 0, archiving.stderr);
+  assert.equal(await client.exists(`bull:deeparch:${archivedDeep.id}`), 0, 'the deep job is archived');
+
+  const first = await bullsweep([...args, 'forget', '--subject', `user=${ID}`, '--request-id', 'BAD-1']);
+  assert.equal(first.code, 1, first.stderr);
+  const r1 = JSON.parse(first.stdout);
+  assert.equal(r1.status, 'incomplete', first.stdout);
+  // The bad queue is named, with its key, and nothing else remains.
+  const remaining = r1.remaining.map((r) => `${r.kind} ${r.name}`).sort();
+  assert.deepEqual(remaining, ['events bull:broken:events', 'jobs bull:broken'], first.stdout);
+  for (const r of r1.remaining) assert.ok(r.reason.includes('bull:broken:events'), JSON.stringify(r));
+  assert.ok(first.stderr.includes('bull:broken:events'), first.stderr);
+  assert.ok(r1.searched.some((p) => p.kind === 'events' && p.name === 'bull:mail:events'), first.stdout);
+  // Every other queue was erased, the deep waiting job and the deep archived record included.
+  assert.equal(await client.exists(`bull:mail:${annMail.id}`), 0);
+  assert.equal(await client.exists(`bull:deep:${annDeep.id}`), 0, 'the 600-deep waiting job is erased');
+  assert.equal(r1.scan.malformed, 0, 'deep JSON is not malformed');
+  assert.deepEqual(r1.queues.find((x) => x.queue === 'bull:deep').states, { wait: [annDeep.id] });
+  assert.deepEqual(r1.archive.map((s) => [s.ids, s.action]), [[[archivedDeep.id], 'deleted']], first.stdout);
+  // The bad queue is untouched: nothing was half done there.
+  assert.equal(await client.exists(`bull:broken:${annBroken.id}`), 1);
+  assert.deepEqual(await broken.getWaiting().then((js) => js.map((j) => j.id)), [annBroken.id]);
+  // Bob stays.
+  assert.equal(await client.exists(`bull:mail:${bobMail.id}`), 1);
+  assert.equal(await client.exists(`bull:deep:${bobDeep.id}`), 1);
+
+  // Once the key is repaired, running it again completes the erasure.
+  await client.del('bull:broken:events');
+  const second = await bullsweep([...args, 'forget', '--subject', `user=${ID}`, '--request-id', 'BAD-1']);
+  assert.equal(second.code, 0, second.stderr);
+  const r2 = JSON.parse(second.stdout);
+  assert.equal(r2.status, 'erased', second.stdout);
+  assert.deepEqual(r2.remaining, []);
+  assert.equal(await client.exists(`bull:broken:${annBroken.id}`), 0);
+  await assertConsistent(redis, db, ['mail', 'broken', 'deep', 'deeparch'].map((name) => ({ prefix: 'bull', name })));
+  for (const queue of [mail, broken, deep, deeparch]) await queue.close();
+});
+
+test('a tenant no queue key names is refused with nothing changed, and a queue without a tenant keeps what it cannot attribute', async () => {
+  const db = 2;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const acme = new Queue('mail', { connection, prefix: 'bull:acme-corp' });
+  const legacy = new Queue('legacy-mail', { connection, prefix: 'bull' });
+  const user = (tenantId) => ({ user: { id: 'u-1', email: 'ann@example.com' }, tenantId });
+  const acmeJob = await acme.add('send', user('acme-corp'));
+  // The legacy queue's jobs say they belong to no tenant; one failed naming the user.
+  const legacyJob = await legacy.add('send', user('none'));
+  const failing = await legacy.add('fail', user('none'), { attempts: 1 });
+  const w = new Worker('legacy-mail', async (job) => {
+    if (job.name === 'fail') throw new Error('mailbox of u-1 is full');
+    return { ok: true };
+  }, { connection, prefix: 'bull', autorun: false });
+  // Only the failing job is processed: take it by id order (added second).
+  await legacy.pause();
+  await client.lrem('bull:legacy-mail:paused', 0, legacyJob.id);
+  await legacy.resume();
+  w.run();
+  await waitFor('the legacy job to fail', async () => (await legacy.getJobState(failing.id)) === 'failed');
+  await w.close();
+  await client.rpush('bull:legacy-mail:wait', legacyJob.id);
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-forget-tenant-'));
+  const policy = writePolicy([
+    'version: 1',
+    'discovery: { layouts: ["bull:{tenant}:{queue}", "bull:{queue}"] }',
+    `audit: { url: "file://${dir}/audit.jsonl" }`,
+    'subjects: [{ name: user, paths: [user.id], tenantPath: tenantId }]',
+    'policies: [{ name: keep, queueNamePattern: "*", rules: { completed: { maxAge: 30d }, failed: { maxAge: 30d } } }]',
+    '',
+  ].join('\n'));
+  const args = ['--redis', redis.url(db), '--config', policy];
+  const legacyEvents = async () => JSON.stringify(await client.xrange('bull:legacy-mail:events', '-', '+'));
+  assert.ok((await legacyEvents()).includes('mailbox of u-1 is full'));
+  const keyspace = await dumpKeyspace(client);
+  const events = await legacyEvents();
+  const acmeEvents = JSON.stringify(await client.xrange('bull:acme-corp:mail:events', '-', '+'));
+
+  // A misspelt tenant: exit 2, the tenants named, nothing changed.
+  const typo = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--tenant', 'acme', '--request-id', 'T-1']);
+  assert.equal(typo.code, 2, typo.stderr);
+  assert.ok(typo.stderr.includes('unknown tenant `acme`') && typo.stderr.includes('acme-corp'), typo.stderr);
+  assert.equal(typo.stdout, '');
+  assert.deepEqual(await dumpKeyspace(client), keyspace);
+  assert.equal(await legacyEvents(), events);
+  assert.equal(JSON.stringify(await client.xrange('bull:acme-corp:mail:events', '-', '+')), acmeEvents);
+
+  // The right tenant: its job goes; the legacy queue's jobs (tenant "none") and its entries,
+  // whose tenant cannot be told, stay, and the receipt counts them.
+  const right = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--tenant', 'acme-corp', '--request-id', 'T-2']);
+  assert.equal(right.code, 0, right.stderr);
+  const r = JSON.parse(right.stdout);
+  assert.equal(r.status, 'erased', right.stdout);
+  assert.equal(await client.exists(`bull:acme-corp:mail:${acmeJob.id}`), 0);
+  assert.equal(await client.exists(`bull:legacy-mail:${legacyJob.id}`), 1);
+  assert.equal(await client.exists(`bull:legacy-mail:${failing.id}`), 1);
+  assert.equal(await legacyEvents(), events, 'another tenant\'s events stay');
+  const legacyReceipt = r.queues.find((x) => x.queue === 'bull:legacy-mail');
+  assert.ok(legacyReceipt && legacyReceipt.eventsOfUnknownTenant > 0, right.stdout);
+  assert.equal(legacyReceipt.events, 0);
+  await acme.close();
+  await legacy.close();
+});
+
+test('events of jobs a run removed are erased by what identifies the subject', async () => {
+  const db = 3;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const orders = new Queue('orders', { connection, prefix: 'bull' });
+  // Ann's and Bob's charges fail naming their emails only (not their ids).
+  const annCharge = await orders.add('charge', ann(), { attempts: 1 });
+  const bobCharge = await orders.add('charge', bob(), { attempts: 1 });
+  const w = new Worker('orders', async (job) => {
+    throw new Error(`card of ${job.data.user.email} declined`);
+  }, { connection, prefix: 'bull' });
+  await waitFor('both charges to fail', async () => (await orders.getJobCounts('failed')).failed === 2);
+  await w.close();
+  // Ann still has a waiting job, which ties her id to her email.
+  const annWaiting = await orders.add('ship', ann());
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-forget-events-'));
+  const policy = writePolicy([
+    'version: 1',
+    `audit: { url: "file://${dir}/audit.jsonl" }`,
+    'subjects: [{ name: user, paths: [user.id, user.email] }]',
+    'policies: [{ name: short, queueNamePattern: orders, rules: { completed: { maxAge: 30d }, failed: { maxAge: 1ms } } }]',
+    '',
+  ].join('\n'));
+  const args = ['--redis', redis.url(db), '--config', policy];
+  // An earlier run removes the failed jobs; their `failed` entries keep the emails.
+  const run = await bullsweep([...args, 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(await client.exists(`bull:orders:${annCharge.id}`), 0);
+  assert.equal(await client.exists(`bull:orders:${bobCharge.id}`), 0);
+  const stream = async () => JSON.stringify(await client.xrange('bull:orders:events', '-', '+'));
+  assert.ok((await stream()).includes(EMAIL));
+
+  const out = await bullsweep([...args, 'forget', '--subject', `user=${ID}`, '--request-id', 'EV-1']);
+  assert.equal(out.code, 0, out.stderr);
+  const r = JSON.parse(out.stdout);
+  assert.equal(r.status, 'erased', out.stdout);
+  assert.equal(await client.exists(`bull:orders:${annWaiting.id}`), 0);
+  const after = await stream();
+  assert.ok(!after.includes(EMAIL) && !after.includes(ID), `no entry names Ann: ${after}`);
+  assert.ok(after.includes(OTHER.email), "Bob's entries stay");
+  assert.ok(r.searched.some((p) => p.kind === 'events' && p.name === 'bull:orders:events'), out.stdout);
+  assert.ok(r.searched.some((p) => p.kind === 'keyspace'), out.stdout);
+  assert.ok(!out.stdout.includes(EMAIL), 'the receipt holds no personal data');
+  await orders.close();
 });

@@ -9,7 +9,8 @@ use bullsweep_core::engine::forget::ForgetRequest;
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US};
 use std::time::Duration;
 
-/// Runs `forget`: exit 1 when something is still pending (an active job).
+/// Runs `forget`: exit 1 when something is still pending (an active job) or some place could
+/// not be searched to the end (`incomplete`: the receipt's `remaining` names each, with why).
 pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
     let (name, value) = args.subject.split_once('=').ok_or_else(|| {
         CliError::usage(format!("--subject `{}` is not `<name>=<id>`", args.subject))
@@ -64,10 +65,18 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
             bullsweep_core::text::count(receipt.queues_scanned as u64, "queue"),
             bullsweep_core::text::count(receipt.archive_segments_scanned as u64, "archive segment")
         ));
+        for r in &receipt.remaining {
+            crate::output::note(format_args!(
+                "  not searched to the end: {}: {}",
+                r.name, r.reason
+            ));
+        }
     }
-    Ok(if receipt.status == "pending" {
-        EXIT_FAILURE
-    } else {
-        0
-    })
+    Ok(
+        if matches!(receipt.status.as_str(), "pending" | "incomplete") {
+            EXIT_FAILURE
+        } else {
+            0
+        },
+    )
 }

@@ -4,13 +4,20 @@
 //! the stream is shipped through [`audit::with_store`] before (to prove the store works; with
 //! no store nothing is erased) and after. The store is only held, under the audit lock, while
 //! shipping, so a daemon beside it keeps shipping too.
+//!
+//! A receipt claims only what was searched: every place is recorded, one that fails is named
+//! with why (and the others go on), and the status is then `incomplete`. Each server's
+//! `run_id` is read before discovery and after the erasure: when one changed (a restart or a
+//! failover), discovery runs again, and a queue in scope it finds that the erasure did not
+//! cover remains to search.
 
 use super::now_ms;
 use crate::archive::ArchiveSink;
 use crate::audit;
 use crate::bullmq::keys::ERASURES;
 use crate::engine::forget::{
-    ForgetRequest, Receipt, erase_archive, forget_in_redis, scope, status_of,
+    ForgetRequest, PlaceKind, Places, Receipt, ScopedQueue, erase_archive, forget_in_redis,
+    run_id_of, scope, status_of,
 };
 use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
@@ -26,11 +33,8 @@ pub async fn forget(
     req: ForgetRequest,
 ) -> Result<Receipt, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    let inv = inventory(con, set, req.env.as_deref())
-        .await
-        .map_err(redis_err)?;
-    let scoped = scope(set, &inv.managed, &req.subject, req.tenant.as_deref())
-        .map_err(|e| Error::config(e.to_string()))?;
+    let servers = server_ids(con).await.map_err(redis_err)?;
+    let scoped = scoped_queues(con, url, set, &req).await?;
     let started_at = now_ms();
     if !req.dry_run {
         super::access::check_own_keys(con, url).await?;
@@ -55,24 +59,36 @@ pub async fn forget(
         .map(ArchiveSink::open)
         .transpose()
         .map_err(|e| Error::archive(e).context("archive"))?;
-    let (archive, archive_segments_scanned) = match &sink {
-        Some(sink) => erase_archive(con, sink, set, &req).await.map_err(|e| {
-            e.context("forget").with_hint(
-                "what was erased before is audited; run the same command again to finish",
-            )
-        })?,
-        None => (Vec::new(), 0),
+    let mut places = Places::default();
+    let archive = match &sink {
+        Some(sink) => erase_archive(con, sink, "archive", set, &req, &mut places)
+            .await
+            .map_err(|e| {
+                e.context("forget").with_hint(
+                    "what was erased before is audited; run the same command again to finish",
+                )
+            })?,
+        None => Default::default(),
     };
     let mut archived: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for segment in &archive {
+    for segment in &archive.segments {
         archived
             .entry(segment.queue.clone())
             .or_default()
             .extend(segment.ids.iter().cloned());
     }
-    let (scan, queues) = forget_in_redis(con, &scoped, &req, &archived)
-        .await
-        .map_err(redis_err)?;
+    let (scan, queues) = forget_in_redis(
+        con,
+        &scoped,
+        &req,
+        &archived,
+        &archive.identifiers,
+        &mut places,
+    )
+    .await;
+    if server_ids(con).await.ok().as_ref() != Some(&servers) {
+        uncovered_after_restart(con, url, set, &req, &scoped, &mut places).await;
+    }
     if !req.dry_run {
         ship(con, set).await.map_err(|e| {
             Error::audit(format!(
@@ -84,7 +100,7 @@ pub async fn forget(
         })?;
     }
     let receipt = Receipt {
-        status: status_of(req.dry_run, &queues, &archive).to_string(),
+        status: status_of(req.dry_run, &queues, &archive.segments, &places.remaining).to_string(),
         request_id: req.request_id,
         subject: req.subject,
         tenant: req.tenant,
@@ -94,13 +110,73 @@ pub async fn forget(
         queues_scanned: scoped.len() as u64,
         scan,
         queues,
-        archive,
-        archive_segments_scanned,
+        archive: archive.segments,
+        archive_segments_scanned: archive.scanned,
+        searched: places.searched,
+        remaining: places.remaining,
     };
     if !req.dry_run {
         keep_receipt(con, &receipt).await.map_err(redis_err)?;
     }
     Ok(receipt)
+}
+
+/// The queues the erasure covers, from a discovery pass now.
+async fn scoped_queues(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    req: &ForgetRequest,
+) -> Result<Vec<ScopedQueue>, Error> {
+    let inv = inventory(con, set, req.env.as_deref())
+        .await
+        .map_err(|e| Error::redis(url, &e))?;
+    scope(set, &inv.managed, &req.subject, req.tenant.as_deref())
+        .map_err(|e| Error::config(e.to_string()))
+}
+
+/// Each primary's `run_id`, in `primaries()` order: a server that restarted (or failed over)
+/// has a new one.
+async fn server_ids(con: &Conn) -> redis::RedisResult<Vec<String>> {
+    let mut ids = Vec::new();
+    for mut node in con.primaries().await? {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut node)
+            .await?;
+        ids.push(run_id_of(&info).unwrap_or_default().to_string());
+    }
+    Ok(ids)
+}
+
+/// After a server restarted during the erasure, whose discovery may have missed queues: the
+/// queues in scope now that the erasure did not cover remain to search.
+async fn uncovered_after_restart(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    req: &ForgetRequest,
+    covered: &[ScopedQueue],
+    places: &mut Places,
+) {
+    match scoped_queues(con, url, set, req).await {
+        Ok(now) => {
+            for q in now {
+                if !covered.iter().any(|c| c.queue.base == q.queue.base) {
+                    places.left(
+                        PlaceKind::Queue,
+                        q.queue.base,
+                        "found after a server restarted during the erasure",
+                    );
+                }
+            }
+        }
+        Err(e) => places.left(
+            PlaceKind::Queue,
+            "*",
+            format!("a server restarted during the erasure, and discovery failed after it: {e}"),
+        ),
+    }
 }
 
 /// Keeps a receipt in Redis (`bullsweep:erasures`, by request id), for the dashboard's list

@@ -31,11 +31,32 @@
   the job; its keys go; a `removed` event with `prev` is added. Erasure adds one step BullMQ
   leaves out: the job's copies in its parent's :processed, :failed and :unsuccessful go too.
   Every erase call that removes anything appends its audit event in the same call.
+
+  Before anything is read or written, the queue's own keys that the call may write are checked
+  for their type: a key of another type (an `events` key holding a string) fails the call with
+  `WRONGTYPE bullsweep: <key> is a <type>, not a <type>; nothing was changed`, naming the key,
+  rather than failing midway after removals whose audit event would then be lost.
 ]]
 checkAuditWritable()
 local prefix = ARGV[1]
 local probing = ARGV[2] == 'probe'
 local ctx = ARGV[3]
+
+-- The queue's own keys this call may write, with the type BullMQ gives each.
+local QUEUE_KEY_TYPES = {
+  {'events', 'stream'}, {'meta', 'hash'}, {'repeat', 'zset'}, {'wait', 'list'},
+  {'active', 'list'}, {'paused', 'list'}, {'completed', 'zset'}, {'failed', 'zset'},
+  {'delayed', 'zset'}, {'prioritized', 'zset'}, {'waiting-children', 'zset'},
+}
+for _, kt in ipairs(QUEUE_KEY_TYPES) do
+  local key = prefix .. kt[1]
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= kt[2] then
+    error({err = 'WRONGTYPE bullsweep: ' .. key .. ' is a ' .. t .. ', not a ' .. kt[2] ..
+      '; nothing was changed'})
+  end
+end
+
 -- Each item is read, checked and changed with several calls: the clock is cheap beside it, so
 -- it is read after every item.
 local clock = startBudget(tonumber(ARGV[4]))

@@ -1,26 +1,56 @@
 //! The archive pass of an erasure: segments that hold the subject's records are rewritten
 //! without them (or deleted), each change audited.
 
-use super::receipt::SegmentReceipt;
+use super::receipt::{PlaceKind, Places, SegmentReceipt};
 use super::scope::{ScopedQueue, tenant_scope};
 use super::{ForgetRequest, erase_context};
 use crate::archive::{ArchiveRecord, ArchiveSink};
 use crate::error::Error;
 use bullsweep_policy::{PolicySet, Prefilter, QueueId, Subject};
 use redis::aio::ConnectionLike;
+use std::collections::BTreeSet;
+
+/// What the archive pass found and did.
+#[derive(Clone, Debug, Default)]
+pub struct ArchiveOutcome {
+    /// Segments that held the subject.
+    pub segments: Vec<SegmentReceipt>,
+    /// Segments read.
+    pub scanned: u64,
+    /// What the subject's records held at the subject's paths (its id, an email, …), to find
+    /// the subject in events streams.
+    pub identifiers: BTreeSet<String>,
+}
 
 /// The segments of the archive that hold the subject: rewritten without its records (or
 /// deleted when nothing else is in them), unless a dry run. Each change is appended to the
 /// Redis audit stream as soon as it is made (shipped with the erasure's other events); a
-/// failed append stops the erasure there.
+/// failed append stops the erasure there. The archive (named `archive_name`) is recorded in
+/// `places` as searched once listed; a segment that cannot be read or rewritten is named
+/// there with why, and the others go on.
 pub async fn erase_archive<C: ConnectionLike>(
     con: &mut C,
     sink: &ArchiveSink,
+    archive_name: &str,
     set: &PolicySet,
     req: &ForgetRequest,
-) -> Result<(Vec<SegmentReceipt>, u64), Error> {
-    let err = |e: std::io::Error| Error::archive(e);
-    let manifests = sink.list().await.map_err(err)?;
+    places: &mut Places,
+) -> Result<ArchiveOutcome, Error> {
+    let mut outcome = ArchiveOutcome::default();
+    let manifests = match sink.list().await {
+        Ok(m) => {
+            places.searched(PlaceKind::Archive, archive_name);
+            m
+        }
+        Err(e) => {
+            places.left(
+                PlaceKind::Archive,
+                archive_name,
+                format!("the segments could not be listed: {e}"),
+            );
+            return Ok(outcome);
+        }
+    };
     let global: Vec<Subject> = set
         .subjects
         .iter()
@@ -28,8 +58,6 @@ pub async fn erase_archive<C: ConnectionLike>(
         .cloned()
         .collect();
     let prefilter = Prefilter::new(&req.value);
-    let mut out = Vec::new();
-    let mut scanned = 0;
     for m in manifests {
         let queue = set.identify(&m.queue, req.env.as_deref());
         let subjects = match &queue {
@@ -62,19 +90,37 @@ pub async fn erase_archive<C: ConnectionLike>(
             subjects,
             data_tenant,
         };
-        scanned += 1;
+        outcome.scanned += 1;
         let records = match sink.read_segment(&m.segment).await {
             Ok(r) => r,
             // A rewrite that stopped between deleting a segment and its manifest.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !req.dry_run => {
-                sink.rewrite_segment(&m, &[]).await.map_err(err)?;
+                let cleared = sink.rewrite_segment(&m, &[]).await;
+                if let Err(e) = cleared {
+                    places.left(PlaceKind::Segment, &m.segment, e.to_string());
+                }
                 continue;
             }
-            Err(e) => return Err(err(e)),
+            Err(e) => {
+                places.left(
+                    PlaceKind::Segment,
+                    &m.segment,
+                    format!("could not be read: {e}"),
+                );
+                continue;
+            }
         };
-        let (gone, keep): (Vec<ArchiveRecord>, Vec<ArchiveRecord>) = records
-            .into_iter()
-            .partition(|r| record_matches(r, &scoped, &prefilter, &req.value));
+        let mut gone = Vec::new();
+        let mut keep = Vec::new();
+        for r in records {
+            match record_identifiers(&r, &scoped, &prefilter, &req.value) {
+                Some(ids) => {
+                    outcome.identifiers.extend(ids);
+                    gone.push(r);
+                }
+                None => keep.push(r),
+            }
+        }
         if gone.is_empty() {
             continue;
         }
@@ -94,25 +140,36 @@ pub async fn erase_archive<C: ConnectionLike>(
             replaced_by: None,
         };
         if !req.dry_run {
-            receipt.replaced_by = sink
-                .rewrite_segment(&m, &keep)
-                .await
-                .map_err(err)?
-                .map(|n| n.segment);
+            match sink.rewrite_segment(&m, &keep).await {
+                Ok(replaced) => receipt.replaced_by = replaced.map(|n| n.segment),
+                Err(e) => {
+                    places.left(
+                        PlaceKind::Segment,
+                        &m.segment,
+                        format!("could not be rewritten without the subject: {e}"),
+                    );
+                    continue;
+                }
+            }
             let ctx = erase_context(&scoped.queue, "archive", req);
             crate::audit::queue_event(con, &ctx, &receipt.ids).await?;
         }
-        out.push(receipt);
+        outcome.segments.push(receipt);
     }
-    Ok((out, scanned))
+    Ok(outcome)
 }
 
-fn record_matches(r: &ArchiveRecord, q: &ScopedQueue, prefilter: &Prefilter, value: &str) -> bool {
-    let Some((_, data)) = r.hash_fields().into_iter().find(|(k, _)| k == b"data") else {
-        return false;
-    };
+/// What a record holds at the subject's paths when it is the subject's (its data read at any
+/// depth), else `None` (data that is not JSON is no one's).
+fn record_identifiers(
+    r: &ArchiveRecord,
+    q: &ScopedQueue,
+    prefilter: &Prefilter,
+    value: &str,
+) -> Option<Vec<String>> {
+    let (_, data) = r.hash_fields().into_iter().find(|(k, _)| k == b"data")?;
     if !prefilter.may_hold(&data) {
-        return false;
+        return None;
     }
-    serde_json::from_slice::<serde_json::Value>(&data).is_ok_and(|d| q.matches(&d, value))
+    q.read(&data, value).ok().flatten()
 }

@@ -1,40 +1,65 @@
 //! The events-stream pass of an erasure: entries about erased jobs, and entries naming the
-//! subject, are deleted (with their audit event); `removed` entries carry no data and stay.
+//! subject (by any of its identifiers), are deleted (with their audit event); `removed`
+//! entries carry no data and stay.
 
-use super::scan::{bytes, copy_holds};
+use super::matching::Identifiers;
+use super::scan::bytes;
 use super::{ERASE_ITEMS, EVENTS_PAGE};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
-use bullsweep_policy::Prefilter;
+use redis::Value;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Value};
 use std::collections::BTreeSet;
 
-/// Deletes (or counts) the events stream entries of erased jobs and those naming the subject.
-/// `removed` entries carry no data and stay.
+/// What the events pass found in one stream.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct EventsOutcome {
+    /// Entries deleted (or that would be).
+    pub deleted: u64,
+    /// Entries naming the subject left because their tenant cannot be told.
+    pub of_unknown_tenant: u64,
+}
+
+/// Deletes (or counts) the events stream entries of erased jobs and those naming one of the
+/// subject's identifiers. `attributable` is false in a queue whose jobs belong to the tenant
+/// asked for only by their data: there an entry naming the subject whose job was not erased
+/// here may be another tenant's, so it is counted, not deleted. `removed` entries carry no
+/// data and stay. `Err` says why the stream could not be searched to the end, naming its key.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn erase_events<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     erased: &BTreeSet<String>,
-    value: &str,
+    identifiers: &Identifiers,
+    attributable: bool,
     erase: bool,
     ctx: &str,
     budget_us: u64,
-) -> RedisResult<u64> {
-    let prefilter = Prefilter::new(value);
+) -> Result<EventsOutcome, String> {
+    let key = keys.events();
+    let failed = |e: redis::RedisError| format!("{key}: {e}");
+    let kind: String =
+        with_retry!(redis::cmd("TYPE").arg(&key).query_async::<String>(con)).map_err(failed)?;
+    match kind.as_str() {
+        "none" => return Ok(EventsOutcome::default()),
+        "stream" => {}
+        other => return Err(format!("{key} is a {other}, not a stream")),
+    }
+    let mut out = EventsOutcome::default();
     let mut start = "-".to_string();
     let mut doomed: Vec<ErasureItem> = Vec::new();
     loop {
         let page: Vec<StreamEntry> = {
             let raw: Value = with_retry!(
                 redis::cmd("XRANGE")
-                    .arg(keys.events())
+                    .arg(&key)
                     .arg(&start)
                     .arg("+")
                     .arg("COUNT")
                     .arg(EVENTS_PAGE)
                     .query_async::<Value>(con)
-            )?;
+            )
+            .map_err(failed)?;
             stream_entries(raw)
         };
         let Some((last, _)) = page.last() else { break };
@@ -51,17 +76,21 @@ pub(super) async fn erase_events<C: ConnectionLike>(
             }
             let of_erased = field("jobId")
                 .is_some_and(|j| erased.contains(String::from_utf8_lossy(j).as_ref()));
-            let names_subject = fields
-                .iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "event" | "jobId" | "prev"))
-                .any(|(_, v)| copy_holds(&prefilter, v, value));
-            if of_erased || names_subject {
+            let names_subject = || {
+                fields
+                    .iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "event" | "jobId" | "prev"))
+                    .any(|(_, v)| identifiers.named_in(v))
+            };
+            if of_erased || (attributable && names_subject()) {
                 doomed.push(ErasureItem {
                     kind: ErasureKind::Event,
                     id: id.clone(),
                     field: String::new(),
                     sha: String::new(),
                 });
+            } else if names_subject() {
+                out.of_unknown_tenant += 1;
             }
         }
         if page.len() < EVENTS_PAGE as usize {
@@ -72,11 +101,14 @@ pub(super) async fn erase_events<C: ConnectionLike>(
         let mut at = 0;
         while at < doomed.len() {
             let chunk = &doomed[at..(at + ERASE_ITEMS).min(doomed.len())];
-            let out = with_retry!(scripts().erase_jobs(con, keys, true, chunk, budget_us, ctx))?;
-            at += out.statuses.len().max(1);
+            // The script's own refusals name their key.
+            let done = with_retry!(scripts().erase_jobs(con, keys, true, chunk, budget_us, ctx))
+                .map_err(|e| e.to_string())?;
+            at += done.statuses.len().max(1);
         }
     }
-    Ok(doomed.len() as u64)
+    out.deleted = doomed.len() as u64;
+    Ok(out)
 }
 
 /// One events stream entry: its id and field/value pairs.

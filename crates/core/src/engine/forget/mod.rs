@@ -6,11 +6,21 @@
 //! key that exists for its whole duration), and placeholders (`dn:`), scheduler templates
 //! (`repeat:`) and parents' copy hashes come with it. Each step pipelines the previous step's
 //! reads (`HGET data`, `HGETALL` of copy hashes) with the next `SCAN`; every call is small, so
-//! none holds Redis for long. Bytes are tested with [`Prefilter`] before anything is parsed.
-//! What was found and done goes into the [`Receipt`] (`receipt`).
+//! none holds Redis for long. Bytes are tested with [`Prefilter`] before anything is parsed,
+//! and then read at any depth (`bullsweep_policy::read_subjects`), so no shape of job data
+//! hides the subject.
+//!
+//! Every place searched is recorded ([`Places`]): each server's keyspace, each queue's found
+//! items, each events stream, the archive and its segments. A place that fails (a key of the
+//! wrong type, a connection lost for good, a server that keeps restarting) is named with why
+//! and the others go on; the receipt then says `incomplete`. A server that restarts under the
+//! scan is scanned again from its first key (`keyspace`). What was found and done goes into the
+//! [`Receipt`] (`receipt`).
 
 mod archive;
 mod events;
+mod keyspace;
+mod matching;
 mod receipt;
 mod scan;
 mod scope;
@@ -18,7 +28,11 @@ mod scope;
 pub use archive::erase_archive;
 pub use scope::{ScopeError, ScopedQueue, scope};
 
-pub use receipt::{PendingJob, QueueReceipt, Receipt, RefusedItem, SegmentReceipt, status_of};
+pub use keyspace::run_id_of;
+pub use receipt::{
+    PendingJob, Place, PlaceKind, Places, QueueReceipt, Receipt, RefusedItem, Remaining,
+    SegmentReceipt, status_of,
+};
 pub use scan::ScanStats;
 
 use crate::audit::AuditContext;
@@ -27,9 +41,11 @@ use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
 use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
 use bullsweep_policy::{Prefilter, QueueId};
 use events::erase_events;
+use keyspace::scan;
+use matching::Identifiers;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use scan::{copy_holds, scan, sha1_hex};
+use scan::{copy_holds, sha1_hex};
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
@@ -128,13 +144,15 @@ async fn reread<C: ConnectionLike>(
         ErasureKind::Processed | ErasureKind::Failed => {
             copy_holds(&Prefilter::new(value), &raw, value)
         }
-        _ => serde_json::from_slice::<serde_json::Value>(&raw).is_ok_and(|d| q.matches(&d, value)),
+        _ => matches!(q.read(&raw, value), Ok(Some(_))),
     };
     Ok(still.then(|| sha1_hex(&raw)))
 }
 
 /// Probes or erases one queue's items: changed items are read again, locked jobs are waited
-/// for up to `wait_active`, and the receipt is filled in.
+/// for up to `wait_active`, and the receipt is filled in. A call that fails (a key of the
+/// wrong type, a connection lost for good) stops the queue there: what was done before is in
+/// the receipt, and the `Err` says why and how many items were left.
 #[allow(clippy::too_many_arguments)]
 async fn handle_queue<C: ConnectionLike>(
     con: &mut C,
@@ -143,7 +161,7 @@ async fn handle_queue<C: ConnectionLike>(
     req: &ForgetRequest,
     ctx: &str,
     deadline: Instant,
-) -> RedisResult<(QueueReceipt, BTreeSet<String>)> {
+) -> (QueueReceipt, BTreeSet<String>, Result<(), String>) {
     let keys = QueueKeys::new(&q.queue.base);
     let mut qr = QueueReceipt {
         queue: q.queue.base.clone(),
@@ -154,16 +172,31 @@ async fn handle_queue<C: ConnectionLike>(
     let mut done: Vec<Found> = Vec::new();
     // Rounds in which some item had changed: waiting for locked jobs does not use them up.
     let mut changed_rounds = 0;
+    let mut failure: Option<String> = None;
     loop {
-        apply(con, &keys, erase, &mut items, ctx, req.budget_us, &mut qr).await?;
+        if let Err(e) = apply(con, &keys, erase, &mut items, ctx, req.budget_us, &mut qr).await {
+            // Items a call never answered are left; the others are reported as they stood.
+            let left = items.iter().filter(|f| f.status.is_empty()).count();
+            done.extend(items.drain(..).filter(|f| !f.status.is_empty()));
+            failure = Some(format!("{e}; {left} items found here were not erased"));
+            break;
+        }
         let mut again = Vec::new();
         let any_changed = items.iter().any(|f| f.status == "changed");
         for mut f in items.drain(..) {
             let waiting = f.status.starts_with("locked:") && erase && Instant::now() < deadline;
             if f.status == "changed" && changed_rounds < CHANGED_RETRIES {
-                if let Some(sha) = reread(con, &keys, q, &f.item, &req.value).await? {
-                    f.item.sha = sha;
-                    again.push(f);
+                match reread(con, &keys, q, &f.item, &req.value).await {
+                    Ok(Some(sha)) => {
+                        f.item.sha = sha;
+                        again.push(f);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        failure.get_or_insert_with(|| {
+                            format!("{e}; an item found here changed and could not be read again")
+                        });
+                    }
                 }
             } else if waiting {
                 again.push(f);
@@ -171,7 +204,7 @@ async fn handle_queue<C: ConnectionLike>(
                 done.push(f);
             }
         }
-        if again.is_empty() {
+        if again.is_empty() || failure.is_some() {
             break;
         }
         if again.iter().all(|f| f.status.starts_with("locked:")) {
@@ -218,7 +251,7 @@ async fn handle_queue<C: ConnectionLike>(
             erased_ids.insert(id.to_string());
         }
     }
-    Ok((qr, erased_ids))
+    (qr, erased_ids, failure.map_or(Ok(()), Err))
 }
 
 /// The audit context of an erasure step in one queue.
@@ -242,51 +275,58 @@ pub(super) fn erase_context(q: &QueueId, state: &str, req: &ForgetRequest) -> Au
 /// placeholders, scheduler templates and events. Archive segments are [`erase_archive`]'s;
 /// it runs first, so that the events of jobs that are only in the archive go too.
 /// `archived` holds, per queue key base, ids of jobs whose archived records were erased: their
-/// events go too.
+/// events go too; `known` holds what the archived records held at the subject's paths, which
+/// identifies the subject in events as its id does. Every place is recorded in `places`; one
+/// that fails is named there and the others go on.
 pub async fn forget_in_redis<C>(
     con: &mut C,
     scoped: &[ScopedQueue],
     req: &ForgetRequest,
     archived: &HashMap<String, BTreeSet<String>>,
-) -> RedisResult<(ScanStats, Vec<QueueReceipt>)>
+    known: &BTreeSet<String>,
+    places: &mut Places,
+) -> (ScanStats, Vec<QueueReceipt>)
 where
     C: crate::bullmq::Topology + Clone + Send + 'static,
 {
     let mut stats = ScanStats::default();
-    let found = scan(con, scoped, &req.value, &mut stats).await?;
+    let found = scan(con, scoped, &req.value, &mut stats, places).await;
+    let identifiers = Identifiers::new(
+        std::iter::once(req.value.clone())
+            .chain(found.identifiers)
+            .chain(known.iter().cloned()),
+    );
     let deadline = Instant::now() + req.wait_active;
     let mut receipts = Vec::new();
-    for (q, items) in scoped.iter().zip(found) {
+    for (q, items) in scoped.iter().zip(found.found) {
         let keys = QueueKeys::new(&q.queue.base);
         let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", req)).unwrap_or_default();
-        let (mut qr, mut erased) = handle_queue(con, q, items, req, &ctx, deadline).await?;
+        let (mut qr, mut erased, jobs) = handle_queue(con, q, items, req, &ctx, deadline).await;
+        places.ended(PlaceKind::Jobs, &q.queue.base, &jobs);
         if let Some(ids) = archived.get(&q.queue.base) {
             erased.extend(ids.iter().cloned());
         }
         let ev_ctx =
             serde_json::to_string(&erase_context(&q.queue, "events", req)).unwrap_or_default();
-        qr.events = erase_events(
+        let events = erase_events(
             con,
             &keys,
             &erased,
-            &req.value,
+            &identifiers,
+            q.data_tenant.is_none(),
             !req.dry_run,
             &ev_ctx,
             req.budget_us,
         )
-        .await?;
-        let empty = qr.states.is_empty()
-            && qr.removed_with_parent.is_empty()
-            && qr.copies.is_empty()
-            && qr.copies_with_jobs == 0
-            && qr.dedup_placeholders.is_empty()
-            && qr.schedulers.is_empty()
-            && qr.events == 0
-            && qr.pending.is_empty()
-            && qr.refused.is_empty();
-        if !empty {
+        .await;
+        places.ended(PlaceKind::Events, keys.events(), &events);
+        if let Ok(ev) = events {
+            qr.events = ev.deleted;
+            qr.events_of_unknown_tenant = ev.of_unknown_tenant;
+        }
+        if qr.found_anything() || qr.events_of_unknown_tenant > 0 {
             receipts.push(qr);
         }
     }
-    Ok((stats, receipts))
+    (stats, receipts)
 }

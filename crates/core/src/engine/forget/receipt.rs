@@ -29,11 +29,30 @@ pub struct QueueReceipt {
     pub schedulers: Vec<String>,
     /// Events stream entries deleted (or that would be).
     pub events: u64,
+    /// Events stream entries that name the subject but are left, because the queue's key
+    /// names no tenant, `--tenant` was given, and the entry's job is not one erased here (so
+    /// its tenant cannot be told). An erasure without `--tenant` takes them.
+    pub events_of_unknown_tenant: u64,
     /// Jobs still locked by a worker after `--wait-active`: their erasure is pending.
     pub pending: Vec<PendingJob>,
     /// Items left alone, with why: `scheduler` (the live iteration of a scheduler whose
     /// template does not hold the subject) or `changed` (its data kept changing).
     pub refused: Vec<RefusedItem>,
+}
+
+impl QueueReceipt {
+    /// Whether the subject was found here (anything but entries of an unknown tenant).
+    pub fn found_anything(&self) -> bool {
+        !(self.states.is_empty()
+            && self.removed_with_parent.is_empty()
+            && self.copies.is_empty()
+            && self.copies_with_jobs == 0
+            && self.dedup_placeholders.is_empty()
+            && self.schedulers.is_empty()
+            && self.events == 0
+            && self.pending.is_empty()
+            && self.refused.is_empty())
+    }
 }
 
 /// A job whose erasure waits for a worker.
@@ -88,7 +107,8 @@ pub struct Receipt {
     pub tenant: Option<String>,
     /// Whether this was a dry run.
     pub dry_run: bool,
-    /// `erased`, `pending` (some active jobs remain), `nothingFound`, or `wouldErase`.
+    /// `incomplete` (some place was not searched to the end: see `remaining`), `pending`
+    /// (some active jobs remain), `erased`, `nothingFound`, or `wouldErase`.
     pub status: String,
     /// Start, ms since the epoch.
     pub started_at: i64,
@@ -104,15 +124,106 @@ pub struct Receipt {
     pub archive: Vec<SegmentReceipt>,
     /// Archive segments read.
     pub archive_segments_scanned: u64,
+    /// Every place searched to the end.
+    pub searched: Vec<Place>,
+    /// Every place not searched to the end, with why: what remains to search. Running the
+    /// same erasure again searches it.
+    pub remaining: Vec<Remaining>,
 }
 
-/// The receipt's overall status.
+/// What kind of place an erasure searches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PlaceKind {
+    /// One server's keyspace under the covered queues (named by the `SCAN` pattern).
+    Keyspace,
+    /// The items found in one queue, erased (named by the queue's key base).
+    Jobs,
+    /// One queue's events stream (named by its key).
+    Events,
+    /// The archive (named by its URL): searched once its segments are listed; a segment that
+    /// could not be read or rewritten remains on its own.
+    Archive,
+    /// One archive segment (only ever remaining).
+    Segment,
+    /// A queue in scope that the erasure did not cover (found only after a server restarted).
+    Queue,
+}
+
+/// One place an erasure searches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Place {
+    /// What it is.
+    pub kind: PlaceKind,
+    /// Which one.
+    pub name: String,
+}
+
+/// A place not searched to the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remaining {
+    /// What it is.
+    pub kind: PlaceKind,
+    /// Which one.
+    pub name: String,
+    /// Why, naming the key or file at fault.
+    pub reason: String,
+}
+
+/// The places of an erasure as it goes: each is recorded once its search ended.
+#[derive(Clone, Debug, Default)]
+pub struct Places {
+    /// Searched to the end.
+    pub searched: Vec<Place>,
+    /// Not searched to the end.
+    pub remaining: Vec<Remaining>,
+}
+
+impl Places {
+    /// Records a place searched to the end.
+    pub fn searched(&mut self, kind: PlaceKind, name: impl Into<String>) {
+        self.searched.push(Place {
+            kind,
+            name: name.into(),
+        });
+    }
+
+    /// Records a place not searched to the end, with why.
+    pub fn left(&mut self, kind: PlaceKind, name: impl Into<String>, reason: impl Into<String>) {
+        self.remaining.push(Remaining {
+            kind,
+            name: name.into(),
+            reason: reason.into(),
+        });
+    }
+
+    /// Records a place by how its search ended.
+    pub fn ended<T>(
+        &mut self,
+        kind: PlaceKind,
+        name: impl Into<String>,
+        result: &Result<T, String>,
+    ) {
+        match result {
+            Ok(_) => self.searched(kind, name),
+            Err(reason) => self.left(kind, name, reason.clone()),
+        }
+    }
+}
+
+/// The receipt's overall status: `incomplete` whenever a place remains, whatever else was
+/// found, since nothing can be claimed of a place not searched.
 pub fn status_of(
     dry_run: bool,
     queues: &[QueueReceipt],
     archive: &[SegmentReceipt],
+    remaining: &[Remaining],
 ) -> &'static str {
-    if queues.is_empty() && archive.is_empty() {
+    if !remaining.is_empty() {
+        "incomplete"
+    } else if !queues.iter().any(QueueReceipt::found_anything) && archive.is_empty() {
         "nothingFound"
     } else if dry_run {
         "wouldErase"

@@ -2,7 +2,7 @@
 //! per queue, and the tenant, from the key or from job data. Pure: the caller discovers the
 //! managed queues.
 
-use bullsweep_policy::{PolicySet, QueueId, Subject};
+use bullsweep_policy::{Malformed, PolicySet, QueueId, Subject, read_subjects};
 
 /// Why an erasure could not start; nothing was read or changed.
 #[derive(Debug, PartialEq, Eq)]
@@ -14,8 +14,15 @@ pub enum ScopeError {
         /// The names the file declares.
         known: Vec<String>,
     },
-    /// No queue belongs to the tenant.
-    TenantWithoutQueues(String),
+    /// No managed queue's key and no `tenants:` entry names the tenant (a queue without a
+    /// tenant in its key belongs to one only through a subject's `tenantPath`, so it cannot
+    /// vouch for a tenant's name: a misspelt tenant must not reach it).
+    UnknownTenant {
+        /// The tenant asked for.
+        name: String,
+        /// The tenants the managed queues' keys and the policy file name.
+        known: Vec<String>,
+    },
 }
 
 impl std::fmt::Display for ScopeError {
@@ -30,9 +37,14 @@ impl std::fmt::Display for ScopeError {
                 "unknown subject `{name}`; the policy file declares: {}",
                 known.join(", ")
             ),
-            ScopeError::TenantWithoutQueues(t) => write!(
+            ScopeError::UnknownTenant { name, known } if known.is_empty() => write!(
                 f,
-                "tenant `{t}` has no queues: no managed queue's key names it, and no subject declares a `tenantPath` for queues without a tenant"
+                "unknown tenant `{name}`: no managed queue's key names a tenant, and the policy file's `tenants:` names none"
+            ),
+            ScopeError::UnknownTenant { name, known } => write!(
+                f,
+                "unknown tenant `{name}`: no managed queue's key names it, nor does the policy file's `tenants:`; the tenants are: {}",
+                known.join(", ")
             ),
         }
     }
@@ -50,14 +62,17 @@ pub struct ScopedQueue {
 }
 
 impl ScopedQueue {
-    /// Whether job data (already parsed) belongs to the subject.
-    pub(super) fn matches(&self, data: &serde_json::Value, value: &str) -> bool {
-        self.subjects.iter().any(|s| s.holds(data, value))
-            && self.data_tenant.as_ref().is_none_or(|t| {
-                self.subjects
-                    .iter()
-                    .any(|s| s.tenant_of(data).as_ref() == Some(t))
-            })
+    /// Reads job data (JSON text of any depth): `Some` with what identifies the subject in it
+    /// (the strings and numbers at the subject's paths) when it belongs to the subject (and,
+    /// when filtered by data, to the tenant), `None` when it does not; `Err` when it is not
+    /// JSON.
+    pub(super) fn read(&self, data: &[u8], value: &str) -> Result<Option<Vec<String>>, Malformed> {
+        let r = read_subjects(&self.subjects, value, data)?;
+        let tenant_ok = self
+            .data_tenant
+            .as_ref()
+            .is_none_or(|t| r.tenants.iter().any(|x| x == t));
+        Ok((r.holds && tenant_ok).then_some(r.identifiers))
     }
 }
 
@@ -93,14 +108,27 @@ pub fn scope(
             known: known.iter().map(|s| s.to_string()).collect(),
         });
     }
+    if let Some(t) = tenant {
+        let mut known: Vec<String> = managed
+            .iter()
+            .filter_map(|q| q.tenant.clone())
+            .chain(set.tenants.iter().map(|o| o.tenant_id.clone()))
+            .collect();
+        known.sort_unstable();
+        known.dedup();
+        if !known.iter().any(|k| k == t) {
+            return Err(ScopeError::UnknownTenant {
+                name: t.to_string(),
+                known,
+            });
+        }
+    }
     let mut out = Vec::new();
-    let mut tenant_seen = false;
     for q in managed {
         let subjects: Vec<Subject> = set.subjects_for(q, subject).into_iter().cloned().collect();
         let Some(data_tenant) = tenant_scope(tenant, q.tenant.as_deref(), &subjects) else {
             continue;
         };
-        tenant_seen = true;
         if !subjects.is_empty() {
             out.push(ScopedQueue {
                 queue: q.clone(),
@@ -109,10 +137,7 @@ pub fn scope(
             });
         }
     }
-    match tenant {
-        Some(t) if !tenant_seen => Err(ScopeError::TenantWithoutQueues(t.to_string())),
-        _ => Ok(out),
-    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -157,7 +182,12 @@ mod tests {
             Some("acme"),
             "a queue without a tenant filters by data"
         );
-        let data = |v: serde_json::Value| shared.matches(&v, "u1");
+        let data = |v: serde_json::Value| {
+            shared
+                .read(v.to_string().as_bytes(), "u1")
+                .expect("json")
+                .is_some()
+        };
         assert!(data(
             serde_json::json!({"user": {"id": "u1"}, "tenantId": "acme"})
         ));
@@ -175,14 +205,13 @@ mod tests {
             scope(&set, &managed, "usr", None),
             Err(ScopeError::UnknownSubject { .. })
         ));
-        let no_shared: Vec<QueueId> = managed
-            .iter()
-            .filter(|q| q.tenant.is_some())
-            .cloned()
-            .collect();
         assert_eq!(
-            scope(&set, &no_shared, "user", Some("initech")).map(|s| s.len()),
-            Err(ScopeError::TenantWithoutQueues("initech".into()))
+            scope(&set, &managed, "user", Some("acm")).map(|s| s.len()),
+            Err(ScopeError::UnknownTenant {
+                name: "acm".into(),
+                known: vec!["acme".into(), "globex".into()]
+            }),
+            "a queue without a tenant in its key vouches for no tenant's name"
         );
     }
 }
