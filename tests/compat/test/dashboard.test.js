@@ -465,7 +465,7 @@ test('viewers and operators see job data redacted by pii paths and patterns on e
       const adminView = await (await get(`/archive/segment?name=${encodeURIComponent(segmentNames[0])}`, TOKENS.admin)).text();
       assert.match(adminView, /Zelda Quuxley/);
       const adminGrep = await (await get(`/archive?${new URLSearchParams({ grep: 'fields.data.user.id=pid-7f3a-2' })}`, TOKENS.admin)).text();
-      assert.match(adminGrep, /<h2>1 matching records/);
+      assert.match(adminGrep, /<h2>1 matching record</);
 
       for (const [role, token] of [['viewer', TOKENS.viewer], ['operator', TOKENS.ops]]) {
         let records = 0;
@@ -497,9 +497,9 @@ test('viewers and operators see job data redacted by pii paths and patterns on e
           assert.equal(r.status, 200, grep);
           // The form repeats the search as typed; the results below it are what is checked.
           const html = await r.text();
-          const results = html.split('matching records')[1] || '';
+          const results = html.split(/matching records?/)[1] || '';
           assert.doesNotMatch(results, personal, `${role}: search results are redacted (${grep})`);
-          return Number((html.match(/<h2>(\d+) matching records/) || [])[1]);
+          return Number((html.match(/<h2>(\d+) matching records?/) || [])[1]);
         };
         assert.equal(await search('fields.data.plan=pro'), n, `${role} searches what it may see`);
         assert.equal(await search('fields.data.user.id=pid-7f3a-2'), 0, `${role}: a redacted path answers as a wrong guess`);

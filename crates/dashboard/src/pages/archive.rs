@@ -107,12 +107,12 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             button type="submit" { "Search" }
         }
         @if let Some(found) = &found {
-            h2 { (found.records.len()) " matching records" @if found.next.is_some() { " on this page" } }
+            h2 { (count_of(found.records.len(), "matching record")) @if found.next.is_some() { " on this page" } }
             @if found.out_of_time { p.muted { "The search stopped after " (SEARCH_BUDGET.as_secs()) " s to keep the dashboard answering; the next page goes on from there." } }
             (records_table(&ctx, &found.records))
             @if let Some(next) = &found.next { p { a id="more" rel="next" href=(more(next)) { "More results" } } }
         }
-        h2 { (segments.len()) " segments" }
+        h2 { (count_of(segments.len(), "segment")) }
         div.wrap { table id="segments" {
             thead { tr { th scope="col" { "Segment" } th scope="col" { "Tenant" } th scope="col" { "Queue" } th scope="col" { "Jobs finished" } th.n scope="col" { "Records" } } }
             tbody { @for m in &segments {
@@ -252,4 +252,9 @@ fn fields_text(r: &ArchiveRecord) -> String {
 fn day_start(day: &str) -> Option<i64> {
     let ts: jiff::Timestamp = format!("{day}T00:00:00Z").parse().ok()?;
     Some(ts.as_millisecond())
+}
+
+/// `1 segment`, `2 segments`: a count read in the singular for one.
+fn count_of(n: usize, noun: &str) -> String {
+    bullsweep_core::text::count(n as u64, noun)
 }

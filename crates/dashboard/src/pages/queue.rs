@@ -48,7 +48,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
         p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } }
-        @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (done) " jobs acted on." } }
+        @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
         h2 { "Next sweep: what plan would do" }
         @for qr in &plan.queues {
             @if let Some(e) = &qr.error { p.notice.bad { (e) } }
