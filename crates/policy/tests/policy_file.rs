@@ -554,17 +554,25 @@ proptest! {
     }
 }
 
-#[test]
-fn the_readme_example_compiles() {
+/// The first YAML block after `heading` in the README.
+fn readme_yaml(heading: &str) -> &'static str {
     let readme = include_str!("../../../README.md");
     let start = readme
-        .find("A complete example")
+        .find(heading)
         .and_then(|i| readme[i..].find("```yaml").map(|j| i + j + "```yaml".len()))
-        .expect("the README has its complete example");
+        .unwrap_or_else(|| panic!("the README has a YAML block under {heading}"));
     let end = start + readme[start..].find("```").expect("closing fence");
-    let example = set(&readme[start..end]);
-    assert!(example.policies.iter().any(|p| p.pii.is_some()));
-    assert!(example.archive.is_some());
+    &readme[start..end]
+}
+
+#[test]
+fn the_readme_examples_compile() {
+    let complete = set(readme_yaml("\n## The policy file\n"));
+    assert!(complete.policies.iter().any(|p| p.pii.is_some()));
+    assert!(complete.archive.is_some());
+    let short = set(readme_yaml("\n## In short\n"));
+    assert_eq!(short.policies.len(), 1);
+    assert!(short.archive.is_some());
 }
 
 const DAEMON: &str = r#"version: 1
