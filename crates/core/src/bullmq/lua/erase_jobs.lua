@@ -52,8 +52,8 @@ for _, kt in ipairs(QUEUE_KEY_TYPES) do
   local key = prefix .. kt[1]
   local t = redis.call('TYPE', key)['ok']
   if t ~= 'none' and t ~= kt[2] then
-    error({err = 'WRONGTYPE bullsweep: ' .. key .. ' is a ' .. t .. ', not a ' .. kt[2] ..
-      '; nothing was changed'})
+    fail('WRONGTYPE bullsweep: ' .. key .. ' is a ' .. t .. ', not a ' .. kt[2] ..
+      '; nothing was changed')
   end
 end
 

@@ -16,6 +16,22 @@
   a later one) and the event's XADD can no longer fail after the change.
 ]]
 local AUDIT_STREAM, AUDIT_SEQ = KEYS[#KEYS - 1], KEYS[#KEYS]
+
+-- Fails the call with `message` (which starts with its error code, `WRONGTYPE bullsweep: …`).
+-- Redis 7 and later and Valkey reply with the table's `err` as the error, code included.
+-- Redis 6.2 cannot raise a table (its error handler concatenates the error with where it was
+-- raised, and a plain table cannot be concatenated): there the concatenation gives the
+-- message's text, so the reply is `ERR Error running script …: @user_script:N: <message>`,
+-- which still names the key.
+local function fail(message)
+  local e = {err = message}
+  setmetatable(e, {__concat = function(a, b)
+    local left = type(a) == 'table' and a.err or a
+    local right = type(b) == 'table' and b.err or b
+    return tostring(left) .. tostring(right)
+  end})
+  error(e)
+end
 local auditSeq = false
 -- Jobs that BullMQ's parent handling took along with this call's removals: {key, role}.
 local auditRelated = {}
@@ -33,8 +49,8 @@ end
 -- (redis.acl_check_cmd: Redis and Valkey 7 and later; older servers are not checked).
 local function checkWritable(cmd, key, ...)
   if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, ...) then
-    error({err = 'NOPERM bullsweep: this Redis user may not run ' .. cmd .. ' on ' .. key ..
-      ', which bullsweep needs before it changes anything; nothing was changed'})
+    fail('NOPERM bullsweep: this Redis user may not run ' .. cmd .. ' on ' .. key ..
+      ', which bullsweep needs before it changes anything; nothing was changed')
   end
 end
 
@@ -44,13 +60,13 @@ local function checkAuditWritable()
   checkWritable('XADD', AUDIT_STREAM, '*', 'seq', '0')
   local seqType = redis.call('TYPE', AUDIT_SEQ)['ok']
   if seqType ~= 'none' and (seqType ~= 'string' or not tonumber(redis.call('GET', AUDIT_SEQ))) then
-    error({err = 'WRONGTYPE bullsweep: ' .. AUDIT_SEQ .. ' is not an integer counter (' ..
-      seqType .. '); nothing was changed'})
+    fail('WRONGTYPE bullsweep: ' .. AUDIT_SEQ .. ' is not an integer counter (' ..
+      seqType .. '); nothing was changed')
   end
   local streamType = redis.call('TYPE', AUDIT_STREAM)['ok']
   if streamType ~= 'none' and streamType ~= 'stream' then
-    error({err = 'WRONGTYPE bullsweep: ' .. AUDIT_STREAM .. ' is a ' .. streamType ..
-      ', not a stream; nothing was changed'})
+    fail('WRONGTYPE bullsweep: ' .. AUDIT_STREAM .. ' is a ' .. streamType ..
+      ', not a stream; nothing was changed')
   end
 end
 
