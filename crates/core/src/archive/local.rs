@@ -1,8 +1,9 @@
 //! The local directory sink: every object is written to a staging file, fsynced, linked into
 //! place, and its directory fsynced, so a name that exists holds its whole content. The link
 //! fails when the name exists: a write never replaces another object. A staging file is
-//! removed whatever fails, so no copy of job data outlives a failed write.
+//! removed whatever fails, so no copy of job data outlives a failed write (`staging`).
 
+use super::staging::{StagingFile, remove_stale_staging, staging_name};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -17,77 +18,6 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// A staging file, removed when dropped: whatever fails between its creation and the sink
-/// taking it (a full disk, a Redis error mid-stream, a segment given up), it leaves no copy
-/// of job data behind.
-pub(super) struct StagingFile(PathBuf);
-
-impl StagingFile {
-    /// Guards `path` (the caller creates the file).
-    pub(super) fn new(path: PathBuf) -> Self {
-        StagingFile(path)
-    }
-
-    /// Where it is.
-    pub(super) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for StagingFile {
-    fn drop(&mut self) {
-        // Gone already once the sink took it; any other error leaves it to the next run.
-        let _ = fs::remove_file(&self.0);
-    }
-}
-
-/// How old a staging file of a live process (or of another host) must be to count as left
-/// behind: a file being written is touched far more often than this.
-const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Whether the process that named a staging file `.<name>.<pid>.tmp` is gone. A name without a
-/// pid (written by an older version) counts as gone.
-fn writer_gone(file_name: &str) -> bool {
-    let pid = file_name
-        .strip_suffix(".tmp")
-        .and_then(|stem| stem.rsplit_once('.'))
-        .and_then(|(_, pid)| pid.parse::<u32>().ok());
-    match pid {
-        Some(pid) if pid == std::process::id() => false,
-        Some(pid) => !Path::new(&format!("/proc/{pid}")).exists(),
-        None => true,
-    }
-}
-
-/// Removes, under `dir`, the staging files (`.<name>.tmp`) that killed runs left: those whose
-/// writer is gone, and any older than an hour. They may hold job data, so none may outlive
-/// the next run. Errors are ignored: this never stops a run.
-pub(super) fn remove_stale_staging(dir: &Path) {
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if name.starts_with('.') && name.ends_with(".tmp") {
-                let old = entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_some_and(|age| age > STALE_STAGING);
-                if old || writer_gone(&name) {
-                    let _ = fs::remove_file(&path);
-                }
-            }
-        }
-    }
-}
-
 impl LocalArchive {
     /// An archive rooted at `root` (created on first write).
     pub fn new(root: &Path) -> Self {
@@ -97,7 +27,7 @@ impl LocalArchive {
     }
 
     /// Checks that the root can be created and written, and removes the staging files that
-    /// runs killed mid-write left (see [`remove_stale_staging`]).
+    /// runs killed mid-write left (see [`super::staging`]).
     pub fn check_writable(&self) -> io::Result<()> {
         remove_stale_staging(&self.root);
         fs::create_dir_all(&self.root).map_err(|e| {
@@ -144,7 +74,7 @@ impl LocalArchive {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(dir.join(format!(".{file_name}.{}.tmp", std::process::id())))
+        Ok(dir.join(staging_name(&file_name)))
     }
 
     /// Links a staged, fsynced file into place as `name`, removes the staging name, and

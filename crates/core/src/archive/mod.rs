@@ -10,6 +10,7 @@ mod redact;
 mod s3;
 mod segment;
 mod sink;
+mod staging;
 mod stream;
 
 pub use local::LocalArchive;

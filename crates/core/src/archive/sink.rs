@@ -41,7 +41,7 @@ impl ArchiveSink {
         match self {
             ArchiveSink::Local(a) => a.check_writable(),
             ArchiveSink::S3(a) => {
-                super::local::remove_stale_staging(&s3_staging_dir());
+                super::staging::remove_stale_staging(&s3_staging_dir());
                 a.check_writable().await
             }
         }
@@ -156,7 +156,7 @@ impl ArchiveSink {
             ArchiveSink::S3(_) => {
                 let dir = s3_staging_dir();
                 std::fs::create_dir_all(&dir)?;
-                Ok(dir.join(format!(".{file_name}.{}.tmp", std::process::id())))
+                Ok(dir.join(super::staging::staging_name(file_name)))
             }
         }
     }

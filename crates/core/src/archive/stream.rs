@@ -4,9 +4,9 @@
 //! `JobCopy` writes; a job found to hold bytes that are not UTF-8 is streamed again with
 //! `encoding: base64` (`field` and `logs` say so with `ErrorKind::InvalidData`).
 
-use super::local::StagingFile;
 use super::record::{BASE64, JSON_FIELDS, embeddable};
 use super::segment::{digest_reader, segment_name};
+use super::staging::StagingFile;
 use super::{ArchiveSink, SegmentManifest, SegmentMeta};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
