@@ -256,3 +256,129 @@ fn the_daemon_keeps_a_held_job_too() {
     let held: bool = con.exists("bull:mail:1").expect("exists");
     assert!(held, "the held job stays: {log}");
 }
+
+/// Log lines of the job restored in the large-job test: more than the archive's 10,000 for a
+/// large job, and more than Lua's `unpack` takes in one call (about 8,000).
+const MANY_LOG_LINES: usize = 12_000;
+
+/// Keys of `w`'s database matching `pattern`.
+fn keys_like(con: &mut redis::Connection, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = con
+        .scan_match::<_, String>(pattern)
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("scan");
+    keys.sort();
+    keys
+}
+
+#[test]
+fn a_job_with_more_log_lines_than_one_call_takes_is_restored_whole_audited_and_held() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 3, 0, 1), now_ms());
+    let mut con = w.con();
+    let lines: Vec<String> = (0..MANY_LOG_LINES)
+        .map(|i| format!("step {i}: sent to user-{i}@example.com"))
+        .collect();
+    for chunk in lines.chunks(1_000) {
+        let _: () = con.rpush("bull:mail:2:logs", chunk).expect("rpush");
+    }
+    let policy = policy(&w, ARCHIVE_BOTH);
+    let run = w.report(&policy, "run");
+    assert_eq!(run.queues[0].states["completed"].done, Some(3), "{run:?}");
+    assert!(!con.exists::<_, bool>("bull:mail:2:logs").expect("exists"));
+
+    let done = restore(&w, &policy, &["2", "--as", "original", "--actor", "alice"]);
+    assert!(done["heldUntil"].as_i64().is_some(), "{done}");
+    let back: Vec<String> = con.lrange("bull:mail:2:logs", 0, -1).expect("logs");
+    assert_eq!(back.len(), MANY_LOG_LINES);
+    assert!(back == lines, "every log line back, in order");
+    let ttl: i64 = con.ttl("bull:mail:2:logs").expect("ttl");
+    assert_eq!(ttl, -1, "the logs do not expire");
+    assert!(con.exists::<_, bool>("bull:mail:2").expect("job"));
+    assert_eq!(
+        keys_like(&mut con, "bullsweep:*restoring*"),
+        Vec::<String>::new(),
+        "no staged lines left"
+    );
+    let events = w.audit_events(&policy, &["--action", "restore"]);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["jobIds"][0], "2");
+    assert_eq!(events[0]["actor"], "alice");
+    let holds = bullsweep_core::bullmq::keys::restore_holds("bull:mail");
+    let until: Option<i64> = con.zscore(&holds, "2").expect("zscore");
+    assert!(until.is_some_and(|t| t > now_ms()), "the job is held");
+    let plan = w.report(&policy, "plan");
+    assert_eq!(restored(&plan, "completed"), 1, "{plan:?}");
+}
+
+#[test]
+fn a_restore_that_cannot_finish_changes_nothing() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 3, 0, 1), now_ms());
+    let mut con = w.con();
+    let _: () = con
+        .rpush("bull:mail:1:logs", vec!["a line"; 20])
+        .expect("rpush");
+    let policy = policy(&w, ARCHIVE_BOTH);
+    w.report(&policy, "run");
+    let counter = |con: &mut redis::Connection| -> Vec<(String, String)> {
+        keys_like(con, "bullsweep:*audit:seq")
+            .into_iter()
+            .map(|k| {
+                let v: String = con.get(&k).expect("seq");
+                (k, v)
+            })
+            .collect()
+    };
+    let before = counter(&mut con);
+
+    // The finished set is a string: its ZADD would fail after the job's hash was written.
+    let _: () = redis::cmd("DEL")
+        .arg("bull:mail:completed")
+        .query(&mut con)
+        .expect("del");
+    let _: () = con.set("bull:mail:completed", "not a set").expect("set");
+    let out = w.run(
+        &policy,
+        &["archive", "restore", "bull:mail", "1", "--as", "original"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bull:mail:completed"),
+        "the key is named: {}",
+        stderr(&out)
+    );
+    // A `:logs` key left without its job is not overwritten.
+    let _: () = redis::cmd("DEL")
+        .arg("bull:mail:completed")
+        .query(&mut con)
+        .expect("del");
+    let _: () = con
+        .rpush("bull:mail:1:logs", "someone else's")
+        .expect("rpush");
+    let out = w.run(
+        &policy,
+        &["archive", "restore", "bull:mail", "1", "--as", "original"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bull:mail:1:logs"),
+        "the key is named: {}",
+        stderr(&out)
+    );
+    let logs: Vec<String> = con.lrange("bull:mail:1:logs", 0, -1).expect("logs");
+    assert_eq!(logs, vec!["someone else's".to_string()]);
+
+    assert!(!con.exists::<_, bool>("bull:mail:1").expect("exists"));
+    assert_eq!(counter(&mut con), before, "no audit number taken");
+    assert!(w.audit_events(&policy, &["--action", "restore"]).is_empty());
+    assert_eq!(
+        keys_like(&mut con, "bullsweep:*held*"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        keys_like(&mut con, "bullsweep:*restoring*"),
+        Vec::<String>::new()
+    );
+}

@@ -83,6 +83,7 @@ const GOVERN_WRITES: &[&str] = &[
     "rename",
     "renamenx",
     "pexpire",
+    "persist",
     "dump",
     "restore",
     "xread",

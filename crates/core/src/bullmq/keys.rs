@@ -343,6 +343,13 @@ pub fn restore_holds(base: &str) -> String {
     format!("bullsweep:{{{}}}:held:{base}", hash_tag(base))
 }
 
+/// List of the log lines of a job being restored into queue `base`, pushed a chunk at a time
+/// before `restore_job.lua` RENAMEs it into place (`name` unique per restore). It carries the
+/// queue's hash tag, so a Cluster keeps it in the job's slot and RENAME works.
+pub fn restore_staging(base: &str, name: &str) -> String {
+    format!("bullsweep:{{{}}}:restoring:{name}", hash_tag(base))
+}
+
 /// Hash of the archive batches of queue `base` that are detached and not yet dropped: batch
 /// name → what the batch is (JSON). It carries the queue's hash tag, as every staging key does.
 pub fn staging_index(base: &str) -> String {
@@ -423,5 +430,9 @@ mod tests {
         assert_eq!(b.list(), "bullsweep:{bull}:staged:r1-3");
         assert_eq!(b.job(2), "bullsweep:{bull}:staged:r1-3:2");
         assert_eq!(b.logs(2), "bullsweep:{bull}:staged:r1-3:2:logs");
+        assert_eq!(
+            restore_staging("bull:{orders}", "r1"),
+            "bullsweep:{orders}:restoring:r1"
+        );
     }
 }
