@@ -345,6 +345,11 @@ fn a_restore_that_cannot_finish_changes_nothing() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
+        !con.exists::<_, bool>("bull:mail:1").expect("exists"),
+        "no hash without its event"
+    );
+    assert_eq!(counter(&mut con), before, "no audit number taken");
+    assert!(
         stderr(&out).contains("bull:mail:completed"),
         "the key is named: {}",
         stderr(&out)
