@@ -1,6 +1,7 @@
-//! The daemon's listener under load: more idle connections than the process has file
-//! descriptors. The excess are closed at once, a health check still answers, and a sweep
-//! whose policy requires its audit file still runs.
+//! The daemon's listeners under load: more idle connections than the process has file
+//! descriptors (the excess are closed at once, a health check still answers, and a sweep
+//! whose policy requires its audit file still runs), and clients that send a request's head
+//! and never its body (health checks on both listeners still answer).
 
 mod common;
 
@@ -44,11 +45,16 @@ fn idle_connections(port: u16, n: u64) -> Vec<TcpStream> {
 /// `GET /healthz`'s status line, or what went wrong; a reply not within 5 s is a failure
 /// (a Kubernetes probe gives 1 s).
 fn health(port: u16) -> String {
+    status_line(port, "/healthz")
+}
+
+/// `GET path`'s status line, or what went wrong (within 5 s).
+fn status_line(port: u16, path: &str) -> String {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return "cannot connect".into();
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    if write!(s, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").is_err() {
+    if write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").is_err() {
         return "closed before the request".into();
     }
     let mut response = String::new();
@@ -157,4 +163,88 @@ policies:
     assert_eq!(removed, 20, "every removal is in the audit file");
     let log = daemon.stop();
     assert!(!log.contains("audit store unavailable"), "{log}");
+}
+
+/// Connections of the slow-body attack: the daemon's default cap, on the dashboard's listener.
+const SLOW_BODIES: u64 = 256;
+
+/// Opens `n` connections to the port, each sending the head of a `POST /login` that declares
+/// a 64 KiB body and never sends it.
+fn slow_bodies(port: u16, n: u64) -> Vec<TcpStream> {
+    (0..n)
+        .filter_map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            write!(
+                s,
+                "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 65536\r\n\r\n"
+            )
+            .ok()?;
+            s.set_nonblocking(true).ok()?;
+            Some(s)
+        })
+        .collect()
+}
+
+#[test]
+fn heads_without_their_bodies_keep_no_health_check_out_on_either_listener() {
+    let w = World::new();
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 1d } } }\n",
+    );
+    let (port, metrics_port) = (free_port(), free_port());
+    let metrics_listen = format!("127.0.0.1:{metrics_port}");
+    let daemon = Daemon::start_limited(
+        &w,
+        &policy,
+        Some(port),
+        &["--dashboard", "--metrics-listen", &metrics_listen],
+        1024,
+    );
+    wait_until("both listeners", Duration::from_secs(15), || {
+        health(port).contains(" 200 ") && health(metrics_port).contains(" 200 ")
+    });
+    assert_eq!(logged_cap(&daemon), SLOW_BODIES as usize, "the default cap");
+
+    // The attack: as many heads without bodies as the cap, each held until the daemon gives
+    // up on its body (10 s), reopened as they close. It stops when told, or after a minute.
+    let stop = Arc::new(AtomicBool::new(false));
+    let attack = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            let mut open = Vec::new();
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                open.retain(still_open);
+                let missing = SLOW_BODIES - open.len() as u64;
+                open.extend(slow_bodies(port, missing));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    // Every head read (the old daemon counted such a connection as answering) before the
+    // first check.
+    std::thread::sleep(Duration::from_secs(1));
+    // Through a round of the daemon giving up on the bodies and the attack reopening.
+    let until = std::time::Instant::now() + Duration::from_secs(12);
+    let mut checks = 0;
+    while std::time::Instant::now() < until {
+        for (port, path) in [
+            (port, "/healthz"),
+            (port, "/readyz"),
+            (metrics_port, "/healthz"),
+            (metrics_port, "/metrics"),
+        ] {
+            assert_eq!(
+                status_line(port, path),
+                "HTTP/1.1 200 OK",
+                "{path} on port {port} under the attack (check {checks}):\n{}",
+                daemon.log()
+            );
+        }
+        checks += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stop.store(true, Ordering::Relaxed);
+    attack.join().expect("the attack thread");
+    daemon.stop();
 }

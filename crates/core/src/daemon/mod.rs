@@ -201,6 +201,16 @@ fn serve_http(cfg: &DaemonConfig, metrics: &Arc<DaemonMetrics>) -> Result<(), Er
         std::net::TcpListener::bind(addr)
             .map_err(|e| Error::runtime(format!("cannot listen on {addr}: {e}")))
     };
+    // The metrics listener keeps a share of its own when the dashboard's listener is served
+    // too, so that no client of that one can take the probes' connections.
+    let metrics_cap = match cfg.listen {
+        Some(_) => http::metrics_share(cap),
+        None => cap,
+    };
+    let listen_cap = match cfg.metrics_listen {
+        Some(_) => cap - metrics_cap,
+        None => cap,
+    };
     let mut listeners = Vec::new();
     if let Some(addr) = cfg.listen {
         let pages = cfg.pages.is_some();
@@ -215,6 +225,7 @@ fn serve_http(cfg: &DaemonConfig, metrics: &Arc<DaemonMetrics>) -> Result<(), Er
             socket: bind(addr)?,
             pages,
             metrics_need_token,
+            cap: listen_cap,
         });
     }
     if let Some(addr) = cfg.metrics_listen {
@@ -226,16 +237,23 @@ fn serve_http(cfg: &DaemonConfig, metrics: &Arc<DaemonMetrics>) -> Result<(), Er
             socket: bind(addr)?,
             pages: false,
             metrics_need_token: false,
+            cap: metrics_cap,
         });
     }
     if listeners.is_empty() {
         return Ok(());
     }
     let descriptors = limit.map_or(String::new(), |l| format!(" of {l} file descriptors"));
+    let split = match (cfg.listen, cfg.metrics_listen) {
+        (Some(listen), Some(metrics)) => {
+            format!(" ({listen_cap} on {listen}, {metrics_cap} on {metrics})")
+        }
+        _ => String::new(),
+    };
     log(
         "info",
         &format!(
-            "http: at most {cap} connections, keeping {} descriptors{descriptors} for the work",
+            "http: at most {cap} connections{split}, keeping {} descriptors{descriptors} for the work",
             descriptors::RESERVED
         ),
     );
@@ -244,7 +262,6 @@ fn serve_http(cfg: &DaemonConfig, metrics: &Arc<DaemonMetrics>) -> Result<(), Er
         listeners,
         move |req| metrics::answer(&served, req),
         cfg.pages.clone(),
-        cap,
     )
     .map_err(|e| Error::runtime(format!("cannot serve HTTP: {e}")))
 }

@@ -6,13 +6,18 @@
 //! Three threads, so that nothing one does delays another: the sweeps run on the daemon's
 //! own; the connections and the daemon's paths on `http` ([`serve`]), where no page is ever
 //! built; the dashboard's pages on `pages` ([`pages`]). A health check therefore answers
-//! while a page is slow. Connections are capped ([`conns`]): past the cap the oldest
-//! connection still waiting for its request is closed at once, so idle connections can
-//! neither starve a health check nor take the descriptors the work needs.
+//! while a page is slow. Connections are capped per listener ([`conns`]): past the cap the
+//! oldest connection whose request has not all arrived (head or body) is closed at once, and
+//! pages never take the few connections kept for the probes, so idle or slow clients can
+//! neither starve a health check nor take the descriptors the work needs; the
+//! `--metrics-listen` listener has a share of the connections of its own
+//! ([`metrics_share`]).
 
 mod conns;
 mod pages;
 mod serve;
+
+pub use conns::metrics_share;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -117,16 +122,17 @@ pub struct Listener {
     pub pages: bool,
     /// Whether `/metrics` asks [`Handler::metrics_access`] first.
     pub metrics_need_token: bool,
+    /// Connections open on it at most (see [`conns`]).
+    pub cap: usize,
 }
 
-/// Serves `listeners` from new threads until the process ends, at most `max_connections`
-/// open at once across them; `answer` answers the daemon's own paths (`None` for the
-/// others, which go to `pages` on a listener that serves them).
+/// Serves `listeners` from new threads until the process ends, each with at most its cap
+/// open at once; `answer` answers the daemon's own paths (`None` for the others, which go
+/// to `pages` on a listener that serves them).
 pub fn spawn<F>(
     listeners: Vec<Listener>,
     answer: F,
     pages: Option<Arc<dyn Handler>>,
-    max_connections: usize,
 ) -> std::io::Result<()>
 where
     F: Fn(&Request) -> Option<Response> + Send + Sync + 'static,
@@ -139,6 +145,5 @@ where
             pages,
             queue,
         },
-        max_connections,
     )
 }

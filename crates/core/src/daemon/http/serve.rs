@@ -1,8 +1,8 @@
 //! The `http` thread: an accept loop per listener, each connection served by hyper under
-//! the cap of [`Conns`], and each request answered from the daemon's own paths or sent to
-//! the pages thread.
+//! its listener's cap ([`Conns`]), and each request, once read whole, answered from the
+//! daemon's own paths or sent to the pages thread.
 
-use super::conns::{Admitted, Conns};
+use super::conns::{Admitted, Conns, Turn};
 use super::pages::Job;
 use super::{Handler, Listener, Request, Response};
 use crate::daemon::log::log_repeated;
@@ -60,15 +60,16 @@ struct Route {
 /// What every connection's task shares.
 struct Shared {
     routes: Routes,
+}
+
+/// One listener: what it serves and its connections.
+struct Served {
+    route: Route,
     conns: Conns,
 }
 
-/// Starts the `http` thread serving `listeners`.
-pub(super) fn spawn(
-    listeners: Vec<Listener>,
-    routes: Routes,
-    max_connections: usize,
-) -> std::io::Result<()> {
+/// Starts the `http` thread serving `listeners`, each under its own cap.
+pub(super) fn spawn(listeners: Vec<Listener>, routes: Routes) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -81,20 +82,23 @@ pub(super) fn spawn(
                 pages: l.pages,
                 metrics_need_token: l.metrics_need_token,
             };
-            sockets.push((TcpListener::from_std(l.socket)?, route));
+            let served = Arc::new(Served {
+                route,
+                conns: Conns::new(l.cap),
+            });
+            sockets.push((TcpListener::from_std(l.socket)?, served));
         }
     }
-    let shared = Arc::new(Shared {
-        routes,
-        conns: Conns::new(max_connections),
-    });
+    let shared = Arc::new(Shared { routes });
     std::thread::Builder::new()
         .name("http".into())
         .spawn(move || {
             runtime.block_on(async move {
                 let loops: Vec<_> = sockets
                     .into_iter()
-                    .map(|(socket, route)| tokio::spawn(accept_loop(socket, route, shared.clone())))
+                    .map(|(socket, served)| {
+                        tokio::spawn(accept_loop(socket, served, shared.clone()))
+                    })
                     .collect();
                 for l in loops {
                     let _ = l.await;
@@ -112,7 +116,7 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
     )
 }
 
-async fn accept_loop(listener: TcpListener, route: Route, shared: Arc<Shared>) {
+async fn accept_loop(listener: TcpListener, served: Arc<Served>, shared: Arc<Shared>) {
     let mut pause = PAUSE_MIN;
     loop {
         let stream = match listener.accept().await {
@@ -136,13 +140,13 @@ async fn accept_loop(listener: TcpListener, route: Route, shared: Arc<Shared>) {
             // The client left before it was accepted.
             Err(_) => continue,
         };
-        let cap = shared.conns.cap();
-        let Some(admitted) = shared.conns.admit() else {
+        let cap = served.conns.cap();
+        let Some(admitted) = served.conns.admit() else {
             log_repeated(
                 "http-cap",
                 "warn",
                 &format!(
-                    "http: {cap} connections open (the cap), each answering a request: a new one was closed at once"
+                    "http: {cap} connections open on a listener (its cap), each answering a request: a new one was closed at once"
                 ),
             );
             drop(stream);
@@ -153,11 +157,16 @@ async fn accept_loop(listener: TcpListener, route: Route, shared: Arc<Shared>) {
                 "http-cap",
                 "warn",
                 &format!(
-                    "http: {cap} connections open (the cap): the oldest one that had sent no request was closed for a new one"
+                    "http: {cap} connections open on a listener (its cap): the oldest one whose request had not all arrived was closed for a new one"
                 ),
             );
         }
-        tokio::spawn(serve_connection(stream, admitted, route, shared.clone()));
+        tokio::spawn(serve_connection(
+            stream,
+            admitted,
+            served.clone(),
+            shared.clone(),
+        ));
     }
 }
 
@@ -165,14 +174,14 @@ async fn accept_loop(listener: TcpListener, route: Route, shared: Arc<Shared>) {
 async fn serve_connection(
     stream: TcpStream,
     admitted: Admitted,
-    route: Route,
+    served: Arc<Served>,
     shared: Arc<Shared>,
 ) {
     let Admitted { id, closed, .. } = admitted;
-    let serving = shared.clone();
+    let (serving, listener) = (shared.clone(), served.clone());
     let service = service_fn(move |req| {
-        let shared = serving.clone();
-        async move { Ok::<_, Infallible>(encode(shared.respond(id, route, req).await)) }
+        let (shared, served) = (serving.clone(), listener.clone());
+        async move { Ok::<_, Infallible>(encode(shared.respond(&served, id, req).await)) }
     });
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -185,33 +194,47 @@ async fn serve_connection(
         _ = closed => {}
         _ = tokio::time::sleep(LIFETIME) => {}
     }
-    shared.conns.leave(id);
+    served.conns.leave(id);
 }
 
 impl Shared {
-    async fn respond(&self, id: u64, route: Route, req: hyper::Request<Incoming>) -> Response {
-        if !self.conns.busy(id) {
-            return Response::text(503, "closing: too many connections\n");
+    /// Reads the request whole (until then the connection may be closed to make room), then
+    /// answers it: the daemon's own paths at once, pages when the listener has room for one.
+    async fn respond(&self, served: &Served, id: u64, req: hyper::Request<Incoming>) -> Response {
+        let req = match read(req).await {
+            Ok(req) => req,
+            Err(refused) => return refused,
+        };
+        if let Some(r) = self.own(served.route, &req) {
+            // Not closed to make room while its answer is written.
+            served.conns.answer(id, true);
+            return r;
         }
-        match read(req).await {
-            Ok(req) => self.route(route, req).await,
-            Err(refused) => refused,
+        match served.conns.answer(id, false) {
+            Turn::Go => self.page(served.route, req).await,
+            Turn::Closed => Response::text(503, "closing: too many connections\n"),
+            Turn::Full => Response::text(503, "too many requests being answered; try again\n")
+                .with("retry-after", "1"),
         }
     }
 
-    async fn route(&self, route: Route, req: Request) -> Response {
+    /// The answer of the daemon's own paths (or their refusal), given at once; `None` for
+    /// the others.
+    fn own(&self, route: Route, req: &Request) -> Option<Response> {
         if route.metrics_need_token && req.path == "/metrics" {
             let access = match &self.routes.pages {
-                Some(pages) => pages.metrics_access(&req),
+                Some(pages) => pages.metrics_access(req),
                 None => Err(Response::text(401, "a token is needed\n")),
             };
             if let Err(refused) = access {
-                return refused;
+                return Some(refused);
             }
         }
-        if let Some(r) = (self.routes.answer)(&req) {
-            return r;
-        }
+        (self.routes.answer)(req)
+    }
+
+    /// A page's answer, from the pages thread.
+    async fn page(&self, route: Route, req: Request) -> Response {
         let Some(queue) = self.routes.queue.as_ref().filter(|_| route.pages) else {
             return Response::text(404, "not found\n");
         };
