@@ -325,8 +325,9 @@ pub struct DaemonArgs {
     /// needs a token), e.g. 0.0.0.0:9464.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
-    /// HTTP connections open at most across both listeners; past it the oldest one that has
-    /// sent no request is closed. Lowered to keep 128 file descriptors for the work.
+    /// HTTP connections open at most across both listeners, `--metrics-listen` keeping an
+    /// eighth (2 to 16) of its own; past a listener's share the oldest one whose request has
+    /// not all arrived is closed. Lowered to keep 128 file descriptors for the work.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_connections: u16,
     /// Log lines as text, or as one JSON object each (`--json` also selects `json`).
