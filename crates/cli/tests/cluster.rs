@@ -149,6 +149,11 @@ fn cluster_keys(cluster: &PrivateCluster) -> BTreeMap<String, String> {
     keyspace(&mut con, keys)
 }
 
+/// The log lines of job `id` of `{orders}:orders`.
+fn log_lines(id: u64) -> Vec<String> {
+    vec![format!("job {id} started"), format!("job {id} done")]
+}
+
 #[test]
 fn a_cluster_is_governed_as_a_standalone_server_is() {
     let cluster = PrivateCluster::start(3, 1).expect("cluster");
@@ -189,6 +194,16 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
     }
     let scon = single.client(0).expect("client");
     seed_all(&scon, now);
+    // Log lines of the archived queue's jobs, which a restore brings back through a staging
+    // list in the job's slot.
+    {
+        let mut plain = scon.get_connection().expect("standalone");
+        for i in 1..=2_100u64 {
+            let key = format!("{{orders}}:orders:{i}:logs");
+            let _: () = ccon.rpush(&key, &log_lines(i)).expect("logs");
+            let _: () = plain.rpush(&key, &log_lines(i)).expect("logs");
+        }
+    }
 
     // The two tags sit on different primaries.
     let mail = cluster.owner_of("{bull}:mail:meta").expect("owner").port();
@@ -296,6 +311,11 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
         ccon.exists::<_, bool>(format!("{{orders}}:orders:{oldest_gone}"))
             .expect("exists")
     );
+    let logs: Vec<String> = ccon
+        .lrange(format!("{{orders}}:orders:{oldest_gone}:logs"), 0, -1)
+        .expect("logs");
+    let id: u64 = oldest_gone.parse().expect("id");
+    assert_eq!(logs, log_lines(id), "its log lines came back");
 
     // forget erases one person's jobs on every primary and in the archive: a fresh job of
     // theirs in `{bull}:sms`, and the archived copy of `{orders}:orders` job 43 (user u42).
