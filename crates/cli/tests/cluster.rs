@@ -200,8 +200,8 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
         let mut plain = scon.get_connection().expect("standalone");
         for i in 1..=2_100u64 {
             let key = format!("{{orders}}:orders:{i}:logs");
-            let _: () = ccon.rpush(&key, &log_lines(i)).expect("logs");
-            let _: () = plain.rpush(&key, &log_lines(i)).expect("logs");
+            let _: () = ccon.rpush(&key, log_lines(i)).expect("logs");
+            let _: () = plain.rpush(&key, log_lines(i)).expect("logs");
         }
     }
 
