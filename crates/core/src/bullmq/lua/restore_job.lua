@@ -42,6 +42,9 @@ local holdsKey, stagedLogs = KEYS[2], KEYS[3]
 local prefix, mode, ctx, holdMs = ARGV[1], ARGV[2], ARGV[6], tonumber(ARGV[7])
 local pairsCount = tonumber(ARGV[8])
 local stagedCount = tonumber(ARGV[9 + 2 * pairsCount]) or 0
+if pairsCount < 1 then
+  fail('ERR bullsweep: the archived job has no fields; nothing was restored')
+end
 
 -- Values per command: Lua's unpack fails past about 8,000 values, so a long list of values
 -- goes in chunks of this many.
