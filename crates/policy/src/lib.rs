@@ -5,6 +5,7 @@
 
 mod compile;
 mod cost;
+mod credentials;
 mod duration;
 mod json_walk;
 mod jsonpath;

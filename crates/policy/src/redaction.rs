@@ -111,7 +111,7 @@ impl JobRedaction<'_> {
 /// Where `value` stands in `text` (ASCII case aside) with no letter or digit glued to it
 /// where it starts or ends with one: `u-1042` in `user u-1042 failed`, not `1042` in
 /// `17001042`.
-fn word_spans(text: &str, value: &str) -> Vec<(usize, usize)> {
+pub(crate) fn word_spans(text: &str, value: &str) -> Vec<(usize, usize)> {
     let (hay, needle) = (text.to_ascii_lowercase(), value.to_ascii_lowercase());
     let bytes = hay.as_bytes();
     let glued_start = needle

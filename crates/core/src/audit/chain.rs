@@ -178,7 +178,7 @@ fn find_head(file: &mut File, len: u64, source: &Source) -> io::Result<(u64, Str
 
 /// Calls `f` with each line of the first `len` bytes of the file (all complete), newest
 /// first, without its newline, until `f` returns `true`.
-fn scan_back(
+pub(super) fn scan_back(
     file: &mut File,
     len: u64,
     mut f: impl FnMut(&[u8]) -> io::Result<bool>,
