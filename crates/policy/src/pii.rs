@@ -296,10 +296,11 @@ fn card_spans(text: &str) -> Vec<(usize, usize)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rules(paths: &[&str], patterns: &[TextPattern]) -> PiiRules {
+    /// Rules of `paths` and `patterns`, with the default replacement.
+    pub(crate) fn rules(paths: &[&str], patterns: &[TextPattern]) -> PiiRules {
         PiiRules {
             paths: paths
                 .iter()

@@ -209,18 +209,8 @@ impl Visit for Collect<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pii::{DEFAULT_REPLACEMENT, TextPattern};
-
-    fn rules(paths: &[&str], patterns: &[TextPattern]) -> PiiRules {
-        PiiRules {
-            paths: paths
-                .iter()
-                .map(|p| JsonPath::new(p).expect("valid path"))
-                .collect(),
-            patterns: patterns.to_vec(),
-            replacement: DEFAULT_REPLACEMENT.into(),
-        }
-    }
+    use crate::pii::TextPattern;
+    use crate::pii::tests::rules;
 
     /// `{"a":{"a":…{"user":{"id":"u-deep-7"}}…}}`, `depth` levels of `a` deep.
     fn deep(depth: usize) -> String {

@@ -372,6 +372,17 @@ async function sweptNow(...bases) {
   for (const base of bases) await client.hset('bullsweep:lastrun', base, Date.now());
 }
 
+// Removes a test's queue (its BullMQ `queue`, key base `base`) and the archive's directories
+// of the tenants its segments (`segmentNames`) are under.
+async function dropArchived(queue, base, segmentNames) {
+  await queue.obliterate({ force: true });
+  await queue.close();
+  await client.hdel('bullsweep:lastrun', base);
+  for (const top of new Set(segmentNames.map((s) => s.split('/')[0]))) {
+    fs.rmSync(path.join(dir, 'archive', top), { recursive: true, force: true });
+  }
+}
+
 test('a session cookie forged from the token file is refused (issue 24, finding 8)', async () => {
   // The attack: read the token file (it may hold only tokenSha256 digests, so use only the
   // digests), derive the signing key as the dashboard derived it from the file, and sign an
@@ -514,12 +525,7 @@ test('viewers and operators see job data redacted by pii paths and patterns on e
       }
     });
   } finally {
-    await signups.obliterate({ force: true });
-    await signups.close();
-    await client.hdel('bullsweep:lastrun', base);
-    for (const top of new Set(segmentNames.map((s) => s.split('/')[0]))) {
-      fs.rmSync(path.join(dir, 'archive', top), { recursive: true, force: true });
-    }
+    await dropArchived(signups, base, segmentNames);
   }
 });
 
@@ -812,12 +818,7 @@ test('job data the pii paths cannot be applied to is withheld, and the values th
       }
     });
   } finally {
-    await profiles.obliterate({ force: true });
-    await profiles.close();
-    await client.hdel('bullsweep:lastrun', base);
-    for (const top of new Set(segmentNames.map((s) => s.split('/')[0]))) {
-      fs.rmSync(path.join(dir, 'archive', top), { recursive: true, force: true });
-    }
+    await dropArchived(profiles, base, segmentNames);
   }
 });
 

@@ -406,7 +406,7 @@ pub(super) fn read_events(path: &Path) -> io::Result<Vec<AuditEvent>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::audit::AuditContext;
 
@@ -417,7 +417,12 @@ mod tests {
         }
     }
 
-    fn event_of(source: Option<&str>, seq: u64, ids: Vec<String>) -> AuditEvent {
+    /// Event `seq` of `source`, a removal of `ids` from `bull:q`.
+    pub(in crate::audit) fn event_of(
+        source: Option<&str>,
+        seq: u64,
+        ids: Vec<String>,
+    ) -> AuditEvent {
         let ctx = AuditContext {
             policy_name: "p".into(),
             policy_version: "v".into(),

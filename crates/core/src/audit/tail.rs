@@ -96,24 +96,13 @@ impl Newest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{AuditContext, FileAuditStore, Source};
+    use crate::audit::{FileAuditStore, Source};
     use std::io::Write;
 
     fn event(seq: u64, queue: &str) -> AuditEvent {
-        let ctx = AuditContext {
-            policy_name: "p".into(),
-            policy_version: "v".into(),
-            queue_name: queue.into(),
-            queue_key: format!("bull:{queue}"),
-            tenant: None,
-            environment: None,
-            action: "remove".into(),
-            state: "completed".into(),
-            compliance_tag: None,
-            execution_id: "x".into(),
-            actor: None,
-        };
-        AuditEvent::new("", seq, 1_000 + seq as i64, ctx, vec![seq.to_string()])
+        let mut e = crate::audit::chain::tests::event_of(None, seq, vec![seq.to_string()]);
+        e.context.queue_name = queue.into();
+        e
     }
 
     /// Issue 24 red team: every queue page read the whole trail, and one line that is not an
