@@ -108,6 +108,47 @@ fn locked_jobs_are_untouched_and_job_rules_mix_anonymize_with_remove() {
     assert_eq!(s.skipped.as_ref().map(|k| k.already_anonymized), Some(19));
 }
 
+/// Issue 24 red team: data nested past serde_json's 128 levels cannot have the paths applied;
+/// the job was marked as anonymized with its data as it was.
+#[test]
+fn a_job_whose_data_the_paths_cannot_be_applied_to_is_left_unmarked_and_counted() {
+    let w = World::new();
+    let mut con = w.con();
+    let t = now_ms() - DAY;
+    add_job(&mut con, "bull:mail", "failed", "1", "signup", t);
+    add_job(&mut con, "bull:mail", "failed", "2", "signup", t + 1);
+    let deep = format!(
+        "{}{{\"user\":{{\"email\":\"{EMAIL}\"}}}}{}",
+        "{\"a\":".repeat(600),
+        "}".repeat(600)
+    );
+    let _: () = con.hset("bull:mail:2", "data", &deep).expect("hset");
+    let before: Vec<(String, String)> = con.hgetall("bull:mail:2").expect("hash");
+    let run = w.report(&policy(&w), "run");
+    let s = &run.queues[0].states["failed"];
+    assert_eq!(
+        s.done,
+        Some(1),
+        "only the readable job counts as anonymized"
+    );
+    let skipped = s.skipped.as_ref().expect("skipped");
+    assert_eq!(skipped.malformed, 1);
+    assert!(
+        skipped
+            .reasons
+            .iter()
+            .any(|r| r.contains("deeper than 128")),
+        "{:?}",
+        skipped.reasons
+    );
+    let after: Vec<(String, String)> = con.hgetall("bull:mail:2").expect("hash");
+    assert_eq!(after, before, "left as it was, and not marked as scrubbed");
+    let marked: bool = con
+        .hexists("bull:mail:1", ANONYMIZED_MARKER)
+        .expect("hexists");
+    assert!(marked, "the other job is scrubbed");
+}
+
 #[test]
 fn a_job_changed_after_it_was_read_is_left_alone() {
     let w = World::new();

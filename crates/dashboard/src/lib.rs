@@ -70,7 +70,7 @@ pub(crate) struct Ctx<'a> {
     pub caller: &'a Caller,
     /// The policy file, as read for this request.
     pub set: PolicySet,
-    /// Its text, for the policies page.
+    /// Its text, the one `set` was compiled from, for the policies page.
     pub policy_text: String,
     /// The environment in force.
     pub env: Option<String>,
@@ -217,8 +217,7 @@ impl Dashboard {
     }
 
     async fn context<'a>(&'a self, caller: &'a Caller) -> Result<Ctx<'a>, Error> {
-        let policy_text = std::fs::read_to_string(&self.config).unwrap_or_default();
-        let set = ops::load_policy_file(&self.config)?;
+        let (set, policy_text) = ops::read_policy_file(&self.config)?;
         let con = self.connection().await?;
         Ok(Ctx {
             caller,
@@ -334,16 +333,19 @@ fn unavailable(e: Error) -> Response {
 }
 
 /// A page saying what went wrong and what to try: 400 for what the request asked (a bad
-/// filter, an erasure without a subject), 500 for the rest.
+/// filter, an erasure without a subject), 500 for the rest. A hint may name what the whole
+/// database and policy file hold (every tenant, another tenant's key bases: "did you mean
+/// `bull:globex:mail`"), so a token with a tenant is shown the message alone.
 fn error_page(caller: &Caller, e: &Error) -> Response {
     let status = if e.kind == ErrorKind::Config {
         400
     } else {
         500
     };
+    let hint = e.hint.as_ref().filter(|_| caller.token.tenant.is_none());
     let body = maud::html! {
         p.notice.bad role="alert" { (e.message) }
-        @if let Some(hint) = &e.hint { p { (hint) } }
+        @if let Some(hint) = hint { p { (hint) } }
     };
     layout::html(
         status,

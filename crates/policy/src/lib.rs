@@ -5,6 +5,7 @@
 
 mod compile;
 mod cost;
+mod credentials;
 mod duration;
 mod json_walk;
 mod jsonpath;
@@ -13,6 +14,7 @@ mod model;
 mod pattern;
 mod pii;
 mod raw;
+mod redaction;
 mod resolve;
 mod schedule;
 mod selection;
@@ -31,7 +33,8 @@ pub use model::{
     StateRule, StateRules, TenantOverride, Webhook,
 };
 pub use pattern::{NamePattern, Specificity};
-pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern};
+pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern, Unreadable};
+pub use redaction::{DATA_FIELDS, JobRedaction, WITHHELD};
 pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,
     dependency_order,

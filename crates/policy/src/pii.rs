@@ -61,24 +61,30 @@ pub struct PiiRules {
     pub replacement: String,
 }
 
+/// Job data that paths cannot be applied to: not JSON, or nested deeper than a parsed tree
+/// may be (serde_json stops at 128 levels). Nothing of it may be taken as scrubbed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unreadable;
+
 impl PiiRules {
-    /// Scrubs a JSON document (`data`, `returnvalue`) by path. `None` when nothing changed or
-    /// the text is not JSON; the result is compact JSON, as BullMQ writes it.
-    pub fn scrub_json(&self, text: &str) -> Option<String> {
+    /// Scrubs a JSON document (`data`, `returnvalue`) by path: `Ok(None)` when nothing
+    /// changed, the compact JSON BullMQ writes otherwise; [`Unreadable`] when there are paths
+    /// and the text cannot be read as a tree to apply them to.
+    pub fn scrub_json(&self, text: &str) -> Result<Option<String>, Unreadable> {
         if self.paths.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let mut doc: Value = serde_json::from_str(text).ok()?;
+        let mut doc: Value = serde_json::from_str(text).map_err(|_| Unreadable)?;
         let with = Value::String(self.replacement.clone());
         let mut hits = 0;
         for path in &self.paths {
             hits += path.replace(&mut doc, &with);
         }
         if hits == 0 {
-            return None;
+            return Ok(None);
         }
-        let out = serde_json::to_string(&doc).ok()?;
-        (out != text).then_some(out)
+        let out = serde_json::to_string(&doc).map_err(|_| Unreadable)?;
+        Ok((out != text).then_some(out))
     }
 
     /// Scrubs free text with the patterns. `None` when nothing matched.
@@ -90,15 +96,7 @@ impl PiiRules {
             if spans.is_empty() {
                 continue;
             }
-            let mut out = String::with_capacity(src.len());
-            let mut at = 0;
-            for (start, end) in spans {
-                out.push_str(&src[at..start]);
-                out.push_str(&self.replacement);
-                at = end;
-            }
-            out.push_str(&src[at..]);
-            current = Some(out);
+            current = Some(replace_spans(src, &spans, &self.replacement));
         }
         current.filter(|s| s != text)
     }
@@ -107,56 +105,66 @@ impl PiiRules {
     /// strings): inside JSON every string is scrubbed and the document re-encoded, so a
     /// replacement never breaks the encoding; other text is scrubbed as it is.
     pub fn scrub_text_or_json(&self, text: &str) -> Option<String> {
-        match serde_json::from_str::<Value>(text) {
-            Ok(mut doc @ (Value::Array(_) | Value::Object(_) | Value::String(_))) => {
-                if self.scrub_strings(&mut doc) {
-                    serde_json::to_string(&doc).ok()
-                } else {
-                    None
-                }
-            }
-            _ => self.scrub_text(text),
-        }
+        map_strings(text, &|s| self.scrub_text(s))
     }
 
     /// What `action: anonymize` writes for the job's hash field `name`: `data` and
-    /// `returnvalue` by path, `stacktrace` and other text by pattern. `None` when unchanged.
-    pub fn scrub_field(&self, name: &str, text: &str) -> Option<String> {
+    /// `returnvalue` by path, `stacktrace` and other text by pattern. `Ok(None)` when
+    /// unchanged; [`Unreadable`] when paths cannot be applied to `data` or `returnvalue`.
+    pub fn scrub_field(&self, name: &str, text: &str) -> Result<Option<String>, Unreadable> {
         match name {
             "data" | "returnvalue" => self.scrub_json(text),
-            "stacktrace" => self.scrub_text_or_json(text),
-            _ => self.scrub_text(text),
+            "stacktrace" => Ok(self.scrub_text_or_json(text)),
+            _ => Ok(self.scrub_text(text)),
         }
     }
+}
 
-    /// How the job's hash field `name` reads to someone who may not see personal data: what
-    /// [`scrub_field`](Self::scrub_field) writes, then the patterns over every string left
-    /// (in `data` and `returnvalue` too, where anonymizing applies paths only).
-    pub fn redact_field(&self, name: &str, text: &str) -> String {
-        let scrubbed = self.scrub_field(name, text);
-        let after_paths = scrubbed.as_deref().unwrap_or(text);
-        self.scrub_text_or_json(after_paths)
-            .or(scrubbed)
-            .unwrap_or_else(|| text.to_string())
+/// `text` with each of `spans` (byte ranges, in order and disjoint) replaced by `with`.
+pub(crate) fn replace_spans(text: &str, spans: &[(usize, usize)], with: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for &(start, end) in spans {
+        out.push_str(&text[at..start]);
+        out.push_str(with);
+        at = end;
     }
+    out.push_str(&text[at..]);
+    out
+}
 
-    fn scrub_strings(&self, value: &mut Value) -> bool {
-        match value {
-            Value::String(s) => match self.scrub_text(s) {
-                Some(new) => {
-                    *s = new;
-                    true
-                }
-                None => false,
-            },
-            Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |acc, v| self.scrub_strings(v) | acc),
-            Value::Object(map) => map
-                .values_mut()
-                .fold(false, |acc, v| self.scrub_strings(v) | acc),
-            _ => false,
+/// Applies `f` to text that may be JSON: inside a JSON array, object or string to every
+/// string (the document re-encoded, so a replacement never breaks the encoding), to other
+/// text as it is. `None` when `f` changed nothing.
+pub(crate) fn map_strings(text: &str, f: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(mut doc @ (Value::Array(_) | Value::Object(_) | Value::String(_))) => {
+            if map_values(&mut doc, f) {
+                serde_json::to_string(&doc).ok()
+            } else {
+                None
+            }
         }
+        _ => f(text),
+    }
+}
+
+fn map_values(value: &mut Value, f: &dyn Fn(&str) -> Option<String>) -> bool {
+    match value {
+        Value::String(s) => match f(s) {
+            Some(new) => {
+                *s = new;
+                true
+            }
+            None => false,
+        },
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |acc, v| map_values(v, f) | acc),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |acc, v| map_values(v, f) | acc),
+        _ => false,
     }
 }
 
@@ -288,10 +296,11 @@ fn card_spans(text: &str) -> Vec<(usize, usize)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rules(paths: &[&str], patterns: &[TextPattern]) -> PiiRules {
+    /// Rules of `paths` and `patterns`, with the default replacement.
+    pub(crate) fn rules(paths: &[&str], patterns: &[TextPattern]) -> PiiRules {
         PiiRules {
             paths: paths
                 .iter()
@@ -300,36 +309,6 @@ mod tests {
             patterns: patterns.to_vec(),
             replacement: DEFAULT_REPLACEMENT.into(),
         }
-    }
-
-    #[test]
-    fn a_reader_sees_paths_and_patterns_applied_to_every_field() {
-        let r = rules(&["user.id", "**.phone"], &[TextPattern::Email]);
-        let data = r#"{"user":{"id":"u7","mail":"a@b.io"},"n":1,"x":{"phone":"555"}}"#;
-        assert_eq!(
-            r.redact_field("data", data),
-            r#"{"user":{"id":"[REDACTED]","mail":"[REDACTED]"},"n":1,"x":{"phone":"[REDACTED]"}}"#
-        );
-        // Anonymizing the same field applies the paths only.
-        assert_eq!(
-            r.scrub_field("data", data).as_deref(),
-            Some(
-                r#"{"user":{"id":"[REDACTED]","mail":"a@b.io"},"n":1,"x":{"phone":"[REDACTED]"}}"#
-            )
-        );
-        assert_eq!(
-            r.redact_field("failedReason", "no mail to a@b.io"),
-            "no mail to [REDACTED]"
-        );
-        assert_eq!(
-            r.redact_field("stacktrace", r#"["at a@b.io"]"#),
-            r#"["at [REDACTED]"]"#
-        );
-        assert_eq!(r.redact_field("data", r#"{"n":1}"#), r#"{"n":1}"#);
-        assert_eq!(
-            r.redact_field("data", "not json a@b.io"),
-            "not json [REDACTED]"
-        );
     }
 
     #[test]
@@ -385,14 +364,19 @@ mod tests {
         let r = rules(&["user.email", "items[*].card", "**.phone"], &[]);
         let out = r
             .scrub_json(r#"{"z":1,"user":{"email":"a@b.co","phone":"1"},"items":[{"card":"4"}],"a":{"b":{"phone":2}}}"#)
+            .expect("JSON")
             .expect("changed");
         assert_eq!(
             out,
             r#"{"z":1,"user":{"email":"[REDACTED]","phone":"[REDACTED]"},"items":[{"card":"[REDACTED]"}],"a":{"b":{"phone":"[REDACTED]"}}}"#
         );
-        assert_eq!(r.scrub_json(&out), None, "scrubbing twice changes nothing");
-        assert_eq!(r.scrub_json(r#"{"other":1}"#), None);
-        assert_eq!(r.scrub_json("not json"), None);
+        assert_eq!(
+            r.scrub_json(&out),
+            Ok(None),
+            "scrubbing twice changes nothing"
+        );
+        assert_eq!(r.scrub_json(r#"{"other":1}"#), Ok(None));
+        assert_eq!(r.scrub_json("not json"), Err(Unreadable));
     }
 
     #[test]

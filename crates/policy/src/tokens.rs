@@ -25,7 +25,7 @@ pub enum Role {
 pub enum Permission {
     /// See pages and data, redacted.
     Read,
-    /// See job data as stored.
+    /// See job data as stored, and the policy file's credentials.
     ReadRaw,
     /// Sweep a queue now.
     SweepNow,

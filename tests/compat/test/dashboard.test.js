@@ -372,6 +372,17 @@ async function sweptNow(...bases) {
   for (const base of bases) await client.hset('bullsweep:lastrun', base, Date.now());
 }
 
+// Removes a test's queue (its BullMQ `queue`, key base `base`) and the archive's directories
+// of the tenants its segments (`segmentNames`) are under.
+async function dropArchived(queue, base, segmentNames) {
+  await queue.obliterate({ force: true });
+  await queue.close();
+  await client.hdel('bullsweep:lastrun', base);
+  for (const top of new Set(segmentNames.map((s) => s.split('/')[0]))) {
+    fs.rmSync(path.join(dir, 'archive', top), { recursive: true, force: true });
+  }
+}
+
 test('a session cookie forged from the token file is refused (issue 24, finding 8)', async () => {
   // The attack: read the token file (it may hold only tokenSha256 digests, so use only the
   // digests), derive the signing key as the dashboard derived it from the file, and sign an
@@ -514,12 +525,7 @@ test('viewers and operators see job data redacted by pii paths and patterns on e
       }
     });
   } finally {
-    await signups.obliterate({ force: true });
-    await signups.close();
-    await client.hdel('bullsweep:lastrun', base);
-    for (const top of new Set(segmentNames.map((s) => s.split('/')[0]))) {
-      fs.rmSync(path.join(dir, 'archive', top), { recursive: true, force: true });
-    }
+    await dropArchived(signups, base, segmentNames);
   }
 });
 
@@ -736,4 +742,196 @@ test('a search over a large archive answers a page at a time, /healthz answering
     await queue.close();
     big.stop();
   }
+});
+
+// --- Issue 24 review (finding 9, invariant 13): every view of job data applies the same
+// redaction for its reader, and no secret is ever printed ---
+
+test('job data the pii paths cannot be applied to is withheld, and the values they hide are hidden in the name, failedReason, stacktrace and logs (issue 24 review)', async () => {
+  const connection = redis.connection(0);
+  const prefix = 'bull:initech';
+  const base = `${prefix}:profiles`;
+  await sweptNow(base);
+  const profiles = new Queue('profiles', { connection, prefix });
+  // 600 levels: past the 128 serde_json parses, so no path can be applied to the tree.
+  let deep = { note: 'Zelda Deepwater' };
+  for (let k = 0; k < 600; k += 1) deep = { a: deep };
+  await profiles.add('signup pid-5e6f-1', { user: { id: 'pid-5e6f-1', name: 'Quentin Yarrow' }, plan: 'pro' }, { attempts: 1 });
+  await profiles.add('import', { user: { id: 'pid-deep-9' }, history: deep }, { attempts: 1 });
+  let failed = 0;
+  const worker = new Worker('profiles', async (job) => {
+    const who = job.data.user.name || job.data.user.id;
+    await job.log(`mailing ${who}`);
+    throw new Error(`no mailbox for ${who} (${job.data.user.id})`);
+  }, { connection, prefix });
+  worker.on('failed', () => { failed += 1; });
+  await waitFor('2 profiles failed', async () => failed === 2);
+  await worker.close();
+  const personal = /Quentin|Yarrow|pid-5e6f|pid-deep|Zelda|Deepwater/;
+  const segmentNames = [];
+  try {
+    await withPolicies([
+      '  - name: profiles',
+      '    queueNamePattern: profiles',
+      '    rules: { failed: { maxAge: 1ms, action: archive } }',
+      '    pii: { paths: [user.id, user.name], patterns: [email] }',
+    ], async () => {
+      await cli('run', '--queue', 'profiles');
+      const listing = await (await get('/archive?queue=profiles', TOKENS.admin)).text();
+      segmentNames.push(...[...listing.matchAll(/data-segment="([^"]+)"/g)].map((m) => m[1]));
+      assert.ok(segmentNames.length >= 1, 'the profiles are archived');
+      const search = async (grep, token) => {
+        const html = await (await get(`/archive?${new URLSearchParams({ grep, queue: 'profiles' })}`, token)).text();
+        const results = html.split(/matching records?/)[1] || '';
+        return { n: Number((html.match(/<h2>(\d+) matching records?/) || [])[1]), results };
+      };
+      // The admin sees the data as stored: the checks below are not vacuous.
+      const adminView = await (await get(`/archive/segment?name=${encodeURIComponent(segmentNames[0])}`, TOKENS.admin)).text();
+      assert.match(adminView, /Quentin Yarrow/);
+      assert.equal((await search('fields.name=signup pid-5e6f-1', TOKENS.admin)).n, 1);
+
+      for (const [role, token] of [['viewer', TOKENS.viewer], ['operator', TOKENS.ops]]) {
+        const records = [];
+        for (const name of segmentNames) {
+          const html = await (await get(`/archive/segment?name=${encodeURIComponent(name)}`, token)).text();
+          assert.doesNotMatch(html, personal, `${role}: the segment viewer`);
+          const text = await (await get(`/archive/segment.jsonl?name=${encodeURIComponent(name)}`, token)).text();
+          assert.doesNotMatch(text, personal, `${role}: the download`);
+          records.push(...text.trim().split('\n').map((l) => JSON.parse(l)));
+        }
+        assert.equal(records.length, 2, `${role} downloads both`);
+        const tooDeep = records.find((r) => r.fields.name === 'import');
+        assert.equal(tooDeep.fields.data, '[redacted]', `${role}: data too deep for the paths is withheld whole`);
+        assert.equal(tooDeep.fields.failedReason, 'no mailbox for [REDACTED] ([REDACTED])', 'its id is still found, at the top');
+        const named = records.find((r) => r.fields.name !== 'import');
+        assert.equal(named.fields.name, 'signup [REDACTED]', `${role}: the job's name`);
+        assert.equal(named.fields.failedReason, 'no mailbox for [REDACTED] ([REDACTED])', `${role}: failedReason`);
+        assert.match(JSON.stringify(named.fields.stacktrace), /no mailbox for \[REDACTED\] \(\[REDACTED\]\)/, `${role}: stacktrace`);
+        assert.deepEqual(named.logs, ['mailing [REDACTED]'], `${role}: logs`);
+        assert.equal(named.fields.data.plan, 'pro', 'what no rule marks stays readable');
+        for (const grep of ['fields.name=signup pid-5e6f-1', 'fields.failedReason=no mailbox for Quentin Yarrow (pid-5e6f-1)',
+          'logs[0]=mailing Quentin Yarrow', 'fields.data.user.id=pid-deep-9', 'fields.failedReason=no mailbox for pid-deep-9 (pid-deep-9)']) {
+          const found = await search(grep, token);
+          assert.equal(found.n, 0, `${role}: ${grep} answers as a wrong guess`);
+          assert.doesNotMatch(found.results, personal);
+        }
+      }
+    });
+  } finally {
+    await dropArchived(profiles, base, segmentNames);
+  }
+});
+
+test('a tenant token learns no other tenant from an error: no restore suggestion, no list of tenants; the CLI keeps both (issue 24 review)', async () => {
+  const connection = redis.connection(0);
+  await sweptNow('bull:globex:exports');
+  const globexExports = new Queue('exports', { connection, prefix: 'bull:globex' });
+  queues.push(globexExports);
+  await finishJobs(globexExports, connection, 3);
+  await cli('run', '--queue', 'exports');
+  assert.match(await cli('archive', 'ls', '--queue', 'exports'), /bull:globex:exports/, 'another tenant has a queue of that name archived');
+  const tokens = path.join(dir, 'tokens-review.yaml');
+  fs.writeFileSync(tokens, [
+    'tokens:',
+    '  - { name: acme-ops, token: "acme-ops-secret", role: operator, tenant: acme }',
+    '  - { name: zeta-admin, token: "zeta-admin-secret", role: admin, tenant: zeta }',
+    '  - { name: root-ops, token: "root-ops-secret", role: operator }',
+    '',
+  ].join('\n'));
+  const other = await freePort();
+  const d = startDaemon([...args, '--listen', `127.0.0.1:${other}`, '--dashboard', '--dashboard-tokens', tokens]);
+  const at = (p) => `http://127.0.0.1:${other}${p}`;
+  const send = async (p, token, form) => {
+    const page = await (await fetch(at('/archive'), { headers: { authorization: `Bearer ${token}` } })).text();
+    return fetch(at(p), {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ csrf: csrfOf(page), ...form }).toString(),
+    });
+  };
+  try {
+    await waitFor('the second dashboard answers', async () => (await fetch(at('/login')).catch(() => ({}))).status === 200);
+    const missing = { queue: 'bull:acme:exports', id: '999999', as: 'original' };
+    let r = await send('/archive/restore', 'acme-ops-secret', missing);
+    assert.equal(r.status, 400);
+    let html = await r.text();
+    assert.match(html, /is not in the archive/);
+    assert.doesNotMatch(html, /globex/, 'a tenant operator is suggested no other tenant\'s key base');
+    r = await send('/archive/restore', 'root-ops-secret', missing);
+    assert.match(await r.text(), /did you mean `bull:globex:exports`/, 'a token that sees every tenant keeps the hint');
+    r = await send('/erasure', 'zeta-admin-secret', { subject: 'user=u8', request_id: 'ZETA-1' });
+    assert.equal(r.status, 400);
+    html = await r.text();
+    assert.match(html, /unknown tenant `zeta`/);
+    assert.doesNotMatch(html, /acme|globex|initech/, 'a tenant admin is not told every tenant\'s name');
+  } finally {
+    await d.kill('SIGKILL');
+  }
+  const restore = await bullsweep([...args, 'archive', 'restore', 'bull:acme:exports', '999999']);
+  assert.equal(restore.code, 2);
+  assert.match(restore.stderr, /did you mean `bull:globex:exports`/, 'the CLI keeps its suggestion');
+  const forget = await bullsweep([...args, 'forget', '--subject', 'user=u8', '--request-id', 'ZETA-2', '--tenant', 'zeta', '--dry-run']);
+  assert.equal(forget.code, 2);
+  assert.match(forget.stderr, /the tenants are: .*globex/, 'and its list of tenants');
+});
+
+test('the policy file\'s credentials are shown to admins only: others see them masked (issue 24 review)', async () => {
+  const file = args[3];
+  const original = fs.readFileSync(file, 'utf8');
+  const secrets = ['pg-pw-7731', 'whk-4f2e9a', 'whk-path-5150', 'T0AAA'];
+  try {
+    fs.writeFileSync(file, `${original.replace(/^audit: .*$/m, 'audit: { url: "postgres://bullsweep:pg-pw-7731@127.0.0.1:1/audit?sslmode=require" }').trimEnd()}\n${[
+      'notify:',
+      '  webhook:',
+      '    url: https://hooks.example.com/services/T0AAA/B0BBB/whk-path-5150',
+      '    headers: { Authorization: "Bearer whk-4f2e9a" }',
+    ].join('\n')}\n`);
+    const admin = await (await get('/policies', TOKENS.admin)).text();
+    for (const s of secrets) assert.ok(admin.includes(s), `an admin reads the file as written (${s})`);
+    for (const [role, token] of [['viewer', TOKENS.viewer], ['operator', TOKENS.ops], ['tenant', TOKENS.acme]]) {
+      const r = await get('/policies', token);
+      assert.equal(r.status, 200);
+      const html = await r.text();
+      for (const s of secrets) assert.ok(!html.includes(s), `${role}: ${s} is not shown`);
+      if (role !== 'tenant') {
+        assert.match(html, /data-masked="true"/);
+        assert.ok(html.includes('postgres://bullsweep:***@127.0.0.1:1/audit?sslmode=***'), `${role}: the URL, its password masked`);
+        assert.ok(html.includes('url: https://hooks.example.com/***'), `${role}: the webhook's host`);
+        assert.match(html, /Authorization: (&quot;|")\*\*\*(&quot;|")/);
+        assert.match(html, /queueNamePattern: exports/, `${role}: the rest reads as written`);
+      }
+    }
+  } finally {
+    fs.writeFileSync(file, original);
+  }
+});
+
+test('unreadable lines in the audit trail break no queue page, which reads a bounded tail of it (issue 24 review)', async () => {
+  const trail = path.join(dir, 'audit.jsonl');
+  const original = fs.readFileSync(trail, 'utf8');
+  const queuePage = async (token) => {
+    const r = await get('/queue?key=bull:acme:billing', token);
+    assert.equal(r.status, 200, 'the queue page answers');
+    return r.text();
+  };
+  try {
+    fs.writeFileSync(trail, `${original}{"seq": 999999, "not": "an audit record"\n`);
+    for (const token of [TOKENS.viewer, TOKENS.acme]) {
+      assert.match(await queuePage(token), /data-unreadable="1"/, 'and says the trail has an unreadable line');
+    }
+    const audit = await get('/audit', TOKENS.viewer);
+    assert.equal(audit.status, 200, 'the audit page answers');
+    const html = await audit.text();
+    assert.match(html, /data-chain="broken"/, 'and its check reports the trail broken');
+    assert.match(html, /data-unreadable="1"/);
+    // 20,000 lines read at the most, whatever the trail holds.
+    fs.writeFileSync(trail, `${original}${'{"not": "an audit record"}\n'.repeat(20001)}`);
+    const bounded = await queuePage(TOKENS.viewer);
+    assert.match(bounded, /data-unreadable="20000"/);
+    assert.match(bounded, /The newest 20,000 events of the trail were read/);
+  } finally {
+    fs.writeFileSync(trail, original);
+  }
+  assert.doesNotMatch(await queuePage(TOKENS.viewer), /data-unreadable/);
 });

@@ -15,7 +15,6 @@ mod stream;
 
 pub use local::LocalArchive;
 pub use record::{ArchiveRecord, JobCopy, RecordFields};
-pub use redact::{DATA_FIELDS, REDACTED};
 pub use s3::S3Archive;
 pub use segment::{SegmentManifest, SegmentMeta};
 pub use sink::ArchiveSink;

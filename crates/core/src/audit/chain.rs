@@ -178,7 +178,7 @@ fn find_head(file: &mut File, len: u64, source: &Source) -> io::Result<(u64, Str
 
 /// Calls `f` with each line of the first `len` bytes of the file (all complete), newest
 /// first, without its newline, until `f` returns `true`.
-fn scan_back(
+pub(super) fn scan_back(
     file: &mut File,
     len: u64,
     mut f: impl FnMut(&[u8]) -> io::Result<bool>,
@@ -406,7 +406,7 @@ pub(super) fn read_events(path: &Path) -> io::Result<Vec<AuditEvent>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::audit::AuditContext;
 
@@ -417,7 +417,12 @@ mod tests {
         }
     }
 
-    fn event_of(source: Option<&str>, seq: u64, ids: Vec<String>) -> AuditEvent {
+    /// Event `seq` of `source`, a removal of `ids` from `bull:q`.
+    pub(in crate::audit) fn event_of(
+        source: Option<&str>,
+        seq: u64,
+        ids: Vec<String>,
+    ) -> AuditEvent {
         let ctx = AuditContext {
             policy_name: "p".into(),
             policy_version: "v".into(),

@@ -11,11 +11,13 @@ mod entry;
 pub mod postgres;
 mod source;
 mod streams;
+mod tail;
 
 pub use chain::{AuditLine, ChainReport, FileAuditStore, GENESIS_HASH, VerifyReport};
 pub use postgres::PostgresAuditStore;
 pub use source::{Checkpoint, Source, checkpoint, source_of};
 pub use streams::{Backlog, backlog};
+pub use tail::Tail;
 
 use crate::bullmq::keys::{AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ};
 use crate::bullmq::scripts;
@@ -231,6 +233,27 @@ pub async fn read_events(target: &AuditTarget) -> std::io::Result<Vec<AuditEvent
     match target {
         AuditTarget::File(path) => chain::read_events(path),
         AuditTarget::Postgres(url) => postgres::read_events(url).await,
+    }
+}
+
+/// The newest `want` events passing `keep`, newest first, for a page that shows a few: from
+/// a file, read from its end on a blocking thread, `at_most` lines at the most; from
+/// PostgreSQL, every row read a page at a time with `want` events held. Lines (rows) that are
+/// not audit events are skipped and counted.
+pub async fn read_newest(
+    target: &AuditTarget,
+    mut keep: impl FnMut(&AuditEvent) -> bool + Send + 'static,
+    want: usize,
+    at_most: usize,
+) -> std::io::Result<Tail> {
+    match target {
+        AuditTarget::File(path) => {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || tail::from_file(&path, &mut keep, want, at_most))
+                .await
+                .map_err(std::io::Error::other)?
+        }
+        AuditTarget::Postgres(url) => postgres::read_newest(url, &mut keep, want).await,
     }
 }
 

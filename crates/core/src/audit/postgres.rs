@@ -5,6 +5,7 @@
 //! and refuses an insert that does not extend the chain with a correct hash.
 
 use super::chain::{AuditLine, GENESIS_HASH, VerifyReport, chain_hash};
+use super::tail::{Newest, Tail};
 use super::{AuditEvent, Source};
 use std::io;
 use tokio_postgres::{Client, NoTls};
@@ -247,8 +248,42 @@ impl PostgresAuditStore {
 /// Every row, oldest first, as chain records; `Err` carries the row number and why a row's
 /// event is not a canonical audit event.
 async fn rows(url: &str) -> io::Result<Vec<Result<AuditLine, (u64, String)>>> {
-    let client = connect(url).await?;
     let mut out = Vec::new();
+    each_row(url, |row| out.push(row)).await?;
+    Ok(out)
+}
+
+/// The newest `want` events passing `keep`, newest first, rows that are not audit events
+/// skipped and counted. The table is read in its (source, seq) order, a page at a time, so
+/// every row is read, but only `want` events are held at once.
+pub(super) async fn read_newest(
+    url: &str,
+    keep: &mut dyn FnMut(&AuditEvent) -> bool,
+    want: usize,
+) -> io::Result<Tail> {
+    let mut newest = Newest::new(want);
+    let mut unreadable = 0;
+    each_row(url, |row| match row {
+        Ok(rec) if keep(&rec.event) => newest.offer(rec.event),
+        Ok(_) => {}
+        Err(_) => unreadable += 1,
+    })
+    .await?;
+    let events = newest.into_events();
+    Ok(Tail {
+        stopped_early: false,
+        unreadable,
+        events,
+    })
+}
+
+/// Calls `f` with every row, oldest first, as [`rows`] gives them, a page at a time.
+async fn each_row(
+    url: &str,
+    mut f: impl FnMut(Result<AuditLine, (u64, String)>),
+) -> io::Result<()> {
+    let client = connect(url).await?;
+    let mut number = 0;
     let mut after: (String, i64) = (String::new(), -1);
     loop {
         let page = client
@@ -261,11 +296,11 @@ async fn rows(url: &str) -> io::Result<Vec<Result<AuditLine, (u64, String)>>> {
             .await
             .map_err(|e| pg_error("cannot read the chain", e))?;
         let Some(last) = page.last() else {
-            return Ok(out);
+            return Ok(());
         };
         after = (last.get(0), last.get(1));
         for row in &page {
-            let number = out.len() as u64 + 1;
+            number += 1;
             let source: String = row.get(0);
             let text: String = row.get(2);
             let line = match serde_json::from_str::<AuditEvent>(&text) {
@@ -286,7 +321,7 @@ async fn rows(url: &str) -> io::Result<Vec<Result<AuditLine, (u64, String)>>> {
                 )),
                 Err(e) => Err((number, format!("not a valid audit event ({e})"))),
             };
-            out.push(line);
+            f(line);
         }
     }
 }

@@ -8,7 +8,7 @@ use super::work::StateWork;
 use crate::bullmq::fingerprint::scrub_fingerprint;
 use crate::bullmq::{QueueKeys, ScrubbedJob, scripts};
 use crate::error::Result;
-use bullsweep_policy::{PiiRules, Selection};
+use bullsweep_policy::{PiiRules, Selection, Unreadable};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -24,7 +24,10 @@ const PAGE_JOBS: u64 = 1_000;
 /// The fields the fingerprint covers, in its order.
 const SCRUBBED_FIELDS: [&str; 4] = ["data", "returnvalue", "failedReason", "stacktrace"];
 
-/// The scrubbed job for what was read: new values only for what changed.
+/// The scrubbed job for what was read: new values only for what changed. [`Unreadable`]
+/// when the paths cannot be applied to its `data`, `returnvalue` or a copy of its return
+/// value (counted as malformed): such a job is left unwritten and unmarked, never marked as
+/// scrubbed.
 fn scrub(
     rules: &PiiRules,
     id: &str,
@@ -32,7 +35,7 @@ fn scrub(
     fields: Vec<Option<String>>,
     logs: Vec<String>,
     copies: Vec<(String, String, Option<String>)>,
-) -> ScrubbedJob {
+) -> Result<ScrubbedJob, Unreadable> {
     let mut job = ScrubbedJob {
         id: id.to_string(),
         score,
@@ -40,7 +43,7 @@ fn scrub(
     };
     for (name, value) in SCRUBBED_FIELDS.iter().zip(&fields) {
         let Some(value) = value else { continue };
-        if let Some(new) = rules.scrub_field(name, value) {
+        if let Some(new) = rules.scrub_field(name, value)? {
             job.fields.push((name.to_string(), new));
         }
     }
@@ -57,20 +60,18 @@ fn scrub(
     // Copies are fingerprinted only when written, so an unrelated copy cannot block the job.
     let mut written_copies = Vec::new();
     for (key, field, value) in copies {
-        let new = value.as_deref().and_then(|v| {
-            if QueueKeys::is_processed_copy(&key) {
-                rules.scrub_json(v)
-            } else {
-                rules.scrub_text(v)
-            }
-        });
+        let new = match value.as_deref() {
+            Some(v) if QueueKeys::is_processed_copy(&key) => rules.scrub_json(v)?,
+            Some(v) => rules.scrub_text(v),
+            None => None,
+        };
         if let Some(new) = new {
             written_copies.push(value);
             job.copies.push((key, field, new));
         }
     }
     job.fingerprint = scrub_fingerprint(&fields, &logs, &written_copies);
-    job
+    Ok(job)
 }
 
 impl StateWork<'_> {
@@ -200,7 +201,11 @@ impl StateWork<'_> {
                         copies.push((copy_key, self.keys.job(id), value));
                     }
                 }
-                jobs.push(scrub(rules, id, score, fields, logs, copies));
+                match scrub(rules, id, score, fields, logs, copies) {
+                    Ok(job) => jobs.push(job),
+                    // Left as it is, unmarked, and counted: never taken as scrubbed.
+                    Err(Unreadable) => skipped.malformed += 1,
+                }
             }
             done += self
                 .write_scrubbed(con, &jobs, &audit_ctx, &mut sizer, skipped)
@@ -284,7 +289,8 @@ mod tests {
                 ),
                 ("bull:p:9:failed".into(), "bull:q:1".into(), None),
             ],
-        );
+        )
+        .expect("readable");
         assert_eq!(
             job.fields,
             vec![

@@ -172,7 +172,7 @@ pub(crate) fn described(mut skipped: Skipped) -> Option<Skipped> {
     }
     if skipped.malformed > 0 {
         skipped.reasons.push(format!(
-            "{} malformed (not a hash, finishedOn missing or unequal to its score, or logs that are not a list)",
+            "{} malformed (not a hash, finishedOn missing or unequal to its score, logs that are not a list, or, to anonymize, data that pii paths cannot be applied to: not JSON, or nested deeper than 128 levels)",
             skipped.malformed
         ));
     }

@@ -24,6 +24,12 @@ pub fn load_token_file(path: &Path) -> Result<bullsweep_policy::TokenSet, Error>
 /// Reads and validates the policy file at `path`; every problem is reported at once, as a
 /// configuration error.
 pub fn load_policy_file(path: &Path) -> Result<PolicySet, Error> {
+    read_policy_file(path).map(|(set, _)| set)
+}
+
+/// [`load_policy_file`], with the text the set was compiled from (one read, so the two
+/// always agree).
+pub fn read_policy_file(path: &Path) -> Result<(PolicySet, String), Error> {
     let bytes = std::fs::read(path).map_err(|e| {
         Error::config(format!("cannot read policy file {}: {e}", path.display()))
             .with_hint("name the file with --config or BULLSWEEP_CONFIG")
@@ -37,17 +43,19 @@ pub fn load_policy_file(path: &Path) -> Result<PolicySet, Error> {
         ))
         .with_hint("save the file as UTF-8")
     })?;
-    bullsweep_policy::compile(&path.display().to_string(), &text).map_err(|mut errors| {
-        let count = errors.errors.len();
-        errors.errors.truncate(SHOWN_PROBLEMS);
-        let more = if count > SHOWN_PROBLEMS {
-            format!(" (the first {SHOWN_PROBLEMS} shown)")
-        } else {
-            String::new()
-        };
-        Error::config(format!(
-            "{count} problem{} in the policy file{more}\n{errors}",
-            if count == 1 { "" } else { "s" }
-        ))
-    })
+    let set =
+        bullsweep_policy::compile(&path.display().to_string(), &text).map_err(|mut errors| {
+            let count = errors.errors.len();
+            errors.errors.truncate(SHOWN_PROBLEMS);
+            let more = if count > SHOWN_PROBLEMS {
+                format!(" (the first {SHOWN_PROBLEMS} shown)")
+            } else {
+                String::new()
+            };
+            Error::config(format!(
+                "{count} problem{} in the policy file{more}\n{errors}",
+                if count == 1 { "" } else { "s" }
+            ))
+        })?;
+    Ok((set, text))
 }

@@ -131,8 +131,13 @@ async fn scoped_queues(
     let inv = inventory(con, set, req.env.as_deref())
         .await
         .map_err(|e| Error::redis(url, &e))?;
-    scope(set, &inv.managed, &req.subject, req.tenant.as_deref())
-        .map_err(|e| Error::config(e.to_string()))
+    scope(set, &inv.managed, &req.subject, req.tenant.as_deref()).map_err(|e| {
+        let err = Error::config(e.to_string());
+        match e.hint() {
+            Some(hint) => err.with_hint(hint),
+            None => err,
+        }
+    })
 }
 
 /// Each primary's `run_id`, in `primaries()` order: a server that restarted (or failed over)

@@ -16,7 +16,7 @@ pub mod secret;
 pub mod trail;
 pub mod verify;
 
-pub use config::{load_policy_file, load_token_file};
+pub use config::{load_policy_file, load_token_file, read_policy_file};
 pub use connect::{Conn, ConnectOptions, DEFAULT_REDIS_URL, Target, connect_url, redact};
 pub use run::{RunScope, audited_sweep};
 

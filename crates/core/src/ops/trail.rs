@@ -72,6 +72,22 @@ pub async fn audit_events(
     Ok(events.into_iter().filter(|e| filter.matches(e)).collect())
 }
 
+/// The newest `want` events of the trail that pass `filter` and `also`, newest first, read
+/// from its end ([`audit::read_newest`]: `at_most` lines of a file at the most), lines that
+/// are not audit events skipped and counted, so that a page showing a few events neither
+/// reads the whole trail nor fails on one bad line (`audit verify` says where it breaks).
+pub async fn newest_audit_events(
+    target: &AuditTarget,
+    filter: AuditFilter,
+    also: impl Fn(&AuditEvent) -> bool + Send + 'static,
+    want: usize,
+    at_most: usize,
+) -> Result<audit::Tail, Error> {
+    audit::read_newest(target, move |e| filter.matches(e) && also(e), want, at_most)
+        .await
+        .map_err(Error::audit)
+}
+
 /// Which archive segments to list.
 #[derive(Clone, Debug, Default)]
 pub struct SegmentFilter {

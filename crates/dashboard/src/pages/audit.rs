@@ -1,5 +1,6 @@
 //! The audit trail: events filtered by queue, action, time and request id (`audit query`),
-//! newest first, with the flow parents each batch removed or released, and each source's
+//! the newest 500, read from the end of the trail (a line that is not an event skipped and
+//! counted), with the flow parents each batch removed or released, and each source's
 //! chain status as `audit verify` gives it (`ops::verify`: every link, then the head against
 //! the checkpoint in this Redis, so a trail cut short is never shown as intact). An archive
 //! event links to its queue's archive.
@@ -10,7 +11,7 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::audit::{AuditEvent, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::ops::trail::{self, AuditFilter, audit_events};
+use bullsweep_core::ops::trail::{self, AuditFilter, newest_audit_events};
 use bullsweep_core::ops::verify::{Verified, source_name};
 use bullsweep_policy::NamePattern;
 use maud::{Markup, html};
@@ -37,7 +38,17 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         tenant: ctx.caller.token.tenant.clone(),
         ..AuditFilter::default()
     };
-    let events = audit_events(&ctx.set.audit, &filter).await?;
+    // Read from the newest; a line that is not an event is counted here, and the chain
+    // check below says where the trail breaks.
+    let trail = newest_audit_events(
+        &ctx.set.audit,
+        filter.clone(),
+        |_| true,
+        SHOWN + 1,
+        usize::MAX,
+    )
+    .await?;
+    let events = &trail.events;
     let verified = match Verified::read(&ctx.set.audit).await {
         Ok(mut v) => v.check(&mut ctx.con, &ctx.url).await.map(|()| v),
         Err(e) => Err(e),
@@ -72,10 +83,13 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             label { "Request id" input name="request" value=(filter.request_id.clone().unwrap_or_default()); }
             button type="submit" { "Filter" }
         }
-        p.muted { (events.len()) " events match" @if events.len() > SHOWN { "; the newest " (SHOWN) " are shown" } "." }
+        @if trail.unreadable > 0 {
+            p.notice.bad data-unreadable=(trail.unreadable) { (trail.unreadable) " line(s) of the trail are not audit events; they are skipped here." }
+        }
+        p.muted { @if events.len() > SHOWN { "More than " (SHOWN) " events match; the newest " (SHOWN) " are shown." } @else { (events.len()) " events match." } }
         div.wrap { table id="events" {
             thead { tr { th.n scope="col" { "#" } th scope="col" { "Time" } th scope="col" { "Status" } th scope="col" { "Action" } th scope="col" { "State" } th scope="col" { "Queue" } th.n scope="col" { "Jobs" } th scope="col" { "Parents taken along" } th scope="col" { "Policy" } th scope="col" { "Run / request" } th scope="col" { "By" } } }
-            tbody { @for e in events.iter().rev().take(SHOWN) {
+            tbody { @for e in events.iter().take(SHOWN) {
                 tr data-seq=(e.seq) data-source=(e.source.as_deref().unwrap_or("")) {
                     td.n { (e.seq) } td { (time(e.timestamp)) }
                     td class=(if e.status == "success" { "ok" } else { "bad" }) { (e.status) @if let Some(d) = &e.error_detail { br; span.muted { (d) } } }

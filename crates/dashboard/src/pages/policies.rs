@@ -1,12 +1,14 @@
 //! Policies: which queues are governed, uncovered or unmanaged; the policy file in force with
-//! its version; and `explain` for any queue in view, with a link to its next sweep's preview.
+//! its version (as written for an admin, its credentials masked for a viewer or operator,
+//! not at all for a tenant's token); and `explain` for any queue in view, with a link to its
+//! next sweep's preview.
 
 use super::overview::urlencode;
 use super::queue::explain;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_policy::Resolution;
+use bullsweep_policy::{Permission, Resolution};
 use maud::html;
 use sha2::{Digest, Sha256};
 
@@ -27,6 +29,12 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         .param("queue")
         .and_then(|b| inv.managed.iter().find(|q| q.base == b));
     let tenant_view = ctx.caller.token.tenant.is_some();
+    // The file's credentials let their holder act elsewhere (post to the webhook, write the
+    // audit store): only an admin reads them.
+    let admin = ctx.caller.token.role.allows(Permission::ReadRaw);
+    let masked = (!admin && !tenant_view)
+        .then(|| ctx.set.masked_text(&ctx.policy_text))
+        .flatten();
     let body = html! {
         ul.totals aria-label="Coverage" {
             li { span.v data-coverage="governed" { (governed.len()) } span.k { "governed" } }
@@ -59,8 +67,13 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         p { code { (ctx.config.display()) } ", version " code data-version=(version) { (version) } " (SHA-256 of its text)" }
         @if tenant_view {
             p.muted { "The file names every tenant's queues, so a tenant token sees only the rules above." }
+        } @else if admin {
+            pre id="policy-text" { (ctx.policy_text) }
+        } @else if let Some(text) = &masked {
+            p.muted { "Credentials (the webhook's headers and its URL past the host, passwords and query values in URLs) show as " code { "***" } "; an admin token sees the file as written." }
+            pre id="policy-text" data-masked="true" { (text) }
         } @else {
-            pre { (ctx.policy_text) }
+            p.muted { "The file holds a credential written in a form that cannot be masked, so its text is shown to admin tokens only." }
         }
     };
     Ok(layout::html(

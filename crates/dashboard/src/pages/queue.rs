@@ -1,7 +1,8 @@
 //! One queue: its jobs by state, its charts, `explain` (the effective rules and where each
 //! comes from), the next sweep's preview (what `plan` would do, with the flow parents it
-//! would remove or release), the parents past sweeps took along (from the audit trail, by
-//! key) and, for operators, a button to sweep it now.
+//! would remove or release), the parents past sweeps took along (from the newest events of
+//! the audit trail, by key; a line that is not an event is skipped and counted) and, for
+//! operators, a button to sweep it now.
 
 use super::effectiveness::{Window, charts_for};
 use super::overview::urlencode;
@@ -13,12 +14,16 @@ use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::engine::Mode;
 use bullsweep_core::health::history;
 use bullsweep_core::ops::audited_sweep;
-use bullsweep_core::ops::trail::{AuditFilter, audit_events};
+use bullsweep_core::ops::trail::{AuditFilter, newest_audit_events};
 use bullsweep_policy::{EffectivePolicy, Permission, Resolution};
 use maud::{Markup, html};
 
 /// Parents taken along by past sweeps shown at most, newest first.
 const PARENTS_SHOWN: usize = 100;
+
+/// Audit events a queue page reads at the most, from the newest, to find them: a page costs
+/// the same however long the trail grows.
+const TRAIL_READ: usize = 20_000;
 
 /// `GET /queue?key=<base>`.
 pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
@@ -35,15 +40,20 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let window = Window::of(req);
     let link = format!("/queue?key={}&", urlencode(&base));
     let charts = charts_for(&mut ctx, &history::queue_scope(&base), &window, &link).await?;
-    let events = audit_events(
+    let filter = AuditFilter {
+        tenant: ctx.caller.token.tenant.clone(),
+        ..AuditFilter::default()
+    };
+    let key = q.base.clone();
+    let trail = newest_audit_events(
         &ctx.set.audit,
-        &AuditFilter {
-            tenant: ctx.caller.token.tenant.clone(),
-            ..AuditFilter::default()
-        },
+        filter,
+        move |e| e.context.queue_key == key && !e.related_jobs.is_empty(),
+        PARENTS_SHOWN,
+        TRAIL_READ,
     )
     .await?;
-    let taken = taken_along(&ctx, &q.base, &events);
+    let taken = taken_along(&ctx, &trail.events);
     let resolution = ctx.set.resolve(&q);
     let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
@@ -72,6 +82,12 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             }
         }
         h2 { "Flow parents taken along by past sweeps" }
+        @if trail.unreadable > 0 {
+            p.notice.bad data-unreadable=(trail.unreadable) { "The audit trail has " (count(trail.unreadable)) " unreadable line(s) among those read; they are skipped here. The audit page's chain check says where it breaks." }
+        }
+        @if trail.stopped_early && trail.events.len() < PARENTS_SHOWN {
+            p.muted { "The newest " (count(TRAIL_READ as u64)) " events of the trail were read." }
+        }
         @if taken.is_empty() { p.muted { "The audit trail names no parent removed or released with this queue's jobs." } }
         @else {
             p.muted { "Removing a child removes a parent in the same queue whose last pending child it was, and releases a parent in another queue to wait (BullMQ's flow handling); the newest " (PARENTS_SHOWN) " are listed." }
@@ -97,17 +113,14 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     ))
 }
 
-/// The parents the trail names as taken along with `base`'s jobs, newest first, each with
-/// its event, key and role; a parent in a queue outside the caller's view is left out.
+/// The parents the queue's `events` (newest first) name as taken along with its jobs, each
+/// with its event, key and role; a parent in a queue outside the caller's view is left out.
 fn taken_along<'e>(
     ctx: &Ctx<'_>,
-    base: &str,
     events: &'e [AuditEvent],
 ) -> Vec<(&'e AuditEvent, &'e str, &'e str)> {
     events
         .iter()
-        .rev()
-        .filter(|e| e.context.queue_key == base)
         .flat_map(|e| e.related_jobs.iter().map(move |r| (e, r)))
         .filter(|(_, r)| scope::sees_job_key(ctx, &r.key))
         .map(|(e, r)| (e, r.key.as_str(), r.role.as_str()))

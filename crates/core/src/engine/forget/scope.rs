@@ -41,11 +41,23 @@ impl std::fmt::Display for ScopeError {
                 f,
                 "unknown tenant `{name}`: no managed queue's key names a tenant, and the policy file's `tenants:` names none"
             ),
-            ScopeError::UnknownTenant { name, known } => write!(
+            ScopeError::UnknownTenant { name, .. } => write!(
                 f,
-                "unknown tenant `{name}`: no managed queue's key names it, nor does the policy file's `tenants:`; the tenants are: {}",
-                known.join(", ")
+                "unknown tenant `{name}`: no managed queue's key names it, nor does the policy file's `tenants:`"
             ),
+        }
+    }
+}
+
+impl ScopeError {
+    /// What to try: for an unknown tenant, the tenants there are. Every tenant's name, so it
+    /// is a hint apart from the message, which a caller who sees one tenant is not shown.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            ScopeError::UnknownTenant { known, .. } if !known.is_empty() => {
+                Some(format!("the tenants are: {}", known.join(", ")))
+            }
+            _ => None,
         }
     }
 }
