@@ -25,7 +25,7 @@ mod receipt;
 mod scan;
 mod scope;
 
-pub use archive::erase_archive;
+pub use archive::{ArchiveOutcome, erase_archive};
 pub use scope::{ScopeError, ScopedQueue, scope};
 
 pub use keyspace::run_id_of;
@@ -73,6 +73,9 @@ pub struct ForgetRequest {
     pub dry_run: bool,
     /// How long to wait for active jobs to finish.
     pub wait_active: Duration,
+    /// How long to wait, in all, for the sweep locks of queues another bullsweep (the daemon,
+    /// a run) holds; a queue whose lock is still held then remains to search.
+    pub lock_wait: Duration,
     /// Environment in force, as for `run`.
     pub env: Option<String>,
     /// Target time one Lua call may hold Redis, in microseconds.
@@ -123,7 +126,8 @@ async fn apply<C: ConnectionLike>(
 }
 
 /// Reads an item's value again after the script said it changed: the new SHA-1 if it still
-/// belongs to the subject, else `None`.
+/// belongs to the subject, else `None`; `Err` when it can no longer be told (data that names
+/// the id but is not JSON).
 async fn reread<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
@@ -144,7 +148,16 @@ async fn reread<C: ConnectionLike>(
         ErasureKind::Processed | ErasureKind::Failed => {
             copy_holds(&Prefilter::new(value), &raw, value)
         }
-        _ => matches!(q.read(&raw, value), Ok(Some(_))),
+        _ => match q.read(&raw, value) {
+            Ok(found) => found.is_some(),
+            Err(_) if Prefilter::new(value).may_name(&raw) => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "its data changed and is no longer JSON, though it holds the id",
+                )));
+            }
+            Err(_) => false,
+        },
     };
     Ok(still.then(|| sha1_hex(&raw)))
 }
@@ -292,9 +305,8 @@ where
     let mut stats = ScanStats::default();
     let found = scan(con, scoped, &req.value, &mut stats, places).await;
     let identifiers = Identifiers::new(
-        std::iter::once(req.value.clone())
-            .chain(found.identifiers)
-            .chain(known.iter().cloned()),
+        &req.value,
+        found.identifiers.into_iter().chain(known.iter().cloned()),
     );
     let deadline = Instant::now() + req.wait_active;
     let mut receipts = Vec::new();
@@ -319,7 +331,14 @@ where
             req.budget_us,
         )
         .await;
-        places.ended(PlaceKind::Events, keys.events(), &events);
+        match &events {
+            Ok(ev) if ev.of_unknown_tenant > 0 => places.left(
+                PlaceKind::Events,
+                keys.events(),
+                unknown_tenant_reason(ev.of_unknown_tenant, req.tenant.as_deref()),
+            ),
+            ended => places.ended(PlaceKind::Events, keys.events(), ended),
+        }
         if let Ok(ev) = events {
             qr.events = ev.deleted;
             qr.events_of_unknown_tenant = ev.of_unknown_tenant;
@@ -329,4 +348,14 @@ where
         }
     }
     (stats, receipts)
+}
+
+/// Why entries naming the subject in a queue whose key names no tenant were kept: under
+/// `--tenant`, an entry whose job was not erased here cannot be told to be the tenant's.
+fn unknown_tenant_reason(entries: u64, tenant: Option<&str>) -> String {
+    format!(
+        "{} name the subject in a queue with no tenant in its key, and their jobs could not be tied to tenant `{}`: kept, as they may be another tenant's; run the erasure without --tenant to erase them",
+        crate::text::count(entries, "event"),
+        tenant.unwrap_or_default()
+    )
 }

@@ -31,7 +31,8 @@ pub struct QueueReceipt {
     pub events: u64,
     /// Events stream entries that name the subject but are left, because the queue's key
     /// names no tenant, `--tenant` was given, and the entry's job is not one erased here (so
-    /// its tenant cannot be told). An erasure without `--tenant` takes them.
+    /// its tenant cannot be told). The stream is then listed in `remaining` and the status is
+    /// `incomplete`; an erasure without `--tenant` takes them.
     pub events_of_unknown_tenant: u64,
     /// Jobs still locked by a worker after `--wait-active`: their erasure is pending.
     pub pending: Vec<PendingJob>,
@@ -146,8 +147,13 @@ pub enum PlaceKind {
     Archive,
     /// One archive segment (only ever remaining).
     Segment,
-    /// A queue in scope that the erasure did not cover (found only after a server restarted).
+    /// A queue in scope that the erasure did not cover: another bullsweep held its sweep
+    /// lock (or the erasure's lock on it was lost), or it was found only after a server
+    /// restarted.
     Queue,
+    /// One key that could not be read (an error other than `WRONGTYPE`, or a reply of another
+    /// kind) or whose data names the id but is not JSON (only ever remaining).
+    Key,
 }
 
 /// One place an erasure searches.
