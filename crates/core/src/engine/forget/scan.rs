@@ -167,8 +167,10 @@ pub(super) fn test_step(
             if e.code() == "WRONGTYPE" {
                 out.wrong_type.push(k.key.clone());
             } else {
+                // As the server said it (`NOPERM …`, `LOADING …`, `MOVED …`).
+                let said = format!("{} {}", e.code(), e.details().unwrap_or_default());
                 out.unread
-                    .push((k.key.clone(), format!("could not be read: {e}")));
+                    .push((k.key.clone(), format!("could not be read: {}", said.trim())));
             }
             continue;
         }
