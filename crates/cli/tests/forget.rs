@@ -339,15 +339,19 @@ fn remaining(receipt: &Value) -> Vec<(String, String, String)> {
         .unwrap_or_default()
 }
 
+/// A policy with a local archive and audit file in the world's folder: queue `cold`'s
+/// completed jobs are archived at once, queue `keep`'s kept.
+fn archive_policy(w: &World, cold: &str, keep: &str) -> std::path::PathBuf {
+    w.policy(&format!(
+        "version: 1\naudit: {{ url: \"file://{dir}/audit.jsonl\" }}\narchive: {{ url: \"file://{dir}/archive\" }}\nsubjects: [{{ name: user, paths: [user.id] }}]\npolicies:\n  - {{ name: cold, queueNamePattern: {cold}, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n  - {{ name: keep, queueNamePattern: {keep}, rules: {{ completed: {{ maxAge: 30d }} }} }}\n",
+        dir = w.dir.path().display(),
+    ))
+}
+
 #[test]
 fn a_queue_whose_lock_another_bullsweep_holds_is_left_whole_until_a_rerun() {
     let w = World::new();
-    let archive = w.dir.path().join("archive");
-    let policy = w.policy(&format!(
-        "version: 1\naudit: {{ url: \"file://{dir}/audit.jsonl\" }}\narchive: {{ url: \"file://{archive}\" }}\nsubjects: [{{ name: user, paths: [user.id] }}]\npolicies:\n  - {{ name: cold, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n  - {{ name: keep, queueNamePattern: billing, rules: {{ completed: {{ maxAge: 30d }} }} }}\n",
-        dir = w.dir.path().display(),
-        archive = archive.display()
-    ));
+    let policy = archive_policy(&w, "mail", "billing");
     // u42's mail job is archived, then u42 has another in Redis; and one in billing.
     w.seed(spec("bull:mail", 100, 0, 3), now_ms());
     let out = w.run(&policy, &["run"]);
@@ -419,18 +423,26 @@ fn a_key_the_erasure_may_not_read_is_named_and_never_claimed_erased() {
         "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies: [{ name: keep, queueNamePattern: \"*\", rules: { completed: { maxAge: 30d } } }]\n",
     );
     let mut con = w.con();
-    // The erasure user may read billing's queue keys but not its jobs: every read answers
-    // NOPERM.
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(bullsweep_testkit::Role::Erasure.user())
-        .arg("resetkeys")
-        .arg("~bullsweep:*")
-        .arg("~bull:mail:*")
-        .arg("~bull:billing:meta")
-        .arg("~bull:billing:events")
-        .query(&mut con)
-        .expect("acl");
+    // The keys the erasure user may touch.
+    let erasure_keys = |con: &mut redis::Connection, patterns: &[&str]| {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(bullsweep_testkit::Role::Erasure.user())
+            .arg("resetkeys")
+            .arg(patterns)
+            .query::<()>(con)
+            .expect("acl");
+    };
+    // It may read billing's queue keys but not its jobs: every read answers NOPERM.
+    erasure_keys(
+        &mut con,
+        &[
+            "~bullsweep:*",
+            "~bull:mail:*",
+            "~bull:billing:meta",
+            "~bull:billing:events",
+        ],
+    );
     let (code, receipt, err) = forget_u42(&w, &policy, &[]);
     assert_eq!(code, Some(1), "{err}\n{receipt}");
     assert_eq!(receipt["status"], "incomplete", "{receipt}");
@@ -450,14 +462,7 @@ fn a_key_the_erasure_may_not_read_is_named_and_never_claimed_erased() {
     assert!(!con.exists::<_, bool>("bull:mail:43").expect("exists"));
 
     // With the permission back, running it again completes it.
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(bullsweep_testkit::Role::Erasure.user())
-        .arg("resetkeys")
-        .arg("~bullsweep:*")
-        .arg("~bull:*")
-        .query(&mut con)
-        .expect("acl");
+    erasure_keys(&mut con, &["~bullsweep:*", "~bull:*"]);
     let (code, receipt, err) = forget_u42(&w, &policy, &[]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(receipt["status"], "erased", "{receipt}");
@@ -467,12 +472,7 @@ fn a_key_the_erasure_may_not_read_is_named_and_never_claimed_erased() {
 #[test]
 fn data_that_names_the_id_but_is_not_json_is_named_never_claimed_erased() {
     let w = World::new();
-    let archive = w.dir.path().join("archive");
-    let policy = w.policy(&format!(
-        "version: 1\naudit: {{ url: \"file://{dir}/audit.jsonl\" }}\narchive: {{ url: \"file://{archive}\" }}\nsubjects: [{{ name: user, paths: [user.id] }}]\npolicies:\n  - {{ name: cold, queueNamePattern: cold, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n  - {{ name: keep, queueNamePattern: mail, rules: {{ completed: {{ maxAge: 30d }} }} }}\n",
-        dir = w.dir.path().display(),
-        archive = archive.display()
-    ));
+    let policy = archive_policy(&w, "cold", "mail");
     w.seed(spec("bull:cold", 10, 0, 3), now_ms());
     let mut con = w.con();
     // An archived record whose data names u42 but does not parse (trailing text).
