@@ -552,6 +552,20 @@ fn under_resp3_copies_in_parents_are_found_and_erased() {
             ],
         )
         .expect("hset");
+    // And events naming u42 and u7.
+    for who in ["u42", "u7"] {
+        let _: String = redis::cmd("XADD")
+            .arg("bull:mail:events")
+            .arg("*")
+            .arg("event")
+            .arg("failed")
+            .arg("jobId")
+            .arg("999")
+            .arg("failedReason")
+            .arg(format!("no mailbox for {who}"))
+            .query(&mut con)
+            .expect("xadd");
+    }
     let url = format!("{}?protocol=resp3", w.url_for(&["forget"]));
     let (code, receipt, err) = forget_u42_at(&w, &url, &policy, &[]);
     assert_eq!(code, Some(0), "{err}\n{receipt}");
@@ -562,5 +576,18 @@ fn under_resp3_copies_in_parents_are_found_and_erased() {
     );
     let copies: Vec<String> = con.hkeys("bull:mail:1:processed").expect("hkeys");
     assert_eq!(copies, ["bull:mail:98"], "u42's copy goes, u7's stays");
+    let events: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg("bull:mail:events")
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .expect("xrange");
+    let reasons: Vec<&str> = events
+        .iter()
+        .flat_map(|(_, fields)| fields.iter())
+        .filter(|(k, _)| k == "failedReason")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(reasons, ["no mailbox for u7"]);
     assert!(!con.exists::<_, bool>("bull:mail:43").expect("exists"));
 }
