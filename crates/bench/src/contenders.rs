@@ -205,6 +205,7 @@ pub(crate) async fn measure_forget(
                 &req,
                 &Default::default(),
                 &Default::default(),
+                &mut Default::default(),
                 &mut places,
             )
             .await;

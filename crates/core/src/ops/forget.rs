@@ -18,12 +18,12 @@ use crate::archive::ArchiveSink;
 use crate::audit;
 use crate::bullmq::keys::{ERASURES, sweep_lock};
 use crate::engine::forget::{
-    ArchiveOutcome, ForgetRequest, PlaceKind, Places, QueueReceipt, Receipt, ScanStats,
-    ScopedQueue, erase_archive, forget_in_redis, run_id_of, scope, status_of,
+    ArchiveOutcome, ForgetRequest, PlaceKind, Places, QueueLocks, QueueReceipt, Receipt, ScanStats,
+    ScopedQueue, erase_archive, forget_in_redis, release_lock, run_id_of, scope, status_of,
 };
 use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
-use crate::lock::{HeldQueueLock, QueueLocking};
+use crate::lock::QueueLocking;
 use crate::ops::Conn;
 use bullsweep_policy::{Millis, PolicySet};
 use std::collections::{BTreeSet, HashMap};
@@ -50,11 +50,11 @@ pub async fn forget(
     }
     let mut places = Places::default();
     // Each queue's sweep lock is held from before its staged batches are finished until its
-    // events are searched, so no run or daemon moves a job of it out of the places searched
-    // (into a staged batch, then a segment written after the archive was listed) meanwhile.
-    // A dry run changes nothing and takes none.
-    let held = if req.dry_run {
-        Vec::new()
+    // items are erased and its events searched, so no run or daemon moves a job of it out of
+    // the places searched (into a staged batch, then a segment written after the archive was
+    // listed) meanwhile. A dry run changes nothing and takes none.
+    let mut locks = if req.dry_run {
+        QueueLocks::new()
     } else {
         lock_queues(con, &mut scoped, &req, &mut places).await
     };
@@ -72,17 +72,15 @@ pub async fn forget(
         &scoped,
         &left_out,
         &servers,
+        &mut locks,
         &mut places,
     )
     .await;
-    for (base, lock) in held {
-        if !lock.release().await {
-            places.left(
-                PlaceKind::Queue,
-                base,
-                "its lock was lost during the erasure (it expired, or Redis restarted without it), so another bullsweep may have worked on it meanwhile; run the erasure again",
-            );
-        }
+    // Each queue's lock is released once it is done; these are the locks of queues the
+    // erasure did not reach (it stopped before).
+    let bases: Vec<String> = locks.keys().cloned().collect();
+    for base in bases {
+        release_lock(&mut locks, &base, &mut places).await;
     }
     let (scan, queues, archive) = erased?;
     if !req.dry_run {
@@ -126,12 +124,12 @@ async fn lock_queues(
     scoped: &mut Vec<ScopedQueue>,
     req: &ForgetRequest,
     places: &mut Places,
-) -> Vec<(String, HeldQueueLock)> {
+) -> QueueLocks {
     let until = Instant::now() + req.lock_wait;
     let mut bases: Vec<String> = scoped.iter().map(|s| s.queue.base.clone()).collect();
     bases.sort_unstable();
     bases.dedup();
-    let mut held = Vec::new();
+    let mut held = QueueLocks::new();
     for base in bases {
         let locking = QueueLocking {
             owner: format!("forget-{}", std::process::id()),
@@ -139,7 +137,9 @@ async fn lock_queues(
             con: con.clone(),
         };
         match locking.enter(&base).await {
-            Ok(Some(lock)) => held.push((base, lock)),
+            Ok(Some(lock)) => {
+                held.insert(base, lock);
+            }
             Ok(None) => {
                 let why = format!(
                     "another bullsweep holds its lock {} (waited {}): nothing in it was searched or erased (its jobs, events and archived records); run the erasure again",
@@ -157,17 +157,18 @@ async fn lock_queues(
             }
         }
     }
-    scoped.retain(|s| held.iter().any(|(base, _)| *base == s.queue.base));
+    scoped.retain(|s| held.contains_key(&s.queue.base));
     held
 }
 
 /// What the erasure found and did: the scan, each queue, the archive.
 type Erased = (ScanStats, Vec<QueueReceipt>, ArchiveOutcome);
 
-/// The erasure itself, under the locks the caller holds: batches left staged in `scoped`
-/// are finished, then the archive (but the segments of `left_out` queues) and every scoped
-/// queue are erased. A server that restarted meanwhile (its `run_id` is not in `servers`
-/// any more) makes queues discovered after it that were not covered remain.
+/// The erasure itself, under the queues' `locks` (each released once its queue is done):
+/// batches left staged in `scoped` are finished, then the archive (but the segments of
+/// `left_out` queues) and every scoped queue are erased. A server that restarted meanwhile
+/// (its `run_id` is not in `servers` any more) makes queues discovered after it that were
+/// not covered remain.
 #[allow(clippy::too_many_arguments)]
 async fn erase_everywhere(
     con: &mut Conn,
@@ -177,6 +178,7 @@ async fn erase_everywhere(
     scoped: &[ScopedQueue],
     left_out: &BTreeSet<String>,
     servers: &[String],
+    locks: &mut QueueLocks,
     places: &mut Places,
 ) -> Result<Erased, Error> {
     if !req.dry_run {
@@ -211,8 +213,16 @@ async fn erase_everywhere(
             .or_default()
             .extend(segment.ids.iter().cloned());
     }
-    let (scan, queues) =
-        forget_in_redis(con, scoped, req, &archived, &archive.identifiers, places).await;
+    let (scan, queues) = forget_in_redis(
+        con,
+        scoped,
+        req,
+        &archived,
+        &archive.identifiers,
+        locks,
+        places,
+    )
+    .await;
     if server_ids(con).await.ok().as_deref() != Some(servers) {
         uncovered_after_restart(con, url, set, req, scoped, left_out, places).await;
     }

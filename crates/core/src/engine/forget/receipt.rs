@@ -42,6 +42,23 @@ pub struct QueueReceipt {
 }
 
 impl QueueReceipt {
+    /// Adds what a later round in the same queue found and did; its `pending` (the same jobs,
+    /// asked again) replace these.
+    pub(super) fn absorb(&mut self, later: QueueReceipt) {
+        for (state, ids) in later.states {
+            self.states.entry(state).or_default().extend(ids);
+        }
+        self.removed_with_parent.extend(later.removed_with_parent);
+        self.copies.extend(later.copies);
+        self.copies_with_jobs += later.copies_with_jobs;
+        self.dedup_placeholders.extend(later.dedup_placeholders);
+        self.schedulers.extend(later.schedulers);
+        self.events += later.events;
+        self.events_of_unknown_tenant += later.events_of_unknown_tenant;
+        self.pending = later.pending;
+        self.refused.extend(later.refused);
+    }
+
     /// Whether the subject was found here (anything but entries of an unknown tenant).
     pub fn found_anything(&self) -> bool {
         !(self.states.is_empty()
