@@ -16,6 +16,10 @@
 //! and the others go on; the receipt then says `incomplete`. A server that restarts under the
 //! scan is scanned again from its first key (`keyspace`). What was found and done goes into the
 //! [`Receipt`] (`receipt`).
+//!
+//! The caller holds each scoped queue's sweep lock ([`QueueLocks`]) from before the archive is
+//! read; [`forget_in_redis`] releases each as soon as its queue's items (`items`) are handled
+//! and its events searched, the queues with active jobs last.
 
 mod archive;
 mod events;
