@@ -191,6 +191,7 @@ pub(crate) async fn measure_forget(
                 request_id: "bench".into(),
                 dry_run: false,
                 wait_active: Duration::ZERO,
+                lock_wait: Duration::ZERO,
                 env: None,
                 budget_us: DEFAULT_BUDGET_US,
                 actor: None,
@@ -204,6 +205,7 @@ pub(crate) async fn measure_forget(
                 &req,
                 &Default::default(),
                 &Default::default(),
+                &mut Default::default(),
                 &mut places,
             )
             .await;

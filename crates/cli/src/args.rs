@@ -384,6 +384,11 @@ pub struct ForgetArgs {
     /// e.g. `30s` or `5m`.
     #[arg(long, default_value = "5m")]
     pub wait_active: String,
+    /// How long to wait, in all, for queues that the daemon or a run is sweeping (they hold
+    /// the queue's lock) before leaving them unsearched: they are listed under `remaining`
+    /// and the status is `incomplete`; `0` does not wait.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub lock_wait: String,
 }
 
 /// What `bench` measures.

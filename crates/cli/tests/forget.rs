@@ -294,3 +294,300 @@ fn a_redis_restart_mid_scan_never_yields_a_false_erased() {
         "everyone else's jobs stay: {n}"
     );
 }
+
+/// `forget --subject user=u42` with `extra` arguments, run at `url`: its exit code, receipt
+/// and stderr.
+fn forget_u42_at(
+    w: &World,
+    url: &str,
+    policy: &std::path::Path,
+    extra: &[&str],
+) -> (Option<i32>, Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(url)
+        .arg("--config")
+        .arg(policy)
+        .args(["forget", "--subject", "user=u42", "--request-id", "R-7"])
+        .args(extra)
+        .current_dir(w.dir.path())
+        .env_remove("BULLSWEEP_REDIS_URL")
+        .env_remove("BULLSWEEP_CONFIG")
+        .output()
+        .expect("bullsweep runs");
+    let receipt = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), receipt, stderr(&out))
+}
+
+/// `forget --subject user=u42` as the erasure role.
+fn forget_u42(w: &World, policy: &std::path::Path, extra: &[&str]) -> (Option<i32>, Value, String) {
+    forget_u42_at(w, &w.url_for(&["forget"]), policy, extra)
+}
+
+/// The receipt's `remaining`, as (kind, name, reason).
+fn remaining(receipt: &Value) -> Vec<(String, String, String)> {
+    receipt["remaining"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|r| {
+                    let s = |f: &str| r[f].as_str().unwrap_or_default().to_string();
+                    (s("kind"), s("name"), s("reason"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A policy with a local archive and audit file in the world's folder: queue `cold`'s
+/// completed jobs are archived at once, queue `keep`'s kept.
+fn archive_policy(w: &World, cold: &str, keep: &str) -> std::path::PathBuf {
+    w.policy(&format!(
+        "version: 1\naudit: {{ url: \"file://{dir}/audit.jsonl\" }}\narchive: {{ url: \"file://{dir}/archive\" }}\nsubjects: [{{ name: user, paths: [user.id] }}]\npolicies:\n  - {{ name: cold, queueNamePattern: {cold}, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n  - {{ name: keep, queueNamePattern: {keep}, rules: {{ completed: {{ maxAge: 30d }} }} }}\n",
+        dir = w.dir.path().display(),
+    ))
+}
+
+#[test]
+fn a_queue_whose_lock_another_bullsweep_holds_is_left_whole_until_a_rerun() {
+    let w = World::new();
+    let policy = archive_policy(&w, "mail", "billing");
+    // u42's mail job is archived, then u42 has another in Redis; and one in billing.
+    w.seed(spec("bull:mail", 100, 0, 3), now_ms());
+    let out = w.run(&policy, &["run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    w.seed(spec("bull:mail", 100, 0, 3), now_ms());
+    w.seed(spec("bull:billing", 100, 0, 3), now_ms());
+    let mut con = w.con();
+    let u42_mail: Vec<(String, String)> = con.hgetall("bull:mail:43").expect("hash");
+    assert!(
+        u42_mail
+            .iter()
+            .any(|(k, v)| k == "data" && v.contains("\"u42\""))
+    );
+    assert_eq!(grep(&w, &policy, &[], "fields.data.user.id=u42"), 1);
+
+    // Another bullsweep (a daemon archiving the queue) holds bull:mail's sweep lock.
+    let lock = "bullsweep:lock:bull:mail";
+    let _: () = redis::cmd("SET")
+        .arg(lock)
+        .arg("daemon-other:1")
+        .arg("PX")
+        .arg(600_000)
+        .query(&mut con)
+        .expect("lock");
+    let (code, receipt, err) = forget_u42(&w, &policy, &["--lock-wait", "0s"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(receipt["status"], "incomplete", "{receipt}");
+    let left = remaining(&receipt);
+    assert_eq!(left.len(), 1, "{receipt}");
+    assert_eq!(
+        (left[0].0.as_str(), left[0].1.as_str()),
+        ("queue", "bull:mail")
+    );
+    assert!(
+        left[0].2.contains("another bullsweep holds its lock") && left[0].2.contains(lock),
+        "{receipt}"
+    );
+    assert!(err.contains("bull:mail"), "{err}");
+    // Nothing of bull:mail was touched: its job, its archived record, the holder's lock.
+    let now: Vec<(String, String)> = con.hgetall("bull:mail:43").expect("hash");
+    assert_eq!(now, u42_mail);
+    assert_eq!(grep(&w, &policy, &[], "fields.data.user.id=u42"), 1);
+    let holder: Option<String> = con.get(lock).expect("get");
+    assert_eq!(holder.as_deref(), Some("daemon-other:1"));
+    // The other queue was erased under its own lock, released after.
+    assert!(!con.exists::<_, bool>("bull:billing:43").expect("exists"));
+    assert!(
+        !con.exists::<_, bool>("bullsweep:lock:bull:billing")
+            .expect("exists")
+    );
+
+    // Once the other bullsweep is done, running it again erases the rest.
+    let _: () = con.del(lock).expect("del");
+    let (code, receipt, err) = forget_u42(&w, &policy, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(receipt["status"], "erased", "{receipt}");
+    assert!(remaining(&receipt).is_empty(), "{receipt}");
+    assert!(!con.exists::<_, bool>("bull:mail:43").expect("exists"));
+    assert_eq!(grep(&w, &policy, &[], "fields.data.user.id=u42"), 0);
+    assert!(!con.exists::<_, bool>(lock).expect("exists"));
+}
+
+#[test]
+fn a_key_the_erasure_may_not_read_is_named_and_never_claimed_erased() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 100, 0, 3), now_ms());
+    w.seed(spec("bull:billing", 50, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies: [{ name: keep, queueNamePattern: \"*\", rules: { completed: { maxAge: 30d } } }]\n",
+    );
+    let mut con = w.con();
+    // The keys the erasure user may touch.
+    let erasure_keys = |con: &mut redis::Connection, patterns: &[&str]| {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(bullsweep_testkit::Role::Erasure.user())
+            .arg("resetkeys")
+            .arg(patterns)
+            .query::<()>(con)
+            .expect("acl");
+    };
+    // It may read billing's queue keys but not its jobs: every read answers NOPERM.
+    erasure_keys(
+        &mut con,
+        &[
+            "~bullsweep:*",
+            "~bull:mail:*",
+            "~bull:billing:meta",
+            "~bull:billing:events",
+        ],
+    );
+    let (code, receipt, err) = forget_u42(&w, &policy, &[]);
+    assert_eq!(code, Some(1), "{err}\n{receipt}");
+    assert_eq!(receipt["status"], "incomplete", "{receipt}");
+    let left = remaining(&receipt);
+    assert!(
+        left.iter().any(|(kind, name, why)| kind == "key"
+            && name == "bull:billing:43"
+            && why.contains("NOPERM")),
+        "{receipt}"
+    );
+    assert!(
+        left.iter()
+            .all(|(kind, name, _)| kind == "key" && name.starts_with("bull:billing:")),
+        "{receipt}"
+    );
+    assert!(con.exists::<_, bool>("bull:billing:43").expect("exists"));
+    assert!(!con.exists::<_, bool>("bull:mail:43").expect("exists"));
+
+    // With the permission back, running it again completes it.
+    erasure_keys(&mut con, &["~bullsweep:*", "~bull:*"]);
+    let (code, receipt, err) = forget_u42(&w, &policy, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(receipt["status"], "erased", "{receipt}");
+    assert!(!con.exists::<_, bool>("bull:billing:43").expect("exists"));
+}
+
+#[test]
+fn data_that_names_the_id_but_is_not_json_is_named_never_claimed_erased() {
+    let w = World::new();
+    let policy = archive_policy(&w, "cold", "mail");
+    w.seed(spec("bull:cold", 10, 0, 3), now_ms());
+    let mut con = w.con();
+    // An archived record whose data names u42 but does not parse (trailing text).
+    let _: () = con
+        .hset("bull:cold:3", "data", r#"{"user":{"id":"u42"}} and more"#)
+        .expect("hset");
+    let out = w.run(&policy, &["run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!con.exists::<_, bool>("bull:cold:3").expect("exists"));
+    w.seed(spec("bull:mail", 100, 0, 3), now_ms());
+    // Job data that names u42 but is not JSON: a number out of range, trailing text; and
+    // one that names someone else.
+    for (id, data) in [
+        (5, r#"{"user":{"id":"u42"},"n":1e400}"#),
+        (6, r#"{"user":{"id":"u42"}} trailing"#),
+        (7, r#"{"user":{"id":"u7"},"n":1e400}"#),
+    ] {
+        let _: () = con
+            .hset(format!("bull:mail:{id}"), "data", data)
+            .expect("hset");
+    }
+    let (code, receipt, err) = forget_u42(&w, &policy, &[]);
+    assert_eq!(code, Some(1), "{err}\n{receipt}");
+    assert_eq!(receipt["status"], "incomplete", "{receipt}");
+    let left = remaining(&receipt);
+    let keys: Vec<&str> = left
+        .iter()
+        .filter(|(kind, _, _)| kind == "key")
+        .map(|(_, name, _)| name.as_str())
+        .collect();
+    assert_eq!(keys, ["bull:mail:5", "bull:mail:6"], "{receipt}");
+    assert!(
+        left.iter()
+            .all(|(kind, _, why)| kind != "key" || why.contains("not JSON")),
+        "{receipt}"
+    );
+    let segments: Vec<&(String, String, String)> = left
+        .iter()
+        .filter(|(kind, _, _)| kind == "segment")
+        .collect();
+    assert_eq!(segments.len(), 1, "{receipt}");
+    assert!(
+        segments[0].2.contains("job 3") && segments[0].2.contains("not JSON"),
+        "{receipt}"
+    );
+    assert_eq!(left.len(), 3, "{receipt}");
+    assert_eq!(receipt["scan"]["malformed"], 2, "{receipt}");
+    // They are kept, the rest of u42 is erased.
+    for id in [5, 6, 7] {
+        assert!(
+            con.exists::<_, bool>(format!("bull:mail:{id}"))
+                .expect("exists")
+        );
+    }
+    assert!(!con.exists::<_, bool>("bull:mail:43").expect("exists"));
+    assert!(
+        w.archived(&policy, &[]).iter().any(|r| r.id == "3"),
+        "the record is kept"
+    );
+}
+
+#[test]
+fn under_resp3_copies_in_parents_are_found_and_erased() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 100, 0, 3), now_ms());
+    let policy = w.policy(
+        "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies: [{ name: keep, queueNamePattern: mail, rules: { completed: { maxAge: 30d } } }]\n",
+    );
+    let mut con = w.con();
+    // A parent's copies of two removed children's return values: u42's and u7's.
+    let _: () = con
+        .hset_multiple(
+            "bull:mail:1:processed",
+            &[
+                ("bull:mail:99", r#"{"sent":"u42"}"#),
+                ("bull:mail:98", r#"{"sent":"u7"}"#),
+            ],
+        )
+        .expect("hset");
+    // And events naming u42 and u7.
+    for who in ["u42", "u7"] {
+        let _: String = redis::cmd("XADD")
+            .arg("bull:mail:events")
+            .arg("*")
+            .arg("event")
+            .arg("failed")
+            .arg("jobId")
+            .arg("999")
+            .arg("failedReason")
+            .arg(format!("no mailbox for {who}"))
+            .query(&mut con)
+            .expect("xadd");
+    }
+    let url = format!("{}?protocol=resp3", w.url_for(&["forget"]));
+    let (code, receipt, err) = forget_u42_at(&w, &url, &policy, &[]);
+    assert_eq!(code, Some(0), "{err}\n{receipt}");
+    assert_eq!(receipt["status"], "erased", "{receipt}");
+    assert!(
+        receipt["scan"]["copyHashes"].as_u64() >= Some(1),
+        "{receipt}"
+    );
+    let copies: Vec<String> = con.hkeys("bull:mail:1:processed").expect("hkeys");
+    assert_eq!(copies, ["bull:mail:98"], "u42's copy goes, u7's stays");
+    let events: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg("bull:mail:events")
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .expect("xrange");
+    let reasons: Vec<&str> = events
+        .iter()
+        .flat_map(|(_, fields)| fields.iter())
+        .filter(|(k, _)| k == "failedReason")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(reasons, ["no mailbox for u7"]);
+    assert!(!con.exists::<_, bool>("bull:mail:43").expect("exists"));
+}

@@ -127,7 +127,9 @@ impl QueueLocking {
         let keeper = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(LOCK_TTL_MS / 3)).await;
-                if !matches!(renewing.renew(&mut renew_con, LOCK_TTL_MS).await, Ok(true)) {
+                // Only a lock that is no longer ours ends the renewal: a failed call (a
+                // connection lost, Redis restarting) is tried again at the next turn.
+                if matches!(renewing.renew(&mut renew_con, LOCK_TTL_MS).await, Ok(false)) {
                     return;
                 }
             }
@@ -137,9 +139,23 @@ impl QueueLocking {
 }
 
 impl HeldQueueLock {
-    /// Stops renewing and releases the lock.
-    pub async fn release(mut self) {
+    /// Stops renewing and releases the lock: `true` when it was still ours until then,
+    /// `false` when it was lost meanwhile (it expired, or Redis restarted without it) or
+    /// could not be released (a call that fails is tried once more, on a new connection).
+    pub async fn release(mut self) -> bool {
         self.keeper.abort();
-        let _ = self.lock.release(&mut self.con).await;
+        let released = match self.lock.release(&mut self.con).await {
+            Err(_) => self.lock.release(&mut self.con).await,
+            first => first,
+        };
+        matches!(released, Ok(true))
+    }
+}
+
+impl Drop for HeldQueueLock {
+    /// A lock dropped without [`HeldQueueLock::release`] (its holder failed) is no longer
+    /// renewed, so it expires within [`LOCK_TTL_MS`].
+    fn drop(&mut self) {
+        self.keeper.abort();
     }
 }

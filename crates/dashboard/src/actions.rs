@@ -145,6 +145,7 @@ async fn erase(
         request_id: form.request_id.clone(),
         dry_run,
         wait_active: Duration::from_secs(30),
+        lock_wait: Duration::from_secs(5),
         env: ctx.env.clone(),
         budget_us: DEFAULT_BUDGET_US,
         actor: Some(ctx.caller.token.name.clone()),

@@ -215,6 +215,15 @@ impl Prefilter {
         self.finder.find(text).is_some()
             || (self.escapes_matter && memchr::memchr(b'\\', text).is_some())
     }
+
+    /// Whether text that is not JSON, so cannot be read by paths, may still name the value:
+    /// as a whole word of it ([`text_mentions`]), or, for a value an encoder may escape, in
+    /// any text with a backslash (an escaped value cannot be told apart there).
+    pub fn may_name(&self, text: &[u8]) -> bool {
+        let value = String::from_utf8_lossy(self.finder.needle());
+        text_mentions(&String::from_utf8_lossy(text), &value)
+            || (self.escapes_matter && memchr::memchr(b'\\', text).is_some())
+    }
 }
 
 #[cfg(test)]
@@ -363,6 +372,12 @@ mod tests {
             assert!(p.may_hold(ascii.as_bytes()), "{value} in {ascii}");
         }
         assert!(!Prefilter::new("u42").may_hold(br#"{"user":{"id":"u7"},"s":"a\"b"}"#));
+        // Text that does not parse is judged by its words.
+        let p = Prefilter::new("u42");
+        assert!(p.may_name(br#"{"user":{"id":"u42"},"n":1e400}"#));
+        assert!(p.may_name(br#"{"user":{"id":"u42"}} trailing"#));
+        assert!(!p.may_name(br#"{"user":{"id":"u420"},"n":1e400}"#));
+        assert!(Prefilter::new("a\"b").may_name(br#"{"id":"a\"b",}"#));
         assert!(Prefilter::new("x/y").may_hold(br#"{"id":"x\/y"}"#));
     }
 }

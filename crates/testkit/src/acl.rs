@@ -67,13 +67,13 @@ const READ_ONLY_SCRIPTS: &[&str] = &["evalsha_ro", "eval_ro"];
 const SCRIPTS: &[&str] = &["evalsha", "script|load", "time"];
 
 /// What erasure writes: job removal (with the release of a parent to its wait list), the
-/// audit stream and its counter.
+/// audit stream and its counter, and the queues' sweep locks (taken, renewed, released).
 const ERASE_WRITES: &[&str] = &[
     "del", "unlink", "hset", "hdel", "hincrby", "zrem", "zadd", "lrem", "rpush", "srem", "xadd",
-    "xdel", "incr", "incrby", "sadd", "set", "multi", "exec", "wait", "ltrim",
+    "xdel", "incr", "incrby", "sadd", "set", "multi", "exec", "wait", "ltrim", "pexpire",
 ];
 
-/// What governing writes beyond erasure: staging, restore, the sweep locks and records.
+/// What governing writes beyond erasure: staging, restore and records.
 const GOVERN_WRITES: &[&str] = &[
     "hsetnx",
     "zadd",
@@ -82,7 +82,6 @@ const GOVERN_WRITES: &[&str] = &[
     "rpush",
     "rename",
     "renamenx",
-    "pexpire",
     "persist",
     "dump",
     "restore",

@@ -360,7 +360,7 @@ test('a queue with a wrong-typed key is named and skipped, the others are erased
   for (const queue of [mail, broken, deep, deeparch]) await queue.close();
 });
 
-test('a tenant no queue key names is refused with nothing changed, and a queue without a tenant keeps what it cannot attribute', async () => {
+test('a tenant no queue key names is refused with nothing changed, and a queue without a tenant keeps what it cannot attribute, named as remaining', async () => {
   const db = 2;
   const connection = redis.connection(db);
   const client = redis.client(db);
@@ -410,11 +410,15 @@ test('a tenant no queue key names is refused with nothing changed, and a queue w
   assert.equal(JSON.stringify(await client.xrange('bull:acme-corp:mail:events', '-', '+')), acmeEvents);
 
   // The right tenant: its job goes; the legacy queue's jobs (tenant "none") and its entries,
-  // whose tenant cannot be told, stay, and the receipt counts them.
+  // whose tenant cannot be told, stay. The receipt counts them and names the stream as
+  // remaining, so the status is incomplete (exit 1), never erased.
   const right = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--tenant', 'acme-corp', '--request-id', 'T-2']);
-  assert.equal(right.code, 0, right.stderr);
+  assert.equal(right.code, 1, right.stderr);
   const r = JSON.parse(right.stdout);
-  assert.equal(r.status, 'erased', right.stdout);
+  assert.equal(r.status, 'incomplete', right.stdout);
+  assert.deepEqual(r.remaining.map((x) => [x.kind, x.name]), [['events', 'bull:legacy-mail:events']], right.stdout);
+  assert.ok(r.remaining[0].reason.includes('without --tenant'), right.stdout);
+  assert.ok(right.stderr.includes('bull:legacy-mail:events'), right.stderr);
   assert.equal(await client.exists(`bull:acme-corp:mail:${acmeJob.id}`), 0);
   assert.equal(await client.exists(`bull:legacy-mail:${legacyJob.id}`), 1);
   assert.equal(await client.exists(`bull:legacy-mail:${failing.id}`), 1);
@@ -422,6 +426,13 @@ test('a tenant no queue key names is refused with nothing changed, and a queue w
   const legacyReceipt = r.queues.find((x) => x.queue === 'bull:legacy-mail');
   assert.ok(legacyReceipt && legacyReceipt.eventsOfUnknownTenant > 0, right.stdout);
   assert.equal(legacyReceipt.events, 0);
+
+  // Without --tenant, as the reason says, the person goes from every tenant, entries too.
+  const everywhere = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--request-id', 'T-3']);
+  assert.equal(everywhere.code, 0, everywhere.stderr);
+  assert.equal(JSON.parse(everywhere.stdout).status, 'erased', everywhere.stdout);
+  assert.ok(!(await legacyEvents()).includes('u-1'), await legacyEvents());
+  assert.equal(await client.exists(`bull:legacy-mail:${failing.id}`), 0);
   await acme.close();
   await legacy.close();
 });
@@ -471,4 +482,38 @@ test('events of jobs a run removed are erased by what identifies the subject', a
   assert.ok(r.searched.some((p) => p.kind === 'keyspace'), out.stdout);
   assert.ok(!out.stdout.includes(EMAIL), 'the receipt holds no personal data');
   await orders.close();
+});
+
+test('a job whose data names the subject but is not strict JSON is named as remaining, never erased silently', async () => {
+  const db = 4;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const odd = new Queue('odd', { connection, prefix: 'bull' });
+  // JSON.stringify writes a lone surrogate as `\ud800`: JavaScript reads it back, a strict
+  // JSON reader refuses it, so the subject's paths cannot be read in it.
+  const annOdd = await odd.add('send', ann({ note: 'half \ud800 a pair' }));
+  const bobOdd = await odd.add('send', bob({ note: 'half \ud800 a pair' }));
+  const annPlain = await odd.add('send', ann());
+  assert.ok((await client.hget(`bull:odd:${annOdd.id}`, 'data')).includes('\\ud800'));
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-forget-odd-'));
+  const policy = writePolicy([
+    'version: 1',
+    `audit: { url: "file://${dir}/audit.jsonl" }`,
+    'subjects: [{ name: user, paths: [user.id] }]',
+    'policies: [{ name: keep, queueNamePattern: "*", rules: { completed: { maxAge: 30d } } }]',
+    '',
+  ].join('\n'));
+  const args = ['--redis', redis.url(db), '--config', policy];
+  const out = await bullsweep([...args, 'forget', '--subject', `user=${ID}`, '--request-id', 'ODD-1']);
+  assert.equal(out.code, 1, out.stderr);
+  const r = JSON.parse(out.stdout);
+  assert.equal(r.status, 'incomplete', out.stdout);
+  assert.deepEqual(r.remaining.map((x) => [x.kind, x.name]), [['key', `bull:odd:${annOdd.id}`]], out.stdout);
+  assert.ok(r.remaining[0].reason.includes('not JSON'), out.stdout);
+  // It is kept, as is Bob's; Ann's other job is erased.
+  assert.equal(await client.exists(`bull:odd:${annOdd.id}`), 1);
+  assert.equal(await client.exists(`bull:odd:${bobOdd.id}`), 1);
+  assert.equal(await client.exists(`bull:odd:${annPlain.id}`), 0);
+  await odd.close();
 });

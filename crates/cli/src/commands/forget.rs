@@ -34,6 +34,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
     }
     let wait_active = bullsweep_policy::parse_duration_str(&args.wait_active)
         .map_err(|e| CliError::usage(format!("--wait-active: {e}")))?;
+    let lock_wait = super::sweep::lock_wait(&args.lock_wait)?;
     let set = load_policies(cli)?;
     let mut con = super::connection::connect(cli, "forget").await?;
     let req = ForgetRequest {
@@ -43,6 +44,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
         request_id: args.request_id.clone(),
         dry_run: args.dry_run,
         wait_active: Duration::from_millis(wait_active.as_millis()),
+        lock_wait,
         env: cli.env.clone(),
         budget_us: DEFAULT_BUDGET_US,
         actor: None,

@@ -25,14 +25,19 @@ pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
 
 /// `run`: exit 1 when a queue failed.
 pub async fn run(cli: &Cli, args: &RunArgs) -> Result<i32, CliError> {
-    let wait = match args.lock_wait.as_str() {
-        "0" | "0s" => Duration::ZERO,
-        text => bullsweep_policy::parse_duration_str(text)
-            .map(|d| Duration::from_millis(d.as_millis()))
-            .map_err(|e| CliError::usage(format!("--lock-wait: {e}")))?,
-    };
+    let wait = lock_wait(&args.lock_wait)?;
     let report = sweep(cli, &args.queues, Mode::Run, Some(wait)).await?;
     Ok(if report.has_errors() { EXIT_FAILURE } else { 0 })
+}
+
+/// `--lock-wait`'s duration (`0` does not wait).
+pub(super) fn lock_wait(text: &str) -> Result<Duration, CliError> {
+    match text {
+        "0" | "0s" => Ok(Duration::ZERO),
+        text => bullsweep_policy::parse_duration_str(text)
+            .map(|d| Duration::from_millis(d.as_millis()))
+            .map_err(|e| CliError::usage(format!("--lock-wait: {e}"))),
+    }
 }
 
 async fn sweep(

@@ -4,7 +4,7 @@
 
 use crate::bullmq::keys::{
     AUDIT_HEAD, AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ, AUDIT_SOURCE, AUDIT_TAGS, LAST_RUN,
-    OWN_TAG, audit_counter, audit_numbered, audit_stream, cursor, retry_record,
+    OWN_TAG, audit_counter, audit_numbered, audit_stream, cursor, retry_record, sweep_lock,
 };
 use crate::bullmq::scripts;
 use crate::error::{Error, ErrorKind};
@@ -32,6 +32,9 @@ fn own_key_commands() -> Vec<Vec<String>> {
         c(&["HSET", LAST_RUN, "q", "0"]),
         c(&["DEL", &retry_record("q")]),
         c(&["HSET", &cursor, "q", "0"]),
+        c(&["SET", &sweep_lock("q"), "0", "NX", "PX", "1"]),
+        c(&["PEXPIRE", &sweep_lock("q"), "1"]),
+        c(&["DEL", &sweep_lock("q")]),
     ]
 }
 

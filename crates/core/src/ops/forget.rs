@@ -6,24 +6,28 @@
 //! shipping, so a daemon beside it keeps shipping too.
 //!
 //! A receipt claims only what was searched: every place is recorded, one that fails is named
-//! with why (and the others go on), and the status is then `incomplete`. Each server's
-//! `run_id` is read before discovery and after the erasure: when one changed (a restart or a
-//! failover), discovery runs again, and a queue in scope it finds that the erasure did not
-//! cover remains to search.
+//! with why (and the others go on), and the status is then `incomplete`. Each queue's sweep
+//! lock is held for the whole erasure, so no run or daemon moves its jobs between the places
+//! searched meanwhile; a queue whose lock another bullsweep holds past `lock_wait` remains to
+//! search. Each server's `run_id` is read before discovery and after the erasure: when one
+//! changed (a restart or a failover), discovery runs again, and a queue in scope it finds
+//! that the erasure did not cover remains to search.
 
 use super::now_ms;
 use crate::archive::ArchiveSink;
 use crate::audit;
-use crate::bullmq::keys::ERASURES;
+use crate::bullmq::keys::{ERASURES, sweep_lock};
 use crate::engine::forget::{
-    ForgetRequest, PlaceKind, Places, Receipt, ScopedQueue, erase_archive, forget_in_redis,
-    run_id_of, scope, status_of,
+    ArchiveOutcome, ForgetRequest, PlaceKind, Places, QueueLocks, QueueReceipt, Receipt, ScanStats,
+    ScopedQueue, erase_archive, forget_in_redis, release_lock, run_id_of, scope, status_of,
 };
 use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
+use crate::lock::QueueLocking;
 use crate::ops::Conn;
-use bullsweep_policy::PolicySet;
+use bullsweep_policy::{Millis, PolicySet};
 use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
 
 /// Erases the subject everywhere bullsweep governs and returns the receipt.
 pub async fn forget(
@@ -34,7 +38,7 @@ pub async fn forget(
 ) -> Result<Receipt, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let servers = server_ids(con).await.map_err(redis_err)?;
-    let scoped = scoped_queues(con, url, set, &req).await?;
+    let mut scoped = scoped_queues(con, url, set, &req).await?;
     let started_at = now_ms();
     if !req.dry_run {
         super::access::check_own_keys(con, url).await?;
@@ -44,51 +48,41 @@ pub async fn forget(
                 .with_hint("erasure is always audited, so nothing was erased")
         })?;
     }
-    if !req.dry_run {
-        // Copies an interrupted archive run left staged go to the archive (or back to their
-        // queue) first, so that the passes below erase them with the rest.
-        let queues: Vec<_> = scoped.iter().map(|s| s.queue.clone()).collect();
-        let opts = SweepOptions::at(started_at, req.budget_us, &req.request_id);
-        finish_staged(con, set, &queues, &opts)
-            .await
-            .map_err(|e| e.context("forget: archive batches left staged"))?;
-    }
-    let sink = set
-        .archive
-        .as_ref()
-        .map(ArchiveSink::open)
-        .transpose()
-        .map_err(|e| Error::archive(e).context("archive"))?;
     let mut places = Places::default();
-    let archive = match &sink {
-        Some(sink) => erase_archive(con, sink, "archive", set, &req, &mut places)
-            .await
-            .map_err(|e| {
-                e.context("forget").with_hint(
-                    "what was erased before is audited; run the same command again to finish",
-                )
-            })?,
-        None => Default::default(),
+    // Each queue's sweep lock is held from before its staged batches are finished until its
+    // items are erased and its events searched, so no run or daemon moves a job of it out of
+    // the places searched (into a staged batch, then a segment written after the archive was
+    // listed) meanwhile. A dry run changes nothing and takes none.
+    let mut locks = if req.dry_run {
+        QueueLocks::new()
+    } else {
+        lock_queues(con, &mut scoped, &req, &mut places).await
     };
-    let mut archived: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for segment in &archive.segments {
-        archived
-            .entry(segment.queue.clone())
-            .or_default()
-            .extend(segment.ids.iter().cloned());
-    }
-    let (scan, queues) = forget_in_redis(
+    let left_out: BTreeSet<String> = places
+        .remaining
+        .iter()
+        .filter(|r| r.kind == PlaceKind::Queue)
+        .map(|r| r.name.clone())
+        .collect();
+    let erased = erase_everywhere(
         con,
-        &scoped,
+        url,
+        set,
         &req,
-        &archived,
-        &archive.identifiers,
+        &scoped,
+        &left_out,
+        &servers,
+        &mut locks,
         &mut places,
     )
     .await;
-    if server_ids(con).await.ok().as_ref() != Some(&servers) {
-        uncovered_after_restart(con, url, set, &req, &scoped, &mut places).await;
+    // Each queue's lock is released once it is done; these are the locks of queues the
+    // erasure did not reach (it stopped before).
+    let bases: Vec<String> = locks.keys().cloned().collect();
+    for base in bases {
+        release_lock(&mut locks, &base, &mut places).await;
     }
+    let (scan, queues, archive) = erased?;
     if !req.dry_run {
         ship(con, set).await.map_err(|e| {
             Error::audit(format!(
@@ -119,6 +113,120 @@ pub async fn forget(
         keep_receipt(con, &receipt).await.map_err(redis_err)?;
     }
     Ok(receipt)
+}
+
+/// Takes the sweep lock (the one `run` and the daemon take) of every queue in scope, in key
+/// order so that two erasures never wait on each other in a circle, waiting up to
+/// `req.lock_wait` in all. A queue whose lock another bullsweep still holds then, or whose
+/// lock could not be taken, is taken out of `scoped` and remains, named in `places`.
+async fn lock_queues(
+    con: &Conn,
+    scoped: &mut Vec<ScopedQueue>,
+    req: &ForgetRequest,
+    places: &mut Places,
+) -> QueueLocks {
+    let until = Instant::now() + req.lock_wait;
+    let mut bases: Vec<String> = scoped.iter().map(|s| s.queue.base.clone()).collect();
+    bases.sort_unstable();
+    bases.dedup();
+    let mut held = QueueLocks::new();
+    for base in bases {
+        let locking = QueueLocking {
+            owner: format!("forget-{}", std::process::id()),
+            wait: until.saturating_duration_since(Instant::now()),
+            con: con.clone(),
+        };
+        match locking.enter(&base).await {
+            Ok(Some(lock)) => {
+                held.insert(base, lock);
+            }
+            Ok(None) => {
+                let why = format!(
+                    "another bullsweep holds its lock {} (waited {}): nothing in it was searched or erased (its jobs, events and archived records); run the erasure again",
+                    sweep_lock(&base),
+                    Millis(req.lock_wait.as_millis() as u64)
+                );
+                places.left(PlaceKind::Queue, base, why);
+            }
+            Err(e) => {
+                let why = format!(
+                    "its lock {} could not be taken: {e}; nothing in it was searched or erased; run the erasure again",
+                    sweep_lock(&base)
+                );
+                places.left(PlaceKind::Queue, base, why);
+            }
+        }
+    }
+    scoped.retain(|s| held.contains_key(&s.queue.base));
+    held
+}
+
+/// What the erasure found and did: the scan, each queue, the archive.
+type Erased = (ScanStats, Vec<QueueReceipt>, ArchiveOutcome);
+
+/// The erasure itself, under the queues' `locks` (each released once its queue is done):
+/// batches left staged in `scoped` are finished, then the archive (but the segments of
+/// `left_out` queues) and every scoped queue are erased. A server that restarted meanwhile
+/// (its `run_id` is not in `servers` any more) makes queues discovered after it that were
+/// not covered remain.
+#[allow(clippy::too_many_arguments)]
+async fn erase_everywhere(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    req: &ForgetRequest,
+    scoped: &[ScopedQueue],
+    left_out: &BTreeSet<String>,
+    servers: &[String],
+    locks: &mut QueueLocks,
+    places: &mut Places,
+) -> Result<Erased, Error> {
+    if !req.dry_run {
+        // Copies an interrupted archive run left staged go to the archive (or back to their
+        // queue) first, so that the passes below erase them with the rest.
+        let queues: Vec<_> = scoped.iter().map(|s| s.queue.clone()).collect();
+        let opts = SweepOptions::at(now_ms(), req.budget_us, &req.request_id);
+        finish_staged(con, set, &queues, &opts)
+            .await
+            .map_err(|e| e.context("forget: archive batches left staged"))?;
+    }
+    let sink = set
+        .archive
+        .as_ref()
+        .map(ArchiveSink::open)
+        .transpose()
+        .map_err(|e| Error::archive(e).context("archive"))?;
+    let archive = match &sink {
+        Some(sink) => erase_archive(con, sink, "archive", set, req, left_out, places)
+            .await
+            .map_err(|e| {
+                e.context("forget").with_hint(
+                    "what was erased before is audited; run the same command again to finish",
+                )
+            })?,
+        None => Default::default(),
+    };
+    let mut archived: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for segment in &archive.segments {
+        archived
+            .entry(segment.queue.clone())
+            .or_default()
+            .extend(segment.ids.iter().cloned());
+    }
+    let (scan, queues) = forget_in_redis(
+        con,
+        scoped,
+        req,
+        &archived,
+        &archive.identifiers,
+        locks,
+        places,
+    )
+    .await;
+    if server_ids(con).await.ok().as_deref() != Some(servers) {
+        uncovered_after_restart(con, url, set, req, scoped, left_out, places).await;
+    }
+    Ok((scan, queues, archive))
 }
 
 /// The queues the erasure covers, from a discovery pass now.
@@ -155,19 +263,23 @@ async fn server_ids(con: &Conn) -> redis::RedisResult<Vec<String>> {
 }
 
 /// After a server restarted during the erasure, whose discovery may have missed queues: the
-/// queues in scope now that the erasure did not cover remain to search.
+/// queues in scope now that the erasure did not cover (and that do not remain already, for
+/// their lock) remain to search.
 async fn uncovered_after_restart(
     con: &mut Conn,
     url: &str,
     set: &PolicySet,
     req: &ForgetRequest,
     covered: &[ScopedQueue],
+    left_out: &BTreeSet<String>,
     places: &mut Places,
 ) {
     match scoped_queues(con, url, set, req).await {
         Ok(now) => {
             for q in now {
-                if !covered.iter().any(|c| c.queue.base == q.queue.base) {
+                let known = covered.iter().any(|c| c.queue.base == q.queue.base)
+                    || left_out.contains(&q.queue.base);
+                if !known {
                     places.left(
                         PlaceKind::Queue,
                         q.queue.base,

@@ -27,13 +27,15 @@ pub struct ArchiveOutcome {
 /// Redis audit stream as soon as it is made (shipped with the erasure's other events); a
 /// failed append stops the erasure there. The archive (named `archive_name`) is recorded in
 /// `places` as searched once listed; a segment that cannot be read or rewritten is named
-/// there with why, and the others go on.
+/// there with why, and the others go on. Segments of the queues in `left_out` (whose lock
+/// another bullsweep holds: they remain, named by the caller) are not touched.
 pub async fn erase_archive<C: ConnectionLike>(
     con: &mut C,
     sink: &ArchiveSink,
     archive_name: &str,
     set: &PolicySet,
     req: &ForgetRequest,
+    left_out: &BTreeSet<String>,
     places: &mut Places,
 ) -> Result<ArchiveOutcome, Error> {
     let mut outcome = ArchiveOutcome::default();
@@ -59,6 +61,9 @@ pub async fn erase_archive<C: ConnectionLike>(
         .collect();
     let prefilter = Prefilter::new(&req.value);
     for m in manifests {
+        if left_out.contains(&m.queue) {
+            continue;
+        }
         let queue = set.identify(&m.queue, req.env.as_deref());
         let subjects = match &queue {
             Some(q) => set
@@ -112,14 +117,29 @@ pub async fn erase_archive<C: ConnectionLike>(
         };
         let mut gone = Vec::new();
         let mut keep = Vec::new();
+        let mut not_json = Vec::new();
         for r in records {
-            match record_identifiers(&r, &scoped, &prefilter, &req.value) {
-                Some(ids) => {
+            match read_record(&r, &scoped, &prefilter, &req.value) {
+                Reading::Subject(ids) => {
                     outcome.identifiers.extend(ids);
                     gone.push(r);
                 }
-                None => keep.push(r),
+                Reading::NotJson => {
+                    not_json.push(r.id.clone());
+                    keep.push(r);
+                }
+                Reading::Other => keep.push(r),
             }
+        }
+        if !not_json.is_empty() {
+            places.left(
+                PlaceKind::Segment,
+                &m.segment,
+                format!(
+                    "the data of job {} holds the id but is not JSON (the subject's paths cannot be read in it): kept; remove it by hand, then run the erasure again",
+                    not_json.join(", ")
+                ),
+            );
         }
         if gone.is_empty() {
             continue;
@@ -159,17 +179,28 @@ pub async fn erase_archive<C: ConnectionLike>(
     Ok(outcome)
 }
 
-/// What a record holds at the subject's paths when it is the subject's (its data read at any
-/// depth), else `None` (data that is not JSON is no one's).
-fn record_identifiers(
-    r: &ArchiveRecord,
-    q: &ScopedQueue,
-    prefilter: &Prefilter,
-    value: &str,
-) -> Option<Vec<String>> {
-    let (_, data) = r.hash_fields().into_iter().find(|(k, _)| k == b"data")?;
+/// What a record's data says of the subject.
+enum Reading {
+    /// It is the subject's: what it holds at the subject's paths.
+    Subject(Vec<String>),
+    /// It is not JSON, yet may name the id: it cannot be told.
+    NotJson,
+    /// It is someone else's (or has no data).
+    Other,
+}
+
+/// Reads a record's data (at any depth) for the subject.
+fn read_record(r: &ArchiveRecord, q: &ScopedQueue, prefilter: &Prefilter, value: &str) -> Reading {
+    let Some((_, data)) = r.hash_fields().into_iter().find(|(k, _)| k == b"data") else {
+        return Reading::Other;
+    };
     if !prefilter.may_hold(&data) {
-        return None;
+        return Reading::Other;
     }
-    q.read(&data, value).ok().flatten()
+    match q.read(&data, value) {
+        Ok(Some(ids)) => Reading::Subject(ids),
+        Ok(None) => Reading::Other,
+        Err(_) if prefilter.may_name(&data) => Reading::NotJson,
+        Err(_) => Reading::Other,
+    }
 }

@@ -60,7 +60,9 @@ pub(super) async fn erase_events<C: ConnectionLike>(
                     .query_async::<Value>(con)
             )
             .map_err(failed)?;
-            stream_entries(raw)
+            stream_entries(raw).ok_or_else(|| {
+                format!("{key}: XRANGE answered with entries that are not [id, [field, value, …]]")
+            })?
         };
         let Some((last, _)) = page.last() else { break };
         start = format!("({last}");
@@ -114,33 +116,36 @@ pub(super) async fn erase_events<C: ConnectionLike>(
 /// One events stream entry: its id and field/value pairs.
 type StreamEntry = (String, Vec<(String, Vec<u8>)>);
 
-/// XRANGE's reply as entries.
-fn stream_entries(raw: Value) -> Vec<StreamEntry> {
+/// XRANGE's reply as entries; `None` when any part of it is of another shape (nothing of a
+/// stream is passed over unread).
+fn stream_entries(raw: Value) -> Option<Vec<StreamEntry>> {
     let Value::Array(entries) = raw else {
-        return Vec::new();
+        return None;
     };
     entries
         .into_iter()
-        .filter_map(|e| {
+        .map(|e| {
             let Value::Array(mut parts) = e else {
                 return None;
             };
-            let fields = match parts.pop() {
-                Some(Value::Array(f)) => f,
-                _ => return None,
+            let Some(Value::Array(fields)) = parts.pop() else {
+                return None;
             };
             let id = parts
                 .pop()
                 .and_then(|v| bytes(&v).map(|b| String::from_utf8_lossy(b).into_owned()))?;
+            if fields.len() % 2 != 0 {
+                return None;
+            }
             let pairs = fields
                 .chunks_exact(2)
-                .filter_map(|p| {
+                .map(|p| {
                     Some((
                         String::from_utf8_lossy(bytes(&p[0])?).into_owned(),
                         bytes(&p[1])?.to_vec(),
                     ))
                 })
-                .collect();
+                .collect::<Option<Vec<_>>>()?;
             Some((id, pairs))
         })
         .collect()

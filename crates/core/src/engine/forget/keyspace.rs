@@ -14,7 +14,7 @@ use crate::bullmq::{QueueKeys, Topology};
 use bullsweep_policy::Prefilter;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 /// A batch of reads in flight, with the keys it reads.
@@ -46,18 +46,25 @@ fn joined<T>(r: Result<RedisResult<T>, tokio::task::JoinError>) -> RedisResult<T
 /// keyspace is reported as not searched to the end.
 const MAX_RESTARTS: u32 = 3;
 
-/// What the scan found: per scoped queue, the items, sorted; and what else identifies the
-/// subject (the strings and numbers its jobs hold at the subject's paths).
+/// How many keys that could not be read or searched the receipt names one by one; past it
+/// the keyspace itself remains, with how many more there were.
+const UNREAD_NAMED: usize = 100;
+
+/// What the scan found: per scoped queue, the items, sorted; what else identifies the
+/// subject (the strings and numbers its jobs hold at the subject's paths); and the keys that
+/// could not be read or searched, with why.
 #[derive(Default)]
 pub(super) struct ScanOutcome {
     pub found: Vec<Vec<Found>>,
     pub identifiers: BTreeSet<String>,
+    pub unread: BTreeMap<String, String>,
 }
 
 /// Scans the keyspace for the subject, on every primary of a Cluster. A server's keyspace
 /// that could not be searched to the end (its connection failed for good, or it restarted
 /// more than [`MAX_RESTARTS`] times) is put in `places` with why; what its scan found before
-/// is kept.
+/// is kept. Each key that could not be read (an error other than `WRONGTYPE`, a reply of
+/// another kind) or searched (data that is not JSON but may name the id) remains, named.
 pub(super) async fn scan<C>(
     con: &C,
     scoped: &[ScopedQueue],
@@ -70,7 +77,7 @@ where
 {
     let mut out = ScanOutcome {
         found: vec![Vec::new(); scoped.len()],
-        identifiers: BTreeSet::new(),
+        ..ScanOutcome::default()
     };
     if scoped.is_empty() {
         return out;
@@ -96,7 +103,21 @@ where
                 }
             }
         }
-        Err(e) => places.left(PlaceKind::Keyspace, pattern, e.to_string()),
+        Err(e) => places.left(PlaceKind::Keyspace, pattern.clone(), e.to_string()),
+    }
+    let unread = std::mem::take(&mut out.unread);
+    let more = unread.len().saturating_sub(UNREAD_NAMED);
+    for (key, why) in unread.into_iter().take(UNREAD_NAMED) {
+        places.left(PlaceKind::Key, key, why);
+    }
+    if more > 0 {
+        places.left(
+            PlaceKind::Keyspace,
+            pattern,
+            format!(
+                "{more} more keys than the {UNREAD_NAMED} named could not be read or searched; run the erasure again once they can"
+            ),
+        );
     }
     for list in &mut out.found {
         list.sort_by(|a, b| {
@@ -233,7 +254,8 @@ where
             let routed: Vec<ScanKey> = keys.iter().filter_map(|k| route(k, &bases)).collect();
             if !routed.is_empty() {
                 // A key of another type (a custom key under the base) answers WRONGTYPE, which
-                // is counted and named (`ScanStats::wrong_type`).
+                // is counted and named (`ScanStats::wrong_type`); any other error is the
+                // key's own, and leaves it unread (`test_step`).
                 let mut pipe = redis::pipe();
                 pipe.ignore_errors();
                 for k in &routed {
@@ -284,6 +306,7 @@ where
             }
         }
         out.identifiers.extend(step.identifiers);
+        out.unread.extend(step.unread);
         for (q, f) in step.found {
             out.found[q].push(f);
         }

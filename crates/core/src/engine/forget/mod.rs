@@ -16,16 +16,21 @@
 //! and the others go on; the receipt then says `incomplete`. A server that restarts under the
 //! scan is scanned again from its first key (`keyspace`). What was found and done goes into the
 //! [`Receipt`] (`receipt`).
+//!
+//! The caller holds each scoped queue's sweep lock ([`QueueLocks`]) from before the archive is
+//! read; [`forget_in_redis`] releases each as soon as its queue's items (`items`) are handled
+//! and its events searched, the queues with active jobs last.
 
 mod archive;
 mod events;
+mod items;
 mod keyspace;
 mod matching;
 mod receipt;
 mod scan;
 mod scope;
 
-pub use archive::erase_archive;
+pub use archive::{ArchiveOutcome, erase_archive};
 pub use scope::{ScopeError, ScopedQueue, scope};
 
 pub use keyspace::run_id_of;
@@ -37,15 +42,14 @@ pub use scan::ScanStats;
 
 use crate::audit::AuditContext;
 use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
-use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
-use bullsweep_policy::{Prefilter, QueueId};
+use crate::bullmq::scripts::ErasureItem;
+use crate::lock::HeldQueueLock;
+use bullsweep_policy::QueueId;
 use events::erase_events;
+use items::{Handled, handle_queue};
 use keyspace::scan;
 use matching::Identifiers;
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use scan::{copy_holds, sha1_hex};
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
@@ -53,10 +57,6 @@ use std::time::{Duration, Instant};
 pub(super) const ERASE_ITEMS: usize = 200;
 /// Stream entries read per `XRANGE`.
 pub(super) const EVENTS_PAGE: u64 = 500;
-/// How often locked jobs are looked at again while waiting for them.
-const ACTIVE_POLL: Duration = Duration::from_millis(200);
-/// How often an item that changed under us is read and matched again.
-const CHANGED_RETRIES: usize = 3;
 
 /// What to erase and how.
 #[derive(Clone, Debug)]
@@ -73,6 +73,9 @@ pub struct ForgetRequest {
     pub dry_run: bool,
     /// How long to wait for active jobs to finish.
     pub wait_active: Duration,
+    /// How long to wait, in all, for the sweep locks of queues another bullsweep (the daemon,
+    /// a run) holds; a queue whose lock is still held then remains to search.
+    pub lock_wait: Duration,
     /// Environment in force, as for `run`.
     pub env: Option<String>,
     /// Target time one Lua call may hold Redis, in microseconds.
@@ -87,171 +90,6 @@ struct Found {
     item: ErasureItem,
     /// The probe's or erase's last status.
     status: String,
-}
-
-/// Runs the erase script (or its probe) over items until each has a status.
-async fn apply<C: ConnectionLike>(
-    con: &mut C,
-    keys: &QueueKeys,
-    erase: bool,
-    items: &mut [Found],
-    ctx: &str,
-    budget_us: u64,
-    qr: &mut QueueReceipt,
-) -> RedisResult<()> {
-    let mut at = 0;
-    while at < items.len() {
-        let end = (at + ERASE_ITEMS).min(items.len());
-        let batch: Vec<ErasureItem> = items[at..end].iter().map(|f| f.item.clone()).collect();
-        // An erase is one atomic script; retrying one that failed on the connection is safe
-        // because a retried item that already went reports `gone`.
-        let out = with_retry!(scripts().erase_jobs(con, keys, erase, &batch, budget_us, ctx))?;
-        if out.statuses.is_empty() {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "erase script handled no item",
-            )));
-        }
-        for (f, s) in items[at..].iter_mut().zip(&out.statuses) {
-            f.status = s.clone();
-        }
-        at += out.statuses.len();
-        qr.removed_with_parent.extend(out.children);
-        qr.copies_with_jobs += out.copies;
-    }
-    Ok(())
-}
-
-/// Reads an item's value again after the script said it changed: the new SHA-1 if it still
-/// belongs to the subject, else `None`.
-async fn reread<C: ConnectionLike>(
-    con: &mut C,
-    keys: &QueueKeys,
-    q: &ScopedQueue,
-    item: &ErasureItem,
-    value: &str,
-) -> RedisResult<Option<String>> {
-    let Some((key, field)) = keys.erasure_target(item) else {
-        return Ok(None);
-    };
-    let raw: Option<Vec<u8>> = redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query_async(con)
-        .await?;
-    let Some(raw) = raw else { return Ok(None) };
-    let still = match item.kind {
-        ErasureKind::Processed | ErasureKind::Failed => {
-            copy_holds(&Prefilter::new(value), &raw, value)
-        }
-        _ => matches!(q.read(&raw, value), Ok(Some(_))),
-    };
-    Ok(still.then(|| sha1_hex(&raw)))
-}
-
-/// Probes or erases one queue's items: changed items are read again, locked jobs are waited
-/// for up to `wait_active`, and the receipt is filled in. A call that fails (a key of the
-/// wrong type, a connection lost for good) stops the queue there: what was done before is in
-/// the receipt, and the `Err` says why and how many items were left.
-#[allow(clippy::too_many_arguments)]
-async fn handle_queue<C: ConnectionLike>(
-    con: &mut C,
-    q: &ScopedQueue,
-    mut items: Vec<Found>,
-    req: &ForgetRequest,
-    ctx: &str,
-    deadline: Instant,
-) -> (QueueReceipt, BTreeSet<String>, Result<(), String>) {
-    let keys = QueueKeys::new(&q.queue.base);
-    let mut qr = QueueReceipt {
-        queue: q.queue.base.clone(),
-        tenant: q.queue.tenant.clone(),
-        ..QueueReceipt::default()
-    };
-    let erase = !req.dry_run;
-    let mut done: Vec<Found> = Vec::new();
-    // Rounds in which some item had changed: waiting for locked jobs does not use them up.
-    let mut changed_rounds = 0;
-    let mut failure: Option<String> = None;
-    loop {
-        if let Err(e) = apply(con, &keys, erase, &mut items, ctx, req.budget_us, &mut qr).await {
-            // Items a call never answered are left; the others are reported as they stood.
-            let left = items.iter().filter(|f| f.status.is_empty()).count();
-            done.extend(items.drain(..).filter(|f| !f.status.is_empty()));
-            failure = Some(format!("{e}; {left} items found here were not erased"));
-            break;
-        }
-        let mut again = Vec::new();
-        let any_changed = items.iter().any(|f| f.status == "changed");
-        for mut f in items.drain(..) {
-            let waiting = f.status.starts_with("locked:") && erase && Instant::now() < deadline;
-            if f.status == "changed" && changed_rounds < CHANGED_RETRIES {
-                match reread(con, &keys, q, &f.item, &req.value).await {
-                    Ok(Some(sha)) => {
-                        f.item.sha = sha;
-                        again.push(f);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        failure.get_or_insert_with(|| {
-                            format!("{e}; an item found here changed and could not be read again")
-                        });
-                    }
-                }
-            } else if waiting {
-                again.push(f);
-            } else {
-                done.push(f);
-            }
-        }
-        if again.is_empty() || failure.is_some() {
-            break;
-        }
-        if again.iter().all(|f| f.status.starts_with("locked:")) {
-            tokio::time::sleep(ACTIVE_POLL.min(deadline.saturating_duration_since(Instant::now())))
-                .await;
-        }
-        changed_rounds += usize::from(any_changed);
-        items = again;
-    }
-    let mut erased_ids = BTreeSet::new();
-    for f in done {
-        let id = f.item.id.clone();
-        let (verb, detail) = f.status.split_once(':').unwrap_or((f.status.as_str(), ""));
-        match (verb, f.item.kind) {
-            ("removed" | "state", ErasureKind::Job) => {
-                qr.states
-                    .entry(detail.to_string())
-                    .or_default()
-                    .push(id.clone());
-                erased_ids.insert(id);
-            }
-            ("removed" | "state", ErasureKind::Dedup) => {
-                qr.dedup_placeholders.push(dedup_placeholder(&id))
-            }
-            ("removed" | "state", ErasureKind::Scheduler) => {
-                qr.schedulers.push(scheduler_template(&id))
-            }
-            ("removed" | "state", kind @ (ErasureKind::Processed | ErasureKind::Failed)) => {
-                qr.copies.push(copy_name(&id, kind, &f.item.field))
-            }
-            ("locked", _) => qr.pending.push(PendingJob {
-                id,
-                state: detail.to_string(),
-            }),
-            ("gone", _) => {}
-            _ => qr.refused.push(RefusedItem {
-                id,
-                reason: f.status.clone(),
-            }),
-        }
-    }
-    for child in &qr.removed_with_parent {
-        if let Some(id) = keys.id_of(child) {
-            erased_ids.insert(id.to_string());
-        }
-    }
-    (qr, erased_ids, failure.map_or(Ok(()), Err))
 }
 
 /// The audit context of an erasure step in one queue.
@@ -271,6 +109,23 @@ pub(super) fn erase_context(q: &QueueId, state: &str, req: &ForgetRequest) -> Au
     }
 }
 
+/// Each scoped queue's sweep lock held by the erasure, by key base; each is released as soon
+/// as its queue is done.
+pub type QueueLocks = HashMap<String, HeldQueueLock>;
+
+/// Why a queue whose lock was lost during the erasure remains.
+const LOCK_LOST: &str = "its lock was lost during the erasure (it expired, or Redis restarted without it), so another bullsweep may have worked on it meanwhile; run the erasure again";
+
+/// Releases the erasure's lock on the queue at `base`, if it holds one; a lock lost meanwhile
+/// leaves the queue remaining in `places`.
+pub async fn release_lock(locks: &mut QueueLocks, base: &str, places: &mut Places) {
+    if let Some(lock) = locks.remove(base)
+        && !lock.release().await
+    {
+        places.left(PlaceKind::Queue, base, LOCK_LOST);
+    }
+}
+
 /// Finds and (unless a dry run) erases the subject in every scoped queue's jobs, copies,
 /// placeholders, scheduler templates and events. Archive segments are [`erase_archive`]'s;
 /// it runs first, so that the events of jobs that are only in the archive go too.
@@ -278,12 +133,18 @@ pub(super) fn erase_context(q: &QueueId, state: &str, req: &ForgetRequest) -> Au
 /// events go too; `known` holds what the archived records held at the subject's paths, which
 /// identifies the subject in events as its id does. Every place is recorded in `places`; one
 /// that fails is named there and the others go on.
+///
+/// Every queue's items that no worker holds go first, and a queue with none held is finished
+/// at once (its events searched, its lock in `locks` released), so that sweeps of it go on
+/// while another queue's active jobs are waited for (up to `wait_active`, under that queue's
+/// lock).
 pub async fn forget_in_redis<C>(
     con: &mut C,
     scoped: &[ScopedQueue],
     req: &ForgetRequest,
     archived: &HashMap<String, BTreeSet<String>>,
     known: &BTreeSet<String>,
+    locks: &mut QueueLocks,
     places: &mut Places,
 ) -> (ScanStats, Vec<QueueReceipt>)
 where
@@ -291,42 +152,97 @@ where
 {
     let mut stats = ScanStats::default();
     let found = scan(con, scoped, &req.value, &mut stats, places).await;
-    let identifiers = Identifiers::new(
-        std::iter::once(req.value.clone())
-            .chain(found.identifiers)
-            .chain(known.iter().cloned()),
-    );
-    let deadline = Instant::now() + req.wait_active;
-    let mut receipts = Vec::new();
+    let mut after = AfterScan {
+        req,
+        archived,
+        identifiers: Identifiers::new(
+            &req.value,
+            found.identifiers.into_iter().chain(known.iter().cloned()),
+        ),
+        locks,
+        places,
+        receipts: Vec::new(),
+    };
+    let mut waiting = Vec::new();
     for (q, items) in scoped.iter().zip(found.found) {
-        let keys = QueueKeys::new(&q.queue.base);
         let ctx = serde_json::to_string(&erase_context(&q.queue, "jobs", req)).unwrap_or_default();
-        let (mut qr, mut erased, jobs) = handle_queue(con, q, items, req, &ctx, deadline).await;
-        places.ended(PlaceKind::Jobs, &q.queue.base, &jobs);
-        if let Some(ids) = archived.get(&q.queue.base) {
+        let handled = handle_queue(con, q, items, req, &ctx, Instant::now()).await;
+        if handled.locked.is_empty() || req.dry_run || req.wait_active.is_zero() {
+            after.finish(con, q, handled).await;
+        } else {
+            waiting.push((q, ctx, handled));
+        }
+    }
+    let deadline = Instant::now() + req.wait_active;
+    for (q, ctx, mut handled) in waiting {
+        let locked = std::mem::take(&mut handled.locked);
+        handled.absorb(handle_queue(con, q, locked, req, &ctx, deadline).await);
+        after.finish(con, q, handled).await;
+    }
+    (stats, after.receipts)
+}
+
+/// What finishing each queue after the scan shares.
+struct AfterScan<'a> {
+    req: &'a ForgetRequest,
+    archived: &'a HashMap<String, BTreeSet<String>>,
+    identifiers: Identifiers,
+    locks: &'a mut QueueLocks,
+    places: &'a mut Places,
+    receipts: Vec<QueueReceipt>,
+}
+
+impl AfterScan<'_> {
+    /// Finishes one queue whose items were handled: records them, searches its events
+    /// stream, keeps its receipt, and releases its lock.
+    async fn finish<C: ConnectionLike>(&mut self, con: &mut C, q: &ScopedQueue, handled: Handled) {
+        let base = &q.queue.base;
+        let keys = QueueKeys::new(base);
+        let jobs = handled.failure.map_or(Ok(()), Err);
+        self.places.ended(PlaceKind::Jobs, base, &jobs);
+        let mut qr = handled.receipt;
+        let mut erased = handled.erased;
+        if let Some(ids) = self.archived.get(base) {
             erased.extend(ids.iter().cloned());
         }
         let ev_ctx =
-            serde_json::to_string(&erase_context(&q.queue, "events", req)).unwrap_or_default();
+            serde_json::to_string(&erase_context(&q.queue, "events", self.req)).unwrap_or_default();
         let events = erase_events(
             con,
             &keys,
             &erased,
-            &identifiers,
+            &self.identifiers,
             q.data_tenant.is_none(),
-            !req.dry_run,
+            !self.req.dry_run,
             &ev_ctx,
-            req.budget_us,
+            self.req.budget_us,
         )
         .await;
-        places.ended(PlaceKind::Events, keys.events(), &events);
+        match &events {
+            Ok(ev) if ev.of_unknown_tenant > 0 => self.places.left(
+                PlaceKind::Events,
+                keys.events(),
+                unknown_tenant_reason(ev.of_unknown_tenant, self.req.tenant.as_deref()),
+            ),
+            ended => self.places.ended(PlaceKind::Events, keys.events(), ended),
+        }
         if let Ok(ev) = events {
             qr.events = ev.deleted;
             qr.events_of_unknown_tenant = ev.of_unknown_tenant;
         }
         if qr.found_anything() || qr.events_of_unknown_tenant > 0 {
-            receipts.push(qr);
+            self.receipts.push(qr);
         }
+        release_lock(self.locks, base, self.places).await;
     }
-    (stats, receipts)
+}
+
+/// Why entries naming the subject in a queue whose key names no tenant were kept: under
+/// `--tenant`, an entry whose job was not erased here cannot be told to be the tenant's.
+fn unknown_tenant_reason(entries: u64, tenant: Option<&str>) -> String {
+    format!(
+        "{} name the subject in a queue with no tenant in its key, and their jobs could not be tied to tenant `{}`: kept, as they may be another tenant's; run the erasure without --tenant to erase them",
+        crate::text::count(entries, "event"),
+        tenant.unwrap_or_default()
+    )
 }

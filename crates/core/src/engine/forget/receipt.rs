@@ -31,7 +31,8 @@ pub struct QueueReceipt {
     pub events: u64,
     /// Events stream entries that name the subject but are left, because the queue's key
     /// names no tenant, `--tenant` was given, and the entry's job is not one erased here (so
-    /// its tenant cannot be told). An erasure without `--tenant` takes them.
+    /// its tenant cannot be told). The stream is then listed in `remaining` and the status is
+    /// `incomplete`; an erasure without `--tenant` takes them.
     pub events_of_unknown_tenant: u64,
     /// Jobs still locked by a worker after `--wait-active`: their erasure is pending.
     pub pending: Vec<PendingJob>,
@@ -41,6 +42,23 @@ pub struct QueueReceipt {
 }
 
 impl QueueReceipt {
+    /// Adds what a later round in the same queue found and did; its `pending` (the same jobs,
+    /// asked again) replace these.
+    pub(super) fn absorb(&mut self, later: QueueReceipt) {
+        for (state, ids) in later.states {
+            self.states.entry(state).or_default().extend(ids);
+        }
+        self.removed_with_parent.extend(later.removed_with_parent);
+        self.copies.extend(later.copies);
+        self.copies_with_jobs += later.copies_with_jobs;
+        self.dedup_placeholders.extend(later.dedup_placeholders);
+        self.schedulers.extend(later.schedulers);
+        self.events += later.events;
+        self.events_of_unknown_tenant += later.events_of_unknown_tenant;
+        self.pending = later.pending;
+        self.refused.extend(later.refused);
+    }
+
     /// Whether the subject was found here (anything but entries of an unknown tenant).
     pub fn found_anything(&self) -> bool {
         !(self.states.is_empty()
@@ -146,8 +164,13 @@ pub enum PlaceKind {
     Archive,
     /// One archive segment (only ever remaining).
     Segment,
-    /// A queue in scope that the erasure did not cover (found only after a server restarted).
+    /// A queue in scope that the erasure did not cover: another bullsweep held its sweep
+    /// lock (or the erasure's lock on it was lost), or it was found only after a server
+    /// restarted.
     Queue,
+    /// One key that could not be read (an error other than `WRONGTYPE`, or a reply of another
+    /// kind) or whose data names the id but is not JSON (only ever remaining).
+    Key,
 }
 
 /// One place an erasure searches.

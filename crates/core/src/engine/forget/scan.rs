@@ -26,7 +26,8 @@ pub struct ScanStats {
     pub jobs: u64,
     /// Parent copy hashes tested.
     pub copy_hashes: u64,
-    /// Jobs whose data is not JSON (skipped and counted).
+    /// Jobs whose data is not JSON (counted; those that may name the id remain to search,
+    /// each named in the receipt's `remaining`).
     pub malformed: u64,
     /// Keys where a job (or copy hash) would be that are not hashes: skipped, and named here
     /// (the first 100).
@@ -141,12 +142,17 @@ pub(super) struct StepFound {
     pub malformed: u64,
     /// Keys that are not hashes.
     pub wrong_type: Vec<String>,
+    /// Keys that could not be read or searched, with why.
+    pub unread: Vec<(String, String)>,
     /// What the subject's jobs hold at its paths.
     pub identifiers: BTreeSet<String>,
 }
 
 /// Tests one step's reads (`HGET data` or `HGETALL` replies, in `keys` order). Pure CPU work,
-/// run on a blocking thread while Redis answers the next step.
+/// run on a blocking thread while Redis answers the next step. A key that is not a hash is
+/// counted as of the wrong type; any other error or reply that is not what was asked for,
+/// and job data that is not JSON yet may name the value, leave the key unread (named in
+/// [`StepFound::unread`] with why): nothing can be claimed of it.
 pub(super) fn test_step(
     scoped: &[ScopedQueue],
     prefilter: &Prefilter,
@@ -157,25 +163,40 @@ pub(super) fn test_step(
     let mut out = StepFound::default();
     for (k, reply) in keys.iter().zip(replies) {
         let q = &scoped[k.queue];
-        if matches!(reply, Value::ServerError(e) if e.code() == "WRONGTYPE") {
-            out.wrong_type.push(k.key.clone());
+        if let Value::ServerError(e) = reply {
+            if e.code() == "WRONGTYPE" {
+                out.wrong_type.push(k.key.clone());
+            } else {
+                // As the server said it (`NOPERM …`, `LOADING …`, `MOVED …`).
+                let said = format!("{} {}", e.code(), e.details().unwrap_or_default());
+                out.unread
+                    .push((k.key.clone(), format!("could not be read: {}", said.trim())));
+            }
             continue;
         }
-        match (k.kind, reply) {
-            (ErasureKind::Processed | ErasureKind::Failed, Value::Array(flat)) => {
+        match k.kind {
+            ErasureKind::Processed | ErasureKind::Failed => {
+                let Some(pairs) = field_pairs(reply) else {
+                    out.unread.push((k.key.clone(), unexpected(reply)));
+                    continue;
+                };
                 out.copy_hashes += 1;
-                for pair in flat.chunks_exact(2) {
-                    let (Some(field), Some(v)) = (bytes(&pair[0]), bytes(&pair[1])) else {
-                        continue;
-                    };
+                for (field, v) in pairs {
                     if copy_holds(prefilter, v, value) {
                         let field = String::from_utf8_lossy(field).into_owned();
                         out.found.push((k.queue, k.found(field, v)));
                     }
                 }
             }
-            (_, reply) => {
-                let Some(data) = bytes(reply) else { continue };
+            _ => {
+                // No `data` (or no key: it went since the SCAN): nothing to search.
+                if matches!(reply, Value::Nil) {
+                    continue;
+                }
+                let Some(data) = bytes(reply) else {
+                    out.unread.push((k.key.clone(), unexpected(reply)));
+                    continue;
+                };
                 out.jobs += 1;
                 if !prefilter.may_hold(data) {
                     continue;
@@ -186,12 +207,51 @@ pub(super) fn test_step(
                         out.found.push((k.queue, k.found(String::new(), data)));
                     }
                     Ok(None) => {}
-                    Err(_) => out.malformed += 1,
+                    Err(_) => {
+                        out.malformed += 1;
+                        if prefilter.may_name(data) {
+                            out.unread.push((k.key.clone(), NOT_JSON.to_string()));
+                        }
+                    }
                 }
             }
         }
     }
     out
+}
+
+/// Why job data that names the id but is not JSON is left: its paths cannot be read.
+pub(super) const NOT_JSON: &str = "its data holds the id but is not JSON (the subject's paths cannot be read in it): repair or remove it, then run the erasure again";
+
+/// A hash's fields and values, from `HGETALL`'s reply (a flat array under RESP2, a map under
+/// RESP3); `None` for any other reply.
+fn field_pairs(reply: &Value) -> Option<Vec<(&[u8], &[u8])>> {
+    match reply {
+        Value::Array(flat) => flat
+            .chunks_exact(2)
+            .map(|p| Some((bytes(&p[0])?, bytes(&p[1])?)))
+            .collect(),
+        Value::Map(pairs) => pairs
+            .iter()
+            .map(|(f, v)| Some((bytes(f)?, bytes(v)?)))
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Why a key whose reply is not what was asked for is left unread (the kind of reply only:
+/// a receipt never holds job data).
+fn unexpected(reply: &Value) -> String {
+    let kind = match reply {
+        Value::Nil => "nil",
+        Value::Int(_) => "an integer",
+        Value::Array(_) => "an array",
+        Value::Map(_) => "a map",
+        Value::Set(_) => "a set",
+        Value::BulkString(_) | Value::SimpleString(_) | Value::VerbatimString { .. } => "a string",
+        _ => "another kind of value",
+    };
+    format!("could not be read: Redis answered with {kind}, not what was asked for")
 }
 
 /// Whether a child's copy (a return value as JSON, or a failed reason as text) names the value.
