@@ -165,51 +165,38 @@ pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
 
 /// What was skipped, with a reason for each count; `None` when nothing was.
 pub(crate) fn described(mut skipped: Skipped) -> Option<Skipped> {
-    if skipped.locked > 0 {
-        skipped
-            .reasons
-            .push(format!("{} held by a worker's lock", skipped.locked));
-    }
-    if skipped.malformed > 0 {
-        skipped.reasons.push(format!(
-            "{} malformed (not a hash, finishedOn missing or unequal to its score, logs that are not a list, or, to anonymize, data that pii paths cannot be applied to: not JSON, or nested deeper than 128 levels)",
-            skipped.malformed
-        ));
-    }
-    if skipped.changed > 0 {
-        skipped
-            .reasons
-            .push(format!("{} changed since selection", skipped.changed));
-    }
-    if skipped.parent_waiting > 0 {
-        skipped.reasons.push(format!(
-            "{} wait for their parent's other children (protectWaitingParents)",
-            skipped.parent_waiting
-        ));
-    }
-    if skipped.cross_slot > 0 {
-        skipped.reasons.push(format!(
-            "{} have their flow's parent under another hash tag: on a Redis Cluster it lives in another slot, so BullMQ cannot run such a flow there either; left untouched",
-            skipped.cross_slot
-        ));
-    }
-    if skipped.restored > 0 {
-        skipped.reasons.push(format!(
-            "{} restored from the archive and held until their hold ends (archive restore --hold)",
-            skipped.restored
-        ));
-    }
-    if skipped.dangling > 0 {
-        skipped.reasons.push(format!(
-            "{} dangling ids (no job hash): nothing to copy, so not archived; left in the set",
-            skipped.dangling
-        ));
-    }
-    if skipped.already_anonymized > 0 {
-        skipped.reasons.push(format!(
-            "{} already anonymized by an earlier run",
-            skipped.already_anonymized
-        ));
+    let why: [(u64, &str); 8] = [
+        (skipped.locked, "held by a worker's lock"),
+        (
+            skipped.malformed,
+            "malformed (not a hash, finishedOn missing or unequal to its score, logs that are not a list, or, to anonymize, data that pii paths cannot be applied to: not JSON, or nested deeper than 128 levels)",
+        ),
+        (skipped.changed, "changed since selection"),
+        (
+            skipped.parent_waiting,
+            "wait for their parent's other children (protectWaitingParents)",
+        ),
+        (
+            skipped.cross_slot,
+            "have their flow's parent under another hash tag: on a Redis Cluster it lives in another slot, so BullMQ cannot run such a flow there either; left untouched",
+        ),
+        (
+            skipped.restored,
+            "restored from the archive and held until their hold ends (archive restore --hold)",
+        ),
+        (
+            skipped.dangling,
+            "dangling ids (no job hash): nothing to copy, so not archived; left in the set",
+        ),
+        (
+            skipped.already_anonymized,
+            "already anonymized by an earlier run",
+        ),
+    ];
+    for (count, reason) in why {
+        if count > 0 {
+            skipped.reasons.push(format!("{count} {reason}"));
+        }
     }
     (!skipped.is_empty()).then_some(skipped)
 }
