@@ -107,6 +107,23 @@ impl JsonPath {
         next
     }
 
+    /// One level of a walk followed by several paths at once: for each `(index, positions)` of
+    /// `level` (the index names the path through `path_of`), its positions after stepping into
+    /// `seg`, keeping only the paths still alive there.
+    pub(crate) fn advance_level<'p>(
+        level: &[(usize, Vec<usize>)],
+        seg: Seg<'_>,
+        path_of: impl Fn(usize) -> &'p JsonPath,
+    ) -> Vec<(usize, Vec<usize>)> {
+        level
+            .iter()
+            .filter_map(|(i, at)| {
+                let to = path_of(*i).advance(at, seg);
+                (!to.is_empty()).then_some((*i, to))
+            })
+            .collect()
+    }
+
     /// Whether the value at positions `at` is one the path reaches.
     pub(crate) fn reached(&self, at: &[usize]) -> bool {
         at.contains(&self.steps.len())

@@ -172,13 +172,10 @@ struct Collect<'p> {
 impl Visit for Collect<'_> {
     fn enter(&mut self, seg: Seg<'_>) {
         let next: Vec<(usize, Vec<usize>)> = match (self.inside_from, self.levels.last()) {
-            (None, Some(level)) => level
-                .iter()
-                .filter_map(|(p, at)| {
-                    let to = self.paths[*p].advance(at, seg);
-                    (!to.is_empty()).then_some((*p, to))
-                })
-                .collect(),
+            (None, Some(level)) => {
+                let paths = self.paths;
+                JsonPath::advance_level(level, seg, |p| &paths[p])
+            }
             _ => Vec::new(),
         };
         let hit = self.inside_from.is_none() && reached(self.paths, &next);

@@ -54,14 +54,9 @@ struct SubjectWalk<'s> {
 
 impl Visit for SubjectWalk<'_> {
     fn enter(&mut self, seg: Seg<'_>) {
+        let tracked = &self.tracked;
         let next = self.levels.last().map_or_else(Vec::new, |level| {
-            level
-                .iter()
-                .filter_map(|(t, at)| {
-                    let to = self.tracked[*t].path.advance(at, seg);
-                    (!to.is_empty()).then_some((*t, to))
-                })
-                .collect()
+            JsonPath::advance_level(level, seg, |t| tracked[t].path)
         });
         self.levels.push(next);
     }
