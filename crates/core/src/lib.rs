@@ -10,6 +10,7 @@
 pub mod archive;
 pub mod audit;
 pub mod bullmq;
+pub mod cancel;
 pub mod daemon;
 pub mod engine;
 pub mod error;
