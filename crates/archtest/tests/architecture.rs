@@ -44,7 +44,8 @@ const CRATES: &[(&str, &str, &[&str])] = &[
 const CORE_LAYERS: &[&[&str]] = &[
     &["", "error", "text", "cancel"],
     &["bullmq"],
-    &["archive", "audit", "notify", "lock"],
+    &["lock"],
+    &["archive", "audit", "notify"],
     &["engine", "health"],
     &["ops"],
     &["daemon"],
