@@ -198,3 +198,63 @@ fn policy_version(eff: &EffectivePolicy) -> String {
     let digest = Sha256::digest(format!("{eff:?}").as_bytes());
     digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> QueueId {
+        QueueId {
+            base: "bull:acme:mail".into(),
+            prefix: "bull:acme".into(),
+            queue: "mail".into(),
+            tenant: Some("acme".into()),
+            env: Some("prod".into()),
+        }
+    }
+
+    /// The JSON the scripts store is the trail's format: these are the bytes written before
+    /// contexts had constructors.
+    #[test]
+    fn each_kind_of_context_is_the_json_the_trail_holds() {
+        let erase = AuditContext::for_erasure(&queue(), "jobs", "req-1", Actor::Unnamed);
+        assert_eq!(
+            erase.to_json(),
+            r#"{"policyName":"forget","policyVersion":"","queueName":"mail","queueKey":"bull:acme:mail","tenant":"acme","environment":"prod","action":"erase","state":"jobs","complianceTag":"gdpr","executionId":"req-1"}"#
+        );
+        let restore = AuditContext::for_restore(
+            "bull:other",
+            None,
+            "wait",
+            "x1".into(),
+            Actor::Named("ann".into()),
+        );
+        assert_eq!(
+            restore.to_json(),
+            r#"{"policyName":"restore","policyVersion":"","queueName":"other","queueKey":"bull:other","tenant":null,"environment":null,"action":"restore","state":"wait","complianceTag":null,"executionId":"x1","actor":"ann"}"#
+        );
+        let q = queue();
+        let bob = Actor::Named("bob".into());
+        let identified =
+            AuditContext::for_restore("bull:acme:mail", Some(&q), "failed", "x2".into(), bob);
+        assert_eq!(
+            (identified.queue_name.as_str(), identified.tenant.as_deref()),
+            ("mail", Some("acme"))
+        );
+        let failed = AuditContext::for_failed_queue((&q).into(), "p", "x3", Actor::Unnamed);
+        assert_eq!(
+            failed.to_json(),
+            r#"{"policyName":"p","policyVersion":"","queueName":"mail","queueKey":"bull:acme:mail","tenant":"acme","environment":"prod","action":"remove","state":"","complianceTag":null,"executionId":"x3"}"#
+        );
+        let moved = failed
+            .with_action(AuditAction::MoveTo("bull:acme:dlq".into()))
+            .with_state("active");
+        let back: AuditContext = serde_json::from_str(&moved.to_json()).expect("parse");
+        assert_eq!(back, moved);
+        assert!(
+            moved
+                .to_json()
+                .contains(r#""action":"move to bull:acme:dlq","state":"active""#)
+        );
+    }
+}

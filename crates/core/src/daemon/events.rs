@@ -371,9 +371,15 @@ async fn drain(
     metrics: &DaemonMetrics,
 ) -> RedisResult<(u64, bool)> {
     let ctx = |state| {
-        let (action, actor) = (AuditAction::Remove, Actor::Unnamed);
-        let (queue, policy) = (&h.queue.queue, &h.queue.policy);
-        AuditContext::for_state(queue, policy, state, action, execution_id, actor).to_json()
+        AuditContext::for_state(
+            &h.queue.queue,
+            &h.queue.policy,
+            state,
+            AuditAction::Remove,
+            execution_id,
+            Actor::Unnamed,
+        )
+        .to_json()
     };
     let (completed_ctx, failed_ctx) = (ctx(JobState::Completed), ctx(JobState::Failed));
     let req = DrainRequest {

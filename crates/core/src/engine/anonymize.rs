@@ -141,7 +141,9 @@ impl StateWork<'_> {
         rows: &[(String, i64)],
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let audit_ctx = (self.audit.clone())
+        let audit_ctx = self
+            .audit
+            .clone()
             .with_action(AuditAction::Anonymize)
             .to_json();
         let mut sizer = BatchSizer::new(self.opts.budget_us);

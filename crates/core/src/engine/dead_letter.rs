@@ -142,8 +142,9 @@ impl QueueRun<'_> {
                 continue;
             }
             sink.rewrite_segment(&m, &keep).await.map_err(io)?;
-            let ctx = self.audit(JobState::Failed, AuditAction::Purge);
-            let ctx = ctx.with_state("archive");
+            let ctx = self
+                .audit(JobState::Failed, AuditAction::Purge)
+                .with_state("archive");
             let ids: Vec<String> = old
                 .iter()
                 .map(|r| format!("{}/{}", m.segment, r.id))

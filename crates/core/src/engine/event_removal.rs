@@ -92,9 +92,14 @@ pub async fn remove_finished<C: ConnectionLike>(
         if candidates.is_empty() {
             continue;
         }
-        let (action, actor) = (AuditAction::Remove, Actor::Unnamed);
-        let audit =
-            AuditContext::for_state(queue, policy, state, action, &opts.execution_id, actor);
+        let audit = AuditContext::for_state(
+            queue,
+            policy,
+            state,
+            AuditAction::Remove,
+            &opts.execution_id,
+            Actor::Unnamed,
+        );
         let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
         let mut sizer = BatchSizer::new(opts.budget_us);
         let (keys, budget) = (&keys, opts.budget_us);

@@ -42,8 +42,9 @@ pub(super) async fn govern<C: ConnectionLike>(
         return Ok(());
     }
     let mut sizer = BatchSizer::new(opts.budget_us);
-    let ctx = run.audit(JobState::Failed, AuditAction::MoveTo(target.to_string()));
-    let ctx = ctx.to_json();
+    let ctx = run
+        .audit(JobState::Failed, AuditAction::MoveTo(target.to_string()))
+        .to_json();
     let mut skipped = Skipped::default();
     let (mut offset, mut done) = (0isize, 0u64);
     loop {

@@ -59,8 +59,10 @@ pub(super) async fn govern<C: ConnectionLike>(
         return Ok(());
     }
     // The audit context of a stalled-job action: state `active`.
-    let ctx = run.audit(JobState::Failed, rule.action.into());
-    let ctx = ctx.with_state("active").to_json();
+    let ctx = run
+        .audit(JobState::Failed, rule.action.into())
+        .with_state("active")
+        .to_json();
     let mut skipped = Skipped::default();
     let retry = rule.action == StalledAction::Retry;
     let mut sizer = BatchSizer::new(opts.budget_us);
