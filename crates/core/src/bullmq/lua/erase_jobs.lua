@@ -79,20 +79,30 @@ local function unlikeMatched(key, sha)
   return nil
 end
 
+-- Where the erasure of hash `key`, matched by its data's `sha`, stops: unlikeMatched's reason,
+-- or in a probe the state `state:<kind>`; nil when it goes ahead (its audit seq reserved).
+local function hashErasureStop(key, sha, kind)
+  local unlike = unlikeMatched(key, sha)
+  if unlike then
+    return unlike
+  end
+  if probing then
+    return 'state:' .. kind
+  end
+  reserveAuditSeq()
+  return nil
+end
+
 -- Scheduler ids erased by this call, so their current iterations may go too.
 local erasedSchedulers = {}
 
 local function eraseScheduler(sid, sha)
   local templateKey = prefix .. 'repeat:' .. sid
-  local unlike = unlikeMatched(templateKey, sha)
-  if unlike then
-    return unlike
+  local stop = hashErasureStop(templateKey, sha, 'scheduler')
+  if stop then
+    return stop
   end
   local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
-  if probing then
-    return 'state:scheduler'
-  end
-  reserveAuditSeq()
   erasedSchedulers[sid] = true
   rcall('ZREM', prefix .. 'repeat', sid)
   rcall('DEL', templateKey)
@@ -105,14 +115,10 @@ end
 
 local function eraseDedup(deid, sha)
   local key = prefix .. 'dn:' .. deid
-  local unlike = unlikeMatched(key, sha)
-  if unlike then
-    return unlike
+  local stop = hashErasureStop(key, sha, 'dedup')
+  if stop then
+    return stop
   end
-  if probing then
-    return 'state:dedup'
-  end
-  reserveAuditSeq()
   rcall('DEL', key)
   return 'removed:dedup'
 end
