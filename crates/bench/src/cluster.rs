@@ -6,7 +6,7 @@
 
 use super::BenchConfig;
 use super::probe::{
-    Prober, info_number, percentile, slowlog_begin, slowlog_max_ms, start_counters,
+    Prober, percentile, redis_cpu_seconds, slowlog_begin, slowlog_max_ms, start_counters,
 };
 use super::report::median;
 use bullsweep_core::Error;
@@ -247,7 +247,7 @@ async fn measure(
 
 /// A node's CPU seconds so far (user + sys).
 async fn cpu_seconds(node: &mut Probed) -> Result<f64, Error> {
-    info_number(&mut node.con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+    redis_cpu_seconds(&mut node.con)
         .await
         .map_err(|e| Error::redis(&node.url, &e))
 }

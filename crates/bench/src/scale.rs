@@ -6,7 +6,7 @@
 //! every `--discover-every` (30 s).
 
 use super::BenchConfig;
-use super::probe::{flush, info_number};
+use super::probe::{flush, info_number, redis_cpu_seconds};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys;
 use bullsweep_core::ops::Conn;
@@ -229,7 +229,7 @@ async fn measure(
     jobs: Option<u64>,
 ) -> Result<ChildRun, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    let cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+    let cpu = redis_cpu_seconds(con)
         .await
         .map_err(redis_err)?;
     let started = Instant::now();
@@ -264,7 +264,7 @@ async fn measure(
     }
     let seconds = started.elapsed().as_secs_f64();
     let out = reader.join().unwrap_or_default();
-    let cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+    let cpu = redis_cpu_seconds(con)
         .await
         .map_err(redis_err)?
         - cpu;
