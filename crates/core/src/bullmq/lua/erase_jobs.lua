@@ -79,9 +79,9 @@ local function unlikeMatched(key, sha)
   return nil
 end
 
--- Where the erasure of hash `key`, matched by its data's `sha`, stops: unlikeMatched's reason,
--- or in a probe the state `state:<kind>`; nil when it goes ahead (its audit seq reserved).
-local function hashErasureStop(key, sha, kind)
+-- Erases hash `key`, matched by its data's `sha`, with `erase()`: returns unlikeMatched's
+-- reason, in a probe the state `state:<kind>`, else `removed:<kind>` once erased.
+local function eraseMatchedHash(key, sha, kind, erase)
   local unlike = unlikeMatched(key, sha)
   if unlike then
     return unlike
@@ -90,7 +90,8 @@ local function hashErasureStop(key, sha, kind)
     return 'state:' .. kind
   end
   reserveAuditSeq()
-  return nil
+  erase()
+  return 'removed:' .. kind
 end
 
 -- Scheduler ids erased by this call, so their current iterations may go too.
@@ -98,29 +99,23 @@ local erasedSchedulers = {}
 
 local function eraseScheduler(sid, sha)
   local templateKey = prefix .. 'repeat:' .. sid
-  local stop = hashErasureStop(templateKey, sha, 'scheduler')
-  if stop then
-    return stop
-  end
-  local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
-  erasedSchedulers[sid] = true
-  rcall('ZREM', prefix .. 'repeat', sid)
-  rcall('DEL', templateKey)
-  local nextId = millis and ('repeat:' .. sid .. ':' .. millis)
-  if nextId and rcall('EXISTS', prefix .. nextId) == 1 and not lockedTree(prefix .. nextId) then
-    removeTree(prefix, nextId, {})
-  end
-  return 'removed:scheduler'
+  return eraseMatchedHash(templateKey, sha, 'scheduler', function()
+    local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
+    erasedSchedulers[sid] = true
+    rcall('ZREM', prefix .. 'repeat', sid)
+    rcall('DEL', templateKey)
+    local nextId = millis and ('repeat:' .. sid .. ':' .. millis)
+    if nextId and rcall('EXISTS', prefix .. nextId) == 1 and not lockedTree(prefix .. nextId) then
+      removeTree(prefix, nextId, {})
+    end
+  end)
 end
 
 local function eraseDedup(deid, sha)
   local key = prefix .. 'dn:' .. deid
-  local stop = hashErasureStop(key, sha, 'dedup')
-  if stop then
-    return stop
-  end
-  rcall('DEL', key)
-  return 'removed:dedup'
+  return eraseMatchedHash(key, sha, 'dedup', function()
+    rcall('DEL', key)
+  end)
 end
 
 local function isLiveSchedulerJob(id)
