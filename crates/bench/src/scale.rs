@@ -229,9 +229,7 @@ async fn measure(
     jobs: Option<u64>,
 ) -> Result<ChildRun, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    let cpu = redis_cpu_seconds(con)
-        .await
-        .map_err(redis_err)?;
+    let cpu = redis_cpu_seconds(con).await.map_err(redis_err)?;
     let started = Instant::now();
     let mut child = spawn(bin, url, dir, policy, &["--json", what])?;
     let status_path = format!("/proc/{}/status", child.id());
@@ -264,10 +262,7 @@ async fn measure(
     }
     let seconds = started.elapsed().as_secs_f64();
     let out = reader.join().unwrap_or_default();
-    let cpu = redis_cpu_seconds(con)
-        .await
-        .map_err(redis_err)?
-        - cpu;
+    let cpu = redis_cpu_seconds(con).await.map_err(redis_err)? - cpu;
     let done: u64 = serde_json::from_str::<serde_json::Value>(&out)
         .ok()
         .and_then(|v| {

@@ -171,6 +171,20 @@ impl World {
             .expect("bullsweep runs")
     }
 
+    /// Runs bullsweep against the Redis at `url` (not the World's), as the URL's user.
+    pub fn run_at(&self, policy: &std::path::Path, url: &str, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(url)
+            .arg("--config")
+            .arg(policy)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("BULLSWEEP_REDIS_URL")
+            .output()
+            .expect("bullsweep runs")
+    }
+
     /// Starts `run` in the background and SIGKILLs it after `after`, mid-run.
     pub fn run_and_kill(&self, policy: &PathBuf, after: std::time::Duration) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
@@ -207,6 +221,14 @@ impl World {
 }
 
 impl JsonReport {
+    /// The queue named `name` (its name, not its key base).
+    pub fn queue(&self, name: &str) -> &JsonQueue {
+        self.queues
+            .iter()
+            .find(|q| q.queue == name)
+            .unwrap_or_else(|| panic!("no queue {name} in the report"))
+    }
+
     /// Jobs acted on across every queue and state.
     pub fn done(&self) -> u64 {
         self.queues
@@ -278,6 +300,22 @@ pub fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSp
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts that bullsweep exited with `code` and said `needle` on stderr.
+pub fn assert_exit(out: &Output, code: i32, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert!(err.contains(needle), "{err}");
+}
+
+/// Asserts that a queue of a report failed with an error that mentions `needle`.
+pub fn assert_queue_error(queue: &JsonQueue, needle: &str) {
+    assert!(
+        queue.error.as_deref().is_some_and(|e| e.contains(needle)),
+        "{:?}",
+        queue.error
+    );
 }
 
 pub fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
