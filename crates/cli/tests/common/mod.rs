@@ -9,6 +9,7 @@ pub mod postgres;
 use bullsweep_testkit::{PrivateRedis, Role};
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use redis::Commands;
+use redis::aio::MultiplexedConnection;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -135,7 +136,8 @@ impl World {
         path
     }
 
-    pub fn seed(&self, spec: SeedSpec, now_ms: i64) {
+    /// Runs `f` with an async connection to the World's database, on a runtime of its own.
+    pub fn block_on_con<T>(&self, f: impl AsyncFnOnce(&mut MultiplexedConnection) -> T) -> T {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -146,8 +148,12 @@ impl World {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connect");
-            seed_queue(&mut con, &spec, now_ms).await.expect("seed");
-        });
+            f(&mut con).await
+        })
+    }
+
+    pub fn seed(&self, spec: SeedSpec, now_ms: i64) {
+        self.block_on_con(async |con| seed_queue(con, &spec, now_ms).await.expect("seed"));
     }
 
     pub fn run(&self, policy: &PathBuf, args: &[&str]) -> Output {
