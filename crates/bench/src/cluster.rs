@@ -5,7 +5,9 @@
 //! primary's probe p99 and longest call, and the cluster's jobs/s over one Redis's.
 
 use super::BenchConfig;
-use super::probe::{Prober, percentile, redis_cpu, slowlog_begin, slowlog_max_ms, start_counters};
+use super::probe::{
+    Prober, percentile, redis_cpu_seconds, slowlog_begin, slowlog_max_ms, start_counters,
+};
 use super::report::median;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::QueueKeys;
@@ -245,7 +247,7 @@ async fn measure(
 
 /// A node's CPU seconds so far (user + sys).
 async fn cpu_seconds(node: &mut Probed) -> Result<f64, Error> {
-    redis_cpu(&mut node.con)
+    redis_cpu_seconds(&mut node.con)
         .await
         .map_err(|e| Error::redis(&node.url, &e))
 }

@@ -4,8 +4,8 @@
 //! longest single call, per round, with the medians.
 
 use super::BenchConfig;
-use super::probe::{flush, start_counters, stop_counters};
-use super::report::median;
+use super::probe::{flush, flush_async, start_counters, stop_counters};
+use super::report::{json_or_table, median};
 use bullsweep_core::Error;
 use bullsweep_core::ops::report::memory_report;
 use bullsweep_core::ops::{Conn, RunScope};
@@ -101,11 +101,7 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
     super::probe::slowlog_end(con, saved)
         .await
         .map_err(redis_err)?;
-    redis::cmd("FLUSHDB")
-        .arg("ASYNC")
-        .query_async::<()>(con)
-        .await
-        .map_err(redis_err)?;
+    flush_async(con, url).await?;
     let of = |c: &str| -> Vec<&Round> { rounds.iter().filter(|r| r.contender == c).collect() };
     let cpu = |c: &str| median(of(c).iter().map(|r| r.redis_cpu_seconds).collect());
     let longest = |c: &str| of(c).iter().map(|r| r.longest_call_ms).fold(0.0, f64::max);
@@ -125,11 +121,7 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
         exact_longest_call_ms: longest("exact"),
         rounds,
     };
-    if args.json {
-        return serde_json::to_string_pretty(&report)
-            .map_err(|e| Error::runtime(format!("JSON: {e}")));
-    }
-    Ok(table(&report))
+    json_or_table(&report, args.json, table)
 }
 
 /// Every key's `MEMORY USAGE … SAMPLES 0`, summed.

@@ -65,6 +65,13 @@ pub(crate) async fn info_number<C: redis::aio::ConnectionLike>(
         .sum())
 }
 
+/// Redis's CPU seconds so far, system and user.
+pub(crate) async fn redis_cpu_seconds<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+) -> Result<f64, redis::RedisError> {
+    info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await
+}
+
 /// This process's peak resident memory (VmHWM), in MB; 0 where /proc is not available.
 pub(crate) fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -112,13 +119,6 @@ pub(crate) async fn slowlog_end(
         .await
 }
 
-/// Redis's CPU seconds so far (system and user).
-pub(crate) async fn redis_cpu<C: redis::aio::ConnectionLike>(
-    con: &mut C,
-) -> Result<f64, redis::RedisError> {
-    info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await
-}
-
 /// Resets SLOWLOG and reads Redis's CPU seconds, just before a contender starts.
 pub(crate) async fn start_counters<C: redis::aio::ConnectionLike>(
     con: &mut C,
@@ -127,7 +127,7 @@ pub(crate) async fn start_counters<C: redis::aio::ConnectionLike>(
         .arg("RESET")
         .query_async::<()>(con)
         .await?;
-    redis_cpu(con).await
+    redis_cpu_seconds(con).await
 }
 
 /// The longest call since [`start_counters`] (ms) and the Redis CPU seconds spent since.
@@ -136,7 +136,7 @@ pub(crate) async fn stop_counters(
     cpu_before: f64,
 ) -> Result<(f64, f64), redis::RedisError> {
     let longest = slowlog_max_ms(con).await?;
-    let cpu_after = redis_cpu(con).await?;
+    let cpu_after = redis_cpu_seconds(con).await?;
     Ok((longest, cpu_after - cpu_before))
 }
 
@@ -166,6 +166,16 @@ pub(crate) async fn slowlog_max_ms<C: redis::aio::ConnectionLike>(
 /// Empties the bench's Redis database between runs.
 pub(crate) async fn flush(con: &mut Conn, url: &str) -> Result<(), Error> {
     redis::cmd("FLUSHDB")
+        .query_async::<()>(con)
+        .await
+        .map_err(|e| Error::redis(url, &e))
+}
+
+/// Empties the bench's Redis database in the background, after a strategy: a synchronous
+/// FLUSHDB of millions of keys outlasts the command timeout.
+pub(crate) async fn flush_async(con: &mut Conn, url: &str) -> Result<(), Error> {
+    redis::cmd("FLUSHDB")
+        .arg("ASYNC")
         .query_async::<()>(con)
         .await
         .map_err(|e| Error::redis(url, &e))

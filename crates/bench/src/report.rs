@@ -1,6 +1,7 @@
 //! The figures a bench run reports, their medians, and the table.
 
 use super::probe::{peak_rss_mb, percentile};
+use bullsweep_core::Error;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use std::time::Duration;
@@ -62,6 +63,19 @@ pub struct BenchReport {
     pub ratio_vs_looped: Vec<(String, f64)>,
     /// Contenders that could not run, and why.
     pub skipped: Vec<String>,
+}
+
+/// A strategy's report as indented JSON with `json`, else as `table` renders it.
+pub(crate) fn json_or_table<T: Serialize>(
+    report: &T,
+    json: bool,
+    table: impl Fn(&T) -> String,
+) -> Result<String, Error> {
+    if json {
+        return serde_json::to_string_pretty(report)
+            .map_err(|e| Error::runtime(format!("JSON: {e}")));
+    }
+    Ok(table(report))
 }
 
 /// The median of `values` (the upper one for an even count), `None` when empty.

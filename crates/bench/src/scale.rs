@@ -6,7 +6,7 @@
 //! every `--discover-every` (30 s).
 
 use super::BenchConfig;
-use super::probe::{flush, redis_cpu};
+use super::probe::{flush, redis_cpu_seconds};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys;
 use bullsweep_core::ops::Conn;
@@ -150,19 +150,19 @@ fn write_policy(dir: &Path) -> Result<PathBuf, Error> {
 
 /// The Redis CPU seconds spent while `wait` passes.
 async fn redis_cpu_over(con: &mut Conn, wait: Duration) -> redis::RedisResult<f64> {
-    let before = redis_cpu(con).await?;
+    let before = redis_cpu_seconds(con).await?;
     tokio::time::sleep(wait).await;
-    Ok(redis_cpu(con).await? - before)
+    Ok(redis_cpu_seconds(con).await? - before)
 }
 
 /// One full discovery pass, unpaced, as the daemon repeated it before pacing: its wall time
 /// and its Redis CPU seconds.
 async fn discovery_pass(con: &mut Conn) -> redis::RedisResult<(Duration, f64)> {
-    let cpu = redis_cpu(con).await?;
+    let cpu = redis_cpu_seconds(con).await?;
     let pass_started = Instant::now();
     bullsweep_core::bullmq::discover_queues(con).await?;
     let pass_wall = pass_started.elapsed();
-    Ok((pass_wall, redis_cpu(con).await? - cpu))
+    Ok((pass_wall, redis_cpu_seconds(con).await? - cpu))
 }
 
 /// Nothing due for a day: every queue's last run is now.
@@ -239,7 +239,7 @@ async fn measure(
     jobs: Option<u64>,
 ) -> Result<ChildRun, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    let cpu = redis_cpu(con).await.map_err(redis_err)?;
+    let cpu = redis_cpu_seconds(con).await.map_err(redis_err)?;
     let started = Instant::now();
     let mut child = spawn(bin, url, dir, policy, &["--json", what])?;
     let status_path = format!("/proc/{}/status", child.id());
@@ -272,7 +272,7 @@ async fn measure(
     }
     let seconds = started.elapsed().as_secs_f64();
     let out = reader.join().unwrap_or_default();
-    let cpu = redis_cpu(con).await.map_err(redis_err)? - cpu;
+    let cpu = redis_cpu_seconds(con).await.map_err(redis_err)? - cpu;
     let done: u64 = serde_json::from_str::<serde_json::Value>(&out)
         .ok()
         .and_then(|v| {

@@ -165,19 +165,10 @@ fn a_job_changed_after_it_was_read_is_left_alone() {
         fields: vec![("data".into(), "{}".into())],
         ..ScrubbedJob::default()
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let out = rt.block_on(async {
-        let client = redis::Client::open(w.url()).expect("url");
-        let mut acon = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect");
+    let out = w.block_on_con(async |acon| {
         scripts()
             .anonymize_jobs(
-                &mut acon,
+                acon,
                 &QueueKeys::new("bull:mail"),
                 JobState::Completed,
                 &[stale],

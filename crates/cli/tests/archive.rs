@@ -189,19 +189,10 @@ fn a_job_that_changed_after_it_was_copied_is_kept() {
     let _: () = con
         .rpush(format!("bull:mail:{}:logs", rows[2].0), "late")
         .expect("rpush");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("rt");
-    let out = rt.block_on(async {
-        let client = redis::Client::open(w.url()).expect("url");
-        let mut con = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect");
+    let out = w.block_on_con(async |acon| {
         scripts()
             .remove_ids(
-                &mut con,
+                acon,
                 &QueueKeys::new("bull:mail"),
                 JobState::Completed,
                 &candidates,

@@ -224,8 +224,7 @@ fn two_databases_sharing_one_store_keep_one_chain_each() {
         .collect();
     std::fs::write(&file, kept).expect("cut");
     let out = w.run(&policy, &["audit", "verify", &urls[1]]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("cut short"), "{}", stderr(&out));
+    assert_exit(&out, 1, "cut short");
 }
 
 #[test]
@@ -284,32 +283,10 @@ policies:
         unusable.display()
     ));
     let out = w.run(&policy, &["--json", "run"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("audit store unavailable"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit(&out, 1, "audit store unavailable");
     let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
-    let billing = report
-        .queues
-        .iter()
-        .find(|q| q.queue == "billing")
-        .expect("billing");
-    assert!(
-        billing
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("sla.auditRequired")),
-        "{:?}",
-        billing.error
-    );
-    let mail = report
-        .queues
-        .iter()
-        .find(|q| q.queue == "mail")
-        .expect("mail");
-    assert_eq!(mail.states["completed"].done, Some(50));
+    assert_queue_error(report.queue("billing"), "sla.auditRequired");
+    assert_eq!(report.queue("mail").states["completed"].done, Some(50));
     let mut con = w.con();
     let left: u64 = con.zcard("bull:billing:completed").expect("zcard");
     assert_eq!(left, 50, "nothing deleted without its audit record");
@@ -409,11 +386,7 @@ policies:
     let second = w.run(&policy, &["--json", "run"]);
     assert!(second.status.success(), "{}", stderr(&second));
     let report: JsonReport = serde_json::from_slice(&second.stdout).expect("JSON");
-    let billing = report
-        .queues
-        .iter()
-        .find(|q| q.key == "bull:billing")
-        .expect("billing");
+    let billing = report.queue("billing");
     assert_eq!(billing.error, None, "the audited queue runs");
     assert_eq!(billing.states["completed"].done, Some(20));
     let pending: u64 = con.xlen("bullsweep:{bullsweep}:audit").expect("xlen");
@@ -452,13 +425,7 @@ fn a_user_denied_bullsweep_keys_changes_nothing_and_is_told_the_permission() {
     let events_before: u64 = con.xlen("bull:mail:events").unwrap_or(0);
     let policy = w.policy(POLICY);
     let url = w.url().replace("redis://", "redis://sweeper:pw@");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .args(["--redis", &url, "--config"])
-        .arg(&policy)
-        .args(["--json", "run"])
-        .current_dir(w.dir.path())
-        .output()
-        .expect("bullsweep runs");
+    let out = w.run_at(&policy, &url, &["--json", "run"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let mut keys_after: Vec<String> = con.keys("bull:*").expect("keys");
     let mut expected = keys_before.clone();

@@ -6,7 +6,6 @@ mod common;
 use common::*;
 use redis::Commands;
 use std::collections::BTreeMap;
-use std::process::Command;
 
 #[test]
 fn config_errors_name_file_line_column_and_exit_2() {
@@ -35,31 +34,20 @@ fn config_errors_name_file_line_column_and_exit_2() {
 fn a_missing_policy_file_is_a_usage_error() {
     let w = World::new();
     let out = w.run(&w.dir.path().join("nope.yaml"), &["check"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("cannot read policy file"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit(&out, 2, "cannot read policy file");
 }
 
 #[test]
 fn unreachable_redis_is_a_clear_runtime_error() {
     let w = World::new();
     let policy = w.policy("version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n");
-    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .args(["--redis", "redis://127.0.0.1:1/0", "--config"])
-        .arg(&policy)
-        .arg("plan")
-        .output()
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
-    assert!(
-        err.contains("error: cannot reach Redis at redis://127.0.0.1:1/0"),
-        "{err}"
+    let out = w.run_at(&policy, "redis://127.0.0.1:1/0", &["plan"]);
+    assert_exit(
+        &out,
+        1,
+        "error: cannot reach Redis at redis://127.0.0.1:1/0",
     );
-    assert!(err.contains("hint:"), "{err}");
+    assert!(stderr(&out).contains("hint:"), "{}", stderr(&out));
 }
 
 #[test]
@@ -113,12 +101,7 @@ tenants:
     );
 
     let out = w.run(&policy, &["explain", "other:thing"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("matches no layout"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit(&out, 2, "matches no layout");
 }
 
 #[test]
@@ -358,24 +341,8 @@ fn one_failing_queue_does_not_stop_the_others() {
         "a failed queue makes the run fail"
     );
     let report: JsonReport = serde_json::from_slice(&out.stdout).expect("report still printed");
-    let broken = report
-        .queues
-        .iter()
-        .find(|q| q.queue == "a-broken")
-        .expect("broken queue");
-    assert!(
-        broken
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("WRONGTYPE")),
-        "{:?}",
-        broken.error
-    );
-    let fine = report
-        .queues
-        .iter()
-        .find(|q| q.queue == "b-fine")
-        .expect("fine queue");
+    assert_queue_error(report.queue("a-broken"), "WRONGTYPE");
+    let fine = report.queue("b-fine");
     assert_eq!(fine.states["completed"].done, Some(10));
     assert!(fine.error.is_none());
 }
@@ -490,32 +457,19 @@ fn refused_authentication_is_a_clear_runtime_error() {
         .expect("set a password");
     let policy = w.policy("version: 1\npolicies: [{ name: a, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n");
     // requirepass is the default user's password.
-    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .args(["--redis", &w.url(), "--config"])
-        .arg(&policy)
-        .arg("plan")
-        .output()
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
-    assert!(err.contains("refused authentication"), "{err}");
-    assert!(err.contains("redis://:PASSWORD@host:port"), "{err}");
+    let out = w.run_at(&policy, &w.url(), &["plan"]);
+    assert_exit(&out, 1, "refused authentication");
+    assert!(
+        stderr(&out).contains("redis://:PASSWORD@host:port"),
+        "{}",
+        stderr(&out)
+    );
 
     let with_password = format!("redis://:s3cret@127.0.0.1:{}/0", w.redis.port());
     let wrong = format!("redis://:wrong@127.0.0.1:{}/0", w.redis.port());
-    let ok = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .args(["--redis", &with_password, "--config"])
-        .arg(&policy)
-        .arg("plan")
-        .output()
-        .expect("runs");
+    let ok = w.run_at(&policy, &with_password, &["plan"]);
     assert!(ok.status.success(), "{}", stderr(&ok));
-    let bad = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .args(["--redis", &wrong, "--config"])
-        .arg(&policy)
-        .arg("plan")
-        .output()
-        .expect("runs");
+    let bad = w.run_at(&policy, &wrong, &["plan"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(
         !stderr(&bad).contains("wrong"),

@@ -27,20 +27,6 @@ fn bare(w: &World, args: &[&str]) -> std::process::Output {
         .expect("bullsweep runs")
 }
 
-/// Runs bullsweep against the Redis at `url` (not the World's).
-fn at_redis(w: &World, policy: &std::path::Path, url: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .arg("--redis")
-        .arg(url)
-        .arg("--config")
-        .arg(policy)
-        .args(args)
-        .current_dir(w.dir.path())
-        .env_remove("BULLSWEEP_REDIS_URL")
-        .output()
-        .expect("bullsweep runs")
-}
-
 #[test]
 fn check_warns_about_bare_numbers_and_shows_durations_as_written() {
     let w = World::new();
@@ -84,7 +70,7 @@ fn errors_are_json_objects_on_stderr_with_json() {
     assert_eq!(e["kind"], "config", "{e}");
     // And a runtime failure.
     let valid = w.policy("version: 1\npolicies: []\n");
-    let out = at_redis(&w, &valid, "redis://127.0.0.1:1/0", &["--json", "plan"]);
+    let out = w.run_at(&valid, "redis://127.0.0.1:1/0", &["--json", "plan"]);
     assert_eq!(out.status.code(), Some(1));
     let e: serde_json::Value = serde_json::from_slice(&out.stderr).expect("a JSON error");
     assert_eq!(e["kind"], "redis", "{e}");
@@ -188,11 +174,7 @@ fn runs_count_every_action_and_skip_what_was_already_anonymized() {
     );
     // The scrubbed jobs stay, and a plan no longer counts them.
     let plan = w.report(&policy, "plan");
-    let signup = plan
-        .queues
-        .iter()
-        .find(|q| q.key == "bull:signup")
-        .expect("signup");
+    let signup = plan.queue("signup");
     assert_eq!(signup.states["completed"].jobs, 30);
     assert_eq!(signup.states["completed"].matched, 0, "already anonymized");
     // A second run skips them, and says so in the table as in the JSON.
@@ -209,12 +191,7 @@ fn runs_count_every_action_and_skip_what_was_already_anonymized() {
         "{shown}"
     );
     let json = w.report(&policy, "run");
-    let skipped = json
-        .queues
-        .iter()
-        .find(|q| q.key == "bull:signup")
-        .expect("signup")
-        .states["completed"]
+    let skipped = json.queue("signup").states["completed"]
         .skipped
         .as_ref()
         .expect("skipped");
@@ -364,12 +341,7 @@ fn restore_suggests_the_key_base() {
     ));
     assert!(w.run(&policy, &["run"]).status.success());
     let out = w.run(&policy, &["archive", "restore", "billing", "2"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("did you mean `bull:billing`?"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit(&out, 2, "did you mean `bull:billing`?");
     let out = w.run(&policy, &["archive", "restore", "bull:billing", "2"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
@@ -387,13 +359,8 @@ fn redis_errors_point_at_the_fix() {
             let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         }
     });
-    let out = at_redis(&w, &policy, &format!("redis://127.0.0.1:{port}"), &["plan"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("is not a Redis server (it answered like HTTP)"),
-        "{}",
-        stderr(&out)
-    );
+    let out = w.run_at(&policy, &format!("redis://127.0.0.1:{port}"), &["plan"]);
+    assert_exit(&out, 1, "is not a Redis server (it answered like HTTP)");
     drop(server);
     // A password: missing, wrong, or with an unencoded `@`.
     let mut con = w.con();
@@ -411,8 +378,7 @@ fn redis_errors_point_at_the_fix() {
         .unwrap_or_default()
         .to_string();
     let with = |auth: &str| {
-        let out = at_redis(
-            &w,
+        let out = w.run_at(
             &policy,
             &format!("redis://{auth}127.0.0.1:{port}"),
             &["plan"],
@@ -450,12 +416,8 @@ fn a_policy_file_that_is_not_utf8_is_named_as_such() {
     let path = w.dir.path().join("bullsweep.yaml");
     std::fs::write(&path, b"version: 1\npolicies: []\n# caf\xe9\n").expect("write");
     let out = w.run(&path, &["check"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_exit(&out, 2, "bullsweep.yaml:3: the policy file is not UTF-8");
     let err = stderr(&out);
-    assert!(
-        err.contains("bullsweep.yaml:3: the policy file is not UTF-8"),
-        "{err}"
-    );
     assert!(!err.contains("--config"), "the file was found: {err}");
 }
 

@@ -135,12 +135,7 @@ fn an_unreachable_webhook_fails_the_run_and_is_audited() {
     drop(closed);
     let policy = policy(&w, &url);
     let out = w.run(&policy, &["run"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("failed after 4 attempts"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit(&out, 1, "failed after 4 attempts");
     let left: u64 = w.con().zcard("bull:mail:failed").expect("zcard");
     assert_eq!(left, 3);
     let trail = w.run(&policy, &["--json", "audit", "query", "--action", "notify"]);

@@ -1,26 +1,18 @@
 //! `alerts`: the firing and pending alerts as a table (or a JSON list), what could not be
 //! evaluated on stderr; exit 1 when any fires, for cron jobs and CI.
 
-use super::load_policies;
 use crate::args::{AlertsArgs, Cli};
 use crate::error::{CliError, EXIT_FAILURE};
-use crate::output::{print_out, warn};
+use crate::output::print_out;
 use crate::render::table;
 use bullsweep_core::health::rules::{AlertState, Finding};
 use bullsweep_core::ops::alerts::alerts as evaluate;
 
 /// `alerts`: exit 1 when an alert fires or a queue could not be measured.
 pub async fn alerts(cli: &Cli, args: &AlertsArgs) -> Result<i32, CliError> {
-    let set = load_policies(cli)?;
-    let scope = super::scope(cli, args.queues.queue.as_deref())?;
-    let mut con = super::connection::connect(cli, "alerts").await?;
+    let (set, scope, mut con) = super::survey(cli, &args.queues, "alerts").await?;
     let found = evaluate(&mut con, cli.redis_url(), &set, scope).await?;
-    for note in &found.notes {
-        warn(cli.json, note);
-    }
-    for (queue, error) in &found.errors {
-        warn(cli.json, &format!("{queue}: {error}"));
-    }
+    super::warn_survey(cli.json, &found.notes, &found.errors);
     print_out(cli.json, &found.alerts, || text(&found.alerts))?;
     let firing = found.alerts.iter().any(|a| a.state == AlertState::Firing);
     Ok(if firing || !found.errors.is_empty() {

@@ -14,10 +14,12 @@ mod policy;
 mod report;
 mod sweep;
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, QueueArgs};
 use crate::error::CliError;
+use crate::output::warn;
 use bullsweep_core::ops;
 use bullsweep_policy::{NamePattern, PolicySet};
+use std::collections::BTreeMap;
 
 /// Runs the command and returns the exit status.
 pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
@@ -52,6 +54,29 @@ fn scope(cli: &Cli, queue: Option<&str>) -> Result<ops::RunScope, CliError> {
         queue_glob: queue_glob(queue)?,
         ..Default::default()
     })
+}
+
+/// What a read-only look at the queues starts from (`report`, `alerts`): the policies, the
+/// queues `--env` and `--queue` cover, and a connection named after `command`.
+async fn survey(
+    cli: &Cli,
+    queues: &QueueArgs,
+    command: &str,
+) -> Result<(PolicySet, ops::RunScope, ops::Conn), CliError> {
+    let set = load_policies(cli)?;
+    let scope = scope(cli, queues.queue.as_deref())?;
+    let con = connection::connect(cli, command).await?;
+    Ok((set, scope, con))
+}
+
+/// Says on stderr each note, then each queue that could not be measured, with its error.
+fn warn_survey(json: bool, notes: &[String], errors: &BTreeMap<String, String>) {
+    for note in notes {
+        warn(json, note);
+    }
+    for (queue, error) in errors {
+        warn(json, &format!("{queue}: {error}"));
+    }
 }
 
 fn queue_glob(value: Option<&str>) -> Result<Option<NamePattern>, CliError> {

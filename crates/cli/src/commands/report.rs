@@ -1,25 +1,17 @@
 //! `report`: the memory and cost table (or JSON), the biggest saving first, with the plan's
 //! warnings on stderr.
 
-use super::load_policies;
 use crate::args::{Cli, ReportArgs};
 use crate::error::{CliError, EXIT_FAILURE};
-use crate::output::{print_out, print_text, warn};
+use crate::output::{print_out, print_text};
 use crate::render::table;
 use bullsweep_core::ops::report::{MemoryReport, memory_report};
 
 /// `report`: exit 1 when a queue could not be measured.
 pub async fn report(cli: &Cli, args: &ReportArgs) -> Result<i32, CliError> {
-    let set = load_policies(cli)?;
-    let scope = super::scope(cli, args.queues.queue.as_deref())?;
-    let mut con = super::connection::connect(cli, "report").await?;
+    let (set, scope, mut con) = super::survey(cli, &args.queues, "report").await?;
     let report = memory_report(&mut con, cli.redis_url(), &set, scope).await?;
-    for warning in &report.warnings {
-        warn(cli.json, warning);
-    }
-    for (queue, error) in &report.errors {
-        warn(cli.json, &format!("{queue}: {error}"));
-    }
+    super::warn_survey(cli.json, &report.warnings, &report.errors);
     if args.csv {
         print_text(&csv(&report))?;
     } else {

@@ -9,6 +9,7 @@ pub mod postgres;
 use bullsweep_testkit::{PrivateRedis, Role};
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use redis::Commands;
+use redis::aio::MultiplexedConnection;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -135,7 +136,8 @@ impl World {
         path
     }
 
-    pub fn seed(&self, spec: SeedSpec, now_ms: i64) {
+    /// Runs `f` with an async connection to the World's database, on a runtime of its own.
+    pub fn block_on_con<T>(&self, f: impl AsyncFnOnce(&mut MultiplexedConnection) -> T) -> T {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -146,8 +148,12 @@ impl World {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connect");
-            seed_queue(&mut con, &spec, now_ms).await.expect("seed");
-        });
+            f(&mut con).await
+        })
+    }
+
+    pub fn seed(&self, spec: SeedSpec, now_ms: i64) {
+        self.block_on_con(async |con| seed_queue(con, &spec, now_ms).await.expect("seed"));
     }
 
     pub fn run(&self, policy: &PathBuf, args: &[&str]) -> Output {
@@ -167,6 +173,20 @@ impl World {
             .env_remove("BULLSWEEP_REDIS_URL")
             .env_remove("BULLSWEEP_CONFIG")
             .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("bullsweep runs")
+    }
+
+    /// Runs bullsweep against the Redis at `url` (not the World's), as the URL's user.
+    pub fn run_at(&self, policy: &std::path::Path, url: &str, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .arg("--redis")
+            .arg(url)
+            .arg("--config")
+            .arg(policy)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("BULLSWEEP_REDIS_URL")
             .output()
             .expect("bullsweep runs")
     }
@@ -207,6 +227,14 @@ impl World {
 }
 
 impl JsonReport {
+    /// The queue named `name` (its name, not its key base).
+    pub fn queue(&self, name: &str) -> &JsonQueue {
+        self.queues
+            .iter()
+            .find(|q| q.queue == name)
+            .unwrap_or_else(|| panic!("no queue {name} in the report"))
+    }
+
     /// Jobs acted on across every queue and state.
     pub fn done(&self) -> u64 {
         self.queues
@@ -278,6 +306,22 @@ pub fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSp
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts that bullsweep exited with `code` and said `needle` on stderr.
+pub fn assert_exit(out: &Output, code: i32, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert!(err.contains(needle), "{err}");
+}
+
+/// Asserts that a queue of a report failed with an error that mentions `needle`.
+pub fn assert_queue_error(queue: &JsonQueue, needle: &str) {
+    assert!(
+        queue.error.as_deref().is_some_and(|e| e.contains(needle)),
+        "{:?}",
+        queue.error
+    );
 }
 
 pub fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {

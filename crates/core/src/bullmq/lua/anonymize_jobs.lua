@@ -1,7 +1,7 @@
 --[[
   anonymize_jobs.lua: write scrubbed values over the PII of named jobs of one finished set,
   each only if nothing it was computed from changed since it was read. Built on the
-  budget, audit and fingerprint preludes.
+  budget, audit, held, candidate and fingerprint preludes.
 
   KEYS[1] finished set (<base>:completed or <base>:failed)
   ARGV[1] job key prefix (<base>:)
@@ -36,7 +36,9 @@ local marker, markerValue = ARGV[4], ARGV[5]
 -- look at the clock every 8 jobs costs little and bounds the overshoot.
 local LOOK_EVERY = 8
 local clock = startBudget(tonumber(ARGV[2]))
-local scrubbed, locked, changed, already, handled, restored = {}, 0, 0, 0, 0, 0
+local scrubbed, already, handled = {}, 0, 0
+-- Jobs left alone by candidateHeld, by its reason.
+local held = {changed = 0, locked = 0, restored = 0}
 local i = 6
 while i <= #ARGV do
   local jobId, expected, fp = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
@@ -68,17 +70,13 @@ while i <= #ARGV do
   i = i + 1 + 3 * c
 
   local jobKey = queuePrefix .. jobId
-  local score = rcall('ZSCORE', setKey, jobId)
-  if not score or tonumber(score) ~= expected then
-    changed = changed + 1
-  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
-    locked = locked + 1
-  elseif restoredHeld(jobId) then
-    restored = restored + 1
+  local why = candidateHeld(setKey, jobKey, jobId, expected)
+  if why then
+    held[why] = held[why] + 1
   elseif rcall('HEXISTS', jobKey, marker) == 1 then
     already = already + 1
   elseif scrubFingerprint(jobKey, copies) ~= fp then
-    changed = changed + 1
+    held.changed = held.changed + 1
   else
     reserveAuditSeq()
     fields[#fields + 1] = marker
@@ -100,4 +98,4 @@ while i <= #ARGV do
   if handled % LOOK_EVERY == 0 and spent(clock) then break end
 end
 addAuditEvent(ARGV[3], scrubbed)
-return {#scrubbed, locked, changed, already, elapsed(clock), handled, restored}
+return {#scrubbed, held.locked, held.changed, already, elapsed(clock), handled, held.restored}

@@ -1,8 +1,8 @@
 --[[
   cold_jobs.lua: the cold phase of `deadLetter`: named jobs of one finished set are replaced by
   a small marker hash, each only if it still holds the score it was selected with (and, when
-  it was archived first, the fingerprint of its archived copy). Built on the
-  budget, audit, fingerprint and removal preludes.
+  it was archived first, the fingerprint of its archived copy). Built on the budget, audit,
+  held, candidate, fingerprint, removal and id_batch preludes.
 
   KEYS[1] finished set (<base>:completed or <base>:failed)
   ARGV[1] job key prefix (<base>:)
@@ -28,11 +28,9 @@ local setKey = KEYS[1]
 local queuePrefix = ARGV[1]
 -- Each job is read and rewritten (tens of microseconds): the clock is cheap beside it, so it
 -- is read after every job.
+local LOOK_EVERY = 1
 local clock = startBudget(tonumber(ARGV[2]))
-local checked = ARGV[4] == '1'
 local archivedAt, purgeAge = ARGV[5], tonumber(ARGV[6])
-local stride = checked and 3 or 2
-local converted, locked, malformed, changed, handled, restored = {}, 0, 0, 0, 0, 0
 
 -- The marker's fields, with name and failedReason cut to fit the byte limit.
 local function marker(f)
@@ -56,31 +54,21 @@ local function marker(f)
   return fields
 end
 
-for i = 7, #ARGV, stride do
-  local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
-  local jobKey = queuePrefix .. jobId
-  local held = candidateHeld(setKey, jobKey, jobId, expected, checked and ARGV[i + 2])
-  if held == 'changed' then
-    changed = changed + 1
-  elseif held == 'locked' then
-    locked = locked + 1
-  elseif held == 'restored' then
-    restored = restored + 1
-  else
+-- The batch's `removed` are the jobs converted: they stay in their set.
+local batch = walkIdBatch(setKey, queuePrefix, 7, ARGV[4] == '1', LOOK_EVERY, clock,
+  function(batch, jobId, jobKey)
     local f = redis.pcall('HMGET', jobKey, 'name', 'finishedOn', 'timestamp', 'failedReason', 'archivedAt')
     if f.err or not tonumber(f[2]) then
-      malformed = malformed + 1
+      batch.malformed = batch.malformed + 1
     elseif f[5] then
-      changed = changed + 1
+      batch.changed = batch.changed + 1
     else
       reserveAuditSeq()
       rcall('UNLINK', jobKey, jobKey .. ':logs')
       rcall('HSET', jobKey, unpack(marker(f)))
-      converted[#converted + 1] = jobId
+      batch.removed[#batch.removed + 1] = jobId
     end
-  end
-  handled = handled + 1
-  if spent(clock) then break end
-end
-addAuditEvent(ARGV[3], converted)
-return {#converted, locked, malformed, changed, elapsed(clock), handled, 0, 0, restored}
+  end)
+addAuditEvent(ARGV[3], batch.removed)
+return {#batch.removed, batch.locked, batch.malformed, batch.changed, elapsed(clock),
+  batch.handled, 0, 0, batch.restored}

@@ -91,19 +91,8 @@ takeParent = function(parentKey, parentId)
   flushDeletes(queueLinkKeys({}, parentKey))
 end
 
-local batch = newBatch()
-local changed, handled = 0, 0
-for i = 8, #ARGV, 2 do
-  local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
-  local jobKey = queuePrefix .. jobId
-  local held = candidateHeld(setKey, jobKey, jobId, expected, nil)
-  if held == 'changed' then
-    changed = changed + 1
-  elseif held == 'locked' then
-    batch.locked = batch.locked + 1
-  elseif held == 'restored' then
-    batch.restored = batch.restored + 1
-  else
+local batch = walkIdBatch(setKey, queuePrefix, 8, false, LOOK_EVERY, clock,
+  function(batch, jobId, jobKey)
     local finishedOn, parentKey, deid = readFinishedJob(jobKey)
     if finishedOn == false then
       -- A dangling id (no job hash): there is nothing to copy, so it is not archived.
@@ -121,14 +110,8 @@ for i = 8, #ARGV, 2 do
         queueLinkKeys(batch.dels, jobKey)
       end
     end
-  end
-  handled = handled + 1
-  if handled % LOOK_EVERY == 0 and spentFlushing(clock, batch) then break end
-end
-flushDeletes(batch.dels)
-local detached = batch.removed
-zremAll(setKey, detached)
-recordIdBatch(eventsKey, metaKey, ARGV[6], ARGV[3], detached)
-return {#detached, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot, batch.restored, relatedCount.parentRemoved, relatedCount.parentReleased,
-  batch.dangling, stagedNow}
+  end)
+local reply = closeIdBatch(batch, setKey, eventsKey, metaKey, ARGV[6], ARGV[3], clock)
+reply[12] = batch.dangling
+reply[13] = stagedNow
+return reply

@@ -79,42 +79,43 @@ local function unlikeMatched(key, sha)
   return nil
 end
 
--- Scheduler ids erased by this call, so their current iterations may go too.
-local erasedSchedulers = {}
-
-local function eraseScheduler(sid, sha)
-  local templateKey = prefix .. 'repeat:' .. sid
-  local unlike = unlikeMatched(templateKey, sha)
-  if unlike then
-    return unlike
-  end
-  local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
-  if probing then
-    return 'state:scheduler'
-  end
-  reserveAuditSeq()
-  erasedSchedulers[sid] = true
-  rcall('ZREM', prefix .. 'repeat', sid)
-  rcall('DEL', templateKey)
-  local nextId = millis and ('repeat:' .. sid .. ':' .. millis)
-  if nextId and rcall('EXISTS', prefix .. nextId) == 1 and not lockedTree(prefix .. nextId) then
-    removeTree(prefix, nextId, {})
-  end
-  return 'removed:scheduler'
-end
-
-local function eraseDedup(deid, sha)
-  local key = prefix .. 'dn:' .. deid
+-- Erases hash `key`, matched by its data's `sha`, with `erase()`: returns unlikeMatched's
+-- reason, in a probe the state `state:<kind>`, else `removed:<kind>` once erased.
+local function eraseMatchedHash(key, sha, kind, erase)
   local unlike = unlikeMatched(key, sha)
   if unlike then
     return unlike
   end
   if probing then
-    return 'state:dedup'
+    return 'state:' .. kind
   end
   reserveAuditSeq()
-  rcall('DEL', key)
-  return 'removed:dedup'
+  erase()
+  return 'removed:' .. kind
+end
+
+-- Scheduler ids erased by this call, so their current iterations may go too.
+local erasedSchedulers = {}
+
+local function eraseScheduler(sid, sha)
+  local templateKey = prefix .. 'repeat:' .. sid
+  return eraseMatchedHash(templateKey, sha, 'scheduler', function()
+    local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
+    erasedSchedulers[sid] = true
+    rcall('ZREM', prefix .. 'repeat', sid)
+    rcall('DEL', templateKey)
+    local nextId = millis and ('repeat:' .. sid .. ':' .. millis)
+    if nextId and rcall('EXISTS', prefix .. nextId) == 1 and not lockedTree(prefix .. nextId) then
+      removeTree(prefix, nextId, {})
+    end
+  end)
+end
+
+local function eraseDedup(deid, sha)
+  local key = prefix .. 'dn:' .. deid
+  return eraseMatchedHash(key, sha, 'dedup', function()
+    rcall('DEL', key)
+  end)
 end
 
 local function isLiveSchedulerJob(id)

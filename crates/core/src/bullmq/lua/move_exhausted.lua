@@ -1,7 +1,8 @@
 --[[
   move_exhausted.lua: `moveExhaustedTo`: failed jobs with no attempts left move from one queue's
   failed set into another queue (the dead-letter queue) of the same Redis, where they are
-  valid BullMQ jobs in its failed set. Built on the budget, audit and removal preludes.
+  valid BullMQ jobs in its failed set. Built on the budget, audit, held, candidate and removal
+  preludes.
 
   KEYS[1] the source queue's failed set (declared, for servers that refuse keyless
   scripts); the other keys are built from the two prefixes, as BullMQ's own scripts do.
@@ -34,17 +35,15 @@ local function addEventTo(p, ...)
   rcall('XADD', p .. 'events', 'MAXLEN', '~', maxLen, '*', ...)
 end
 
-local moved, audited, locked, malformed, changed, handled, restored = 0, {}, 0, 0, 0, 0, 0
+local moved, audited, malformed, handled = 0, {}, 0, 0
+-- Jobs left alone by candidateHeld (or, `changed`, by their attempts or parent), by reason.
+local held = {changed = 0, locked = 0, restored = 0}
 for i = 5, #ARGV, 2 do
-  local id, expected = ARGV[i], tonumber(ARGV[i + 1])
+  local id, score = ARGV[i], ARGV[i + 1]
   local jobKey = src .. id
-  local score = rcall('ZSCORE', src .. 'failed', id)
-  if not score or tonumber(score) ~= expected then
-    changed = changed + 1
-  elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
-    locked = locked + 1
-  elseif restoredHeld(id) then
-    restored = restored + 1
+  local why = candidateHeld(src .. 'failed', jobKey, id, tonumber(score))
+  if why then
+    held[why] = held[why] + 1
   else
     local f = redis.pcall('HMGET', jobKey, 'attemptsMade', 'opts', 'parentKey', 'finishedOn', 'failedReason')
     local ok, opts = pcall(cjson.decode, (not f.err and f[2]) or '{}')
@@ -52,7 +51,7 @@ for i = 5, #ARGV, 2 do
     if f.err or not f[4] then
       malformed = malformed + 1
     elseif f[3] or (tonumber(f[1]) or 0) < attempts then
-      changed = changed + 1
+      held.changed = held.changed + 1
     else
       reserveAuditSeq()
       rcall('HSETNX', dst .. 'meta', 'opts.maxLenEvents', 10000)
@@ -79,4 +78,4 @@ for i = 5, #ARGV, 2 do
   if spent(clock) then break end
 end
 addAuditEvent(ctx, audited)
-return {moved, locked, malformed, changed, elapsed(clock), handled, 0, 0, restored}
+return {moved, held.locked, malformed, held.changed, elapsed(clock), handled, 0, 0, held.restored}

@@ -34,30 +34,9 @@ local queuePrefix = ARGV[1]
 -- looks at the clock keep the overshoot near a quarter of a millisecond.
 local LOOK_EVERY = 16
 local clock = startBudget(tonumber(ARGV[2]))
-local checked = ARGV[4] == '1'
-local stride = checked and 3 or 2
 protectParents = ARGV[6] == '1'
-local batch = newBatch()
-local changed, handled = 0, 0
-for i = 7, #ARGV, stride do
-  local jobId, expected = ARGV[i], tonumber(ARGV[i + 1])
-  local jobKey = queuePrefix .. jobId
-  local held = candidateHeld(setKey, jobKey, jobId, expected, checked and ARGV[i + 2])
-  if held == 'changed' then
-    changed = changed + 1
-  elseif held == 'locked' then
-    batch.locked = batch.locked + 1
-  elseif held == 'restored' then
-    batch.restored = batch.restored + 1
-  else
+local batch = walkIdBatch(setKey, queuePrefix, 7, ARGV[4] == '1', LOOK_EVERY, clock,
+  function(batch, jobId, jobKey)
     takeReadJob(batch, queuePrefix, jobId, readFinishedJob(jobKey))
-  end
-  handled = handled + 1
-  if handled % LOOK_EVERY == 0 and spentFlushing(clock, batch) then break end
-end
-flushDeletes(batch.dels)
-local removed = batch.removed
-zremAll(setKey, removed)
-recordIdBatch(eventsKey, metaKey, ARGV[5], ARGV[3], removed)
-return {#removed, batch.locked, batch.malformed, changed, elapsed(clock), handled, batch.parentWaiting,
-  batch.crossSlot, batch.restored, relatedCount.parentRemoved, relatedCount.parentReleased}
+  end)
+return closeIdBatch(batch, setKey, eventsKey, metaKey, ARGV[5], ARGV[3], clock)

@@ -43,12 +43,26 @@ mod prelude {
     pub const AUDIT: &str = include_str!("../lua/prelude/audit.lua");
     /// Restored jobs held back from every action.
     pub const HELD: &str = include_str!("../lua/prelude/held.lua");
+    /// The re-check of a job selected by id.
+    pub const CANDIDATE: &str = include_str!("../lua/prelude/candidate.lua");
     /// The fingerprints that prove a job unchanged.
     pub const FINGERPRINT: &str = include_str!("../lua/prelude/fingerprint.lua");
     /// Queue.clean's per-job removal.
     pub const REMOVAL: &str = include_str!("../lua/prelude/removal.lua");
     /// Job.remove()'s removal of a job in any state, with its children.
     pub const JOB_TREE: &str = include_str!("../lua/prelude/job_tree.lua");
+    /// The walk over named jobs of one finished set (remove_ids, detach_jobs, cold_jobs).
+    pub const ID_BATCH: &str = include_str!("../lua/prelude/id_batch.lua");
+    /// What a script built on the walk over named jobs needs, in order.
+    pub const ID_WALK: &[&str] = &[
+        BUDGET,
+        AUDIT,
+        HELD,
+        CANDIDATE,
+        FINGERPRINT,
+        REMOVAL,
+        ID_BATCH,
+    ];
 }
 
 /// The compiled scripts. Built once per process; Redis caches them by SHA.
@@ -124,21 +138,18 @@ async fn held_and_audited<C: ConnectionLike>(
 
 /// The scripts, built on first use.
 pub fn scripts() -> &'static Scripts {
-    use prelude::{AUDIT, BUDGET, FINGERPRINT, HELD, JOB_TREE, REMOVAL};
+    use prelude::{AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_TREE, REMOVAL};
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         sweep_prefix: build(
             &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/sweep_prefix.lua"),
         ),
-        remove_ids: build(
-            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL],
-            include_str!("../lua/remove_ids.lua"),
-        ),
+        remove_ids: build(ID_WALK, include_str!("../lua/remove_ids.lua")),
         page_newest: read_only::ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
         restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),
         anonymize_jobs: build(
-            &[BUDGET, AUDIT, HELD, FINGERPRINT],
+            &[BUDGET, AUDIT, HELD, CANDIDATE, FINGERPRINT],
             include_str!("../lua/anonymize_jobs.lua"),
         ),
         erase_jobs: build(
@@ -149,18 +160,12 @@ pub fn scripts() -> &'static Scripts {
             &[BUDGET, AUDIT, REMOVAL, JOB_TREE],
             include_str!("../lua/stalled_jobs.lua"),
         ),
-        cold_jobs: build(
-            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL],
-            include_str!("../lua/cold_jobs.lua"),
-        ),
-        detach_jobs: build(
-            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL],
-            include_str!("../lua/detach_jobs.lua"),
-        ),
+        cold_jobs: build(ID_WALK, include_str!("../lua/cold_jobs.lua")),
+        detach_jobs: build(ID_WALK, include_str!("../lua/detach_jobs.lua")),
         unstage_jobs: build(&[AUDIT], include_str!("../lua/unstage_jobs.lua")),
         drop_staged: build(&[], include_str!("../lua/drop_staged.lua")),
         move_exhausted: build(
-            &[BUDGET, AUDIT, HELD, REMOVAL],
+            &[BUDGET, AUDIT, HELD, CANDIDATE, REMOVAL],
             include_str!("../lua/move_exhausted.lua"),
         ),
         drain_events: build(

@@ -7,8 +7,7 @@
       log count, for jobs too large to DUMP within the budget (archive);
     * scrubFingerprint: SHA-1 of the scrubbed fields, the logs and the parent copies, each as
       `<byte length>:<bytes>` or `-` (anonymize).
-  candidateHeld re-checks a job selected by id (score, lock, a restore's hold (held.lua, which
-  comes before this prelude), and the archived fingerprint).
+  archivedFingerprint recomputes a job's fingerprint of the kind its archived copy carries.
 ]]
 
 -- DUMP is one C-level pass; a hash whose internal order changed only reads as changed, which
@@ -39,26 +38,6 @@ local function archivedFingerprint(jobKey, expected)
     return shapeFingerprint(jobKey)
   end
   return dumpFingerprint(jobKey)
-end
-
--- Why a job selected by id must be left alone: `changed` when it left the set, holds another
--- score, or (with a fingerprint) no longer matches its copy; `locked` while a worker holds it;
--- `restored` while a restore holds it; nil when it may be acted on.
-local function candidateHeld(setKey, jobKey, jobId, expected, fingerprint)
-  local score = redis.call('ZSCORE', setKey, jobId)
-  if not score or tonumber(score) ~= expected then
-    return 'changed'
-  end
-  if redis.call('EXISTS', jobKey .. ':lock') == 1 then
-    return 'locked'
-  end
-  if restoredHeld(jobId) then
-    return 'restored'
-  end
-  if fingerprint and archivedFingerprint(jobKey, fingerprint) ~= fingerprint then
-    return 'changed'
-  end
-  return nil
 end
 
 local function fingerprintPiece(v)
