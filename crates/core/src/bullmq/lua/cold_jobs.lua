@@ -14,7 +14,9 @@
   ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint
 
   KEYS[2] the queue's restore holds (prelude/held.lua), then the two audit keys
-  Returns {converted, locked, malformed, changed, elapsed_us, handled, 0, 0, restored}.
+  Returns {converted, locked, malformed, changed, elapsed_us, handled, 0, 0, restored, 0, 0}:
+  the id-batch layout (scripts/id_batch.rs), with 0 for the parents it never holds back or
+  takes along.
 
   The marker keeps what BullMQ needs to list the job (name, timestamp, finishedOn, and the
   first part of failedReason) plus archivedAt and purgeAfter (finishedOn + the purge age), in
@@ -83,4 +85,4 @@ for i = 7, #ARGV, stride do
   if spent(clock) then break end
 end
 addAuditEvent(ARGV[3], converted)
-return {#converted, locked, malformed, changed, elapsed(clock), handled, 0, 0, restored}
+return {#converted, locked, malformed, changed, elapsed(clock), handled, 0, 0, restored, 0, 0}
