@@ -1,6 +1,7 @@
 //! What an erasure names: the kinds of item `forget` erases and one item with the hash of the
-//! value it matched. Its own file so that both the key names ([`super::keys`]) and the erase
-//! script ([`super::scripts`]) use it, and neither uses the other for it.
+//! value it matched. Its own file, importing nothing of bullsweep's, so that both the key names
+//! (`keys.rs`) and the erase script (`scripts/erase_jobs.rs`) use it and neither uses the other
+//! for it.
 
 /// What an erasure item is (see `lua/erase_jobs.lua`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

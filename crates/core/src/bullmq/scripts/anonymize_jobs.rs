@@ -126,11 +126,11 @@ impl ScrubOutcome {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::ints;
     use super::*;
 
     #[test]
     fn decodes_its_layout_and_refuses_another() {
-        let ints = |v: &[i64]| Value::Array(v.iter().map(|&i| Value::Int(i)).collect());
         let out = ScrubOutcome::decode(ints(&[1, 2, 3, 4, 5, 6, 7])).unwrap();
         assert_eq!((out.scrubbed, out.already, out.restored), (1, 4, 7));
         let e = ScrubOutcome::decode(ints(&[1, 2, 3, 4, 5, 6])).unwrap_err();

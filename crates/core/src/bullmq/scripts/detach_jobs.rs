@@ -127,11 +127,8 @@ fn staged_entry(mut row: Fields) -> RedisResult<StagedNow> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::text;
     use super::*;
-
-    fn text(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
 
     fn reply(staged: Vec<Value>) -> Value {
         let mut items: Vec<Value> = (1..=12).map(Value::Int).collect();

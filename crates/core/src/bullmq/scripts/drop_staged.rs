@@ -79,11 +79,8 @@ impl DropStep {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::ints;
     use super::*;
-
-    fn ints(values: &[i64]) -> Value {
-        Value::Array(values.iter().map(|&i| Value::Int(i)).collect())
-    }
 
     #[test]
     fn decodes_each_code_and_refuses_another_shape() {

@@ -78,15 +78,8 @@ impl ErasureOutcome {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::texts;
     use super::*;
-
-    fn texts(v: &[&str]) -> Value {
-        Value::Array(
-            v.iter()
-                .map(|s| Value::BulkString(s.as_bytes().to_vec()))
-                .collect(),
-        )
-    }
 
     #[test]
     fn decodes_its_layout_and_refuses_another() {

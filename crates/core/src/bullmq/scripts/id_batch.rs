@@ -113,11 +113,8 @@ impl BatchOutcome {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::ints;
     use super::*;
-
-    fn ints(values: &[i64]) -> Value {
-        Value::Array(values.iter().map(|&i| Value::Int(i)).collect())
-    }
 
     fn decode(reply: Value) -> RedisResult<BatchOutcome> {
         BatchOutcome::of_id_batch(&mut Fields::of("remove_ids", LAYOUT, reply)?)

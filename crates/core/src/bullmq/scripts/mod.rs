@@ -3,7 +3,7 @@
 //! error, never a 0). Each script's header lists its KEYS, ARGV, return value and the
 //! invariant it keeps. Shared Lua is split by concern into `lua/prelude/` (budget, audit,
 //! fingerprint, removal, job tree); a script is built once from the preludes it needs and its
-//! own body (`compiled.rs`), with bullsweep's key names from [`crate::bullmq::keys`].
+//! own body (`compiled.rs`), with bullsweep's key names from `keys.rs`.
 //!
 //! Helpers, not scripts: `compiled.rs` (the built scripts), `audit_keys.rs` (the keys every
 //! audited script takes last), `reply.rs` (reading a reply by its layout), `id_batch.rs` (what

@@ -66,15 +66,8 @@ fn parse_score(text: &str) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::texts;
     use super::*;
-
-    fn texts(v: &[&str]) -> Value {
-        Value::Array(
-            v.iter()
-                .map(|s| Value::BulkString(s.as_bytes().to_vec()))
-                .collect(),
-        )
-    }
 
     #[test]
     fn decodes_rows_and_refuses_a_ragged_reply() {

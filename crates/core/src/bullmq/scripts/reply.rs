@@ -201,16 +201,34 @@ impl Fields {
     }
 }
 
+/// Replies to feed the decoders' tests.
+#[cfg(test)]
+pub(super) mod sample {
+    use redis::Value;
+
+    /// A string.
+    pub fn text(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    /// An array of integers.
+    pub fn ints(values: &[i64]) -> Value {
+        Value::Array(values.iter().map(|&i| Value::Int(i)).collect())
+    }
+
+    /// An array of strings.
+    pub fn texts(values: &[&str]) -> Value {
+        Value::Array(values.iter().map(|s| text(s)).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::sample::text;
     use super::*;
 
     fn int(i: i64) -> Value {
         Value::Int(i)
-    }
-
-    fn text(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
     }
 
     const PAIR: &[&str] = &["a", "b"];

@@ -72,11 +72,11 @@ impl ActiveOutcome {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::ints;
     use super::*;
 
     #[test]
     fn decodes_its_layout_and_refuses_another() {
-        let ints = |v: &[i64]| Value::Array(v.iter().map(|&i| Value::Int(i)).collect());
         let out = ActiveOutcome::decode(ints(&[5, 4, 3, 2, 1])).unwrap();
         let expected = ActiveOutcome {
             handled: 5,

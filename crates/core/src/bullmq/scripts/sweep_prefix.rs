@@ -131,11 +131,8 @@ fn decode(reply: Value) -> RedisResult<(BatchOutcome, bool)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reply::sample::ints;
     use super::*;
-
-    fn ints(values: &[i64]) -> Value {
-        Value::Array(values.iter().map(|&i| Value::Int(i)).collect())
-    }
 
     #[test]
     fn decodes_its_layout() {
