@@ -27,12 +27,7 @@ fn every_script_declares_a_key() {
             header.contains("KEYS[1]"),
             "{stem}.lua: its header names no KEYS[1]"
         );
-        // unstage_jobs and drop_staged are called from detach_jobs.rs, their pair.
-        let wrapper = if stem == "unstage_jobs" || stem == "drop_staged" {
-            "detach_jobs".to_string()
-        } else {
-            stem.clone()
-        };
+        let wrapper = &stem;
         let rust = std::fs::read_to_string(root.join("scripts").join(format!("{wrapper}.rs")))
             .unwrap_or_else(|_| panic!("{stem}.lua has no scripts/{wrapper}.rs"));
         assert!(

@@ -2,7 +2,7 @@
 //! stream, locks, schedules, positions, retry records). Nothing outside this module builds a
 //! key by hand; a test greps the other modules and crates for it.
 
-use super::scripts::{ErasureItem, ErasureKind};
+use super::erasure::{ErasureItem, ErasureKind};
 use bullsweep_policy::JobState;
 
 /// The keys of one queue, derived from its base (`<prefix>:<queue>`).

@@ -1,6 +1,7 @@
 //! Everything that knows BullMQ's data model: key names, discovery and the Lua scripts.
 
 pub mod discovery;
+pub mod erasure;
 pub mod fingerprint;
 pub mod job;
 pub mod key_classes;

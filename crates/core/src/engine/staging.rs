@@ -324,10 +324,10 @@ pub(crate) async fn put_back<C: ConnectionLike>(
         let mut first = 1;
         while first <= len {
             let last = (first + UNSTAGE_ENTRIES - 1).min(len);
-            let (n, ids) =
+            let out =
                 with_retry!(scripts().unstage_jobs(con, keys, state, batch, &ctx, (first, last)))?;
-            restored += n;
-            conflicts.extend(ids);
+            restored += out.restored;
+            conflicts.extend(out.conflicts);
             first = last + 1;
         }
         if !conflicts.is_empty() {

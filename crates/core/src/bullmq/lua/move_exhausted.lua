@@ -12,7 +12,9 @@
   ARGV[4] time budget in microseconds
   ARGV[5..] per job: id, expected score (finishedOn in the failed set)
   KEYS[2] the source queue's restore holds (prelude/held.lua), then the two audit keys
-  Returns {moved, locked, malformed, changed, elapsed_us, handled, 0, 0, restored}.
+  Returns {moved, locked, malformed, changed, elapsed_us, handled, 0, 0, restored, 0, 0}: the
+  id-batch layout (scripts/id_batch.rs), with 0 for the parents it never holds back or takes
+  along.
 
   Each job is checked again: still in the source's failed set with the expected score, no
   lock, attemptsMade at least opts.attempts (default 1), and no parent (a child stays, so its
@@ -78,4 +80,4 @@ for i = 5, #ARGV, 2 do
   if spent(clock) then break end
 end
 addAuditEvent(ctx, audited)
-return {moved, held.locked, malformed, held.changed, elapsed(clock), handled, 0, 0, held.restored}
+return {moved, held.locked, malformed, held.changed, elapsed(clock), handled, 0, 0, held.restored, 0, 0}

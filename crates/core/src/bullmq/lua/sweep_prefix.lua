@@ -53,7 +53,7 @@ if ARGV[4] ~= '' then
 end
 local take = math.min(limit, selected - offset)
 if take <= 0 then
-  return {0, 0, 0, elapsed(clock), 1, 0, 0, 0, 0}
+  return {0, 0, 0, elapsed(clock), 1, 0, 0, 0, 0, 0, 0}
 end
 -- Rows of `count` jobs from rank `from`, five values per job: id, lock (false when none),
 -- finishedOn, parentKey, deid.

@@ -1,10 +1,12 @@
 //! Scrubbed values written under a compare-and-set (`lua/anonymize_jobs.lua`).
 
-use super::{Scripts, held_and_audited};
-use crate::bullmq::QueueKeys;
+use super::audit_keys::held_and_audited;
+use super::compiled::Scripts;
+use super::reply::Fields;
+use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::JobState;
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 /// A job's scrubbed values, and the fingerprint of what they were computed from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -89,26 +91,50 @@ impl Scripts {
                 invocation.arg(key).arg(field).arg(value);
             }
         }
-        let (scrubbed, locked, changed, already, elapsed_us, handled, restored): (
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-        ) = {
-            held_and_audited(&mut invocation, con, keys.base()).await?;
-            invocation.invoke_async(con).await?
-        };
+        held_and_audited(&mut invocation, con, keys.base()).await?;
+        ScrubOutcome::decode(invocation.invoke_async(con).await?)
+    }
+}
+
+impl ScrubOutcome {
+    /// The reply's fields, in order.
+    const LAYOUT: &[&str] = &[
+        "scrubbed",
+        "locked",
+        "changed",
+        "already",
+        "elapsed_us",
+        "handled",
+        "restored",
+    ];
+
+    /// Decodes `{scrubbed, locked, changed, already, elapsed_us, handled, restored}`.
+    fn decode(reply: Value) -> RedisResult<Self> {
+        let mut f = Fields::of("anonymize_jobs", Self::LAYOUT, reply)?;
+        // Read in the layout's order (a struct literal evaluates its fields as written).
         Ok(ScrubOutcome {
-            scrubbed,
-            locked,
-            changed,
-            already,
-            elapsed_us,
-            handled,
-            restored,
+            scrubbed: f.next("scrubbed").count()?,
+            locked: f.next("locked").count()?,
+            changed: f.next("changed").count()?,
+            already: f.next("already").count()?,
+            elapsed_us: f.next("elapsed_us").count()?,
+            handled: f.next("handled").count()?,
+            restored: f.next("restored").count()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::sample::ints;
+    use super::*;
+
+    #[test]
+    fn decodes_its_layout_and_refuses_another() {
+        let out = ScrubOutcome::decode(ints(&[1, 2, 3, 4, 5, 6, 7])).unwrap();
+        assert_eq!((out.scrubbed, out.already, out.restored), (1, 4, 7));
+        let e = ScrubOutcome::decode(ints(&[1, 2, 3, 4, 5, 6])).unwrap_err();
+        assert!(e.to_string().contains("anonymize_jobs"), "{e}");
+        assert!(ScrubOutcome::decode(Value::Nil).is_err());
     }
 }

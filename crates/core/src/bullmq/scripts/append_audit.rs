@@ -1,9 +1,11 @@
 //! An audit event for a change made outside Redis (`lua/append_audit.lua`).
 
-use super::{Scripts, audited};
+use super::audit_keys::audited;
+use super::compiled::Scripts;
+use super::reply::Field;
 use crate::bullmq::keys::OWN_TAG;
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 impl Scripts {
     /// Appends one audit event naming `ids` with the JSON context `ctx` to bullsweep's own
@@ -18,6 +20,7 @@ impl Scripts {
         let mut invocation = self.append_audit.prepare_invoke();
         invocation.arg(ctx).arg(ids);
         audited(&mut invocation, con, OWN_TAG).await?;
-        invocation.invoke_async(con).await
+        let reply: Value = invocation.invoke_async(con).await?;
+        Field::whole("append_audit", "sequence", reply).count()
     }
 }

@@ -1,7 +1,9 @@
 //! The cold phase of `deadLetter`: jobs replaced by small markers (`lua/cold_jobs.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, held_and_audited, id_batch, push_candidates};
-use crate::bullmq::QueueKeys;
+use super::audit_keys::held_and_audited;
+use super::compiled::Scripts;
+use super::id_batch::{self, BatchOutcome, Candidate, push_candidates};
+use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -42,6 +44,6 @@ impl Scripts {
             .arg(cold.purge_after_ms);
         push_candidates(&mut invocation, jobs, checked);
         held_and_audited(&mut invocation, con, keys.base()).await?;
-        id_batch(&invocation, con).await
+        id_batch::invoke("cold_jobs", &invocation, con).await
     }
 }

@@ -1,9 +1,11 @@
-//! The detach step of an archive batch (`lua/detach_jobs.lua`), its undo
-//! (`lua/unstage_jobs.lua`) and its drop (`lua/drop_staged.lua`).
+//! The detach step of an archive batch (`lua/detach_jobs.lua`); its undo is
+//! `unstage_jobs.rs`, its drop `drop_staged.rs`.
 
-use super::{BatchOutcome, Scripts, audited, held_and_audited};
-use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::{StagedBatch, audit_tag, staging_index};
+use super::audit_keys::held_and_audited;
+use super::compiled::Scripts;
+use super::id_batch::{self, BatchOutcome};
+use super::reply::{Fields, wrong_shape};
+use crate::bullmq::keys::{QueueKeys, StagedBatch, staging_index};
 use bullsweep_policy::JobState;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -23,60 +25,6 @@ pub struct StagedNow {
     pub payload_bytes: u64,
     /// Log lines.
     pub logs: u64,
-}
-
-fn int(v: &Value) -> u64 {
-    match v {
-        Value::Int(i) => u64::try_from(*i).unwrap_or_default(),
-        _ => 0,
-    }
-}
-
-/// The entries of the reply's last element, five values each.
-fn staged_now(v: Option<&Value>) -> Vec<StagedNow> {
-    let Some(Value::Array(flat)) = v else {
-        return Vec::new();
-    };
-    flat.chunks_exact(5)
-        .filter_map(|e| {
-            let Value::BulkString(entry) = &e[1] else {
-                return None;
-            };
-            let (&tag, id) = entry.split_first()?;
-            let finished_on = match &e[2] {
-                Value::BulkString(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
-                _ => None,
-            };
-            Some(StagedNow {
-                n: int(&e[0]),
-                parent: tag == b'p',
-                id: id.to_vec(),
-                finished_on,
-                payload_bytes: int(&e[3]),
-                logs: int(&e[4]),
-            })
-        })
-        .collect()
-}
-
-/// What one `drop_staged` call found (see `lua/drop_staged.lua`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropStep {
-    /// The tail was freed; this many entries remain.
-    Dropped(u64),
-    /// The list does not have the length the caller expected: it has this many entries.
-    Length(u64),
-    /// Entry `n` is not the caller's (or, putting back, its staged hash is still there).
-    NotOurs(u64),
-}
-
-/// Which entries a drop may free.
-#[derive(Clone, Copy, Debug)]
-pub enum DropTail<'a> {
-    /// These, the list's last entries: their copies are durable.
-    Copied(&'a [Vec<u8>]),
-    /// The last `k`, whose staged hashes must already be gone (put back).
-    Gone(u64),
 }
 
 /// How one detach call removes its jobs.
@@ -123,72 +71,118 @@ impl Scripts {
             invocation.arg(id.as_slice()).arg(score);
         }
         held_and_audited(&mut invocation, con, keys.base()).await?;
-        let reply: Vec<Value> = invocation.invoke_async(con).await?;
-        let at = |i: usize| reply.get(i).map(int).unwrap_or_default();
-        let outcome = BatchOutcome {
-            dangling: at(11),
-            ..BatchOutcome::of_id_batch(at)
-        };
-        Ok((outcome, staged_now(reply.get(12))))
+        decode(invocation.invoke_async(con).await?)
     }
+}
 
-    /// Frees the last entries of a staged batch whose list has `len` entries, and the batch
-    /// itself with its last entry, after checking them (see `lua/drop_staged.lua`).
-    pub async fn drop_staged<C: ConnectionLike>(
-        &self,
-        con: &mut C,
-        keys: &QueueKeys,
-        batch: &StagedBatch,
-        len: u64,
-        tail: DropTail<'_>,
-    ) -> RedisResult<DropStep> {
-        let mut invocation = self.drop_staged.prepare_invoke();
-        invocation
-            .key(batch.list())
-            .key(staging_index(keys.base()))
-            .arg(batch.name())
-            .arg(len);
-        match tail {
-            DropTail::Copied(entries) => {
-                invocation.arg("copied");
-                for e in entries {
-                    invocation.arg(e.as_slice());
-                }
-            }
-            DropTail::Gone(k) => {
-                invocation.arg("gone").arg(k);
-            }
+/// The reply's fields after the id-batch layout's, in order.
+const OWN_LAYOUT: &[&str] = &["dangling", "staged"];
+
+/// One entry of `staged`, in order.
+const STAGED: &[&str] = &["n", "entry", "finishedOn", "payloadBytes", "logs"];
+
+/// Decodes the id-batch fields, then `dangling` and the entries staged (see
+/// `lua/detach_jobs.lua`).
+fn decode(reply: Value) -> RedisResult<(BatchOutcome, Vec<StagedNow>)> {
+    let layout = [id_batch::LAYOUT, OWN_LAYOUT].concat();
+    let mut f = Fields::of("detach_jobs", &layout, reply)?;
+    let mut outcome = BatchOutcome::of_id_batch(&mut f)?;
+    outcome.dangling = f.next("dangling").count()?;
+    let staged = f.next("staged").rows(STAGED)?;
+    let staged = staged
+        .into_iter()
+        .map(staged_entry)
+        .collect::<RedisResult<_>>()?;
+    Ok((outcome, staged))
+}
+
+/// One entry of `staged`: `{n, tag .. id, finishedOn ('' when none), payload bytes, logs}`.
+fn staged_entry(mut row: Fields) -> RedisResult<StagedNow> {
+    let n = row.next("n").count()?;
+    let entry = row.next("entry").bytes()?;
+    let parent = match entry.first() {
+        Some(b'p') => true,
+        Some(b'j') => false,
+        _ => {
+            return Err(wrong_shape(
+                "detach_jobs",
+                "a staged `entry` should start with j or p",
+            ));
         }
-        let (code, n): (u8, u64) = invocation.invoke_async(con).await?;
-        Ok(match code {
-            0 => DropStep::Dropped(n),
-            1 => DropStep::Length(n),
-            _ => DropStep::NotOurs(n),
-        })
+    };
+    // A finishedOn that is not a number (nothing BullMQ writes) is as good as none.
+    let finished_on = row.next("finishedOn").bytes()?;
+    let finished_on = std::str::from_utf8(&finished_on)
+        .ok()
+        .and_then(|s| s.parse().ok());
+    Ok(StagedNow {
+        n,
+        parent,
+        id: entry[1..].to_vec(),
+        finished_on,
+        payload_bytes: row.next("payloadBytes").count()?,
+        logs: row.next("logs").count()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::sample::text;
+    use super::*;
+
+    fn reply(staged: Vec<Value>) -> Value {
+        let mut items: Vec<Value> = (1..=12).map(Value::Int).collect();
+        items.push(Value::Array(staged));
+        Value::Array(items)
     }
 
-    /// Puts entries `first..=last` (1-based) of a staged batch back into the queue (see
-    /// `lua/unstage_jobs.lua`). Returns how many came back and the ids whose key was used
-    /// again meanwhile.
-    pub async fn unstage_jobs<C: ConnectionLike>(
-        &self,
-        con: &mut C,
-        keys: &QueueKeys,
-        state: JobState,
-        batch: &StagedBatch,
-        audit_ctx: &str,
-        (first, last): (u64, u64),
-    ) -> RedisResult<(u64, Vec<Vec<u8>>)> {
-        let mut invocation = self.unstage_jobs.prepare_invoke();
-        invocation
-            .key(keys.finished_set(state))
-            .key(keys.sub("waiting-children"))
-            .key(batch.list())
-            .arg(keys.job_prefix())
-            .arg(audit_ctx)
-            .arg(first)
-            .arg(last);
-        audited(&mut invocation, con, audit_tag(keys.base())).await?;
-        invocation.invoke_async(con).await
+    #[test]
+    fn decodes_the_id_batch_head_then_its_own_fields() {
+        let staged = vec![
+            Value::Int(1),
+            text("j7"),
+            text("1700"),
+            Value::Int(30),
+            Value::Int(2),
+            Value::Int(2),
+            text("p9"),
+            text(""),
+            Value::Int(0),
+            Value::Int(0),
+        ];
+        let (out, now) = decode(reply(staged)).unwrap();
+        assert_eq!(
+            (out.removed, out.elapsed_us, out.parents_released),
+            (1, 5, 11)
+        );
+        assert_eq!(out.dangling, 12);
+        let first = StagedNow {
+            n: 1,
+            parent: false,
+            id: b"7".to_vec(),
+            finished_on: Some(1700),
+            payload_bytes: 30,
+            logs: 2,
+        };
+        assert_eq!(now[0], first);
+        assert!(now[1].parent && now[1].finished_on.is_none() && now[1].id == b"9");
+    }
+
+    #[test]
+    fn refuses_a_reply_of_another_shape() {
+        let ragged = vec![Value::Int(1), text("j7"), text("1700"), Value::Int(30)];
+        let e = decode(reply(ragged)).unwrap_err();
+        assert!(e.to_string().contains("detach_jobs: `staged`"), "{e}");
+        let untagged = vec![
+            Value::Int(1),
+            text(""),
+            text(""),
+            Value::Int(0),
+            Value::Int(0),
+        ];
+        assert!(decode(reply(untagged)).is_err());
+        let mut short: Vec<Value> = (1..=11).map(Value::Int).collect();
+        short.push(Value::Array(vec![]));
+        assert!(decode(Value::Array(short)).is_err());
     }
 }

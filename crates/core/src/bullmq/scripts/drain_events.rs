@@ -1,10 +1,13 @@
 //! The event path's one-call drain: read, remove, save the position (`lua/drain_events.lua`).
 
-use super::{BatchOutcome, Scripts, held_and_audited};
-use crate::bullmq::QueueKeys;
+use super::audit_keys::held_and_audited;
+use super::compiled::Scripts;
+use super::id_batch::BatchOutcome;
+use super::reply::Fields;
+use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::JobState;
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 /// The arguments of one `drain_events` call (see `lua/drain_events.lua`).
 #[derive(Clone, Debug)]
@@ -49,49 +52,84 @@ impl Scripts {
         req: &DrainRequest<'_>,
     ) -> RedisResult<DrainOutcome> {
         let bound = |b: Option<i64>| b.map(|b| b.to_string()).unwrap_or_default();
-        let (position, read, removed, locked, malformed, changed, elapsed_us, restored): (
-            String,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-        ) = {
-            let mut invocation = self.drain_events.prepare_invoke();
-            invocation
-                .key(keys.events())
-                .key(keys.finished_set(JobState::Completed))
-                .key(keys.finished_set(JobState::Failed))
-                .key(keys.meta())
-                .key(req.positions.0)
-                .arg(keys.job_prefix())
-                .arg(req.budget_us)
-                .arg(req.position)
-                .arg(req.max_entries)
-                .arg(bound(req.completed_bound))
-                .arg(bound(req.failed_bound))
-                .arg(req.completed_ctx)
-                .arg(req.failed_ctx)
-                .arg(req.positions.1);
-            held_and_audited(&mut invocation, con, keys.base()).await?;
-            invocation.invoke_async(con).await?
+        let mut invocation = self.drain_events.prepare_invoke();
+        invocation
+            .key(keys.events())
+            .key(keys.finished_set(JobState::Completed))
+            .key(keys.finished_set(JobState::Failed))
+            .key(keys.meta())
+            .key(req.positions.0)
+            .arg(keys.job_prefix())
+            .arg(req.budget_us)
+            .arg(req.position)
+            .arg(req.max_entries)
+            .arg(bound(req.completed_bound))
+            .arg(bound(req.failed_bound))
+            .arg(req.completed_ctx)
+            .arg(req.failed_ctx)
+            .arg(req.positions.1);
+        held_and_audited(&mut invocation, con, keys.base()).await?;
+        DrainOutcome::decode(invocation.invoke_async(con).await?)
+    }
+}
+
+impl DrainOutcome {
+    /// The reply's fields, in order.
+    const LAYOUT: &[&str] = &[
+        "position",
+        "read",
+        "removed",
+        "locked",
+        "malformed",
+        "changed",
+        "elapsed_us",
+        "restored",
+    ];
+
+    /// Decodes `{position, entries read, removed, locked, malformed, changed, elapsed_us,
+    /// restored}`; every entry read counts as handled.
+    fn decode(reply: Value) -> RedisResult<Self> {
+        let mut f = Fields::of("drain_events", Self::LAYOUT, reply)?;
+        let position = f.next("position").text()?;
+        let read = f.next("read").count()?;
+        // Read in the layout's order (a struct literal evaluates its fields as written).
+        let batch = BatchOutcome {
+            removed: f.next("removed").count()?,
+            locked: f.next("locked").count()?,
+            malformed: f.next("malformed").count()?,
+            changed: f.next("changed").count()?,
+            elapsed_us: f.next("elapsed_us").count()?,
+            restored: f.next("restored").count()?,
+            handled: read,
+            ..BatchOutcome::default()
         };
         Ok(DrainOutcome {
             position,
             read,
-            batch: BatchOutcome {
-                removed,
-                locked,
-                malformed,
-                changed,
-                elapsed_us,
-                exhausted: false,
-                handled: read,
-                restored,
-                ..BatchOutcome::default()
-            },
+            batch,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(position: Value, counts: &[i64]) -> Value {
+        let counts = counts.iter().map(|&i| Value::Int(i));
+        Value::Array(std::iter::once(position).chain(counts).collect())
+    }
+
+    #[test]
+    fn decodes_its_layout_and_refuses_another() {
+        let position = || Value::BulkString(b"1-0".to_vec());
+        let out = DrainOutcome::decode(reply(position(), &[9, 1, 2, 3, 4, 5, 6])).unwrap();
+        assert_eq!((out.position.as_str(), out.read), ("1-0", 9));
+        let b = out.batch;
+        assert_eq!((b.removed, b.locked, b.malformed, b.changed), (1, 2, 3, 4));
+        assert_eq!((b.elapsed_us, b.restored, b.handled), (5, 6, 9));
+        assert!(DrainOutcome::decode(reply(position(), &[9, 1, 2, 3, 4, 5])).is_err());
+        let e = DrainOutcome::decode(reply(Value::Int(1), &[9, 1, 2, 3, 4, 5, 6])).unwrap_err();
+        assert!(e.to_string().contains("position"), "{e}");
     }
 }

@@ -1,56 +1,12 @@
 //! Erasure of one subject's items in one queue, or a probe of them (`lua/erase_jobs.lua`).
 
-use super::{Scripts, audited};
-use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
-use redis::RedisResult;
+use super::audit_keys::audited;
+use super::compiled::Scripts;
+use super::reply::Fields;
+use crate::bullmq::erasure::ErasureItem;
+use crate::bullmq::keys::{QueueKeys, audit_tag};
 use redis::aio::ConnectionLike;
-
-/// What an erasure item is (see `lua/erase_jobs.lua`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ErasureKind {
-    /// A job scheduler whose template `repeat:<id>` holds the subject.
-    Scheduler,
-    /// A deduplication placeholder `dn:<id>`.
-    Dedup,
-    /// A job.
-    Job,
-    /// A child's copy in a parent's `:processed`.
-    Processed,
-    /// A child's copy in a parent's `:failed` (and its `:unsuccessful` entry).
-    Failed,
-    /// An entry of the queue's events stream.
-    Event,
-}
-
-impl ErasureKind {
-    /// The name the script reads.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErasureKind::Scheduler => "scheduler",
-            ErasureKind::Dedup => "dedup",
-            ErasureKind::Job => "job",
-            ErasureKind::Processed => "processed",
-            ErasureKind::Failed => "failed",
-            ErasureKind::Event => "event",
-        }
-    }
-}
-
-/// One thing to erase, with the SHA-1 of the value that was matched, so that the script acts
-/// only if it is unchanged.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErasureItem {
-    /// What it is.
-    pub kind: ErasureKind,
-    /// Job id, scheduler id, dedup id, or (for copies) the parent's id.
-    pub id: String,
-    /// For copies, the child's key (the hash field); empty otherwise.
-    pub field: String,
-    /// SHA-1 (hex) of the matched value.
-    pub sha: String,
-}
+use redis::{RedisResult, Value};
 
 /// What one erase or probe call did.
 #[derive(Clone, Debug, Default)]
@@ -90,21 +46,59 @@ impl Scripts {
                 .arg(&item.field)
                 .arg(&item.sha);
         }
-        let (_handled, statuses, children, copies, elapsed_us): (
-            u64,
-            Vec<String>,
-            Vec<String>,
-            u64,
-            u64,
-        ) = {
-            audited(&mut invocation, con, audit_tag(keys.base())).await?;
-            invocation.invoke_async(con).await?
-        };
+        audited(&mut invocation, con, audit_tag(keys.base())).await?;
+        ErasureOutcome::decode(invocation.invoke_async(con).await?)
+    }
+}
+
+impl ErasureOutcome {
+    /// The reply's fields, in order.
+    const LAYOUT: &[&str] = &[
+        "handled",
+        "statuses",
+        "childKeys",
+        "copies",
+        "elapsedMicros",
+    ];
+
+    /// Decodes `{handled, statuses, childKeys, copies, elapsedMicros}` (`handled` is the
+    /// statuses' count).
+    fn decode(reply: Value) -> RedisResult<Self> {
+        let mut f = Fields::of("erase_jobs", Self::LAYOUT, reply)?;
+        f.next("handled").count()?;
+        // Read in the layout's order (a struct literal evaluates its fields as written).
         Ok(ErasureOutcome {
-            statuses,
-            children,
-            copies,
-            elapsed_us,
+            statuses: f.next("statuses").texts()?,
+            children: f.next("childKeys").texts()?,
+            copies: f.next("copies").count()?,
+            elapsed_us: f.next("elapsedMicros").count()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::sample::texts;
+    use super::*;
+
+    #[test]
+    fn decodes_its_layout_and_refuses_another() {
+        let reply = |statuses: Value| {
+            Value::Array(vec![
+                Value::Int(1),
+                statuses,
+                texts(&["bull:q:2"]),
+                Value::Int(3),
+                Value::Int(40),
+            ])
+        };
+        let out = ErasureOutcome::decode(reply(texts(&["removed:completed"]))).unwrap();
+        assert_eq!(out.statuses, ["removed:completed"]);
+        assert_eq!(out.children, ["bull:q:2"]);
+        assert_eq!((out.copies, out.elapsed_us), (3, 40));
+        let e = ErasureOutcome::decode(reply(Value::Int(1))).unwrap_err();
+        assert!(e.to_string().contains("statuses"), "{e}");
+        let short = Value::Array(vec![Value::Int(0), texts(&[]), texts(&[]), Value::Int(0)]);
+        assert!(ErasureOutcome::decode(short).is_err());
     }
 }

@@ -1,8 +1,9 @@
 //! Renewing and releasing bullsweep's own locks by token (`lua/lock.lua`).
 
-use super::Scripts;
-use redis::RedisResult;
+use super::compiled::Scripts;
+use super::reply::Field;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 impl Scripts {
     /// Extends the lock at `key` to `ttl_ms` from now if `token` still holds it.
@@ -13,7 +14,7 @@ impl Scripts {
         token: &str,
         ttl_ms: u64,
     ) -> RedisResult<bool> {
-        let renewed: i64 = self
+        let renewed: Value = self
             .lock
             .key(key)
             .arg(token)
@@ -21,7 +22,7 @@ impl Scripts {
             .arg(ttl_ms)
             .invoke_async(con)
             .await?;
-        Ok(renewed == 1)
+        still_held(renewed)
     }
 
     /// Deletes the lock at `key` if `token` still holds it.
@@ -31,13 +32,31 @@ impl Scripts {
         key: &str,
         token: &str,
     ) -> RedisResult<bool> {
-        let released: i64 = self
+        let released: Value = self
             .lock
             .key(key)
             .arg(token)
             .arg("release")
             .invoke_async(con)
             .await?;
-        Ok(released == 1)
+        still_held(released)
+    }
+}
+
+/// Decodes the reply: 1 when the caller still held the lock (renewed or released), 0 when not.
+fn still_held(reply: Value) -> RedisResult<bool> {
+    Field::whole("lock", "held", reply).flag()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_0_or_1_only() {
+        assert!(still_held(Value::Int(1)).unwrap());
+        assert!(!still_held(Value::Int(0)).unwrap());
+        assert!(still_held(Value::Int(2)).is_err());
+        assert!(still_held(Value::Nil).is_err());
     }
 }

@@ -1,7 +1,9 @@
 //! `moveExhaustedTo`: failed jobs moved into a dead-letter queue (`lua/move_exhausted.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, held_and_audited, id_batch, push_candidates};
-use crate::bullmq::QueueKeys;
+use super::audit_keys::held_and_audited;
+use super::compiled::Scripts;
+use super::id_batch::{self, BatchOutcome, Candidate, push_candidates};
+use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -27,6 +29,6 @@ impl Scripts {
             .arg(budget_us);
         push_candidates(&mut invocation, jobs, false);
         held_and_audited(&mut invocation, con, from.base()).await?;
-        id_batch(&invocation, con).await
+        id_batch::invoke("move_exhausted", &invocation, con).await
     }
 }

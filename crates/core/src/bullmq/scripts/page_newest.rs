@@ -1,10 +1,11 @@
 //! One page of a finished set from its newest end, for the walk (`lua/page_newest.lua`).
 
-use super::{Scripts, parse_score};
-use crate::bullmq::QueueKeys;
+use super::compiled::Scripts;
+use super::reply::Field;
+use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::JobState;
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 /// One entry of a finished set, as read by a page walk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,17 +31,55 @@ impl Scripts {
     ) -> RedisResult<Vec<FinishedEntry>> {
         let max = below.map_or_else(|| "+inf".to_string(), |s| format!("({s}"));
         let args = [keys.job_prefix(), max, page.to_string()];
-        let flat: Vec<String> = self
+        let reply: Value = self
             .page_newest
             .invoke(con, &[keys.finished_set(state)], &args)
             .await?;
-        Ok(flat
-            .chunks_exact(3)
-            .map(|c| FinishedEntry {
-                id: c[0].clone(),
-                score: parse_score(&c[1]),
-                name: c[2].clone(),
+        decode(reply)
+    }
+}
+
+/// One row of the reply.
+const ROW: &[&str] = &["id", "score", "name"];
+
+/// Decodes the flat `{id, score, name, ...}`.
+fn decode(reply: Value) -> RedisResult<Vec<FinishedEntry>> {
+    let rows = Field::whole("page_newest", "reply", reply).rows(ROW)?;
+    rows.into_iter()
+        .map(|mut row| {
+            // Read in the layout's order (a struct literal evaluates its fields as written).
+            Ok(FinishedEntry {
+                id: row.next("id").text()?,
+                score: parse_score(&row.next("score").text()?),
+                name: row.next("name").text()?,
             })
-            .collect())
+        })
+        .collect()
+}
+
+/// Scores of finished sets are integral milliseconds; Redis may print them as floats.
+fn parse_score(text: &str) -> i64 {
+    text.parse::<i64>()
+        .or_else(|_| text.parse::<f64>().map(|f| f as i64))
+        .unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::sample::texts;
+    use super::*;
+
+    #[test]
+    fn decodes_rows_and_refuses_a_ragged_reply() {
+        let page = decode(texts(&["7", "1700000000000", "mail", "6", "1.5e3", ""])).unwrap();
+        assert_eq!(page.len(), 2);
+        assert_eq!(
+            (page[0].id.as_str(), page[0].score),
+            ("7", 1_700_000_000_000)
+        );
+        assert_eq!((page[1].score, page[1].name.as_str()), (1500, ""));
+        assert!(decode(texts(&["7", "1"])).is_err());
+        let e = decode(Value::Array(vec![Value::Int(7), Value::Int(1), Value::Nil])).unwrap_err();
+        assert!(e.to_string().contains("page_newest: `id`"), "{e}");
     }
 }

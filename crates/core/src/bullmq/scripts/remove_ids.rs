@@ -1,7 +1,9 @@
 //! Removes named jobs of a finished set, each re-checked (`lua/remove_ids.lua`).
 
-use super::{BatchOutcome, Candidate, Scripts, held_and_audited, id_batch, push_candidates};
-use crate::bullmq::QueueKeys;
+use super::audit_keys::held_and_audited;
+use super::compiled::Scripts;
+use super::id_batch::{self, BatchOutcome, Candidate, push_candidates};
+use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -42,6 +44,6 @@ impl Scripts {
             .arg(if protect_parents { "1" } else { "0" });
         push_candidates(&mut invocation, jobs, checked);
         held_and_audited(&mut invocation, con, keys.base()).await?;
-        id_batch(&invocation, con).await
+        id_batch::invoke("remove_ids", &invocation, con).await
     }
 }

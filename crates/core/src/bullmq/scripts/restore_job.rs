@@ -1,11 +1,12 @@
 //! An archived job put back into BullMQ, audited and (the original) held
 //! (`lua/restore_job.lua`), its log lines staged beforehand in bounded calls.
 
-use super::{Scripts, audited};
-use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::{audit_tag, restore_holds, restore_staging};
-use redis::RedisResult;
+use super::audit_keys::audited;
+use super::compiled::Scripts;
+use super::reply::Field;
+use crate::bullmq::keys::{QueueKeys, audit_tag, restore_holds, restore_staging};
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 /// Log lines pushed per call at most. Why: one call of 12,000 short lines held Redis about
 /// 5 ms on the reference machine (and Lua's `unpack` fails past about 8,000 values), while
@@ -90,7 +91,7 @@ impl Scripts {
         invocation.arg(logs.len());
         audited(&mut invocation, con, audit_tag(keys.base())).await?;
         let restored = match stage_logs(con, &staged, logs).await {
-            Ok(()) => invocation.invoke_async(con).await,
+            Ok(()) => invocation.invoke_async(con).await.and_then(restored_id),
             Err(e) => Err(e),
         };
         if !logs.is_empty() && !matches!(restored, Ok(Some(_))) {
@@ -102,6 +103,11 @@ impl Scripts {
         }
         restored
     }
+}
+
+/// Decodes the reply: the restored job's id, or nil when the id is taken.
+fn restored_id(reply: Value) -> RedisResult<Option<String>> {
+    Field::whole("restore_job", "jobId", reply).optional_text()
 }
 
 /// A name no other restore uses: this process, the time, and a random part (for other hosts).
@@ -149,4 +155,17 @@ async fn stage_logs<C: ConnectionLike>(
         rest = after;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_an_id_or_nil_only() {
+        let id = restored_id(Value::BulkString(b"12".to_vec())).unwrap();
+        assert_eq!(id.as_deref(), Some("12"));
+        assert_eq!(restored_id(Value::Nil).unwrap(), None);
+        assert!(restored_id(Value::Int(12)).is_err());
+    }
 }

@@ -1,10 +1,11 @@
 //! `rules.stalled`: abandoned active jobs retried or removed (`lua/stalled_jobs.lua`).
 
-use super::{Scripts, audited};
-use crate::bullmq::QueueKeys;
-use crate::bullmq::keys::audit_tag;
-use redis::RedisResult;
+use super::audit_keys::audited;
+use super::compiled::Scripts;
+use super::reply::Fields;
+use crate::bullmq::keys::{QueueKeys, audit_tag};
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
 /// What one `stalled_jobs` call did (see `lua/stalled_jobs.lua`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,16 +47,46 @@ impl Scripts {
         for id in ids {
             invocation.arg(id);
         }
-        let (handled, acted, locked, changed, elapsed_us): (u64, u64, u64, u64, u64) = {
-            audited(&mut invocation, con, audit_tag(keys.base())).await?;
-            invocation.invoke_async(con).await?
-        };
+        audited(&mut invocation, con, audit_tag(keys.base())).await?;
+        ActiveOutcome::decode(invocation.invoke_async(con).await?)
+    }
+}
+
+impl ActiveOutcome {
+    /// The reply's fields, in order.
+    const LAYOUT: &[&str] = &["handled", "acted", "locked", "changed", "elapsedMicros"];
+
+    /// Decodes `{handled, acted, locked, changed, elapsedMicros}`.
+    fn decode(reply: Value) -> RedisResult<Self> {
+        let mut f = Fields::of("stalled_jobs", Self::LAYOUT, reply)?;
+        // Read in the layout's order (a struct literal evaluates its fields as written).
         Ok(ActiveOutcome {
-            handled,
-            acted,
-            locked,
-            changed,
-            elapsed_us,
+            handled: f.next("handled").count()?,
+            acted: f.next("acted").count()?,
+            locked: f.next("locked").count()?,
+            changed: f.next("changed").count()?,
+            elapsed_us: f.next("elapsedMicros").count()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::sample::ints;
+    use super::*;
+
+    #[test]
+    fn decodes_its_layout_and_refuses_another() {
+        let out = ActiveOutcome::decode(ints(&[5, 4, 3, 2, 1])).unwrap();
+        let expected = ActiveOutcome {
+            handled: 5,
+            acted: 4,
+            locked: 3,
+            changed: 2,
+            elapsed_us: 1,
+        };
+        assert_eq!(out, expected);
+        let e = ActiveOutcome::decode(ints(&[5, 4, 3, 2])).unwrap_err();
+        assert!(e.to_string().contains("stalled_jobs"), "{e}");
     }
 }

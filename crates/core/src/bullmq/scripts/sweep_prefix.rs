@@ -1,10 +1,13 @@
 //! Removes the oldest selected jobs of a finished set (`lua/sweep_prefix.lua`).
 
-use super::{BatchOutcome, Scripts, held_and_audited, opt_arg};
-use crate::bullmq::QueueKeys;
+use super::audit_keys::held_and_audited;
+use super::compiled::Scripts;
+use super::id_batch::BatchOutcome;
+use super::reply::Fields;
+use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::{JobState, Selection};
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -54,7 +57,7 @@ impl Scripts {
         audit_ctx: &str,
     ) -> RedisResult<(BatchOutcome, bool)> {
         let sel = &batch.selection;
-        let reply: Vec<u64> = {
+        let reply: Value = {
             let mut invocation = self.sweep_prefix.prepare_invoke();
             invocation
                 .key(keys.finished_set(state))
@@ -73,24 +76,91 @@ impl Scripts {
             held_and_audited(&mut invocation, con, keys.base()).await?;
             invocation.invoke_async(con).await?
         };
-        // {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-        // crossSlot, restored, parentsRemoved, parentsReleased}
-        let at = |i: usize| reply.get(i).copied().unwrap_or_default();
-        let outcome = BatchOutcome {
-            removed: at(0),
-            locked: at(1),
-            malformed: at(2),
-            changed: 0,
-            elapsed_us: at(3),
-            exhausted: at(4) == 1,
-            handled: at(0) + at(1) + at(2) + at(5) + at(7) + at(8),
-            parent_waiting: at(5),
-            cross_slot: at(7),
-            restored: at(8),
-            dangling: 0,
-            parents_removed: at(9),
-            parents_released: at(10),
+        decode(reply)
+    }
+}
+
+/// An optional argument: its text, or empty for none.
+fn opt_arg<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The reply's fields, in order.
+const LAYOUT: &[&str] = &[
+    "removed",
+    "locked",
+    "malformed",
+    "elapsed_us",
+    "exhausted",
+    "parentWaiting",
+    "sortRefused",
+    "crossSlot",
+    "restored",
+    "parentsRemoved",
+    "parentsReleased",
+];
+
+/// Decodes `{removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
+/// crossSlot, restored, parentsRemoved, parentsReleased}`: what the call did, and whether
+/// `SORT … GET` was refused. Every job it removed or held back counts as handled.
+fn decode(reply: Value) -> RedisResult<(BatchOutcome, bool)> {
+    let mut f = Fields::of("sweep_prefix", LAYOUT, reply)?;
+    // Read in the layout's order (a struct literal evaluates its fields as written).
+    let mut outcome = BatchOutcome {
+        removed: f.next("removed").count()?,
+        locked: f.next("locked").count()?,
+        malformed: f.next("malformed").count()?,
+        elapsed_us: f.next("elapsed_us").count()?,
+        exhausted: f.next("exhausted").flag()?,
+        parent_waiting: f.next("parentWaiting").count()?,
+        ..BatchOutcome::default()
+    };
+    let sort_refused = f.next("sortRefused").flag()?;
+    outcome.cross_slot = f.next("crossSlot").count()?;
+    outcome.restored = f.next("restored").count()?;
+    outcome.parents_removed = f.next("parentsRemoved").count()?;
+    outcome.parents_released = f.next("parentsReleased").count()?;
+    outcome.handled = outcome.removed
+        + outcome.locked
+        + outcome.malformed
+        + outcome.parent_waiting
+        + outcome.cross_slot
+        + outcome.restored;
+    Ok((outcome, sort_refused))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::sample::ints;
+    use super::*;
+
+    #[test]
+    fn decodes_its_layout() {
+        let (out, sort_refused) = decode(ints(&[1, 2, 3, 40, 1, 5, 1, 7, 8, 9, 10])).unwrap();
+        let expected = BatchOutcome {
+            removed: 1,
+            locked: 2,
+            malformed: 3,
+            elapsed_us: 40,
+            exhausted: true,
+            handled: 1 + 2 + 3 + 5 + 7 + 8,
+            parent_waiting: 5,
+            cross_slot: 7,
+            restored: 8,
+            parents_removed: 9,
+            parents_released: 10,
+            ..BatchOutcome::default()
         };
-        Ok((outcome, at(6) == 1))
+        assert_eq!(out, expected);
+        assert!(sort_refused);
+    }
+
+    #[test]
+    fn refuses_another_shape() {
+        // The early reply's old length, without the parents taken along.
+        let e = decode(ints(&[0, 0, 0, 4, 1, 0, 0, 0, 0])).unwrap_err();
+        assert!(e.to_string().contains("sweep_prefix"), "{e}");
+        let e = decode(ints(&[0, 0, 0, 4, 2, 0, 0, 0, 0, 0, 0])).unwrap_err();
+        assert!(e.to_string().contains("exhausted"), "{e}");
     }
 }
