@@ -13,7 +13,7 @@ use bullsweep_core::Error;
 use bullsweep_core::bullmq::QueueKeys;
 use bullsweep_core::engine::{self, Mode, SweepOptions};
 use bullsweep_core::ops::{Conn, DEFAULT_BUDGET_US, connect_url, now_ms};
-use bullsweep_policy::JobState;
+use bullsweep_policy::{JobState, PolicySet};
 use bullsweep_testkit::{PrivateCluster, PrivateRedis, SeedSpec, seed_queue};
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use redis::aio::MultiplexedConnection;
@@ -153,22 +153,7 @@ async fn measure(
 ) -> Result<TargetRun, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let mut con = connect_url(url, "bullsweep-bench").await?;
-    let mut nodes = Vec::new();
-    for node in probed {
-        let client = redis::Client::open(node.as_str()).map_err(|e| Error::redis(node, &e))?;
-        let mut con = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| Error::redis(node, &e))?;
-        redis::cmd("FLUSHALL")
-            .query_async::<()>(&mut con)
-            .await
-            .map_err(|e| Error::redis(node, &e))?;
-        nodes.push(Probed {
-            url: node.clone(),
-            con,
-        });
-    }
+    let mut nodes = flushed_nodes(probed).await?;
     for base in bases {
         let spec = SeedSpec {
             base: base.clone(),
@@ -182,23 +167,7 @@ async fn measure(
             .await
             .map_err(redis_err)?;
     }
-    let layouts: Vec<String> = bases
-        .iter()
-        .map(|b| {
-            format!(
-                "'{}'",
-                b.replace('{', "{{")
-                    .replace('}', "}}")
-                    .replace(":bench", ":{queue}")
-            )
-        })
-        .collect();
-    let policy = format!(
-        "version: 1\ndiscovery: {{ layouts: [{}] }}\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ maxAge: 1ms }} }} }}\n",
-        layouts.join(", ")
-    );
-    let set =
-        bullsweep_policy::compile("bench", &policy).map_err(|e| Error::runtime(e.to_string()))?;
+    let set = sweep_policy(bases)?;
     // SLOWLOG records every call of 1 ms or more, from empty (private servers: the settings
     // are not restored).
     let mut cpu_before = Vec::new();
@@ -243,6 +212,47 @@ async fn measure(
         longest_call_ms,
         redis_cpu_s,
     })
+}
+
+/// A connection to each node of `probed`, each node flushed.
+async fn flushed_nodes(probed: &[String]) -> Result<Vec<Probed>, Error> {
+    let mut nodes = Vec::new();
+    for node in probed {
+        let client = redis::Client::open(node.as_str()).map_err(|e| Error::redis(node, &e))?;
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| Error::redis(node, &e))?;
+        redis::cmd("FLUSHALL")
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(|e| Error::redis(node, &e))?;
+        nodes.push(Probed {
+            url: node.clone(),
+            con,
+        });
+    }
+    Ok(nodes)
+}
+
+/// The policy that empties every queue of `bases` (`…:bench`), one layout per base.
+fn sweep_policy(bases: &[String]) -> Result<PolicySet, Error> {
+    let layouts: Vec<String> = bases
+        .iter()
+        .map(|b| {
+            format!(
+                "'{}'",
+                b.replace('{', "{{")
+                    .replace('}', "}}")
+                    .replace(":bench", ":{queue}")
+            )
+        })
+        .collect();
+    let policy = format!(
+        "version: 1\ndiscovery: {{ layouts: [{}] }}\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ maxAge: 1ms }} }} }}\n",
+        layouts.join(", ")
+    );
+    bullsweep_policy::compile("bench", &policy).map_err(|e| Error::runtime(e.to_string()))
 }
 
 /// A node's CPU seconds so far (user + sys).

@@ -76,14 +76,7 @@ pub(crate) async fn measure(
 
 /// Seeds `--jobs` completed jobs into the bench queue, then reloads Redis if `--reload`.
 async fn seed_sweep(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<(), Error> {
-    let spec = SeedSpec {
-        base: BASE.to_string(),
-        completed: args.jobs,
-        failed: 0,
-        spread_ms: 3_600_000,
-        names: vec!["bench-job".into()],
-        job_bytes: args.job_bytes,
-    };
+    let spec = bench_spec(BASE.to_string(), args.jobs, 0, args);
     seed_queue(con, &spec, now_ms() - 1_000)
         .await
         .map_err(|e| Error::redis(url, &e))?;
@@ -99,6 +92,19 @@ async fn seed_sweep(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<(),
             })?;
     }
     Ok(())
+}
+
+/// A bench queue's seed: `completed` and `failed` jobs named `bench-job` of `--job-bytes`,
+/// finished over the hour before the seed.
+fn bench_spec(base: String, completed: u64, failed: u64, args: &BenchConfig) -> SeedSpec {
+    SeedSpec {
+        base,
+        completed,
+        failed,
+        spread_ms: 3_600_000,
+        names: vec!["bench-job".into()],
+        job_bytes: args.job_bytes,
+    }
 }
 
 /// Empties the bench queue's completed set with `contender`, timed and probed.
@@ -218,14 +224,12 @@ async fn seed_forget(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<Ve
         .map(|i| format!("bench-forget-{i}"))
         .collect();
     for name in &names {
-        let spec = SeedSpec {
-            base: format!("bull:{name}"),
-            completed: per_queue - per_queue / 10,
-            failed: per_queue / 10,
-            spread_ms: 3_600_000,
-            names: vec!["bench-job".into()],
-            job_bytes: args.job_bytes,
-        };
+        let spec = bench_spec(
+            format!("bull:{name}"),
+            per_queue - per_queue / 10,
+            per_queue / 10,
+            args,
+        );
         seed_queue(con, &spec, now_ms() - 1_000)
             .await
             .map_err(|e| Error::redis(url, &e))?;

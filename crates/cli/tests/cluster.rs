@@ -554,18 +554,7 @@ fn two_daemons_govern_every_primary_by_schedule_and_events() {
 /// Job 5000 of `base`, finished at `old`, in its completed set and announced on its events
 /// stream.
 fn announce_a_late_job(con: &mut redis::cluster::ClusterConnection, base: &str, old: i64) {
-    let fields = [
-        ("name", "late".to_string()),
-        ("data", "{}".to_string()),
-        ("timestamp", old.to_string()),
-        ("finishedOn", old.to_string()),
-    ];
-    let _: () = con
-        .hset_multiple(format!("{base}:5000"), &fields)
-        .expect("job");
-    let _: () = con
-        .zadd(format!("{base}:completed"), "5000", old)
-        .expect("zadd");
+    late_job(con, base, "5000", old);
     let _: String = redis::cmd("XADD")
         .arg(format!("{base}:events"))
         .arg("*")

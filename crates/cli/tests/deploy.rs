@@ -7,7 +7,7 @@
 mod common;
 
 use common::daemon::{Daemon, free_port, scrape, wait_until};
-use common::{World, now_ms, spec};
+use common::{World, late_job, now_ms, spec};
 use redis::Commands;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -127,19 +127,7 @@ fn a_live_daemon_passes_the_lint_and_has_every_metric_the_rules_and_dashboard_qu
             .unwrap_or(false)
     });
     // A job announced on the events stream, for the event lag.
-    let old = now - 2 * 86_400_000;
-    let fields = [
-        ("name", "late".to_string()),
-        ("data", "{}".to_string()),
-        ("timestamp", old.to_string()),
-        ("finishedOn", old.to_string()),
-    ];
-    let _: () = con
-        .hset_multiple("bull:acme:mail:5000", &fields)
-        .expect("job");
-    let _: () = con
-        .zadd("bull:acme:mail:completed", "5000", old)
-        .expect("zadd");
+    late_job(&mut con, "bull:acme:mail", "5000", now - 2 * 86_400_000);
     let mut metrics = String::new();
     wait_until(
         "the event lag and the measures",

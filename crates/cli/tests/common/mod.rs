@@ -304,6 +304,23 @@ pub fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSp
     }
 }
 
+/// Writes job `id` of `base` as finished at `finished` (name `late`, data `{}`) and lists it
+/// in `completed`: a job that finished long ago while nothing swept.
+pub fn late_job(con: &mut impl redis::ConnectionLike, base: &str, id: &str, finished: i64) {
+    let fields = [
+        ("name", "late".to_string()),
+        ("data", "{}".to_string()),
+        ("timestamp", finished.to_string()),
+        ("finishedOn", finished.to_string()),
+    ];
+    let _: () = con
+        .hset_multiple(format!("{base}:{id}"), &fields)
+        .expect("job");
+    let _: () = con
+        .zadd(format!("{base}:completed"), id, finished)
+        .expect("zadd");
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
