@@ -186,25 +186,13 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
         "bullsweep / BullMQ Queue.clean"
     };
     if let Some(r) = report.ratio_vs_bullmq {
-        let each: Vec<String> = report
-            .ratios_vs_bullmq
-            .iter()
-            .map(|r| format!("{r:.2}x"))
-            .collect();
-        out.push_str(&format!(
-            "\n{versus} jobs/s: {r:.2}x median (rounds: {})",
-            each.join(", ")
-        ));
+        out.push_str(&ratio_line(versus, r, &report.ratios_vs_bullmq));
     }
     if let Some(r) = report.ratio_archive_vs_sweep {
-        let each: Vec<String> = report
-            .ratios_archive_vs_sweep
-            .iter()
-            .map(|r| format!("{r:.2}x"))
-            .collect();
-        out.push_str(&format!(
-            "\narchive / plain sweep (bullsweep) jobs/s: {r:.2}x median (rounds: {})",
-            each.join(", ")
+        out.push_str(&ratio_line(
+            "archive / plain sweep (bullsweep)",
+            r,
+            &report.ratios_archive_vs_sweep,
         ));
     }
     for (contender, r) in &report.ratio_vs_looped {
@@ -220,4 +208,13 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
         out.push_str(&format!("\nskipped {s}"));
     }
     out
+}
+
+/// A ratio's line under the table: its median, then each round's.
+fn ratio_line(what: &str, median: f64, rounds: &[f64]) -> String {
+    let each: Vec<String> = rounds.iter().map(|r| format!("{r:.2}x")).collect();
+    format!(
+        "\n{what} jobs/s: {median:.2}x median (rounds: {})",
+        each.join(", ")
+    )
 }

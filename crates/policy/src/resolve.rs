@@ -347,6 +347,14 @@ impl PolicySet {
     }
 }
 
+/// `value`, set by the layer `source`.
+fn sourced<T>(value: T, source: &Provenance) -> Sourced<T> {
+    Sourced {
+        value,
+        source: source.clone(),
+    }
+}
+
 /// Field-by-field merge: the last layer that sets a field wins.
 fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<EffectiveRule> {
     let mut any = false;
@@ -360,33 +368,20 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
     };
     for (rule, source) in layers {
         any = true;
-        let sourced = |value| Sourced {
-            value,
-            source: source.clone(),
-        };
         if let Some(v) = rule.max_age {
-            max_age = Some(sourced(v));
+            max_age = Some(sourced(v, &source));
         }
         if let Some(v) = rule.max_count {
-            max_count = Some(Sourced {
-                value: v,
-                source: source.clone(),
-            });
+            max_count = Some(sourced(v, &source));
         }
         if let Some(v) = rule.keep_for {
-            keep_for = Some(sourced(v));
+            keep_for = Some(sourced(v, &source));
         }
         if let Some(v) = rule.keep_if {
-            keep_if = Some(Sourced {
-                value: v,
-                source: source.clone(),
-            });
+            keep_if = Some(sourced(v, &source));
         }
         if let Some(v) = rule.action {
-            action = Sourced {
-                value: v,
-                source: source.clone(),
-            };
+            action = sourced(v, &source);
         }
     }
     any.then_some(EffectiveRule {

@@ -258,6 +258,14 @@ impl World {
             .collect()
     }
 
+    /// Jobs the audit trail says were acted on with `action`, over all its events.
+    pub fn audited_jobs(&self, policy: &PathBuf, action: &str) -> u64 {
+        self.audit_events(policy, &["--action", action])
+            .iter()
+            .map(|e| e["jobCount"].as_u64().expect("jobCount"))
+            .sum()
+    }
+
     /// Every record the archive holds, read through `archive ls` and `archive cat`, each
     /// segment's count checked against its manifest.
     pub fn archived(

@@ -19,15 +19,7 @@ impl Checker {
         let r = &raw.value;
         let errors_before = self.errors.len();
         let paths = match &r.paths {
-            Some(list) => list
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| {
-                    JsonPath::new(&p.value)
-                        .map_err(|m| self.error(&p.referenced, format!("{path}.paths[{i}]"), m))
-                        .ok()
-                })
-                .collect(),
+            Some(list) => self.json_paths(list, path),
             None => base.map(|b| b.paths.clone()).unwrap_or_default(),
         };
         let patterns = match &r.patterns {
@@ -79,6 +71,19 @@ impl Checker {
         }
     }
 
+    /// The `paths:` list under `path`, each compiled; each one that does not compile is an
+    /// error at `<path>.paths[i]` and is left out.
+    fn json_paths(&mut self, list: &[Spanned<String>], path: &str) -> Vec<JsonPath> {
+        list.iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                JsonPath::new(&p.value)
+                    .map_err(|m| self.error(&p.referenced, format!("{path}.paths[{i}]"), m))
+                    .ok()
+            })
+            .collect()
+    }
+
     /// A `subjects:` list; names must be unique within it.
     pub(super) fn subjects(&mut self, raw: &[Spanned<RawSubject>], path: &str) -> Vec<Subject> {
         let mut out: Vec<Subject> = Vec::new();
@@ -118,16 +123,7 @@ impl Checker {
                     "e.g. `paths: [user.id, customerId]`",
                 );
             }
-            let paths: Vec<JsonPath> = r
-                .paths
-                .iter()
-                .enumerate()
-                .filter_map(|(j, p)| {
-                    JsonPath::new(&p.value)
-                        .map_err(|m| self.error(&p.referenced, format!("{at}.paths[{j}]"), m))
-                        .ok()
-                })
-                .collect();
+            let paths = self.json_paths(&r.paths, &at);
             let tenant_path = r.tenant_path.as_ref().and_then(|p| {
                 JsonPath::new(&p.value)
                     .map_err(|m| self.error(&p.referenced, format!("{at}.tenantPath"), m))
