@@ -324,7 +324,7 @@ fn gap_found(shared: &EventShared, metrics: &DaemonMetrics, labels: &QueueLabels
             "{base}: the events stream was trimmed past the saved position; sweeping the queue now"
         ),
     );
-    metrics.event_gaps.get_or_create(labels).inc();
+    metrics.events.event_gaps.get_or_create(labels).inc();
     if let Ok(mut now) = shared.sweep_now.lock() {
         now.insert(base.to_string());
     }
@@ -339,6 +339,7 @@ fn labels_of(metrics: &DaemonMetrics, base: &str, h: &Held) -> QueueLabels {
 fn set_lag(metrics: &DaemonMetrics, labels: &QueueLabels, newest: &str, now_ms: i64) {
     let newest_ms = stream_id(newest).0 as i64;
     metrics
+        .events
         .event_lag_seconds
         .get_or_create(labels)
         .set((now_ms - newest_ms).max(0) as f64 / 1e3);

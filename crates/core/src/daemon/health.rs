@@ -69,13 +69,15 @@ impl Daemon {
                 node: s.node.clone(),
             };
             let m = &self.metrics;
-            m.redis_memory_used_bytes
+            m.health
+                .redis_memory_used_bytes
                 .get_or_create(&labels)
                 .set(s.used_memory as i64);
-            m.redis_memory_max_bytes
+            m.health
+                .redis_memory_max_bytes
                 .get_or_create(&labels)
                 .set(s.maxmemory as i64);
-            let counter = m.redis_evicted_keys.get_or_create(&labels);
+            let counter = m.health.redis_evicted_keys.get_or_create(&labels);
             match self.evicted_seen.insert(s.node.clone(), s.evicted_keys) {
                 Some(prev) if s.evicted_keys >= prev => counter.inc_by(s.evicted_keys - prev),
                 // The server restarted: its count started again.
@@ -85,13 +87,19 @@ impl Daemon {
             save.extend(server::series_with(&mut self.con, &s, now).await?);
         }
         let backlog = audit::backlog(&mut self.con).await?;
-        self.metrics.audit_backlog_events.set(backlog.events as i64);
-        self.metrics.audit_backlog_age_seconds.set(
+        self.metrics
+            .health
+            .audit_backlog_events
+            .set(backlog.events as i64);
+        self.metrics.health.audit_backlog_age_seconds.set(
             backlog
                 .oldest_ms
                 .map_or(0.0, |t| (now - t).max(0) as f64 / 1e3),
         );
-        self.metrics.cost_max_leak.set(self.set.cost.max_leak);
+        self.metrics
+            .health
+            .cost_max_leak
+            .set(self.set.cost.max_leak);
         let bases: Vec<String> = self.slots.keys().cloned().collect();
         self.count_queues(&bases).await?;
         // Another replica's sweeps count too.
@@ -290,15 +298,15 @@ impl Daemon {
             sums.entry(labels).or_default().add(slot, now);
         }
         let m = &self.metrics;
-        m.jobs.clear();
-        m.policy_max_jobs.clear();
-        m.policy_max_age_seconds.clear();
+        m.queues.jobs.clear();
+        m.queues.policy_max_jobs.clear();
+        m.queues.policy_max_age_seconds.clear();
         for f in [
-            &m.queue_memory_bytes,
-            &m.queue_reclaimable_bytes,
-            &m.queue_reclaimable_monthly_cost,
-            &m.policy_max_data_age_seconds,
-            &m.schedule_interval_seconds,
+            &m.queues.queue_memory_bytes,
+            &m.queues.queue_reclaimable_bytes,
+            &m.queues.queue_reclaimable_monthly_cost,
+            &m.queues.policy_max_data_age_seconds,
+            &m.queues.schedule_interval_seconds,
             &m.last_success,
         ] {
             f.clear();
@@ -310,33 +318,42 @@ impl Daemon {
                 state: state.to_string(),
             };
             for (name, count) in &s.jobs {
-                m.jobs.get_or_create(&state(name)).set(*count);
+                m.queues.jobs.get_or_create(&state(name)).set(*count);
             }
             for (name, max) in &s.max_count {
-                m.policy_max_jobs.get_or_create(&state(name)).set(*max);
+                m.queues
+                    .policy_max_jobs
+                    .get_or_create(&state(name))
+                    .set(*max);
             }
             for (name, age) in &s.max_age {
-                m.policy_max_age_seconds
+                m.queues
+                    .policy_max_age_seconds
                     .get_or_create(&state(name))
                     .set(*age);
             }
             if let Some(measured) = s.measured {
-                m.queue_memory_bytes
+                m.queues
+                    .queue_memory_bytes
                     .get_or_create(&labels)
                     .set(measured.bytes);
-                m.queue_reclaimable_bytes
+                m.queues
+                    .queue_reclaimable_bytes
                     .get_or_create(&labels)
                     .set(measured.reclaimable_bytes);
-                m.queue_reclaimable_monthly_cost
+                m.queues
+                    .queue_reclaimable_monthly_cost
                     .get_or_create(&labels)
                     .set(measured.reclaimable_cost);
             }
             if let Some(age) = s.max_data_age {
-                m.policy_max_data_age_seconds
+                m.queues
+                    .policy_max_data_age_seconds
                     .get_or_create(&labels)
                     .set(age);
             }
-            m.schedule_interval_seconds
+            m.queues
+                .schedule_interval_seconds
                 .get_or_create(&labels)
                 .set(s.interval);
             if let Some(last) = s.last_success_ms {

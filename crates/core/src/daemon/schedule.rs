@@ -327,7 +327,7 @@ impl Daemon {
     /// series at zero, so that they exist from discovery on.
     fn publish_queue_info(&self) {
         self.publish_queue_series();
-        self.metrics.queue_info.clear();
+        self.metrics.queues.queue_info.clear();
         for slot in self.slots.values() {
             let q = &slot.queue;
             let labels = self.labels(q);
@@ -346,19 +346,20 @@ impl Daemon {
                     policy: slot.policy.name.clone(),
                 }
             };
-            self.metrics.queue_info.get_or_create(&info).set(1);
+            self.metrics.queues.queue_info.get_or_create(&info).set(1);
             let _ = self.metrics.alert.get_or_create(&labels);
             let _ = self.metrics.lock_contention.get_or_create(&labels);
-            let _ = self.metrics.event_gaps.get_or_create(&labels);
+            let _ = self.metrics.events.event_gaps.get_or_create(&labels);
             for reason in metrics::FAILURE_REASONS {
-                let _ = self
-                    .metrics
-                    .failed_batches
-                    .get_or_create(&metrics::FailureLabels {
-                        queue: labels.queue.clone(),
-                        tenant: labels.tenant.clone(),
-                        reason: reason.to_string(),
-                    });
+                let _ =
+                    self.metrics
+                        .batches
+                        .failed_batches
+                        .get_or_create(&metrics::FailureLabels {
+                            queue: labels.queue.clone(),
+                            tenant: labels.tenant.clone(),
+                            reason: reason.to_string(),
+                        });
             }
         }
     }
