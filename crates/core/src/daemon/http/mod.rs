@@ -19,6 +19,7 @@ mod serve;
 
 pub use conns::metrics_share;
 
+use crate::cancel::Cancel;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -126,13 +127,14 @@ pub struct Listener {
     pub cap: usize,
 }
 
-/// Serves `listeners` from new threads until the process ends, each with at most its cap
-/// open at once; `answer` answers the daemon's own paths (`None` for the others, which go
+/// Serves `listeners` from new threads until `shutdown` is cancelled, each with at most its
+/// cap open at once; `answer` answers the daemon's own paths (`None` for the others, which go
 /// to `pages` on a listener that serves them).
 pub fn spawn<F>(
     listeners: Vec<Listener>,
     answer: F,
     pages: Option<Arc<dyn Handler>>,
+    shutdown: Cancel,
 ) -> std::io::Result<()>
 where
     F: Fn(&Request) -> Option<Response> + Send + Sync + 'static,
@@ -145,5 +147,6 @@ where
             pages,
             queue,
         },
+        shutdown,
     )
 }
