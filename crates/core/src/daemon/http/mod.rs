@@ -3,10 +3,20 @@
 //! 64 KiB, a connection at most ten minutes. `/metrics`, `/healthz` and `/readyz` are answered
 //! here; every other path goes to the [`Handler`] given (the dashboard), or gets 404.
 //!
-//! Three threads, so that nothing one does delays another: the sweeps run on the daemon's
-//! own; the connections and the daemon's paths on `http` ([`serve`]), where no page is ever
-//! built; the dashboard's pages on `pages` ([`pages`]). A health check therefore answers
-//! while a page is slow. Connections are capped per listener ([`conns`]): past the cap the
+//! Two threads of their own, so that nothing one does delays another: the connections and
+//! the daemon's paths on `http` ([`serve`]), where no page is ever built; the dashboard's
+//! pages on `pages` ([`pages`]). The daemon's other tasks (the sweeps, the events reader)
+//! share the caller's runtime, and that is why these two do not: a probe must answer within
+//! a second (a Kubernetes probe's timeout) whatever the work does, yet the work holds its
+//! thread for stretches that do not yield (the audit file's `fsync` after each batch, an
+//! archive segment written and read back), and a page (an archive search, an erasure
+//! receipt) may take seconds, its futures not `Send`. The `http_load` tests hold health
+//! checks on both listeners to this under floods of idle and slow clients while an audited
+//! sweep runs. Both threads stop with the daemon's token: the accept loops end, the `http`
+//! thread with them, and the `pages` thread once its queue closes.
+//!
+//! A health check therefore answers while a page is slow. Connections are capped per
+//! listener ([`conns`]): past the cap the
 //! oldest connection whose request has not all arrived (head or body) is closed at once, and
 //! pages never take the few connections kept for the probes, so idle or slow clients can
 //! neither starve a health check nor take the descriptors the work needs; the
