@@ -9,8 +9,10 @@
 //! share the caller's runtime, and that is why these two do not: a probe must answer within
 //! a second (a Kubernetes probe's timeout) whatever the work does, yet the work holds its
 //! thread for stretches that do not yield (the audit file's `fsync` after each batch, an
-//! archive segment written and read back), and a page (an archive search, an erasure
-//! receipt) may take seconds, its futures not `Send`. The `http_load` tests hold health
+//! archive segment written and read back: up to 180 ms at a time measured in the `daemon`
+//! and `http_load` tests, debug build on two shared cores), a page (an archive search, an
+//! erasure receipt) may take seconds, its futures not `Send`, and a flood of connections
+//! must not take the sweeps' time either. The `http_load` tests hold health
 //! checks on both listeners to this under floods of idle and slow clients while an audited
 //! sweep runs. Both threads stop with the daemon's token: the accept loops end, the `http`
 //! thread with them, and the `pages` thread once its queue closes.
