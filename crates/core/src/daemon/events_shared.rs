@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 
 /// A queue whose events the daemon acts on.
 #[derive(Clone, Debug)]
-pub struct EventQueue {
+pub(super) struct EventQueue {
     /// The queue.
     pub queue: QueueId,
     /// Its effective policy.
@@ -20,11 +20,11 @@ pub struct EventQueue {
 
 /// What the events reader shares with the schedule task.
 #[derive(Default)]
-pub struct EventShared {
+pub(super) struct EventShared {
     /// The queues to read, as the schedule last resolved them.
-    pub queues: Mutex<Vec<EventQueue>>,
+    queues: Mutex<Vec<EventQueue>>,
     /// Key bases the schedule should sweep at once (a gap, or a first start).
-    pub sweep_now: Mutex<BTreeSet<String>>,
+    asked: Mutex<BTreeSet<String>>,
     /// Wakes the schedule.
     pub wake: Notify,
 }
@@ -32,7 +32,7 @@ pub struct EventShared {
 impl EventShared {
     /// Asks the schedule to sweep `base` at once, and wakes it.
     pub(super) fn sweep_now(&self, base: &str) {
-        if let Ok(mut now) = self.sweep_now.lock() {
+        if let Ok(mut now) = self.asked.lock() {
             now.insert(base.to_string());
         }
         self.wake.notify_one();
@@ -52,7 +52,7 @@ impl EventShared {
 
     /// Takes the queues asked for since the last call.
     pub(super) fn take_asked(&self) -> BTreeSet<String> {
-        self.sweep_now
+        self.asked
             .lock()
             .map(|mut s| std::mem::take(&mut *s))
             .unwrap_or_default()

@@ -1,7 +1,7 @@
 //! `bullsweep daemon`: governs queues around the clock. Each queue is swept on its policy's
 //! schedule, from a `lastRunAt` kept in Redis (so restarts and replicas neither reset nor
 //! double it), under a per-queue lock; queues with `mode: event` or `both` are also served
-//! from their events stream (see [`events`]). A failed run leaves a retry record with
+//! from their events stream (see `events`). A failed run leaves a retry record with
 //! exponential backoff. SIGTERM finishes the batch in progress, releases the locks and exits
 //! 0; SIGHUP reloads the policy file, keeping the old one when the new one is invalid.
 //!
@@ -14,7 +14,7 @@
 mod config;
 mod descriptors;
 mod discovery;
-pub mod events;
+mod events;
 mod events_held;
 mod events_read;
 mod events_shared;
