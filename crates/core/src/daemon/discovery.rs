@@ -95,6 +95,7 @@ impl Discovery {
         outcome
     }
 
+    /// [`Discovery::step`] without the reset of the backoff.
     async fn advance(
         &mut self,
         con: &mut Conn,

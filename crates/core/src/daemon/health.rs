@@ -101,6 +101,7 @@ impl HealthTick {
         queue_series::publish(t.metrics, t.slots, self.max_queues);
     }
 
+    /// Everything the tick reads and saves, in order; the first failure ends it.
     async fn take_readings(&mut self, t: &mut Tick<'_>) -> redis::RedisResult<()> {
         let now = now_ms();
         server::beat(t.con, t.owner, now).await?;

@@ -78,6 +78,7 @@ struct Sums {
 }
 
 impl Sums {
+    /// Adds one queue's figures.
     fn add(&mut self, slot: &Slot, now: i64) {
         for (state, count) in &slot.counts {
             *self.jobs.entry(state.clone()).or_default() += count;

@@ -251,6 +251,7 @@ impl Daemon {
         }
     }
 
+    /// Counts one reload in `bullsweep_config_reloads_total`.
     fn count_reload(&self, result: &str) {
         self.metrics
             .reloads
