@@ -1,203 +1,224 @@
-//! Event-driven removal: the daemon reads the events stream (`<base>:events`) of every queue
-//! with `mode: event` or `both` and removes each `completed` or `failed` job its rule selects
-//! on its own (past `maxAge`, or `maxCount: 0`, outside `keepFor`, and not kept by `keepIf`).
-//! Jobs a rule keeps for a while are left to the periodic sweep.
+//! The events task: event-driven removal. It reads the events stream (`<base>:events`) of
+//! every queue with `mode: event` or `both` and removes each `completed` or `failed` job its
+//! rule selects on its own (past `maxAge`, or `maxCount: 0`, outside `keepFor`, and not kept
+//! by `keepIf`). Jobs a rule keeps for a while are left to the periodic sweep.
 //!
 //! Delivery is at least once: the id of the last entry acted on is saved in Redis after the
 //! removals it covers, and reading resumes there after a restart. When the stream was trimmed
 //! past the saved id (XINFO STREAM's `max-deleted-entry-id`), entries may be lost, so the queue
-//! gets a full sweep at once. One replica reads a queue's stream at a time (its events lock).
+//! gets a full sweep at once. One replica reads a queue's stream at a time (its events lock,
+//! see `events_held`).
+//!
+//! The task runs on the daemon's one runtime, with connections of its own (one for its
+//! removals, one for its blocking reads), so that a sweep's round trips never queue behind
+//! an `XREAD … BLOCK`.
 
-use super::events_read::BLOCK_MS;
+use super::events_held::{
+    DRAIN_BUDGET_US, EVENTS_LOCK_TTL_MS, Held, HeldQueues, check_gap, refresh_locks, stream_id,
+};
+use super::events_read::{self, BLOCK_MS};
+use super::events_shared::EventShared;
+use super::log::log;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
-use super::{log, wait_or_shutdown};
+use super::process::{connect_with_backoff, pause};
 use crate::audit::{Actor, AuditAction, AuditContext};
-use crate::bullmq::keys::{audit_tag, cursor, events_lock};
+use crate::bullmq::keys::{audit_tag, cursor};
 use crate::bullmq::{DrainRequest, QueueKeys, scripts};
+use crate::cancel::Cancel;
+use crate::engine::SweepOptions;
 use crate::engine::event_removal::{remove_finished, score_bounds};
-use crate::engine::{BatchSizer, SweepOptions};
 use crate::health::history;
-use crate::lock::QueueLock;
 use crate::ops::records;
 use crate::ops::{Conn, Target};
-use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
-use redis::{RedisResult, Value};
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use bullsweep_policy::JobState;
+use redis::RedisResult;
+use redis::streams::StreamKey;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
 
 /// Entries read per stream per round trip.
 const READ_COUNT: usize = 5_000;
-/// How long a reader's lock lives without renewal: short, so that another replica (or a
-/// restarted daemon) takes over soon after a reader dies.
-const EVENTS_LOCK_TTL_MS: u64 = 5_000;
-/// Time budget of one `drain_events` call, in microseconds: under 5 ms, and as large as that
-/// allows, since a reader behind a busy Redis catches up by the jobs each round trip removes.
-const DRAIN_BUDGET_US: u64 = 4_000;
 /// Pause after a drain that read less than it asked for, in ms.
 const DRAIN_PAUSE_MS: u64 = 3;
 /// Time budget of one removal script call, in microseconds.
 const BUDGET_US: u64 = 2_000;
+/// The first wait after a failure; it doubles with each failure in a row, up to [`BACKOFF_MAX`].
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// The longest wait after failures.
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
-/// A queue whose events the daemon acts on.
-#[derive(Clone, Debug)]
-pub struct EventQueue {
-    /// The queue.
-    pub queue: QueueId,
-    /// Its effective policy.
-    pub policy: EffectivePolicy,
+/// The events reader and everything it owns.
+pub(super) struct EventsReader {
+    /// The Redis governed, for the blocking reader's connection.
+    target: Target,
+    /// Locks, removals and saved positions.
+    con: Conn,
+    /// The blocking reads (`XREAD … BLOCK`), connected once a queue is held.
+    reader: Option<Conn>,
+    /// The queues to read, and the sweeps to ask for.
+    shared: Arc<EventShared>,
+    /// Where removals, lags and failures are counted.
+    metrics: Arc<DaemonMetrics>,
+    /// The daemon's token: the reader stops between two rounds once it is cancelled.
+    shutdown: Cancel,
+    /// This replica, in lock tokens.
+    owner: String,
+    /// The run id in the audit records of the removals.
+    execution_id: String,
+    /// The queues this replica reads.
+    held: HeldQueues,
+    /// When the locks were last refreshed.
+    last_locks: Instant,
+    /// The wait after the next failure.
+    backoff: Duration,
 }
 
-/// What the events reader shares with the daemon's main loop.
-pub struct EventShared {
-    /// The queues to read, as the main loop last resolved them.
-    pub queues: Mutex<Vec<EventQueue>>,
-    /// Key bases the main loop should sweep at once (a gap, or a first start).
-    pub sweep_now: Mutex<BTreeSet<String>>,
-    /// Wakes the main loop.
-    pub wake: Notify,
+/// What one round of script drains did.
+enum Drained {
+    /// Nothing was read: wait for new entries.
+    Nothing,
+    /// Entries were read; `full` when a drain read as many as it asked for.
+    Some { full: bool },
+    /// A drain failed.
+    Failed,
 }
 
-/// A queue this replica reads, with its lock and position.
-struct Held {
-    lock: QueueLock,
-    cursor: String,
-    queue: EventQueue,
-    /// Entries the next `drain_events` call reads, paced to the time budget.
-    sizer: BatchSizer,
-}
-
-/// A stream id as `(ms, seq)`, for ordering; malformed ids sort first.
-fn stream_id(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
-}
-
-/// Where reading should start for a queue just taken over, and whether entries may have been
-/// lost since the saved position (or there is none), which calls for a full sweep. Entries
-/// were lost when the stream now starts after the saved position: its entry, and any between
-/// it and the new first entry, were trimmed away.
-async fn start_position(
-    con: &mut Conn,
-    events_key: &str,
-    saved: Option<String>,
-) -> RedisResult<(String, bool)> {
-    let info: RedisResult<Value> = redis::cmd("XINFO")
-        .arg("STREAM")
-        .arg(events_key)
-        .query_async(con)
-        .await;
-    let pairs: Vec<(Value, Value)> = match info {
-        Ok(Value::Map(pairs)) => pairs,
-        Ok(Value::Array(items)) => items
-            .chunks(2)
-            .filter_map(|kv| match kv {
-                [k, v] => Some((k.clone(), v.clone())),
-                _ => None,
-            })
-            .collect(),
-        Ok(_) => Vec::new(),
-        // No stream yet: nothing was published since, so nothing was lost.
-        Err(e) if e.code() == Some("ERR") => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    let field = |name: &str| {
-        pairs
-            .iter()
-            .find(|(k, _)| redis::from_redis_value_ref::<String>(k).is_ok_and(|k| k == name))
-            .map(|(_, v)| v)
-    };
-    let last_generated =
-        field("last-generated-id").and_then(|v| redis::from_redis_value_ref::<String>(v).ok());
-    // `first-entry` is `[id, [field, value, …]]`, or nil for an empty stream.
-    let first_entry = match field("first-entry") {
-        Some(Value::Array(entry)) => entry
-            .first()
-            .and_then(|id| redis::from_redis_value_ref::<String>(id).ok()),
-        _ => None,
-    };
-    match saved {
-        None => Ok((last_generated.unwrap_or_else(|| "0-0".into()), true)),
-        Some(cursor) => {
-            let at = stream_id(&cursor);
-            let gap = match (&first_entry, &last_generated) {
-                (Some(first), _) => stream_id(first) > at,
-                // Empty, yet entries were added after the cursor: all trimmed.
-                (None, Some(last)) => stream_id(last) > at,
-                (None, None) => false,
-            };
-            Ok((cursor, gap))
+impl EventsReader {
+    /// Connects (with backoff, until shutdown) and reads events until `shutdown` is
+    /// cancelled; then releases the locks held. `owner` names this replica in lock tokens.
+    pub(super) async fn run(
+        target: Target,
+        shared: Arc<EventShared>,
+        metrics: Arc<DaemonMetrics>,
+        shutdown: Cancel,
+        owner: String,
+    ) {
+        let Some(con) =
+            connect_with_backoff(&target, "bullsweep-events", &shutdown, &metrics).await
+        else {
+            return;
+        };
+        let execution_id = format!("daemon-{owner}");
+        let mut reader = EventsReader {
+            target,
+            con,
+            reader: None,
+            shared,
+            metrics,
+            shutdown,
+            owner,
+            execution_id,
+            held: HeldQueues::new(),
+            last_locks: Instant::now() - Duration::from_secs(60),
+            backoff: BACKOFF_MIN,
+        };
+        while !reader.shutdown.is_cancelled() {
+            reader.round().await;
+        }
+        for h in reader.held.values() {
+            let _ = h.lock.release(&mut reader.con).await;
         }
     }
-}
 
-/// Reads events until `shutdown` is set. `owner` names this replica in lock tokens.
-pub async fn run(
-    target: Target,
-    mut con: Conn,
-    shared: Arc<EventShared>,
-    metrics: Arc<DaemonMetrics>,
-    shutdown: Arc<AtomicBool>,
-    owner: String,
-    execution_id: String,
-) {
-    let mut held: BTreeMap<String, Held> = BTreeMap::new();
-    let mut reader: Option<Conn> = None;
-    let mut last_locks = Instant::now() - Duration::from_secs(60);
-    let mut backoff = Duration::from_millis(100);
-    while !shutdown.load(Ordering::Relaxed) {
-        // Free queues are looked for often while none is held, and with each renewal after.
-        let every = if held.is_empty() {
+    /// One round: refreshes the locks when due, drains the queues drained by script, and
+    /// otherwise waits for new entries and acts on them.
+    async fn round(&mut self) {
+        self.refresh_when_due().await;
+        if self.held.is_empty() {
+            pause(&self.shutdown, Duration::from_millis(BLOCK_MS)).await;
+            return;
+        }
+        if !self.connect_reader().await {
+            return;
+        }
+        let now = crate::ops::now_ms();
+        match self.drain_all(now).await {
+            Drained::Failed => self.back_off().await,
+            // More may have arrived meanwhile: drain again before waiting, after a short
+            // pause when the read was small, so that a busy Redis is not asked for a handful
+            // of entries a thousand times a second.
+            Drained::Some { full } => {
+                if !full {
+                    tokio::time::sleep(Duration::from_millis(DRAIN_PAUSE_MS)).await;
+                }
+            }
+            Drained::Nothing => self.read_and_act(now).await,
+        }
+    }
+
+    /// Waits the backoff (or until shutdown), and doubles it.
+    async fn back_off(&mut self) {
+        pause(&self.shutdown, self.backoff).await;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+    }
+
+    /// Free queues are looked for often while none is held, and with each renewal after.
+    async fn refresh_when_due(&mut self) {
+        let every = if self.held.is_empty() {
             Duration::from_millis(BLOCK_MS)
         } else {
             Duration::from_millis(EVENTS_LOCK_TTL_MS / 3)
         };
-        if last_locks.elapsed() >= every {
-            last_locks = Instant::now();
-            if let Err(e) = refresh_locks(&mut con, &shared, &metrics, &mut held, &owner).await {
-                log("warn", &format!("events: cannot refresh locks: {e}"));
+        if self.last_locks.elapsed() < every {
+            return;
+        }
+        self.last_locks = Instant::now();
+        let refreshed = refresh_locks(
+            &mut self.con,
+            &self.shared,
+            &self.metrics,
+            &mut self.held,
+            &self.owner,
+        )
+        .await;
+        if let Err(e) = refreshed {
+            log("warn", &format!("events: cannot refresh locks: {e}"));
+        }
+    }
+
+    /// Connects the blocking reader when it is not; `false` (after the backoff) when that
+    /// failed.
+    async fn connect_reader(&mut self) -> bool {
+        if self.reader.is_some() {
+            return true;
+        }
+        let timeout = Duration::from_millis(BLOCK_MS + 5_000);
+        match self
+            .target
+            .connect_with_timeout("bullsweep-events", timeout)
+            .await
+        {
+            Ok(c) => {
+                self.reader = Some(c);
+                true
+            }
+            Err(e) => {
+                log(
+                    "warn",
+                    &format!("events: {}; retrying in {:?}", e.message, self.backoff),
+                );
+                self.back_off().await;
+                false
             }
         }
-        if held.is_empty() {
-            wait_or_shutdown(&shutdown, Duration::from_millis(BLOCK_MS)).await;
-            continue;
-        }
-        if reader.is_none() {
-            let timeout = Duration::from_millis(BLOCK_MS + 5_000);
-            match target
-                .connect_with_timeout("bullsweep-events", timeout)
-                .await
-            {
-                Ok(c) => reader = Some(c),
-                Err(e) => {
-                    log(
-                        "warn",
-                        &format!("events: {}; retrying in {backoff:?}", e.message),
-                    );
-                    wait_or_shutdown(&shutdown, backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
-                    continue;
-                }
-            }
-        }
-        // Queues whose rules decide on a job's score alone are drained by one script call
-        // each: read, removal and saved position change together.
-        let now = crate::ops::now_ms();
+    }
+
+    /// Queues whose rules decide on a job's score alone are drained by one script call
+    /// each: read, removal and saved position change together.
+    async fn drain_all(&mut self, now: i64) -> Drained {
         let mut drained_any = false;
         let mut drained_full = false;
-        let mut failed = false;
-        for (base, h) in held.iter_mut() {
+        for (base, h) in self.held.iter_mut() {
             let Some(bounds) = score_bounds(&h.queue.policy, now) else {
                 continue;
             };
-            match drain(&mut con, base, h, bounds, now, &execution_id, &metrics).await {
+            let m = &self.metrics;
+            match drain(&mut self.con, base, h, bounds, now, &self.execution_id, m).await {
                 Ok((read, full)) => {
                     drained_any |= read > 0;
                     drained_full |= full;
                     if full {
-                        check_gap(&mut con, &shared, &metrics, base, h).await;
+                        check_gap(&mut self.con, &self.shared, m, base, h).await;
                     }
                 }
                 Err(e) => {
@@ -205,158 +226,140 @@ pub async fn run(
                         "warn",
                         &format!("{base}: event removal failed: {e}; will read again"),
                     );
-                    metrics.count_failure(&labels_of(&metrics, base, h), &e.to_string());
-                    failed = true;
-                    break;
+                    m.count_failure(&h.labels(m, base), &e.to_string());
+                    return Drained::Failed;
                 }
             }
         }
-        if failed {
-            wait_or_shutdown(&shutdown, backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(30));
-            continue;
-        }
         if drained_any {
-            // More may have arrived meanwhile: drain again before waiting, after a short pause
-            // when the read was small, so that a busy Redis is not asked for a handful of
-            // entries a thousand times a second.
-            if !drained_full {
-                tokio::time::sleep(Duration::from_millis(DRAIN_PAUSE_MS)).await;
-            }
-            continue;
+            Drained::Some { full: drained_full }
+        } else {
+            Drained::Nothing
         }
-        // Wait for new entries on every stream held; the entries of queues that are not
-        // drained by script are acted on here.
-        let Some(r) = reader.as_mut() else { continue };
-        let all_drained = held
+    }
+
+    /// Waits for new entries on every stream held (or shutdown); the entries of queues that
+    /// are not drained by script are acted on here.
+    async fn read_and_act(&mut self, now: i64) {
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
+        let all_drained = self
+            .held
             .values()
             .all(|h| score_bounds(&h.queue.policy, now).is_some());
-        let streams: Vec<(String, String)> = held
+        let streams: Vec<(String, String)> = self
+            .held
             .iter()
             .map(|(base, h)| (QueueKeys::new(base).events(), h.cursor.clone()))
             .collect();
         let count = if all_drained { 1 } else { READ_COUNT };
-        let reply = match super::events_read::read_held(r, &streams, count).await {
+        let read = tokio::select! {
+            read = events_read::read_held(r, &streams, count) => read,
+            // Only reads are cut short: the reader's connection is not used again.
+            _ = self.shutdown.cancelled() => return,
+        };
+        let reply = match read {
             Ok(reply) => reply,
             Err(e) => {
                 log(
                     "warn",
-                    &format!("events: XREAD failed: {e}; retrying in {backoff:?}"),
+                    &format!("events: XREAD failed: {e}; retrying in {:?}", self.backoff),
                 );
-                reader = None;
-                wait_or_shutdown(&shutdown, backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(30));
-                continue;
+                self.reader = None;
+                self.back_off().await;
+                return;
             }
         };
-        backoff = Duration::from_millis(100);
-        let Some(reply) = reply else { continue };
+        self.backoff = BACKOFF_MIN;
+        let Some(reply) = reply else { return };
         for stream in reply.keys {
-            let Some(base) = QueueKeys::base_of_events_key(&stream.key).map(str::to_string) else {
-                continue;
-            };
-            let Some(h) = held.get_mut(&base) else {
-                continue;
-            };
-            if score_bounds(&h.queue.policy, now).is_some() {
-                continue;
+            if !self.act_on(stream, now).await {
+                break;
             }
-            let Some(last) = stream.ids.last().map(|e| e.id.clone()) else {
-                continue;
-            };
-            let full = stream.ids.len() >= READ_COUNT;
-            let finished: Vec<(JobState, String)> = stream
-                .ids
-                .iter()
-                .filter_map(|entry| {
-                    let event: String = entry.get("event")?;
-                    let state = match event.as_str() {
-                        "completed" => JobState::Completed,
-                        "failed" => JobState::Failed,
-                        _ => return None,
-                    };
-                    Some((state, entry.get::<String>("jobId")?))
-                })
-                .collect();
-            let labels = labels_of(&metrics, &base, h);
-            set_lag(&metrics, &labels, &last, now);
-            let timings = Arc::new(Mutex::new(Vec::new()));
-            let opts = SweepOptions {
-                timings: Some(timings.clone()),
-                ..SweepOptions::at(now, BUDGET_US, &execution_id)
-            };
-            let removed =
-                remove_finished(&mut con, &h.queue.queue, &h.queue.policy, &finished, &opts).await;
-            let spent: Vec<u64> = timings.lock().map(|t| t.clone()).unwrap_or_default();
-            if let Ok(removed) = removed {
-                record(&metrics, &labels, &spent, removed);
-            }
-            if let Err(e) = removed {
+        }
+    }
+
+    /// Removes the finished jobs of one stream's new entries that its queue's rules select,
+    /// and saves the position; `false` when the removal failed (after a pause: the entries
+    /// are read again).
+    async fn act_on(&mut self, stream: StreamKey, now: i64) -> bool {
+        let Some(base) = QueueKeys::base_of_events_key(&stream.key).map(str::to_string) else {
+            return true;
+        };
+        let Some(h) = self.held.get_mut(&base) else {
+            return true;
+        };
+        if score_bounds(&h.queue.policy, now).is_some() {
+            return true;
+        }
+        let Some(last) = stream.ids.last().map(|e| e.id.clone()) else {
+            return true;
+        };
+        let full = stream.ids.len() >= READ_COUNT;
+        let finished: Vec<(JobState, String)> = stream
+            .ids
+            .iter()
+            .filter_map(|entry| {
+                let event: String = entry.get("event")?;
+                let state = match event.as_str() {
+                    "completed" => JobState::Completed,
+                    "failed" => JobState::Failed,
+                    _ => return None,
+                };
+                Some((state, entry.get::<String>("jobId")?))
+            })
+            .collect();
+        let labels = h.labels(&self.metrics, &base);
+        set_lag(&self.metrics, &labels, &last, now);
+        let timings = Arc::new(Mutex::new(Vec::new()));
+        let opts = SweepOptions {
+            timings: Some(timings.clone()),
+            ..SweepOptions::at(now, BUDGET_US, &self.execution_id)
+        };
+        let removed = remove_finished(
+            &mut self.con,
+            &h.queue.queue,
+            &h.queue.policy,
+            &finished,
+            &opts,
+        )
+        .await;
+        let spent: Vec<u64> = timings.lock().map(|t| t.clone()).unwrap_or_default();
+        match removed {
+            Ok(removed) => record(&self.metrics, &labels, &spent, removed),
+            Err(e) => {
                 // The position is not saved: the entries are read again.
                 log(
                     "warn",
                     &format!("{base}: event removal failed: {e}; will read again"),
                 );
-                metrics.count_failure(&labels, &e.to_string());
-                reader = None;
-                wait_or_shutdown(&shutdown, backoff).await;
-                break;
-            }
-            if let Err(e) = records::save_cursor(&mut con, &base, &last).await {
-                log("warn", &format!("{base}: cannot save events position: {e}"));
-            }
-            h.cursor = last;
-            // Behind by a full read: make sure the stream was not trimmed past us meanwhile.
-            if full {
-                check_gap(&mut con, &shared, &metrics, &base, h).await;
+                self.metrics.count_failure(&labels, &e.to_string());
+                self.reader = None;
+                pause(&self.shutdown, self.backoff).await;
+                return false;
             }
         }
+        if let Err(e) = records::save_cursor(&mut self.con, &base, &last).await {
+            log("warn", &format!("{base}: cannot save events position: {e}"));
+        }
+        h.cursor = last;
+        // Behind by a full read: make sure the stream was not trimmed past us meanwhile.
+        if full {
+            check_gap(&mut self.con, &self.shared, &self.metrics, &base, h).await;
+        }
+        true
     }
-    for h in held.values() {
-        let _ = h.lock.release(&mut con).await;
-    }
-}
-
-fn gap_found(shared: &EventShared, metrics: &DaemonMetrics, labels: &QueueLabels, base: &str) {
-    log(
-        "warn",
-        &format!(
-            "{base}: the events stream was trimmed past the saved position; sweeping the queue now"
-        ),
-    );
-    metrics.event_gaps.get_or_create(labels).inc();
-    if let Ok(mut now) = shared.sweep_now.lock() {
-        now.insert(base.to_string());
-    }
-    shared.wake.notify_one();
-}
-
-fn labels_of(metrics: &DaemonMetrics, base: &str, h: &Held) -> QueueLabels {
-    metrics.labels(base, h.queue.queue.tenant.as_deref())
 }
 
 /// The event lag: how old the newest entry acted on was when it was read.
 fn set_lag(metrics: &DaemonMetrics, labels: &QueueLabels, newest: &str, now_ms: i64) {
     let newest_ms = stream_id(newest).0 as i64;
     metrics
+        .events
         .event_lag_seconds
         .get_or_create(labels)
         .set((now_ms - newest_ms).max(0) as f64 / 1e3);
-}
-
-/// After a full read: whether the stream was trimmed past the position meanwhile.
-async fn check_gap(
-    con: &mut Conn,
-    shared: &EventShared,
-    metrics: &DaemonMetrics,
-    base: &str,
-    h: &Held,
-) {
-    match start_position(con, &QueueKeys::new(base).events(), Some(h.cursor.clone())).await {
-        Ok((_, true)) => gap_found(shared, metrics, &labels_of(metrics, base, h), base),
-        Ok(_) => {}
-        Err(e) => log("warn", &format!("{base}: cannot check the stream: {e}")),
-    }
 }
 
 /// One `drain_events` call for a held queue; returns the entries read, and whether that was
@@ -398,7 +401,7 @@ async fn drain(
     let full = out.read >= h.sizer.limit();
     h.sizer.observe(out.read, out.batch.elapsed_us);
     if out.read > 0 {
-        let labels = labels_of(metrics, base, h);
+        let labels = h.labels(metrics, base);
         set_lag(metrics, &labels, &out.position, now_ms);
         record(metrics, &labels, &[out.batch.elapsed_us], out.batch.removed);
         h.cursor = out.position;
@@ -411,84 +414,6 @@ async fn drain(
         }
     }
     Ok((out.read, full))
-}
-
-/// Renews the locks held, drops queues no longer in event mode, and takes free ones.
-async fn refresh_locks(
-    con: &mut Conn,
-    shared: &EventShared,
-    metrics: &DaemonMetrics,
-    held: &mut BTreeMap<String, Held>,
-    owner: &str,
-) -> RedisResult<()> {
-    let wanted: Vec<EventQueue> = shared.queues.lock().map(|q| q.clone()).unwrap_or_default();
-    let wanted_bases: BTreeSet<&str> = wanted.iter().map(|q| q.queue.base.as_str()).collect();
-    let mut dropped = Vec::new();
-    for (base, h) in held.iter() {
-        if !wanted_bases.contains(base.as_str()) {
-            h.lock.release(con).await?;
-            dropped.push(base.clone());
-        } else if !h.lock.renew(con, EVENTS_LOCK_TTL_MS).await? {
-            // Taken again below when nobody holds it (Redis restarted, or the lock expired
-            // while this daemon stalled); only another holder means another replica.
-            match h.lock.holder(con).await? {
-                Some(other) => log(
-                    "warn",
-                    &format!("{base}: lost the events lock; {other} reads it now"),
-                ),
-                None => log(
-                    "info",
-                    &format!(
-                        "{base}: the events lock was gone (Redis restarted, or it expired); taking it again"
-                    ),
-                ),
-            }
-            dropped.push(base.clone());
-        }
-    }
-    for base in dropped {
-        held.remove(&base);
-    }
-    for eq in wanted {
-        let base = eq.queue.base.clone();
-        if let Some(h) = held.get_mut(&base) {
-            h.queue = eq;
-            continue;
-        }
-        let Some(lock) =
-            QueueLock::acquire(con, events_lock(&base), owner, EVENTS_LOCK_TTL_MS).await?
-        else {
-            continue;
-        };
-        let saved = records::cursor(con, &base).await?;
-        let first_start = saved.is_none();
-        let (cursor, gap) = start_position(con, &QueueKeys::new(&base).events(), saved).await?;
-        let labels = QueueLabels {
-            queue: base.clone(),
-            tenant: eq.queue.tenant.clone().unwrap_or_default(),
-        };
-        if first_start {
-            // Everything before now is the sweep's; events after it are ours.
-            records::save_cursor(con, &base, &cursor).await?;
-            if let Ok(mut now) = shared.sweep_now.lock() {
-                now.insert(base.clone());
-            }
-            shared.wake.notify_one();
-        } else if gap {
-            gap_found(shared, metrics, &labels, &base);
-        }
-        log("info", &format!("{base}: reading events from {cursor}"));
-        held.insert(
-            base,
-            Held {
-                lock,
-                cursor,
-                queue: eq,
-                sizer: BatchSizer::new(DRAIN_BUDGET_US),
-            },
-        );
-    }
-    Ok(())
 }
 
 /// Counts the removals of one read in the metrics.

@@ -1,4 +1,4 @@
-//! The daemon's log lines (text or JSON) and its interruptible sleep.
+//! The daemon's log lines (text or JSON), and failures that repeat logged once a minute.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -90,18 +90,6 @@ pub fn log_repeated(kind: &str, level: &str, message: &str) {
 pub fn clear_repeated(kind: &str) {
     if let Ok(mut repeats) = REPEATS.lock() {
         repeats.remove(kind);
-    }
-}
-
-/// Sleeps for `duration`, waking early (within 100 ms) once `shutdown` is set.
-pub async fn wait_or_shutdown(shutdown: &AtomicBool, duration: Duration) {
-    let until = Instant::now() + duration;
-    while !shutdown.load(Ordering::Relaxed) {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
     }
 }
 

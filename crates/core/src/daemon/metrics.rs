@@ -75,33 +75,69 @@ fn batch_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_1, 2.0, 16))
 }
 
-/// Every metric the daemon keeps.
+/// Every metric the daemon keeps: what runs did at the top, the other series grouped by
+/// concern ([`BatchSeries`], [`EventSeries`], [`QueueSeries`], [`HealthSeries`]).
 pub struct DaemonMetrics {
+    /// Where every series is registered, for the exposition.
     registry: Registry,
-    /// Jobs by state, counted after each sweep and every health tick.
-    pub jobs: Family<StateLabels, Gauge>,
     /// Jobs acted on, by action.
     pub acted: Family<ActionLabels, Counter>,
-    /// Time Redis spent in each batch (one script call), in seconds.
-    pub batch_seconds: Family<QueueLabels, Histogram, fn() -> Histogram>,
-    /// The longest single call seen, in seconds.
-    pub longest_call_seconds: Family<QueueLabels, FloatGauge>,
     /// When the queue's last sweep succeeded, in seconds since the epoch.
     pub last_success: Family<QueueLabels, FloatGauge>,
-    /// Age of the newest event acted on when it was read, in seconds.
-    pub event_lag_seconds: Family<QueueLabels, FloatGauge>,
-    /// Runs that failed and went to a retry record, and event batches that failed, by reason.
-    pub failed_batches: Family<FailureLabels, Counter>,
     /// 1 while a queue has failed five times in a row.
     pub alert: Family<QueueLabels, Gauge>,
     /// Times a lock was held by another run or replica.
     pub lock_contention: Family<QueueLabels, Counter>,
-    /// Events streams found trimmed past the saved position.
-    pub event_gaps: Family<QueueLabels, Counter>,
     /// Policy reloads, by outcome.
     pub reloads: Family<ReloadLabels, Counter>,
     /// Whether Redis answered the last ping.
     pub redis_up: Arc<AtomicBool>,
+    /// Each batch's time, the longest call, and failed runs and batches.
+    pub batches: BatchSeries,
+    /// What the events reader measures.
+    pub events: EventSeries,
+    /// Each governed queue's series, published at discovery and every health tick.
+    pub queues: QueueSeries,
+    /// What the health tick reads of Redis and of the audit backlog.
+    pub health: HealthSeries,
+    /// The queues whose series fold into `queue="other"` (see [`DaemonMetrics::labels`]).
+    folded: std::sync::RwLock<std::collections::BTreeSet<String>>,
+}
+
+/// The batches' series.
+pub struct BatchSeries {
+    /// Time Redis spent in each batch (one script call), in seconds.
+    pub batch_seconds: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    /// The longest single call seen, in seconds.
+    pub longest_call_seconds: Family<QueueLabels, FloatGauge>,
+    /// Runs that failed and went to a retry record, and event batches that failed, by reason.
+    pub failed_batches: Family<FailureLabels, Counter>,
+}
+
+impl Default for BatchSeries {
+    fn default() -> Self {
+        BatchSeries {
+            batch_seconds: Family::new_with_constructor(batch_histogram),
+            longest_call_seconds: Family::default(),
+            failed_batches: Family::default(),
+        }
+    }
+}
+
+/// The events reader's series.
+#[derive(Default)]
+pub struct EventSeries {
+    /// Age of the newest event acted on when it was read, in seconds.
+    pub event_lag_seconds: Family<QueueLabels, FloatGauge>,
+    /// Events streams found trimmed past the saved position.
+    pub event_gaps: Family<QueueLabels, Counter>,
+}
+
+/// Each governed queue's series.
+#[derive(Default)]
+pub struct QueueSeries {
+    /// Jobs by state, counted after each sweep and every health tick.
+    pub jobs: Family<StateLabels, Gauge>,
     /// Every governed queue, 1, from the discovery that found it.
     pub queue_info: Family<QueueInfoLabels, Gauge>,
     /// A queue's memory, from its last measure.
@@ -118,6 +154,11 @@ pub struct DaemonMetrics {
     pub policy_max_data_age_seconds: Family<QueueLabels, FloatGauge>,
     /// The time between a queue's scheduled sweeps.
     pub schedule_interval_seconds: Family<QueueLabels, FloatGauge>,
+}
+
+/// What the health tick reads of Redis and of the audit backlog.
+#[derive(Default)]
+pub struct HealthSeries {
     /// Each primary's `used_memory`.
     pub redis_memory_used_bytes: Family<NodeLabels, Gauge>,
     /// Each primary's `maxmemory` (0: no limit).
@@ -130,8 +171,6 @@ pub struct DaemonMetrics {
     pub audit_backlog_age_seconds: FloatGauge,
     /// `cost.maxLeak`: what reclaimable cost may grow per day.
     pub cost_max_leak: FloatGauge,
-    /// The queues whose series fold into `queue="other"` (see [`DaemonMetrics::labels`]).
-    folded: std::sync::RwLock<std::collections::BTreeSet<String>>,
 }
 
 /// A Redis primary.
@@ -172,206 +211,188 @@ pub struct ReloadLabels {
 }
 
 impl Default for DaemonMetrics {
-    /// A registry with every metric registered.
+    /// A registry with every metric registered (in the order `/metrics` lists them).
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("bullsweep");
-        let jobs = Family::<StateLabels, Gauge>::default();
-        let acted = Family::<ActionLabels, Counter>::default();
-        let batch_seconds =
-            Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                batch_histogram,
-            );
-        let longest_call_seconds = Family::<QueueLabels, FloatGauge>::default();
-        let last_success = Family::<QueueLabels, FloatGauge>::default();
-        let event_lag_seconds = Family::<QueueLabels, FloatGauge>::default();
-        let failed_batches = Family::<FailureLabels, Counter>::default();
-        let alert = Family::<QueueLabels, Gauge>::default();
-        let lock_contention = Family::<QueueLabels, Counter>::default();
-        let event_gaps = Family::<QueueLabels, Counter>::default();
-        let reloads = Family::<ReloadLabels, Counter>::default();
-        let queue_info = Family::<QueueInfoLabels, Gauge>::default();
-        let queue_memory_bytes = Family::<QueueLabels, FloatGauge>::default();
-        let queue_reclaimable_bytes = Family::<QueueLabels, FloatGauge>::default();
-        let queue_reclaimable_monthly_cost = Family::<QueueLabels, FloatGauge>::default();
-        let policy_max_jobs = Family::<StateLabels, Gauge>::default();
-        let policy_max_age_seconds = Family::<StateLabels, FloatGauge>::default();
-        let policy_max_data_age_seconds = Family::<QueueLabels, FloatGauge>::default();
-        let schedule_interval_seconds = Family::<QueueLabels, FloatGauge>::default();
-        let redis_memory_used_bytes = Family::<NodeLabels, Gauge>::default();
-        let redis_memory_max_bytes = Family::<NodeLabels, Gauge>::default();
-        let redis_evicted_keys = Family::<NodeLabels, Counter>::default();
-        let audit_backlog_events: Gauge = Gauge::default();
-        let audit_backlog_age_seconds = FloatGauge::default();
-        let cost_max_leak = FloatGauge::default();
+        let mut metrics = DaemonMetrics {
+            registry: Registry::with_prefix("bullsweep"),
+            acted: Family::default(),
+            last_success: Family::default(),
+            alert: Family::default(),
+            lock_contention: Family::default(),
+            reloads: Family::default(),
+            redis_up: Arc::new(AtomicBool::new(false)),
+            batches: BatchSeries::default(),
+            events: EventSeries::default(),
+            queues: QueueSeries::default(),
+            health: HealthSeries::default(),
+            folded: Default::default(),
+        };
+        metrics.register_queue_figures();
+        metrics.register_health();
+        metrics.register_process();
+        metrics.register_runs();
+        metrics
+    }
+}
+
+impl DaemonMetrics {
+    /// Registers the queues' measures, the policies' limits and the schedules.
+    fn register_queue_figures(&mut self) {
+        let q = &self.queues;
         for (name, help, metric) in [
             (
                 "queue_memory_bytes",
                 "A queue's memory, every key, from its last measure (sampled, see `report`)",
-                &queue_memory_bytes,
+                &q.queue_memory_bytes,
             ),
             (
                 "queue_reclaimable_bytes",
                 "What a run would free in the queue now, from its last measure",
-                &queue_reclaimable_bytes,
+                &q.queue_reclaimable_bytes,
             ),
             (
                 "queue_reclaimable_monthly_cost",
                 "The monthly cost of the reclaimable bytes, every replica counted (cost:)",
-                &queue_reclaimable_monthly_cost,
+                &q.queue_reclaimable_monthly_cost,
             ),
             (
                 "policy_max_data_age_seconds",
                 "The policy's sla.maxDataAgeHours",
-                &policy_max_data_age_seconds,
+                &q.policy_max_data_age_seconds,
             ),
             (
                 "schedule_interval_seconds",
                 "The time between the queue's scheduled sweeps (cron: the gap after the last one)",
-                &schedule_interval_seconds,
+                &q.schedule_interval_seconds,
             ),
         ] {
-            registry.register(name, help, metric.clone());
+            self.registry.register(name, help, metric.clone());
         }
-        registry.register(
+        self.registry.register(
             "policy_max_jobs",
             "The policy's maxCount per finished state",
-            policy_max_jobs.clone(),
+            q.policy_max_jobs.clone(),
         );
-        registry.register(
+        self.registry.register(
             "policy_max_age_seconds",
             "The policy's maxAge per finished state",
-            policy_max_age_seconds.clone(),
+            q.policy_max_age_seconds.clone(),
         );
-        registry.register(
+    }
+
+    /// Registers what the health tick reads.
+    fn register_health(&mut self) {
+        let h = &self.health;
+        let r = &mut self.registry;
+        r.register(
             "redis_memory_used_bytes",
             "Each Redis primary's used_memory",
-            redis_memory_used_bytes.clone(),
+            h.redis_memory_used_bytes.clone(),
         );
-        registry.register(
+        r.register(
             "redis_memory_max_bytes",
             "Each Redis primary's maxmemory (0: no limit)",
-            redis_memory_max_bytes.clone(),
+            h.redis_memory_max_bytes.clone(),
         );
-        registry.register(
+        r.register(
             "redis_evicted_keys",
             "Keys each Redis primary evicted while this daemon watched",
-            redis_evicted_keys.clone(),
+            h.redis_evicted_keys.clone(),
         );
-        registry.register(
+        r.register(
             "audit_backlog_events",
             "Audit events waiting in Redis to be shipped",
-            audit_backlog_events.clone(),
+            h.audit_backlog_events.clone(),
         );
-        registry.register(
+        r.register(
             "audit_backlog_age_seconds",
             "How long the oldest audit event waiting in Redis has waited (0 with none)",
-            audit_backlog_age_seconds.clone(),
+            h.audit_backlog_age_seconds.clone(),
         );
-        registry.register(
+        r.register(
             "cost_max_leak",
             "cost.maxLeak: how much the reclaimable monthly cost may grow per day",
-            cost_max_leak.clone(),
+            h.cost_max_leak.clone(),
         );
+    }
+
+    /// Registers `up` and `build_info`, set once.
+    fn register_process(&mut self) {
         let up: Gauge = Gauge::default();
         up.set(1);
-        registry.register("up", "1 while this daemon runs", up);
+        self.registry.register("up", "1 while this daemon runs", up);
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION").to_string(),
             })
             .set(1);
-        registry.register("build_info", "This daemon's build, always 1", build);
-        registry.register(
+        self.registry
+            .register("build_info", "This daemon's build, always 1", build);
+    }
+
+    /// Registers the queues' jobs and what runs, batches and events did.
+    fn register_runs(&mut self) {
+        let (q, b, e) = (&self.queues, &self.batches, &self.events);
+        let r = &mut self.registry;
+        r.register(
             "queue_info",
             "Every governed queue with its tenant, environment and policy, 1; present from the discovery that found it",
-            queue_info.clone(),
+            q.queue_info.clone(),
         );
-        registry.register(
+        r.register(
             "jobs",
             "Jobs by state, counted after each sweep and every 10 s",
-            jobs.clone(),
+            q.jobs.clone(),
         );
-        registry.register("jobs_acted", "Jobs acted on, by action", acted.clone());
-        registry.register(
+        r.register("jobs_acted", "Jobs acted on, by action", self.acted.clone());
+        r.register(
             "batch_duration_seconds",
             "Time Redis spent in one batch (one script call)",
-            batch_seconds.clone(),
+            b.batch_seconds.clone(),
         );
-        registry.register(
+        r.register(
             "longest_call_seconds",
             "The longest single Redis call seen",
-            longest_call_seconds.clone(),
+            b.longest_call_seconds.clone(),
         );
-        registry.register(
+        r.register(
             "last_success_timestamp_seconds",
             "When the queue's last sweep succeeded",
-            last_success.clone(),
+            self.last_success.clone(),
         );
-        registry.register(
+        r.register(
             "event_lag_seconds",
             "Age of the newest event acted on, when it was read",
-            event_lag_seconds.clone(),
+            e.event_lag_seconds.clone(),
         );
-        registry.register(
+        r.register(
             "failed_batches",
             "Runs that failed and went to a retry record",
-            failed_batches.clone(),
+            b.failed_batches.clone(),
         );
-        registry.register(
+        r.register(
             "alert",
             "1 while a queue has failed five times in a row",
-            alert.clone(),
+            self.alert.clone(),
         );
-        registry.register(
+        r.register(
             "lock_contention",
             "Times a queue's lock was held by another run or replica",
-            lock_contention.clone(),
+            self.lock_contention.clone(),
         );
-        registry.register(
+        r.register(
             "event_gaps",
             "Events streams found trimmed past the saved position (a full sweep follows)",
-            event_gaps.clone(),
+            e.event_gaps.clone(),
         );
-        registry.register(
+        r.register(
             "config_reloads",
             "Policy reloads, by outcome",
-            reloads.clone(),
+            self.reloads.clone(),
         );
-        DaemonMetrics {
-            registry,
-            jobs,
-            acted,
-            batch_seconds,
-            longest_call_seconds,
-            last_success,
-            event_lag_seconds,
-            failed_batches,
-            alert,
-            lock_contention,
-            event_gaps,
-            reloads,
-            redis_up: Arc::new(AtomicBool::new(false)),
-            queue_info,
-            queue_memory_bytes,
-            queue_reclaimable_bytes,
-            queue_reclaimable_monthly_cost,
-            policy_max_jobs,
-            policy_max_age_seconds,
-            policy_max_data_age_seconds,
-            schedule_interval_seconds,
-            redis_memory_used_bytes,
-            redis_memory_max_bytes,
-            redis_evicted_keys,
-            audit_backlog_events,
-            audit_backlog_age_seconds,
-            cost_max_leak,
-            folded: Default::default(),
-        }
     }
-}
 
-impl DaemonMetrics {
     /// How metrics label a queue: by its key base and tenant, or `queue="other"` (tenant
     /// empty) once it is among the smallest beyond `--metrics-max-queues`.
     pub fn labels(&self, base: &str, tenant: Option<&str>) -> QueueLabels {
@@ -403,7 +424,7 @@ impl DaemonMetrics {
             tenant: labels.tenant.clone(),
             reason: failure_reason(error).to_string(),
         };
-        self.failed_batches.get_or_create(&labels).inc();
+        self.batches.failed_batches.get_or_create(&labels).inc();
     }
 
     /// Records the Redis time of each batch of a run, in microseconds.
@@ -411,11 +432,11 @@ impl DaemonMetrics {
         let Some(longest) = elapsed_us.iter().max() else {
             return;
         };
-        let histogram = self.batch_seconds.get_or_create(labels);
+        let histogram = self.batches.batch_seconds.get_or_create(labels);
         for us in elapsed_us {
             histogram.observe(*us as f64 / 1e6);
         }
-        let gauge = self.longest_call_seconds.get_or_create(labels);
+        let gauge = self.batches.longest_call_seconds.get_or_create(labels);
         let longest = *longest as f64 / 1e6;
         if longest > gauge.get() {
             gauge.set(longest);

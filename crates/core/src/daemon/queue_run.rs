@@ -8,6 +8,7 @@ use super::{Daemon, jitter};
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::sweep_lock;
+use crate::cancel::Cancel;
 use crate::engine::{Mode, Report};
 use crate::health::history;
 use crate::lock::{self, QueueLock};
@@ -334,16 +335,11 @@ impl Daemon {
 
 /// Renews a run's lock until aborted; sets `stop` when the lock is lost or on shutdown, so the
 /// run ends after its batch in progress.
-async fn keep_lock(
-    mut con: Conn,
-    lock: QueueLock,
-    stop: Arc<AtomicBool>,
-    shutdown: Arc<AtomicBool>,
-) {
+async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Arc<AtomicBool>, shutdown: Cancel) {
     let mut renewed = Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if shutdown.load(Ordering::Relaxed) {
+        if shutdown.is_cancelled() {
             stop.store(true, Ordering::Relaxed);
         }
         if renewed.elapsed() >= Duration::from_millis(lock::LOCK_TTL_MS / 3) {

@@ -1,101 +1,213 @@
-//! The main loop: discovery, schedules and due queues, policy reloads, audit shipping.
+//! The schedule task, the daemon's main loop: policy reloads, discovery (see [`discovery`]),
+//! the due queues swept in dependency order (see `queue_run`), the health tick (see
+//! [`health`]) and audit shipping, then a sleep until the next queue is due, a signal or the
+//! events reader wakes it. It owns the connection the sweeps use and the governed queues'
+//! slots.
 
-use super::discovery;
-use super::events::EventQueue;
+use super::discovery::Discovery;
+use super::events_shared::{EventQueue, EventShared};
+use super::health::{self, HealthTick, Tick};
 use super::log::{log, log_repeated};
-use super::{Daemon, Slot, jitter, metrics};
+use super::metrics::{self, DaemonMetrics, QueueLabels};
+use super::queue_series;
+use super::slot::{Slots, jitter};
+use crate::cancel::Cancel;
 use crate::engine;
-use crate::ops::records;
-use crate::ops::{load_policy_file, now_ms};
-use bullsweep_policy::{EffectivePolicy, Millis, QueueId, Resolution};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::ops::{Conn, load_policy_file, now_ms};
+use bullsweep_policy::{Millis, NamePattern, PolicySet, QueueId};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
-/// The first wait after a failed discovery; it doubles with each failure in a row.
-pub(super) const DISCOVER_RETRY_MIN: Duration = Duration::from_secs(1);
-/// The longest wait between discoveries that fail.
-const DISCOVER_RETRY_MAX: Duration = Duration::from_secs(300);
+/// How often audit events left in Redis by the event path are shipped.
+const SHIP_EVERY: Duration = Duration::from_secs(5);
+
+/// The schedule task's state.
+pub(super) struct Daemon {
+    /// The Redis URL, for the runs' reports.
+    pub url: String,
+    /// The environment in force.
+    pub env: Option<String>,
+    /// The policy file, read again on SIGHUP.
+    config: PathBuf,
+    /// The policies in force.
+    pub set: PolicySet,
+    /// The connection the sweeps, discovery and the health tick use.
+    pub con: Conn,
+    /// The governed queues.
+    pub slots: Slots,
+    /// The daemon's token: the loop stops between two queues once it is cancelled.
+    pub shutdown: Cancel,
+    /// Bumped on each SIGHUP.
+    reload: watch::Receiver<u64>,
+    /// What the events reader shares with this task.
+    events: Arc<EventShared>,
+    /// The daemon's metrics.
+    pub metrics: Arc<DaemonMetrics>,
+    /// This replica, in lock tokens and the heartbeat.
+    pub owner: String,
+    /// When audit events were last shipped.
+    pub last_ship: Instant,
+    /// The discovery's state.
+    discovery: Discovery,
+    /// The health tick's state.
+    health: HealthTick,
+}
+
+/// What the schedule task is given besides its own state.
+pub(super) struct Wiring {
+    /// The daemon's one cancellation token.
+    pub shutdown: Cancel,
+    /// The reload requests (see `signals`).
+    pub reload: watch::Receiver<u64>,
+    /// What the events reader shares.
+    pub events: Arc<EventShared>,
+    /// The daemon's metrics.
+    pub metrics: Arc<DaemonMetrics>,
+}
+
+/// How the schedule is configured (from `DaemonConfig`).
+pub(super) struct Settings {
+    /// The Redis URL.
+    pub url: String,
+    /// The environment in force.
+    pub env: Option<String>,
+    /// The policy file.
+    pub config: PathBuf,
+    /// `--queue`.
+    pub queue_glob: Option<NamePattern>,
+    /// `--discover-every`.
+    pub discover_every: Millis,
+    /// `--metrics-max-queues`.
+    pub metrics_max_queues: usize,
+    /// Whether metrics are served.
+    pub serving: bool,
+}
 
 impl Daemon {
-    pub(super) async fn main_loop(&mut self) {
-        while !self.shutdown.load(Ordering::Relaxed) {
-            if self.reload.swap(false, Ordering::Relaxed) {
-                self.reload_policies().await;
-            }
-            // Any answer means Redis is up, an error reply too (a user who may not PING).
-            let up = match redis::cmd("PING")
-                .query_async::<String>(&mut self.con)
-                .await
-            {
-                Ok(_) => true,
-                Err(e) => !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()),
-            };
-            let was_up = self.metrics.redis_up.swap(up, Ordering::Relaxed);
-            if !up {
-                if was_up {
-                    log("warn", "Redis is unreachable; reconnecting with backoff");
-                }
-                self.sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            if !was_up {
-                log("info", "Redis is reachable again");
-            }
-            let stale = self
-                .discovered_at
-                .is_none_or(|at| at.elapsed() >= self.discover_every);
-            if stale || self.pass.is_some() {
-                match self.discover().await {
-                    Ok(()) => {
-                        self.metrics.redis_up.store(true, Ordering::Relaxed);
-                        self.discover_retry = DISCOVER_RETRY_MIN;
-                    }
-                    Err(e) => {
-                        // Redis answered; what failed is this user's permission or the
-                        // data, so the wait doubles (1 s up to 5 min) rather than spinning.
-                        let retry = self.discover_retry;
-                        let what = if crate::ops::connect::is_permission(&e) {
-                            "a permission the Redis user lacks (README, \"Permissions\")"
-                        } else {
-                            "Redis failed"
-                        };
-                        log(
-                            "error",
-                            &format!("cannot list queues: {what}: {e}; retrying in {retry:?}"),
-                        );
-                        self.discover_retry = (retry * 2).min(DISCOVER_RETRY_MAX);
-                        self.pass = None;
-                        self.sleep(retry).await;
-                        continue;
-                    }
-                }
-            }
-            self.run_due().await;
-            if self
-                .last_health
-                .is_none_or(|at| at.elapsed() >= super::health::TICK)
-            {
-                self.health_tick().await;
-            }
-            if self.last_ship.elapsed() >= Duration::from_secs(5) {
-                self.ship_audit().await;
-            }
-            let next = self
-                .slots
-                .values()
-                .map(|s| s.due_ms)
-                .min()
-                .map_or(1_000, |due| (due - now_ms()).clamp(10, 1_000));
-            self.sleep(Duration::from_millis(next as u64)).await;
+    /// The schedule task, with nothing discovered yet.
+    pub(super) fn new(
+        settings: Settings,
+        set: PolicySet,
+        con: Conn,
+        owner: String,
+        wiring: Wiring,
+    ) -> Self {
+        let every = Duration::from_millis(settings.discover_every.as_millis());
+        Daemon {
+            url: settings.url,
+            env: settings.env,
+            config: settings.config,
+            set,
+            con,
+            slots: Slots::new(),
+            shutdown: wiring.shutdown,
+            reload: wiring.reload,
+            events: wiring.events,
+            metrics: wiring.metrics,
+            owner,
+            last_ship: Instant::now(),
+            discovery: Discovery::new(settings.queue_glob, every),
+            health: HealthTick::new(settings.metrics_max_queues, settings.serving),
         }
     }
 
-    /// Sleeps until `duration` passes or something wakes the loop.
+    /// Runs rounds until the token is cancelled (the run in progress ends after its batch).
+    pub(super) async fn run(&mut self) {
+        while !self.shutdown.is_cancelled() {
+            let wait = self.round().await;
+            self.sleep(wait).await;
+        }
+    }
+
+    /// One round; returns how long to sleep before the next.
+    async fn round(&mut self) -> Duration {
+        if matches!(self.reload.has_changed(), Ok(true)) {
+            self.reload.borrow_and_update();
+            self.reload_policies().await;
+        }
+        if !self.redis_answers().await {
+            return Duration::from_secs(1);
+        }
+        if self.discovery.due() {
+            let env = self.env.as_deref();
+            let step = self
+                .discovery
+                .step(&mut self.con, &self.set, env, &mut self.slots);
+            match step.await {
+                Ok(changed) => {
+                    self.metrics.redis_up.store(true, Ordering::Relaxed);
+                    if changed {
+                        self.publish_event_queues();
+                        self.publish_queue_info();
+                    }
+                }
+                Err(e) => return self.discovery.failed(&e),
+            }
+        }
+        self.run_due().await;
+        if self.health.due() {
+            self.health
+                .run(Tick {
+                    con: &mut self.con,
+                    slots: &mut self.slots,
+                    set: &self.set,
+                    env: self.env.as_deref(),
+                    url: &self.url,
+                    owner: &self.owner,
+                    metrics: &self.metrics,
+                })
+                .await;
+        }
+        if self.last_ship.elapsed() >= SHIP_EVERY {
+            self.ship_audit().await;
+        }
+        let next = self
+            .slots
+            .values()
+            .map(|s| s.due_ms)
+            .min()
+            .map_or(1_000, |due| (due - now_ms()).clamp(10, 1_000));
+        Duration::from_millis(next as u64)
+    }
+
+    /// Pings Redis, and logs when it becomes unreachable or reachable again. Any answer means
+    /// Redis is up, an error reply too (a user who may not PING).
+    async fn redis_answers(&mut self) -> bool {
+        let up = match redis::cmd("PING")
+            .query_async::<String>(&mut self.con)
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()),
+        };
+        let was_up = self.metrics.redis_up.swap(up, Ordering::Relaxed);
+        if !up && was_up {
+            log("warn", "Redis is unreachable; reconnecting with backoff");
+        }
+        if up && !was_up {
+            log("info", "Redis is reachable again");
+        }
+        up
+    }
+
+    /// Sleeps until `duration` passes, the token is cancelled, a reload is asked for, or the
+    /// events reader asks for a sweep.
     async fn sleep(&self, duration: Duration) {
+        // A clone waits for the next reload without marking it seen: the round reads it.
+        let mut reload = self.reload.clone();
+        let reloaded = async move {
+            if reload.changed().await.is_err() {
+                // The signals task is gone: no reload will come.
+                std::future::pending::<()>().await;
+            }
+        };
         tokio::select! {
             _ = tokio::time::sleep(duration) => {}
-            _ = self.wake.notified() => {}
+            _ = self.shutdown.cancelled() => {}
+            _ = reloaded => {}
             _ = self.events.wake.notified() => {}
         }
     }
@@ -116,9 +228,7 @@ impl Daemon {
             Ok(set) => {
                 self.set = set;
                 self.slots.clear();
-                self.governed = None;
-                self.discovered_at = None;
-                self.pass = None;
+                self.discovery.reset();
                 self.count_reload("ok");
                 log("info", &format!("reloaded {}", self.config.display()));
             }
@@ -141,6 +251,7 @@ impl Daemon {
         }
     }
 
+    /// Counts one reload in `bullsweep_config_reloads_total`.
     fn count_reload(&self, result: &str) {
         self.metrics
             .reloads
@@ -150,176 +261,19 @@ impl Daemon {
             .inc();
     }
 
-    /// Advances discovery (see `daemon::discovery`): starts a pass when none runs, takes the
-    /// steps its pace allows, and between passes drops known queues whose meta hash is gone.
-    /// When a pass ends, resolves the queues it found and schedules the new ones.
-    async fn discover(&mut self) -> redis::RedisResult<()> {
-        if self.pass.is_none() {
-            let paced = self.discovered_at.is_some();
-            self.pass = Some(discovery::Pass::start(&self.con, paced).await?);
-        }
-        let Some(pass) = self.pass.as_mut() else {
-            return Ok(());
-        };
-        let Some(found) = pass.advance().await? else {
-            if self.rechecked_at.elapsed() >= self.discover_every {
-                self.rechecked_at = Instant::now();
-                let known: Vec<String> = self.slots.keys().cloned().collect();
-                for base in discovery::vanished(&mut self.con, &known).await? {
-                    self.slots.remove(&base);
-                }
-                self.publish_event_queues();
-                self.publish_queue_info();
-            }
-            return Ok(());
-        };
-        let age = pass.age();
-        self.pass = None;
-        if age > self.discover_every {
-            log(
-                "info",
-                &format!(
-                    "discovery: a pass took {:.0}s at its pace ({}% of Redis time); new queues are found within that, not --discover-every",
-                    age.as_secs_f64(),
-                    discovery::SHARE * 100.0
-                ),
-            );
-        }
-        let cluster = crate::bullmq::Topology::cluster(&self.con);
-        let inv = engine::sort_found(&self.set, found, self.env.as_deref(), cluster);
-        let mut found: BTreeMap<String, (QueueId, EffectivePolicy)> = BTreeMap::new();
-        let wanted = |q: &QueueId| {
-            self.queue_glob
-                .as_ref()
-                .is_none_or(|g| g.matches(&q.queue) || g.matches(&q.base))
-        };
-        let mut uncovered = Vec::new();
-        for q in inv.managed.into_iter().filter(wanted) {
-            match self.set.resolve(&q) {
-                Resolution::Covered(eff) => {
-                    found.insert(q.base.clone(), (q, eff));
-                }
-                Resolution::Uncovered => uncovered.push(format!("{} (no policy)", q.base)),
-                Resolution::Tie { first, second } => {
-                    uncovered.push(format!("{} (policies {first} and {second} tie)", q.base))
-                }
-            }
-        }
-        let unmanaged: Vec<String> = inv
-            .unmanaged
-            .iter()
-            .map(|b| match inv.reasons.get(b) {
-                Some(why) => format!("{b} ({why})"),
-                None => format!("{b} (no layout matches)"),
-            })
-            .collect();
-        let governed: BTreeSet<(String, String)> = found
-            .iter()
-            .map(|(b, (_, eff))| (b.clone(), eff.name.clone()))
-            .collect();
-        let changed = self.governed.as_ref() != Some(&governed);
-        self.slots.retain(|base, _| found.contains_key(base));
-        let new: Vec<String> = found
-            .keys()
-            .filter(|b| !self.slots.contains_key(*b))
-            .cloned()
-            .collect();
-        let last = records::last_runs(&mut self.con, &new).await?;
-        let now = now_ms();
-        for (base, last) in new.iter().zip(last) {
-            let Some((queue, policy)) = found.remove(base) else {
-                continue;
-            };
-            let auto = bullsweep_policy::DEFAULT_SCHEDULE;
-            let due = policy.schedule.next_due(last, now, auto)
-                + jitter(policy.schedule.max_jitter(auto));
-            self.slots.insert(
-                base.clone(),
-                Slot {
-                    queue,
-                    policy,
-                    due_ms: due,
-                    auto,
-                    owed: false,
-                    last_success_ms: last,
-                    counts: BTreeMap::new(),
-                    measured: None,
-                },
-            );
-        }
-        for (base, (queue, policy)) in found {
-            if let Some(slot) = self.slots.get_mut(&base) {
-                slot.queue = queue;
-                slot.policy = policy;
-            }
-        }
-        self.publish_event_queues();
-        self.publish_queue_info();
-        if changed {
-            self.log_discovery(&uncovered, &unmanaged);
-            self.governed = Some(governed);
-        }
-        self.discovered_at = Some(Instant::now());
-        self.rechecked_at = Instant::now();
-        Ok(())
+    /// How the metrics label a queue (see [`DaemonMetrics::labels`]).
+    pub(super) fn labels(&self, q: &QueueId) -> QueueLabels {
+        self.metrics.labels(&q.base, q.tenant.as_deref())
     }
 
-    /// Logs what a discovery found, when the governed set changed (and at start): each queue
-    /// governed with its policy and next sweep (the first 50), then the queues left alone.
-    fn log_discovery(&self, uncovered: &[String], unmanaged: &[String]) {
-        const LISTED: usize = 50;
-        if self.slots.is_empty() {
-            log(
-                "warn",
-                "discovery: no queue to govern (no BullMQ queue found that a policy covers); check --redis, the layouts and the policies' patterns",
-            );
-        } else {
-            log(
-                "info",
-                &format!(
-                    "discovery: governing {}",
-                    crate::text::count(self.slots.len() as u64, "queue")
-                ),
-            );
-        }
-        for (base, slot) in self.slots.iter().take(LISTED) {
-            let due = crate::text::rfc3339(slot.due_ms);
-            log(
-                "info",
-                &format!(
-                    "discovery: {base}: policy {}, {}, next sweep {due}",
-                    slot.policy.name, slot.policy.schedule
-                ),
-            );
-        }
-        if self.slots.len() > LISTED {
-            log(
-                "info",
-                &format!(
-                    "discovery: … and {} more (`bullsweep plan` lists them all)",
-                    self.slots.len() - LISTED
-                ),
-            );
-        }
-        for (what, list) in [("uncovered", uncovered), ("unmanaged", unmanaged)] {
-            if !list.is_empty() {
-                let shown: Vec<&str> = list.iter().take(LISTED).map(String::as_str).collect();
-                let more = list.len().saturating_sub(LISTED);
-                let tail = if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                };
-                log(
-                    "info",
-                    &format!(
-                        "discovery: {} {what}, left alone: {}{tail}",
-                        list.len(),
-                        shown.join(", ")
-                    ),
-                );
-            }
-        }
+    /// Counts the jobs of `bases` by state (see `health`).
+    pub(super) async fn count_queues(&mut self, bases: &[String]) -> redis::RedisResult<()> {
+        health::count_queues(&mut self.con, &mut self.slots, bases).await
+    }
+
+    /// Publishes every queue's series (see `queue_series`).
+    pub(super) fn publish_queue_series(&self) {
+        queue_series::publish(&self.metrics, &self.slots, self.health.max_queues);
     }
 
     /// Sets `bullsweep_queue_info` to the governed queues (those folded into "other" as one),
@@ -327,7 +281,7 @@ impl Daemon {
     /// series at zero, so that they exist from discovery on.
     fn publish_queue_info(&self) {
         self.publish_queue_series();
-        self.metrics.queue_info.clear();
+        self.metrics.queues.queue_info.clear();
         for slot in self.slots.values() {
             let q = &slot.queue;
             let labels = self.labels(q);
@@ -346,47 +300,41 @@ impl Daemon {
                     policy: slot.policy.name.clone(),
                 }
             };
-            self.metrics.queue_info.get_or_create(&info).set(1);
+            self.metrics.queues.queue_info.get_or_create(&info).set(1);
             let _ = self.metrics.alert.get_or_create(&labels);
             let _ = self.metrics.lock_contention.get_or_create(&labels);
-            let _ = self.metrics.event_gaps.get_or_create(&labels);
+            let _ = self.metrics.events.event_gaps.get_or_create(&labels);
             for reason in metrics::FAILURE_REASONS {
-                let _ = self
-                    .metrics
-                    .failed_batches
-                    .get_or_create(&metrics::FailureLabels {
-                        queue: labels.queue.clone(),
-                        tenant: labels.tenant.clone(),
-                        reason: reason.to_string(),
-                    });
+                let _ =
+                    self.metrics
+                        .batches
+                        .failed_batches
+                        .get_or_create(&metrics::FailureLabels {
+                            queue: labels.queue.clone(),
+                            tenant: labels.tenant.clone(),
+                            reason: reason.to_string(),
+                        });
             }
         }
     }
 
     /// Tells the events reader which queues it reads.
     fn publish_event_queues(&self) {
-        let event_queues: Vec<EventQueue> = self
-            .slots
-            .values()
-            .filter(|s| s.policy.mode.reads_events())
-            .map(|s| EventQueue {
-                queue: s.queue.clone(),
-                policy: s.policy.clone(),
-            })
-            .collect();
-        if let Ok(mut q) = self.events.queues.lock() {
-            *q = event_queues;
-        }
+        self.events.publish(
+            self.slots
+                .values()
+                .filter(|s| s.policy.mode.reads_events())
+                .map(|s| EventQueue {
+                    queue: s.queue.clone(),
+                    policy: s.policy.clone(),
+                })
+                .collect(),
+        );
     }
 
     /// Runs every due queue (and every queue the events reader asked for), in dependency order.
     async fn run_due(&mut self) {
-        let asked: BTreeSet<String> = self
-            .events
-            .sweep_now
-            .lock()
-            .map(|mut s| std::mem::take(&mut *s))
-            .unwrap_or_default();
+        let asked = self.events.take_asked();
         let now = now_ms();
         for base in &asked {
             if let Some(slot) = self.slots.get_mut(base) {
@@ -404,7 +352,7 @@ impl Daemon {
             return;
         }
         for q in engine::in_dependency_order(&self.set, due) {
-            if self.shutdown.load(Ordering::Relaxed) {
+            if self.shutdown.is_cancelled() {
                 break;
             }
             let forced = self.slots.get(&q.base).is_some_and(|s| s.owed);

@@ -3,10 +3,22 @@
 //! 64 KiB, a connection at most ten minutes. `/metrics`, `/healthz` and `/readyz` are answered
 //! here; every other path goes to the [`Handler`] given (the dashboard), or gets 404.
 //!
-//! Three threads, so that nothing one does delays another: the sweeps run on the daemon's
-//! own; the connections and the daemon's paths on `http` ([`serve`]), where no page is ever
-//! built; the dashboard's pages on `pages` ([`pages`]). A health check therefore answers
-//! while a page is slow. Connections are capped per listener ([`conns`]): past the cap the
+//! Two threads of their own, so that nothing one does delays another: the connections and
+//! the daemon's paths on `http` ([`serve`]), where no page is ever built; the dashboard's
+//! pages on `pages` ([`pages`]). The daemon's other tasks (the sweeps, the events reader)
+//! share the caller's runtime, and that is why these two do not: a probe must answer within
+//! a second (a Kubernetes probe's timeout) whatever the work does, yet the work holds its
+//! thread for stretches that do not yield (the audit file's `fsync` after each batch, an
+//! archive segment written and read back: up to 180 ms at a time measured in the `daemon`
+//! and `http_load` tests, debug build on two shared cores), a page (an archive search, an
+//! erasure receipt) may take seconds, its futures not `Send`, and a flood of connections
+//! must not take the sweeps' time either. The `http_load` tests hold health
+//! checks on both listeners to this under floods of idle and slow clients while an audited
+//! sweep runs. Both threads stop with the daemon's token: the accept loops end, the `http`
+//! thread with them, and the `pages` thread once its queue closes.
+//!
+//! A health check therefore answers while a page is slow. Connections are capped per
+//! listener ([`conns`]): past the cap the
 //! oldest connection whose request has not all arrived (head or body) is closed at once, and
 //! pages never take the few connections kept for the probes, so idle or slow clients can
 //! neither starve a health check nor take the descriptors the work needs; the
@@ -19,6 +31,7 @@ mod serve;
 
 pub use conns::metrics_share;
 
+use crate::cancel::Cancel;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -126,13 +139,14 @@ pub struct Listener {
     pub cap: usize,
 }
 
-/// Serves `listeners` from new threads until the process ends, each with at most its cap
-/// open at once; `answer` answers the daemon's own paths (`None` for the others, which go
+/// Serves `listeners` from new threads until `shutdown` is cancelled, each with at most its
+/// cap open at once; `answer` answers the daemon's own paths (`None` for the others, which go
 /// to `pages` on a listener that serves them).
 pub fn spawn<F>(
     listeners: Vec<Listener>,
     answer: F,
     pages: Option<Arc<dyn Handler>>,
+    shutdown: Cancel,
 ) -> std::io::Result<()>
 where
     F: Fn(&Request) -> Option<Response> + Send + Sync + 'static,
@@ -145,5 +159,6 @@ where
             pages,
             queue,
         },
+        shutdown,
     )
 }

@@ -5,6 +5,7 @@
 use super::conns::{Admitted, Conns, Turn};
 use super::pages::Job;
 use super::{Handler, Listener, Request, Response};
+use crate::cancel::Cancel;
 use crate::daemon::log::log_repeated;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -69,7 +70,13 @@ struct Served {
 }
 
 /// Starts the `http` thread serving `listeners`, each under its own cap.
-pub(super) fn spawn(listeners: Vec<Listener>, routes: Routes) -> std::io::Result<()> {
+/// Each accept loop stops once `shutdown` is cancelled; the thread ends with them, and the
+/// connections still open with its runtime.
+pub(super) fn spawn(
+    listeners: Vec<Listener>,
+    routes: Routes,
+    shutdown: Cancel,
+) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -97,7 +104,14 @@ pub(super) fn spawn(listeners: Vec<Listener>, routes: Routes) -> std::io::Result
                 let loops: Vec<_> = sockets
                     .into_iter()
                     .map(|(socket, served)| {
-                        tokio::spawn(accept_loop(socket, served, shared.clone()))
+                        let shutdown = shutdown.clone();
+                        let accepting = accept_loop(socket, served, shared.clone());
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                _ = accepting => {}
+                                _ = shutdown.cancelled() => {}
+                            }
+                        })
                     })
                     .collect();
                 for l in loops {
