@@ -16,6 +16,7 @@ use crate::bullmq::keys::{audit_tag, cursor, events_lock};
 use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::engine::event_removal::{remove_finished, score_bounds};
 use crate::engine::{BatchSizer, SweepOptions};
+use crate::error::ErrorKind;
 use crate::health::history;
 use crate::lock::QueueLock;
 use crate::ops::records;
@@ -205,7 +206,7 @@ pub async fn run(
                         "warn",
                         &format!("{base}: event removal failed: {e}; will read again"),
                     );
-                    metrics.count_failure(&labels_of(&metrics, base, h), &e.to_string());
+                    metrics.count_failure(&labels_of(&metrics, base, h), ErrorKind::of_redis(&e));
                     failed = true;
                     break;
                 }
@@ -297,7 +298,7 @@ pub async fn run(
                     "warn",
                     &format!("{base}: event removal failed: {e}; will read again"),
                 );
-                metrics.count_failure(&labels, &e.to_string());
+                metrics.count_failure(&labels, e.kind);
                 reader = None;
                 wait_or_shutdown(&shutdown, backoff).await;
                 break;

@@ -3,12 +3,13 @@
 //! log; the lock is renewed meanwhile.
 
 use super::log::{clear_repeated, log, log_repeated};
-use super::metrics::{self, ActionLabels};
+use super::metrics::ActionLabels;
 use super::{Daemon, jitter};
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::sweep_lock;
-use crate::engine::{Mode, Report};
+use crate::engine::{Mode, QueueError, Report};
+use crate::error::ErrorKind;
 use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::Conn;
@@ -124,7 +125,7 @@ impl Daemon {
         }
         let error = match &result {
             Ok(report) => report.queues.iter().find_map(|r| r.error.clone()),
-            Err(e) => Some(e.message.clone()),
+            Err(e) => Some(QueueError::new(e.kind, e.message.clone())),
         };
         if let Ok(report) = &result {
             self.count_actions(q, report);
@@ -144,11 +145,12 @@ impl Daemon {
         }
         match error {
             Some(error) => {
-                let record = records::record_failure(&mut self.con, &q.base, now, &error).await?;
-                self.metrics.count_failure(&labels, &error);
+                let record =
+                    records::record_failure(&mut self.con, &q.base, now, &error.message).await?;
+                self.metrics.count_failure(&labels, error.kind);
                 // A missing permission is a configuration problem: retrying will not fix
                 // it, so the alert is raised at once, not after five failures.
-                let permission = metrics::failure_reason(&error) == "permission";
+                let permission = error.kind == ErrorKind::Permission;
                 self.metrics
                     .alert
                     .get_or_create(&labels)
@@ -156,9 +158,10 @@ impl Daemon {
                 log(
                     "error",
                     &format!(
-                        "{}: run failed ({} in a row): {error}; next attempt in {} ms",
+                        "{}: run failed ({} in a row): {}; next attempt in {} ms",
                         q.base,
                         record.failures,
+                        error.message,
                         record.next_at - now
                     ),
                 );

@@ -37,5 +37,7 @@ pub use batch::BatchSizer;
 pub use flows::TakenAlong;
 pub use inventory::{Inventory, classify, in_dependency_order, inventory, sort_found};
 pub use options::{Mode, SweepOptions};
-pub use report::{Notice, NoticeJob, QueueReport, QueueSkipped, Report, Skipped, StateReport};
+pub use report::{
+    Notice, NoticeJob, QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport,
+};
 pub use sweep::{finish_staged, sweep};

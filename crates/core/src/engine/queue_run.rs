@@ -4,14 +4,14 @@
 
 use super::archive_path::RunArchive;
 use super::options::{Mode, SweepOptions};
-use super::report::{Notice, QueueReport, StateReport};
+use super::report::{Notice, QueueError, QueueReport, StateReport};
 use super::rules::RuleGroups;
 use super::staging;
 use super::work::StateWork;
 use super::{move_exhausted, stalled};
 use crate::audit::AuditContext;
 use crate::bullmq::{ColdMarker, QueueKeys};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, QueueId};
 use redis::aio::ConnectionLike;
 use std::collections::BTreeMap;
@@ -98,37 +98,37 @@ impl<'a> QueueRun<'a> {
     ) -> QueueReport {
         let mut qr = queue_report(self.queue, self.policy.name.clone());
         if let Some(reason) = self.audit_blocked() {
-            qr.error = Some(reason);
+            qr.error = Some(QueueError::new(ErrorKind::Audit, reason));
             return qr;
         }
         if self.mode == Mode::Run {
             let keys = QueueKeys::new(&self.queue.base);
             if let Err(e) = super::access::check_queue(con, &keys).await {
-                qr.error = Some(e.with_hint_inline());
+                qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
                 return qr;
             }
         }
         // Batches an interrupted run detached are finished before anything else.
         if let Err(e) = self.recover_staged(con, &mut qr).await {
-            qr.error = Some(format!("archive batches left staged: {e}"));
+            qr.error = Some(e.context("archive batches left staged").into());
             return qr;
         }
         // Exhausted jobs move first, before the failed rules could remove them.
         let error = match self.move_exhausted(con, &mut qr).await {
-            Err(e) => Some(format!("moveExhaustedTo: {e}")),
+            Err(e) => Some(e.context("moveExhaustedTo")),
             Ok(()) => match self.finished_states(con, &mut qr, notices).await {
                 Err(e) => Some(e),
                 Ok(()) => match self.dead_letter(con, &mut qr).await {
-                    Err(e) => Some(format!("deadLetter: {e}")),
+                    Err(e) => Some(e.context("deadLetter")),
                     Ok(()) => self
                         .stalled(con, &mut qr)
                         .await
                         .err()
-                        .map(|e| format!("stalled: {e}")),
+                        .map(|e| e.context("stalled")),
                 },
             },
         };
-        qr.error = error;
+        qr.error = error.map(QueueError::from);
         qr
     }
 
@@ -217,7 +217,7 @@ impl<'a> QueueRun<'a> {
         con: &mut C,
         qr: &mut QueueReport,
         notices: &mut Vec<Notice>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), Error> {
         let keys = QueueKeys::new(&self.queue.base);
         for state in JobState::ALL {
             let Some(groups) = RuleGroups::for_state(self.policy, state, self.opts.now_ms) else {
@@ -248,7 +248,7 @@ impl<'a> QueueRun<'a> {
             }
             notices.extend(sr.notice.take());
             qr.states.insert(state.as_str().to_string(), sr);
-            result.map_err(|e| format!("{state}: {e}"))?;
+            result.map_err(|e| e.context(state))?;
         }
         Ok(())
     }

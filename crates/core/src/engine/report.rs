@@ -2,6 +2,7 @@
 //! drawn from the same value.
 
 use crate::audit::AuditContext;
+use crate::error::{Error, ErrorKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -74,12 +75,47 @@ pub struct QueueReport {
     pub policy: String,
     /// Per state: jobs present, jobs selected, action, and for `run` what was done.
     pub states: BTreeMap<String, StateReport>,
-    /// Why work on this queue stopped, when it failed; other queues go on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// Why work on this queue stopped, when it failed; other queues go on. Its JSON is the
+    /// fields `error` (the message) and `errorKind`.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<QueueError>,
     /// Why the queue was not swept at all, when it was not (its `states` are then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<QueueSkipped>,
+}
+
+/// Why work on a queue stopped: the failure's kind and its one-line message.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct QueueError {
+    /// What went wrong (`error`).
+    #[serde(rename = "error")]
+    pub message: String,
+    /// What failed, as the metrics label it and `--json` prints it (`errorKind`).
+    #[serde(rename = "errorKind")]
+    pub kind: ErrorKind,
+}
+
+impl QueueError {
+    /// A failure of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        QueueError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for QueueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<Error> for QueueError {
+    /// The error's kind and message (its hint left out).
+    fn from(e: Error) -> Self {
+        QueueError::new(e.kind, e.message)
+    }
 }
 
 /// Why a run left a whole queue alone.

@@ -6,12 +6,12 @@ use super::archive_path::RunArchive;
 use super::inventory::{Inventory, in_dependency_order, inventory};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
-use super::report::{Notice, QueueReport, QueueSkipped, Report};
+use super::report::{Notice, QueueError, QueueReport, QueueSkipped, Report};
 use super::shards;
 use crate::archive::ArchiveSink;
 use crate::bullmq::Topology;
 use crate::bullmq::keys::sweep_lock;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use bullsweep_policy::{PolicySet, QueueId, Resolution};
 use futures_util::future::join_all;
 use redis::aio::ConnectionLike;
@@ -110,7 +110,7 @@ impl Sweep<'_> {
                 part.queues.push((
                     i,
                     QueueReport {
-                        error: Some(error),
+                        error: Some(QueueError::new(ErrorKind::Config, error)),
                         ..queue_report(q, String::new())
                     },
                 ));
@@ -142,7 +142,10 @@ impl Sweep<'_> {
                     part.queues.push((
                         i,
                         QueueReport {
-                            error: Some(format!("cannot take its lock: Redis: {e}")),
+                            error: Some(QueueError::new(
+                                ErrorKind::of_redis(&e),
+                                format!("cannot take its lock: Redis: {e}"),
+                            )),
                             ..queue_report(q, eff.name.clone())
                         },
                     ));

@@ -112,7 +112,7 @@ pub async fn memory_report(
     let mut errors = BTreeMap::new();
     for q in &plan.queues {
         if let Some(e) = &q.error {
-            errors.insert(q.key.clone(), e.clone());
+            errors.insert(q.key.clone(), e.message.clone());
             continue;
         }
         let measured = memory::measure(con, &q.key)

@@ -97,7 +97,14 @@ pub async fn audited_sweep(
             audit::ship(con, store).await?;
             for q in report.queues.iter().filter(|q| q.error.is_some()) {
                 let ctx = failed_queue_context(q, &execution_id, opts.actor.as_deref());
-                audit::record_event(con, store, ctx, Vec::new(), q.error.as_deref()).await?;
+                audit::record_event(
+                    con,
+                    store,
+                    ctx,
+                    Vec::new(),
+                    q.error.as_ref().map(|e| e.message.as_str()),
+                )
+                .await?;
             }
             for (n, delivered) in report.notices.iter().zip(&deliveries) {
                 let ids = n.jobs.iter().map(|j| j.id.clone()).collect();
