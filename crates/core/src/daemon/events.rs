@@ -10,6 +10,7 @@
 
 use super::events_read::BLOCK_MS;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
+use super::run_observer::RunObserver;
 use super::{log, wait_or_shutdown};
 use crate::audit::AuditContext;
 use crate::bullmq::keys::{audit_tag, cursor, events_lock};
@@ -281,14 +282,18 @@ pub async fn run(
                 .collect();
             let labels = labels_of(&metrics, &base, h);
             set_lag(&metrics, &labels, &last, now);
-            let timings = Arc::new(Mutex::new(Vec::new()));
-            let opts = SweepOptions {
-                timings: Some(timings.clone()),
-                ..SweepOptions::at(now, BUDGET_US, &execution_id)
-            };
-            let removed =
-                remove_finished(&mut con, &h.queue.queue, &h.queue.policy, &finished, &opts).await;
-            let spent: Vec<u64> = timings.lock().map(|t| t.clone()).unwrap_or_default();
+            let opts = SweepOptions::at(now, BUDGET_US, &execution_id);
+            let seen = RunObserver::default();
+            let removed = remove_finished(
+                &mut con,
+                &h.queue.queue,
+                &h.queue.policy,
+                &finished,
+                &opts,
+                &seen,
+            )
+            .await;
+            let spent = seen.spent();
             if let Ok(removed) = removed {
                 record(&metrics, &labels, &spent, removed);
             }

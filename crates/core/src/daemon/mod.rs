@@ -16,6 +16,7 @@ mod log;
 pub mod metrics;
 mod process;
 mod queue_run;
+mod run_observer;
 mod schedule;
 
 pub use log::{log, log_repeated, set_json_logs, set_log_level, wait_or_shutdown};

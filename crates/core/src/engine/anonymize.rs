@@ -231,7 +231,7 @@ impl StateWork<'_> {
             jobs,
             sizer,
             self.opts,
-            self.progress,
+            self.observer,
             skipped,
             async |con, batch| {
                 let out = scripts()

@@ -8,6 +8,7 @@
 //! killed run is finished by the next (`staging::recover`).
 
 use super::batch::{BatchSizer, run_batches};
+use super::observer::{Event, WithoutProgress};
 use super::report::Skipped;
 use super::staging::{self, StagedCopies};
 
@@ -139,7 +140,7 @@ impl StateWork<'_> {
                         Some(next)
                     }
                     Err(e) => {
-                        // Its jobs count as done through the progress callback.
+                        // Its jobs count as done through the observer's progress.
                         if let Some(prev) = in_flight.take() {
                             self.finish_batch(con, &mut writer, prev).await?;
                         }
@@ -212,7 +213,7 @@ impl StateWork<'_> {
             rows,
             &mut writer.sizer,
             self.opts,
-            &|_| {},
+            &WithoutProgress(self.observer),
             skipped,
             async |con, jobs| {
                 let (out, now) = scripts()
@@ -313,7 +314,9 @@ impl StateWork<'_> {
                 )));
             }
             if staging::drop_copied(con, self.keys, &batch.batch, &batch.entries).await? {
-                (self.progress)(batch.detached);
+                self.observer.event(&Event::Progress {
+                    acted: batch.detached,
+                });
                 return Ok(batch.detached);
             }
             if !again {

@@ -3,6 +3,7 @@
 //! one, so a call takes about the time budget whatever the jobs cost.
 
 use super::flows::TakenAlong;
+use super::observer::{Event, Observer, SkipReason};
 use super::options::SweepOptions;
 use super::report::Skipped;
 use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
@@ -141,26 +142,46 @@ impl From<ActiveOutcome> for BatchStep {
     }
 }
 
-/// Counts one batch: its time in the batch metrics, what it skipped and took along, and its
-/// progress.
-pub(crate) fn account(
-    step: &BatchStep,
-    opts: &SweepOptions,
-    progress: &(dyn Fn(u64) + Sync),
-    skipped: &mut Skipped,
-) {
-    opts.record_batch(step.elapsed_us);
-    skipped.locked += step.locked;
-    skipped.malformed += step.malformed;
-    skipped.changed += step.changed;
-    skipped.already_anonymized += step.already;
-    skipped.parent_waiting += step.parent_waiting;
-    skipped.cross_slot += step.cross_slot;
-    skipped.restored += step.restored;
-    skipped.dangling += step.dangling;
-    skipped.taken_along.parents_removed += step.taken_along.parents_removed;
-    skipped.taken_along.parents_released += step.taken_along.parents_released;
-    progress(step.acted);
+impl BatchStep {
+    /// The jobs the call left alone, by reason.
+    fn skips(&self) -> [(SkipReason, u64); 8] {
+        [
+            (SkipReason::Locked, self.locked),
+            (SkipReason::Malformed, self.malformed),
+            (SkipReason::Changed, self.changed),
+            (SkipReason::ParentWaiting, self.parent_waiting),
+            (SkipReason::CrossSlot, self.cross_slot),
+            (SkipReason::Restored, self.restored),
+            (SkipReason::Dangling, self.dangling),
+            (SkipReason::AlreadyAnonymized, self.already),
+        ]
+    }
+}
+
+/// Counts one batch into the state's tally of what it skipped and took along, and tells the
+/// observer: the batch, its skips by reason, the parents taken along, its progress.
+pub(crate) fn account(step: &BatchStep, observer: &dyn Observer, skipped: &mut Skipped) {
+    observer.event(&Event::BatchDone {
+        handled: step.handled,
+        acted: step.acted,
+        elapsed_us: step.elapsed_us,
+    });
+    for (reason, count) in step.skips() {
+        if count > 0 {
+            skipped.add(reason, count);
+            observer.event(&Event::Skipped { reason, count });
+        }
+    }
+    let taken = &step.taken_along;
+    if taken.parents_removed > 0 || taken.parents_released > 0 {
+        skipped.taken_along.parents_removed += taken.parents_removed;
+        skipped.taken_along.parents_released += taken.parents_released;
+        observer.event(&Event::TakenAlong {
+            removed: taken.parents_removed,
+            released: taken.parents_released,
+        });
+    }
+    observer.event(&Event::Progress { acted: step.acted });
 }
 
 /// Runs `call` over `items` in batches sized by time, until every item is handled or the run
@@ -172,7 +193,7 @@ pub(crate) async fn run_batches<T, C: ConnectionLike>(
     items: &[T],
     sizer: &mut BatchSizer,
     opts: &SweepOptions,
-    progress: &(dyn Fn(u64) + Sync),
+    observer: &dyn Observer,
     skipped: &mut Skipped,
     mut call: impl AsyncFnMut(&mut C, &[T]) -> RedisResult<BatchStep>,
 ) -> RedisResult<u64> {
@@ -185,7 +206,7 @@ pub(crate) async fn run_batches<T, C: ConnectionLike>(
         let handled = (step.handled as usize).clamp(1, take);
         rest = &rest[handled..];
         sizer.observe(handled as u64, step.elapsed_us);
-        account(&step, opts, progress, skipped);
+        account(&step, observer, skipped);
         done += step.acted;
         if opts.stopping() {
             break;

@@ -4,6 +4,7 @@
 //! jobs a rule keeps for a while are left to the periodic sweep.
 
 use super::batch::{BatchSizer, run_batches};
+use super::observer::Observer;
 use super::options::SweepOptions;
 use super::report::Skipped;
 use super::rules::RuleGroups;
@@ -64,13 +65,15 @@ fn job_view(values: &[Option<String>]) -> serde_json::Value {
 }
 
 /// Removes the finished jobs of one read of the stream that their rules select on their own,
-/// each with a `removed` event as `Job.remove()` leaves. Returns how many were removed.
+/// each with a `removed` event as `Job.remove()` leaves; `observer` is told of each batch.
+/// Returns how many were removed.
 pub async fn remove_finished<C: ConnectionLike>(
     con: &mut C,
     queue: &QueueId,
     policy: &EffectivePolicy,
     finished: &[(JobState, String)],
     opts: &SweepOptions,
+    observer: &dyn Observer,
 ) -> Result<u64> {
     let keys = QueueKeys::new(&queue.base);
     let mut removed = 0;
@@ -102,7 +105,7 @@ pub async fn remove_finished<C: ConnectionLike>(
             &candidates,
             &mut sizer,
             opts,
-            &|_| {},
+            observer,
             &mut Skipped::default(),
             async |con, batch| {
                 let out = scripts()

@@ -19,6 +19,7 @@ mod inventory;
 pub mod memory;
 mod move_exhausted;
 mod notice;
+mod observer;
 mod options;
 mod prefix;
 mod queue_run;
@@ -36,6 +37,7 @@ pub use anonymize::ANONYMIZED_MARKER;
 pub use batch::BatchSizer;
 pub use flows::TakenAlong;
 pub use inventory::{Inventory, classify, in_dependency_order, inventory, sort_found};
+pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
 pub use report::{
     Notice, NoticeJob, QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport,

@@ -34,7 +34,7 @@ pub(super) async fn govern<C: ConnectionLike>(
     target: &str,
     sr: &mut StateReport,
 ) -> Result<()> {
-    let (opts, mode, progress) = (run.opts, run.mode, run.progress);
+    let (opts, mode, observer) = (run.opts, run.mode, run.observer);
     let from = QueueKeys::new(&run.queue.base);
     let to = from.sibling(target);
     if to == from {
@@ -86,7 +86,7 @@ pub(super) async fn govern<C: ConnectionLike>(
                 &pending,
                 &mut sizer,
                 opts,
-                progress,
+                observer,
                 &mut skipped,
                 async |con, batch| {
                     let out = scripts()

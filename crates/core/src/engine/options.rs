@@ -1,9 +1,8 @@
 //! What one plan or run is asked to do.
 
 use crate::bullmq::SortGetMemory;
+use crate::cancel::Cancel;
 use bullsweep_policy::{NamePattern, QueueId};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// Whether to only count (`plan`) or also act (`run`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,11 +36,8 @@ pub struct SweepOptions {
     pub queues: Option<Vec<QueueId>>,
     /// Only discovered queues whose name or key base matches this glob.
     pub queue_glob: Option<NamePattern>,
-    /// Set from outside to stop the run after the batch in progress.
-    pub stop: Option<Arc<AtomicBool>>,
-    /// When set, receives the time Redis spent in each batch (one script call), in
-    /// microseconds.
-    pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+    /// Cancelled from outside to stop the run after the batch in progress.
+    pub cancel: Cancel,
     /// Take each queue's sweep lock before governing it (a run); `None` when the caller
     /// holds it already (the daemon) or only plans.
     pub locking: Option<crate::lock::QueueLocking>,
@@ -53,7 +49,7 @@ pub struct SweepOptions {
 
 impl SweepOptions {
     /// Options for a run at `now_ms` with every other setting at its default: every queue,
-    /// no stop flag, no timings.
+    /// nobody to cancel it.
     pub fn at(now_ms: i64, budget_us: u64, execution_id: &str) -> Self {
         SweepOptions {
             env: None,
@@ -63,8 +59,7 @@ impl SweepOptions {
             audit_unavailable: None,
             queues: None,
             queue_glob: None,
-            stop: None,
-            timings: None,
+            cancel: Cancel::new(),
             sort_get: SortGetMemory::default(),
             locking: None,
             actor: None,
@@ -73,15 +68,6 @@ impl SweepOptions {
 
     /// Whether the run was asked to stop; checked between batches, never inside one.
     pub fn stopping(&self) -> bool {
-        self.stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
-    }
-
-    /// Records the time Redis spent in one batch.
-    pub(crate) fn record_batch(&self, elapsed_us: u64) {
-        if let Some(Ok(mut t)) = self.timings.as_ref().map(|t| t.lock()) {
-            t.push(elapsed_us);
-        }
+        self.cancel.is_cancelled()
     }
 }

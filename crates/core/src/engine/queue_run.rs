@@ -3,6 +3,7 @@
 //! failure ending it with the error in its report.
 
 use super::archive_path::RunArchive;
+use super::observer::{Event, Observer};
 use super::options::{Mode, SweepOptions};
 use super::report::{Notice, QueueError, QueueReport, StateReport};
 use super::rules::RuleGroups;
@@ -37,7 +38,8 @@ pub(super) struct QueueRun<'a> {
     pub policy: &'a EffectivePolicy,
     pub opts: &'a SweepOptions,
     pub mode: Mode,
-    pub progress: &'a (dyn Fn(u64) + Sync),
+    /// Told what happens, batch by batch and step by step.
+    pub observer: &'a dyn Observer,
     pub archive: Option<&'a std::result::Result<RunArchive, String>>,
 }
 
@@ -79,7 +81,7 @@ impl<'a> QueueRun<'a> {
             groups,
             opts: self.opts,
             mode: self.mode,
-            progress: self.progress,
+            observer: self.observer,
             audit,
             audit_ctx,
             archive: self.archive,
@@ -178,8 +180,19 @@ impl<'a> QueueRun<'a> {
         }
         sr.done = Some(done);
         sr.matched = done;
-        qr.states.insert("staged".into(), sr);
+        self.close(qr, "staged".into(), sr);
         result
+    }
+
+    /// Puts a finished step's report in the queue's, telling the observer.
+    pub(super) fn close(&self, qr: &mut QueueReport, state: String, sr: StateReport) {
+        self.observer.event(&Event::StateDone {
+            queue: &self.queue.base,
+            state: &state,
+            action: &sr.action,
+            done: sr.done.unwrap_or(0),
+        });
+        qr.states.insert(state, sr);
     }
 
     /// Why a run must not touch the queue: `sla.auditRequired` with no working store.
@@ -207,7 +220,7 @@ impl<'a> QueueRun<'a> {
             ..StateReport::default()
         };
         let result = move_exhausted::govern(con, self, target, &mut sr).await;
-        qr.states.insert("failed:exhausted".into(), sr);
+        self.close(qr, "failed:exhausted".into(), sr);
         result
     }
 
@@ -229,13 +242,12 @@ impl<'a> QueueRun<'a> {
             let pii = self.policy.pii.as_ref();
             // Every batch reports what it acted on here, so that a state that fails midway
             // still reports what was done before the failure.
-            let acted = AtomicU64::new(0);
-            let count = |n: u64| {
-                acted.fetch_add(n, Ordering::Relaxed);
-                (self.progress)(n)
+            let acted = Acted {
+                count: AtomicU64::new(0),
+                inner: self.observer,
             };
             let work = StateWork {
-                progress: &count,
+                observer: &acted,
                 ..self.state_work(&keys, state, &groups, &audit, &audit_ctx, pii, None)
             };
             let mut sr = StateReport {
@@ -244,10 +256,10 @@ impl<'a> QueueRun<'a> {
             };
             let result = work.govern(con, &mut sr).await;
             if result.is_err() && self.mode == Mode::Run && sr.done.is_none() {
-                sr.done = Some(acted.load(Ordering::Relaxed));
+                sr.done = Some(acted.count.load(Ordering::Relaxed));
             }
             notices.extend(sr.notice.take());
-            qr.states.insert(state.as_str().to_string(), sr);
+            self.close(qr, state.as_str().to_string(), sr);
             result.map_err(|e| e.context(state))?;
         }
         Ok(())
@@ -275,7 +287,23 @@ impl<'a> QueueRun<'a> {
             ..StateReport::default()
         };
         let result = stalled::govern(con, self, rule, &mut sr).await;
-        qr.states.insert("stalled".into(), sr);
+        self.close(qr, "stalled".into(), sr);
         result
+    }
+}
+
+/// Counts the jobs one state acted on, passing every event on: a state that fails midway
+/// still reports what was done before the failure.
+struct Acted<'a> {
+    count: AtomicU64,
+    inner: &'a dyn Observer,
+}
+
+impl Observer for Acted<'_> {
+    fn event(&self, event: &Event<'_>) {
+        if let Event::Progress { acted } = event {
+            self.count.fetch_add(*acted, Ordering::Relaxed);
+        }
+        self.inner.event(event)
     }
 }

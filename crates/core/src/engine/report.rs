@@ -1,6 +1,7 @@
 //! The typed result of `plan` and `run`. `--json` prints it as one object; the human table is
 //! drawn from the same value.
 
+use super::observer::SkipReason;
 use crate::audit::AuditContext;
 use crate::error::{Error, ErrorKind};
 use serde::{Deserialize, Serialize};
@@ -200,15 +201,36 @@ fn is_zero(n: &u64) -> bool {
 impl Skipped {
     /// Selected jobs left alone, whatever the reason.
     pub fn total(&self) -> u64 {
-        self.locked
-            + self.malformed
-            + self.changed
-            + self.not_implemented
-            + self.already_anonymized
-            + self.parent_waiting
-            + self.cross_slot
-            + self.restored
-            + self.dangling
+        self.not_implemented + SkipReason::ALL.map(|r| self.count(r)).iter().sum::<u64>()
+    }
+
+    /// Selected jobs left alone for `reason`.
+    pub fn count(&self, reason: SkipReason) -> u64 {
+        match reason {
+            SkipReason::Locked => self.locked,
+            SkipReason::Malformed => self.malformed,
+            SkipReason::Changed => self.changed,
+            SkipReason::ParentWaiting => self.parent_waiting,
+            SkipReason::CrossSlot => self.cross_slot,
+            SkipReason::Restored => self.restored,
+            SkipReason::Dangling => self.dangling,
+            SkipReason::AlreadyAnonymized => self.already_anonymized,
+        }
+    }
+
+    /// Counts `n` more jobs left alone for `reason`.
+    pub fn add(&mut self, reason: SkipReason, n: u64) {
+        let count = match reason {
+            SkipReason::Locked => &mut self.locked,
+            SkipReason::Malformed => &mut self.malformed,
+            SkipReason::Changed => &mut self.changed,
+            SkipReason::ParentWaiting => &mut self.parent_waiting,
+            SkipReason::CrossSlot => &mut self.cross_slot,
+            SkipReason::Restored => &mut self.restored,
+            SkipReason::Dangling => &mut self.dangling,
+            SkipReason::AlreadyAnonymized => &mut self.already_anonymized,
+        };
+        *count += n;
     }
 
     /// Whether nothing was skipped.

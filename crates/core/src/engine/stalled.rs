@@ -23,7 +23,7 @@ pub(super) async fn govern<C: ConnectionLike>(
     rule: StalledRule,
     sr: &mut StateReport,
 ) -> Result<()> {
-    let (opts, progress) = (run.opts, run.progress);
+    let (opts, observer) = (run.opts, run.observer);
     let keys = QueueKeys::new(&run.queue.base);
     let cutoff = rule.max_age.before(opts.now_ms);
     let mut candidates = Vec::new();
@@ -70,7 +70,7 @@ pub(super) async fn govern<C: ConnectionLike>(
         &candidates,
         &mut sizer,
         opts,
-        progress,
+        observer,
         &mut skipped,
         async |con, batch| {
             let out = scripts()

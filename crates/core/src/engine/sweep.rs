@@ -4,6 +4,7 @@
 
 use super::archive_path::RunArchive;
 use super::inventory::{Inventory, in_dependency_order, inventory};
+use super::observer::{NoObserver, Observer};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
 use super::report::{Notice, QueueError, QueueReport, QueueSkipped, Report};
@@ -18,14 +19,14 @@ use redis::aio::ConnectionLike;
 
 /// Plans or runs every governed queue (or `opts.queues`), each after the queues its policy's
 /// `dependsOn` names. On a Redis Cluster the queues of each primary are swept in parallel with
-/// those of the others (see [`super::shards`]). `progress` is told how many jobs each batch
-/// acted on.
+/// those of the others (see [`super::shards`]). `observer` is told what happens as it
+/// happens.
 pub async fn sweep<C: Topology>(
     con: &mut C,
     set: &PolicySet,
     opts: &SweepOptions,
     mode: Mode,
-    progress: &(dyn Fn(u64) + Sync),
+    observer: &dyn Observer,
 ) -> Result<Report> {
     let inv = queues_to_sweep(con, set, opts).await?;
     let archive = open_archive(con, set, mode).await;
@@ -41,7 +42,7 @@ pub async fn sweep<C: Topology>(
         set,
         opts,
         mode,
-        progress,
+        observer,
         archive: archive.as_ref(),
     };
     let parts = join_all(groups.into_iter().map(|group| {
@@ -78,7 +79,7 @@ struct Sweep<'a> {
     set: &'a PolicySet,
     opts: &'a SweepOptions,
     mode: Mode,
-    progress: &'a (dyn Fn(u64) + Sync),
+    observer: &'a dyn Observer,
     archive: Option<&'a std::result::Result<RunArchive, String>>,
 }
 
@@ -158,7 +159,7 @@ impl Sweep<'_> {
             policy: &eff,
             opts: self.opts,
             mode: self.mode,
-            progress: self.progress,
+            observer: self.observer,
             archive: self.archive,
         };
         let mut notices = Vec::new();
@@ -191,7 +192,7 @@ pub async fn finish_staged<C: ConnectionLike>(
             policy: &eff,
             opts,
             mode: Mode::Run,
-            progress: &|_| {},
+            observer: &NoObserver,
             archive: archive.as_ref(),
         };
         let mut qr = queue_report(q, eff.name.clone());
