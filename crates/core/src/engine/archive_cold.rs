@@ -6,10 +6,9 @@
 //! archived alone and streamed, one field and one page of logs at a time, and checked by
 //! their shape. (Plain archiving detaches jobs instead: `archive_path`.)
 
-use super::archive_path::{
-    ArchiveWriter, LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS, SegmentWrite,
-};
+use super::archive_path::{ArchiveWriter, SegmentWrite};
 use super::report::Skipped;
+use super::run_archive::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS, SEGMENT_JOBS};
 use super::work::StateWork;
 use crate::archive::{JobCopy, StreamedJob};
 use crate::bullmq::Candidate;
@@ -57,7 +56,7 @@ impl StateWork<'_> {
         loop {
             let ahead = in_flight.as_ref().map_or(0, |(_, n)| *n);
             let rows = self
-                .prefix_page(con, sel, offset + ahead, super::archive_path::SEGMENT_JOBS)
+                .prefix_page(con, sel, offset + ahead, SEGMENT_JOBS)
                 .await?;
             let next = if rows.is_empty() {
                 None

@@ -2,10 +2,9 @@
 //! by time ([`BatchSizer`]): each call's size follows the rate Redis reported for the last
 //! one, so a call takes about the time budget whatever the jobs cost.
 
-use super::flows::TakenAlong;
 use super::observer::{Event, Observer, SkipReason};
 use super::options::SweepOptions;
-use super::report::Skipped;
+use super::report::{Skipped, TakenAlong};
 use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -184,24 +183,41 @@ pub(crate) fn account(step: &BatchStep, observer: &dyn Observer, skipped: &mut S
     observer.event(&Event::Progress { acted: step.acted });
 }
 
-/// Runs `call` over `items` in batches sized by time, until every item is handled or the run
-/// is asked to stop (checked between batches; the rest stays for a later run). Each call is
-/// one atomic script, retried on connection errors; each batch is counted with [`account`].
-/// Returns how many jobs were acted on.
-pub(crate) async fn run_batches<T, C: ConnectionLike>(
+/// One id-batch action: what one atomic script call does to a batch of items (ids,
+/// candidates, scrubbed jobs) within a time budget. The types are in `super::actions`; every
+/// one runs through [`run_batches`].
+pub(crate) trait BatchAction {
+    /// What the action works through.
+    type Item;
+
+    /// Acts on `batch` in one script call that holds Redis for about `budget_us`; the step
+    /// says how many of the items it got to.
+    async fn call<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        batch: &[Self::Item],
+        budget_us: u64,
+    ) -> RedisResult<BatchStep>;
+}
+
+/// Runs `action` over `items` in batches sized by time, until every item is handled or the
+/// run is asked to stop (checked between batches; the rest stays for a later run). Each call
+/// is one atomic script, retried on connection errors; each batch is counted with
+/// [`account`]. Returns how many jobs were acted on.
+pub(crate) async fn run_batches<A: BatchAction, C: ConnectionLike>(
     con: &mut C,
-    items: &[T],
+    items: &[A::Item],
     sizer: &mut BatchSizer,
     opts: &SweepOptions,
     observer: &dyn Observer,
     skipped: &mut Skipped,
-    mut call: impl AsyncFnMut(&mut C, &[T]) -> RedisResult<BatchStep>,
+    action: &mut A,
 ) -> RedisResult<u64> {
     let mut rest = items;
     let mut done = 0;
     while !rest.is_empty() {
         let take = rest.len().min(sizer.limit() as usize);
-        let step = with_retry!(call(con, &rest[..take]))?;
+        let step = with_retry!(action.call(con, &rest[..take], opts.budget_us))?;
         // A call that looked at nothing still moves on, so a loop can never spin.
         let handled = (step.handled as usize).clamp(1, take);
         rest = &rest[handled..];

@@ -7,12 +7,12 @@
 //! * from `cold`: the marker leaves Redis, removed as Queue.clean removes a job;
 //! * from `purgeAfter`: its archived copy goes too, so no trace is left.
 
-use super::archive_path::RunArchive;
 use super::batch::BatchSizer;
 use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::{QueueReport, Skipped, StateReport};
 use super::rules::{RuleGroup, RuleGroups};
+use super::run_archive::RunArchive;
 use super::work::{StateWork, finish, prefix_counts};
 use crate::audit;
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys};

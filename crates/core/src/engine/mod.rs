@@ -6,10 +6,12 @@
 mod retry;
 
 mod access;
+mod actions;
 mod anonymize;
 mod archive_cold;
 mod archive_path;
 mod batch;
+mod context;
 mod dead_letter;
 pub mod event_removal;
 mod flows;
@@ -25,6 +27,7 @@ mod prefix;
 mod queue_run;
 mod report;
 mod rules;
+mod run_archive;
 mod shards;
 mod staging;
 mod stalled;
@@ -33,13 +36,11 @@ pub(crate) mod sys;
 mod walk;
 mod work;
 
+pub use crate::notify::{Notice, NoticeJob};
 pub use anonymize::ANONYMIZED_MARKER;
 pub use batch::BatchSizer;
-pub use flows::TakenAlong;
 pub use inventory::{Inventory, classify, in_dependency_order, inventory, sort_found};
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
-pub use report::{
-    Notice, NoticeJob, QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport,
-};
+pub use report::{QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong};
 pub use sweep::{finish_staged, sweep};

@@ -1,8 +1,8 @@
 //! `action: notify`: the selected failed jobs are listed in a notice (with their failure
 //! reasons) for the caller to deliver; nothing is deleted.
 
-use super::report::{Notice, NoticeJob};
 use super::work::StateWork;
+use crate::notify::{Notice, NoticeJob};
 use bullsweep_policy::{Action, Selection};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;

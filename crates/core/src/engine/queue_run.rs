@@ -2,17 +2,19 @@
 //! exhausted jobs, each finished state, the dead-letter lifecycle, stalled jobs), the first
 //! failure ending it with the error in its report.
 
-use super::archive_path::RunArchive;
+use super::context::StepContext;
 use super::observer::{Event, Observer};
 use super::options::{Mode, SweepOptions};
-use super::report::{Notice, QueueError, QueueReport, StateReport};
+use super::report::{QueueError, QueueReport, StateReport};
 use super::rules::RuleGroups;
+use super::run_archive::RunArchive;
 use super::staging;
 use super::work::StateWork;
 use super::{move_exhausted, stalled};
 use crate::audit::AuditContext;
 use crate::bullmq::{ColdMarker, QueueKeys};
 use crate::error::{Error, ErrorKind, Result};
+use crate::notify::Notice;
 use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, QueueId};
 use redis::aio::ConnectionLike;
 use std::collections::BTreeMap;
@@ -44,6 +46,16 @@ pub(super) struct QueueRun<'a> {
 }
 
 impl<'a> QueueRun<'a> {
+    /// What the queue's steps share.
+    pub(super) fn step(&self) -> StepContext<'_> {
+        StepContext {
+            queue: self.queue,
+            opts: self.opts,
+            mode: self.mode,
+            observer: self.observer,
+        }
+    }
+
     /// The audit context of `action` on the queue's jobs in `state`.
     pub fn audit(&self, state: JobState, action: &str) -> AuditContext {
         AuditContext {
@@ -219,7 +231,9 @@ impl<'a> QueueRun<'a> {
             action: format!("move to {target}"),
             ..StateReport::default()
         };
-        let result = move_exhausted::govern(con, self, target, &mut sr).await;
+        let audit = self.audit(JobState::Failed, &sr.action);
+        let result =
+            move_exhausted::move_exhausted(con, self.step(), target, &audit, &mut sr).await;
         self.close(qr, "failed:exhausted".into(), sr);
         result
     }
@@ -286,7 +300,8 @@ impl<'a> QueueRun<'a> {
             action: rule.action.as_str().to_string(),
             ..StateReport::default()
         };
-        let result = stalled::govern(con, self, rule, &mut sr).await;
+        let audit = self.audit(JobState::Failed, rule.action.as_str());
+        let result = stalled::handle_stalled(con, self.step(), rule, audit, &mut sr).await;
         self.close(qr, "stalled".into(), sr);
         result
     }

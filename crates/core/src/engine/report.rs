@@ -2,8 +2,8 @@
 //! drawn from the same value.
 
 use super::observer::SkipReason;
-use crate::audit::AuditContext;
 use crate::error::{Error, ErrorKind};
+use crate::notify::Notice;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -32,33 +32,6 @@ pub struct Report {
     /// audit store that is down); printed on stderr.
     #[serde(skip)]
     pub warnings: Vec<String>,
-}
-
-/// What `action: notify` tells about one queue: the jobs past retention, which stay in place.
-/// Its JSON is the audit context (policy, version, queue, tenant, environment, action, state,
-/// compliance tag, run) followed by the count and the jobs.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Notice {
-    /// Who and what the notice is about, as its audit event records it.
-    #[serde(flatten)]
-    pub context: AuditContext,
-    /// How many jobs are past retention.
-    pub count: u64,
-    /// The oldest of them (at most 1,000), with their failure reasons.
-    pub jobs: Vec<NoticeJob>,
-}
-
-/// One job in a notice.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct NoticeJob {
-    /// Job id.
-    pub id: String,
-    /// Its `failedReason`, if any.
-    pub failed_reason: Option<String>,
-    /// Its `finishedOn`.
-    pub finished_on: i64,
 }
 
 /// One governed queue.
@@ -150,10 +123,24 @@ pub struct StateReport {
         rename = "takenAlong",
         skip_serializing_if = "Option::is_none"
     )]
-    pub taken_along: Option<super::flows::TakenAlong>,
+    pub taken_along: Option<TakenAlong>,
     /// The notice for `action: notify`, moved into [`Report::notices`].
     #[serde(skip)]
     pub notice: Option<Notice>,
+}
+
+/// The flow jobs a sweep of the selected jobs would touch (`plan`) or touched (`run`) besides
+/// them.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TakenAlong {
+    /// Same-queue parents that would be removed (archived first under `action: archive`).
+    pub parents_removed: u64,
+    /// Parents in other queues that would be released to `wait`.
+    pub parents_released: u64,
+    /// With `protectWaitingParents`: selected children left because their parent waits.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parent_waiting: u64,
 }
 
 /// Selected jobs that `run` did not act on.
@@ -191,7 +178,7 @@ pub struct Skipped {
     /// Not skipped: the flow parents the state's batches took along, counted with the rest of
     /// the batches' tally and moved to [`StateReport::taken_along`] when the state is done.
     #[serde(skip)]
-    pub taken_along: super::flows::TakenAlong,
+    pub taken_along: TakenAlong,
 }
 
 fn is_zero(n: &u64) -> bool {

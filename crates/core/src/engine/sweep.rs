@@ -2,17 +2,18 @@
 //! Cluster): its lock, then its run ([`super::queue_run`]) → report. A failure in one queue is
 //! recorded in its report and the next queue goes on.
 
-use super::archive_path::RunArchive;
 use super::inventory::{Inventory, in_dependency_order, inventory};
 use super::observer::{NoObserver, Observer};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
-use super::report::{Notice, QueueError, QueueReport, QueueSkipped, Report};
+use super::report::{QueueError, QueueReport, QueueSkipped, Report};
+use super::run_archive::RunArchive;
 use super::shards;
 use crate::archive::ArchiveSink;
 use crate::bullmq::Topology;
 use crate::bullmq::keys::sweep_lock;
 use crate::error::{ErrorKind, Result};
+use crate::notify::Notice;
 use bullsweep_policy::{PolicySet, QueueId, Resolution};
 use futures_util::future::join_all;
 use redis::aio::ConnectionLike;

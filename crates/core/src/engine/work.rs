@@ -3,15 +3,15 @@
 //! counting the selected prefix, reading it page by page, removing candidates by id, and
 //! closing the state's report.
 
-use super::archive_path::RunArchive;
+use super::actions::{ColdJobs, RemoveIds};
 use super::batch::{BatchSizer, run_batches};
-use super::flows::TakenAlong;
 use super::observer::{Observer, SkipReason};
 use super::options::{Mode, SweepOptions};
-use super::report::{Skipped, StateReport};
+use super::report::{Skipped, StateReport, TakenAlong};
 use super::rules::RuleGroups;
+use super::run_archive::RunArchive;
 use crate::audit::AuditContext;
-use crate::bullmq::{Candidate, ColdMarker, QueueKeys, scripts};
+use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
 use crate::error::{Error, Result};
 use bullsweep_policy::{Action, JobState, PiiRules, QueueId, Selection};
 use redis::RedisResult;
@@ -92,33 +92,29 @@ impl<'a> StateWork<'a> {
         sizer: &mut BatchSizer,
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let (keys, state, budget, ctx) =
-            (self.keys, self.state, self.opts.budget_us, self.audit_ctx);
-        let protect = self.protect_parents;
-        let done = run_batches(
-            con,
-            pending,
-            sizer,
-            self.opts,
-            self.observer,
-            skipped,
-            async |con, batch| {
-                let out = match self.cold {
-                    Some(cold) => {
-                        scripts()
-                            .cold_jobs(con, keys, state, batch, budget, ctx, cold)
-                            .await?
-                    }
-                    None => {
-                        scripts()
-                            .remove_ids(con, keys, state, batch, budget, ctx, false, protect)
-                            .await?
-                    }
+        let (keys, state, audit_ctx) = (self.keys, self.state, self.audit_ctx);
+        let (opts, observer) = (self.opts, self.observer);
+        let done = match self.cold {
+            Some(cold) => {
+                let mut action = ColdJobs {
+                    keys,
+                    state,
+                    audit_ctx,
+                    cold,
                 };
-                Ok(out.into())
-            },
-        )
-        .await?;
+                run_batches(con, pending, sizer, opts, observer, skipped, &mut action).await?
+            }
+            None => {
+                let mut action = RemoveIds {
+                    keys,
+                    state,
+                    audit_ctx,
+                    per_job_events: false,
+                    protect_parents: self.protect_parents,
+                };
+                run_batches(con, pending, sizer, opts, observer, skipped, &mut action).await?
+            }
+        };
         Ok(done)
     }
 

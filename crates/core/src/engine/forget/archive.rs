@@ -2,8 +2,8 @@
 //! without them (or deleted), each change audited.
 
 use super::receipt::{PlaceKind, Places, SegmentReceipt};
+use super::request::{ForgetRequest, erase_context};
 use super::scope::{ScopedQueue, tenant_scope};
-use super::{ForgetRequest, erase_context};
 use crate::archive::{ArchiveRecord, ArchiveSink};
 use crate::error::Error;
 use bullsweep_policy::{PolicySet, Prefilter, QueueId, Subject};

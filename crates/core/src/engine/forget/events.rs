@@ -3,8 +3,8 @@
 //! entries carry no data and stay.
 
 use super::matching::Identifiers;
+use super::request::{ERASE_ITEMS, EVENTS_PAGE};
 use super::scan::bytes;
-use super::{ERASE_ITEMS, EVENTS_PAGE};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
 use redis::Value;

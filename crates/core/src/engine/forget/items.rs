@@ -3,8 +3,9 @@
 //! and what came of each goes into the queue's receipt.
 
 use super::receipt::{PendingJob, QueueReceipt, RefusedItem};
+use super::request::{ERASE_ITEMS, ForgetRequest, Found};
 use super::scan::{copy_holds, sha1_hex};
-use super::{ERASE_ITEMS, ForgetRequest, Found, ScopedQueue};
+use super::scope::ScopedQueue;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
 use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};

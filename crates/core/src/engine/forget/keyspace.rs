@@ -2,13 +2,13 @@
 //! of the keys it returns (tested by `scan`), started again from the first key when the
 //! server that answers is no longer the one the pass started on.
 
-use super::Found;
-use super::ScopedQueue;
 use super::receipt::{PlaceKind, Places};
+use super::request::Found;
 use super::scan::{
     SCAN_COUNT, ScanKey, ScanStats, WRONG_TYPE_NAMED, bytes, read_pipe, route, scan_pattern,
     test_step,
 };
+use super::scope::ScopedQueue;
 use crate::bullmq::scripts::ErasureKind;
 use crate::bullmq::{QueueKeys, Topology};
 use bullsweep_policy::Prefilter;
