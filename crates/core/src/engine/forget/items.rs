@@ -176,6 +176,22 @@ pub(super) async fn handle_queue<C: ConnectionLike>(
         changed_rounds += usize::from(any_changed);
         items = again;
     }
+    let (erased, locked) = fill_receipt(&mut qr, &keys, done);
+    Handled {
+        receipt: qr,
+        erased,
+        failure,
+        locked,
+    }
+}
+
+/// Puts each handled item in the queue's receipt by its status; returns the ids of the jobs
+/// erased (the children removed with them included) and the jobs a worker still held.
+fn fill_receipt(
+    qr: &mut QueueReceipt,
+    keys: &QueueKeys,
+    done: Vec<Found>,
+) -> (BTreeSet<String>, Vec<Found>) {
     let mut erased_ids = BTreeSet::new();
     let mut locked = Vec::new();
     for f in done {
@@ -218,10 +234,5 @@ pub(super) async fn handle_queue<C: ConnectionLike>(
             erased_ids.insert(id.to_string());
         }
     }
-    Handled {
-        receipt: qr,
-        erased: erased_ids,
-        failure,
-        locked,
-    }
+    (erased_ids, locked)
 }
