@@ -4,6 +4,7 @@
 
 use super::batch::{BatchAction, BatchStep};
 use crate::bullmq::keys::StagedBatch;
+use crate::bullmq::scripts::ErasureItem;
 use crate::bullmq::{
     Candidate, ColdMarker, DetachMode, QueueKeys, ScrubbedJob, StagedNow, scripts,
 };
@@ -229,5 +230,52 @@ impl BatchAction for MoveExhausted<'_> {
             .move_exhausted(con, self.from, self.to, batch, budget_us, self.audit_ctx)
             .await?;
         Ok(out.into())
+    }
+}
+
+/// `erase_jobs.lua`: erases (or only probes) a data subject's items of one queue, each
+/// checked against the SHA-1 of what was found; collects each item's status in order.
+pub(crate) struct EraseJobs<'a> {
+    /// The queue's keys.
+    pub keys: &'a QueueKeys,
+    /// Erase, or only probe (a dry run).
+    pub erase: bool,
+    /// The audit context, as JSON.
+    pub audit_ctx: &'a str,
+    /// One status per item handled so far, in order.
+    pub statuses: Vec<String>,
+    /// Full keys of children removed with their parents.
+    pub children: Vec<String>,
+    /// Parent copies removed.
+    pub copies: u64,
+}
+
+impl BatchAction for EraseJobs<'_> {
+    type Item = ErasureItem;
+
+    async fn call<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        items: &[ErasureItem],
+        budget_us: u64,
+    ) -> RedisResult<BatchStep> {
+        let out = scripts()
+            .erase_jobs(con, self.keys, self.erase, items, budget_us, self.audit_ctx)
+            .await?;
+        if out.statuses.is_empty() {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "erase script handled no item",
+            )));
+        }
+        let step = BatchStep {
+            handled: out.statuses.len() as u64,
+            elapsed_us: out.elapsed_us,
+            ..BatchStep::default()
+        };
+        self.statuses.extend(out.statuses);
+        self.children.extend(out.children);
+        self.copies += out.copies;
+        Ok(step)
     }
 }

@@ -231,8 +231,8 @@ impl StateWork<'_> {
             audit_ctx,
             marker: (ANONYMIZED_MARKER, self.opts.now_ms),
         };
-        let (opts, observer) = (self.opts, self.observer);
-        let done = run_batches(con, jobs, sizer, opts, observer, skipped, &mut action).await?;
+        let run = self.opts.batching(self.observer);
+        let done = run_batches(con, jobs, sizer, run, skipped, &mut action).await?;
         Ok(done)
     }
 }

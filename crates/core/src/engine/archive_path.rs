@@ -202,8 +202,7 @@ impl StateWork<'_> {
             con,
             rows,
             &mut writer.sizer,
-            self.opts,
-            &observer,
+            self.opts.batching(&observer),
             skipped,
             &mut action,
         )

@@ -3,9 +3,9 @@
 //! one, so a call takes about the time budget whatever the jobs cost.
 
 use super::observer::{Event, Observer, SkipReason};
-use super::options::SweepOptions;
 use super::report::{Skipped, TakenAlong};
 use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
+use crate::cancel::Cancel;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -19,6 +19,8 @@ const MAX_LIMIT: u64 = 5_000;
 pub struct BatchSizer {
     budget_us: u64,
     limit: u64,
+    /// Whether the limit follows the measured rate (else it stays as set).
+    adapts: bool,
 }
 
 impl BatchSizer {
@@ -27,6 +29,17 @@ impl BatchSizer {
         BatchSizer {
             budget_us: budget_us.max(1),
             limit: 64,
+            adapts: true,
+        }
+    }
+
+    /// A sizer that always gives `limit` items, for an action whose script stops itself on
+    /// its own clock and whose batches are sized by what one reply may carry.
+    pub fn fixed(limit: u64) -> Self {
+        BatchSizer {
+            budget_us: 1,
+            limit: limit.max(1),
+            adapts: false,
         }
     }
 
@@ -37,7 +50,7 @@ impl BatchSizer {
 
     /// Records that a call handled `jobs` in `elapsed_us` (as measured inside Redis).
     pub fn observe(&mut self, jobs: u64, elapsed_us: u64) {
-        if jobs == 0 {
+        if jobs == 0 || !self.adapts {
             return;
         }
         // Aim a little past the budget: the script stops itself once the budget is spent, so
@@ -200,7 +213,19 @@ pub(crate) trait BatchAction {
     ) -> RedisResult<BatchStep>;
 }
 
-/// Runs `action` over `items` in batches sized by time, until every item is handled or the
+/// What the batch loop needs of its run: the time budget of one call, the token that stops
+/// it between batches, and the observer it tells.
+#[derive(Clone, Copy)]
+pub(crate) struct Batching<'a> {
+    /// Target time one call may hold Redis, in microseconds.
+    pub budget_us: u64,
+    /// Cancelled to stop after the batch in progress.
+    pub cancel: &'a Cancel,
+    /// Told of each batch.
+    pub observer: &'a dyn Observer,
+}
+
+/// Runs `action` over `items` in batches sized by `sizer`, until every item is handled or the
 /// run is asked to stop (checked between batches; the rest stays for a later run). Each call
 /// is one atomic script, retried on connection errors; each batch is counted with
 /// [`account`]. Returns how many jobs were acted on.
@@ -208,8 +233,7 @@ pub(crate) async fn run_batches<A: BatchAction, C: ConnectionLike>(
     con: &mut C,
     items: &[A::Item],
     sizer: &mut BatchSizer,
-    opts: &SweepOptions,
-    observer: &dyn Observer,
+    run: Batching<'_>,
     skipped: &mut Skipped,
     action: &mut A,
 ) -> RedisResult<u64> {
@@ -217,14 +241,14 @@ pub(crate) async fn run_batches<A: BatchAction, C: ConnectionLike>(
     let mut done = 0;
     while !rest.is_empty() {
         let take = rest.len().min(sizer.limit() as usize);
-        let step = with_retry!(action.call(con, &rest[..take], opts.budget_us))?;
+        let step = with_retry!(action.call(con, &rest[..take], run.budget_us))?;
         // A call that looked at nothing still moves on, so a loop can never spin.
         let handled = (step.handled as usize).clamp(1, take);
         rest = &rest[handled..];
         sizer.observe(handled as u64, step.elapsed_us);
-        account(&step, observer, skipped);
+        account(&step, run.observer, skipped);
         done += step.acted;
-        if opts.stopping() {
+        if run.cancel.is_cancelled() {
             break;
         }
     }

@@ -111,8 +111,7 @@ pub async fn remove_finished<C: ConnectionLike>(
             con,
             &candidates,
             &mut sizer,
-            opts,
-            observer,
+            opts.batching(observer),
             &mut skipped,
             &mut action,
         )

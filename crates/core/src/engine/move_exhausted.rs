@@ -93,8 +93,7 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
                 con,
                 &pending,
                 &mut sizer,
-                opts,
-                observer,
+                opts.batching(observer),
                 &mut skipped,
                 &mut action,
             )

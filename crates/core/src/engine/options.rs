@@ -1,5 +1,7 @@
 //! What one plan or run is asked to do.
 
+use super::batch::Batching;
+use super::observer::Observer;
 use crate::bullmq::SortGetMemory;
 use crate::cancel::Cancel;
 use bullsweep_policy::{NamePattern, QueueId};
@@ -63,6 +65,15 @@ impl SweepOptions {
             sort_get: SortGetMemory::default(),
             locking: None,
             actor: None,
+        }
+    }
+
+    /// What the batch loop needs of this run, telling `observer`.
+    pub(crate) fn batching<'a>(&'a self, observer: &'a dyn Observer) -> Batching<'a> {
+        Batching {
+            budget_us: self.budget_us,
+            cancel: &self.cancel,
+            observer,
         }
     }
 

@@ -77,8 +77,7 @@ pub(super) async fn handle_stalled<C: ConnectionLike>(
         con,
         &candidates,
         &mut sizer,
-        opts,
-        observer,
+        opts.batching(observer),
         &mut skipped,
         &mut action,
     )

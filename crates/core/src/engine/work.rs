@@ -93,7 +93,7 @@ impl<'a> StateWork<'a> {
         skipped: &mut Skipped,
     ) -> Result<u64> {
         let (keys, state, audit_ctx) = (self.keys, self.state, self.audit_ctx);
-        let (opts, observer) = (self.opts, self.observer);
+        let run = self.opts.batching(self.observer);
         let done = match self.cold {
             Some(cold) => {
                 let mut action = ColdJobs {
@@ -102,7 +102,7 @@ impl<'a> StateWork<'a> {
                     audit_ctx,
                     cold,
                 };
-                run_batches(con, pending, sizer, opts, observer, skipped, &mut action).await?
+                run_batches(con, pending, sizer, run, skipped, &mut action).await?
             }
             None => {
                 let mut action = RemoveIds {
@@ -112,7 +112,7 @@ impl<'a> StateWork<'a> {
                     per_job_events: false,
                     protect_parents: self.protect_parents,
                 };
-                run_batches(con, pending, sizer, opts, observer, skipped, &mut action).await?
+                run_batches(con, pending, sizer, run, skipped, &mut action).await?
             }
         };
         Ok(done)

@@ -164,10 +164,7 @@ fn segment_scope(
             .collect(),
         None => global.to_vec(),
     };
-    let Some(data_tenant) = tenant_scope(req.tenant.as_deref(), m.tenant.as_deref(), &subjects)
-    else {
-        return None;
-    };
+    let data_tenant = tenant_scope(req.tenant.as_deref(), m.tenant.as_deref(), &subjects)?;
     if subjects.is_empty() {
         return None;
     }

@@ -8,7 +8,12 @@ use super::scan::{copy_holds, sha1_hex};
 use super::scope::ScopedQueue;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
-use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
+use crate::bullmq::scripts::{ErasureItem, ErasureKind};
+use crate::cancel::Cancel;
+use crate::engine::actions::EraseJobs;
+use crate::engine::batch::{BatchSizer, Batching, run_batches};
+use crate::engine::observer::NoObserver;
+use crate::engine::report::Skipped;
 use bullsweep_policy::Prefilter;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -52,27 +57,35 @@ async fn apply<C: ConnectionLike>(
     budget_us: u64,
     qr: &mut QueueReceipt,
 ) -> RedisResult<()> {
-    let mut at = 0;
-    while at < items.len() {
-        let end = (at + ERASE_ITEMS).min(items.len());
-        let batch: Vec<ErasureItem> = items[at..end].iter().map(|f| f.item.clone()).collect();
-        // An erase is one atomic script; retrying one that failed on the connection is safe
-        // because a retried item that already went reports `gone`.
-        let out = with_retry!(scripts().erase_jobs(con, keys, erase, &batch, budget_us, ctx))?;
-        if out.statuses.is_empty() {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "erase script handled no item",
-            )));
-        }
-        for (f, s) in items[at..].iter_mut().zip(&out.statuses) {
-            f.status = s.clone();
-        }
-        at += out.statuses.len();
-        qr.removed_with_parent.extend(out.children);
-        qr.copies_with_jobs += out.copies;
+    let all: Vec<ErasureItem> = items.iter().map(|f| f.item.clone()).collect();
+    let mut action = EraseJobs {
+        keys,
+        erase,
+        audit_ctx: ctx,
+        statuses: Vec::new(),
+        children: Vec::new(),
+        copies: 0,
+    };
+    // An erasure is not stopped midway: it runs until every item has a status.
+    let never = Cancel::new();
+    let run = Batching {
+        budget_us,
+        cancel: &never,
+        observer: &NoObserver,
+    };
+    // An erase is one atomic script; retrying one that failed on the connection is safe
+    // because a retried item that already went reports `gone`. Batches keep a fixed size:
+    // each item's status comes back in the reply.
+    let mut sizer = BatchSizer::fixed(ERASE_ITEMS as u64);
+    let mut skipped = Skipped::default();
+    let result = run_batches(con, &all, &mut sizer, run, &mut skipped, &mut action).await;
+    // What the calls answered is kept, even when a later call failed.
+    for (f, s) in items.iter_mut().zip(action.statuses) {
+        f.status = s;
     }
-    Ok(())
+    qr.removed_with_parent.extend(action.children);
+    qr.copies_with_jobs += action.copies;
+    result.map(|_| ())
 }
 
 /// Reads an item's value again after the script said it changed: the new SHA-1 if it still
