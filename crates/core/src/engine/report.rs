@@ -262,3 +262,40 @@ impl Report {
             .sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(error: Option<QueueError>) -> QueueReport {
+        QueueReport {
+            key: "bull:mail".into(),
+            queue: "mail".into(),
+            tenant: None,
+            env: None,
+            policy: "p".into(),
+            states: BTreeMap::new(),
+            error,
+            skipped: None,
+        }
+    }
+
+    #[test]
+    fn a_failure_prints_its_message_and_kind_and_reads_back() {
+        let failed = queue(Some(QueueError::new(
+            ErrorKind::Permission,
+            "Redis: NOPERM",
+        )));
+        let json = serde_json::to_string(&failed).expect("json");
+        assert!(
+            json.ends_with(r#""states":{},"error":"Redis: NOPERM","errorKind":"permission"}"#),
+            "{json}"
+        );
+        let back: QueueReport = serde_json::from_str(&json).expect("read back");
+        assert_eq!(back, failed);
+        let fine = serde_json::to_string(&queue(None)).expect("json");
+        assert!(!fine.contains("error"), "{fine}");
+        let back: QueueReport = serde_json::from_str(&fine).expect("read back");
+        assert_eq!(back.error, None);
+    }
+}
