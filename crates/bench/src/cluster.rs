@@ -181,7 +181,7 @@ async fn measure(
         .collect::<Result<Vec<_>, Error>>()?;
     let opts = SweepOptions::at(now_ms(), DEFAULT_BUDGET_US, "bench");
     let started = Instant::now();
-    let swept = engine::sweep(&mut con, &set, &opts, Mode::Run, &|_| {}).await?;
+    let swept = engine::sweep(&mut con, &set, &opts, Mode::Run, &engine::NoObserver).await?;
     let seconds = started.elapsed().as_secs_f64();
     let mut probe_p99_ms = Vec::new();
     for prober in probers {

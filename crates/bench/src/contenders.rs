@@ -26,7 +26,7 @@ pub(crate) async fn run_policy(
     let opts = SweepOptions::at(now_ms(), DEFAULT_BUDGET_US, "bench");
     let prober = Prober::start(url)?;
     let started = Instant::now();
-    let report = engine::sweep(con, &set, &opts, Mode::Run, &|_| {}).await?;
+    let report = engine::sweep(con, &set, &opts, Mode::Run, &engine::NoObserver).await?;
     Ok((report, started.elapsed().as_secs_f64(), prober.finish()))
 }
 

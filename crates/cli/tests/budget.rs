@@ -6,7 +6,7 @@
 
 mod common;
 
-use bullsweep_core::engine::{self, Mode, SweepOptions};
+use bullsweep_core::engine::{self, Event, Mode, Observer, SweepOptions};
 use bullsweep_policy::JobState;
 use common::{World, now_ms, spec};
 use redis::Commands;
@@ -14,6 +14,18 @@ use std::sync::Mutex;
 
 /// The jobs the sweep reads between two looks at the clock (`LOOK_EVERY` in sweep_prefix.lua).
 const LOOK_EVERY: u64 = 32;
+
+/// The jobs each batch acted on, as the sweep tells its progress.
+#[derive(Default)]
+struct Batches(Mutex<Vec<u64>>);
+
+impl Observer for Batches {
+    fn event(&self, event: &Event<'_>) {
+        if let Event::Progress { acted } = event {
+            self.0.lock().expect("batches").push(*acted);
+        }
+    }
+}
 
 #[test]
 fn a_batch_stops_at_its_first_look_past_the_budget() {
@@ -24,7 +36,7 @@ fn a_batch_stops_at_its_first_look_past_the_budget() {
         "version: 1\npolicies:\n  - { name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1ms } } }\n",
     )
     .expect("policy");
-    let batches = Mutex::new(Vec::new());
+    let batches = Batches::default();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -34,12 +46,11 @@ fn a_batch_stops_at_its_first_look_past_the_budget() {
             .await
             .expect("connect");
         let opts = SweepOptions::at(now_ms(), 1, "budget-test");
-        let progress = |n: u64| batches.lock().expect("batches").push(n);
-        engine::sweep(&mut con, &set, &opts, Mode::Run, &progress)
+        engine::sweep(&mut con, &set, &opts, Mode::Run, &batches)
             .await
             .expect("sweep")
     });
-    let batches = batches.into_inner().expect("batches");
+    let batches = batches.0.into_inner().expect("batches");
     assert_eq!(report.done(), 3_000, "every job is removed");
     assert_eq!(batches.iter().sum::<u64>(), 3_000);
     let largest = batches.iter().copied().max().unwrap_or(0);

@@ -4,8 +4,9 @@
 
 use std::fmt;
 
-/// What failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What failed. Its JSON form is [`ErrorKind::as_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ErrorKind {
     /// The policy file, a flag's value, or a URL is wrong; nothing was tried.
     Config,
@@ -35,6 +36,15 @@ impl ErrorKind {
             ErrorKind::Audit => "audit",
             ErrorKind::Notify => "notify",
             ErrorKind::Runtime => "runtime",
+        }
+    }
+
+    /// The kind of a Redis error: a missing permission, or any other Redis failure.
+    pub fn of_redis(e: &redis::RedisError) -> Self {
+        if crate::ops::connect::is_permission(e) {
+            ErrorKind::Permission
+        } else {
+            ErrorKind::Redis
         }
     }
 }
@@ -127,7 +137,7 @@ impl std::error::Error for Error {}
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        if crate::ops::connect::is_permission(&e) {
+        if ErrorKind::of_redis(&e) == ErrorKind::Permission {
             let text = crate::ops::connect::error_text(&e);
             Error::new(ErrorKind::Permission, format!("Redis: {text}")).with_hint(
                 "grant the Redis user the role's commands and key patterns (README, \"Permissions\")",

@@ -1,10 +1,38 @@
 //! Delivering `action: notify` notices: to the log (stderr) and/or a webhook, as JSON, with
 //! retries and exponential backoff.
 
-use crate::engine::Notice;
+use crate::audit::AuditContext;
 use crate::error::Error;
 use bullsweep_policy::{NotifyTargets, Webhook};
+use serde::Serialize;
 use std::time::Duration;
+
+/// What `action: notify` tells about one queue: the jobs past retention, which stay in place.
+/// Its JSON is the audit context (policy, version, queue, tenant, environment, action, state,
+/// compliance tag, run) followed by the count and the jobs.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Notice {
+    /// Who and what the notice is about, as its audit event records it.
+    #[serde(flatten)]
+    pub context: AuditContext,
+    /// How many jobs are past retention.
+    pub count: u64,
+    /// The oldest of them (at most 1,000), with their failure reasons.
+    pub jobs: Vec<NoticeJob>,
+}
+
+/// One job in a notice.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeJob {
+    /// Job id.
+    pub id: String,
+    /// Its `failedReason`, if any.
+    pub failed_reason: Option<String>,
+    /// Its `finishedOn`.
+    pub finished_on: i64,
+}
 
 /// Attempts per webhook delivery.
 const ATTEMPTS: u32 = 4;

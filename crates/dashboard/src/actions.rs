@@ -10,8 +10,8 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response, first};
-use bullsweep_core::engine::Mode;
 use bullsweep_core::engine::forget::ForgetRequest;
+use bullsweep_core::engine::{Mode, NoObserver};
 use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest};
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
 use bullsweep_policy::Permission;
@@ -72,7 +72,15 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
         actor: Some(ctx.caller.token.name.clone()),
         ..scope::run_scope(&ctx, vec![q])
     };
-    let report = audited_sweep(&mut ctx.con, &ctx.url, &ctx.set, run, Mode::Run, &|_| {}).await?;
+    let report = audited_sweep(
+        &mut ctx.con,
+        &ctx.url,
+        &ctx.set,
+        run,
+        Mode::Run,
+        &NoObserver,
+    )
+    .await?;
     if let Some(e) = report.queues.iter().find_map(|r| r.error.clone()) {
         return Err(Error::runtime(format!("{base}: {e}")));
     }

@@ -7,7 +7,7 @@ use crate::output::print_out;
 use crate::render;
 use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::audit;
-use bullsweep_core::engine::{Mode, Report};
+use bullsweep_core::engine::{Mode, NoObserver, Report};
 use bullsweep_core::ops::{self, RunScope, now_ms};
 use bullsweep_core::text::count;
 use bullsweep_core::{Error, bullmq::QueueKeys};
@@ -209,7 +209,8 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
     }
     let before = snapshot(&mut con, &specs, &url).await?;
     let scope = RunScope::default();
-    let plan = ops::audited_sweep(&mut con, &url, &set, scope.clone(), Mode::Plan, &|_| {}).await?;
+    let plan =
+        ops::audited_sweep(&mut con, &url, &set, scope.clone(), Mode::Plan, &NoObserver).await?;
     if !json {
         crate::output::print_text(&format!(
             "$ bullsweep plan\n{}\n",
@@ -217,7 +218,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         ))?;
     }
     let started = std::time::Instant::now();
-    let done = ops::audited_sweep(&mut con, &url, &set, scope, Mode::Run, &|_| {}).await?;
+    let done = ops::audited_sweep(&mut con, &url, &set, scope, Mode::Run, &NoObserver).await?;
     let seconds = started.elapsed().as_secs_f64();
     if !json {
         crate::output::print_text(&format!(

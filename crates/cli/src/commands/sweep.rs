@@ -6,7 +6,7 @@ use crate::args::{Cli, PlanArgs, QueueArgs, RunArgs};
 use crate::error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 use crate::output::{print_out, warn};
 use crate::render;
-use bullsweep_core::engine::{Mode, Report};
+use bullsweep_core::engine::{Event, Mode, Observer, Report};
 use bullsweep_core::ops::{self, RunScope};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -71,11 +71,7 @@ async fn sweep(
         bar
     });
     let started = Instant::now();
-    let progress = |n: u64| {
-        if let Some(bar) = &bar {
-            bar.inc(n);
-        }
-    };
+    let progress = Progress(bar.as_ref());
     let report = ops::audited_sweep(&mut con, cli.redis_url(), &set, scope, mode, &progress).await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -89,4 +85,15 @@ async fn sweep(
         crate::output::note(format_args!("finished in {:.2?}", started.elapsed()));
     }
     Ok(report)
+}
+
+/// The progress bar (on a terminal), told how many jobs each batch acted on.
+struct Progress<'a>(Option<&'a indicatif::ProgressBar>);
+
+impl Observer for Progress<'_> {
+    fn event(&self, event: &Event<'_>) {
+        if let (Some(bar), Event::Progress { acted }) = (self.0, event) {
+            bar.inc(*acted);
+        }
+    }
 }

@@ -37,6 +37,9 @@ pub struct JsonQueue {
     pub states: BTreeMap<String, JsonState>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The failure's kind (`redis`, `permission`, `archive`, …), with `error`.
+    #[serde(default, rename = "errorKind")]
+    pub error_kind: Option<String>,
     /// `locked` when another bullsweep held the queue's lock and the run left it alone.
     #[serde(default)]
     pub skipped: Option<String>,

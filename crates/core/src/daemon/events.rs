@@ -21,19 +21,21 @@ use super::events_shared::EventShared;
 use super::log::log;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::process::{connect_with_backoff, pause};
+use super::run_observer::RunObserver;
 use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::keys::{audit_tag, cursor};
 use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::cancel::Cancel;
 use crate::engine::SweepOptions;
 use crate::engine::event_removal::{remove_finished, score_bounds};
+use crate::error::ErrorKind;
 use crate::health::history;
 use crate::ops::records;
 use crate::ops::{Conn, Target};
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::streams::StreamKey;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Entries read per stream per round trip.
@@ -226,7 +228,7 @@ impl EventsReader {
                         "warn",
                         &format!("{base}: event removal failed: {e}; will read again"),
                     );
-                    m.count_failure(&h.labels(m, base), &e.to_string());
+                    m.count_failure(&h.labels(m, base), ErrorKind::of_redis(&e));
                     return Drained::Failed;
                 }
             }
@@ -312,20 +314,18 @@ impl EventsReader {
             .collect();
         let labels = h.labels(&self.metrics, &base);
         set_lag(&self.metrics, &labels, &last, now);
-        let timings = Arc::new(Mutex::new(Vec::new()));
-        let opts = SweepOptions {
-            timings: Some(timings.clone()),
-            ..SweepOptions::at(now, BUDGET_US, &self.execution_id)
-        };
+        let opts = SweepOptions::at(now, BUDGET_US, &self.execution_id);
+        let seen = RunObserver::default();
         let removed = remove_finished(
             &mut self.con,
             &h.queue.queue,
             &h.queue.policy,
             &finished,
             &opts,
+            &seen,
         )
         .await;
-        let spent: Vec<u64> = timings.lock().map(|t| t.clone()).unwrap_or_default();
+        let spent = seen.spent();
         match removed {
             Ok(removed) => record(&self.metrics, &labels, &spent, removed),
             Err(e) => {
@@ -334,7 +334,7 @@ impl EventsReader {
                     "warn",
                     &format!("{base}: event removal failed: {e}; will read again"),
                 );
-                self.metrics.count_failure(&labels, &e.to_string());
+                self.metrics.count_failure(&labels, e.kind);
                 self.reader = None;
                 pause(&self.shutdown, self.backoff).await;
                 return false;

@@ -2,6 +2,7 @@
 //! and `/readyz`, served by `http`.
 
 use super::http::{Request, Response};
+use crate::error::ErrorKind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -57,14 +58,12 @@ pub struct FailureLabels {
 /// Every `reason` of `bullsweep_failed_batches_total`.
 pub const FAILURE_REASONS: [&str; 3] = ["permission", "redis", "other"];
 
-/// Why a run failed, as `bullsweep_failed_batches_total` labels it, from its error's words.
-pub fn failure_reason(error: &str) -> &'static str {
-    if crate::ops::connect::is_permission_text(error) {
-        "permission"
-    } else if error.contains("Redis") || error.contains("redis") {
-        "redis"
-    } else {
-        "other"
+/// Why a run failed, as `bullsweep_failed_batches_total` labels it, from its error's kind.
+pub fn failure_reason(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Permission => "permission",
+        ErrorKind::Redis => "redis",
+        _ => "other",
     }
 }
 
@@ -418,11 +417,11 @@ impl DaemonMetrics {
     }
 
     /// Counts one failed run or batch of a queue, labelled with why it failed.
-    pub fn count_failure(&self, labels: &QueueLabels, error: &str) {
+    pub fn count_failure(&self, labels: &QueueLabels, kind: ErrorKind) {
         let labels = FailureLabels {
             queue: labels.queue.clone(),
             tenant: labels.tenant.clone(),
-            reason: failure_reason(error).to_string(),
+            reason: failure_reason(kind).to_string(),
         };
         self.batches.failed_batches.get_or_create(&labels).inc();
     }

@@ -27,6 +27,7 @@ pub mod metrics;
 mod process;
 mod queue_run;
 mod queue_series;
+mod run_observer;
 mod scan;
 mod schedule;
 mod signals;

@@ -3,13 +3,16 @@
 //! log; the lock is renewed meanwhile.
 
 use super::log::{clear_repeated, log, log_repeated};
-use super::metrics::{self, ActionLabels};
+use super::metrics::ActionLabels;
+use super::run_observer::RunObserver;
 use super::{Daemon, jitter};
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::sweep_lock;
 use crate::cancel::Cancel;
-use crate::engine::{Mode, Report};
+use crate::engine::{Mode, NoObserver, QueueError, Report};
+use crate::error::Error;
+use crate::error::ErrorKind;
 use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::Conn;
@@ -20,9 +23,26 @@ use crate::ops::records;
 const HASH_OVERHEAD: u64 = 96;
 use crate::ops::{RunScope, audited_sweep, now_ms};
 use bullsweep_policy::{Millis, QueueId, Schedule};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// When a queue found due under its lock is due again, once swept.
+struct Due {
+    schedule: Schedule,
+    auto: Millis,
+    now: i64,
+}
+
+/// What one locked sweep of a queue came to.
+struct Swept {
+    /// The audited run's report, or why it failed as a whole.
+    result: Result<Report, Error>,
+    /// What the run told as it went.
+    seen: RunObserver,
+    /// Whether a lost lock or the shutdown stopped it early.
+    interrupted: bool,
+    /// When it started.
+    started: Instant,
+}
 
 impl Daemon {
     /// Locks a queue, re-checks under the lock that it is still due, sweeps it, and records
@@ -55,9 +75,23 @@ impl Daemon {
         lock: &QueueLock,
         forced: bool,
     ) -> redis::RedisResult<()> {
-        let labels = self.labels(q);
-        let Some(slot) = self.slots.get(&q.base) else {
+        let Some(due) = self.due_under_lock(q, forced).await? else {
             return Ok(());
+        };
+        let swept = self.sweep_locked(q, lock).await;
+        self.record_outcome(q, swept, due).await
+    }
+
+    /// Re-checks under the lock that the queue is still due (another replica may have run it
+    /// meanwhile, a retry record may hold it back, `auto` may want to wait); when it is not,
+    /// sets when it is and returns `None`.
+    async fn due_under_lock(
+        &mut self,
+        q: &QueueId,
+        forced: bool,
+    ) -> redis::RedisResult<Option<Due>> {
+        let Some(slot) = self.slots.get(&q.base) else {
+            return Ok(None);
         };
         let schedule = slot.policy.schedule.clone();
         let mut auto = slot.auto;
@@ -70,7 +104,7 @@ impl Daemon {
             && retry.next_at > now
         {
             self.set_due(q, retry.next_at);
-            return Ok(());
+            return Ok(None);
         }
         if schedule == Schedule::Auto && !forced {
             auto = self.auto_interval(q, last, now).await?;
@@ -87,11 +121,20 @@ impl Daemon {
                 slot.auto = auto;
             }
             self.set_due(q, next);
-            return Ok(());
+            return Ok(None);
         }
+        Ok(Some(Due {
+            schedule,
+            auto,
+            now,
+        }))
+    }
+
+    /// Sweeps the queue through the audited run, its lock renewed meanwhile; a lost lock or
+    /// the daemon's shutdown stops it after the batch in progress.
+    async fn sweep_locked(&mut self, q: &QueueId, lock: &QueueLock) -> Swept {
         let started = Instant::now();
-        let stop = Arc::new(AtomicBool::new(false));
-        let timings = Arc::new(Mutex::new(Vec::new()));
+        let stop = Cancel::new();
         let keeper = tokio::spawn(keep_lock(
             self.con.clone(),
             lock.clone(),
@@ -101,106 +144,128 @@ impl Daemon {
         let scope = RunScope {
             env: self.env.clone(),
             queues: Some(vec![q.clone()]),
-            stop: Some(stop.clone()),
-            timings: Some(timings.clone()),
+            cancel: stop.clone(),
             ..RunScope::default()
         };
-        let result = audited_sweep(
-            &mut self.con,
-            &self.url,
-            &self.set,
-            scope,
-            Mode::Run,
-            &|_| {},
-        )
-        .await;
+        let seen = RunObserver::default();
+        let result =
+            audited_sweep(&mut self.con, &self.url, &self.set, scope, Mode::Run, &seen).await;
         keeper.abort();
-        let interrupted = stop.load(Ordering::Relaxed);
-        let spent: Vec<u64> = timings.lock().map(|t| t.clone()).unwrap_or_default();
+        Swept {
+            result,
+            seen,
+            interrupted: stop.is_cancelled(),
+            started,
+        }
+    }
+
+    /// Records what a sweep did (batch metrics, warnings, jobs acted on, history), then its
+    /// failure (a retry record) or its success (the next due time).
+    async fn record_outcome(
+        &mut self,
+        q: &QueueId,
+        swept: Swept,
+        due: Due,
+    ) -> redis::RedisResult<()> {
+        let labels = self.labels(q);
+        let spent = swept.seen.spent();
         self.metrics.observe_batches(&labels, &spent);
-        if let Ok(report) = &result {
-            for warning in &report.warnings {
-                log("warn", &format!("{}: {warning}", q.base));
+        let error = match &swept.result {
+            Ok(report) => {
+                for warning in &report.warnings {
+                    log("warn", &format!("{}: {warning}", q.base));
+                }
+                let acted = swept.seen.acted();
+                self.count_actions(q, &acted);
+                let longest = spent.iter().max().copied();
+                let ms = swept.started.elapsed().as_millis() as u64;
+                if let Err(e) =
+                    history::record_sweep(&mut self.con, &q.base, &acted, Some(ms), longest).await
+                {
+                    log("warn", &format!("{}: history not recorded: {e}", q.base));
+                }
+                report.queues.iter().find_map(|r| r.error.clone())
             }
-        }
-        let error = match &result {
-            Ok(report) => report.queues.iter().find_map(|r| r.error.clone()),
-            Err(e) => Some(e.message.clone()),
+            Err(e) => Some(QueueError::new(e.kind, e.message.clone())),
         };
-        if let Ok(report) = &result {
-            self.count_actions(q, report);
-            let acted: Vec<(String, u64)> = report
-                .queues
-                .iter()
-                .flat_map(|r| r.states.values())
-                .map(|s| (s.action.clone(), s.done.unwrap_or(0)))
-                .collect();
-            let longest = spent.iter().max().copied();
-            let ms = started.elapsed().as_millis() as u64;
-            if let Err(e) =
-                history::record_sweep(&mut self.con, &q.base, &acted, Some(ms), longest).await
-            {
-                log("warn", &format!("{}: history not recorded: {e}", q.base));
-            }
-        }
         match error {
-            Some(error) => {
-                let record = records::record_failure(&mut self.con, &q.base, now, &error).await?;
-                self.metrics.count_failure(&labels, &error);
-                // A missing permission is a configuration problem: retrying will not fix
-                // it, so the alert is raised at once, not after five failures.
-                let permission = metrics::failure_reason(&error) == "permission";
-                self.metrics
-                    .alert
-                    .get_or_create(&labels)
-                    .set(i64::from(record.alerting() || permission));
-                log(
-                    "error",
-                    &format!(
-                        "{}: run failed ({} in a row): {error}; next attempt in {} ms",
-                        q.base,
-                        record.failures,
-                        record.next_at - now
-                    ),
-                );
-                self.set_due(q, record.next_at);
-            }
-            None if interrupted => {
+            Some(error) => self.record_failure(q, &error, due.now).await,
+            None if swept.interrupted => {
                 log(
                     "info",
                     &format!("{}: stopped after the batch in progress", q.base),
                 );
+                Ok(())
             }
-            None => {
-                if let Some(slot) = self.slots.get_mut(&q.base) {
-                    slot.owed = false;
-                }
-                // The audited run recorded the sweep (last run, retry record cleared).
-                if let Some(slot) = self.slots.get_mut(&q.base) {
-                    slot.last_success_ms = Some(now);
-                }
-                self.metrics.alert.get_or_create(&labels).set(0);
-                self.metrics
-                    .last_success
-                    .get_or_create(&labels)
-                    .set(now as f64 / 1e3);
-                let done = result.as_ref().map_or(0, Report::done);
-                log(
-                    "info",
-                    &format!(
-                        "{}: swept, {} acted on in {:.1?}",
-                        q.base,
-                        crate::text::count(done, "job"),
-                        started.elapsed()
-                    ),
-                );
-                let next =
-                    schedule.next_due(Some(now), now, auto) + jitter(schedule.max_jitter(auto));
-                self.set_due(q, next);
-                self.count_queues(std::slice::from_ref(&q.base)).await?;
-                self.publish_queue_series();
-            }
+            None => self.record_success(q, &swept, due).await,
         }
+    }
+
+    /// A failed run: its retry record, the failure metric and alert, and the next attempt.
+    async fn record_failure(
+        &mut self,
+        q: &QueueId,
+        error: &QueueError,
+        now: i64,
+    ) -> redis::RedisResult<()> {
+        let labels = self.labels(q);
+        let record = records::record_failure(&mut self.con, &q.base, now, &error.message).await?;
+        self.metrics.count_failure(&labels, error.kind);
+        // A missing permission is a configuration problem: retrying will not fix it, so the
+        // alert is raised at once, not after five failures.
+        let permission = error.kind == ErrorKind::Permission;
+        self.metrics
+            .alert
+            .get_or_create(&labels)
+            .set(i64::from(record.alerting() || permission));
+        log(
+            "error",
+            &format!(
+                "{}: run failed ({} in a row): {}; next attempt in {} ms",
+                q.base,
+                record.failures,
+                error.message,
+                record.next_at - now
+            ),
+        );
+        self.set_due(q, record.next_at);
+        Ok(())
+    }
+
+    /// A successful run (the audited run recorded it: last run, retry record cleared): the
+    /// queue's success metrics, its log line and its next due time.
+    async fn record_success(
+        &mut self,
+        q: &QueueId,
+        swept: &Swept,
+        due: Due,
+    ) -> redis::RedisResult<()> {
+        let labels = self.labels(q);
+        let now = due.now;
+        if let Some(slot) = self.slots.get_mut(&q.base) {
+            slot.owed = false;
+            slot.last_success_ms = Some(now);
+        }
+        self.metrics.alert.get_or_create(&labels).set(0);
+        self.metrics
+            .last_success
+            .get_or_create(&labels)
+            .set(now as f64 / 1e3);
+        let done = swept.result.as_ref().map_or(0, Report::done);
+        log(
+            "info",
+            &format!(
+                "{}: swept, {} acted on in {:.1?}",
+                q.base,
+                crate::text::count(done, "job"),
+                swept.started.elapsed()
+            ),
+        );
+        let (schedule, auto) = (&due.schedule, due.auto);
+        let next = schedule.next_due(Some(now), now, auto) + jitter(schedule.max_jitter(auto));
+        self.set_due(q, next);
+        self.count_queues(std::slice::from_ref(&q.base)).await?;
+        self.publish_queue_series();
         Ok(())
     }
 
@@ -210,22 +275,18 @@ impl Daemon {
         }
     }
 
-    fn count_actions(&self, q: &QueueId, report: &Report) {
+    /// Counts the jobs each step acted on, by action.
+    fn count_actions(&self, q: &QueueId, acted: &[(String, u64)]) {
         let labels = self.labels(q);
-        for qr in &report.queues {
-            for sr in qr.states.values() {
-                let done = sr.done.unwrap_or(0);
-                if done > 0 {
-                    self.metrics
-                        .acted
-                        .get_or_create(&ActionLabels {
-                            queue: labels.queue.clone(),
-                            tenant: labels.tenant.clone(),
-                            action: sr.action.clone(),
-                        })
-                        .inc_by(done);
-                }
-            }
+        for (action, done) in acted.iter().filter(|(_, done)| *done > 0) {
+            self.metrics
+                .acted
+                .get_or_create(&ActionLabels {
+                    queue: labels.queue.clone(),
+                    tenant: labels.tenant.clone(),
+                    action: action.clone(),
+                })
+                .inc_by(*done);
         }
     }
 
@@ -250,7 +311,7 @@ impl Daemon {
             &self.set,
             scope,
             Mode::Count,
-            &|_| {},
+            &NoObserver,
         )
         .await
         .map_err(|e| redis::RedisError::from((redis::ErrorKind::Io, "plan failed", e.message)))?;
@@ -333,14 +394,14 @@ impl Daemon {
     }
 }
 
-/// Renews a run's lock until aborted; sets `stop` when the lock is lost or on shutdown, so the
-/// run ends after its batch in progress.
-async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Arc<AtomicBool>, shutdown: Cancel) {
+/// Renews a run's lock until aborted; cancels `stop` when the lock is lost or on shutdown, so
+/// the run ends after its batch in progress.
+async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Cancel, shutdown: Cancel) {
     let mut renewed = Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if shutdown.is_cancelled() {
-            stop.store(true, Ordering::Relaxed);
+            stop.cancel();
         }
         if renewed.elapsed() >= Duration::from_millis(lock::LOCK_TTL_MS / 3) {
             renewed = Instant::now();
@@ -351,7 +412,7 @@ async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Arc<AtomicBool>, shutdo
                         "warn",
                         &format!("{}: lock lost; stopping the run", lock.key),
                     );
-                    stop.store(true, Ordering::Relaxed);
+                    stop.cancel();
                 }
                 Err(e) => log("warn", &format!("{}: cannot renew the lock: {e}", lock.key)),
             }

@@ -2,12 +2,13 @@
 //! new values back with a compare-and-set script that also marks each job, so a job is
 //! scrubbed at most once and a job that changed in between is left for a later run.
 
+use super::actions::AnonymizeJobs;
 use super::batch::{BatchSizer, run_batches};
 use super::report::Skipped;
 use super::work::StateWork;
 use crate::audit::AuditAction;
 use crate::bullmq::fingerprint::scrub_fingerprint;
-use crate::bullmq::{QueueKeys, ScrubbedJob, scripts};
+use crate::bullmq::{QueueKeys, ScrubbedJob};
 use crate::error::Result;
 use bullsweep_policy::{PiiRules, Selection, Unreadable};
 use redis::RedisResult;
@@ -227,23 +228,14 @@ impl StateWork<'_> {
         sizer: &mut BatchSizer,
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let (keys, state, budget) = (self.keys, self.state, self.opts.budget_us);
-        let marker = (ANONYMIZED_MARKER, self.opts.now_ms);
-        let done = run_batches(
-            con,
-            jobs,
-            sizer,
-            self.opts,
-            self.progress,
-            skipped,
-            async |con, batch| {
-                let out = scripts()
-                    .anonymize_jobs(con, keys, state, batch, budget, audit_ctx, marker)
-                    .await?;
-                Ok(out.into())
-            },
-        )
-        .await?;
+        let mut action = AnonymizeJobs {
+            keys: self.keys,
+            state: self.state,
+            audit_ctx,
+            marker: (ANONYMIZED_MARKER, self.opts.now_ms),
+        };
+        let run = self.opts.batching(self.observer);
+        let done = run_batches(con, jobs, sizer, run, skipped, &mut action).await?;
         Ok(done)
     }
 }

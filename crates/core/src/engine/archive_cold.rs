@@ -6,10 +6,9 @@
 //! archived alone and streamed, one field and one page of logs at a time, and checked by
 //! their shape. (Plain archiving detaches jobs instead: `archive_path`.)
 
-use super::archive_path::{
-    ArchiveWriter, LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS, SegmentWrite,
-};
+use super::archive_path::{ArchiveWriter, SegmentWrite};
 use super::report::Skipped;
+use super::run_archive::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS, SEGMENT_JOBS};
 use super::work::StateWork;
 use crate::archive::{JobCopy, StreamedJob};
 use crate::bullmq::Candidate;
@@ -57,7 +56,7 @@ impl StateWork<'_> {
         loop {
             let ahead = in_flight.as_ref().map_or(0, |(_, n)| *n);
             let rows = self
-                .prefix_page(con, sel, offset + ahead, super::archive_path::SEGMENT_JOBS)
+                .prefix_page(con, sel, offset + ahead, SEGMENT_JOBS)
                 .await?;
             let next = if rows.is_empty() {
                 None
@@ -102,16 +101,13 @@ impl StateWork<'_> {
         self.finish_segment(con, writer, segment, skipped).await
     }
 
-    /// Reads the given jobs and starts writing the readable ones as one segment on a
-    /// blocking thread, so the caller can talk to Redis meanwhile. Nothing is deleted yet.
-    async fn start_segment<C: ConnectionLike>(
+    /// Splits `rows` into the jobs of a normal size and the oversized ones (archived alone and
+    /// streamed), by each job's `data` and `returnvalue` lengths and its number of log lines.
+    async fn by_size<C: ConnectionLike>(
         &self,
         con: &mut C,
-        writer: &mut ArchiveWriter<'_>,
         rows: &[(String, i64)],
-        skipped: &mut Skipped,
-    ) -> Result<SegmentInFlight> {
-        // First a cheap look at each job's size, so that an oversized one is never read whole.
+    ) -> Result<(Vec<(String, i64)>, Vec<(String, i64)>)> {
         let mut normal: Vec<(String, i64)> = Vec::with_capacity(rows.len());
         let mut large = Vec::new();
         for chunk in rows.chunks(READ_JOBS) {
@@ -136,6 +132,20 @@ impl StateWork<'_> {
                 }
             }
         }
+        Ok((normal, large))
+    }
+
+    /// Reads the given jobs and starts writing the readable ones as one segment on a
+    /// blocking thread, so the caller can talk to Redis meanwhile. Nothing is deleted yet.
+    async fn start_segment<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        rows: &[(String, i64)],
+        skipped: &mut Skipped,
+    ) -> Result<SegmentInFlight> {
+        // First a cheap look at each job's size, so that an oversized one is never read whole.
+        let (normal, large) = self.by_size(con, rows).await?;
         let rows = &normal[..];
         // Why chunks: Redis runs a client's whole pipeline before serving anyone else, so
         // each round trip reads few enough jobs to stay well under a millisecond or two.

@@ -7,41 +7,25 @@
 //! and read. A batch the archive cannot take is put back (`staging::put_back`); one left by a
 //! killed run is finished by the next (`staging::recover`).
 
+use super::actions::DetachJobs;
 use super::batch::{BatchSizer, run_batches};
+use super::observer::{Event, WithoutProgress};
 use super::report::Skipped;
+use super::run_archive::{RunArchive, SEGMENT_JOBS};
 use super::staging::{self, StagedCopies};
-
 use super::sys::yield_cpu_to_redis;
 use super::work::StateWork;
 use crate::archive::{
     ArchiveSink, JobCopy, SegmentManifest, SegmentMeta, StreamedJob, StreamedSegment,
 };
+use crate::bullmq::DetachMode;
 use crate::bullmq::keys::StagedBatch;
-use crate::bullmq::{DetachMode, scripts};
 use crate::error::{Error, Result};
 use bullsweep_policy::Selection;
 use redis::aio::ConnectionLike;
 
-/// Jobs per archive segment file.
-pub(super) const SEGMENT_JOBS: u64 = 1_000;
-/// Jobs read per pipelined round trip while archiving.
-pub(super) const READ_JOBS: usize = 100;
-/// A job whose `data` and `returnvalue` (the fields that carry user payloads) hold more than
-/// this is archived alone and streamed: read one field and one page of logs at a time.
-pub(super) const LARGE_JOB_BYTES: u64 = 8 << 20;
-/// A job with more log lines than this is streamed too.
-pub(super) const LARGE_JOB_LOGS: u64 = 10_000;
 /// Log lines read per round trip when streaming.
 const LOG_PAGE: usize = 1_000;
-
-/// The archive a run writes to, and the Redis database it writes for (the audit's source
-/// id), which every record names.
-pub(crate) struct RunArchive {
-    /// Where segments go.
-    pub sink: ArchiveSink,
-    /// The source id of the database the run governs.
-    pub source: String,
-}
 
 /// Where one state's archive segments go.
 pub(crate) struct ArchiveWriter<'a> {
@@ -139,7 +123,7 @@ impl StateWork<'_> {
                         Some(next)
                     }
                     Err(e) => {
-                        // Its jobs count as done through the progress callback.
+                        // Its jobs count as done through the observer's progress.
                         if let Some(prev) = in_flight.take() {
                             self.finish_batch(con, &mut writer, prev).await?;
                         }
@@ -203,36 +187,27 @@ impl StateWork<'_> {
         let mode = DetachMode {
             protect_parents: self.protect_parents,
         };
-        let (keys, state, budget, ctx) =
-            (self.keys, self.state, self.opts.budget_us, self.audit_ctx);
+        let mut action = DetachJobs {
+            keys: self.keys,
+            state: self.state,
+            batch: &batch,
+            index_value: &index_value,
+            audit_ctx: self.audit_ctx,
+            mode,
+            staged: Vec::new(),
+        };
         // Progress is counted once a batch is dropped, not when it is detached.
-        let mut staged = Vec::new();
+        let observer = WithoutProgress(self.observer);
         let detached = run_batches(
             con,
             rows,
             &mut writer.sizer,
-            self.opts,
-            &|_| {},
+            self.opts.batching(&observer),
             skipped,
-            async |con, jobs| {
-                let (out, now) = scripts()
-                    .detach_jobs(
-                        con,
-                        keys,
-                        state,
-                        &batch,
-                        &index_value,
-                        jobs,
-                        budget,
-                        ctx,
-                        mode,
-                    )
-                    .await?;
-                staged.extend(now);
-                Ok(out.into())
-            },
+            &mut action,
         )
         .await?;
+        let staged = action.staged;
         // The copies are read as the detach calls reported them, unless the server's list
         // says otherwise (a failover since, or a call whose reply was lost): then as it says.
         match staging::read_detached(con, &batch, self.state, staged).await? {
@@ -241,15 +216,25 @@ impl StateWork<'_> {
         }
     }
 
-    /// Writes, verifies and drops a batch detached earlier (by a run that was killed).
-    pub(super) async fn finish_staged<C: ConnectionLike>(
+    /// Finishes a batch an earlier run detached and did not drop: its copies are written and
+    /// verified, then it is dropped; without a working archive it is put back. Returns how
+    /// many jobs of the set were archived.
+    pub(crate) async fn recover_staged<C: ConnectionLike>(
         &self,
         con: &mut C,
-        writer: &mut ArchiveWriter<'_>,
         batch: StagedBatch,
     ) -> Result<u64> {
-        let in_flight = self.read_staged(con, writer, batch).await?;
-        self.finish_batch(con, writer, in_flight).await
+        match self.archive_sink() {
+            Ok(Some(sink)) => {
+                let mut writer = self.archive_writer(sink);
+                let in_flight = self.read_staged(con, &mut writer, batch).await?;
+                self.finish_batch(con, &mut writer, in_flight).await
+            }
+            _ => {
+                staging::put_back(con, self.keys, self.state, &batch, self.audit).await?;
+                Ok(0)
+            }
+        }
     }
 
     /// Reads a staged batch as its list names it, and starts writing its copies.
@@ -313,7 +298,9 @@ impl StateWork<'_> {
                 )));
             }
             if staging::drop_copied(con, self.keys, &batch.batch, &batch.entries).await? {
-                (self.progress)(batch.detached);
+                self.observer.event(&Event::Progress {
+                    acted: batch.detached,
+                });
                 return Ok(batch.detached);
             }
             if !again {

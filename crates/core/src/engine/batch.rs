@@ -2,10 +2,10 @@
 //! by time ([`BatchSizer`]): each call's size follows the rate Redis reported for the last
 //! one, so a call takes about the time budget whatever the jobs cost.
 
-use super::flows::TakenAlong;
-use super::options::SweepOptions;
-use super::report::Skipped;
+use super::observer::{Event, Observer, SkipReason};
+use super::report::{Skipped, TakenAlong};
 use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
+use crate::cancel::Cancel;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -19,6 +19,8 @@ const MAX_LIMIT: u64 = 5_000;
 pub struct BatchSizer {
     budget_us: u64,
     limit: u64,
+    /// Whether the limit follows the measured rate (else it stays as set).
+    adapts: bool,
 }
 
 impl BatchSizer {
@@ -27,6 +29,17 @@ impl BatchSizer {
         BatchSizer {
             budget_us: budget_us.max(1),
             limit: 64,
+            adapts: true,
+        }
+    }
+
+    /// A sizer that always gives `limit` items, for an action whose script stops itself on
+    /// its own clock and whose batches are sized by what one reply may carry.
+    pub fn fixed(limit: u64) -> Self {
+        BatchSizer {
+            budget_us: 1,
+            limit: limit.max(1),
+            adapts: false,
         }
     }
 
@@ -37,7 +50,7 @@ impl BatchSizer {
 
     /// Records that a call handled `jobs` in `elapsed_us` (as measured inside Redis).
     pub fn observe(&mut self, jobs: u64, elapsed_us: u64) {
-        if jobs == 0 {
+        if jobs == 0 || !self.adapts {
             return;
         }
         // Aim a little past the budget: the script stops itself once the budget is spent, so
@@ -141,53 +154,101 @@ impl From<ActiveOutcome> for BatchStep {
     }
 }
 
-/// Counts one batch: its time in the batch metrics, what it skipped and took along, and its
-/// progress.
-pub(crate) fn account(
-    step: &BatchStep,
-    opts: &SweepOptions,
-    progress: &(dyn Fn(u64) + Sync),
-    skipped: &mut Skipped,
-) {
-    opts.record_batch(step.elapsed_us);
-    skipped.locked += step.locked;
-    skipped.malformed += step.malformed;
-    skipped.changed += step.changed;
-    skipped.already_anonymized += step.already;
-    skipped.parent_waiting += step.parent_waiting;
-    skipped.cross_slot += step.cross_slot;
-    skipped.restored += step.restored;
-    skipped.dangling += step.dangling;
-    skipped.taken_along.parents_removed += step.taken_along.parents_removed;
-    skipped.taken_along.parents_released += step.taken_along.parents_released;
-    progress(step.acted);
+impl BatchStep {
+    /// The jobs the call left alone, by reason.
+    fn skips(&self) -> [(SkipReason, u64); 8] {
+        [
+            (SkipReason::Locked, self.locked),
+            (SkipReason::Malformed, self.malformed),
+            (SkipReason::Changed, self.changed),
+            (SkipReason::ParentWaiting, self.parent_waiting),
+            (SkipReason::CrossSlot, self.cross_slot),
+            (SkipReason::Restored, self.restored),
+            (SkipReason::Dangling, self.dangling),
+            (SkipReason::AlreadyAnonymized, self.already),
+        ]
+    }
 }
 
-/// Runs `call` over `items` in batches sized by time, until every item is handled or the run
-/// is asked to stop (checked between batches; the rest stays for a later run). Each call is
-/// one atomic script, retried on connection errors; each batch is counted with [`account`].
-/// Returns how many jobs were acted on.
-pub(crate) async fn run_batches<T, C: ConnectionLike>(
+/// Counts one batch into the state's tally of what it skipped and took along, and tells the
+/// observer: the batch, its skips by reason, the parents taken along, its progress.
+pub(crate) fn account(step: &BatchStep, observer: &dyn Observer, skipped: &mut Skipped) {
+    observer.event(&Event::BatchDone {
+        handled: step.handled,
+        acted: step.acted,
+        elapsed_us: step.elapsed_us,
+    });
+    for (reason, count) in step.skips() {
+        if count > 0 {
+            skipped.add(reason, count);
+            observer.event(&Event::Skipped { reason, count });
+        }
+    }
+    let taken = &step.taken_along;
+    if taken.parents_removed > 0 || taken.parents_released > 0 {
+        skipped.taken_along.parents_removed += taken.parents_removed;
+        skipped.taken_along.parents_released += taken.parents_released;
+        observer.event(&Event::TakenAlong {
+            removed: taken.parents_removed,
+            released: taken.parents_released,
+        });
+    }
+    observer.event(&Event::Progress { acted: step.acted });
+}
+
+/// One id-batch action: what one atomic script call does to a batch of items (ids,
+/// candidates, scrubbed jobs) within a time budget. The types are in `super::actions`; every
+/// one runs through [`run_batches`].
+pub(crate) trait BatchAction {
+    /// What the action works through.
+    type Item;
+
+    /// Acts on `batch` in one script call that holds Redis for about `budget_us`; the step
+    /// says how many of the items it got to.
+    async fn call<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        batch: &[Self::Item],
+        budget_us: u64,
+    ) -> RedisResult<BatchStep>;
+}
+
+/// What the batch loop needs of its run: the time budget of one call, the token that stops
+/// it between batches, and the observer it tells.
+#[derive(Clone, Copy)]
+pub(crate) struct Batching<'a> {
+    /// Target time one call may hold Redis, in microseconds.
+    pub budget_us: u64,
+    /// Cancelled to stop after the batch in progress.
+    pub cancel: &'a Cancel,
+    /// Told of each batch.
+    pub observer: &'a dyn Observer,
+}
+
+/// Runs `action` over `items` in batches sized by `sizer`, until every item is handled or the
+/// run is asked to stop (checked between batches; the rest stays for a later run). Each call
+/// is one atomic script, retried on connection errors; each batch is counted with
+/// [`account`]. Returns how many jobs were acted on.
+pub(crate) async fn run_batches<A: BatchAction, C: ConnectionLike>(
     con: &mut C,
-    items: &[T],
+    items: &[A::Item],
     sizer: &mut BatchSizer,
-    opts: &SweepOptions,
-    progress: &(dyn Fn(u64) + Sync),
+    run: Batching<'_>,
     skipped: &mut Skipped,
-    mut call: impl AsyncFnMut(&mut C, &[T]) -> RedisResult<BatchStep>,
+    action: &mut A,
 ) -> RedisResult<u64> {
     let mut rest = items;
     let mut done = 0;
     while !rest.is_empty() {
         let take = rest.len().min(sizer.limit() as usize);
-        let step = with_retry!(call(con, &rest[..take]))?;
+        let step = with_retry!(action.call(con, &rest[..take], run.budget_us))?;
         // A call that looked at nothing still moves on, so a loop can never spin.
         let handled = (step.handled as usize).clamp(1, take);
         rest = &rest[handled..];
         sizer.observe(handled as u64, step.elapsed_us);
-        account(&step, opts, progress, skipped);
+        account(&step, run.observer, skipped);
         done += step.acted;
-        if opts.stopping() {
+        if run.cancel.is_cancelled() {
             break;
         }
     }

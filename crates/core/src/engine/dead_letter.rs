@@ -7,12 +7,12 @@
 //! * from `cold`: the marker leaves Redis, removed as Queue.clean removes a job;
 //! * from `purgeAfter`: its archived copy goes too, so no trace is left.
 
-use super::archive_path::RunArchive;
 use super::batch::BatchSizer;
 use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::{QueueReport, Skipped, StateReport};
 use super::rules::{RuleGroup, RuleGroups};
+use super::run_archive::RunArchive;
 use super::work::{StateWork, finish, prefix_counts};
 use crate::audit::{self, AuditAction};
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
@@ -47,7 +47,7 @@ impl QueueRun<'_> {
                     None,
                 )
                 .await?;
-            qr.states.insert(format!("{state}:deadLetter-gone"), gone);
+            self.close(qr, format!("{state}:deadLetter-gone"), gone);
             let action = if sink.is_some() {
                 Action::Archive
             } else {
@@ -67,13 +67,13 @@ impl QueueRun<'_> {
                     Some(marker),
                 )
                 .await?;
-            qr.states.insert(format!("{state}:deadLetter-cold"), cold);
+            self.close(qr, format!("{state}:deadLetter-cold"), cold);
         }
         if let (Mode::Run, Some(sink)) = (self.mode, sink) {
             let purged = self
                 .purge_archive(con, sink, phases.purge_after.before(now))
                 .await?;
-            qr.states.insert("archive:deadLetter-purge".into(), purged);
+            self.close(qr, "archive:deadLetter-purge".into(), purged);
         }
         Ok(())
     }

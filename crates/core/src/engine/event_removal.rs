@@ -3,12 +3,14 @@
 //! `maxCount: 0`, outside `keepFor`) with `action: remove`, and `keepIf` does not keep it;
 //! jobs a rule keeps for a while are left to the periodic sweep.
 
+use super::actions::RemoveIds;
 use super::batch::{BatchSizer, run_batches};
+use super::observer::Observer;
 use super::options::SweepOptions;
 use super::report::Skipped;
 use super::rules::RuleGroups;
 use crate::audit::{Actor, AuditAction, AuditContext};
-use crate::bullmq::{Candidate, QueueKeys, scripts};
+use crate::bullmq::{Candidate, QueueKeys};
 use crate::error::Result;
 use bullsweep_policy::{Action, EffectivePolicy, JobState, QueueId, Selection};
 use redis::Value;
@@ -64,13 +66,15 @@ fn job_view(values: &[Option<String>]) -> serde_json::Value {
 }
 
 /// Removes the finished jobs of one read of the stream that their rules select on their own,
-/// each with a `removed` event as `Job.remove()` leaves. Returns how many were removed.
+/// each with a `removed` event as `Job.remove()` leaves; `observer` is told of each batch.
+/// Returns how many were removed.
 pub async fn remove_finished<C: ConnectionLike>(
     con: &mut C,
     queue: &QueueId,
     policy: &EffectivePolicy,
     finished: &[(JobState, String)],
     opts: &SweepOptions,
+    observer: &dyn Observer,
 ) -> Result<u64> {
     let keys = QueueKeys::new(&queue.base);
     let mut removed = 0;
@@ -102,21 +106,21 @@ pub async fn remove_finished<C: ConnectionLike>(
         );
         let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
         let mut sizer = BatchSizer::new(opts.budget_us);
-        let (keys, budget) = (&keys, opts.budget_us);
-        let protect = policy.protect_waiting_parents;
+        let mut action = RemoveIds {
+            keys: &keys,
+            state,
+            audit_ctx: &audit_ctx,
+            per_job_events: true,
+            protect_parents: policy.protect_waiting_parents,
+        };
+        let mut skipped = Skipped::default();
         removed += run_batches(
             con,
             &candidates,
             &mut sizer,
-            opts,
-            &|_| {},
-            &mut Skipped::default(),
-            async |con, batch| {
-                let out = scripts()
-                    .remove_ids(con, keys, state, batch, budget, &audit_ctx, true, protect)
-                    .await?;
-                Ok(out.into())
-            },
+            opts.batching(observer),
+            &mut skipped,
+            &mut action,
         )
         .await?;
     }

@@ -3,36 +3,18 @@
 //! and releases a parent in another queue to `wait`), or, with `protectWaitingParents`, the
 //! children that would be left for their waiting parent.
 
+use super::report::TakenAlong;
 use super::work::StateWork;
 use crate::bullmq::keys::parent_wait_keys;
 use bullsweep_policy::Selection;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Jobs read per page while planning.
 const PAGE_JOBS: u64 = 1_000;
 /// Parent fields read per pipelined round trip.
 const READ_JOBS: usize = 100;
-
-/// The flow jobs a sweep of the selected jobs would touch (`plan`) or touched (`run`) besides
-/// them.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct TakenAlong {
-    /// Same-queue parents that would be removed (archived first under `action: archive`).
-    pub parents_removed: u64,
-    /// Parents in other queues that would be released to `wait`.
-    pub parents_released: u64,
-    /// With `protectWaitingParents`: selected children left because their parent waits.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub parent_waiting: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 impl StateWork<'_> {
     /// Counts, read-only, what removing the selected prefix would do to its jobs' parents;

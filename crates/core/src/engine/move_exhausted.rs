@@ -2,13 +2,14 @@
 //! same prefix, where they are valid BullMQ failed jobs (and that queue's own policy, such as
 //! `deadLetter`, takes over).
 
+use super::actions::MoveExhausted;
 use super::batch::{BatchSizer, run_batches};
+use super::context::StepContext;
 use super::options::Mode;
-use super::queue_run::QueueRun;
 use super::report::{Skipped, StateReport};
 use super::work::finish;
-use crate::audit::AuditAction;
-use crate::bullmq::{Candidate, QueueKeys, scripts};
+use crate::audit::AuditContext;
+use crate::bullmq::{Candidate, QueueKeys};
 use crate::error::Result;
 use bullsweep_policy::JobState;
 use redis::aio::ConnectionLike;
@@ -28,23 +29,28 @@ fn exhausted(attempts_made: Option<&str>, opts: Option<&str>) -> bool {
         >= attempts
 }
 
-/// Counts (plan) or moves (run) the queue's exhausted failed jobs into `target`.
-pub(super) async fn govern<C: ConnectionLike>(
+/// Counts (plan) or moves (run) the queue's exhausted failed jobs into `target`; `audit` is
+/// the context of the move.
+pub(super) async fn move_exhausted<C: ConnectionLike>(
     con: &mut C,
-    run: &QueueRun<'_>,
+    step: StepContext<'_>,
     target: &str,
+    audit: &AuditContext,
     sr: &mut StateReport,
 ) -> Result<()> {
-    let (opts, mode, progress) = (run.opts, run.mode, run.progress);
-    let from = QueueKeys::new(&run.queue.base);
+    let (opts, mode, observer) = (step.opts, step.mode, step.observer);
+    let from = QueueKeys::new(&step.queue.base);
     let to = from.sibling(target);
     if to == from {
         return Ok(());
     }
     let mut sizer = BatchSizer::new(opts.budget_us);
-    let ctx = run
-        .audit(JobState::Failed, AuditAction::MoveTo(target.to_string()))
-        .to_json();
+    let ctx = audit.to_json();
+    let mut action = MoveExhausted {
+        from: &from,
+        to: &to,
+        audit_ctx: &ctx,
+    };
     let mut skipped = Skipped::default();
     let (mut offset, mut done) = (0isize, 0u64);
     loop {
@@ -87,15 +93,9 @@ pub(super) async fn govern<C: ConnectionLike>(
                 con,
                 &pending,
                 &mut sizer,
-                opts,
-                progress,
+                opts.batching(observer),
                 &mut skipped,
-                async |con, batch| {
-                    let out = scripts()
-                        .move_exhausted(con, &from, &to, batch, opts.budget_us, &ctx)
-                        .await?;
-                    Ok(out.into())
-                },
+                &mut action,
             )
             .await?;
         }

@@ -1,9 +1,9 @@
 //! `action: notify`: the selected failed jobs are listed in a notice (with their failure
 //! reasons) for the caller to deliver; nothing is deleted.
 
-use super::report::{Notice, NoticeJob};
 use super::work::StateWork;
 use crate::audit::AuditAction;
+use crate::notify::{Notice, NoticeJob};
 use bullsweep_policy::Selection;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;

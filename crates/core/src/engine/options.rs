@@ -1,9 +1,10 @@
 //! What one plan or run is asked to do.
 
+use super::batch::Batching;
+use super::observer::Observer;
 use crate::bullmq::SortGetMemory;
+use crate::cancel::Cancel;
 use bullsweep_policy::{NamePattern, QueueId};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// Whether to only count (`plan`) or also act (`run`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,11 +38,8 @@ pub struct SweepOptions {
     pub queues: Option<Vec<QueueId>>,
     /// Only discovered queues whose name or key base matches this glob.
     pub queue_glob: Option<NamePattern>,
-    /// Set from outside to stop the run after the batch in progress.
-    pub stop: Option<Arc<AtomicBool>>,
-    /// When set, receives the time Redis spent in each batch (one script call), in
-    /// microseconds.
-    pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+    /// Cancelled from outside to stop the run after the batch in progress.
+    pub cancel: Cancel,
     /// Take each queue's sweep lock before governing it (a run); `None` when the caller
     /// holds it already (the daemon) or only plans.
     pub locking: Option<crate::lock::QueueLocking>,
@@ -53,7 +51,7 @@ pub struct SweepOptions {
 
 impl SweepOptions {
     /// Options for a run at `now_ms` with every other setting at its default: every queue,
-    /// no stop flag, no timings.
+    /// nobody to cancel it.
     pub fn at(now_ms: i64, budget_us: u64, execution_id: &str) -> Self {
         SweepOptions {
             env: None,
@@ -63,25 +61,24 @@ impl SweepOptions {
             audit_unavailable: None,
             queues: None,
             queue_glob: None,
-            stop: None,
-            timings: None,
+            cancel: Cancel::new(),
             sort_get: SortGetMemory::default(),
             locking: None,
             actor: None,
         }
     }
 
-    /// Whether the run was asked to stop; checked between batches, never inside one.
-    pub fn stopping(&self) -> bool {
-        self.stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
+    /// What the batch loop needs of this run, telling `observer`.
+    pub(crate) fn batching<'a>(&'a self, observer: &'a dyn Observer) -> Batching<'a> {
+        Batching {
+            budget_us: self.budget_us,
+            cancel: &self.cancel,
+            observer,
+        }
     }
 
-    /// Records the time Redis spent in one batch.
-    pub(crate) fn record_batch(&self, elapsed_us: u64) {
-        if let Some(Ok(mut t)) = self.timings.as_ref().map(|t| t.lock()) {
-            t.push(elapsed_us);
-        }
+    /// Whether the run was asked to stop; checked between batches, never inside one.
+    pub fn stopping(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 }

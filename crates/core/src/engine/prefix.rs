@@ -111,7 +111,7 @@ impl StateWork<'_> {
             }
             let step = BatchStep::from(out);
             sizer.observe(step.handled, step.elapsed_us);
-            account(&step, self.opts, self.progress, skipped);
+            account(&step, self.observer, skipped);
             offset +=
                 out.locked + out.malformed + out.parent_waiting + out.cross_slot + out.restored;
             done += out.removed;

@@ -2,16 +2,19 @@
 //! exhausted jobs, each finished state, the dead-letter lifecycle, stalled jobs), the first
 //! failure ending it with the error in its report.
 
-use super::archive_path::RunArchive;
+use super::context::StepContext;
+use super::observer::{Event, Observer};
 use super::options::{Mode, SweepOptions};
-use super::report::{Notice, QueueReport, StateReport};
+use super::report::{QueueError, QueueReport, StateReport};
 use super::rules::RuleGroups;
+use super::run_archive::RunArchive;
 use super::staging;
 use super::work::StateWork;
 use super::{move_exhausted, stalled};
 use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::{ColdMarker, QueueKeys};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
+use crate::notify::Notice;
 use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, QueueId};
 use redis::aio::ConnectionLike;
 use std::collections::BTreeMap;
@@ -37,11 +40,22 @@ pub(super) struct QueueRun<'a> {
     pub policy: &'a EffectivePolicy,
     pub opts: &'a SweepOptions,
     pub mode: Mode,
-    pub progress: &'a (dyn Fn(u64) + Sync),
+    /// Told what happens, batch by batch and step by step.
+    pub observer: &'a dyn Observer,
     pub archive: Option<&'a std::result::Result<RunArchive, String>>,
 }
 
 impl<'a> QueueRun<'a> {
+    /// What the queue's steps share.
+    pub(super) fn step(&self) -> StepContext<'_> {
+        StepContext {
+            queue: self.queue,
+            opts: self.opts,
+            mode: self.mode,
+            observer: self.observer,
+        }
+    }
+
     /// The audit context of `action` on the queue's jobs in `state`.
     pub fn audit(&self, state: JobState, action: AuditAction) -> AuditContext {
         AuditContext::for_state(
@@ -77,7 +91,7 @@ impl<'a> QueueRun<'a> {
             groups,
             opts: self.opts,
             mode: self.mode,
-            progress: self.progress,
+            observer: self.observer,
             audit,
             audit_ctx,
             archive: self.archive,
@@ -96,37 +110,37 @@ impl<'a> QueueRun<'a> {
     ) -> QueueReport {
         let mut qr = queue_report(self.queue, self.policy.name.clone());
         if let Some(reason) = self.audit_blocked() {
-            qr.error = Some(reason);
+            qr.error = Some(QueueError::new(ErrorKind::Audit, reason));
             return qr;
         }
         if self.mode == Mode::Run {
             let keys = QueueKeys::new(&self.queue.base);
             if let Err(e) = super::access::check_queue(con, &keys).await {
-                qr.error = Some(e.with_hint_inline());
+                qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
                 return qr;
             }
         }
         // Batches an interrupted run detached are finished before anything else.
         if let Err(e) = self.recover_staged(con, &mut qr).await {
-            qr.error = Some(format!("archive batches left staged: {e}"));
+            qr.error = Some(e.context("archive batches left staged").into());
             return qr;
         }
         // Exhausted jobs move first, before the failed rules could remove them.
         let error = match self.move_exhausted(con, &mut qr).await {
-            Err(e) => Some(format!("moveExhaustedTo: {e}")),
+            Err(e) => Some(e.context("moveExhaustedTo")),
             Ok(()) => match self.finished_states(con, &mut qr, notices).await {
                 Err(e) => Some(e),
                 Ok(()) => match self.dead_letter(con, &mut qr).await {
-                    Err(e) => Some(format!("deadLetter: {e}")),
+                    Err(e) => Some(e.context("deadLetter")),
                     Ok(()) => self
                         .stalled(con, &mut qr)
                         .await
                         .err()
-                        .map(|e| format!("stalled: {e}")),
+                        .map(|e| e.context("stalled")),
                 },
             },
         };
-        qr.error = error;
+        qr.error = error.map(QueueError::from);
         qr
     }
 
@@ -170,8 +184,19 @@ impl<'a> QueueRun<'a> {
         }
         sr.done = Some(done);
         sr.matched = done;
-        qr.states.insert("staged".into(), sr);
+        self.close(qr, "staged".into(), sr);
         result
+    }
+
+    /// Puts a finished step's report in the queue's, telling the observer.
+    pub(super) fn close(&self, qr: &mut QueueReport, state: String, sr: StateReport) {
+        self.observer.event(&Event::StateDone {
+            queue: &self.queue.base,
+            state: &state,
+            action: &sr.action,
+            done: sr.done.unwrap_or(0),
+        });
+        qr.states.insert(state, sr);
     }
 
     /// Why a run must not touch the queue: `sla.auditRequired` with no working store.
@@ -198,8 +223,10 @@ impl<'a> QueueRun<'a> {
             action: format!("move to {target}"),
             ..StateReport::default()
         };
-        let result = move_exhausted::govern(con, self, target, &mut sr).await;
-        qr.states.insert("failed:exhausted".into(), sr);
+        let audit = self.audit(JobState::Failed, AuditAction::MoveTo(target.to_string()));
+        let result =
+            move_exhausted::move_exhausted(con, self.step(), target, &audit, &mut sr).await;
+        self.close(qr, "failed:exhausted".into(), sr);
         result
     }
 
@@ -209,7 +236,7 @@ impl<'a> QueueRun<'a> {
         con: &mut C,
         qr: &mut QueueReport,
         notices: &mut Vec<Notice>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), Error> {
         let keys = QueueKeys::new(&self.queue.base);
         for state in JobState::ALL {
             let Some(groups) = RuleGroups::for_state(self.policy, state, self.opts.now_ms) else {
@@ -221,13 +248,12 @@ impl<'a> QueueRun<'a> {
             let pii = self.policy.pii.as_ref();
             // Every batch reports what it acted on here, so that a state that fails midway
             // still reports what was done before the failure.
-            let acted = AtomicU64::new(0);
-            let count = |n: u64| {
-                acted.fetch_add(n, Ordering::Relaxed);
-                (self.progress)(n)
+            let acted = Acted {
+                count: AtomicU64::new(0),
+                inner: self.observer,
             };
             let work = StateWork {
-                progress: &count,
+                observer: &acted,
                 ..self.state_work(&keys, state, &groups, &audit, &audit_ctx, pii, None)
             };
             let mut sr = StateReport {
@@ -236,11 +262,11 @@ impl<'a> QueueRun<'a> {
             };
             let result = work.govern(con, &mut sr).await;
             if result.is_err() && self.mode == Mode::Run && sr.done.is_none() {
-                sr.done = Some(acted.load(Ordering::Relaxed));
+                sr.done = Some(acted.count.load(Ordering::Relaxed));
             }
             notices.extend(sr.notice.take());
-            qr.states.insert(state.as_str().to_string(), sr);
-            result.map_err(|e| format!("{state}: {e}"))?;
+            self.close(qr, state.as_str().to_string(), sr);
+            result.map_err(|e| e.context(state))?;
         }
         Ok(())
     }
@@ -266,8 +292,25 @@ impl<'a> QueueRun<'a> {
             action: rule.action.as_str().to_string(),
             ..StateReport::default()
         };
-        let result = stalled::govern(con, self, rule, &mut sr).await;
-        qr.states.insert("stalled".into(), sr);
+        let audit = self.audit(JobState::Failed, rule.action.into());
+        let result = stalled::handle_stalled(con, self.step(), rule, audit, &mut sr).await;
+        self.close(qr, "stalled".into(), sr);
         result
+    }
+}
+
+/// Counts the jobs one state acted on, passing every event on: a state that fails midway
+/// still reports what was done before the failure.
+struct Acted<'a> {
+    count: AtomicU64,
+    inner: &'a dyn Observer,
+}
+
+impl Observer for Acted<'_> {
+    fn event(&self, event: &Event<'_>) {
+        if let Event::Progress { acted } = event {
+            self.count.fetch_add(*acted, Ordering::Relaxed);
+        }
+        self.inner.event(event)
     }
 }

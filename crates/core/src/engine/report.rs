@@ -1,7 +1,9 @@
 //! The typed result of `plan` and `run`. `--json` prints it as one object; the human table is
 //! drawn from the same value.
 
-use crate::audit::AuditContext;
+use super::observer::SkipReason;
+use crate::error::{Error, ErrorKind};
+use crate::notify::Notice;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -32,33 +34,6 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// What `action: notify` tells about one queue: the jobs past retention, which stay in place.
-/// Its JSON is the audit context (policy, version, queue, tenant, environment, action, state,
-/// compliance tag, run) followed by the count and the jobs.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Notice {
-    /// Who and what the notice is about, as its audit event records it.
-    #[serde(flatten)]
-    pub context: AuditContext,
-    /// How many jobs are past retention.
-    pub count: u64,
-    /// The oldest of them (at most 1,000), with their failure reasons.
-    pub jobs: Vec<NoticeJob>,
-}
-
-/// One job in a notice.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct NoticeJob {
-    /// Job id.
-    pub id: String,
-    /// Its `failedReason`, if any.
-    pub failed_reason: Option<String>,
-    /// Its `finishedOn`.
-    pub finished_on: i64,
-}
-
 /// One governed queue.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct QueueReport {
@@ -74,12 +49,47 @@ pub struct QueueReport {
     pub policy: String,
     /// Per state: jobs present, jobs selected, action, and for `run` what was done.
     pub states: BTreeMap<String, StateReport>,
-    /// Why work on this queue stopped, when it failed; other queues go on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// Why work on this queue stopped, when it failed; other queues go on. Its JSON is the
+    /// fields `error` (the message) and `errorKind`.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<QueueError>,
     /// Why the queue was not swept at all, when it was not (its `states` are then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<QueueSkipped>,
+}
+
+/// Why work on a queue stopped: the failure's kind and its one-line message.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct QueueError {
+    /// What went wrong (`error`).
+    #[serde(rename = "error")]
+    pub message: String,
+    /// What failed, as the metrics label it and `--json` prints it (`errorKind`).
+    #[serde(rename = "errorKind")]
+    pub kind: ErrorKind,
+}
+
+impl QueueError {
+    /// A failure of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        QueueError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for QueueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<Error> for QueueError {
+    /// The error's kind and message (its hint left out).
+    fn from(e: Error) -> Self {
+        QueueError::new(e.kind, e.message)
+    }
 }
 
 /// Why a run left a whole queue alone.
@@ -113,10 +123,24 @@ pub struct StateReport {
         rename = "takenAlong",
         skip_serializing_if = "Option::is_none"
     )]
-    pub taken_along: Option<super::flows::TakenAlong>,
+    pub taken_along: Option<TakenAlong>,
     /// The notice for `action: notify`, moved into [`Report::notices`].
     #[serde(skip)]
     pub notice: Option<Notice>,
+}
+
+/// The flow jobs a sweep of the selected jobs would touch (`plan`) or touched (`run`) besides
+/// them.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TakenAlong {
+    /// Same-queue parents that would be removed (archived first under `action: archive`).
+    pub parents_removed: u64,
+    /// Parents in other queues that would be released to `wait`.
+    pub parents_released: u64,
+    /// With `protectWaitingParents`: selected children left because their parent waits.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parent_waiting: u64,
 }
 
 /// Selected jobs that `run` did not act on.
@@ -154,7 +178,7 @@ pub struct Skipped {
     /// Not skipped: the flow parents the state's batches took along, counted with the rest of
     /// the batches' tally and moved to [`StateReport::taken_along`] when the state is done.
     #[serde(skip)]
-    pub taken_along: super::flows::TakenAlong,
+    pub taken_along: TakenAlong,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -164,15 +188,36 @@ fn is_zero(n: &u64) -> bool {
 impl Skipped {
     /// Selected jobs left alone, whatever the reason.
     pub fn total(&self) -> u64 {
-        self.locked
-            + self.malformed
-            + self.changed
-            + self.not_implemented
-            + self.already_anonymized
-            + self.parent_waiting
-            + self.cross_slot
-            + self.restored
-            + self.dangling
+        self.not_implemented + SkipReason::ALL.map(|r| self.count(r)).iter().sum::<u64>()
+    }
+
+    /// Selected jobs left alone for `reason`.
+    pub fn count(&self, reason: SkipReason) -> u64 {
+        match reason {
+            SkipReason::Locked => self.locked,
+            SkipReason::Malformed => self.malformed,
+            SkipReason::Changed => self.changed,
+            SkipReason::ParentWaiting => self.parent_waiting,
+            SkipReason::CrossSlot => self.cross_slot,
+            SkipReason::Restored => self.restored,
+            SkipReason::Dangling => self.dangling,
+            SkipReason::AlreadyAnonymized => self.already_anonymized,
+        }
+    }
+
+    /// Counts `n` more jobs left alone for `reason`.
+    pub fn add(&mut self, reason: SkipReason, n: u64) {
+        let count = match reason {
+            SkipReason::Locked => &mut self.locked,
+            SkipReason::Malformed => &mut self.malformed,
+            SkipReason::Changed => &mut self.changed,
+            SkipReason::ParentWaiting => &mut self.parent_waiting,
+            SkipReason::CrossSlot => &mut self.cross_slot,
+            SkipReason::Restored => &mut self.restored,
+            SkipReason::Dangling => &mut self.dangling,
+            SkipReason::AlreadyAnonymized => &mut self.already_anonymized,
+        };
+        *count += n;
     }
 
     /// Whether nothing was skipped.
@@ -215,5 +260,42 @@ impl Report {
             .flat_map(|q| q.states.values())
             .map(|s| s.matched)
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(error: Option<QueueError>) -> QueueReport {
+        QueueReport {
+            key: "bull:mail".into(),
+            queue: "mail".into(),
+            tenant: None,
+            env: None,
+            policy: "p".into(),
+            states: BTreeMap::new(),
+            error,
+            skipped: None,
+        }
+    }
+
+    #[test]
+    fn a_failure_prints_its_message_and_kind_and_reads_back() {
+        let failed = queue(Some(QueueError::new(
+            ErrorKind::Permission,
+            "Redis: NOPERM",
+        )));
+        let json = serde_json::to_string(&failed).expect("json");
+        assert!(
+            json.ends_with(r#""states":{},"error":"Redis: NOPERM","errorKind":"permission"}"#),
+            "{json}"
+        );
+        let back: QueueReport = serde_json::from_str(&json).expect("read back");
+        assert_eq!(back, failed);
+        let fine = serde_json::to_string(&queue(None)).expect("json");
+        assert!(!fine.contains("error"), "{fine}");
+        let back: QueueReport = serde_json::from_str(&fine).expect("read back");
+        assert_eq!(back.error, None);
     }
 }

@@ -3,8 +3,7 @@
 //! cannot make a drop free a copy nobody wrote), putting one back when the archive cannot
 //! take it, and finishing the batches a killed run left ([`StateWork::recover_staged`]).
 
-use super::archive_path::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS};
-use super::work::StateWork;
+use super::run_archive::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS};
 use crate::archive::JobCopy;
 use crate::audit::{AuditAction, AuditContext};
 use crate::bullmq::keys::{StagedBatch, staging_index};
@@ -377,26 +376,4 @@ pub(crate) async fn pending<C: ConnectionLike>(
             (StagedBatch::new(keys.base(), &name), state)
         })
         .collect())
-}
-
-impl StateWork<'_> {
-    /// Finishes a batch an earlier run detached and did not drop: its copies are written and
-    /// verified, then it is dropped; without a working archive it is put back. Returns how
-    /// many jobs of the set were archived.
-    pub(crate) async fn recover_staged<C: ConnectionLike>(
-        &self,
-        con: &mut C,
-        batch: StagedBatch,
-    ) -> Result<u64> {
-        match self.archive_sink() {
-            Ok(Some(sink)) => {
-                let mut writer = self.archive_writer(sink);
-                self.finish_staged(con, &mut writer, batch).await
-            }
-            _ => {
-                put_back(con, self.keys, self.state, &batch, self.audit).await?;
-                Ok(0)
-            }
-        }
-    }
 }

@@ -3,28 +3,32 @@
 //! are retried (back to wait, as BullMQ's stalled checker does) or removed, each checked again
 //! inside the script; a job with a live lock is never touched.
 
+use super::actions::StalledJobs;
 use super::batch::{BatchSizer, run_batches};
+use super::context::StepContext;
 use super::options::Mode;
-use super::queue_run::QueueRun;
 use super::report::{Skipped, StateReport};
 use super::work::finish;
-use crate::bullmq::{QueueKeys, scripts};
+use crate::audit::AuditContext;
+use crate::bullmq::QueueKeys;
 use crate::error::Result;
-use bullsweep_policy::{JobState, StalledAction, StalledRule};
+use bullsweep_policy::{StalledAction, StalledRule};
 use redis::aio::ConnectionLike;
 
 /// Active jobs read per round trip.
 const PAGE: isize = 500;
 
-/// Counts (plan) or handles (run) the queue's abandoned active jobs.
-pub(super) async fn govern<C: ConnectionLike>(
+/// Counts (plan) or handles (run) the queue's abandoned active jobs; `audit` is the context
+/// of the rule's action (its state is recorded as `active`).
+pub(super) async fn handle_stalled<C: ConnectionLike>(
     con: &mut C,
-    run: &QueueRun<'_>,
+    step: StepContext<'_>,
     rule: StalledRule,
+    audit: AuditContext,
     sr: &mut StateReport,
 ) -> Result<()> {
-    let (opts, progress) = (run.opts, run.progress);
-    let keys = QueueKeys::new(&run.queue.base);
+    let (opts, observer) = (step.opts, step.observer);
+    let keys = QueueKeys::new(&step.queue.base);
     let cutoff = rule.max_age.before(opts.now_ms);
     let mut candidates = Vec::new();
     let mut start = 0isize;
@@ -55,30 +59,26 @@ pub(super) async fn govern<C: ConnectionLike>(
         start += PAGE;
     }
     sr.matched = candidates.len() as u64;
-    if run.mode != Mode::Run {
+    if step.mode != Mode::Run {
         return Ok(());
     }
     // The audit context of a stalled-job action: state `active`.
-    let ctx = run
-        .audit(JobState::Failed, rule.action.into())
-        .with_state("active")
-        .to_json();
+    let audit_ctx = audit.with_state("active").to_json();
     let mut skipped = Skipped::default();
-    let retry = rule.action == StalledAction::Retry;
+    let mut action = StalledJobs {
+        keys: &keys,
+        retry: rule.action == StalledAction::Retry,
+        cutoff_ms: cutoff,
+        audit_ctx: &audit_ctx,
+    };
     let mut sizer = BatchSizer::new(opts.budget_us);
     let done = run_batches(
         con,
         &candidates,
         &mut sizer,
-        opts,
-        progress,
+        opts.batching(observer),
         &mut skipped,
-        async |con, batch| {
-            let out = scripts()
-                .stalled_jobs(con, &keys, retry, cutoff, batch, opts.budget_us, &ctx)
-                .await?;
-            Ok(out.into())
-        },
+        &mut action,
     )
     .await?;
     finish(sr, done, skipped);

@@ -2,30 +2,32 @@
 //! Cluster): its lock, then its run ([`super::queue_run`]) → report. A failure in one queue is
 //! recorded in its report and the next queue goes on.
 
-use super::archive_path::RunArchive;
 use super::inventory::{Inventory, in_dependency_order, inventory};
+use super::observer::{NoObserver, Observer};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
-use super::report::{Notice, QueueReport, QueueSkipped, Report};
+use super::report::{QueueError, QueueReport, QueueSkipped, Report};
+use super::run_archive::RunArchive;
 use super::shards;
 use crate::archive::ArchiveSink;
 use crate::bullmq::Topology;
 use crate::bullmq::keys::sweep_lock;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
+use crate::notify::Notice;
 use bullsweep_policy::{PolicySet, QueueId, Resolution};
 use futures_util::future::join_all;
 use redis::aio::ConnectionLike;
 
 /// Plans or runs every governed queue (or `opts.queues`), each after the queues its policy's
 /// `dependsOn` names. On a Redis Cluster the queues of each primary are swept in parallel with
-/// those of the others (see [`super::shards`]). `progress` is told how many jobs each batch
-/// acted on.
+/// those of the others (see [`super::shards`]). `observer` is told what happens as it
+/// happens.
 pub async fn sweep<C: Topology>(
     con: &mut C,
     set: &PolicySet,
     opts: &SweepOptions,
     mode: Mode,
-    progress: &(dyn Fn(u64) + Sync),
+    observer: &dyn Observer,
 ) -> Result<Report> {
     let inv = queues_to_sweep(con, set, opts).await?;
     let archive = open_archive(con, set, mode).await;
@@ -41,7 +43,7 @@ pub async fn sweep<C: Topology>(
         set,
         opts,
         mode,
-        progress,
+        observer,
         archive: archive.as_ref(),
     };
     let parts = join_all(groups.into_iter().map(|group| {
@@ -78,7 +80,7 @@ struct Sweep<'a> {
     set: &'a PolicySet,
     opts: &'a SweepOptions,
     mode: Mode,
-    progress: &'a (dyn Fn(u64) + Sync),
+    observer: &'a dyn Observer,
     archive: Option<&'a std::result::Result<RunArchive, String>>,
 }
 
@@ -110,7 +112,7 @@ impl Sweep<'_> {
                 part.queues.push((
                     i,
                     QueueReport {
-                        error: Some(error),
+                        error: Some(QueueError::new(ErrorKind::Config, error)),
                         ..queue_report(q, String::new())
                     },
                 ));
@@ -142,7 +144,10 @@ impl Sweep<'_> {
                     part.queues.push((
                         i,
                         QueueReport {
-                            error: Some(format!("cannot take its lock: Redis: {e}")),
+                            error: Some(QueueError::new(
+                                ErrorKind::of_redis(&e),
+                                format!("cannot take its lock: Redis: {e}"),
+                            )),
                             ..queue_report(q, eff.name.clone())
                         },
                     ));
@@ -155,7 +160,7 @@ impl Sweep<'_> {
             policy: &eff,
             opts: self.opts,
             mode: self.mode,
-            progress: self.progress,
+            observer: self.observer,
             archive: self.archive,
         };
         let mut notices = Vec::new();
@@ -188,7 +193,7 @@ pub async fn finish_staged<C: ConnectionLike>(
             policy: &eff,
             opts,
             mode: Mode::Run,
-            progress: &|_| {},
+            observer: &NoObserver,
             archive: archive.as_ref(),
         };
         let mut qr = queue_report(q, eff.name.clone());

@@ -29,6 +29,43 @@ struct Selected {
     notify_count: u64,
 }
 
+impl Selected {
+    /// Gathers one selected job `(id, score)` for `action`; `able` says whether the state can
+    /// archive (a sink) and anonymize (pii rules). An action it cannot perform is skipped.
+    fn gather(
+        &mut self,
+        row: (String, i64),
+        action: Action,
+        able: (bool, bool),
+        skipped: &mut Skipped,
+    ) {
+        let (can_archive, can_anonymize) = able;
+        match action {
+            Action::Remove => self.remove.push(Candidate {
+                id: row.0,
+                score: row.1,
+                fingerprint: None,
+            }),
+            Action::Archive if can_archive => self.archive.push(row),
+            Action::Anonymize if can_anonymize => self.anonymize.push(row),
+            Action::Notify => {
+                self.notify_count += 1;
+                self.notify.push_back(row);
+                if self.notify.len() as u64 > super::notice::NOTICE_JOBS {
+                    self.notify.pop_front();
+                }
+            }
+            action => {
+                skipped.not_implemented += 1;
+                let reason = not_implemented_reason(action);
+                if !skipped.reasons.contains(&reason) {
+                    skipped.reasons.push(reason);
+                }
+            }
+        }
+    }
+}
+
 impl StateWork<'_> {
     /// Walks the set, counting (plan) or acting on (run) what each job's group selects.
     pub(super) async fn walk<C: ConnectionLike>(
@@ -87,29 +124,8 @@ impl StateWork<'_> {
                     continue;
                 }
                 let row = (entry.id, entry.score);
-                match group.action {
-                    Action::Remove => selected.remove.push(Candidate {
-                        id: row.0,
-                        score: row.1,
-                        fingerprint: None,
-                    }),
-                    Action::Archive if writer.is_some() => selected.archive.push(row),
-                    Action::Anonymize if self.pii.is_some() => selected.anonymize.push(row),
-                    Action::Notify => {
-                        selected.notify_count += 1;
-                        selected.notify.push_back(row);
-                        if selected.notify.len() as u64 > super::notice::NOTICE_JOBS {
-                            selected.notify.pop_front();
-                        }
-                    }
-                    action => {
-                        skipped.not_implemented += 1;
-                        let reason = not_implemented_reason(action);
-                        if !skipped.reasons.contains(&reason) {
-                            skipped.reasons.push(reason);
-                        }
-                    }
-                }
+                let able = (writer.is_some(), self.pii.is_some());
+                selected.gather(row, group.action, able, &mut skipped);
             }
             if !to_check.is_empty() {
                 let ids: Vec<&str> = to_check.iter().map(String::as_str).collect();
@@ -125,18 +141,31 @@ impl StateWork<'_> {
                 break;
             }
         }
-        if self.mode == Mode::Run {
-            if selected.notify_count > 0 {
-                let rows: Vec<(String, i64)> = selected.notify.drain(..).rev().collect();
-                let notice = self.notice_for(con, &rows, selected.notify_count).await?;
-                done += notice.count;
-                sr.notice = Some(notice);
-            }
-            finish(sr, done, skipped);
+        match self.mode {
+            Mode::Run => self.close_run(con, sr, selected, done, skipped).await?,
+            Mode::Plan => report_held(sr, restored),
+            Mode::Count => {}
         }
-        if self.mode == Mode::Plan {
-            report_held(sr, restored);
+        Ok(())
+    }
+
+    /// Closes a run's walk: the notice of the jobs `action: notify` selected (they count as
+    /// done), then the state's report.
+    async fn close_run<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sr: &mut StateReport,
+        mut selected: Selected,
+        mut done: u64,
+        skipped: Skipped,
+    ) -> Result<()> {
+        if selected.notify_count > 0 {
+            let rows: Vec<(String, i64)> = selected.notify.drain(..).rev().collect();
+            let notice = self.notice_for(con, &rows, selected.notify_count).await?;
+            done += notice.count;
+            sr.notice = Some(notice);
         }
+        finish(sr, done, skipped);
         Ok(())
     }
 

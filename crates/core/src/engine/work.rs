@@ -3,14 +3,15 @@
 //! counting the selected prefix, reading it page by page, removing candidates by id, and
 //! closing the state's report.
 
-use super::archive_path::RunArchive;
+use super::actions::{ColdJobs, RemoveIds};
 use super::batch::{BatchSizer, run_batches};
-use super::flows::TakenAlong;
+use super::observer::{Observer, SkipReason};
 use super::options::{Mode, SweepOptions};
-use super::report::{Skipped, StateReport};
+use super::report::{Skipped, StateReport, TakenAlong};
 use super::rules::RuleGroups;
+use super::run_archive::RunArchive;
 use crate::audit::AuditContext;
-use crate::bullmq::{Candidate, ColdMarker, QueueKeys, scripts};
+use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
 use crate::error::{Error, Result};
 use bullsweep_policy::{Action, JobState, PiiRules, QueueId, Selection};
 use redis::RedisResult;
@@ -25,7 +26,8 @@ pub(crate) struct StateWork<'a> {
     pub groups: &'a RuleGroups,
     pub opts: &'a SweepOptions,
     pub mode: Mode,
-    pub progress: &'a (dyn Fn(u64) + Sync),
+    /// Told what happens, batch by batch.
+    pub observer: &'a dyn Observer,
     /// The state's audit context, and its JSON as the scripts store it.
     pub audit: &'a AuditContext,
     pub audit_ctx: &'a str,
@@ -90,33 +92,29 @@ impl<'a> StateWork<'a> {
         sizer: &mut BatchSizer,
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let (keys, state, budget, ctx) =
-            (self.keys, self.state, self.opts.budget_us, self.audit_ctx);
-        let protect = self.protect_parents;
-        let done = run_batches(
-            con,
-            pending,
-            sizer,
-            self.opts,
-            self.progress,
-            skipped,
-            async |con, batch| {
-                let out = match self.cold {
-                    Some(cold) => {
-                        scripts()
-                            .cold_jobs(con, keys, state, batch, budget, ctx, cold)
-                            .await?
-                    }
-                    None => {
-                        scripts()
-                            .remove_ids(con, keys, state, batch, budget, ctx, false, protect)
-                            .await?
-                    }
+        let (keys, state, audit_ctx) = (self.keys, self.state, self.audit_ctx);
+        let run = self.opts.batching(self.observer);
+        let done = match self.cold {
+            Some(cold) => {
+                let mut action = ColdJobs {
+                    keys,
+                    state,
+                    audit_ctx,
+                    cold,
                 };
-                Ok(out.into())
-            },
-        )
-        .await?;
+                run_batches(con, pending, sizer, run, skipped, &mut action).await?
+            }
+            None => {
+                let mut action = RemoveIds {
+                    keys,
+                    state,
+                    audit_ctx,
+                    per_job_events: false,
+                    protect_parents: self.protect_parents,
+                };
+                run_batches(con, pending, sizer, run, skipped, &mut action).await?
+            }
+        };
         Ok(done)
     }
 
@@ -165,37 +163,10 @@ pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
 
 /// What was skipped, with a reason for each count; `None` when nothing was.
 pub(crate) fn described(mut skipped: Skipped) -> Option<Skipped> {
-    let why: [(u64, &str); 8] = [
-        (skipped.locked, "held by a worker's lock"),
-        (
-            skipped.malformed,
-            "malformed (not a hash, finishedOn missing or unequal to its score, logs that are not a list, or, to anonymize, data that pii paths cannot be applied to: not JSON, or nested deeper than 128 levels)",
-        ),
-        (skipped.changed, "changed since selection"),
-        (
-            skipped.parent_waiting,
-            "wait for their parent's other children (protectWaitingParents)",
-        ),
-        (
-            skipped.cross_slot,
-            "have their flow's parent under another hash tag: on a Redis Cluster it lives in another slot, so BullMQ cannot run such a flow there either; left untouched",
-        ),
-        (
-            skipped.restored,
-            "restored from the archive and held until their hold ends (archive restore --hold)",
-        ),
-        (
-            skipped.dangling,
-            "dangling ids (no job hash): nothing to copy, so not archived; left in the set",
-        ),
-        (
-            skipped.already_anonymized,
-            "already anonymized by an earlier run",
-        ),
-    ];
-    for (count, reason) in why {
+    for reason in SkipReason::ALL {
+        let count = skipped.count(reason);
         if count > 0 {
-            skipped.reasons.push(format!("{count} {reason}"));
+            skipped.reasons.push(format!("{count} {}", reason.text()));
         }
     }
     (!skipped.is_empty()).then_some(skipped)

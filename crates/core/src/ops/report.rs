@@ -5,8 +5,8 @@
 
 use super::Conn;
 use super::run::{RunScope, audited_sweep};
-use crate::engine::Mode;
 use crate::engine::memory::{self, Estimate, QueueMemory};
+use crate::engine::{Mode, NoObserver};
 use crate::error::Error;
 use bullsweep_policy::PolicySet;
 use serde::Serialize;
@@ -106,13 +106,13 @@ pub async fn memory_report(
     set: &PolicySet,
     scope: RunScope,
 ) -> Result<MemoryReport, Error> {
-    let plan = audited_sweep(con, url, set, scope, Mode::Count, &|_| {}).await?;
+    let plan = audited_sweep(con, url, set, scope, Mode::Count, &NoObserver).await?;
     let cost = set.cost;
     let mut queues = Vec::new();
     let mut errors = BTreeMap::new();
     for q in &plan.queues {
         if let Some(e) = &q.error {
-            errors.insert(q.key.clone(), e.clone());
+            errors.insert(q.key.clone(), e.message.clone());
             continue;
         }
         let measured = memory::measure(con, &q.key)

@@ -6,13 +6,12 @@
 
 use super::{DEFAULT_BUDGET_US, execution_id, now_ms};
 use crate::audit::{self, Actor, AuditContext, QueueNames};
-use crate::engine::{self, Mode, QueueReport, Report, SweepOptions};
+use crate::cancel::Cancel;
+use crate::engine::{self, Mode, Observer, QueueReport, Report, SweepOptions};
 use crate::error::Error;
 use crate::notify;
 use crate::ops::Conn;
 use bullsweep_policy::{PolicySet, QueueId};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 
 /// Which queues a plan or run covers, and how it is stopped early.
 #[derive(Clone, Debug, Default)]
@@ -23,10 +22,8 @@ pub struct RunScope {
     pub queues: Option<Vec<QueueId>>,
     /// Only queues whose name or key base matches this glob.
     pub queue_glob: Option<bullsweep_policy::NamePattern>,
-    /// Set to stop after the batch in progress.
-    pub stop: Option<Arc<AtomicBool>>,
-    /// Receives the time Redis spent in each batch, in microseconds.
-    pub timings: Option<Arc<Mutex<Vec<u64>>>>,
+    /// Cancelled to stop after the batch in progress.
+    pub cancel: Cancel,
     /// A run takes each queue's sweep lock, waiting this long for one held by somebody
     /// else before skipping the queue; `None` when the caller holds the lock (the daemon).
     pub lock_wait: Option<std::time::Duration>,
@@ -35,14 +32,14 @@ pub struct RunScope {
 }
 
 /// Plans, or runs with every change audited (see the module doc). `url` names Redis in
-/// messages; `progress` is told how many jobs each batch acted on.
+/// messages; `observer` is told what happens as it happens.
 pub async fn audited_sweep(
     con: &mut Conn,
     url: &str,
     set: &PolicySet,
     scope: RunScope,
     mode: Mode,
-    progress: &(dyn Fn(u64) + Sync),
+    observer: &dyn Observer,
 ) -> Result<Report, Error> {
     let execution_id = execution_id();
     let mut warnings = Vec::new();
@@ -66,8 +63,7 @@ pub async fn audited_sweep(
         env: scope.env,
         queues: scope.queues,
         queue_glob: scope.queue_glob,
-        stop: scope.stop,
-        timings: scope.timings,
+        cancel: scope.cancel,
         locking: scope.lock_wait.filter(|_| mode == Mode::Run).map(|wait| {
             crate::lock::QueueLocking {
                 owner: format!("run-{}", std::process::id()),
@@ -82,7 +78,7 @@ pub async fn audited_sweep(
         sort_get: con.sort_get(),
         actor: scope.actor.clone(),
     };
-    let mut report = engine::sweep(con, set, &opts, mode, progress)
+    let mut report = engine::sweep(con, set, &opts, mode, observer)
         .await
         .map_err(|e| super::connect::at_url(e, url))?;
     warnings.append(&mut report.warnings);
@@ -97,7 +93,14 @@ pub async fn audited_sweep(
             audit::ship(con, store).await?;
             for q in report.queues.iter().filter(|q| q.error.is_some()) {
                 let ctx = failed_queue_context(q, &execution_id, opts.actor.as_deref());
-                audit::record_event(con, store, ctx, Vec::new(), q.error.as_deref()).await?;
+                audit::record_event(
+                    con,
+                    store,
+                    ctx,
+                    Vec::new(),
+                    q.error.as_ref().map(|e| e.message.as_str()),
+                )
+                .await?;
             }
             for (n, delivered) in report.notices.iter().zip(&deliveries) {
                 let ids = n.jobs.iter().map(|j| j.id.clone()).collect();

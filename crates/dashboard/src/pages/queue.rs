@@ -11,7 +11,7 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::audit::{AuditEvent, PARENT_REMOVED};
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::engine::Mode;
+use bullsweep_core::engine::{Mode, NoObserver};
 use bullsweep_core::health::history;
 use bullsweep_core::ops::audited_sweep;
 use bullsweep_core::ops::trail::{AuditFilter, newest_audit_events};
@@ -36,7 +36,15 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         ));
     };
     let run = scope::run_scope(&ctx, vec![q.clone()]);
-    let plan = audited_sweep(&mut ctx.con, &ctx.url, &ctx.set, run, Mode::Plan, &|_| {}).await?;
+    let plan = audited_sweep(
+        &mut ctx.con,
+        &ctx.url,
+        &ctx.set,
+        run,
+        Mode::Plan,
+        &NoObserver,
+    )
+    .await?;
     let window = Window::of(req);
     let link = format!("/queue?key={}&", urlencode(&base));
     let charts = charts_for(&mut ctx, &history::queue_scope(&base), &window, &link).await?;

@@ -3,8 +3,8 @@
 //! entries carry no data and stay.
 
 use super::matching::Identifiers;
+use super::request::{ERASE_ITEMS, EVENTS_PAGE};
 use super::scan::bytes;
-use super::{ERASE_ITEMS, EVENTS_PAGE};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
 use redis::Value;
@@ -99,18 +99,30 @@ pub(super) async fn erase_events<C: ConnectionLike>(
             break;
         }
     }
-    if erase && !doomed.is_empty() {
-        let mut at = 0;
-        while at < doomed.len() {
-            let chunk = &doomed[at..(at + ERASE_ITEMS).min(doomed.len())];
-            // The script's own refusals name their key.
-            let done = with_retry!(scripts().erase_jobs(con, keys, true, chunk, budget_us, ctx))
-                .map_err(|e| e.to_string())?;
-            at += done.statuses.len().max(1);
-        }
+    if erase {
+        erase_entries(con, keys, &doomed, ctx, budget_us).await?;
     }
     out.deleted = doomed.len() as u64;
     Ok(out)
+}
+
+/// Deletes the given stream entries, a batch of items per erase call.
+async fn erase_entries<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    doomed: &[ErasureItem],
+    ctx: &str,
+    budget_us: u64,
+) -> Result<(), String> {
+    let mut at = 0;
+    while at < doomed.len() {
+        let chunk = &doomed[at..(at + ERASE_ITEMS).min(doomed.len())];
+        // The script's own refusals name their key.
+        let done = with_retry!(scripts().erase_jobs(con, keys, true, chunk, budget_us, ctx))
+            .map_err(|e| e.to_string())?;
+        at += done.statuses.len().max(1);
+    }
+    Ok(())
 }
 
 /// One events stream entry: its id and field/value pairs.

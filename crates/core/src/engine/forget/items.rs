@@ -3,11 +3,17 @@
 //! and what came of each goes into the queue's receipt.
 
 use super::receipt::{PendingJob, QueueReceipt, RefusedItem};
+use super::request::{ERASE_ITEMS, ForgetRequest, Found};
 use super::scan::{copy_holds, sha1_hex};
-use super::{ERASE_ITEMS, ForgetRequest, Found, ScopedQueue};
+use super::scope::ScopedQueue;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
-use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
+use crate::bullmq::scripts::{ErasureItem, ErasureKind};
+use crate::cancel::Cancel;
+use crate::engine::actions::EraseJobs;
+use crate::engine::batch::{BatchSizer, Batching, run_batches};
+use crate::engine::observer::NoObserver;
+use crate::engine::report::Skipped;
 use bullsweep_policy::Prefilter;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -51,27 +57,35 @@ async fn apply<C: ConnectionLike>(
     budget_us: u64,
     qr: &mut QueueReceipt,
 ) -> RedisResult<()> {
-    let mut at = 0;
-    while at < items.len() {
-        let end = (at + ERASE_ITEMS).min(items.len());
-        let batch: Vec<ErasureItem> = items[at..end].iter().map(|f| f.item.clone()).collect();
-        // An erase is one atomic script; retrying one that failed on the connection is safe
-        // because a retried item that already went reports `gone`.
-        let out = with_retry!(scripts().erase_jobs(con, keys, erase, &batch, budget_us, ctx))?;
-        if out.statuses.is_empty() {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "erase script handled no item",
-            )));
-        }
-        for (f, s) in items[at..].iter_mut().zip(&out.statuses) {
-            f.status = s.clone();
-        }
-        at += out.statuses.len();
-        qr.removed_with_parent.extend(out.children);
-        qr.copies_with_jobs += out.copies;
+    let all: Vec<ErasureItem> = items.iter().map(|f| f.item.clone()).collect();
+    let mut action = EraseJobs {
+        keys,
+        erase,
+        audit_ctx: ctx,
+        statuses: Vec::new(),
+        children: Vec::new(),
+        copies: 0,
+    };
+    // An erasure is not stopped midway: it runs until every item has a status.
+    let never = Cancel::new();
+    let run = Batching {
+        budget_us,
+        cancel: &never,
+        observer: &NoObserver,
+    };
+    // An erase is one atomic script; retrying one that failed on the connection is safe
+    // because a retried item that already went reports `gone`. Batches keep a fixed size:
+    // each item's status comes back in the reply.
+    let mut sizer = BatchSizer::fixed(ERASE_ITEMS as u64);
+    let mut skipped = Skipped::default();
+    let result = run_batches(con, &all, &mut sizer, run, &mut skipped, &mut action).await;
+    // What the calls answered is kept, even when a later call failed.
+    for (f, s) in items.iter_mut().zip(action.statuses) {
+        f.status = s;
     }
-    Ok(())
+    qr.removed_with_parent.extend(action.children);
+    qr.copies_with_jobs += action.copies;
+    result.map(|_| ())
 }
 
 /// Reads an item's value again after the script said it changed: the new SHA-1 if it still
@@ -175,6 +189,22 @@ pub(super) async fn handle_queue<C: ConnectionLike>(
         changed_rounds += usize::from(any_changed);
         items = again;
     }
+    let (erased, locked) = fill_receipt(&mut qr, &keys, done);
+    Handled {
+        receipt: qr,
+        erased,
+        failure,
+        locked,
+    }
+}
+
+/// Puts each handled item in the queue's receipt by its status; returns the ids of the jobs
+/// erased (the children removed with them included) and the jobs a worker still held.
+fn fill_receipt(
+    qr: &mut QueueReceipt,
+    keys: &QueueKeys,
+    done: Vec<Found>,
+) -> (BTreeSet<String>, Vec<Found>) {
     let mut erased_ids = BTreeSet::new();
     let mut locked = Vec::new();
     for f in done {
@@ -217,10 +247,5 @@ pub(super) async fn handle_queue<C: ConnectionLike>(
             erased_ids.insert(id.to_string());
         }
     }
-    Handled {
-        receipt: qr,
-        erased: erased_ids,
-        failure,
-        locked,
-    }
+    (erased_ids, locked)
 }

@@ -2,13 +2,13 @@
 //! of the keys it returns (tested by `scan`), started again from the first key when the
 //! server that answers is no longer the one the pass started on.
 
-use super::Found;
-use super::ScopedQueue;
 use super::receipt::{PlaceKind, Places};
+use super::request::Found;
 use super::scan::{
-    SCAN_COUNT, ScanKey, ScanStats, WRONG_TYPE_NAMED, bytes, read_pipe, route, scan_pattern,
-    test_step,
+    SCAN_COUNT, ScanKey, ScanStats, StepFound, WRONG_TYPE_NAMED, bytes, read_pipe, route,
+    scan_pattern, test_step,
 };
+use super::scope::ScopedQueue;
 use crate::bullmq::scripts::ErasureKind;
 use crate::bullmq::{QueueKeys, Topology};
 use bullsweep_policy::Prefilter;
@@ -194,25 +194,15 @@ where
     C: ConnectionLike + Clone + Send + 'static,
 {
     let started = Instant::now();
-    let shared = std::sync::Arc::new((scoped.to_vec(), Prefilter::new(value), value.to_string()));
+    let shared: Shared =
+        std::sync::Arc::new((scoped.to_vec(), Prefilter::new(value), value.to_string()));
     let bases: HashMap<String, usize> = scoped
         .iter()
         .enumerate()
         .map(|(i, s)| (QueueKeys::new(&s.queue.base).job_prefix(), i))
         .collect();
     let pattern = scan_pattern(&bases.keys().cloned().collect::<Vec<_>>());
-    let scan_step = |cursor: u64| {
-        let mut pipe = redis::pipe();
-        pipe.cmd("INFO").arg("server");
-        pipe.cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(SCAN_COUNT);
-        tokio::spawn(spawned_read(con.clone(), pipe))
-    };
-    let mut next_scan = Some(scan_step(0));
+    let mut next_scan = Some(scan_step(con, &pattern, 0));
     let mut reads: std::collections::VecDeque<InFlightRead> = std::collections::VecDeque::new();
     let mut tests = Vec::new();
     let mut server: Option<Option<String>> = None;
@@ -226,63 +216,30 @@ where
                     break;
                 }
             };
-            let mut parts = reply.into_iter();
-            let id = parts
-                .next()
-                .as_ref()
-                .and_then(bytes)
-                .and_then(|b| run_id_of(&String::from_utf8_lossy(b)).map(str::to_string));
-            if server.get_or_insert_with(|| id.clone()) != &id {
-                ended = Ok(Pass::Restarted);
-                break;
-            }
-            let (next, keys): (u64, Vec<String>) = match parts.next() {
-                Some(v) => match redis::from_redis_value(v) {
-                    Ok(step) => step,
-                    Err(e) => {
-                        ended = Err(e.into());
-                        break;
-                    }
-                },
-                None => (0, Vec::new()),
-            };
-            stats.keys += keys.len() as u64;
-            if next != 0 {
-                next_scan = Some(scan_step(next));
-            }
-            // SCAN may return a key twice; reading it twice only costs a read.
-            let routed: Vec<ScanKey> = keys.iter().filter_map(|k| route(k, &bases)).collect();
-            if !routed.is_empty() {
-                // A key of another type (a custom key under the base) answers WRONGTYPE, which
-                // is counted and named (`ScanStats::wrong_type`); any other error is the
-                // key's own, and leaves it unread (`test_step`).
-                let mut pipe = redis::pipe();
-                pipe.ignore_errors();
-                for k in &routed {
-                    match k.kind {
-                        ErasureKind::Processed | ErasureKind::Failed => pipe.hgetall(&k.key),
-                        _ => pipe.hget(&k.key, "data"),
-                    };
+            let (next, keys) = match scan_reply(reply, &mut server) {
+                Ok(Some(step)) => step,
+                Ok(None) => {
+                    ended = Ok(Pass::Restarted);
+                    break;
                 }
-                reads.push_back((tokio::spawn(spawned_read(con.clone(), pipe)), routed));
-            }
-        }
-        while reads.len() > 1 || (next_scan.is_none() && !reads.is_empty()) {
-            let Some((read, keys)) = reads.pop_front() else {
-                break;
-            };
-            let replies = match joined(read.await) {
-                Ok(r) => r,
                 Err(e) => {
                     ended = Err(e);
                     break;
                 }
             };
-            let work = shared.clone();
-            tests.push(tokio::task::spawn_blocking(move || {
-                crate::engine::sys::yield_cpu_to_redis();
-                test_step(&work.0, &work.1, &work.2, &keys, &replies)
-            }));
+            stats.keys += keys.len() as u64;
+            if next != 0 {
+                next_scan = Some(scan_step(con, &pattern, next));
+            }
+            // SCAN may return a key twice; reading it twice only costs a read.
+            let routed: Vec<ScanKey> = keys.iter().filter_map(|k| route(k, &bases)).collect();
+            if !routed.is_empty() {
+                let pipe = read_pipe_of(&routed);
+                reads.push_back((tokio::spawn(spawned_read(con.clone(), pipe)), routed));
+            }
+        }
+        if let Err(e) = test_reads(&mut reads, next_scan.is_some(), &shared, &mut tests).await {
+            ended = Err(e);
         }
         if ended.is_err() || (next_scan.is_none() && reads.is_empty()) {
             break;
@@ -296,21 +253,107 @@ where
         read.abort();
     }
     for t in tests {
-        let step = t.await.map_err(task_failed)?;
-        stats.jobs += step.jobs;
-        stats.copy_hashes += step.copy_hashes;
-        stats.malformed += step.malformed;
-        for key in step.wrong_type {
-            if stats.wrong_type.len() < WRONG_TYPE_NAMED && !stats.wrong_type.contains(&key) {
-                stats.wrong_type.push(key);
-            }
-        }
-        out.identifiers.extend(step.identifiers);
-        out.unread.extend(step.unread);
-        for (q, f) in step.found {
-            out.found[q].push(f);
-        }
+        absorb(t.await.map_err(task_failed)?, stats, out);
     }
     stats.seconds += started.elapsed().as_secs_f64();
     ended
+}
+
+/// Starts one scan step: `INFO server` and `SCAN` from `cursor`, in one pipeline.
+fn scan_step<C>(
+    con: &C,
+    pattern: &str,
+    cursor: u64,
+) -> tokio::task::JoinHandle<RedisResult<Vec<Value>>>
+where
+    C: ConnectionLike + Clone + Send + 'static,
+{
+    let mut pipe = redis::pipe();
+    pipe.cmd("INFO").arg("server");
+    pipe.cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(SCAN_COUNT);
+    tokio::spawn(spawned_read(con.clone(), pipe))
+}
+
+/// What every test of a pass reads: the scoped queues, the prefilter and the value.
+type Shared = std::sync::Arc<(Vec<ScopedQueue>, Prefilter, String)>;
+
+/// Takes finished reads off the front (all but the newest while a scan step is ahead, every
+/// one at the end) and tests their replies on blocking threads.
+async fn test_reads(
+    reads: &mut std::collections::VecDeque<InFlightRead>,
+    scanning: bool,
+    shared: &Shared,
+    tests: &mut Vec<tokio::task::JoinHandle<StepFound>>,
+) -> RedisResult<()> {
+    while reads.len() > 1 || (!scanning && !reads.is_empty()) {
+        let Some((read, keys)) = reads.pop_front() else {
+            break;
+        };
+        let replies = joined(read.await)?;
+        let work = shared.clone();
+        tests.push(tokio::task::spawn_blocking(move || {
+            crate::engine::sys::yield_cpu_to_redis();
+            test_step(&work.0, &work.1, &work.2, &keys, &replies)
+        }));
+    }
+    Ok(())
+}
+
+/// A scan step's reply (`INFO server`, then `SCAN`): the next cursor and the keys, or `None`
+/// when the server is not the one the pass started on (`server`, set by the first step).
+fn scan_reply(
+    reply: Vec<Value>,
+    server: &mut Option<Option<String>>,
+) -> RedisResult<Option<(u64, Vec<String>)>> {
+    let mut parts = reply.into_iter();
+    let id = parts
+        .next()
+        .as_ref()
+        .and_then(bytes)
+        .and_then(|b| run_id_of(&String::from_utf8_lossy(b)).map(str::to_string));
+    if server.get_or_insert_with(|| id.clone()) != &id {
+        return Ok(None);
+    }
+    match parts.next() {
+        Some(v) => Ok(Some(redis::from_redis_value(v)?)),
+        None => Ok(Some((0, Vec::new()))),
+    }
+}
+
+/// The reads of a step's keys: `HGETALL` of copy hashes, `HGET data` of the rest. A key of
+/// another type (a custom key under the base) answers WRONGTYPE, which is counted and named
+/// (`ScanStats::wrong_type`); any other error is the key's own, and leaves it unread
+/// (`test_step`).
+fn read_pipe_of(routed: &[ScanKey]) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for k in routed {
+        match k.kind {
+            ErasureKind::Processed | ErasureKind::Failed => pipe.hgetall(&k.key),
+            _ => pipe.hget(&k.key, "data"),
+        };
+    }
+    pipe
+}
+
+/// Adds what one step's test found to the pass's counts and findings.
+fn absorb(step: StepFound, stats: &mut ScanStats, out: &mut ScanOutcome) {
+    stats.jobs += step.jobs;
+    stats.copy_hashes += step.copy_hashes;
+    stats.malformed += step.malformed;
+    for key in step.wrong_type {
+        if stats.wrong_type.len() < WRONG_TYPE_NAMED && !stats.wrong_type.contains(&key) {
+            stats.wrong_type.push(key);
+        }
+    }
+    out.identifiers.extend(step.identifiers);
+    out.unread.extend(step.unread);
+    for (q, f) in step.found {
+        out.found[q].push(f);
+    }
 }

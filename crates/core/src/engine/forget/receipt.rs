@@ -1,7 +1,7 @@
 //! The erasure receipt: where the subject's data was found and what was done, as counts and
 //! ids, never the data itself.
 
-use super::ScanStats;
+use super::scan::ScanStats;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

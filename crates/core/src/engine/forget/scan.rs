@@ -2,7 +2,8 @@
 //! their queue, `SCAN`'s pattern, and each step's replies tested for the subject on a blocking
 //! thread (job data read at any depth for the subject's paths, copies for its id).
 
-use super::{Found, ScopedQueue};
+use super::request::Found;
+use super::scope::ScopedQueue;
 use crate::bullmq::keys::classify_under_base;
 use crate::bullmq::scripts::{ErasureItem, ErasureKind};
 use bullsweep_policy::Prefilter;

@@ -1,0 +1,135 @@
+//! What a plan or run tells as it goes ([`Event`]), pushed to an [`Observer`]: the CLI's
+//! progress bar, the daemon's metrics, logs and history each consume the events instead of
+//! recounting the report afterwards. One producer, many consumers, no shared counters.
+
+/// Why selected jobs were left alone: the key of the report's table of reasons
+/// ([`SkipReason::text`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SkipReason {
+    /// Held by a worker's lock.
+    Locked,
+    /// The hash is malformed.
+    Malformed,
+    /// Moved or re-finished between selection and the action.
+    Changed,
+    /// The parent still waits for other children (`protectWaitingParents`).
+    ParentWaiting,
+    /// On a Redis Cluster, the parent lives in another slot.
+    CrossSlot,
+    /// Restored from the archive and held until the hold ends.
+    Restored,
+    /// Archive: an id without a job hash.
+    Dangling,
+    /// Anonymize: scrubbed by an earlier run.
+    AlreadyAnonymized,
+}
+
+impl SkipReason {
+    /// Every reason, in the order the report lists them.
+    pub const ALL: [SkipReason; 8] = [
+        SkipReason::Locked,
+        SkipReason::Malformed,
+        SkipReason::Changed,
+        SkipReason::ParentWaiting,
+        SkipReason::CrossSlot,
+        SkipReason::Restored,
+        SkipReason::Dangling,
+        SkipReason::AlreadyAnonymized,
+    ];
+
+    /// The reason as the report words it after the count (`3 held by a worker's lock`).
+    pub fn text(self) -> &'static str {
+        match self {
+            SkipReason::Locked => "held by a worker's lock",
+            SkipReason::Malformed => {
+                "malformed (not a hash, finishedOn missing or unequal to its score, logs that are not a list, or, to anonymize, data that pii paths cannot be applied to: not JSON, or nested deeper than 128 levels)"
+            }
+            SkipReason::Changed => "changed since selection",
+            SkipReason::ParentWaiting => {
+                "wait for their parent's other children (protectWaitingParents)"
+            }
+            SkipReason::CrossSlot => {
+                "have their flow's parent under another hash tag: on a Redis Cluster it lives in another slot, so BullMQ cannot run such a flow there either; left untouched"
+            }
+            SkipReason::Restored => {
+                "restored from the archive and held until their hold ends (archive restore --hold)"
+            }
+            SkipReason::Dangling => {
+                "dangling ids (no job hash): nothing to copy, so not archived; left in the set"
+            }
+            SkipReason::AlreadyAnonymized => "already anonymized by an earlier run",
+        }
+    }
+}
+
+/// One thing that happened during a plan or run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// Jobs acted on (removed, archived once their copy is durable, scrubbed, moved, retried,
+    /// turned cold): the count a progress bar adds up.
+    Progress {
+        /// How many.
+        acted: u64,
+    },
+    /// One script call of the batch loop finished.
+    BatchDone {
+        /// Items the call looked at.
+        handled: u64,
+        /// Jobs the call acted on (also told as [`Event::Progress`]).
+        acted: u64,
+        /// Time the call held Redis, as Redis measured it, in microseconds.
+        elapsed_us: u64,
+    },
+    /// Selected jobs a call left alone.
+    Skipped {
+        /// Why.
+        reason: SkipReason,
+        /// How many.
+        count: u64,
+    },
+    /// Flow parents a call took along with the jobs it removed.
+    TakenAlong {
+        /// Parents removed with their last child (same queue).
+        removed: u64,
+        /// Parents in other queues released from waiting on the removed children.
+        released: u64,
+    },
+    /// A step of one queue (a state, `stalled`, `failed:exhausted`, …) is done, failed or
+    /// not: its action and how many jobs it acted on (0 in a plan).
+    StateDone {
+        /// The queue's key base.
+        queue: &'a str,
+        /// The step, as the report names it.
+        state: &'a str,
+        /// The step's action, as the report labels it.
+        action: &'a str,
+        /// Jobs acted on.
+        done: u64,
+    },
+}
+
+/// Receives a plan's or run's events, from every queue and shard of it (hence `Sync`).
+pub trait Observer: Sync {
+    /// Takes one event; called between batches, never while a script runs.
+    fn event(&self, event: &Event<'_>);
+}
+
+/// An observer that ignores every event, for callers that only want the report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    fn event(&self, _: &Event<'_>) {}
+}
+
+/// Passes every event on but [`Event::Progress`]: for a step whose jobs count as done later
+/// (an archive batch, once its copies are durable).
+pub(crate) struct WithoutProgress<'a>(pub &'a dyn Observer);
+
+impl Observer for WithoutProgress<'_> {
+    fn event(&self, event: &Event<'_>) {
+        if !matches!(event, Event::Progress { .. }) {
+            self.0.event(event)
+        }
+    }
+}
