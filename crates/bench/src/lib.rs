@@ -111,7 +111,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             (Some(server), url)
         }
     };
-    let mut con = bullsweep_core::ops::connect_url(&url, "bullsweep-bench").await?;
+    let mut con = bullsweep_base::connect::connect_url(&url, "bullsweep-bench").await?;
     let redis_err = |e: redis::RedisError| Error::redis(&url, &e);
     let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
         .map_err(|e| Error::config(format!("invalid Redis URL: {e}")))?;

@@ -5,6 +5,7 @@ use crate::args::{ArchiveCommand, Cli, RestoreAs};
 use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, print_text, rfc3339};
 use crate::render::table;
+use bullsweep_base::connect::at_url;
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveSink, SegmentManifest};
 use bullsweep_core::bullmq::{QueueKeys, RestoreMode};
@@ -139,7 +140,7 @@ pub async fn run(cli: &Cli, command: &ArchiveCommand) -> Result<i32, CliError> {
             };
             let restored = restore(&mut con, &sink, &set, req)
                 .await
-                .map_err(|e| ops::connect::at_url(e, cli.redis_url()))?;
+                .map_err(|e| at_url(e, cli.redis_url()))?;
             if let Some(why) = &restored.unshipped {
                 eprintln!(
                     "warning: the restore's audit event is kept in Redis until the next run ships it: {why}"

@@ -372,7 +372,7 @@ async fn quarantine<C: ConnectionLike>(
     let mut event = AuditEvent::new(
         source,
         seq,
-        ts.unwrap_or_else(crate::ops::now_ms),
+        ts.unwrap_or_else(bullsweep_base::clock::now_ms),
         context,
         vec![kept.clone()],
     );

@@ -19,7 +19,7 @@ use crate::engine::{BatchSizer, SweepOptions};
 use crate::health::history;
 use crate::lock::QueueLock;
 use crate::ops::records;
-use crate::ops::{Conn, Target};
+use bullsweep_base::connect::{Conn, Target};
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
 use redis::{RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -184,7 +184,7 @@ pub async fn run(
         }
         // Queues whose rules decide on a job's score alone are drained by one script call
         // each: read, removal and saved position change together.
-        let now = crate::ops::now_ms();
+        let now = bullsweep_base::clock::now_ms();
         let mut drained_any = false;
         let mut drained_full = false;
         let mut failed = false;

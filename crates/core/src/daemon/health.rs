@@ -5,7 +5,6 @@
 //! `--metrics-max-queues`.
 //! The readings `bullsweep alerts` looks back on are saved here too.
 
-use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{NodeLabels, QueueLabels, StateLabels};
 use super::{Daemon, Slot};
 use crate::audit;
@@ -13,9 +12,11 @@ use crate::bullmq::QueueKeys;
 use crate::health::history::{self, Point};
 use crate::health::readings::{self, Series};
 use crate::health::server;
+use crate::ops::RunScope;
 use crate::ops::records;
 use crate::ops::report::memory_report;
-use crate::ops::{RunScope, now_ms};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::log::{clear_repeated, log, log_repeated};
 use bullsweep_policy::JobState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -59,7 +59,7 @@ pub const FAILURE_REASONS: [&str; 3] = ["permission", "redis", "other"];
 
 /// Why a run failed, as `bullsweep_failed_batches_total` labels it, from its error's words.
 pub fn failure_reason(error: &str) -> &'static str {
-    if crate::ops::connect::is_permission_text(error) {
+    if crate::error::is_permission_text(error) {
         "permission"
     } else if error.contains("Redis") || error.contains("redis") {
         "redis"

@@ -12,17 +12,16 @@ mod events_read;
 mod exposition;
 mod health;
 pub mod http;
-mod log;
 pub mod metrics;
 mod process;
 mod queue_run;
 mod schedule;
-
-pub use log::{log, log_repeated, set_json_logs, set_log_level, wait_or_shutdown};
+mod wait;
 
 use crate::error::Error;
 use crate::ops::load_policy_file;
-use crate::ops::{Conn, Target};
+use bullsweep_base::connect::{Conn, Target};
+use bullsweep_base::log::log;
 use bullsweep_policy::{EffectivePolicy, Millis, NamePattern, PolicySet, QueueId};
 use events::EventShared;
 use metrics::{DaemonMetrics, QueueLabels};
@@ -34,6 +33,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+use wait::wait_or_shutdown;
 
 /// What the daemon governs and how.
 #[derive(Clone)]

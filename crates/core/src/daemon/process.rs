@@ -1,9 +1,10 @@
 //! The daemon as a process: signals, and reaching Redis with backoff.
 
-use super::log::{log, wait_or_shutdown};
 use super::metrics::DaemonMetrics;
+use super::wait::wait_or_shutdown;
 use crate::error::Error;
-use crate::ops::{Conn, Target};
+use bullsweep_base::connect::{Conn, Target};
+use bullsweep_base::log::log;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -2,7 +2,6 @@
 //! run (which records a success), and a failure recorded (a retry record), with metrics and
 //! log; the lock is renewed meanwhile.
 
-use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{self, ActionLabels};
 use super::{Daemon, jitter};
 use crate::audit;
@@ -11,13 +10,15 @@ use crate::bullmq::keys::sweep_lock;
 use crate::engine::{Mode, Report};
 use crate::health::history;
 use crate::lock::{self, QueueLock};
-use crate::ops::Conn;
 use crate::ops::records;
 
 /// Bytes a small Redis hash costs beyond its fields and values (key, dict entries, object
 /// headers), for the estimate where `MEMORY USAGE` is not allowed.
 const HASH_OVERHEAD: u64 = 96;
-use crate::ops::{RunScope, audited_sweep, now_ms};
+use crate::ops::{RunScope, audited_sweep};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
+use bullsweep_base::log::{clear_repeated, log, log_repeated};
 use bullsweep_policy::{Millis, QueueId, Schedule};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

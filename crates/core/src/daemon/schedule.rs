@@ -2,11 +2,12 @@
 
 use super::discovery;
 use super::events::EventQueue;
-use super::log::{log, log_repeated};
 use super::{Daemon, Slot, jitter, metrics};
 use crate::engine;
+use crate::ops::load_policy_file;
 use crate::ops::records;
-use crate::ops::{load_policy_file, now_ms};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::log::{log, log_repeated};
 use bullsweep_policy::{EffectivePolicy, Millis, QueueId, Resolution};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -55,7 +56,7 @@ impl Daemon {
                         // Redis answered; what failed is this user's permission or the
                         // data, so the wait doubles (1 s up to 5 min) rather than spinning.
                         let retry = self.discover_retry;
-                        let what = if crate::ops::connect::is_permission(&e) {
+                        let what = if crate::error::is_permission(&e) {
                             "a permission the Redis user lacks (README, \"Permissions\")"
                         } else {
                             "Redis failed"

@@ -1,6 +1,6 @@
 //! What one plan or run is asked to do.
 
-use crate::bullmq::SortGetMemory;
+use bullsweep_base::connect::SortGetMemory;
 use bullsweep_policy::{NamePattern, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -28,7 +28,7 @@ pub use erase_jobs::{ErasureItem, ErasureKind, ErasureOutcome};
 pub use page_newest::FinishedEntry;
 pub use restore_job::{RestoreMode, RestoredJob};
 pub use stalled_jobs::ActiveOutcome;
-pub use sweep_prefix::{PrefixBatch, SortGetMemory};
+pub use sweep_prefix::PrefixBatch;
 
 use super::keys::{AUDIT_TAGS, audit_counter, audit_stream, audit_tag, restore_holds};
 use redis::aio::ConnectionLike;

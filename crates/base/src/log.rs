@@ -1,4 +1,5 @@
-//! The daemon's log lines (text or JSON) and its interruptible sleep.
+//! Log lines on stderr (text or JSON), with a level and a brake on failures that repeat: the
+//! daemon's, and the connection's own.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -37,7 +38,7 @@ pub fn log(level: &str, message: &str) {
     if rank(level) > LEVEL.load(Ordering::Relaxed) {
         return;
     }
-    let at = crate::text::rfc3339(crate::ops::now_ms());
+    let at = crate::text::rfc3339(crate::clock::now_ms());
     // A closed stderr (`… 2>&1 | head -1`) loses the line, never the process.
     let mut err = std::io::stderr().lock();
     let _ = if JSON_LOGS.load(Ordering::Relaxed) {
@@ -90,18 +91,6 @@ pub fn log_repeated(kind: &str, level: &str, message: &str) {
 pub fn clear_repeated(kind: &str) {
     if let Ok(mut repeats) = REPEATS.lock() {
         repeats.remove(kind);
-    }
-}
-
-/// Sleeps for `duration`, waking early (within 100 ms) once `shutdown` is set.
-pub async fn wait_or_shutdown(shutdown: &AtomicBool, duration: Duration) {
-    let until = Instant::now() + duration;
-    while !shutdown.load(Ordering::Relaxed) {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
     }
 }
 
