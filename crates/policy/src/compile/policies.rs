@@ -5,10 +5,9 @@
 use super::{Checker, DEFAULT_LAYOUT, pos};
 use crate::cost::{CostModel, PRESETS, preset};
 use crate::layout::Layout;
-use crate::model::{
-    DeadLetter, JobRule, Policy, RunMode, Sla, SourcePos, StalledRule, TenantOverride,
-};
+use crate::model::{DeadLetter, JobRule, Policy, RunMode, Sla, StalledRule, TenantOverride};
 use crate::pii::PiiRules;
+use crate::position::SourcePos;
 use crate::raw::{RawPolicy, RawPolicyFile};
 use crate::schedule::{DEFAULT_SCHEDULE, Schedule};
 use serde_saphyr::Spanned;
