@@ -25,15 +25,8 @@ pub fn edges(modules: &BTreeMap<ModPath, SourceFile>) -> Edges {
     };
     let mut out = Edges::new();
     for (m, f) in modules {
-        let mut refs = Refs {
-            here: m.clone(),
-            inline: Vec::new(),
-            found: Vec::new(),
-            modules,
-        };
-        refs.visit_file(&f.ast);
         let targets = out.entry(f.rel.clone()).or_default();
-        for path in refs.found {
+        for path in named_paths(modules, m, &f.ast) {
             if let Some(target) = resolver.file_of(&path, 0)
                 && target != *m
                 && let Some(tf) = modules.get(&target)
@@ -43,6 +36,24 @@ pub fn edges(modules: &BTreeMap<ModPath, SourceFile>) -> Edges {
         }
     }
     out
+}
+
+/// The paths into its own crate that one module file names, as written but made absolute
+/// (`super::keys::X` in `bullmq/scripts` is `["bullmq", "keys", "X"]`); re-exports are not
+/// followed, so this is how a file reaches an item, not where the item lives.
+pub fn named_paths(
+    modules: &BTreeMap<ModPath, SourceFile>,
+    module: &ModPath,
+    ast: &syn::File,
+) -> Vec<ModPath> {
+    let mut refs = Refs {
+        here: module.clone(),
+        inline: Vec::new(),
+        found: Vec::new(),
+        modules,
+    };
+    refs.visit_file(ast);
+    refs.found
 }
 
 struct Resolver<'a> {

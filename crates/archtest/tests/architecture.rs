@@ -199,3 +199,31 @@ fn no_struct_has_over_15_fields_unless_documented() {
         big.join("\n")
     );
 }
+
+/// The queue library's parts (`bullmq`: key layout, scripts, discovery) are reached from the
+/// rest of core only through what `bullmq/mod.rs` exports: that surface is the seam a second
+/// backend implements, so no file outside names `bullmq::keys::…` or `bullmq::scripts::…`.
+#[test]
+fn the_queue_library_is_reached_through_one_seam() {
+    let root = source::workspace_root();
+    let modules = source::crate_modules(&root, "crates/core");
+    let mut wrong = Vec::new();
+    for (m, f) in &modules {
+        if m.first().is_some_and(|t| t == "bullmq") {
+            continue;
+        }
+        for path in imports::named_paths(&modules, m, &f.ast) {
+            let inner =
+                path.len() > 2 && path[0] == "bullmq" && modules.contains_key(&path[..2].to_vec());
+            if inner {
+                wrong.push(format!("{}: names {}", f.rel, path.join("::")));
+            }
+        }
+    }
+    wrong.dedup();
+    assert!(
+        wrong.is_empty(),
+        "paths past bullmq's seam (export the item from bullmq/mod.rs and name it there):\n{}",
+        wrong.join("\n")
+    );
+}

@@ -5,9 +5,7 @@
 //! primary's probe p99 and longest call, and the cluster's jobs/s over one Redis's.
 
 use super::BenchConfig;
-use super::probe::{
-    Prober, info_number, percentile, slowlog_begin, slowlog_max_ms, start_counters,
-};
+use super::probe::{Prober, percentile, redis_cpu, slowlog_begin, slowlog_max_ms, start_counters};
 use super::report::median;
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::{Conn, connect_url};
@@ -249,7 +247,7 @@ async fn measure(
 
 /// A node's CPU seconds so far (user + sys).
 async fn cpu_seconds(node: &mut Probed) -> Result<f64, Error> {
-    info_number(&mut node.con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+    redis_cpu(&mut node.con)
         .await
         .map_err(|e| Error::redis(&node.url, &e))
 }

@@ -31,6 +31,9 @@ pub(crate) async fn run_policy(
     Ok((report, started.elapsed().as_secs_f64(), prober.finish()))
 }
 
+/// What one contender's run gave: jobs it handled, seconds it took, the probe samples.
+type Timed = (u64, f64, Vec<Duration>);
+
 /// Seeds a fresh dataset and empties it with one contender while the prober runs.
 pub(crate) async fn measure(
     con: &mut Conn,
@@ -41,82 +44,12 @@ pub(crate) async fn measure(
 ) -> Result<Measurement, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     flush(con, url).await?;
-    let spec = SeedSpec {
-        base: BASE.to_string(),
-        completed: args.jobs,
-        failed: 0,
-        spread_ms: 3_600_000,
-        names: vec!["bench-job".into()],
-        job_bytes: args.job_bytes,
-    };
-    seed_queue(con, &spec, now_ms() - 1_000)
-        .await
-        .map_err(redis_err)?;
-    if args.reload {
-        redis::cmd("DEBUG")
-            .arg("RELOAD")
-            .query_async::<()>(con)
-            .await
-            .map_err(|e| {
-                Error::redis(url, &e).with_hint(
-                    "--reload needs DEBUG RELOAD: start redis-server with `--enable-debug-command local`",
-                )
-            })?;
-    }
+    seed_sweep(con, url, args).await?;
     let mem_before = info_number(con, "memory", &["used_memory"])
         .await
         .map_err(redis_err)?;
     let cpu_before = start_counters(con).await.map_err(redis_err)?;
-
-    let (removed, seconds, probes) = match contender {
-        "bullsweep" => {
-            let policy = "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n";
-            let (report, seconds, probes) = run_policy(con, url, policy).await?;
-            (report.done(), seconds, probes)
-        }
-        "bullmq" => run_bullmq(node, url, 0)?,
-        looped if looped.starts_with("bullmq-loop-") => {
-            let limit = looped["bullmq-loop-".len()..].parse().unwrap_or(250);
-            run_bullmq(node, url, limit)?
-        }
-        "naive" => {
-            let prober = Prober::start(url)?;
-            let started = Instant::now();
-            let removed = naive_sweep(con).await.map_err(redis_err)?;
-            (removed, started.elapsed().as_secs_f64(), prober.finish())
-        }
-        "archive" => {
-            let dir = tempfile::tempdir().map_err(|e| Error::runtime(e.to_string()))?;
-            let policy = format!(
-                "version: 1\narchive: {{ url: \"file://{}/archive\" }}\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n",
-                dir.path().display()
-            );
-            let (report, seconds, probes) = run_policy(con, url, &policy).await?;
-            let archived: u64 = ArchiveSink::Local(LocalArchive::new(&dir.path().join("archive")))
-                .list()
-                .await
-                .map_err(|e| Error::runtime(format!("archive: {e}")))?
-                .iter()
-                .map(|m| m.records)
-                .sum();
-            if archived != report.done() {
-                return Err(Error::runtime(format!(
-                    "archive contender removed {} jobs but archived {archived}",
-                    report.done()
-                )));
-            }
-            (report.done(), seconds, probes)
-        }
-        "lean" => {
-            let prober = Prober::start(url)?;
-            let started = Instant::now();
-            let removed = lean_sweep(con).await.map_err(redis_err)?;
-            (removed, started.elapsed().as_secs_f64(), prober.finish())
-        }
-        other => {
-            return Err(Error::runtime(format!("unknown bench contender `{other}`")));
-        }
-    };
+    let (removed, seconds, probes) = sweep_with(con, url, contender, node).await?;
     let (longest_call_ms, redis_cpu_s) = stop_counters(con, cpu_before).await.map_err(redis_err)?;
     let mem_after = info_number(con, "memory", &["used_memory"])
         .await
@@ -142,6 +75,99 @@ pub(crate) async fn measure(
     ))
 }
 
+/// Seeds `--jobs` completed jobs into the bench queue, then reloads Redis if `--reload`.
+async fn seed_sweep(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<(), Error> {
+    let spec = SeedSpec {
+        base: BASE.to_string(),
+        completed: args.jobs,
+        failed: 0,
+        spread_ms: 3_600_000,
+        names: vec!["bench-job".into()],
+        job_bytes: args.job_bytes,
+    };
+    seed_queue(con, &spec, now_ms() - 1_000)
+        .await
+        .map_err(|e| Error::redis(url, &e))?;
+    if args.reload {
+        redis::cmd("DEBUG")
+            .arg("RELOAD")
+            .query_async::<()>(con)
+            .await
+            .map_err(|e| {
+                Error::redis(url, &e).with_hint(
+                    "--reload needs DEBUG RELOAD: start redis-server with `--enable-debug-command local`",
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// Empties the bench queue's completed set with `contender`, timed and probed.
+async fn sweep_with(
+    con: &mut Conn,
+    url: &str,
+    contender: &str,
+    node: &NodeTarget,
+) -> Result<Timed, Error> {
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
+    Ok(match contender {
+        "bullsweep" => {
+            let policy = "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n";
+            let (report, seconds, probes) = run_policy(con, url, policy).await?;
+            (report.done(), seconds, probes)
+        }
+        "bullmq" => run_bullmq(node, url, 0)?,
+        looped if looped.starts_with("bullmq-loop-") => {
+            let limit = looped["bullmq-loop-".len()..].parse().unwrap_or(250);
+            run_bullmq(node, url, limit)?
+        }
+        "naive" => {
+            let prober = Prober::start(url)?;
+            let started = Instant::now();
+            let removed = naive_sweep(con).await.map_err(redis_err)?;
+            (removed, started.elapsed().as_secs_f64(), prober.finish())
+        }
+        "archive" => archive_sweep(con, url).await?,
+        "lean" => {
+            let prober = Prober::start(url)?;
+            let started = Instant::now();
+            let removed = lean_sweep(con).await.map_err(redis_err)?;
+            (removed, started.elapsed().as_secs_f64(), prober.finish())
+        }
+        other => {
+            return Err(Error::runtime(format!("unknown bench contender `{other}`")));
+        }
+    })
+}
+
+/// The `archive` contender: bullsweep archiving every job to a local archive, which must
+/// then hold exactly the jobs removed.
+async fn archive_sweep(con: &mut Conn, url: &str) -> Result<Timed, Error> {
+    let dir = tempfile::tempdir().map_err(|e| Error::runtime(e.to_string()))?;
+    let policy = format!(
+        "version: 1\narchive: {{ url: \"file://{}/archive\" }}\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ maxAge: 1ms, action: archive }} }} }}\n",
+        dir.path().display()
+    );
+    let (report, seconds, probes) = run_policy(con, url, &policy).await?;
+    let archived: u64 = ArchiveSink::Local(LocalArchive::new(&dir.path().join("archive")))
+        .list()
+        .await
+        .map_err(|e| Error::runtime(format!("archive: {e}")))?
+        .iter()
+        .map(|m| m.records)
+        .sum();
+    if archived != report.done() {
+        return Err(Error::runtime(format!(
+            "archive contender removed {} jobs but archived {archived}",
+            report.done()
+        )));
+    }
+    Ok((report.done(), seconds, probes))
+}
+
+/// What one forget contender's run gave: jobs scanned, jobs erased, seconds, probe samples.
+type ForgetTimed = (u64, u64, f64, Vec<Duration>);
+
 /// Seeds `--jobs` finished jobs (one in ten failed) over 20 queues and erases one user with
 /// one contender while the prober runs. `removed` in the result counts jobs scanned; both
 /// contenders must erase exactly the user's jobs.
@@ -155,88 +181,14 @@ pub(crate) async fn measure_forget(
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     flush(con, url).await?;
     let per_queue = args.jobs / FORGET_QUEUES;
-    let names: Vec<String> = (0..FORGET_QUEUES)
-        .map(|i| format!("bench-forget-{i}"))
-        .collect();
-    for name in &names {
-        let spec = SeedSpec {
-            base: format!("bull:{name}"),
-            completed: per_queue - per_queue / 10,
-            failed: per_queue / 10,
-            spread_ms: 3_600_000,
-            names: vec!["bench-job".into()],
-            job_bytes: args.job_bytes,
-        };
-        seed_queue(con, &spec, now_ms() - 1_000)
-            .await
-            .map_err(redis_err)?;
-    }
+    let names = seed_forget(con, url, args).await?;
     // The seed gives job i the user `u{i % 9973}`.
     let subject_n: u64 = FORGET_SUBJECT[1..].parse().unwrap_or(0);
     let expected = FORGET_QUEUES * (0..per_queue).filter(|i| i % 9973 == subject_n).count() as u64;
     let cpu_before = start_counters(con).await.map_err(redis_err)?;
     let (scanned, erased, seconds, probes) = match contender {
-        "bullsweep" => {
-            let policy = "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies:\n  - { name: keep, queueNamePattern: \"*\", rules: { completed: { maxAge: 30d } } }\n";
-            let set = bullsweep_policy::compile("bench", policy)
-                .map_err(|e| Error::runtime(e.to_string()))?;
-            let inv = engine::inventory(con, &set, None)
-                .await
-                .map_err(redis_err)?;
-            let scoped = engine::forget::scope(&set, &inv.managed, "user", None)
-                .map_err(|e| Error::runtime(e.to_string()))?;
-            let req = engine::forget::ForgetRequest {
-                subject: "user".into(),
-                value: FORGET_SUBJECT.into(),
-                tenant: None,
-                request_id: "bench".into(),
-                dry_run: false,
-                wait_active: Duration::ZERO,
-                lock_wait: Duration::ZERO,
-                env: None,
-                budget_us: DEFAULT_BUDGET_US,
-                actor: None,
-            };
-            let prober = Prober::start(url)?;
-            let started = Instant::now();
-            let mut places = engine::forget::Places::default();
-            let (stats, queues) = engine::forget::forget_in_redis(
-                con,
-                &scoped,
-                &req,
-                &Default::default(),
-                &Default::default(),
-                &mut Default::default(),
-                &mut places,
-            )
-            .await;
-            if let Some(r) = places.remaining.first() {
-                return Err(Error::runtime(format!(
-                    "forget did not search {} to the end: {}",
-                    r.name, r.reason
-                )));
-            }
-            let seconds = started.elapsed().as_secs_f64();
-            let erased = queues
-                .iter()
-                .flat_map(|q| q.states.values())
-                .map(|ids| ids.len() as u64)
-                .sum();
-            (stats.jobs, erased, seconds, prober.finish())
-        }
-        "bullmq" => {
-            let mut node_args = vec![FORGET_SUBJECT.to_string()];
-            node_args.extend(names.iter().cloned());
-            let script = node.compat_dir.join("bench/forget.js");
-            let (value, probes) = run_node(node, &script, &node_args, url)?;
-            let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
-            (
-                value["scanned"].as_u64().unwrap_or(0),
-                value["removed"].as_u64().unwrap_or(0),
-                ms / 1_000.0,
-                probes,
-            )
-        }
+        "bullsweep" => forget_with_bullsweep(con, url).await?,
+        "bullmq" => forget_with_bullmq(node, url, &names)?,
         other => {
             return Err(Error::runtime(format!(
                 "unknown forget contender `{other}`"
@@ -257,6 +209,98 @@ pub(crate) async fn measure_forget(
         probes,
         (longest_call_ms, redis_cpu_s),
         0,
+    ))
+}
+
+/// Seeds the forget bench's queues, `--jobs` spread over them; their names.
+async fn seed_forget(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<Vec<String>, Error> {
+    let per_queue = args.jobs / FORGET_QUEUES;
+    let names: Vec<String> = (0..FORGET_QUEUES)
+        .map(|i| format!("bench-forget-{i}"))
+        .collect();
+    for name in &names {
+        let spec = SeedSpec {
+            base: format!("bull:{name}"),
+            completed: per_queue - per_queue / 10,
+            failed: per_queue / 10,
+            spread_ms: 3_600_000,
+            names: vec!["bench-job".into()],
+            job_bytes: args.job_bytes,
+        };
+        seed_queue(con, &spec, now_ms() - 1_000)
+            .await
+            .map_err(|e| Error::redis(url, &e))?;
+    }
+    Ok(names)
+}
+
+/// The `bullsweep` forget contender: `forget`'s Redis pass over every queue, timed (the
+/// policy, discovery and scope are set up before the clock starts).
+async fn forget_with_bullsweep(con: &mut Conn, url: &str) -> Result<ForgetTimed, Error> {
+    let policy = "version: 1\nsubjects: [{ name: user, paths: [user.id] }]\npolicies:\n  - { name: keep, queueNamePattern: \"*\", rules: { completed: { maxAge: 30d } } }\n";
+    let set =
+        bullsweep_policy::compile("bench", policy).map_err(|e| Error::runtime(e.to_string()))?;
+    let inv = engine::inventory(con, &set, None)
+        .await
+        .map_err(|e| Error::redis(url, &e))?;
+    let scoped = engine::forget::scope(&set, &inv.managed, "user", None)
+        .map_err(|e| Error::runtime(e.to_string()))?;
+    let req = engine::forget::ForgetRequest {
+        subject: "user".into(),
+        value: FORGET_SUBJECT.into(),
+        tenant: None,
+        request_id: "bench".into(),
+        dry_run: false,
+        wait_active: Duration::ZERO,
+        lock_wait: Duration::ZERO,
+        env: None,
+        budget_us: DEFAULT_BUDGET_US,
+        actor: None,
+    };
+    let prober = Prober::start(url)?;
+    let started = Instant::now();
+    let mut places = engine::forget::Places::default();
+    let (stats, queues) = engine::forget::forget_in_redis(
+        con,
+        &scoped,
+        &req,
+        &Default::default(),
+        &Default::default(),
+        &mut Default::default(),
+        &mut places,
+    )
+    .await;
+    if let Some(r) = places.remaining.first() {
+        return Err(Error::runtime(format!(
+            "forget did not search {} to the end: {}",
+            r.name, r.reason
+        )));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let erased = queues
+        .iter()
+        .flat_map(|q| q.states.values())
+        .map(|ids| ids.len() as u64)
+        .sum();
+    Ok((stats.jobs, erased, seconds, prober.finish()))
+}
+
+/// The `bullmq` forget contender: `bench/forget.js` over the seeded queues `names`.
+fn forget_with_bullmq(
+    node: &NodeTarget,
+    url: &str,
+    names: &[String],
+) -> Result<ForgetTimed, Error> {
+    let mut node_args = vec![FORGET_SUBJECT.to_string()];
+    node_args.extend(names.iter().cloned());
+    let script = node.compat_dir.join("bench/forget.js");
+    let (value, probes) = run_node(node, &script, &node_args, url)?;
+    let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
+    Ok((
+        value["scanned"].as_u64().unwrap_or(0),
+        value["removed"].as_u64().unwrap_or(0),
+        ms / 1_000.0,
+        probes,
     ))
 }
 

@@ -25,7 +25,7 @@ use contenders::{measure, measure_forget};
 use node::{NodeTarget, ReadyNode, start_ready};
 use probe::{flush, slowlog_begin, slowlog_end};
 use report::{bench_table, median, summarize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// What `bench` measures.
@@ -96,7 +96,6 @@ fn rate_in(rounds: &[Measurement], round: u32, contender: &str) -> Option<f64> {
 pub(crate) const QUEUE: &str = "bench";
 pub(crate) const BASE: &str = "bull:bench";
 
-/// Runs `bench`.
 /// Runs the bench and returns what to print: the table, or JSON.
 pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     if args.strategy == Strategy::Cluster {
@@ -112,26 +111,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         }
     };
     let mut con = bullsweep_base::connect::connect_url(&url, "bullsweep-bench").await?;
-    let redis_err = |e: redis::RedisError| Error::redis(&url, &e);
-    let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
-        .map_err(|e| Error::config(format!("invalid Redis URL: {e}")))?;
-    let (host, port) = match info.addr() {
-        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
-        other => {
-            return Err(Error::config(format!(
-                "bench needs a plain TCP Redis URL, got {other}"
-            )));
-        }
-    };
-    let node = NodeTarget {
-        script: args.compat_dir.join("bench/clean.js"),
-        compat_dir: args.compat_dir.clone(),
-        host,
-        port,
-        db: info.redis_settings().db(),
-        password: info.redis_settings().password().map(str::to_string),
-    };
-
+    let node = node_target(&url, args)?;
     let mut report = BenchReport {
         strategy: format!("{:?}", args.strategy).to_lowercase(),
         jobs: args.jobs,
@@ -145,12 +125,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         ratio_vs_looped: Vec::new(),
         skipped: Vec::new(),
     };
-    let node_ready = args.compat_dir.join("node_modules/bullmq").is_dir()
-        && Command::new("node")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
+    let node_ready = node_ready(&args.compat_dir);
     if !node_ready {
         report.skipped.push(format!(
             "bullmq: Node or {}/node_modules/bullmq is missing (run `npm ci` there)",
@@ -170,38 +145,94 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         }
         return event::run(&mut con, &url, args, &node, server.is_some()).await;
     }
-    let looped: Vec<String> = args
-        .clean_limits
-        .iter()
-        .map(|l| format!("bullmq-loop-{l}"))
-        .collect();
-    let contenders: Vec<&str> = match args.strategy {
+    let contenders = contenders_of(args, node_ready);
+    run_rounds(&mut con, &url, args, &node, &contenders, &mut report).await?;
+    summarize_rounds(&mut report, &contenders, args.rounds);
+    if args.json {
+        serde_json::to_string(&report).map_err(Error::runtime)
+    } else {
+        Ok(bench_table(&report))
+    }
+}
+
+/// Where the Node contenders find Redis (the host and port of `url`, a plain TCP URL) and
+/// the compatibility package.
+fn node_target(url: &str, args: &BenchConfig) -> Result<NodeTarget, Error> {
+    let info = redis::IntoConnectionInfo::into_connection_info(url)
+        .map_err(|e| Error::config(format!("invalid Redis URL: {e}")))?;
+    let (host, port) = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+        other => {
+            return Err(Error::config(format!(
+                "bench needs a plain TCP Redis URL, got {other}"
+            )));
+        }
+    };
+    Ok(NodeTarget {
+        script: args.compat_dir.join("bench/clean.js"),
+        compat_dir: args.compat_dir.clone(),
+        host,
+        port,
+        db: info.redis_settings().db(),
+        password: info.redis_settings().password().map(str::to_string),
+    })
+}
+
+/// Whether Node runs and `compat_dir` has BullMQ installed, for the BullMQ contenders.
+fn node_ready(compat_dir: &Path) -> bool {
+    compat_dir.join("node_modules/bullmq").is_dir()
+        && Command::new("node")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// The contenders of a sweep, archive or forget bench, in the order each round runs them;
+/// the BullMQ ones only when Node is ready.
+fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
+    let looped = args.clean_limits.iter().map(|l| format!("bullmq-loop-{l}"));
+    match args.strategy {
         Strategy::Sweep => ["bullsweep", "bullmq"]
             .into_iter()
-            .chain(looped.iter().map(String::as_str))
-            .chain(["naive", "lean"])
+            .map(String::from)
+            .chain(looped)
+            .chain(["naive".into(), "lean".into()])
             .filter(|c| !c.starts_with("bullmq") || node_ready)
             .collect(),
         // The plain sweep runs beside the archive, so that their ratio comes from one run.
-        Strategy::Archive => vec!["bullsweep", "archive"],
+        Strategy::Archive => vec!["bullsweep".into(), "archive".into()],
         Strategy::Event | Strategy::Scale | Strategy::Cluster | Strategy::Report => {
-            vec!["archive"]
+            vec!["archive".into()]
         }
         Strategy::Forget => ["bullsweep", "bullmq"]
             .into_iter()
             .filter(|c| *c != "bullmq" || node_ready)
+            .map(String::from)
             .collect(),
-    };
+    }
+}
 
-    let saved_slowlog = slowlog_begin(&mut con).await.map_err(redis_err)?;
+/// Runs every round: each contender in turn on a fresh dataset, then the round's ratios.
+/// The slow log is saved before and put back after.
+async fn run_rounds(
+    con: &mut bullsweep_base::connect::Conn,
+    url: &str,
+    args: &BenchConfig,
+    node: &NodeTarget,
+    contenders: &[String],
+    report: &mut BenchReport,
+) -> Result<(), Error> {
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
+    let saved_slowlog = slowlog_begin(con).await.map_err(redis_err)?;
     // Why rounds: on a shared 2-vCPU host one run's ratio swings by tens of percent; contenders
     // are interleaved within each round and the medians are reported.
     for round in 1..=args.rounds.max(1) {
-        for contender in &contenders {
+        for contender in contenders {
             eprintln!("round {round}: {contender}, seeding {} jobs", args.jobs);
             let mut m = match args.strategy {
-                Strategy::Forget => measure_forget(&mut con, &url, contender, args, &node).await?,
-                _ => measure(&mut con, &url, contender, args, &node).await?,
+                Strategy::Forget => measure_forget(con, url, contender, args, node).await?,
+                _ => measure(con, url, contender, args, node).await?,
             };
             m.round = round;
             report.rounds.push(m);
@@ -214,11 +245,13 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             report.ratios_archive_vs_sweep.push(archive / sweep);
         }
     }
-    flush(&mut con, &url).await?;
-    slowlog_end(&mut con, saved_slowlog)
-        .await
-        .map_err(redis_err)?;
+    flush(con, url).await?;
+    slowlog_end(con, saved_slowlog).await.map_err(redis_err)?;
+    Ok(())
+}
 
+/// Each contender's medians, and the median ratios over `rounds` rounds.
+fn summarize_rounds(report: &mut BenchReport, contenders: &[String], rounds: u32) {
     report.summary = contenders
         .iter()
         .map(|c| summarize(c, &report.rounds))
@@ -226,7 +259,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     report.ratio_vs_bullmq = median(report.ratios_vs_bullmq.clone());
     report.ratio_archive_vs_sweep = median(report.ratios_archive_vs_sweep.clone());
     for looped in contenders.iter().filter(|c| c.starts_with("bullmq-loop-")) {
-        let ratios: Vec<f64> = (1..=args.rounds.max(1))
+        let ratios: Vec<f64> = (1..=rounds.max(1))
             .filter_map(|round| {
                 Some(
                     rate_in(&report.rounds, round, "bullsweep")?
@@ -237,10 +270,5 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         if let Some(r) = median(ratios) {
             report.ratio_vs_looped.push((looped.to_string(), r));
         }
-    }
-    if args.json {
-        serde_json::to_string(&report).map_err(Error::runtime)
-    } else {
-        Ok(bench_table(&report))
     }
 }

@@ -112,6 +112,13 @@ pub(crate) async fn slowlog_end(
         .await
 }
 
+/// Redis's CPU seconds so far (system and user).
+pub(crate) async fn redis_cpu<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+) -> Result<f64, redis::RedisError> {
+    info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await
+}
+
 /// Resets SLOWLOG and reads Redis's CPU seconds, just before a contender starts.
 pub(crate) async fn start_counters<C: redis::aio::ConnectionLike>(
     con: &mut C,
@@ -120,7 +127,7 @@ pub(crate) async fn start_counters<C: redis::aio::ConnectionLike>(
         .arg("RESET")
         .query_async::<()>(con)
         .await?;
-    info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await
+    redis_cpu(con).await
 }
 
 /// The longest call since [`start_counters`] (ms) and the Redis CPU seconds spent since.
@@ -129,7 +136,7 @@ pub(crate) async fn stop_counters(
     cpu_before: f64,
 ) -> Result<(f64, f64), redis::RedisError> {
     let longest = slowlog_max_ms(con).await?;
-    let cpu_after = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"]).await?;
+    let cpu_after = redis_cpu(con).await?;
     Ok((longest, cpu_after - cpu_before))
 }
 

@@ -6,14 +6,14 @@
 //! every `--discover-every` (30 s).
 
 use super::BenchConfig;
-use super::probe::{flush, info_number};
+use super::probe::{flush, redis_cpu};
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys;
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -71,43 +71,17 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
     let jobs = per_queue * queues;
 
     let dir = tempfile::tempdir().map_err(|e| Error::runtime(format!("temp dir: {e}")))?;
-    let policy = dir.path().join("bullsweep.yaml");
-    std::fs::write(
-        &policy,
-        "version: 1\nschedule: 24h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\npolicies: [{ name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n",
-    )
-    .map_err(|e| Error::runtime(format!("policy file: {e}")))?;
+    let policy = write_policy(dir.path())?;
     let bin = std::env::current_exe().map_err(|e| Error::runtime(format!("own binary: {e}")))?;
 
-    // One full discovery pass, unpaced, as the daemon repeated it before pacing.
-    let cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?;
-    let pass_started = Instant::now();
-    bullsweep_core::bullmq::discover_queues(con)
-        .await
-        .map_err(redis_err)?;
-    let pass_wall = pass_started.elapsed();
-    let pass_cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?
-        - cpu;
-
+    let (pass_wall, pass_cpu) = discovery_pass(con).await.map_err(redis_err)?;
     eprintln!("one unpaced discovery pass: {pass_cpu:.2} s of Redis CPU");
     let mut runs = Vec::new();
     eprintln!("plan");
     runs.push(measure(con, url, &bin, dir.path(), &policy, "plan", None).await?);
     eprintln!("{:?}", runs.last());
 
-    // Nothing due for a day: every queue's last run is now.
-    let now = now_ms();
-    for t in 0..TENANTS {
-        let mut pipe = redis::pipe();
-        for q in 0..QUEUES_PER_TENANT {
-            pipe.hset(keys::LAST_RUN, base(t, q), now).ignore();
-        }
-        pipe.query_async::<()>(con).await.map_err(redis_err)?;
-    }
+    mark_all_swept(con).await.map_err(redis_err)?;
     let warmup = pass_wall * 2 + IDLE_WARMUP;
     eprintln!(
         "idle daemon: {warmup:?} warm-up (its first pass), then {} s measured",
@@ -125,14 +99,9 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
         ],
     )?;
     tokio::time::sleep(warmup).await;
-    let before = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
+    let idle_cpu = redis_cpu_over(con, Duration::from_secs(args.seconds))
         .await
         .map_err(redis_err)?;
-    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-    let idle_cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?
-        - before;
     let _ = daemon.kill();
     let _ = daemon.wait();
     eprintln!(
@@ -167,6 +136,47 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
             .map_err(|e| Error::runtime(format!("JSON: {e}")));
     }
     Ok(table(&report))
+}
+
+/// Writes the children's policy file into `dir`: every queue, swept once a day.
+fn write_policy(dir: &Path) -> Result<PathBuf, Error> {
+    let policy = dir.join("bullsweep.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\nschedule: 24h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\npolicies: [{ name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }]\n",
+    )
+    .map_err(|e| Error::runtime(format!("policy file: {e}")))?;
+    Ok(policy)
+}
+
+/// The Redis CPU seconds spent while `wait` passes.
+async fn redis_cpu_over(con: &mut Conn, wait: Duration) -> redis::RedisResult<f64> {
+    let before = redis_cpu(con).await?;
+    tokio::time::sleep(wait).await;
+    Ok(redis_cpu(con).await? - before)
+}
+
+/// One full discovery pass, unpaced, as the daemon repeated it before pacing: its wall time
+/// and its Redis CPU seconds.
+async fn discovery_pass(con: &mut Conn) -> redis::RedisResult<(Duration, f64)> {
+    let cpu = redis_cpu(con).await?;
+    let pass_started = Instant::now();
+    bullsweep_core::bullmq::discover_queues(con).await?;
+    let pass_wall = pass_started.elapsed();
+    Ok((pass_wall, redis_cpu(con).await? - cpu))
+}
+
+/// Nothing due for a day: every queue's last run is now.
+async fn mark_all_swept(con: &mut Conn) -> redis::RedisResult<()> {
+    let now = now_ms();
+    for t in 0..TENANTS {
+        let mut pipe = redis::pipe();
+        for q in 0..QUEUES_PER_TENANT {
+            pipe.hset(keys::LAST_RUN, base(t, q), now).ignore();
+        }
+        pipe.query_async::<()>(con).await?;
+    }
+    Ok(())
 }
 
 /// Queue `q` of tenant `t`.
@@ -230,9 +240,7 @@ async fn measure(
     jobs: Option<u64>,
 ) -> Result<ChildRun, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    let cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?;
+    let cpu = redis_cpu(con).await.map_err(redis_err)?;
     let started = Instant::now();
     let mut child = spawn(bin, url, dir, policy, &["--json", what])?;
     let status_path = format!("/proc/{}/status", child.id());
@@ -265,10 +273,7 @@ async fn measure(
     }
     let seconds = started.elapsed().as_secs_f64();
     let out = reader.join().unwrap_or_default();
-    let cpu = info_number(con, "cpu", &["used_cpu_sys", "used_cpu_user"])
-        .await
-        .map_err(redis_err)?
-        - cpu;
+    let cpu = redis_cpu(con).await.map_err(redis_err)? - cpu;
     let done: u64 = serde_json::from_str::<serde_json::Value>(&out)
         .ok()
         .and_then(|v| {

@@ -66,6 +66,39 @@ fn firing(queue: &str) -> Vec<(String, String)> {
 fn each_condition_fires_its_alert_and_only_there() {
     let w = World::new();
     let now = now_ms();
+    let mut con = seed_every_condition(&w, now);
+
+    let policy = w.policy(POLICY);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    assert_eq!(code, 1, "an alert fires: {stderr}");
+    let node = assert_each_fires_or_pends_where_it_holds(&list);
+
+    // Memory has been high for six minutes, and the leaking queue's reclaimable cost has
+    // grown for twelve hours (its readings, as the daemon and earlier runs leave them).
+    let cost = list_cost(&w, &policy);
+    assert!(cost > 0.05, "the leaking queue's reclaimable cost: {cost}");
+    write_history(&mut con, &node, now, cost);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(named(&list, "BullsweepRedisMemoryHigh"), firing(&node));
+    assert_eq!(named(&list, "BullsweepCostLeak"), firing("bull:leak"));
+
+    // As the read-only user: the same alerts, and a note that the readings were not saved.
+    let read_only = w.redis.url_as(Role::ReadOnly, w.db);
+    let (code, again, stderr) = alerts(&w, &read_only, &policy);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("the readings were not saved"), "{stderr}");
+    let names = |l: &[Value]| -> Vec<String> {
+        l.iter()
+            .map(|a| format!("{} {}", a["alert"], a["state"]))
+            .collect()
+    };
+    assert_eq!(names(&again), names(&list));
+}
+
+/// Seeds one queue per condition (and a fine one), their sweep and retry records, a silent
+/// daemon, a waiting audit event and memory at 80% of `maxmemory`; a connection for more.
+fn seed_every_condition(w: &World, now: i64) -> redis::Connection {
     for (base, completed, failed) in [
         ("bull:stale", 5, 0),
         ("bull:backlog", 0, 20),
@@ -101,32 +134,31 @@ fn each_condition_fires_its_alert_and_only_there() {
         .expect("xadd");
     // Memory at 80% of maxmemory.
     limit_memory(&mut con, 5, 4);
+    con
+}
 
-    let policy = w.policy(POLICY);
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
-    assert_eq!(code, 1, "an alert fires: {stderr}");
-    assert_eq!(named(&list, "BullsweepDown"), firing(""));
-    assert_eq!(named(&list, "BullsweepSweepStale"), firing("bull:stale"));
+/// The first look: each alert whose condition holds fires (memory only pends, with no
+/// history) where it holds, and none other does. Returns the node memory pends on.
+fn assert_each_fires_or_pends_where_it_holds(list: &[Value]) -> String {
+    assert_eq!(named(list, "BullsweepDown"), firing(""));
+    assert_eq!(named(list, "BullsweepSweepStale"), firing("bull:stale"));
     assert_eq!(
-        named(&list, "BullsweepBacklogOverPolicy"),
+        named(list, "BullsweepBacklogOverPolicy"),
         firing("bull:backlog")
     );
-    assert_eq!(
-        named(&list, "BullsweepQueueFailing"),
-        firing("bull:failing")
-    );
-    assert_eq!(named(&list, "BullsweepAuditShippingStuck"), firing(""));
+    assert_eq!(named(list, "BullsweepQueueFailing"), firing("bull:failing"));
+    assert_eq!(named(list, "BullsweepAuditShippingStuck"), firing(""));
     // High memory with no earlier reading has not lasted five minutes yet.
-    let memory = named(&list, "BullsweepRedisMemoryHigh");
+    let memory = named(list, "BullsweepRedisMemoryHigh");
     assert_eq!(memory.len(), 1, "{list:?}");
     assert_eq!(memory[0].0, "pending");
     let node = memory[0].1.clone();
     // Nothing without its condition: no evictions, no history of cost growth, no fine queue.
     assert!(
-        named(&list, "BullsweepRedisEvictions").is_empty(),
+        named(list, "BullsweepRedisEvictions").is_empty(),
         "{list:?}"
     );
-    assert!(named(&list, "BullsweepCostLeak").is_empty(), "{list:?}");
+    assert!(named(list, "BullsweepCostLeak").is_empty(), "{list:?}");
     assert!(list.iter().all(|a| a["queue"] != "bull:fine"), "{list:?}");
     let backlog = list
         .iter()
@@ -136,16 +168,18 @@ fn each_condition_fires_its_alert_and_only_there() {
         (backlog["value"].as_f64(), backlog["threshold"].as_f64()),
         (Some(20.0), Some(15.0))
     );
+    node
+}
 
-    // Memory has been high for six minutes, and the leaking queue's reclaimable cost has
-    // grown for twelve hours (its readings, as the daemon and earlier runs leave them).
-    let cost = list_cost(&w, &policy);
-    assert!(cost > 0.05, "the leaking queue's reclaimable cost: {cost}");
+/// Writes the readings of six minutes of high memory on `node` and of twelve hours of the
+/// leaking queue's reclaimable cost growing to `cost` (the limit is lifted meanwhile, so the
+/// write is not refused, then put back at 80%).
+fn write_history(con: &mut redis::Connection, node: &str, now: i64, cost: f64) {
     let memory_series = format!("[[{},0.8],[{},0.8]]", now - 6 * MINUTE, now - 3 * MINUTE);
     let growth: Vec<(i64, f64)> = (0..12)
         .map(|k| (now - (12 - k) * HOUR, cost * k as f64 / 12.0))
         .collect();
-    limit_memory(&mut con, 0, 1);
+    limit_memory(con, 0, 1);
     let _: () = con
         .hset_multiple(
             "bullsweep:readings",
@@ -158,23 +192,7 @@ fn each_condition_fires_its_alert_and_only_there() {
             ],
         )
         .expect("hset");
-    limit_memory(&mut con, 5, 4);
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
-    assert_eq!(code, 1, "{stderr}");
-    assert_eq!(named(&list, "BullsweepRedisMemoryHigh"), firing(&node));
-    assert_eq!(named(&list, "BullsweepCostLeak"), firing("bull:leak"));
-
-    // As the read-only user: the same alerts, and a note that the readings were not saved.
-    let read_only = w.redis.url_as(Role::ReadOnly, w.db);
-    let (code, again, stderr) = alerts(&w, &read_only, &policy);
-    assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("the readings were not saved"), "{stderr}");
-    let names = |l: &[Value]| -> Vec<String> {
-        l.iter()
-            .map(|a| format!("{} {}", a["alert"], a["state"]))
-            .collect()
-    };
-    assert_eq!(names(&again), names(&list));
+    limit_memory(con, 5, 4);
 }
 
 /// Redis's `used_memory`.

@@ -164,46 +164,10 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
         .expect("client")
         .get_connection()
         .expect("cluster connection");
-    {
-        // The untagged queue's keys spread over slots: seeded one command at a time.
-        let tagged: Vec<SeedSpec> = specs()
-            .into_iter()
-            .filter(|s| s.base.starts_with('{'))
-            .collect();
-        seed_cluster(&cluster, &tagged, now);
-        let _: () = ccon
-            .hset_multiple(
-                "bull:legacy:meta",
-                &[("opts.maxLenEvents", "10000"), ("version", "bullmq:5")],
-            )
-            .expect("meta");
-        for i in 1..=300i64 {
-            let finished = now - 3 * DAY + i;
-            let fields = [
-                ("name", "x".to_string()),
-                ("data", "{}".to_string()),
-                ("finishedOn", finished.to_string()),
-            ];
-            let _: () = ccon
-                .hset_multiple(format!("bull:legacy:{i}"), &fields)
-                .expect("job");
-            let _: () = ccon
-                .zadd("bull:legacy:completed", i.to_string(), finished)
-                .expect("zadd");
-        }
-    }
+    seed_the_cluster(&cluster, &mut ccon, now);
     let scon = single.client(0).expect("client");
     seed_all(&scon, now);
-    // Log lines of the archived queue's jobs, which a restore brings back through a staging
-    // list in the job's slot.
-    {
-        let mut plain = scon.get_connection().expect("standalone");
-        for i in 1..=2_100u64 {
-            let key = format!("{{orders}}:orders:{i}:logs");
-            let _: () = ccon.rpush(&key, log_lines(i)).expect("logs");
-            let _: () = plain.rpush(&key, log_lines(i)).expect("logs");
-        }
-    }
+    seed_logs(&mut ccon, &scon);
 
     // The two tags sit on different primaries.
     let mail = cluster.owner_of("{bull}:mail:meta").expect("owner").port();
@@ -218,53 +182,11 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
     let curl = cluster.url_as(Role::Governing);
     let out = bullsweep(cdir.path(), &curl, &["--json", "run"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a report");
-    let governed: Vec<&str> = report["queues"]
-        .as_array()
-        .expect("queues")
-        .iter()
-        .map(|q| {
-            assert!(q["error"].is_null(), "{q}");
-            q["key"].as_str().expect("key")
-        })
-        .collect();
-    assert_eq!(governed, ["{bull}:mail", "{bull}:sms", "{orders}:orders"]);
-    assert_eq!(report["unmanaged"], serde_json::json!(["bull:legacy"]));
-    assert!(
-        report["unmanagedReasons"]["bull:legacy"]
-            .as_str()
-            .is_some_and(|r| r.contains("no hash tag")),
-        "{report}"
-    );
-    let done: u64 = report["queues"]
-        .as_array()
-        .expect("queues")
-        .iter()
-        .flat_map(|q| q["states"].as_object().expect("states").values())
-        .map(|s| s["done"].as_u64().unwrap_or(0))
-        .sum();
-    assert!(done > 3_000, "it removed and archived jobs: {done}");
+    let done = assert_tagged_queues_governed(&out);
     let sout = bullsweep(sdir.path(), &single.url_as(Role::Governing, 0), &["run"]);
     assert!(sout.status.success(), "{}", stderr(&sout));
 
-    // The same keyspace as the standalone run left.
-    let mut plain = scon.get_connection().expect("standalone");
-    let mut skeys: Vec<String> = plain.keys("{bull}:*").expect("keys");
-    skeys.extend(plain.keys::<_, Vec<String>>("{orders}:*").expect("keys"));
-    let (on_cluster, standalone) = (cluster_keys(&cluster), keyspace(&mut plain, skeys));
-    let differ: Vec<(&String, Option<&String>, Option<&String>)> = on_cluster
-        .keys()
-        .chain(standalone.keys())
-        .filter(|k| on_cluster.get(*k) != standalone.get(*k))
-        .map(|k| (k, on_cluster.get(k), standalone.get(k)))
-        .take(5)
-        .collect();
-    assert!(
-        differ.is_empty(),
-        "{} keys on the cluster, {} standalone; first differences (key, cluster, standalone): {differ:.200?}",
-        on_cluster.len(),
-        standalone.len()
-    );
+    assert_same_keyspace(&cluster, &scon);
     // The queue without a tag is untouched.
     assert_eq!(
         ccon.zcard::<_, u64>("bull:legacy:completed")
@@ -272,95 +194,9 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
         300
     );
 
-    // One chain, verified; every removal audited once.
-    let verify = bullsweep(cdir.path(), &curl, &["audit", "verify"]);
-    assert!(verify.status.success(), "{}", stderr(&verify));
-    let trail = bullsweep(cdir.path(), &curl, &["--json", "audit", "query"]);
-    assert!(trail.status.success(), "{}", stderr(&trail));
-    let audited: u64 = String::from_utf8_lossy(&trail.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("event"))
-        .filter(|e| matches!(e["action"].as_str(), Some("remove" | "archive")))
-        .map(|e| e["jobIds"].as_array().map_or(0, |a| a.len() as u64))
-        .sum();
-    assert_eq!(audited, done);
-
-    // An archived job comes back on the cluster.
-    let oldest_gone = (1..=2_100u64)
-        .map(|i| i.to_string())
-        .find(|id| {
-            !ccon
-                .exists::<_, bool>(format!("{{orders}}:orders:{id}"))
-                .unwrap_or(true)
-        })
-        .expect("an archived job");
-    let restore = bullsweep(
-        cdir.path(),
-        &curl,
-        &[
-            "archive",
-            "restore",
-            "{orders}:orders",
-            &oldest_gone,
-            "--as",
-            "original",
-        ],
-    );
-    assert!(restore.status.success(), "{}", stderr(&restore));
-    assert!(
-        ccon.exists::<_, bool>(format!("{{orders}}:orders:{oldest_gone}"))
-            .expect("exists")
-    );
-    let logs: Vec<String> = ccon
-        .lrange(format!("{{orders}}:orders:{oldest_gone}:logs"), 0, -1)
-        .expect("logs");
-    let id: u64 = oldest_gone.parse().expect("id");
-    assert_eq!(logs, log_lines(id), "its log lines came back");
-
-    // forget erases one person's jobs on every primary and in the archive: a fresh job of
-    // theirs in `{bull}:sms`, and the archived copy of `{orders}:orders` job 43 (user u42).
-    let fresh = [
-        ("name", "send".to_string()),
-        ("data", r#"{"user":{"id":"u42"}}"#.to_string()),
-        ("timestamp", now.to_string()),
-        ("finishedOn", now.to_string()),
-    ];
-    let _: () = ccon
-        .hset_multiple("{bull}:sms:9999", &fresh)
-        .expect("fresh job");
-    let _: () = ccon
-        .zadd("{bull}:sms:completed", "9999", now)
-        .expect("zadd");
-    let erasure = cluster.url_as(Role::Erasure);
-    let forget = bullsweep(
-        cdir.path(),
-        &erasure,
-        &[
-            "--json",
-            "forget",
-            "--subject",
-            "user=u42",
-            "--request-id",
-            "C-1",
-        ],
-    );
-    assert!(forget.status.success(), "{}", stderr(&forget));
-    let receipt: serde_json::Value = serde_json::from_slice(&forget.stdout).expect("receipt");
-    assert_eq!(receipt["status"], "erased", "{receipt}");
-    let archived: Vec<&str> = receipt["archive"]
-        .as_array()
-        .expect("archive")
-        .iter()
-        .flat_map(|s| s["ids"].as_array().expect("ids").iter())
-        .filter_map(|v| v.as_str())
-        .collect();
-    assert!(archived.contains(&"43"), "{receipt}");
-    assert!(!ccon.exists::<_, bool>("{bull}:sms:9999").expect("exists"));
-    assert_eq!(
-        ccon.zscore::<_, _, Option<i64>>("{bull}:sms:completed", "9999")
-            .expect("zscore"),
-        None
-    );
+    assert_one_chain_auditing_each_removal_once(cdir.path(), &curl, done);
+    assert_an_archived_job_comes_back(cdir.path(), &curl, &mut ccon);
+    assert_forget_erases_on_every_primary(cdir.path(), &cluster, &mut ccon, now);
 
     // A node that owns none of the queues' slots finds them all: it is a cluster node.
     let other = cluster
@@ -390,6 +226,209 @@ fn a_cluster_is_governed_as_a_standalone_server_is() {
         stderr(&refused).contains("only database 0"),
         "{}",
         stderr(&refused)
+    );
+}
+
+/// Seeds every queue into the cluster: the tagged ones by pipelines, the untagged one, whose
+/// keys spread over slots, one command at a time.
+fn seed_the_cluster(
+    cluster: &PrivateCluster,
+    ccon: &mut redis::cluster::ClusterConnection,
+    now: i64,
+) {
+    let tagged: Vec<SeedSpec> = specs()
+        .into_iter()
+        .filter(|s| s.base.starts_with('{'))
+        .collect();
+    seed_cluster(cluster, &tagged, now);
+    let _: () = ccon
+        .hset_multiple(
+            "bull:legacy:meta",
+            &[("opts.maxLenEvents", "10000"), ("version", "bullmq:5")],
+        )
+        .expect("meta");
+    for i in 1..=300i64 {
+        let finished = now - 3 * DAY + i;
+        let fields = [
+            ("name", "x".to_string()),
+            ("data", "{}".to_string()),
+            ("finishedOn", finished.to_string()),
+        ];
+        let _: () = ccon
+            .hset_multiple(format!("bull:legacy:{i}"), &fields)
+            .expect("job");
+        let _: () = ccon
+            .zadd("bull:legacy:completed", i.to_string(), finished)
+            .expect("zadd");
+    }
+}
+
+/// Log lines of the archived queue's jobs, on the cluster and the standalone server alike,
+/// which a restore brings back through a staging list in the job's slot.
+fn seed_logs(ccon: &mut redis::cluster::ClusterConnection, scon: &redis::Client) {
+    let mut plain = scon.get_connection().expect("standalone");
+    for i in 1..=2_100u64 {
+        let key = format!("{{orders}}:orders:{i}:logs");
+        let _: () = ccon.rpush(&key, log_lines(i)).expect("logs");
+        let _: () = plain.rpush(&key, log_lines(i)).expect("logs");
+    }
+}
+
+/// The run's report: the tagged queues governed without error, the untagged one unmanaged
+/// for want of a hash tag, and over 3,000 jobs removed or archived. Returns how many.
+fn assert_tagged_queues_governed(out: &Output) -> u64 {
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a report");
+    let governed: Vec<&str> = report["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .map(|q| {
+            assert!(q["error"].is_null(), "{q}");
+            q["key"].as_str().expect("key")
+        })
+        .collect();
+    assert_eq!(governed, ["{bull}:mail", "{bull}:sms", "{orders}:orders"]);
+    assert_eq!(report["unmanaged"], serde_json::json!(["bull:legacy"]));
+    assert!(
+        report["unmanagedReasons"]["bull:legacy"]
+            .as_str()
+            .is_some_and(|r| r.contains("no hash tag")),
+        "{report}"
+    );
+    let done: u64 = report["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .flat_map(|q| q["states"].as_object().expect("states").values())
+        .map(|s| s["done"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(done > 3_000, "it removed and archived jobs: {done}");
+    done
+}
+
+/// The same keyspace as the standalone run left.
+fn assert_same_keyspace(cluster: &PrivateCluster, scon: &redis::Client) {
+    let mut plain = scon.get_connection().expect("standalone");
+    let mut skeys: Vec<String> = plain.keys("{bull}:*").expect("keys");
+    skeys.extend(plain.keys::<_, Vec<String>>("{orders}:*").expect("keys"));
+    let (on_cluster, standalone) = (cluster_keys(cluster), keyspace(&mut plain, skeys));
+    let differ: Vec<(&String, Option<&String>, Option<&String>)> = on_cluster
+        .keys()
+        .chain(standalone.keys())
+        .filter(|k| on_cluster.get(*k) != standalone.get(*k))
+        .map(|k| (k, on_cluster.get(k), standalone.get(k)))
+        .take(5)
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} keys on the cluster, {} standalone; first differences (key, cluster, standalone): {differ:.200?}",
+        on_cluster.len(),
+        standalone.len()
+    );
+}
+
+/// One chain, verified; every removal audited once (`done` jobs in all).
+fn assert_one_chain_auditing_each_removal_once(dir: &Path, curl: &str, done: u64) {
+    let verify = bullsweep(dir, curl, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let trail = bullsweep(dir, curl, &["--json", "audit", "query"]);
+    assert!(trail.status.success(), "{}", stderr(&trail));
+    let audited: u64 = String::from_utf8_lossy(&trail.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("event"))
+        .filter(|e| matches!(e["action"].as_str(), Some("remove" | "archive")))
+        .map(|e| e["jobIds"].as_array().map_or(0, |a| a.len() as u64))
+        .sum();
+    assert_eq!(audited, done);
+}
+
+/// An archived job comes back on the cluster, with its log lines.
+fn assert_an_archived_job_comes_back(
+    dir: &Path,
+    curl: &str,
+    ccon: &mut redis::cluster::ClusterConnection,
+) {
+    let oldest_gone = (1..=2_100u64)
+        .map(|i| i.to_string())
+        .find(|id| {
+            !ccon
+                .exists::<_, bool>(format!("{{orders}}:orders:{id}"))
+                .unwrap_or(true)
+        })
+        .expect("an archived job");
+    let restore = bullsweep(
+        dir,
+        curl,
+        &[
+            "archive",
+            "restore",
+            "{orders}:orders",
+            &oldest_gone,
+            "--as",
+            "original",
+        ],
+    );
+    assert!(restore.status.success(), "{}", stderr(&restore));
+    assert!(
+        ccon.exists::<_, bool>(format!("{{orders}}:orders:{oldest_gone}"))
+            .expect("exists")
+    );
+    let logs: Vec<String> = ccon
+        .lrange(format!("{{orders}}:orders:{oldest_gone}:logs"), 0, -1)
+        .expect("logs");
+    let id: u64 = oldest_gone.parse().expect("id");
+    assert_eq!(logs, log_lines(id), "its log lines came back");
+}
+
+/// forget erases one person's jobs on every primary and in the archive: a fresh job of
+/// theirs in `{bull}:sms`, and the archived copy of `{orders}:orders` job 43 (user u42).
+fn assert_forget_erases_on_every_primary(
+    dir: &Path,
+    cluster: &PrivateCluster,
+    ccon: &mut redis::cluster::ClusterConnection,
+    now: i64,
+) {
+    let fresh = [
+        ("name", "send".to_string()),
+        ("data", r#"{"user":{"id":"u42"}}"#.to_string()),
+        ("timestamp", now.to_string()),
+        ("finishedOn", now.to_string()),
+    ];
+    let _: () = ccon
+        .hset_multiple("{bull}:sms:9999", &fresh)
+        .expect("fresh job");
+    let _: () = ccon
+        .zadd("{bull}:sms:completed", "9999", now)
+        .expect("zadd");
+    let erasure = cluster.url_as(Role::Erasure);
+    let forget = bullsweep(
+        dir,
+        &erasure,
+        &[
+            "--json",
+            "forget",
+            "--subject",
+            "user=u42",
+            "--request-id",
+            "C-1",
+        ],
+    );
+    assert!(forget.status.success(), "{}", stderr(&forget));
+    let receipt: serde_json::Value = serde_json::from_slice(&forget.stdout).expect("receipt");
+    assert_eq!(receipt["status"], "erased", "{receipt}");
+    let archived: Vec<&str> = receipt["archive"]
+        .as_array()
+        .expect("archive")
+        .iter()
+        .flat_map(|s| s["ids"].as_array().expect("ids").iter())
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(archived.contains(&"43"), "{receipt}");
+    assert!(!ccon.exists::<_, bool>("{bull}:sms:9999").expect("exists"));
+    assert_eq!(
+        ccon.zscore::<_, _, Option<i64>>("{bull}:sms:completed", "9999")
+            .expect("zscore"),
+        None
     );
 }
 
@@ -496,28 +535,7 @@ fn two_daemons_govern_every_primary_by_schedule_and_events() {
     // The event path: a job finished long ago, announced on its queue's events stream, goes
     // without waiting for the next scheduled sweep (an hour away).
     for base in bases {
-        let old = now - 2 * DAY;
-        let fields = [
-            ("name", "late".to_string()),
-            ("data", "{}".to_string()),
-            ("timestamp", old.to_string()),
-            ("finishedOn", old.to_string()),
-        ];
-        let _: () = con
-            .hset_multiple(format!("{base}:5000"), &fields)
-            .expect("job");
-        let _: () = con
-            .zadd(format!("{base}:completed"), "5000", old)
-            .expect("zadd");
-        let _: String = redis::cmd("XADD")
-            .arg(format!("{base}:events"))
-            .arg("*")
-            .arg("event")
-            .arg("completed")
-            .arg("jobId")
-            .arg("5000")
-            .query(&mut con)
-            .expect("xadd");
+        announce_a_late_job(&mut con, base, now - 2 * DAY);
     }
     wait_until(
         dir.path(),
@@ -530,11 +548,41 @@ fn two_daemons_govern_every_primary_by_schedule_and_events() {
         },
     );
     let logs: Vec<String> = daemons.into_iter().map(ClusterDaemon::stop).collect();
+    assert_one_chain_auditing_each_removal_exactly_once(dir.path(), &url, &logs);
+}
 
-    // One chain, with every removal audited exactly once.
-    let verify = bullsweep(dir.path(), &url, &["audit", "verify"]);
+/// Job 5000 of `base`, finished at `old`, in its completed set and announced on its events
+/// stream.
+fn announce_a_late_job(con: &mut redis::cluster::ClusterConnection, base: &str, old: i64) {
+    let fields = [
+        ("name", "late".to_string()),
+        ("data", "{}".to_string()),
+        ("timestamp", old.to_string()),
+        ("finishedOn", old.to_string()),
+    ];
+    let _: () = con
+        .hset_multiple(format!("{base}:5000"), &fields)
+        .expect("job");
+    let _: () = con
+        .zadd(format!("{base}:completed"), "5000", old)
+        .expect("zadd");
+    let _: String = redis::cmd("XADD")
+        .arg(format!("{base}:events"))
+        .arg("*")
+        .arg("event")
+        .arg("completed")
+        .arg("jobId")
+        .arg("5000")
+        .query(con)
+        .expect("xadd");
+}
+
+/// One chain, with every removal of the two daemons (3 × 1,001 jobs) audited exactly once;
+/// `logs` are the daemons', shown when the chain does not verify.
+fn assert_one_chain_auditing_each_removal_exactly_once(dir: &Path, url: &str, logs: &[String]) {
+    let verify = bullsweep(dir, url, &["audit", "verify"]);
     assert!(verify.status.success(), "{}\n{logs:?}", stderr(&verify));
-    let trail = bullsweep(dir.path(), &url, &["--json", "audit", "query"]);
+    let trail = bullsweep(dir, url, &["--json", "audit", "query"]);
     assert!(trail.status.success(), "{}", stderr(&trail));
     let mut audited: BTreeMap<(String, String), u32> = BTreeMap::new();
     for line in String::from_utf8_lossy(&trail.stdout).lines() {
@@ -559,6 +607,8 @@ fn two_daemons_govern_every_primary_by_schedule_and_events() {
 
 /// Jobs archived through each fault.
 const FAULT_JOBS: u64 = 30_000;
+/// The queue `archive_through_a_fault` archives.
+const FAULT_BASE: &str = "{orders}:orders";
 
 /// Every archived record as `(id, finishedOn)`, as often as it was archived; each record's
 /// hash is checked to be its own job's.
@@ -602,10 +652,9 @@ fn keys_everywhere(cluster: &PrivateCluster, pattern: &str) -> Vec<String> {
 /// until nothing is left, and checks that no job is lost, each is archived and audited exactly
 /// once (after dedupe), the chain verifies and nothing staged or dangling is left.
 fn archive_through_a_fault(fault: impl FnOnce(&PrivateCluster, &PrivateRedis)) {
-    const BASE: &str = "{orders}:orders";
     let cluster = PrivateCluster::start(3, 1).expect("cluster");
     let now = now_ms();
-    seed_cluster(&cluster, &[spec(BASE, FAULT_JOBS, 0, 3)], now);
+    seed_cluster(&cluster, &[spec(FAULT_BASE, FAULT_JOBS, 0, 3)], now);
     let dir = tempfile::tempdir().expect("dir");
     let archive = dir.path().join("archive");
     std::fs::write(
@@ -623,7 +672,9 @@ fn archive_through_a_fault(fault: impl FnOnce(&PrivateCluster, &PrivateRedis)) {
         .expect("client")
         .get_connection()
         .expect("connection");
-    let owner = cluster.owner_of(&format!("{BASE}:meta")).expect("owner");
+    let owner = cluster
+        .owner_of(&format!("{FAULT_BASE}:meta"))
+        .expect("owner");
     let run = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
         .arg("--redis")
         .arg(&url)
@@ -640,47 +691,64 @@ fn archive_through_a_fault(fault: impl FnOnce(&PrivateCluster, &PrivateRedis)) {
         "part of the queue archived",
         std::time::Duration::from_secs(60),
         || {
-            con.zcard::<_, u64>(format!("{BASE}:completed"))
+            con.zcard::<_, u64>(format!("{FAULT_BASE}:completed"))
                 .is_ok_and(|n| n < FAULT_JOBS * 8 / 10)
         },
     );
     fault(&cluster, owner);
     let at_fault: u64 = con
-        .zcard(format!("{BASE}:completed"))
+        .zcard(format!("{FAULT_BASE}:completed"))
         .expect("zcard after the fault");
     let first = run.wait_with_output().expect("run ends");
     assert!(at_fault > 0, "the fault came after the run had finished");
+    let outputs = finish_with_more_runs(&cluster, &mut con, dir.path(), &url, &first);
+    assert_each_job_archived_once(dir.path(), &url, &outputs);
+    assert_each_archive_audited_once(dir.path(), &url);
+}
+
+/// A run the fault stopped is finished by the next, as after any failure: runs again (up to
+/// three times) until the queue is empty and nothing is staged, then checks that no job key
+/// or staged key is left. Returns every run's stderr, `first`'s first.
+fn finish_with_more_runs(
+    cluster: &PrivateCluster,
+    con: &mut redis::cluster::ClusterConnection,
+    dir: &Path,
+    url: &str,
+    first: &Output,
+) -> Vec<String> {
     let mut outputs = vec![String::from_utf8_lossy(&first.stderr).into_owned()];
-    // A run the fault stopped is finished by the next, as after any failure.
     for _ in 0..3 {
         if con
-            .zcard::<_, u64>(format!("{BASE}:completed"))
+            .zcard::<_, u64>(format!("{FAULT_BASE}:completed"))
             .unwrap_or(1)
             == 0
-            && keys_everywhere(&cluster, "bullsweep:*staged*").is_empty()
+            && keys_everywhere(cluster, "bullsweep:*staged*").is_empty()
         {
             break;
         }
-        let again = bullsweep(dir.path(), &url, &["run"]);
+        let again = bullsweep(dir, url, &["run"]);
         outputs.push(stderr(&again));
     }
     assert_eq!(
-        con.zcard::<_, u64>(format!("{BASE}:completed"))
+        con.zcard::<_, u64>(format!("{FAULT_BASE}:completed"))
             .expect("zcard"),
         0,
         "{outputs:#?}"
     );
-    let left = keys_everywhere(&cluster, "{orders}:orders:[0-9]*");
+    let left = keys_everywhere(cluster, "{orders}:orders:[0-9]*");
     assert!(
         left.is_empty(),
         "job keys left: {:?}",
         &left[..left.len().min(5)]
     );
-    let staged = keys_everywhere(&cluster, "bullsweep:*staged*");
+    let staged = keys_everywhere(cluster, "bullsweep:*staged*");
     assert!(staged.is_empty(), "staged keys left: {staged:?}");
+    outputs
+}
 
-    // Every job archived exactly once after dedupe.
-    let records = archived_records(dir.path(), &url);
+/// Every job archived exactly once after dedupe; `outputs` are the runs' stderr.
+fn assert_each_job_archived_once(dir: &Path, url: &str, outputs: &[String]) {
+    let records = archived_records(dir, url);
     let distinct: std::collections::BTreeSet<&(String, String)> = records.iter().collect();
     let mut per_id: BTreeMap<&str, u32> = BTreeMap::new();
     for (id, _) in &distinct {
@@ -696,11 +764,13 @@ fn archive_through_a_fault(fault: impl FnOnce(&PrivateCluster, &PrivateRedis)) {
         "jobs lost or doubled (id, copies): {wrong:?}\n{outputs:#?}"
     );
     assert_eq!(per_id.len() as u64, FAULT_JOBS);
+}
 
-    // Every job's removal audited exactly once, and the chain verifies.
+/// Every job's removal audited exactly once, and the chain verifies.
+fn assert_each_archive_audited_once(dir: &Path, url: &str) {
     let trail = bullsweep(
-        dir.path(),
-        &url,
+        dir,
+        url,
         &["--json", "audit", "query", "--action", "archive"],
     );
     assert!(trail.status.success(), "{}", stderr(&trail));
@@ -716,7 +786,7 @@ fn archive_through_a_fault(fault: impl FnOnce(&PrivateCluster, &PrivateRedis)) {
     let twice: Vec<(&String, &u32)> = audited.iter().filter(|(_, n)| **n != 1).take(5).collect();
     assert!(twice.is_empty(), "audited other than once: {twice:?}");
     assert_eq!(audited.len() as u64, FAULT_JOBS);
-    let verify = bullsweep(dir.path(), &url, &["audit", "verify"]);
+    let verify = bullsweep(dir, url, &["audit", "verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
 }
 

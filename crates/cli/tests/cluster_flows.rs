@@ -47,7 +47,46 @@ fn a_flow_across_hash_tags_is_left_untouched_and_counted() {
         .expect("client")
         .get_connection()
         .expect("connection");
-    let finished = now_ms() - 3 * DAY;
+    seed_flows(&mut con, now_ms() - 3 * DAY);
+
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("bullsweep.yaml"), POLICY).expect("policy");
+    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(cluster.url_as(Role::Governing))
+        .arg("--config")
+        .arg(dir.path().join("bullsweep.yaml"))
+        .args(["run", "--json"])
+        .current_dir(dir.path())
+        .output()
+        .expect("bullsweep runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "run failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let mail = report["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .find(|q| q["key"] == "{bull}:mail")
+        .expect("mail reported");
+    assert!(mail["error"].is_null(), "mail failed: {mail}");
+    let completed = &mail["states"]["completed"];
+    assert_eq!(completed["done"], 9, "{completed}");
+    assert_eq!(completed["skipped"]["crossSlot"], 1, "{completed}");
+    let reasons = completed["skipped"]["reasons"].to_string();
+    assert!(reasons.contains("another hash tag"), "{reasons}");
+
+    assert_the_cross_tag_flow_is_untouched(&mut con);
+    assert_the_flow_within_the_tag_is_gone(&mut con);
+}
+
+/// Two queues on different tags; jobs 1..=10 of `{bull}:mail`, finished from `finished` on:
+/// job 3's parent waits in the other tag, job 5's in its own queue.
+fn seed_flows(con: &mut redis::cluster::ClusterConnection, finished: i64) {
     for base in ["{bull}:mail", "{orders}:orders"] {
         let _: () = con
             .hset_multiple(
@@ -91,39 +130,10 @@ fn a_flow_across_hash_tags_is_left_untouched_and_counted() {
         let id = parent.rsplit(':').next().expect("id");
         let _: () = con.zadd(set, id, finished).expect("waiting-children");
     }
+}
 
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::write(dir.path().join("bullsweep.yaml"), POLICY).expect("policy");
-    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .arg("--redis")
-        .arg(cluster.url_as(Role::Governing))
-        .arg("--config")
-        .arg(dir.path().join("bullsweep.yaml"))
-        .args(["run", "--json"])
-        .current_dir(dir.path())
-        .output()
-        .expect("bullsweep runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "run failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-    let mail = report["queues"]
-        .as_array()
-        .expect("queues")
-        .iter()
-        .find(|q| q["key"] == "{bull}:mail")
-        .expect("mail reported");
-    assert!(mail["error"].is_null(), "mail failed: {mail}");
-    let completed = &mail["states"]["completed"];
-    assert_eq!(completed["done"], 9, "{completed}");
-    assert_eq!(completed["skipped"]["crossSlot"], 1, "{completed}");
-    let reasons = completed["skipped"]["reasons"].to_string();
-    assert!(reasons.contains("another hash tag"), "{reasons}");
-
-    // The child across tags and its parent are as they were.
+/// The child across tags and its parent are as they were.
+fn assert_the_cross_tag_flow_is_untouched(con: &mut redis::cluster::ClusterConnection) {
     let left: Vec<String> = con.zrange("{bull}:mail:completed", 0, -1).expect("zrange");
     assert_eq!(left, ["3"]);
     assert!(con.exists::<_, bool>("{bull}:mail:3").expect("exists"));
@@ -135,8 +145,11 @@ fn a_flow_across_hash_tags_is_left_untouched_and_counted() {
         .zscore("{orders}:orders:waiting-children", "p1")
         .expect("zscore");
     assert!(waiting.is_some(), "the other tag's parent still waits");
-    // The flow within the tag went as BullMQ's clean takes it: the parent left with its last
-    // child, its dependencies set with it.
+}
+
+/// The flow within the tag went as BullMQ's clean takes it: the parent left with its last
+/// child, its dependencies set with it; every job but 3 is gone.
+fn assert_the_flow_within_the_tag_is_gone(con: &mut redis::cluster::ClusterConnection) {
     assert!(!con.exists::<_, bool>("{bull}:mail:p2").expect("exists"));
     assert!(
         !con.exists::<_, bool>("{bull}:mail:p2:dependencies")

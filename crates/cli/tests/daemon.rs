@@ -129,37 +129,7 @@ policies:
     let mut con = w.con();
     // Keep the daemon busy: finished jobs arrive in `busy` all along, so every sweep of it
     // writes audit events and ships them through the store.
-    let url = w.url();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let feeder = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            let mut round = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                round += 1;
-                let base = "bull:busy".to_string();
-                let url = url.clone();
-                rt.block_on(async {
-                    let client = redis::Client::open(url).expect("url");
-                    let mut c = client
-                        .get_multiplexed_async_connection()
-                        .await
-                        .expect("connect");
-                    let mut s = spec(&base, 20, 0, 1);
-                    s.names = vec![format!("r{round}")];
-                    // Each round writes ids 1..=20 again: they were removed meanwhile.
-                    bullsweep_testkit::seed_queue(&mut c, &s, now_ms())
-                        .await
-                        .expect("seed");
-                });
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        })
-    };
+    let feeder = BusyFeeder::start(w.url());
     let daemon = Daemon::start(&w, &policy, None, &[]);
     wait_until(
         "the daemon's first sweep of busy",
@@ -175,25 +145,7 @@ policies:
     let _: () = con
         .set_ex(format!("bull:users:{held}:lock"), "worker-1", 30)
         .expect("lock");
-    let forget = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .arg("--redis")
-        .arg(w.url_for(&["forget"]))
-        .arg("--config")
-        .arg(&policy)
-        .args([
-            "forget",
-            "--subject",
-            "user=u42",
-            "--request-id",
-            "GDPR-7",
-            "--wait-active",
-            "20s",
-        ])
-        .current_dir(w.dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("forget starts");
+    let forget = spawn_forget(&w, &policy);
     let ships_before = w.audit_lines(&audit);
     std::thread::sleep(Duration::from_millis(3_000));
     let _: () = con.del(format!("bull:users:{held}:lock")).expect("unlock");
@@ -221,8 +173,7 @@ policies:
                 .is_some_and(|at| at > finished_at)
         },
     );
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = feeder.join();
+    feeder.stop();
     let log = daemon.stop();
     assert!(
         !log.contains("audit store") && !log.contains("cannot ship"),
@@ -232,6 +183,90 @@ policies:
     assert!(!retry, "no run of busy failed:\n{log}");
     let pending: u64 = con.xlen("bullsweep:{bullsweep}:audit").expect("xlen");
     assert_eq!(pending, 0, "every event was shipped");
+    assert_one_chain_holds_the_erasure_and_the_removals(&w, &policy, held);
+}
+
+/// A thread that writes 20 finished jobs into `bull:busy` every 200 ms until stopped.
+struct BusyFeeder {
+    /// Set to stop the thread.
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The thread.
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl BusyFeeder {
+    /// Starts feeding the Redis at `url`.
+    fn start(url: String) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                let mut round = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    round += 1;
+                    let base = "bull:busy".to_string();
+                    let url = url.clone();
+                    rt.block_on(async {
+                        let client = redis::Client::open(url).expect("url");
+                        let mut c = client
+                            .get_multiplexed_async_connection()
+                            .await
+                            .expect("connect");
+                        let mut s = spec(&base, 20, 0, 1);
+                        s.names = vec![format!("r{round}")];
+                        // Each round writes ids 1..=20 again: they were removed meanwhile.
+                        bullsweep_testkit::seed_queue(&mut c, &s, now_ms())
+                            .await
+                            .expect("seed");
+                    });
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            })
+        };
+        BusyFeeder { stop, thread }
+    }
+
+    /// Stops the thread and waits for it.
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts `forget` of user u42 (request GDPR-7), waiting up to 20 s for active jobs.
+fn spawn_forget(w: &World, policy: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("--redis")
+        .arg(w.url_for(&["forget"]))
+        .arg("--config")
+        .arg(policy)
+        .args([
+            "forget",
+            "--subject",
+            "user=u42",
+            "--request-id",
+            "GDPR-7",
+            "--wait-active",
+            "20s",
+        ])
+        .current_dir(w.dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("forget starts")
+}
+
+/// The chain verifies, and holds forget's erasure of job `held` and the daemon's removals.
+fn assert_one_chain_holds_the_erasure_and_the_removals(
+    w: &World,
+    policy: &std::path::Path,
+    held: &str,
+) {
+    let policy = policy.to_path_buf();
     let verify = w.run(&policy, &["audit", "verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
     let events = w.run(&policy, &["--json", "audit", "query", "--action", "erase"]);
@@ -308,69 +343,13 @@ fn metrics_describe_every_governed_queue_from_discovery_on() {
         metrics.contains("bullsweep_queue_info{")
             && metrics.matches("bullsweep_queue_info{").count() == 2
     });
-    assert!(metrics.lines().any(|l| l == "bullsweep_up 1"), "{metrics}");
-    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
-    assert_eq!(
-        sample(&metrics, "bullsweep_build_info", &[&version]),
-        Some(1.0),
-        "{metrics}"
-    );
-    for tenant in ["acme", "globex"] {
-        let queue = format!("queue=\"bull:{tenant}:mail\"");
-        let labels = [
-            queue.as_str(),
-            &format!("tenant=\"{tenant}\""),
-            "env=\"prod\"",
-            "policy=\"mail\"",
-        ];
-        assert_eq!(
-            sample(&metrics, "bullsweep_queue_info", &labels),
-            Some(1.0),
-            "{metrics}"
-        );
-        assert_eq!(
-            sample(&metrics, "bullsweep_alert", &[&queue]),
-            Some(0.0),
-            "{metrics}"
-        );
-    }
+    assert_the_daemon_and_each_queue_described(&metrics);
     // Nothing was swept: the series come from discovery and the health tick, not a sweep.
     wait_until("the queues measured", Duration::from_secs(20), || {
         metrics = scrape(port);
         metrics.matches("bullsweep_queue_memory_bytes{").count() == 2
     });
-    for tenant in ["acme", "globex"] {
-        let queue = format!("queue=\"bull:{tenant}:mail\"");
-        let last = sample(
-            &metrics,
-            "bullsweep_last_success_timestamp_seconds",
-            &[&queue],
-        );
-        assert!(
-            last.is_some_and(|t| (t * 1e3 - swept as f64).abs() < 1.0),
-            "the last success recorded in Redis: {metrics}"
-        );
-        let of = |name: &str, extra: &[&str]| {
-            let mut labels = vec![queue.as_str()];
-            labels.extend(extra);
-            sample(&metrics, name, &labels)
-        };
-        let completed = ["state=\"completed\""];
-        assert_eq!(of("bullsweep_jobs", &completed), Some(20.0), "{metrics}");
-        assert_eq!(
-            of("bullsweep_policy_max_age_seconds", &completed),
-            Some(86_400.0),
-            "{metrics}"
-        );
-        assert_eq!(
-            of("bullsweep_schedule_interval_seconds", &[]),
-            Some(86_400.0),
-            "{metrics}"
-        );
-        assert!(of("bullsweep_queue_memory_bytes", &[]).is_some_and(|b| b > 1_000.0));
-        // Every job is older than a day: all would go.
-        assert!(of("bullsweep_queue_reclaimable_bytes", &[]).is_some_and(|b| b > 1_000.0));
-    }
+    assert_each_queue_measured(&metrics, swept);
     for line in [
         "bullsweep_audit_backlog_events 0",
         "bullsweep_cost_max_leak 0.01",
@@ -390,6 +369,74 @@ fn metrics_describe_every_governed_queue_from_discovery_on() {
     let zcard: u64 = con.zcard("bull:acme:mail:completed").expect("zcard");
     assert_eq!(zcard, 20, "no sweep ran");
     daemon.stop();
+}
+
+/// `/metrics` describes the daemon (up, its version) and each of the two queues of
+/// `metrics_describe_every_governed_queue_from_discovery_on` (its labels, no alert).
+fn assert_the_daemon_and_each_queue_described(metrics: &str) {
+    assert!(metrics.lines().any(|l| l == "bullsweep_up 1"), "{metrics}");
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        sample(metrics, "bullsweep_build_info", &[&version]),
+        Some(1.0),
+        "{metrics}"
+    );
+    for tenant in ["acme", "globex"] {
+        let queue = format!("queue=\"bull:{tenant}:mail\"");
+        let labels = [
+            queue.as_str(),
+            &format!("tenant=\"{tenant}\""),
+            "env=\"prod\"",
+            "policy=\"mail\"",
+        ];
+        assert_eq!(
+            sample(metrics, "bullsweep_queue_info", &labels),
+            Some(1.0),
+            "{metrics}"
+        );
+        assert_eq!(
+            sample(metrics, "bullsweep_alert", &[&queue]),
+            Some(0.0),
+            "{metrics}"
+        );
+    }
+}
+
+/// Each of the two queues measured without a sweep: its last success as Redis records it
+/// (`swept`), its jobs, policy, schedule, memory and reclaimable bytes.
+fn assert_each_queue_measured(metrics: &str, swept: i64) {
+    for tenant in ["acme", "globex"] {
+        let queue = format!("queue=\"bull:{tenant}:mail\"");
+        let last = sample(
+            metrics,
+            "bullsweep_last_success_timestamp_seconds",
+            &[&queue],
+        );
+        assert!(
+            last.is_some_and(|t| (t * 1e3 - swept as f64).abs() < 1.0),
+            "the last success recorded in Redis: {metrics}"
+        );
+        let of = |name: &str, extra: &[&str]| {
+            let mut labels = vec![queue.as_str()];
+            labels.extend(extra);
+            sample(metrics, name, &labels)
+        };
+        let completed = ["state=\"completed\""];
+        assert_eq!(of("bullsweep_jobs", &completed), Some(20.0), "{metrics}");
+        assert_eq!(
+            of("bullsweep_policy_max_age_seconds", &completed),
+            Some(86_400.0),
+            "{metrics}"
+        );
+        assert_eq!(
+            of("bullsweep_schedule_interval_seconds", &[]),
+            Some(86_400.0),
+            "{metrics}"
+        );
+        assert!(of("bullsweep_queue_memory_bytes", &[]).is_some_and(|b| b > 1_000.0));
+        // Every job is older than a day: all would go.
+        assert!(of("bullsweep_queue_reclaimable_bytes", &[]).is_some_and(|b| b > 1_000.0));
+    }
 }
 
 #[test]

@@ -335,12 +335,22 @@ fn the_kubernetes_manifests_agree_with_each_other_and_the_binary() {
         .collect();
     assert!(comments.iter().any(|f| f == "--dashboard"), "{comments:?}");
     flags_exist(&comments, "the Deployment's comments");
-    // Prometheus and the probes use the metrics listener, which never needs a token.
-    let listen = &args[args
-        .iter()
-        .position(|a| a == "--metrics-listen")
-        .expect("--metrics-listen")
-        + 1];
+    let port_name = assert_the_probes_use_the_metrics_port(c, &args);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_the_policy_file_is_the_configmap_mounted(pod, &args);
+    assert_the_redis_url_comes_from_the_secret(c);
+    assert_the_pods_are_selected_and_scraped(spec, &port_name);
+}
+
+/// Value of `flag` in `args` (the argument after it).
+fn arg_after<'a>(args: &'a [String], flag: &str) -> &'a String {
+    &args[args.iter().position(|a| a == flag).expect(flag) + 1]
+}
+
+/// Prometheus and the probes use the metrics listener, which never needs a token: the
+/// container's port is `--metrics-listen`'s, and the probes name it. Returns its name.
+fn assert_the_probes_use_the_metrics_port(c: &Value, args: &[String]) -> String {
+    let listen = arg_after(args, "--metrics-listen");
     let port: u64 = listen
         .rsplit(':')
         .next()
@@ -353,9 +363,13 @@ fn the_kubernetes_manifests_agree_with_each_other_and_the_binary() {
     for probe in ["livenessProbe", "readinessProbe"] {
         assert_eq!(c[probe]["httpGet"]["port"], port_name, "{probe}");
     }
-    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
-    // The policy file the args name is where the ConfigMap is mounted.
-    let config = &args[args.iter().position(|a| a == "--config").expect("--config") + 1];
+    port_name.to_string()
+}
+
+/// The policy file the args name is where the ConfigMap is mounted, and it is valid.
+fn assert_the_policy_file_is_the_configmap_mounted(pod: &Value, args: &[String]) {
+    let c = &pod["containers"][0];
+    let config = arg_after(args, "--config");
     let mount = c["volumeMounts"]
         .as_array()
         .expect("mounts")
@@ -384,7 +398,10 @@ fn the_kubernetes_manifests_agree_with_each_other_and_the_binary() {
     // The policy file in the ConfigMap is valid.
     let text = configmap["data"][&file].as_str().expect("policy text");
     bullsweep_policy::compile("policies.yaml", text).expect("the ConfigMap's policy compiles");
-    // The Redis URL from the Secret, under the name the binary reads.
+}
+
+/// The Redis URL from the Secret, under the name the binary reads.
+fn assert_the_redis_url_comes_from_the_secret(c: &Value) {
     let env = &c["env"][0];
     assert_eq!(env["name"], "BULLSWEEP_REDIS_URL");
     let secret = yaml("deploy/kubernetes/secret.yaml");
@@ -399,7 +416,11 @@ fn the_kubernetes_manifests_agree_with_each_other_and_the_binary() {
         secret["stringData"][key].is_string(),
         "the Secret has {key}"
     );
-    // The PDB, Service and ServiceMonitor select the pods and scrape the metrics port.
+}
+
+/// The PDB, Service and ServiceMonitor select the pods of the Deployment `spec` and scrape
+/// the metrics port `port_name`.
+fn assert_the_pods_are_selected_and_scraped(spec: &Value, port_name: &str) {
     let labels = &spec["template"]["metadata"]["labels"];
     let pdb = yaml("deploy/kubernetes/poddisruptionbudget.yaml");
     assert_eq!(pdb["kind"], "PodDisruptionBudget");
@@ -444,7 +465,7 @@ fn the_dockerfile_builds_in_stages_and_runs_distroless_as_non_root() {
         .position(|a| a == "daemon")
         .expect("runs the daemon");
     flags_exist(&args[daemon_at + 1..], "the Dockerfile");
-    let port = args[args.iter().position(|a| a == "--listen").expect("--listen") + 1]
+    let port = arg_after(&args, "--listen")
         .rsplit(':')
         .next()
         .expect("port")

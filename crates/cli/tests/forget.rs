@@ -61,46 +61,11 @@ fn forget_erases_archived_records_from_an_s3_bucket() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let receipt: Value = serde_json::from_slice(&out.stdout).expect("receipt");
-    assert_eq!(receipt["status"], "erased");
-    let segments: Vec<&Value> = receipt["archive"]
-        .as_array()
-        .expect("archive")
-        .iter()
-        .collect();
-    assert_eq!(segments.len(), 2, "{receipt}");
-    let mut erased_ids: Vec<String> = segments
-        .iter()
-        .flat_map(|s| s["ids"].as_array().expect("ids").iter())
-        .map(|v| v.as_str().expect("id").to_string())
-        .collect();
-    erased_ids.sort();
-    assert_eq!(erased_ids, ["10016", "43"]);
-    assert_eq!(
-        receipt["queues"][0]["states"]["completed"],
-        serde_json::json!(["43"]),
-        "the billing job in Redis goes too: {receipt}"
-    );
+    let segments = assert_both_archived_and_the_redis_job_erased(&receipt);
     assert!(!con.exists::<_, bool>("bull:billing:43").expect("exists"));
 
     // In the bucket: the two rewritten segments replace the old ones, nothing else changed.
-    let keys = s3.keys("job-archive");
-    for s in &segments {
-        let old = format!("prod/{}", s["segment"].as_str().expect("segment"));
-        let new = format!("prod/{}", s["replacedBy"].as_str().expect("replaced"));
-        assert!(!keys.contains(&old), "{old} is deleted");
-        assert!(!keys.contains(&format!("{old}.manifest.json")));
-        assert!(
-            keys.contains(&new) && keys.contains(&format!("{new}.manifest.json")),
-            "{new} in {keys:?}"
-        );
-        assert!(new.ends_with(".r1.jsonl.zst"), "{new}");
-    }
-    assert_eq!(
-        keys.iter()
-            .filter(|k| !k.ends_with(".manifest.json"))
-            .count(),
-        segments_before.len()
-    );
+    assert_the_segments_rewritten(&s3.keys("job-archive"), &segments, segments_before.len());
     assert_eq!(grep(&w, &policy, &env, "fields.data.user.id=u42"), 0);
     let ls = w.run_env(&policy, &["--json", "archive", "ls"], &env);
     let total: u64 = String::from_utf8_lossy(&ls.stdout)
@@ -127,6 +92,49 @@ fn forget_erases_archived_records_from_an_s3_bucket() {
     assert!(again.status.success(), "{}", stderr(&again));
     let receipt: Value = serde_json::from_slice(&again.stdout).expect("receipt");
     assert_eq!(receipt["status"], "nothingFound", "{receipt}");
+}
+
+/// The receipt: erased, u42's two archived records (jobs 43 and 10016) out of two segments,
+/// and the billing job 43 in Redis. Returns the receipt's segments.
+fn assert_both_archived_and_the_redis_job_erased(receipt: &Value) -> Vec<Value> {
+    assert_eq!(receipt["status"], "erased");
+    let segments: Vec<Value> = receipt["archive"].as_array().expect("archive").to_vec();
+    assert_eq!(segments.len(), 2, "{receipt}");
+    let mut erased_ids: Vec<String> = segments
+        .iter()
+        .flat_map(|s| s["ids"].as_array().expect("ids").iter())
+        .map(|v| v.as_str().expect("id").to_string())
+        .collect();
+    erased_ids.sort();
+    assert_eq!(erased_ids, ["10016", "43"]);
+    assert_eq!(
+        receipt["queues"][0]["states"]["completed"],
+        serde_json::json!(["43"]),
+        "the billing job in Redis goes too: {receipt}"
+    );
+    segments
+}
+
+/// The bucket's `keys`: each of `segments` replaced by its rewrite (`.r1`), manifests
+/// included, and as many segments as `before`.
+fn assert_the_segments_rewritten(keys: &[String], segments: &[Value], before: usize) {
+    for s in segments {
+        let old = format!("prod/{}", s["segment"].as_str().expect("segment"));
+        let new = format!("prod/{}", s["replacedBy"].as_str().expect("replaced"));
+        assert!(!keys.contains(&old), "{old} is deleted");
+        assert!(!keys.contains(&format!("{old}.manifest.json")));
+        assert!(
+            keys.contains(&new) && keys.contains(&format!("{new}.manifest.json")),
+            "{new} in {keys:?}"
+        );
+        assert!(new.ends_with(".r1.jsonl.zst"), "{new}");
+    }
+    assert_eq!(
+        keys.iter()
+            .filter(|k| !k.ends_with(".manifest.json"))
+            .count(),
+        before
+    );
 }
 
 #[test]

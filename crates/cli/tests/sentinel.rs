@@ -92,18 +92,7 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
     let master = PrivateRedis::start().expect("master");
     let port = master.port().to_string();
     let replica = PrivateRedis::start_with(&["--replicaof", "127.0.0.1", &port]).expect("replica");
-    let sentinels: Vec<PrivateSentinel> = (0..3)
-        .map(|_| PrivateSentinel::start(master.port(), 2).expect("sentinel"))
-        .collect();
-    wait_until(
-        "the sentinels to find the replica and each other",
-        Duration::from_secs(20),
-        || {
-            sentinels
-                .iter()
-                .all(|s| s.known().is_ok_and(|(r, o)| r == 1 && o == 2))
-        },
-    );
+    let sentinels = start_sentinels(&master);
     let w = World::with(master);
     seed(&w.redis, "bull:mail", JOBS);
     let _: u64 = redis::cmd("WAIT")
@@ -119,18 +108,9 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
         root.display(),
         audit.display()
     ));
-    let hosts: Vec<String> = sentinels
-        .iter()
-        .map(|s| format!("127.0.0.1:{}", s.port()))
-        .collect();
-    let url = format!(
-        "redis+sentinel://{}:{ROLE_PASSWORD}@{}/{MASTER_NAME}",
-        Role::Governing.user(),
-        hosts.join(",")
-    );
     let log = w.dir.path().join("daemon.log");
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .args(["--redis", &url, "--config"])
+        .args(["--redis", &sentinel_url(&sentinels), "--config"])
         .arg(&policy)
         .args(["daemon", "--discover-every", "500ms"])
         .current_dir(w.dir.path())
@@ -146,16 +126,7 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
         Duration::from_secs(30),
         || old.zcard::<_, u64>("bull:mail:completed").unwrap_or(JOBS) < JOBS - 2_000,
     );
-    let _: () = redis::cmd("SENTINEL")
-        .arg("FAILOVER")
-        .arg(MASTER_NAME)
-        .query(&mut sentinels[0].connection().expect("sentinel"))
-        .expect("failover");
-    wait_until("the replica to be master", Duration::from_secs(30), || {
-        sentinels
-            .iter()
-            .all(|s| s.master_port().is_ok_and(|p| p == replica.port()))
-    });
+    fail_over(&sentinels, &replica);
     let new = World::with(replica);
     let mut con = new.con();
     wait_until(
@@ -179,10 +150,66 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "{text}");
 
-    // No job lost: every job is archived, and no job or staged copy is left in Redis. A
-    // batch whose drop the failover lost is archived again by the recovery on the new master
-    // (the same records twice, which readers dedupe); after dedupe each job is there once.
-    let copies = archived_ids(&w, &policy);
+    assert_no_job_lost(&w, &policy, &mut con, &text);
+    assert_every_batch_audited_once(&new, &policy, &text);
+    assert!(!text.contains("panicked"), "{text}");
+}
+
+/// Three sentinels watching `master`, once they have found its replica and each other.
+fn start_sentinels(master: &PrivateRedis) -> Vec<PrivateSentinel> {
+    let sentinels: Vec<PrivateSentinel> = (0..3)
+        .map(|_| PrivateSentinel::start(master.port(), 2).expect("sentinel"))
+        .collect();
+    wait_until(
+        "the sentinels to find the replica and each other",
+        Duration::from_secs(20),
+        || {
+            sentinels
+                .iter()
+                .all(|s| s.known().is_ok_and(|(r, o)| r == 1 && o == 2))
+        },
+    );
+    sentinels
+}
+
+/// The governing user's `redis+sentinel://` URL through every sentinel.
+fn sentinel_url(sentinels: &[PrivateSentinel]) -> String {
+    let hosts: Vec<String> = sentinels
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port()))
+        .collect();
+    format!(
+        "redis+sentinel://{}:{ROLE_PASSWORD}@{}/{MASTER_NAME}",
+        Role::Governing.user(),
+        hosts.join(",")
+    )
+}
+
+/// `SENTINEL FAILOVER`, then waits until every sentinel names `replica` the master.
+fn fail_over(sentinels: &[PrivateSentinel], replica: &PrivateRedis) {
+    let _: () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg(MASTER_NAME)
+        .query(&mut sentinels[0].connection().expect("sentinel"))
+        .expect("failover");
+    wait_until("the replica to be master", Duration::from_secs(30), || {
+        sentinels
+            .iter()
+            .all(|s| s.master_port().is_ok_and(|p| p == replica.port()))
+    });
+}
+
+/// No job lost: every job is archived, and no job or staged copy is left in Redis (`con`,
+/// on the new master). A batch whose drop the failover lost is archived again by the
+/// recovery on the new master (the same records twice, which readers dedupe); after dedupe
+/// each job is there once. `text` is the daemon's log.
+fn assert_no_job_lost(
+    w: &World,
+    policy: &std::path::Path,
+    con: &mut redis::Connection,
+    text: &str,
+) {
+    let copies = archived_ids(w, policy);
     let jobs: BTreeSet<&(String, String)> = copies.iter().collect();
     let mut per_id: BTreeMap<String, u32> = BTreeMap::new();
     for (id, _) in &jobs {
@@ -205,8 +232,12 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
         "staged copies left: {:?}\n{text}",
         &staged[..staged.len().min(3)]
     );
+}
 
-    // Every batch was audited exactly once: each job's removal is in the trail once.
+/// Every batch was audited exactly once: each job's removal is in the trail once, and the
+/// chain verifies. `text` is the daemon's log.
+fn assert_every_batch_audited_once(new: &World, policy: &std::path::Path, text: &str) {
+    let policy = policy.to_path_buf();
     let trail = new.run(
         &policy,
         &["--json", "audit", "query", "--action", "archive"],
@@ -229,7 +260,6 @@ fn a_failover_mid_sweep_loses_no_job_and_audits_every_batch_once() {
     assert_eq!(audited.len() as u64, JOBS, "no other id is audited");
     let verify = new.run(&policy, &["audit", "verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
-    assert!(!text.contains("panicked"), "{text}");
 }
 
 #[test]

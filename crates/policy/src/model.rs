@@ -248,6 +248,19 @@ pub struct Policy {
     pub pii: Option<PiiRules>,
     /// The policy's own `subjects:`, used for its queues beside the top-level ones.
     pub subjects: Vec<Subject>,
+    /// When and how the policy's queues are governed: schedule, mode, stalled jobs,
+    /// dependencies, dead-letter phases and where exhausted jobs move.
+    pub daemon: DaemonSettings,
+    /// `protectWaitingParents`: leave a finished child whose parent still waits for children.
+    pub protect_waiting_parents: bool,
+    /// Where the policy starts in the file.
+    pub pos: SourcePos,
+}
+
+/// What the daemon reads of a policy: its schedule (in its time zone), mode, stalled jobs,
+/// dependencies, dead-letter phases and where exhausted jobs move.
+#[derive(Clone, Debug)]
+pub struct DaemonSettings {
     /// The policy's own `schedule:`; the file's applies when `None`.
     pub schedule: Option<Schedule>,
     /// How the daemon governs the policy's queues.
@@ -260,10 +273,6 @@ pub struct Policy {
     pub dead_letter: Option<DeadLetter>,
     /// Failed jobs with no attempts left move to this queue (same prefix).
     pub move_exhausted_to: Option<String>,
-    /// `protectWaitingParents`: leave a finished child whose parent still waits for children.
-    pub protect_waiting_parents: bool,
-    /// Where the policy starts in the file.
-    pub pos: SourcePos,
 }
 
 /// Per-tenant overrides merged into whichever policy wins for the tenant's queues.

@@ -317,14 +317,15 @@ impl PolicySet {
             sla: winner.sla.clone(),
             pii: winner.pii.clone(),
             schedule: winner
+                .daemon
                 .schedule
                 .clone()
                 .unwrap_or_else(|| self.schedule.clone()),
-            mode: winner.mode,
-            stalled: winner.stalled,
-            depends_on: winner.depends_on.clone(),
-            dead_letter: winner.dead_letter,
-            move_exhausted_to: winner.move_exhausted_to.clone(),
+            mode: winner.daemon.mode,
+            stalled: winner.daemon.stalled,
+            depends_on: winner.daemon.depends_on.clone(),
+            dead_letter: winner.daemon.dead_letter,
+            move_exhausted_to: winner.daemon.move_exhausted_to.clone(),
             protect_waiting_parents: winner.protect_waiting_parents,
         })
     }

@@ -134,15 +134,6 @@ pub fn compile_tokens(file: &str, text: &str) -> Result<TokenSet, ConfigErrors> 
         errors,
     };
     let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| failed(vec![syntax_error(&e)]))?;
-    let mut errors = Vec::new();
-    let mut error = |loc: &serde_saphyr::Location, path: String, message: String| {
-        errors.push(ConfigError {
-            pos: pos(loc),
-            path,
-            message,
-            hint: None,
-        })
-    };
     let Some(list) = raw.tokens.filter(|l| !l.value.is_empty()) else {
         return Err(failed(vec![ConfigError {
             pos: Default::default(),
@@ -151,120 +142,193 @@ pub fn compile_tokens(file: &str, text: &str) -> Result<TokenSet, ConfigErrors> 
             hint: Some("tokens: [{ name: alice-ops, tokenSha256: \"…\", role: viewer }]".into()),
         }]));
     };
+    let mut problems = Problems::default();
     let mut out = TokenSet::default();
     for (i, t) in list.value.iter().enumerate() {
         let at = format!("tokens[{i}]");
-        let loc = &t.referenced;
-        let raw = &t.value;
-        let name = match &raw.name {
-            Some(n) if n.value.chars().any(char::is_control) => {
-                error(
-                    &n.referenced,
-                    format!("{at}.name"),
-                    "a token's name may not hold a line break or other control character: \
-                     it is written into audit events and logs"
-                        .into(),
-                );
-                continue;
-            }
-            Some(n) if !n.value.trim().is_empty() => n.value.clone(),
-            _ => {
-                error(loc, at.clone(), "a token needs a `name`".into());
-                continue;
-            }
-        };
-        let tenant = match &raw.tenant {
-            Some(t) if t.value.trim().is_empty() || t.value.chars().any(char::is_control) => {
-                error(
-                    &t.referenced,
-                    format!("{at}.tenant"),
-                    format!(
-                        "token `{name}` has an empty or unprintable `tenant`; name the tenant, \
-                         or leave `tenant` out for a token that sees every tenant"
-                    ),
-                );
-                continue;
-            }
-            Some(t) => Some(t.value.clone()),
-            None => None,
-        };
-        if out.tokens.iter().any(|o| o.name == name) {
-            error(
-                loc,
-                format!("{at}.name"),
-                format!("duplicate token name `{name}`"),
-            );
-        }
-        let digest = match (&raw.token, &raw.token_sha256) {
-            (Some(clear), None) if !clear.value.is_empty() => {
-                Some(Sha256::digest(clear.value.as_bytes()).into())
-            }
-            (None, Some(hex)) => match parse_hex(&hex.value) {
-                Some(d) => Some(d),
-                None => {
-                    error(
-                        &hex.referenced,
-                        format!("{at}.tokenSha256"),
-                        "tokenSha256 must be 64 hexadecimal digits (`sha256sum` of the token)"
-                            .into(),
-                    );
-                    None
-                }
-            },
-            (Some(_), Some(_)) => {
-                error(
-                    loc,
-                    at.clone(),
-                    format!("token `{name}` has both `token` and `tokenSha256`; keep one"),
-                );
-                None
-            }
-            _ => {
-                error(
-                    loc,
-                    at.clone(),
-                    format!("token `{name}` needs `tokenSha256` (or `token`)"),
-                );
-                None
-            }
-        };
-        let role = match raw.role.as_ref().map(|r| (r, r.value.as_str())) {
-            Some((_, "viewer")) => Some(Role::Viewer),
-            Some((_, "operator")) => Some(Role::Operator),
-            Some((_, "admin")) => Some(Role::Admin),
-            Some((r, other)) => {
-                error(
-                    &r.referenced,
-                    format!("{at}.role"),
-                    format!("role `{other}` is not one of viewer, operator, admin"),
-                );
-                None
-            }
-            None => {
-                error(loc, at.clone(), format!("token `{name}` needs a `role`"));
-                None
-            }
-        };
-        if let (Some(digest), Some(role)) = (digest, role) {
-            if out.tokens.iter().any(|o| o.digest == digest) {
-                error(
-                    loc,
-                    at.clone(),
-                    format!("token `{name}` has the same secret as another"),
-                );
-            }
-            out.tokens.push(Token {
-                name,
-                role,
-                tenant,
-                digest,
-            });
+        if let Some(token) = compile_token(&at, t, &out.tokens, &mut problems) {
+            out.tokens.push(token);
         }
     }
-    if errors.is_empty() {
+    if problems.0.is_empty() {
         Ok(out)
     } else {
-        Err(failed(errors))
+        Err(failed(problems.0))
+    }
+}
+
+/// The problems found in a token file, in the order found.
+#[derive(Default)]
+struct Problems(Vec<ConfigError>);
+
+impl Problems {
+    /// Notes a problem at `loc`, under the key path `path`.
+    fn add(&mut self, loc: &serde_saphyr::Location, path: String, message: String) {
+        self.0.push(ConfigError {
+            pos: pos(loc),
+            path,
+            message,
+            hint: None,
+        })
+    }
+}
+
+/// The token at `at` (`tokens[i]`), if it is whole; `known` are the ones before it, each
+/// name and secret being allowed once. Its problems are noted in `problems`.
+fn compile_token(
+    at: &str,
+    t: &Spanned<RawToken>,
+    known: &[Token],
+    problems: &mut Problems,
+) -> Option<Token> {
+    let loc = &t.referenced;
+    let raw = &t.value;
+    let name = token_name(at, t, problems)?;
+    let tenant = token_tenant(at, raw, &name, problems)?;
+    if known.iter().any(|o| o.name == name) {
+        problems.add(
+            loc,
+            format!("{at}.name"),
+            format!("duplicate token name `{name}`"),
+        );
+    }
+    let digest = token_digest(at, t, &name, problems);
+    let role = token_role(at, t, &name, problems);
+    let (digest, role) = (digest?, role?);
+    if known.iter().any(|o| o.digest == digest) {
+        problems.add(
+            loc,
+            at.to_string(),
+            format!("token `{name}` has the same secret as another"),
+        );
+    }
+    Some(Token {
+        name,
+        role,
+        tenant,
+        digest,
+    })
+}
+
+/// A token's `name`: present, not blank, and printable (it goes into audit events and logs).
+fn token_name(at: &str, t: &Spanned<RawToken>, problems: &mut Problems) -> Option<String> {
+    match &t.value.name {
+        Some(n) if n.value.chars().any(char::is_control) => {
+            problems.add(
+                &n.referenced,
+                format!("{at}.name"),
+                "a token's name may not hold a line break or other control character: \
+                 it is written into audit events and logs"
+                    .into(),
+            );
+            None
+        }
+        Some(n) if !n.value.trim().is_empty() => Some(n.value.clone()),
+        _ => {
+            problems.add(
+                &t.referenced,
+                at.to_string(),
+                "a token needs a `name`".into(),
+            );
+            None
+        }
+    }
+}
+
+/// A token's `tenant`: `Some(None)` when it sees every tenant, `None` when the tenant is
+/// blank or unprintable (a problem noted).
+fn token_tenant(
+    at: &str,
+    raw: &RawToken,
+    name: &str,
+    problems: &mut Problems,
+) -> Option<Option<String>> {
+    match &raw.tenant {
+        Some(t) if t.value.trim().is_empty() || t.value.chars().any(char::is_control) => {
+            problems.add(
+                &t.referenced,
+                format!("{at}.tenant"),
+                format!(
+                    "token `{name}` has an empty or unprintable `tenant`; name the tenant, \
+                     or leave `tenant` out for a token that sees every tenant"
+                ),
+            );
+            None
+        }
+        Some(t) => Some(Some(t.value.clone())),
+        None => Some(None),
+    }
+}
+
+/// A token's secret as its SHA-256: from `tokenSha256`, or hashed from `token`; exactly one.
+fn token_digest(
+    at: &str,
+    t: &Spanned<RawToken>,
+    name: &str,
+    problems: &mut Problems,
+) -> Option<[u8; 32]> {
+    let loc = &t.referenced;
+    match (&t.value.token, &t.value.token_sha256) {
+        (Some(clear), None) if !clear.value.is_empty() => {
+            Some(Sha256::digest(clear.value.as_bytes()).into())
+        }
+        (None, Some(hex)) => match parse_hex(&hex.value) {
+            Some(d) => Some(d),
+            None => {
+                problems.add(
+                    &hex.referenced,
+                    format!("{at}.tokenSha256"),
+                    "tokenSha256 must be 64 hexadecimal digits (`sha256sum` of the token)".into(),
+                );
+                None
+            }
+        },
+        (Some(_), Some(_)) => {
+            problems.add(
+                loc,
+                at.to_string(),
+                format!("token `{name}` has both `token` and `tokenSha256`; keep one"),
+            );
+            None
+        }
+        _ => {
+            problems.add(
+                loc,
+                at.to_string(),
+                format!("token `{name}` needs `tokenSha256` (or `token`)"),
+            );
+            None
+        }
+    }
+}
+
+/// A token's `role`: viewer, operator or admin.
+fn token_role(
+    at: &str,
+    t: &Spanned<RawToken>,
+    name: &str,
+    problems: &mut Problems,
+) -> Option<Role> {
+    match t.value.role.as_ref().map(|r| (r, r.value.as_str())) {
+        Some((_, "viewer")) => Some(Role::Viewer),
+        Some((_, "operator")) => Some(Role::Operator),
+        Some((_, "admin")) => Some(Role::Admin),
+        Some((r, other)) => {
+            problems.add(
+                &r.referenced,
+                format!("{at}.role"),
+                format!("role `{other}` is not one of viewer, operator, admin"),
+            );
+            None
+        }
+        None => {
+            problems.add(
+                &t.referenced,
+                at.to_string(),
+                format!("token `{name}` needs a `role`"),
+            );
+            None
+        }
     }
 }
 

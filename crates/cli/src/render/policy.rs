@@ -81,12 +81,12 @@ fn schedule_json(s: &Schedule) -> Value {
 
 fn policy_daemon_fields(p: &Policy) -> Vec<(&'static str, String, Value)> {
     daemon_fields(
-        p.schedule.as_ref(),
-        p.mode,
-        p.stalled.as_ref(),
-        p.dead_letter.as_ref(),
-        &p.depends_on,
-        p.move_exhausted_to.as_deref(),
+        p.daemon.schedule.as_ref(),
+        p.daemon.mode,
+        p.daemon.stalled.as_ref(),
+        p.daemon.dead_letter.as_ref(),
+        &p.daemon.depends_on,
+        p.daemon.move_exhausted_to.as_deref(),
     )
 }
 

@@ -1,6 +1,7 @@
 //! The durable file store: append-only JSON lines, each chained to the one before by SHA-256.
 
-use super::{AuditEvent, Source};
+use super::event::AuditEvent;
+use super::source::Source;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
@@ -408,7 +409,8 @@ pub(super) fn read_events(path: &Path) -> io::Result<Vec<AuditEvent>> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::audit::AuditContext;
+    use crate::audit::actor::Actor;
+    use crate::audit::context::{AuditContext, QueueNames};
 
     fn source(id: &str) -> Source {
         Source {
@@ -423,19 +425,14 @@ pub(super) mod tests {
         seq: u64,
         ids: Vec<String>,
     ) -> AuditEvent {
-        let ctx = AuditContext {
-            policy_name: "p".into(),
-            policy_version: "v".into(),
-            queue_name: "q".into(),
-            queue_key: "bull:q".into(),
+        let queue = QueueNames {
+            name: "q",
+            key: "bull:q",
             tenant: None,
             environment: None,
-            action: "remove".into(),
-            state: "completed".into(),
-            compliance_tag: None,
-            execution_id: "x".into(),
-            actor: None,
         };
+        let ctx =
+            AuditContext::for_failed_queue(queue, "p", "x", Actor::Unnamed).with_state("completed");
         let mut e = AuditEvent::new("", seq, 1_000 + seq as i64, ctx, ids);
         e.source = source.map(str::to_string);
         e

@@ -2,7 +2,8 @@
 //! not UTF-8 are kept, reversibly, as base64 (`jobIdsBase64`), so a binary id never stops
 //! shipping.
 
-use super::{AuditContext, AuditEvent, RelatedJob};
+use super::context::AuditContext;
+use super::event::{AuditEvent, RelatedJob};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use redis::Value;

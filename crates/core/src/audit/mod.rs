@@ -6,14 +6,22 @@
 //! kept in Redis (`bullsweep:audit:head`), so that [`verify`] catches a file cut short.
 //! Each Redis database is its own [`Source`] with its own chain: one store may serve many.
 
+mod action;
+mod actor;
 mod chain;
+mod context;
 mod entry;
+mod event;
 pub mod postgres;
 mod source;
 mod streams;
 mod tail;
 
+pub use action::AuditAction;
+pub use actor::Actor;
 pub use chain::{AuditLine, ChainReport, FileAuditStore, GENESIS_HASH, VerifyReport};
+pub use context::{AuditContext, QueueNames};
+pub use event::{AuditEvent, AuditStatus, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
 pub use postgres::PostgresAuditStore;
 pub use source::{Checkpoint, Source, checkpoint, source_of};
 pub use streams::{Backlog, backlog};
@@ -21,146 +29,10 @@ pub use tail::Tail;
 
 use crate::bullmq::keys::{AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ};
 use crate::bullmq::scripts;
+use bullsweep_base::clock::now_ms;
 use bullsweep_policy::AuditTarget;
-
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
-use serde::{Deserialize, Serialize};
-
-/// What the caller tells a script about the batch it runs: stored with each audit event.
-/// (No `deny_unknown_fields`: it is flattened into [`AuditEvent`].)
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditContext {
-    /// Effective policy name.
-    pub policy_name: String,
-    /// Short hash of the effective policy, so a change of rules shows in the trail.
-    pub policy_version: String,
-    /// Queue name.
-    pub queue_name: String,
-    /// Queue key base.
-    pub queue_key: String,
-    /// Tenant, if the layout has one.
-    pub tenant: Option<String>,
-    /// Canonical environment.
-    pub environment: Option<String>,
-    /// `remove`, later `archive`, `anonymize`, `notify`, `erase`.
-    pub action: String,
-    /// The job state acted on.
-    pub state: String,
-    /// The policy's compliance tag.
-    pub compliance_tag: Option<String>,
-    /// The run that did it.
-    pub execution_id: String,
-    /// Who asked for it, when a person did: the dashboard token's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor: Option<String>,
-}
-
-/// One audit event, with its fields in the canonical order that is hashed: sequence and time,
-/// the context the batch ran in, then what was done.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditEvent {
-    /// The Redis database the event happened in ([`Source`]); absent in events written before
-    /// trails had one chain per source.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// Sequence number, unique and increasing within its source; the durable store dedupes
-    /// on `(source, seq)`.
-    pub seq: u64,
-    /// When the change happened, ms since the epoch (Redis clock).
-    pub timestamp: i64,
-    /// Policy, queue, tenant, environment, action, state, compliance tag and run.
-    #[serde(flatten)]
-    pub context: AuditContext,
-    /// Jobs acted on.
-    pub job_count: u64,
-    /// Their ids (those that are UTF-8).
-    pub job_ids: Vec<String>,
-    /// Ids that are not UTF-8, each as standard padded base64 of its bytes: the trail's
-    /// reversible form of a binary id.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub job_ids_base64: Vec<String>,
-    /// Jobs BullMQ's parent handling took along with these: removed or released parents.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub related_jobs: Vec<RelatedJob>,
-    /// `success`, `partial` or `failed`.
-    pub status: String,
-    /// What went wrong, for `partial` and `failed`.
-    pub error_detail: Option<String>,
-}
-
-/// A job a removal took along, as the audit event names it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RelatedJob {
-    /// Its full key (`<prefix>:<queue>:<id>`).
-    pub key: String,
-    /// `parentRemoved` (a same-queue parent removed with its last child; archived with the
-    /// batch under `action: archive`) or `parentReleased` (a parent moved to wait).
-    pub role: String,
-}
-
-/// [`RelatedJob::role`] of a same-queue parent removed with its last child.
-pub const PARENT_REMOVED: &str = "parentRemoved";
-/// [`RelatedJob::role`] of a parent in another queue released to wait.
-pub const PARENT_RELEASED: &str = "parentReleased";
-
-impl AuditEvent {
-    /// A successful event of `source` for `job_ids`.
-    fn new(
-        source: &str,
-        seq: u64,
-        timestamp: i64,
-        context: AuditContext,
-        job_ids: Vec<String>,
-    ) -> Self {
-        AuditEvent {
-            source: Some(source.to_string()),
-            seq,
-            timestamp,
-            context,
-            job_count: job_ids.len() as u64,
-            job_ids,
-            job_ids_base64: Vec::new(),
-            related_jobs: Vec::new(),
-            status: "success".into(),
-            error_detail: None,
-        }
-    }
-}
-
-impl AuditContext {
-    /// The context for one state of one governed queue.
-    pub fn for_queue(
-        q: &bullsweep_policy::QueueId,
-        eff: &bullsweep_policy::EffectivePolicy,
-        state: bullsweep_policy::JobState,
-        action: &str,
-        execution_id: &str,
-    ) -> Self {
-        AuditContext {
-            policy_name: eff.name.clone(),
-            policy_version: policy_version(eff),
-            queue_name: q.queue.clone(),
-            queue_key: q.base.clone(),
-            tenant: q.tenant.clone(),
-            environment: q.env.clone(),
-            action: action.to_string(),
-            state: state.as_str().to_string(),
-            compliance_tag: eff.sla.as_ref().and_then(|s| s.compliance_tag.clone()),
-            execution_id: execution_id.to_string(),
-            actor: None,
-        }
-    }
-}
-
-/// A short hash of the effective policy: the same rules give the same version.
-pub fn policy_version(eff: &bullsweep_policy::EffectivePolicy) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{eff:?}").as_bytes());
-    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
-}
 
 /// An open durable store: the hash-chained file or the PostgreSQL table.
 pub enum AuditStore {
@@ -356,31 +228,17 @@ async fn quarantine<C: ConnectionLike>(
         Some(seq) => seq,
         None => redis::cmd("INCR").arg(AUDIT_SEQ).query_async(con).await?,
     };
-    let context = ctx.unwrap_or_else(|| AuditContext {
-        policy_name: String::new(),
-        policy_version: String::new(),
-        queue_name: String::new(),
-        queue_key: String::new(),
-        tenant: None,
-        environment: None,
-        action: String::new(),
-        state: String::new(),
-        compliance_tag: None,
-        execution_id: String::new(),
-        actor: None,
-    });
-    let mut event = AuditEvent::new(
+    let context = ctx.unwrap_or_else(AuditContext::unreadable);
+    let event = AuditEvent::new(
         source,
         seq,
-        ts.unwrap_or_else(bullsweep_base::clock::now_ms),
+        ts.unwrap_or_else(now_ms),
         context,
         vec![kept.clone()],
     );
-    event.status = "failed".into();
-    event.error_detail = Some(format!(
+    Ok(event.failed(format!(
         "audit stream entry {id} could not be read as an event (a field is missing or not the expected JSON); kept as is in {AUDIT_QUARANTINE} entry {kept}"
-    ));
-    Ok(event)
+    )))
 }
 
 /// Appends an event that no script wrote (a failed queue, a notice), numbered from the chain
@@ -394,14 +252,9 @@ pub async fn record_event<C: ConnectionLike>(
     error: Option<&str>,
 ) -> Result<(), ShipError> {
     let seq: u64 = redis::cmd("INCR").arg(AUDIT_SEQ).query_async(con).await?;
-    let timestamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default();
-    let mut event = AuditEvent::new(store.source(), seq, timestamp, ctx, job_ids);
+    let mut event = AuditEvent::new(store.source(), seq, now_ms(), ctx, job_ids);
     if let Some(error) = error {
-        event.status = "failed".into();
-        event.error_detail = Some(error.to_string());
+        event = event.failed(error.to_string());
     }
     store.append(std::slice::from_ref(&event)).await?;
     save_head(con, store).await?;
@@ -416,8 +269,10 @@ pub async fn queue_event<C: ConnectionLike>(
     ctx: &AuditContext,
     job_ids: &[String],
 ) -> RedisResult<()> {
-    let ctx = serde_json::to_string(ctx).unwrap_or_default();
-    scripts().append_audit(con, &ctx, job_ids).await.map(|_| ())
+    scripts()
+        .append_audit(con, &ctx.to_json(), job_ids)
+        .await
+        .map(|_| ())
 }
 
 /// Records the head of the store's chain in its source's Redis, for `verify` to catch a cut

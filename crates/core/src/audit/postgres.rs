@@ -5,8 +5,9 @@
 //! and refuses an insert that does not extend the chain with a correct hash.
 
 use super::chain::{AuditLine, GENESIS_HASH, VerifyReport, chain_hash};
+use super::event::AuditEvent;
+use super::source::Source;
 use super::tail::{Newest, Tail};
-use super::{AuditEvent, Source};
 use std::io;
 use tokio_postgres::{Client, NoTls};
 

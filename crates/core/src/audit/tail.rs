@@ -3,8 +3,8 @@
 //! audit event is skipped and counted (`audit verify` says where the chain breaks; a page
 //! showing events must not fail on one bad line).
 
-use super::AuditEvent;
 use super::chain::{AuditLine, scan_back};
+use super::event::AuditEvent;
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -96,7 +96,8 @@ impl Newest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{FileAuditStore, Source};
+    use crate::audit::chain::FileAuditStore;
+    use crate::audit::source::Source;
     use std::io::Write;
 
     fn event(seq: u64, queue: &str) -> AuditEvent {

@@ -11,7 +11,7 @@
 use super::events_read::BLOCK_MS;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::{log, wait_or_shutdown};
-use crate::audit::AuditContext;
+use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::keys::{audit_tag, cursor, events_lock};
 use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::engine::event_removal::{remove_finished, score_bounds};
@@ -371,14 +371,15 @@ async fn drain(
     metrics: &DaemonMetrics,
 ) -> RedisResult<(u64, bool)> {
     let ctx = |state| {
-        let audit = AuditContext::for_queue(
+        AuditContext::for_state(
             &h.queue.queue,
             &h.queue.policy,
             state,
-            "remove",
+            AuditAction::Remove,
             execution_id,
-        );
-        serde_json::to_string(&audit).unwrap_or_default()
+            Actor::Unnamed,
+        )
+        .to_json()
     };
     let (completed_ctx, failed_ctx) = (ctx(JobState::Completed), ctx(JobState::Failed));
     let req = DrainRequest {

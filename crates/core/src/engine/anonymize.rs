@@ -5,6 +5,7 @@
 use super::batch::{BatchSizer, run_batches};
 use super::report::Skipped;
 use super::work::StateWork;
+use crate::audit::AuditAction;
 use crate::bullmq::fingerprint::scrub_fingerprint;
 use crate::bullmq::{QueueKeys, ScrubbedJob, scripts};
 use crate::error::Result;
@@ -140,9 +141,11 @@ impl StateWork<'_> {
         rows: &[(String, i64)],
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let mut ctx = self.audit.clone();
-        ctx.action = "anonymize".into();
-        let audit_ctx = serde_json::to_string(&ctx).unwrap_or_default();
+        let audit_ctx = self
+            .audit
+            .clone()
+            .with_action(AuditAction::Anonymize)
+            .to_json();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
         let mut done = 0;
         for chunk in rows.chunks(READ_JOBS) {

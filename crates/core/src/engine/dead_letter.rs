@@ -14,7 +14,7 @@ use super::queue_run::QueueRun;
 use super::report::{QueueReport, Skipped, StateReport};
 use super::rules::{RuleGroup, RuleGroups};
 use super::work::{StateWork, finish, prefix_counts};
-use crate::audit;
+use crate::audit::{self, AuditAction};
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
 use crate::error::{Error, Result};
 use bullsweep_policy::{Action, DeadLetter, JobState, Selection};
@@ -91,12 +91,16 @@ impl QueueRun<'_> {
         let group = RuleGroup::by_age(cutoff, action);
         let selection = group.selection;
         let groups = RuleGroups::single(group);
-        let label = if cold.is_some() { "cold" } else { "remove" };
-        let audit = self.audit(state, label);
+        let audit_action = match cold {
+            Some(_) => AuditAction::Cold,
+            None => AuditAction::Remove,
+        };
+        let label = audit_action.to_string();
+        let audit = self.audit(state, audit_action);
         let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
         let work = self.state_work(keys, state, &groups, &audit, &audit_ctx, None, cold);
         let mut sr = StateReport {
-            action: label.into(),
+            action: label,
             ..StateReport::default()
         };
         match (cold, action) {
@@ -138,8 +142,9 @@ impl QueueRun<'_> {
                 continue;
             }
             sink.rewrite_segment(&m, &keep).await.map_err(io)?;
-            let mut ctx = self.audit(JobState::Failed, "purge");
-            ctx.state = "archive".into();
+            let ctx = self
+                .audit(JobState::Failed, AuditAction::Purge)
+                .with_state("archive");
             let ids: Vec<String> = old
                 .iter()
                 .map(|r| format!("{}/{}", m.segment, r.id))

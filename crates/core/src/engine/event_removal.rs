@@ -7,7 +7,7 @@ use super::batch::{BatchSizer, run_batches};
 use super::options::SweepOptions;
 use super::report::Skipped;
 use super::rules::RuleGroups;
-use crate::audit::AuditContext;
+use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::{Candidate, QueueKeys, scripts};
 use crate::error::Result;
 use bullsweep_policy::{Action, EffectivePolicy, JobState, QueueId, Selection};
@@ -92,7 +92,14 @@ pub async fn remove_finished<C: ConnectionLike>(
         if candidates.is_empty() {
             continue;
         }
-        let audit = AuditContext::for_queue(queue, policy, state, "remove", &opts.execution_id);
+        let audit = AuditContext::for_state(
+            queue,
+            policy,
+            state,
+            AuditAction::Remove,
+            &opts.execution_id,
+            Actor::Unnamed,
+        );
         let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
         let mut sizer = BatchSizer::new(opts.budget_us);
         let (keys, budget) = (&keys, opts.budget_us);

@@ -7,6 +7,7 @@ use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::{Skipped, StateReport};
 use super::work::finish;
+use crate::audit::AuditAction;
 use crate::bullmq::{Candidate, QueueKeys, scripts};
 use crate::error::Result;
 use bullsweep_policy::JobState;
@@ -41,8 +42,9 @@ pub(super) async fn govern<C: ConnectionLike>(
         return Ok(());
     }
     let mut sizer = BatchSizer::new(opts.budget_us);
-    let ctx = run.audit(JobState::Failed, &format!("move to {target}"));
-    let ctx = serde_json::to_string(&ctx).unwrap_or_default();
+    let ctx = run
+        .audit(JobState::Failed, AuditAction::MoveTo(target.to_string()))
+        .to_json();
     let mut skipped = Skipped::default();
     let (mut offset, mut done) = (0isize, 0u64);
     loop {

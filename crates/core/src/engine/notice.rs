@@ -3,7 +3,8 @@
 
 use super::report::{Notice, NoticeJob};
 use super::work::StateWork;
-use bullsweep_policy::{Action, Selection};
+use crate::audit::AuditAction;
+use bullsweep_policy::Selection;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -50,8 +51,7 @@ impl StateWork<'_> {
                     }),
             );
         }
-        let mut context = self.audit.clone();
-        context.action = Action::Notify.as_str().into();
+        let context = self.audit.clone().with_action(AuditAction::Notify);
         Ok(Notice {
             context,
             count,

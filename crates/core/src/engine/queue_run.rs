@@ -9,7 +9,7 @@ use super::rules::RuleGroups;
 use super::staging;
 use super::work::StateWork;
 use super::{move_exhausted, stalled};
-use crate::audit::AuditContext;
+use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::{ColdMarker, QueueKeys};
 use crate::error::Result;
 use bullsweep_policy::{EffectivePolicy, JobState, PiiRules, QueueId};
@@ -43,17 +43,15 @@ pub(super) struct QueueRun<'a> {
 
 impl<'a> QueueRun<'a> {
     /// The audit context of `action` on the queue's jobs in `state`.
-    pub fn audit(&self, state: JobState, action: &str) -> AuditContext {
-        AuditContext {
-            actor: self.opts.actor.clone(),
-            ..AuditContext::for_queue(
-                self.queue,
-                self.policy,
-                state,
-                action,
-                &self.opts.execution_id,
-            )
-        }
+    pub fn audit(&self, state: JobState, action: AuditAction) -> AuditContext {
+        AuditContext::for_state(
+            self.queue,
+            self.policy,
+            state,
+            action,
+            &self.opts.execution_id,
+            Actor::named(self.opts.actor.as_deref()),
+        )
     }
 
     /// The work of one state of this queue under `groups`; `audit_ctx` is `audit` as JSON.
@@ -159,13 +157,7 @@ impl<'a> QueueRun<'a> {
         let mut done = 0;
         let mut result = Ok(());
         for (batch, state) in pending {
-            let audit = AuditContext::for_queue(
-                self.queue,
-                self.policy,
-                state,
-                "archive",
-                &self.opts.execution_id,
-            );
+            let audit = self.audit(state, AuditAction::Archive);
             let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
             let work = self.state_work(&keys, state, &groups, &audit, &audit_ctx, None, None);
             match work.recover_staged(con, batch).await {
@@ -224,7 +216,7 @@ impl<'a> QueueRun<'a> {
                 continue;
             };
             let action = groups.action_label();
-            let audit = self.audit(state, &action);
+            let audit = self.audit(state, groups.audit_action());
             let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
             let pii = self.policy.pii.as_ref();
             // Every batch reports what it acted on here, so that a state that fails midway

@@ -2,6 +2,7 @@
 //! group (jobs no job rule names) and one group per job rule, each with its selection at the
 //! run's instant. The sweep, the walk and the event path all pick a job's group here.
 
+use crate::audit::AuditAction;
 use bullsweep_policy::{Action, EffectivePolicy, EffectiveRule, JobState, KeepIf, Selection};
 use std::collections::BTreeMap;
 
@@ -86,15 +87,20 @@ impl RuleGroups {
         self.all().any(|g| g.action == action)
     }
 
-    /// The state's action as reports show it: `mixed` when groups differ.
-    pub fn action_label(&self) -> String {
+    /// The state's action as its audit events name it: `mixed` when groups differ.
+    pub fn audit_action(&self) -> AuditAction {
         let mut actions = self.all().map(|g| g.action);
         let first = actions.next().unwrap_or(Action::Remove);
         if actions.all(|a| a == first) {
-            first.as_str().to_string()
+            first.into()
         } else {
-            "mixed".to_string()
+            AuditAction::Mixed
         }
+    }
+
+    /// The state's action as reports show it: `mixed` when groups differ.
+    pub fn action_label(&self) -> String {
+        self.audit_action().to_string()
     }
 
     /// The group of a job named `name`, with its number: its job rule's, else the default.

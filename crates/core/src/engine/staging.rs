@@ -6,7 +6,7 @@
 use super::archive_path::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS};
 use super::work::StateWork;
 use crate::archive::JobCopy;
-use crate::audit::AuditContext;
+use crate::audit::{AuditAction, AuditContext};
 use crate::bullmq::keys::{StagedBatch, staging_index};
 use crate::bullmq::{DropStep, DropTail, QueueKeys, StagedNow, scripts};
 use crate::error::{Error, Result};
@@ -314,11 +314,7 @@ pub(crate) async fn put_back<C: ConnectionLike>(
     batch: &StagedBatch,
     audit: &AuditContext,
 ) -> Result<u64> {
-    let ctx = serde_json::to_string(&AuditContext {
-        action: "unstage".into(),
-        ..audit.clone()
-    })
-    .unwrap_or_default();
+    let ctx = audit.clone().with_action(AuditAction::Unstage).to_json();
     let mut restored = 0;
     // The drop checks that every entry was put back: after a failover lost some of the
     // unstaging, the new master still holds those staged copies, and they go back first.

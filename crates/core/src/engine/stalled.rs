@@ -59,9 +59,10 @@ pub(super) async fn govern<C: ConnectionLike>(
         return Ok(());
     }
     // The audit context of a stalled-job action: state `active`.
-    let mut ctx = run.audit(JobState::Failed, rule.action.as_str());
-    ctx.state = "active".into();
-    let ctx = serde_json::to_string(&ctx).unwrap_or_default();
+    let ctx = run
+        .audit(JobState::Failed, rule.action.into())
+        .with_state("active")
+        .to_json();
     let mut skipped = Skipped::default();
     let retry = rule.action == StalledAction::Retry;
     let mut sizer = BatchSizer::new(opts.budget_us);

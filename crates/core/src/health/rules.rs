@@ -134,9 +134,26 @@ fn state(now_ms: i64, since_ms: i64, for_ms: i64) -> AlertState {
 
 /// Every alert that fires or pends, in the order of the rules file.
 pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
-    let now = inp.now_ms;
     let mut out = Vec::new();
-    let secs = |ms: i64| ms as f64 / 1e3;
+    daemon_down(inp, &mut out);
+    sweep_stale(inp, &mut out);
+    backlog_over_policy(inp, &mut out);
+    redis_memory_high(inp, &mut out);
+    redis_evictions(inp, &mut out);
+    cost_leak(inp, &mut out);
+    audit_shipping_stuck(inp, &mut out);
+    queue_failing(inp, &mut out);
+    out
+}
+
+/// Milliseconds as seconds, the unit the alerts report.
+fn secs(ms: i64) -> f64 {
+    ms as f64 / 1e3
+}
+
+/// `BullsweepDown`: no daemon has sent a heartbeat for too long.
+fn daemon_down(inp: &Inputs, out: &mut Vec<Finding>) {
+    let now = inp.now_ms;
     if let Some(newest) = inp.heartbeats.iter().map(|(_, at)| *at).max()
         && now - newest > DOWN_SILENCE_MS
     {
@@ -153,6 +170,12 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             ),
         });
     }
+}
+
+/// `BullsweepSweepStale`: a queue's last successful sweep is older than twice its interval
+/// or its `maxDataAge`.
+fn sweep_stale(inp: &Inputs, out: &mut Vec<Finding>) {
+    let now = inp.now_ms;
     for q in &inp.queues {
         let limits = [q.interval_ms.map(|i| 2 * i), q.max_data_age_ms];
         if let (Some(last), Some(limit)) = (q.last_success_ms, limits.iter().flatten().min())
@@ -172,6 +195,11 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             ));
         }
     }
+}
+
+/// `BullsweepBacklogOverPolicy`: a state holds over `BACKLOG_FACTOR` times its policy's `maxCount`.
+fn backlog_over_policy(inp: &Inputs, out: &mut Vec<Finding>) {
+    let now = inp.now_ms;
     for q in &inp.queues {
         for b in &q.backlog {
             let limit = BACKLOG_FACTOR * b.max_count as f64;
@@ -193,6 +221,11 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             }
         }
     }
+}
+
+/// `BullsweepRedisMemoryHigh`: a primary uses over `MEMORY_SHARE` of its `maxmemory`.
+fn redis_memory_high(inp: &Inputs, out: &mut Vec<Finding>) {
+    let now = inp.now_ms;
     for s in &inp.servers {
         if let Some(&(_, share)) = s.memory.last()
             && share > MEMORY_SHARE
@@ -215,8 +248,12 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             });
         }
     }
+}
+
+/// `BullsweepRedisEvictions`: a primary evicted keys in the last window.
+fn redis_evictions(inp: &Inputs, out: &mut Vec<Finding>) {
     for s in &inp.servers {
-        let evicted = evicted_in_window(&s.evicted, now);
+        let evicted = evicted_in_window(&s.evicted, inp.now_ms);
         if evicted > 0.0 {
             out.push(Finding {
                 alert: "BullsweepRedisEvictions",
@@ -232,6 +269,11 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             });
         }
     }
+}
+
+/// `BullsweepCostLeak`: a queue's reclaimable cost grows faster than `cost.maxLeak`.
+fn cost_leak(inp: &Inputs, out: &mut Vec<Finding>) {
+    let now = inp.now_ms;
     for q in &inp.queues {
         let window: Series = q
             .reclaimable_cost
@@ -254,6 +296,11 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             ));
         }
     }
+}
+
+/// `BullsweepAuditShippingStuck`: the oldest audit event has waited in Redis too long.
+fn audit_shipping_stuck(inp: &Inputs, out: &mut Vec<Finding>) {
+    let now = inp.now_ms;
     if let Some(oldest) = inp.audit_oldest_ms
         && now - oldest > AUDIT_STUCK_MS
     {
@@ -271,6 +318,10 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             ),
         });
     }
+}
+
+/// `BullsweepQueueFailing`: a queue's runs failed too many times in a row.
+fn queue_failing(inp: &Inputs, out: &mut Vec<Finding>) {
     for q in &inp.queues {
         if q.failures >= ALERT_AFTER {
             out.push(finding(
@@ -282,7 +333,6 @@ pub fn evaluate(inp: &Inputs) -> Vec<Finding> {
             ));
         }
     }
-    out
 }
 
 /// A queue's alert, firing.

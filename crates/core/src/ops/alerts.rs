@@ -4,7 +4,7 @@
 //! conditions look back on (evictions, memory, reclaimable cost) are saved for the next run;
 //! a user who may not write them still gets every alert that needs no history.
 
-use super::report::{MemoryReport, memory_report};
+use super::report::{MemoryReport, QueueCost, memory_report};
 use super::run::RunScope;
 use crate::audit;
 use crate::bullmq::keys::QueueKeys;
@@ -17,7 +17,7 @@ use crate::health::server;
 use crate::ops::records;
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::Conn;
-use bullsweep_policy::{AUTO_MAX, JobState, PolicySet, Resolution};
+use bullsweep_policy::{AUTO_MAX, EffectivePolicy, JobState, PolicySet, Resolution};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -71,66 +71,16 @@ pub async fn alerts_of(
             continue;
         };
         let last_success = last.get(i).copied().flatten();
-        let failures = records::retry_record(con, &q.key)
+        let series = saved.get_mut(i).map(std::mem::take).unwrap_or_default();
+        let input = queue_input(con, q, &eff, last_success, now, series)
             .await
-            .map_err(redis_err)?
-            .map_or(0, |r| r.failures);
-        let mut backlog = Vec::new();
-        for state in JobState::ALL {
-            let Some(max) = eff.states.get(&state).and_then(|r| r.max_count.as_ref()) else {
-                continue;
-            };
-            let jobs = q.memory.states.get(state.as_str()).map_or(0, |s| s.jobs);
-            let over_since_ms = if jobs as f64 > BACKLOG_FACTOR * max.value as f64 {
-                over_since(con, &q.key, state, max.value)
-                    .await
-                    .map_err(redis_err)?
-            } else {
-                None
-            };
-            backlog.push(Backlog {
-                state: state.as_str(),
-                jobs,
-                max_count: max.value,
-                over_since_ms,
-            });
-        }
-        let mut series = saved.get_mut(i).map(std::mem::take).unwrap_or_default();
-        readings::add(
-            &mut series,
-            now,
-            q.reclaimable_monthly_cost,
-            readings::QUEUE,
-        );
-        to_save.push((names[i].clone(), series.clone()));
-        queues.push(QueueInput {
-            key: q.key.clone(),
-            last_success_ms: last_success,
-            interval_ms: Some(
-                eff.schedule
-                    .interval_after(last_success.unwrap_or(now), AUTO_MAX)
-                    .as_millis() as i64,
-            ),
-            max_data_age_ms: eff
-                .sla
-                .as_ref()
-                .and_then(|s| s.max_data_age_hours)
-                .map(|h| (h * 3_600_000.0) as i64),
-            backlog,
-            failures,
-            reclaimable_cost: series,
-        });
+            .map_err(redis_err)?;
+        to_save.push((names[i].clone(), input.reclaimable_cost.clone()));
+        queues.push(input);
     }
-    let mut servers = Vec::new();
-    for s in server::servers(con).await.map_err(redis_err)? {
-        let [evicted, memory] = server::series_with(con, &s, now).await.map_err(redis_err)?;
-        servers.push(ServerInput {
-            node: s.node,
-            evicted: evicted.1.clone(),
-            memory: memory.1.clone(),
-        });
-        to_save.extend([evicted, memory]);
-    }
+    let servers = server_inputs(con, now, &mut to_save)
+        .await
+        .map_err(redis_err)?;
     let heartbeats = server::heartbeats(con).await.map_err(redis_err)?;
     if heartbeats.is_empty() {
         notes.push("BullsweepDown: no daemon has run against this Redis".into());
@@ -156,6 +106,93 @@ pub async fn alerts_of(
         notes,
         errors: report.errors,
     })
+}
+
+/// What the rules need of one governed queue: its sweep and retry records, its backlog, and
+/// its reclaimable cost readings with this run's added (`series` holds the saved ones).
+async fn queue_input(
+    con: &mut Conn,
+    q: &QueueCost,
+    eff: &EffectivePolicy,
+    last_success: Option<i64>,
+    now: i64,
+    mut series: Series,
+) -> redis::RedisResult<QueueInput> {
+    let failures = records::retry_record(con, &q.key)
+        .await?
+        .map_or(0, |r| r.failures);
+    let backlog = backlog(con, q, eff).await?;
+    readings::add(
+        &mut series,
+        now,
+        q.reclaimable_monthly_cost,
+        readings::QUEUE,
+    );
+    Ok(QueueInput {
+        key: q.key.clone(),
+        last_success_ms: last_success,
+        interval_ms: Some(
+            eff.schedule
+                .interval_after(last_success.unwrap_or(now), AUTO_MAX)
+                .as_millis() as i64,
+        ),
+        max_data_age_ms: eff
+            .sla
+            .as_ref()
+            .and_then(|s| s.max_data_age_hours)
+            .map(|h| (h * 3_600_000.0) as i64),
+        backlog,
+        failures,
+        reclaimable_cost: series,
+    })
+}
+
+/// Each state with a `maxCount`: how many jobs it holds, and since when it is over the
+/// backlog limit (looked up only when it is).
+async fn backlog(
+    con: &mut Conn,
+    q: &QueueCost,
+    eff: &EffectivePolicy,
+) -> redis::RedisResult<Vec<Backlog>> {
+    let mut backlog = Vec::new();
+    for state in JobState::ALL {
+        let Some(max) = eff.states.get(&state).and_then(|r| r.max_count.as_ref()) else {
+            continue;
+        };
+        let jobs = q.memory.states.get(state.as_str()).map_or(0, |s| s.jobs);
+        let over_since_ms = if jobs as f64 > BACKLOG_FACTOR * max.value as f64 {
+            over_since(con, &q.key, state, max.value).await?
+        } else {
+            None
+        };
+        backlog.push(Backlog {
+            state: state.as_str(),
+            jobs,
+            max_count: max.value,
+            over_since_ms,
+        });
+    }
+    Ok(backlog)
+}
+
+/// Each primary's eviction and memory readings, this run's added; the series to save are
+/// appended to `to_save`.
+async fn server_inputs(
+    con: &mut Conn,
+    now: i64,
+    to_save: &mut Vec<(String, Series)>,
+) -> redis::RedisResult<Vec<ServerInput>> {
+    let mut servers = Vec::new();
+    for s in server::servers(con).await? {
+        let [evicted, memory] = server::series_with(con, &s, now).await?;
+        servers.push(ServerInput {
+            node: s.node,
+            evicted: evicted.1.clone(),
+            memory: memory.1.clone(),
+        });
+        to_save.extend([evicted, memory]);
+    }
+    Ok(servers)
 }
 
 /// When a finished state's count passed `BACKLOG_FACTOR × max`: the finish time of the job

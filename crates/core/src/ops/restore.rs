@@ -3,7 +3,7 @@
 //! original is held from every action for a while (`lua/prelude/held.lua`).
 
 use crate::archive::ArchiveSink;
-use crate::audit::{self, AuditContext};
+use crate::audit::{self, Actor, AuditContext};
 use crate::bullmq::{QueueKeys, RestoreMode, RestoredJob, new_job_fields, scripts};
 use crate::error::Error;
 use bullsweep_base::clock::{execution_id, now_ms};
@@ -93,7 +93,7 @@ pub async fn restore<C: ConnectionLike>(
         RestoreMode::Original => req.hold_ms,
         RestoreMode::New => 0,
     };
-    let ctx = serde_json::to_string(&context(set, base, &state, req.actor)).unwrap_or_default();
+    let ctx = context(set, base, &state, req.actor).to_json();
     let id = record.id_bytes();
     let job = RestoredJob {
         original_id: &id,
@@ -131,22 +131,8 @@ pub async fn restore<C: ConnectionLike>(
 /// The audit context of a restore into `base`, by `actor`.
 fn context(set: &PolicySet, base: &str, state: &str, actor: &str) -> AuditContext {
     let queue = set.identify(base, None);
-    AuditContext {
-        policy_name: "restore".into(),
-        policy_version: String::new(),
-        queue_name: queue.as_ref().map_or_else(
-            || base.rsplit(':').next().unwrap_or(base).to_string(),
-            |q| q.queue.clone(),
-        ),
-        queue_key: base.to_string(),
-        tenant: queue.as_ref().and_then(|q| q.tenant.clone()),
-        environment: queue.as_ref().and_then(|q| q.env.clone()),
-        action: "restore".into(),
-        state: state.to_string(),
-        compliance_tag: None,
-        execution_id: execution_id(),
-        actor: Some(actor.to_string()),
-    }
+    let actor = Actor::Named(actor.to_string());
+    AuditContext::for_restore(base, queue.as_ref(), state, execution_id(), actor)
 }
 
 /// The error for a job the archive does not hold, suggesting key bases when `base` names

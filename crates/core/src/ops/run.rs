@@ -5,13 +5,13 @@
 //! without error is recorded as swept (`ops::records`), whoever ran it.
 
 use super::DEFAULT_BUDGET_US;
-use crate::audit::{self, AuditContext};
+use crate::audit::{self, Actor, AuditContext, QueueNames};
 use crate::engine::{self, Mode, QueueReport, Report, SweepOptions};
 use crate::error::Error;
 use crate::notify;
 use bullsweep_base::clock::{execution_id, now_ms};
 use bullsweep_base::connect::{Conn, at_url, describe};
-use bullsweep_policy::{Action, PolicySet, QueueId};
+use bullsweep_policy::{PolicySet, QueueId};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -139,17 +139,11 @@ pub async fn audited_sweep(
 /// The audit context of a queue whose work failed: what the report knows of it (the state and
 /// the policy's version are not known there).
 fn failed_queue_context(q: &QueueReport, execution_id: &str, actor: Option<&str>) -> AuditContext {
-    AuditContext {
-        policy_name: q.policy.clone(),
-        policy_version: String::new(),
-        queue_name: q.queue.clone(),
-        queue_key: q.key.clone(),
-        tenant: q.tenant.clone(),
-        environment: q.env.clone(),
-        action: Action::Remove.as_str().to_string(),
-        state: String::new(),
-        compliance_tag: None,
-        execution_id: execution_id.to_string(),
-        actor: actor.map(str::to_string),
-    }
+    let queue = QueueNames {
+        name: &q.queue,
+        key: &q.key,
+        tenant: q.tenant.as_deref(),
+        environment: q.env.as_deref(),
+    };
+    AuditContext::for_failed_queue(queue, &q.policy, execution_id, Actor::named(actor))
 }

@@ -52,7 +52,7 @@ impl AuditFilter {
             .is_none_or(|q| q.matches(&c.queue_name) || q.matches(&c.queue_key))
             && self.since.is_none_or(|t| e.timestamp >= t)
             && self.until.is_none_or(|t| e.timestamp < t)
-            && self.action.as_ref().is_none_or(|a| &c.action == a)
+            && self.action.as_ref().is_none_or(|a| c.action == a.as_str())
             && self
                 .request_id
                 .as_ref()

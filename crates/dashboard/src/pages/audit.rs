@@ -9,7 +9,7 @@ use super::overview::urlencode;
 use crate::format::time;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
-use bullsweep_core::audit::{AuditEvent, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
+use bullsweep_core::audit::{AuditEvent, AuditStatus, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::ops::trail::{self, AuditFilter, newest_audit_events};
 use bullsweep_core::ops::verify::{Verified, source_name};
@@ -92,10 +92,10 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             tbody { @for e in events.iter().take(SHOWN) {
                 tr data-seq=(e.seq) data-source=(e.source.as_deref().unwrap_or("")) {
                     td.n { (e.seq) } td { (time(e.timestamp)) }
-                    td class=(if e.status == "success" { "ok" } else { "bad" }) { (e.status) @if let Some(d) = &e.error_detail { br; span.muted { (d) } } }
+                    td class=(if e.status == AuditStatus::Success { "ok" } else { "bad" }) { (e.status) @if let Some(d) = &e.error_detail { br; span.muted { (d) } } }
                     td { (e.context.action) } td { (e.context.state) }
                     td { @if e.context.action == "archive" { a href=(format!("/archive?queue={}", urlencode(&e.context.queue_key))) { (e.context.queue_key) } } @else { (e.context.queue_key) } }
-                    td.n { (e.job_count) } td { (parents(&ctx, e)) } td { (e.context.policy_name) } td { code { (e.context.execution_id) } } td { (e.context.actor.as_deref().unwrap_or("")) }
+                    td.n { (e.job_count) } td { (parents(&ctx, e)) } td { (e.context.policy_name) } td { code { (e.context.execution_id) } } td { (e.context.actor.name().unwrap_or("")) }
                 }
             } }
         } }

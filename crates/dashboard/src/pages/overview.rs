@@ -11,8 +11,8 @@ use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::alerts::alerts_of;
 use bullsweep_core::ops::records;
 use bullsweep_core::ops::report::{MemoryReport, QueueCost, memory_report};
-use bullsweep_policy::{QueueId, Resolution};
-use maud::html;
+use bullsweep_policy::{PolicySet, QueueId, Resolution};
+use maud::{Markup, html};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -81,42 +81,111 @@ async fn measures(
 /// `GET /`.
 pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let inv = scope::inventory(&mut ctx).await?;
-    let (tenant, env, policy) = (req.param("tenant"), req.param("env"), req.param("policy"));
-    let policy_of = |q: &bullsweep_policy::QueueId| match ctx.set.resolve(q) {
-        Resolution::Covered(eff) => Some(eff.policy),
-        _ => None,
+    let filter = Filter {
+        tenant: req.param("tenant"),
+        env: req.param("env"),
+        policy: req.param("policy"),
     };
-    let tenants: BTreeSet<String> = inv
-        .managed
-        .iter()
-        .filter_map(|q| q.tenant.clone())
-        .collect();
-    let envs: BTreeSet<String> = inv.managed.iter().filter_map(|q| q.env.clone()).collect();
-    let policies: BTreeSet<String> = inv.managed.iter().filter_map(policy_of).collect();
-    let chosen: Vec<_> = inv
-        .managed
-        .iter()
-        .filter(|q| tenant.is_none_or(|t| t.is_empty() || q.tenant.as_deref() == Some(t)))
-        .filter(|q| env.is_none_or(|e| e.is_empty() || q.env.as_deref() == Some(e)))
-        .filter(|q| policy.is_none_or(|p| p.is_empty() || policy_of(q).as_deref() == Some(p)))
-        .cloned()
-        .collect();
+    let options = FilterOptions::of(&ctx.set, &inv.managed);
+    let chosen = filter.chosen(&ctx.set, &inv.managed);
     let (report, alerts, age) = measures(&mut ctx, chosen).await?;
     let bases: Vec<String> = report.queues.iter().map(|q| q.key.clone()).collect();
     let last = records::last_runs(&mut ctx.con, &bases)
         .await
         .map_err(|e| Error::redis(&ctx.url, &e))?;
     let now = bullsweep_base::clock::now_ms();
-    let mut rows: Vec<(&QueueCost, Option<i64>)> = report.queues.iter().zip(last).collect();
+    let mut rows: Vec<Row> = report.queues.iter().zip(last).collect();
     rows.sort_by(|a, b| (&a.0.tenant, &a.0.key).cmp(&(&b.0.tenant, &b.0.key)));
-    let jobs = |q: &QueueCost, s: &str| q.memory.states.get(s).map_or(0, |m| m.jobs);
-    // Completed and failed always; the other states only where some queue has jobs in them.
-    let shown: Vec<&str> = STATES
-        .into_iter()
-        .filter(|s| {
-            matches!(*s, "completed" | "failed") || rows.iter().any(|(q, _)| jobs(q, s) > 0)
-        })
-        .collect();
+    let table = QueuesTable {
+        ctx: &ctx,
+        rows: &rows,
+        report: &report,
+        alerts: &alerts,
+        age,
+        now,
+    };
+    let body = html! {
+        (totals(&rows, &report, &alerts))
+        (filters(&ctx, &options, &filter))
+        @for (key, message) in &report.errors {
+            p.notice.bad { (key) ": " (message) }
+        }
+        div.wrap {
+            (table.markup())
+        }
+        @if rows.is_empty() { p { "No governed queue in view." } }
+    };
+    Ok(layout::html(
+        200,
+        layout::page("Overview", "/", ctx.caller, Some(30), body),
+    ))
+}
+
+/// A queue of the overview with when it was last swept.
+type Row<'a> = (&'a QueueCost, Option<i64>);
+
+/// What the page's filters ask for (`?tenant=&env=&policy=`); absent or empty means all.
+struct Filter<'r> {
+    /// The tenant asked for.
+    tenant: Option<&'r str>,
+    /// The environment asked for.
+    env: Option<&'r str>,
+    /// The policy asked for.
+    policy: Option<&'r str>,
+}
+
+impl Filter<'_> {
+    /// The governed queues the filters let through.
+    fn chosen(&self, set: &PolicySet, managed: &[QueueId]) -> Vec<QueueId> {
+        let (tenant, env, policy) = (self.tenant, self.env, self.policy);
+        managed
+            .iter()
+            .filter(|q| tenant.is_none_or(|t| t.is_empty() || q.tenant.as_deref() == Some(t)))
+            .filter(|q| env.is_none_or(|e| e.is_empty() || q.env.as_deref() == Some(e)))
+            .filter(|q| {
+                policy.is_none_or(|p| p.is_empty() || policy_of(set, q).as_deref() == Some(p))
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// The values each filter offers: those of the governed queues.
+struct FilterOptions {
+    /// Every tenant.
+    tenants: BTreeSet<String>,
+    /// Every environment.
+    envs: BTreeSet<String>,
+    /// Every policy that governs a queue.
+    policies: BTreeSet<String>,
+}
+
+impl FilterOptions {
+    /// The options `managed` offers.
+    fn of(set: &PolicySet, managed: &[QueueId]) -> Self {
+        FilterOptions {
+            tenants: managed.iter().filter_map(|q| q.tenant.clone()).collect(),
+            envs: managed.iter().filter_map(|q| q.env.clone()).collect(),
+            policies: managed.iter().filter_map(|q| policy_of(set, q)).collect(),
+        }
+    }
+}
+
+/// The policy that governs `q`, if one does.
+fn policy_of(set: &PolicySet, q: &QueueId) -> Option<String> {
+    match set.resolve(q) {
+        Resolution::Covered(eff) => Some(eff.policy),
+        _ => None,
+    }
+}
+
+/// How many jobs `q` holds in state `s`.
+fn jobs(q: &QueueCost, s: &str) -> u64 {
+    q.memory.states.get(s).map_or(0, |m| m.jobs)
+}
+
+/// The totals line: queues, jobs, memory, cost, reclaimable cost and alerts firing.
+fn totals(rows: &[Row], report: &MemoryReport, alerts: &AlertsReport) -> Markup {
     let total_jobs: u64 = rows
         .iter()
         .map(|(q, _)| STATES.iter().map(|s| jobs(q, s)).sum::<u64>())
@@ -126,30 +195,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         .iter()
         .filter(|a| a.state == AlertState::Firing)
         .count();
-    let next_of = |q: &QueueCost, last: Option<i64>| -> Option<i64> {
-        let id = ctx.set.identify(&q.key, ctx.env.as_deref())?;
-        match ctx.set.resolve(&id) {
-            Resolution::Covered(eff) => Some(eff.schedule.next_due(
-                last,
-                now,
-                bullsweep_policy::DEFAULT_SCHEDULE,
-            )),
-            _ => None,
-        }
-    };
-    let select = |name: &str, label: &str, options: &BTreeSet<String>, chosen: Option<&str>| {
-        html! {
-            label { (label)
-                select name=(name) {
-                    option value="" { "all" }
-                    @for o in options {
-                        option value=(o) selected[chosen == Some(o.as_str())] { (o) }
-                    }
-                }
-            }
-        }
-    };
-    let body = html! {
+    html! {
         ul.totals aria-label="Totals" {
             li { span.v data-total="queues" { (rows.len()) } span.k { "queues" } }
             li { span.v data-total="jobs" { (count(total_jobs)) } span.k { "jobs" } }
@@ -158,16 +204,57 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             li { span.v data-total="reclaimable" { (money(report.totals.reclaimable_monthly_cost)) } span.k { "reclaimable a month (" (bytes(report.totals.reclaimable_bytes)) ")" } }
             li { span.v class=(if firing > 0 { "bad" } else { "ok" }) { (firing) } span.k { "alerts firing" } }
         }
+    }
+}
+
+/// The filter form; a tenant's token gets no tenant filter.
+fn filters(ctx: &Ctx<'_>, options: &FilterOptions, filter: &Filter) -> Markup {
+    html! {
         form.filters method="get" action="/" {
-            @if ctx.caller.token.tenant.is_none() { (select("tenant", "Tenant", &tenants, tenant)) }
-            (select("env", "Environment", &envs, env))
-            (select("policy", "Policy", &policies, policy))
+            @if ctx.caller.token.tenant.is_none() { (select("tenant", "Tenant", &options.tenants, filter.tenant)) }
+            (select("env", "Environment", &options.envs, filter.env))
+            (select("policy", "Policy", &options.policies, filter.policy))
             button type="submit" { "Filter" }
         }
-        @for (key, message) in &report.errors {
-            p.notice.bad { (key) ": " (message) }
+    }
+}
+
+/// One filter: a labelled select of `options` with "all" first.
+fn select(name: &str, label: &str, options: &BTreeSet<String>, chosen: Option<&str>) -> Markup {
+    html! {
+        label { (label)
+            select name=(name) {
+                option value="" { "all" }
+                @for o in options {
+                    option value=(o) selected[chosen == Some(o.as_str())] { (o) }
+                }
+            }
         }
-        div.wrap {
+    }
+}
+
+/// The queues table and what it is drawn from.
+struct QueuesTable<'p, 'c> {
+    /// The request's context, for each queue's schedule.
+    ctx: &'p Ctx<'c>,
+    /// The queues, by tenant then key.
+    rows: &'p [Row<'p>],
+    /// The memory report they come from.
+    report: &'p MemoryReport,
+    /// The alerts of the same queues.
+    alerts: &'p AlertsReport,
+    /// How old the measures are.
+    age: Duration,
+    /// Now, ms since the epoch.
+    now: i64,
+}
+
+impl QueuesTable<'_, '_> {
+    /// The table: a row per queue under a row per tenant.
+    fn markup(&self) -> Markup {
+        let (rows, report, age) = (self.rows, self.report, self.age);
+        let shown = self.shown_states();
+        html! {
             table id="queues" {
                 caption.muted { "Memory and cost from the memory report, at $" (report.price.per_gb_month) " per GiB-month"
                     @if report.price.replicas > 0 { " for the primary and " (report.price.replicas) " replica(s)" }
@@ -184,29 +271,63 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
                         @if i == 0 || rows[i - 1].0.tenant != q.tenant {
                             tr.tenant { th colspan=(shown.len() + 9) scope="rowgroup" { "Tenant: " (q.tenant.as_deref().unwrap_or("(none)")) } }
                         }
-                        @let firing: Vec<&str> = alerts.alerts.iter().filter(|a| a.queue.as_deref() == Some(q.key.as_str())).map(|a| a.alert).collect();
-                        tr data-queue=(q.key) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
-                            td { a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) } }
-                            td { (q.env.as_deref().unwrap_or("")) }
-                            td { (q.policy) }
-                            @for s in &shown { td.n data-state=(s) { (count(jobs(q, s))) } }
-                            td.n { (bytes(q.bytes)) }
-                            td.n { (money(q.monthly_cost)) }
-                            td.n { (money(q.reclaimable_monthly_cost)) br; span.muted { (bytes(q.reclaimable_bytes)) } }
-                            td.nowrap { @if let Some(t) = last { time datetime=(time(*t)) { (short_time(*t)) } } @else { "never" } }
-                            td.nowrap { @match next_of(q, *last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
-                            td { @if firing.is_empty() { span.ok { "none" } } @else { @for a in &firing { span.badge.bad { (a) } " " } } }
-                        }
+                        (self.row(q, *last, &shown))
                     }
                 }
             }
         }
-        @if rows.is_empty() { p { "No governed queue in view." } }
-    };
-    Ok(layout::html(
-        200,
-        layout::page("Overview", "/", ctx.caller, Some(30), body),
-    ))
+    }
+
+    /// Completed and failed always; the other states only where some queue has jobs in them.
+    fn shown_states(&self) -> Vec<&'static str> {
+        STATES
+            .into_iter()
+            .filter(|s| {
+                matches!(*s, "completed" | "failed")
+                    || self.rows.iter().any(|(q, _)| jobs(q, s) > 0)
+            })
+            .collect()
+    }
+
+    /// One queue's row.
+    fn row(&self, q: &QueueCost, last: Option<i64>, shown: &[&str]) -> Markup {
+        let now = self.now;
+        let firing: Vec<&str> = self
+            .alerts
+            .alerts
+            .iter()
+            .filter(|a| a.queue.as_deref() == Some(q.key.as_str()))
+            .map(|a| a.alert)
+            .collect();
+        html! {
+            tr data-queue=(q.key) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
+                td { a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) } }
+                td { (q.env.as_deref().unwrap_or("")) }
+                td { (q.policy) }
+                @for s in shown { td.n data-state=(s) { (count(jobs(q, s))) } }
+                td.n { (bytes(q.bytes)) }
+                td.n { (money(q.monthly_cost)) }
+                td.n { (money(q.reclaimable_monthly_cost)) br; span.muted { (bytes(q.reclaimable_bytes)) } }
+                td.nowrap { @if let Some(t) = last { time datetime=(time(t)) { (short_time(t)) } } @else { "never" } }
+                td.nowrap { @match self.next_sweep(q, last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
+                td { @if firing.is_empty() { span.ok { "none" } } @else { @for a in &firing { span.badge.bad { (a) } " " } } }
+            }
+        }
+    }
+
+    /// When `q`'s policy next sweeps it, if a policy governs it.
+    fn next_sweep(&self, q: &QueueCost, last: Option<i64>) -> Option<i64> {
+        let set = &self.ctx.set;
+        let id = set.identify(&q.key, self.ctx.env.as_deref())?;
+        match set.resolve(&id) {
+            Resolution::Covered(eff) => Some(eff.schedule.next_due(
+                last,
+                self.now,
+                bullsweep_policy::DEFAULT_SCHEDULE,
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Percent-encodes a query value.

@@ -183,7 +183,12 @@ pub(super) fn check_dependency_cycles(c: &mut Checker, policies: &[Policy]) {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let mut out: Vec<usize> = p.depends_on.iter().flat_map(|n| targets(n, i)).collect();
+            let mut out: Vec<usize> = p
+                .daemon
+                .depends_on
+                .iter()
+                .flat_map(|n| targets(n, i))
+                .collect();
             out.sort_unstable();
             out.dedup();
             out

@@ -5,23 +5,13 @@
 use super::{Checker, DEFAULT_LAYOUT, pos};
 use crate::cost::{CostModel, PRESETS, preset};
 use crate::layout::Layout;
-use crate::model::{DeadLetter, JobRule, Policy, RunMode, Sla, StalledRule, TenantOverride};
+use crate::model::{DaemonSettings, JobRule, Policy, RunMode, Sla, TenantOverride};
 use crate::pii::PiiRules;
 use crate::position::SourcePos;
 use crate::raw::{RawPolicy, RawPolicyFile};
 use crate::schedule::{DEFAULT_SCHEDULE, Schedule};
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
-
-/// A policy's daemon settings.
-struct DaemonSettings {
-    schedule: Option<Schedule>,
-    mode: RunMode,
-    stalled: Option<StalledRule>,
-    depends_on: Vec<String>,
-    dead_letter: Option<DeadLetter>,
-    move_exhausted_to: Option<String>,
-}
 
 impl Checker {
     /// `environments:`: alias → canonical name; an alias may stand for one name only.
@@ -261,12 +251,7 @@ impl Checker {
             sla,
             pii,
             subjects,
-            schedule: daemon.schedule,
-            mode: daemon.mode,
-            stalled: daemon.stalled,
-            depends_on: daemon.depends_on,
-            dead_letter: daemon.dead_letter,
-            move_exhausted_to: daemon.move_exhausted_to,
+            daemon,
             protect_waiting_parents: rp.protect_waiting_parents,
             pos: pos(&p.referenced),
         })

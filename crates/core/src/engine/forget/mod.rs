@@ -40,7 +40,7 @@ pub use receipt::{
 };
 pub use scan::ScanStats;
 
-use crate::audit::AuditContext;
+use crate::audit::{Actor, AuditContext};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::scripts::ErasureItem;
 use crate::lock::HeldQueueLock;
@@ -94,19 +94,8 @@ struct Found {
 
 /// The audit context of an erasure step in one queue.
 pub(super) fn erase_context(q: &QueueId, state: &str, req: &ForgetRequest) -> AuditContext {
-    AuditContext {
-        policy_name: "forget".into(),
-        policy_version: String::new(),
-        queue_name: q.queue.clone(),
-        queue_key: q.base.clone(),
-        tenant: q.tenant.clone(),
-        environment: q.env.clone(),
-        action: "erase".into(),
-        state: state.into(),
-        compliance_tag: Some("gdpr".into()),
-        execution_id: req.request_id.clone(),
-        actor: req.actor.clone(),
-    }
+    let actor = Actor::named(req.actor.as_deref());
+    AuditContext::for_erasure(q, state, &req.request_id, actor)
 }
 
 /// Each scoped queue's sweep lock held by the erasure, by key base; each is released as soon
