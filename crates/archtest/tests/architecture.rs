@@ -213,8 +213,7 @@ fn the_queue_library_is_reached_through_one_seam() {
             continue;
         }
         for path in imports::named_paths(&modules, m, &f.ast) {
-            let inner =
-                path.len() > 2 && path[0] == "bullmq" && modules.contains_key(&path[..2].to_vec());
+            let inner = path.len() > 2 && path[0] == "bullmq" && modules.contains_key(&path[..2]);
             if inner {
                 wrong.push(format!("{}: names {}", f.rel, path.join("::")));
             }
