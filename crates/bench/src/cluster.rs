@@ -9,10 +9,12 @@ use super::probe::{
     Prober, percentile, redis_cpu_seconds, slowlog_begin, slowlog_max_ms, start_counters,
 };
 use super::report::median;
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::{Conn, connect_url};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::QueueKeys;
 use bullsweep_core::engine::{self, Mode, SweepOptions};
-use bullsweep_core::ops::{Conn, DEFAULT_BUDGET_US, connect_url, now_ms};
+use bullsweep_core::ops::DEFAULT_BUDGET_US;
 use bullsweep_policy::{JobState, PolicySet};
 use bullsweep_testkit::{PrivateCluster, PrivateRedis, SeedSpec, seed_queue};
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};

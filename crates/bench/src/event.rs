@@ -11,9 +11,9 @@
 
 use super::probe::flush;
 use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
+use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::{QueueKeys, keys};
-use bullsweep_core::ops::Conn;
 use bullsweep_policy::JobState;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;

@@ -110,7 +110,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             (Some(server), url)
         }
     };
-    let mut con = bullsweep_core::ops::connect_url(&url, "bullsweep-bench").await?;
+    let mut con = bullsweep_base::connect::connect_url(&url, "bullsweep-bench").await?;
     let node = node_target(&url, args)?;
     let mut report = BenchReport {
         strategy: format!("{:?}", args.strategy).to_lowercase(),
@@ -216,7 +216,7 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
 /// Runs every round: each contender in turn on a fresh dataset, then the round's ratios.
 /// The slow log is saved before and put back after.
 async fn run_rounds(
-    con: &mut bullsweep_core::ops::Conn,
+    con: &mut bullsweep_base::connect::Conn,
     url: &str,
     args: &BenchConfig,
     node: &NodeTarget,

@@ -6,9 +6,11 @@
 use super::BenchConfig;
 use super::probe::{flush, flush_async, start_counters, stop_counters};
 use super::report::{json_or_table, median};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
+use bullsweep_core::ops::RunScope;
 use bullsweep_core::ops::report::memory_report;
-use bullsweep_core::ops::{Conn, RunScope};
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use serde::Serialize;
 use std::time::Instant;
@@ -54,7 +56,7 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     flush(con, url).await?;
     let per_queue = (args.jobs / QUEUES).max(1);
-    let now = bullsweep_core::ops::now_ms();
+    let now = now_ms();
     eprintln!("seeding {} jobs in {QUEUES} queues", per_queue * QUEUES);
     for q in 0..QUEUES {
         let spec = SeedSpec {

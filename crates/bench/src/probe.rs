@@ -1,8 +1,8 @@
 //! What is measured around a contender: a client that PINGs every millisecond, Redis's own
 //! CPU and slow log, and this process's peak memory.
 
+use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
-use bullsweep_core::ops::Conn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

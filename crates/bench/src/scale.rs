@@ -7,9 +7,10 @@
 
 use super::BenchConfig;
 use super::probe::{flush, redis_cpu_seconds};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys;
-use bullsweep_core::ops::Conn;
 use bullsweep_testkit::{SeedSpec, seed_queue};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -167,7 +168,7 @@ async fn discovery_pass(con: &mut Conn) -> redis::RedisResult<(Duration, f64)> {
 
 /// Nothing due for a day: every queue's last run is now.
 async fn mark_all_swept(con: &mut Conn) -> redis::RedisResult<()> {
-    let now = bullsweep_core::ops::now_ms();
+    let now = now_ms();
     for t in 0..TENANTS {
         let mut pipe = redis::pipe();
         for q in 0..QUEUES_PER_TENANT {
@@ -185,7 +186,7 @@ fn base(t: u64, q: u64) -> String {
 
 /// Seeds every queue, `SEEDERS` at a time.
 async fn seed(con: &Conn, url: &str, per_queue: u64, job_bytes: usize) -> Result<(), Error> {
-    let now = bullsweep_core::ops::now_ms();
+    let now = now_ms();
     let mut tasks = Vec::new();
     for s in 0..SEEDERS {
         let mut con = con.clone();

@@ -1,7 +1,7 @@
 //! The command line's arguments, as clap parses them. Values are checked and turned into the
 //! library's plain settings in the commands, never here.
 
-use bullsweep_core::ops::DEFAULT_REDIS_URL;
+use bullsweep_base::connect::DEFAULT_REDIS_URL;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -42,7 +42,7 @@ fn a_batch_stops_at_its_first_look_past_the_budget() {
         .build()
         .expect("runtime");
     let report = rt.block_on(async {
-        let mut con = bullsweep_core::ops::connect_url(&w.url(), "budget-test")
+        let mut con = bullsweep_base::connect::connect_url(&w.url(), "budget-test")
             .await
             .expect("connect");
         let opts = SweepOptions::at(now_ms(), 1, "budget-test");

@@ -4,7 +4,7 @@
 
 use crate::bullmq::keys::sweep_lock;
 use crate::bullmq::scripts;
-use crate::ops::Conn;
+use bullsweep_base::connect::Conn;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 use std::time::Duration;

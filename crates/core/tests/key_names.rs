@@ -53,7 +53,7 @@ fn no_key_is_built_outside_bullmq() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let own = crates.join("core/src/bullmq");
     let mut files = Vec::new();
-    for krate in ["core", "cli", "bench", "testkit", "policy"] {
+    for krate in ["base", "core", "cli", "bench", "testkit", "policy"] {
         rust_files(&crates.join(krate).join("src"), &mut files);
     }
     assert!(files.len() > 20, "the sources were found");

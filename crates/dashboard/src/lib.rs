@@ -17,8 +17,10 @@ mod pages;
 mod scope;
 
 use auth::{Auth, COOKIE, Caller, SESSION_SECS, SessionKey};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::{Conn, Target};
 use bullsweep_core::daemon::http::{Handler, Request, Response};
-use bullsweep_core::ops::{self, Conn, Target};
+use bullsweep_core::ops;
 use bullsweep_core::{Error, ErrorKind};
 use bullsweep_policy::{PolicySet, TokenSet};
 use std::future::Future;
@@ -155,7 +157,7 @@ impl Dashboard {
         if let Some(asset) = assets::serve(&req.path) {
             return asset;
         }
-        let now_s = ops::now_ms() / 1000;
+        let now_s = now_ms() / 1000;
         match (req.method.as_str(), req.path.as_str()) {
             ("GET", "/login") => return layout::html(200, layout::login(None)),
             ("POST", "/login") => {
@@ -259,7 +261,7 @@ impl Handler for Dashboard {
 
     /// The metrics name every tenant's queues: only a token that sees every tenant reads them.
     fn metrics_access(&self, req: &Request) -> Result<(), Response> {
-        let now_s = ops::now_ms() / 1000;
+        let now_s = now_ms() / 1000;
         let authorization = req.header("authorization");
         // The tenant of the caller, if it is one: a session needs the key at hand without
         // waiting (this runs on the `http` thread); a bearer token needs no key.
@@ -319,7 +321,7 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
 /// 503 while the session key cannot be read: nobody can be told apart, so nothing is shown
 /// but that; the cause goes to the log (once a minute while it lasts).
 fn unavailable(e: Error) -> Response {
-    bullsweep_core::daemon::log_repeated(
+    bullsweep_base::log::log_repeated(
         "dashboard-session-key",
         "error",
         &format!("dashboard: no session key: {}", e.with_hint_inline()),

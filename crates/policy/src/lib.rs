@@ -13,6 +13,7 @@ mod layout;
 mod model;
 mod pattern;
 mod pii;
+mod position;
 mod raw;
 mod redaction;
 mod resolve;
@@ -29,11 +30,12 @@ pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
     Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, DaemonSettings, DeadLetter, JobRule,
-    JobState, KeepIf, NotifyTargets, Policy, PolicySet, RunMode, Sla, SourcePos, StalledAction,
-    StalledRule, StateRule, StateRules, TenantOverride, Webhook,
+    JobState, KeepIf, NotifyTargets, Policy, PolicySet, RunMode, Sla, StalledAction, StalledRule,
+    StateRule, StateRules, TenantOverride, Webhook,
 };
 pub use pattern::{NamePattern, Specificity};
 pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern, Unreadable};
+pub use position::SourcePos;
 pub use redaction::{DATA_FIELDS, JobRedaction, WITHHELD};
 pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,

@@ -6,6 +6,7 @@ use crate::jsonpath::JsonPath;
 use crate::layout::Layout;
 use crate::pattern::NamePattern;
 use crate::pii::PiiRules;
+use crate::position::SourcePos;
 use crate::schedule::Schedule;
 use crate::subject::Subject;
 use std::collections::BTreeMap;
@@ -224,21 +225,6 @@ pub struct Sla {
     pub compliance_tag: Option<String>,
     /// Whether every change must be audited.
     pub audit_required: bool,
-}
-
-/// Where something was written in the policy file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SourcePos {
-    /// 1-based line.
-    pub line: u64,
-    /// 1-based column.
-    pub column: u64,
-}
-
-impl fmt::Display for SourcePos {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.column)
-    }
 }
 
 /// One validated policy.

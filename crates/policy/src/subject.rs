@@ -3,7 +3,7 @@
 
 use crate::json_walk::{Malformed, Scalar, Seg, Visit, walk};
 use crate::jsonpath::JsonPath;
-use crate::model::SourcePos;
+use crate::position::SourcePos;
 
 /// One `subjects:` entry: where a kind of subject (a user, a customer) is named in job data.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,6 +5,7 @@ use crate::args::{ArchiveCommand, Cli, RestoreAs};
 use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, print_text, rfc3339};
 use crate::render::table;
+use bullsweep_base::connect::at_url;
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveSink, SegmentManifest};
 use bullsweep_core::bullmq::{QueueKeys, RestoreMode};
@@ -207,7 +208,7 @@ async fn restore_job(
     let mut con = super::connection::connect(cli, "restore").await?;
     let restored = restore(&mut con, &archive.sink, set, req)
         .await
-        .map_err(|e| ops::connect::at_url(e, cli.redis_url()))?;
+        .map_err(|e| at_url(e, cli.redis_url()))?;
     if let Some(why) = &restored.unshipped {
         eprintln!(
             "warning: the restore's audit event is kept in Redis until the next run ships it: {why}"

@@ -3,8 +3,7 @@
 
 use crate::args::{Cli, ConnectionArgs};
 use crate::error::CliError;
-use bullsweep_core::ops::connect::{SentinelOptions, TlsOptions};
-use bullsweep_core::ops::{Conn, ConnectOptions, Target};
+use bullsweep_base::connect::{Conn, ConnectOptions, SentinelOptions, Target, TlsOptions};
 use std::path::Path;
 use std::time::Duration;
 

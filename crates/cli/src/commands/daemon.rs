@@ -3,6 +3,7 @@
 use super::queue_glob;
 use crate::args::{Cli, DaemonArgs, LogFormat, LogLevel};
 use crate::error::CliError;
+use bullsweep_base::log;
 use bullsweep_core::daemon::{self, DaemonConfig, http::Handler};
 use bullsweep_core::ops;
 use bullsweep_dashboard::{Dashboard, DashboardConfig};
@@ -12,8 +13,8 @@ use std::sync::Arc;
 pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
     let discover_every = bullsweep_policy::parse_duration_str(&args.discover_every)
         .map_err(|e| CliError::usage(format!("--discover-every: {e}")))?;
-    daemon::set_json_logs(cli.json || args.log_format == LogFormat::Json);
-    daemon::set_log_level(match args.log_level {
+    log::set_json_logs(cli.json || args.log_format == LogFormat::Json);
+    log::set_log_level(match args.log_level {
         LogLevel::Error => "error",
         LogLevel::Warn => "warn",
         LogLevel::Info => "info",
@@ -56,7 +57,7 @@ fn dashboard(
         None if loopback => {
             let secret = ops::secret::random_hex()
                 .map_err(|e| CliError::runtime(format!("cannot read /dev/urandom: {e}")))?;
-            daemon::log(
+            log::log(
                 "info",
                 &format!("dashboard: no --dashboard-tokens, so this run's admin token is {secret}"),
             );

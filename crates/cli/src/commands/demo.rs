@@ -5,10 +5,12 @@
 use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::print_out;
 use crate::render;
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::{Conn, connect_url};
 use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::audit;
 use bullsweep_core::engine::{Mode, NoObserver, Report};
-use bullsweep_core::ops::{self, RunScope, now_ms};
+use bullsweep_core::ops::{self, RunScope};
 use bullsweep_core::text::count;
 use bullsweep_core::{Error, bullmq::QueueKeys};
 use bullsweep_policy::JobState;
@@ -106,7 +108,7 @@ fn dataset(jobs: u64) -> Vec<SeedSpec> {
 
 /// Finished jobs in the seeded queues, keys in Redis, and Redis's memory as it prints it.
 async fn counts(
-    con: &mut bullsweep_core::ops::Conn,
+    con: &mut Conn,
     specs: &[SeedSpec],
 ) -> Result<(u64, u64, String), redis::RedisError> {
     let mut pipe = redis::pipe();
@@ -155,11 +157,7 @@ struct DemoOutcome {
     kept: Option<String>,
 }
 
-async fn snapshot(
-    con: &mut bullsweep_core::ops::Conn,
-    specs: &[SeedSpec],
-    url: &str,
-) -> Result<Snapshot, CliError> {
+async fn snapshot(con: &mut Conn, specs: &[SeedSpec], url: &str) -> Result<Snapshot, CliError> {
     let (finished_jobs, keys, memory) = counts(con, specs)
         .await
         .map_err(|e| CliError::from(Error::redis(url, &e)))?;
@@ -178,7 +176,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         .map_err(|e| CliError::runtime(format!("cannot start a private Redis: {e}")))?;
     let url = server.url(0);
     crate::output::note(format_args!("started a private redis-server on {url}"));
-    let mut con = ops::connect_url(&url, "bullsweep-demo").await?;
+    let mut con = connect_url(&url, "bullsweep-demo").await?;
     let specs = dataset(jobs);
     let now = now_ms();
     for spec in &specs {

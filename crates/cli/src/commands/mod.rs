@@ -62,7 +62,7 @@ async fn survey(
     cli: &Cli,
     queues: &QueueArgs,
     command: &str,
-) -> Result<(PolicySet, ops::RunScope, ops::Conn), CliError> {
+) -> Result<(PolicySet, ops::RunScope, bullsweep_base::connect::Conn), CliError> {
     let set = load_policies(cli)?;
     let scope = scope(cli, queues.queue.as_deref())?;
     let con = connection::connect(cli, command).await?;

@@ -301,7 +301,7 @@ impl World {
 }
 
 pub fn now_ms() -> i64 {
-    bullsweep_core::ops::now_ms()
+    bullsweep_base::clock::now_ms()
 }
 
 pub fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSpec {

@@ -161,3 +161,71 @@ impl LocalArchive {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    /// A pid no process has (above any `pid_max`).
+    const NO_PID: u32 = 99_999_999;
+
+    #[test]
+    fn only_this_hosts_files_are_judged_by_pid_others_by_age() {
+        let dir = tempfile::tempdir().expect("dir");
+        let archive = LocalArchive::new(dir.path());
+        let mine = archive.staging_path("q/seg-a.jsonl.zst").expect("path");
+        let q = dir.path().join("q");
+        let own = mine
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let writer = own.strip_suffix(".tmp").and_then(|s| s.rsplit_once('.'));
+        let pid = std::process::id().to_string();
+        assert!(
+            writer.is_some_and(|(_, w)| w.ends_with(&format!("-{pid}")) && w.len() > pid.len()),
+            "the name says its host and pid: {own}"
+        );
+        let dead_here = own.replace(&format!("-{pid}.tmp"), &format!("-{NO_PID}.tmp"));
+        let other_host = format!(".seg-b.jsonl.zst.0123456789ab-{NO_PID}.tmp");
+        let old_format = format!(".seg-c.jsonl.zst.{NO_PID}.tmp");
+        let no_pid = ".seg-d.jsonl.zst.tmp".to_string();
+        let other_old = format!(".seg-e.jsonl.zst.0123456789ab-{NO_PID}.tmp");
+        let old_format_old = format!(".seg-f.jsonl.zst.{NO_PID}.tmp");
+        for name in [
+            &own,
+            &dead_here,
+            &other_host,
+            &old_format,
+            &no_pid,
+            &other_old,
+            &old_format_old,
+        ] {
+            fs::write(q.join(name), b"job data").expect("write");
+        }
+        let hours_ago = SystemTime::now() - Duration::from_secs(2 * 3600);
+        for name in [&other_old, &old_format_old] {
+            let f = fs::File::options()
+                .write(true)
+                .open(q.join(name))
+                .expect("open");
+            f.set_modified(hours_ago).expect("mtime");
+        }
+
+        remove_stale_staging(dir.path());
+        let mut left: Vec<String> = fs::read_dir(&q)
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut kept = vec![own, other_host, old_format, no_pid];
+        kept.sort();
+        assert_eq!(
+            left, kept,
+            "this host's dead writer's file and files over an hour old go; another host's \
+             live-looking file and names without a host stay"
+        );
+    }
+}

@@ -29,8 +29,8 @@ pub use tail::Tail;
 
 use crate::bullmq::keys::{AUDIT_LOCK, AUDIT_QUARANTINE, AUDIT_SEQ};
 use crate::bullmq::scripts;
+use bullsweep_base::clock::now_ms;
 use bullsweep_policy::AuditTarget;
-
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
@@ -232,7 +232,7 @@ async fn quarantine<C: ConnectionLike>(
     let event = AuditEvent::new(
         source,
         seq,
-        ts.unwrap_or_else(wall_clock_ms),
+        ts.unwrap_or_else(now_ms),
         context,
         vec![kept.clone()],
     );
@@ -252,7 +252,7 @@ pub async fn record_event<C: ConnectionLike>(
     error: Option<&str>,
 ) -> Result<(), ShipError> {
     let seq: u64 = redis::cmd("INCR").arg(AUDIT_SEQ).query_async(con).await?;
-    let mut event = AuditEvent::new(store.source(), seq, wall_clock_ms(), ctx, job_ids);
+    let mut event = AuditEvent::new(store.source(), seq, now_ms(), ctx, job_ids);
     if let Some(error) = error {
         event = event.failed(error.to_string());
     }
@@ -273,14 +273,6 @@ pub async fn queue_event<C: ConnectionLike>(
         .append_audit(con, &ctx.to_json(), job_ids)
         .await
         .map(|_| ())
-}
-
-/// This machine's clock, ms since the epoch: the time of an event no script wrote.
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
 }
 
 /// Records the head of the store's chain in its source's Redis, for `verify` to catch a cut

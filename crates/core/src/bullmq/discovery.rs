@@ -2,6 +2,7 @@
 //! meta hash.
 
 use super::keys::{META_MAX_LEN_EVENTS, META_SCAN_PATTERN, META_VERSION, QueueKeys};
+use bullsweep_base::connect::Conn;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
@@ -41,6 +42,20 @@ impl Topology for redis::aio::MultiplexedConnection {
 
     fn cluster(&self) -> bool {
         false
+    }
+}
+
+impl Topology for Conn {
+    async fn primaries(&self) -> RedisResult<Vec<Self>> {
+        Conn::primaries(self).await
+    }
+
+    async fn owners(&self, keys: &[String]) -> RedisResult<Vec<usize>> {
+        Conn::owners(self, keys).await
+    }
+
+    fn cluster(&self) -> bool {
+        self.target().cluster()
     }
 }
 

@@ -14,5 +14,5 @@ pub use keys::QueueKeys;
 pub use scripts::{
     ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DetachMode, DrainOutcome, DrainRequest,
     DropStep, DropTail, ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch,
-    RestoreMode, RestoredJob, ScrubOutcome, ScrubbedJob, SortGetMemory, StagedNow, scripts,
+    RestoreMode, RestoredJob, ScrubOutcome, ScrubbedJob, StagedNow, scripts,
 };

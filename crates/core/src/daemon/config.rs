@@ -1,7 +1,7 @@
 //! What the daemon is told to govern and how ([`DaemonConfig`]).
 
 use super::http;
-use crate::ops::Target;
+use bullsweep_base::connect::Target;
 use bullsweep_policy::{Millis, NamePattern};
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -3,12 +3,13 @@
 //! `lastRunAt` in Redis, gone ones dropped, policies updated. It logs what it governs each
 //! time that changes, and backs off when a pass fails.
 
-use super::log::log;
 use super::scan::{self, Pass};
 use super::slot::{Slot, Slots, jitter};
 use crate::engine;
 use crate::ops::records;
-use crate::ops::{Conn, now_ms};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
+use bullsweep_base::log::log;
 use bullsweep_policy::{EffectivePolicy, NamePattern, PolicySet, QueueId, Resolution};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -197,7 +198,7 @@ impl Discovery {
     /// (1 s up to 5 min) rather than spinning. The pass in progress is dropped.
     pub(super) fn failed(&mut self, e: &redis::RedisError) -> Duration {
         let retry = self.retry;
-        let what = if crate::ops::connect::is_permission(e) {
+        let what = if crate::error::is_permission(e) {
             "a permission the Redis user lacks (README, \"Permissions\")"
         } else {
             "Redis failed"

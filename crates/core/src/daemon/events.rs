@@ -18,7 +18,6 @@ use super::events_held::{
 };
 use super::events_read::{self, BLOCK_MS};
 use super::events_shared::EventShared;
-use super::log::log;
 use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::process::{connect_with_backoff, pause};
 use super::run_observer::RunObserver;
@@ -31,7 +30,8 @@ use crate::engine::event_removal::{remove_finished, score_bounds};
 use crate::error::ErrorKind;
 use crate::health::history;
 use crate::ops::records;
-use crate::ops::{Conn, Target};
+use bullsweep_base::connect::{Conn, Target};
+use bullsweep_base::log::log;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::streams::StreamKey;
@@ -133,7 +133,7 @@ impl EventsReader {
         if !self.connect_reader().await {
             return;
         }
-        let now = crate::ops::now_ms();
+        let now = bullsweep_base::clock::now_ms();
         match self.drain_all(now).await {
             Drained::Failed => self.back_off().await,
             // More may have arrived meanwhile: drain again before waiting, after a short

@@ -4,14 +4,14 @@
 //! a full sweep at once.
 
 use super::events_shared::{EventQueue, EventShared};
-use super::log::log;
 use super::metrics::{DaemonMetrics, QueueLabels};
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::events_lock;
 use crate::engine::BatchSizer;
 use crate::lock::QueueLock;
-use crate::ops::Conn;
 use crate::ops::records;
+use bullsweep_base::connect::Conn;
+use bullsweep_base::log::log;
 use redis::{RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
 

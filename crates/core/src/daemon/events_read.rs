@@ -5,7 +5,7 @@
 
 use crate::bullmq::Topology;
 use crate::bullmq::keys::hash_tag;
-use crate::ops::Conn;
+use bullsweep_base::connect::Conn;
 use redis::RedisResult;
 use redis::streams::StreamReadReply;
 use std::collections::BTreeMap;

@@ -2,8 +2,8 @@
 //! publishes them after each discovery), and the queues to sweep at once (the reader asks
 //! for them after a gap in a stream, or a first read).
 
-use super::log::log;
 use super::metrics::{DaemonMetrics, QueueLabels};
+use bullsweep_base::log::log;
 use bullsweep_policy::{EffectivePolicy, QueueId};
 use std::collections::BTreeSet;
 use std::sync::Mutex;

@@ -5,7 +5,6 @@
 //! The readings `bullsweep alerts` looks back on, and once a minute the dashboard's history
 //! point, are saved here too.
 
-use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::{DaemonMetrics, NodeLabels};
 use super::queue_series;
 use super::slot::{Measured, Slot, Slots};
@@ -14,9 +13,12 @@ use crate::bullmq::QueueKeys;
 use crate::health::history::{self, Point};
 use crate::health::readings::{self, Series};
 use crate::health::server;
+use crate::ops::RunScope;
 use crate::ops::records;
 use crate::ops::report::memory_report;
-use crate::ops::{Conn, RunScope, now_ms};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
+use bullsweep_base::log::{clear_repeated, log, log_repeated};
 use bullsweep_policy::{JobState, PolicySet};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -7,10 +7,10 @@
 use super::config::DaemonConfig;
 use super::descriptors;
 use super::http::{self, Handler, Listener};
-use super::log::log;
 use super::metrics::{self, DaemonMetrics};
 use crate::cancel::Cancel;
 use crate::error::Error;
+use bullsweep_base::log::log;
 use std::net::SocketAddr;
 use std::sync::Arc;
 

@@ -22,7 +22,6 @@ mod exposition;
 mod health;
 pub mod http;
 mod listeners;
-mod log;
 pub mod metrics;
 mod process;
 mod queue_run;
@@ -34,11 +33,11 @@ mod signals;
 mod slot;
 
 pub use config::DaemonConfig;
-pub use log::{log, log_repeated, set_json_logs, set_log_level};
 
 use crate::cancel::Cancel;
 use crate::error::Error;
 use crate::ops::load_policy_file;
+use bullsweep_base::log::log;
 use events::EventsReader;
 use events_shared::EventShared;
 use listeners::Listeners;

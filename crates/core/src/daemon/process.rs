@@ -1,10 +1,10 @@
 //! The daemon as a process: reaching Redis with backoff, and pausing until a deadline or the
 //! shutdown, whichever comes first.
 
-use super::log::log;
 use super::metrics::DaemonMetrics;
 use crate::cancel::Cancel;
-use crate::ops::{Conn, Target};
+use bullsweep_base::connect::{Conn, Target};
+use bullsweep_base::log::log;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -2,7 +2,6 @@
 //! run (which records a success), and a failure recorded (a retry record), with metrics and
 //! log; the lock is renewed meanwhile.
 
-use super::log::{clear_repeated, log, log_repeated};
 use super::metrics::ActionLabels;
 use super::run_observer::RunObserver;
 use super::{Daemon, jitter};
@@ -15,13 +14,15 @@ use crate::error::Error;
 use crate::error::ErrorKind;
 use crate::health::history;
 use crate::lock::{self, QueueLock};
-use crate::ops::Conn;
 use crate::ops::records;
+use bullsweep_base::log::{clear_repeated, log, log_repeated};
 
 /// Bytes a small Redis hash costs beyond its fields and values (key, dict entries, object
 /// headers), for the estimate where `MEMORY USAGE` is not allowed.
 const HASH_OVERHEAD: u64 = 96;
-use crate::ops::{RunScope, audited_sweep, now_ms};
+use crate::ops::{RunScope, audited_sweep};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
 use bullsweep_policy::{Millis, QueueId, Schedule};
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 
 use super::metrics::{DaemonMetrics, QueueLabels, StateLabels};
 use super::slot::{Measured, Slot, Slots};
-use crate::ops::now_ms;
+use bullsweep_base::clock::now_ms;
 use bullsweep_policy::JobState;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -6,7 +6,7 @@
 
 use crate::bullmq::keys::QueueKeys;
 use crate::bullmq::{Discovered, discover_step};
-use crate::ops::Conn;
+use bullsweep_base::connect::Conn;
 use redis::RedisResult;
 use std::time::{Duration, Instant};
 

@@ -7,13 +7,15 @@
 use super::discovery::Discovery;
 use super::events_shared::{EventQueue, EventShared};
 use super::health::{self, HealthTick, Tick};
-use super::log::{log, log_repeated};
 use super::metrics::{self, DaemonMetrics, QueueLabels};
 use super::queue_series;
 use super::slot::{Slots, jitter};
 use crate::cancel::Cancel;
 use crate::engine;
-use crate::ops::{Conn, load_policy_file, now_ms};
+use crate::ops::load_policy_file;
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
+use bullsweep_base::log::{log, log_repeated};
 use bullsweep_policy::{Millis, NamePattern, PolicySet, QueueId};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! what it is doing and stops); SIGHUP asks for a policy reload on a watch channel, which
 //! the schedule task reads between ticks.
 
-use super::log::log;
 use crate::cancel::Cancel;
 use crate::error::Error;
+use bullsweep_base::log::log;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 

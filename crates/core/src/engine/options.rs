@@ -2,8 +2,8 @@
 
 use super::batch::Batching;
 use super::observer::Observer;
-use crate::bullmq::SortGetMemory;
-use crate::cancel::Cancel;
+use bullsweep_base::cancel::Cancel;
+use bullsweep_base::connect::SortGetMemory;
 use bullsweep_policy::{NamePattern, QueueId};
 
 /// Whether to only count (`plan`) or also act (`run`).

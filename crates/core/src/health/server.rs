@@ -4,7 +4,7 @@
 
 use super::readings::{self, Series};
 use crate::bullmq::keys::DAEMONS;
-use crate::ops::Conn;
+use bullsweep_base::connect::Conn;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 

@@ -7,7 +7,8 @@ use crate::bullmq::keys::{
     OWN_TAG, audit_counter, audit_numbered, audit_stream, cursor, retry_record, sweep_lock,
 };
 use crate::bullmq::scripts;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, error_text, is_permission};
+use bullsweep_base::connect::redact;
 use redis::aio::ConnectionLike;
 
 /// Every command bullsweep runs on its own keys, with arguments of the right shape.
@@ -45,9 +46,9 @@ pub async fn check_own_keys<C: ConnectionLike>(con: &mut C, url: &str) -> Result
         .denied_command(con, &audit_counter(OWN_TAG), &own_key_commands())
         .await
         .map_err(|e| {
-            if super::connect::is_permission(&e) {
+            if is_permission(&e) {
                 // The check itself names bullsweep's own key: refused already.
-                denied_own_keys(url, &super::connect::error_text(&e))
+                denied_own_keys(url, &error_text(&e))
             } else {
                 Error::redis(url, &e)
             }
@@ -71,7 +72,7 @@ fn denied_own_keys(url: &str, refusal: &str) -> Error {
         ErrorKind::Permission,
         format!(
             "{}: {refusal}, which bullsweep needs to record what it does; nothing was changed",
-            super::redact(url),
+            redact(url),
         ),
     )
     .with_hint(

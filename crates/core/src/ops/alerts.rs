@@ -6,7 +6,6 @@
 
 use super::report::{MemoryReport, QueueCost, memory_report};
 use super::run::RunScope;
-use super::{Conn, now_ms};
 use crate::audit;
 use crate::bullmq::keys::QueueKeys;
 use crate::error::Error;
@@ -16,6 +15,8 @@ use crate::health::rules::{
 };
 use crate::health::server;
 use crate::ops::records;
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
 use bullsweep_policy::{AUTO_MAX, EffectivePolicy, JobState, PolicySet, Resolution};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -88,7 +89,7 @@ pub async fn alerts_of(
     if let Err(e) = readings::write(con, &to_save).await {
         notes.push(format!(
             "the readings were not saved ({}): evictions, memory and cost growth are judged from earlier readings only",
-            crate::ops::connect::error_text(&e)
+            crate::error::error_text(&e)
         ));
     }
     let inputs = Inputs {

@@ -13,7 +13,6 @@
 //! changed (a restart or a failover), discovery runs again, and a queue in scope it finds
 //! that the erasure did not cover remains to search.
 
-use super::now_ms;
 use crate::archive::ArchiveSink;
 use crate::audit;
 use crate::bullmq::keys::{ERASURES, sweep_lock};
@@ -24,7 +23,8 @@ use crate::engine::forget::{
 use crate::engine::{SweepOptions, finish_staged, inventory};
 use crate::error::Error;
 use crate::lock::QueueLocking;
-use crate::ops::Conn;
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
 use bullsweep_policy::{Millis, PolicySet};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;

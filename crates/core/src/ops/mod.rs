@@ -1,12 +1,11 @@
 //! The use cases both front ends share: the command line and the daemon call these, never
 //! each other. Each is written once here: the audited run, erasure, restore, the memory
-//! report, reading the audit trail and the archive, reading the policy file, connecting, and
-//! the clock.
+//! report, reading the audit trail and the archive, and reading the policy file. Connecting
+//! and the clock are `bullsweep_base`'s.
 
 pub mod access;
 pub mod alerts;
 pub mod config;
-pub mod connect;
 pub mod forget;
 pub mod records;
 pub mod report;
@@ -17,10 +16,9 @@ pub mod trail;
 pub mod verify;
 
 pub use config::{load_policy_file, load_token_file, read_policy_file};
-pub use connect::{Conn, ConnectOptions, DEFAULT_REDIS_URL, Target, connect_url, redact};
 pub use run::{RunScope, audited_sweep};
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use bullsweep_base::connect::Conn;
 
 /// The time budget of one Lua call: the target is 2 ms, and the scripts stop themselves past it.
 pub const DEFAULT_BUDGET_US: u64 = 2_000;
@@ -35,21 +33,4 @@ pub async fn discover(
     crate::engine::inventory(con, set, env)
         .await
         .map_err(|e| crate::Error::redis(url, &e))
-}
-
-/// Milliseconds since the epoch, as BullMQ measures `finishedOn`.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
-}
-
-/// A run's id for audit events: time and process, in hex.
-pub fn execution_id() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!("{nanos:x}-{:x}", std::process::id())
 }

@@ -2,11 +2,11 @@
 //! database archived, audited with its actor in the same call; a job restored as the
 //! original is held from every action for a while (`lua/prelude/held.lua`).
 
-use super::{execution_id, now_ms};
 use crate::archive::ArchiveSink;
 use crate::audit::{self, Actor, AuditContext};
 use crate::bullmq::{QueueKeys, RestoreMode, RestoredJob, new_job_fields, scripts};
 use crate::error::Error;
+use bullsweep_base::clock::{execution_id, now_ms};
 use bullsweep_policy::PolicySet;
 use redis::aio::ConnectionLike;
 

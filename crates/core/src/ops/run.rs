@@ -4,13 +4,14 @@
 //! events are shipped, with one `failed` event per queue that failed, and each queue swept
 //! without error is recorded as swept (`ops::records`), whoever ran it.
 
-use super::{DEFAULT_BUDGET_US, execution_id, now_ms};
+use super::DEFAULT_BUDGET_US;
 use crate::audit::{self, Actor, AuditContext, QueueNames};
 use crate::cancel::Cancel;
 use crate::engine::{self, Mode, Observer, QueueReport, Report, SweepOptions};
 use crate::error::Error;
 use crate::notify;
-use crate::ops::Conn;
+use bullsweep_base::clock::{execution_id, now_ms};
+use bullsweep_base::connect::{Conn, at_url, describe};
 use bullsweep_policy::{PolicySet, QueueId};
 
 /// Which queues a plan or run covers, and how it is stopped early.
@@ -80,7 +81,7 @@ pub async fn audited_sweep(
     };
     let mut report = engine::sweep(con, set, &opts, mode, observer)
         .await
-        .map_err(|e| super::connect::at_url(e, url))?;
+        .map_err(|e| at_url(e, url))?;
     warnings.append(&mut report.warnings);
     report.warnings = warnings;
     // Notices go out whatever the audit store's state; each delivery is then audited.
@@ -131,7 +132,7 @@ pub async fn audited_sweep(
             report.warnings.push(format!(
                 "the sweep could not be recorded in {}: {}; alerts and the dashboard still show the previous one",
                 crate::bullmq::keys::LAST_RUN,
-                super::connect::describe(url, &e)
+                describe(url, &e)
             ));
         }
     }

@@ -6,6 +6,7 @@
 use crate::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
 use crate::audit::{self, AuditEvent};
 use crate::error::Error;
+use bullsweep_base::clock::now_ms;
 use bullsweep_policy::{
     ArchiveTarget, AuditTarget, JsonPath, NamePattern, PiiRules, PolicySet, Resolution,
 };
@@ -20,7 +21,7 @@ pub fn instant(text: &str) -> Result<i64, String> {
     match text.parse::<i64>() {
         Ok(ms) => Ok(ms),
         Err(_) => bullsweep_policy::parse_duration_str(text)
-            .map(|d| super::now_ms() - d.as_millis() as i64)
+            .map(|d| now_ms() - d.as_millis() as i64)
             .map_err(|e| e.to_string()),
     }
 }

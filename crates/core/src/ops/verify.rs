@@ -5,6 +5,7 @@
 
 use crate::audit::{self, VerifyReport};
 use crate::error::Error;
+use bullsweep_base::connect::redact;
 use bullsweep_policy::AuditTarget;
 use redis::aio::ConnectionLike;
 use serde::Serialize;
@@ -120,7 +121,7 @@ impl Verified {
         let short = checkpoint.seq > entry.head_seq
             || (checkpoint.seq == entry.head_seq && checkpoint.hash != entry.head_hash);
         entry.status = if short { "cutShort" } else { "ok" };
-        entry.redis = Some(super::redact(url));
+        entry.redis = Some(redact(url));
         entry.checkpoint_seq = Some(checkpoint.seq);
         entry.checkpoint_hash = Some(checkpoint.hash.clone());
         if short {
@@ -129,7 +130,7 @@ impl Verified {
                 self.store,
                 source_name(source.as_deref()),
                 entry.head_seq,
-                super::redact(url),
+                redact(url),
                 checkpoint.seq,
                 checkpoint.hash
             );
@@ -160,10 +161,8 @@ pub fn source_name(source: Option<&str>) -> String {
 pub fn store_name(target: &AuditTarget) -> String {
     match target {
         AuditTarget::File(path) => path.display().to_string(),
-        AuditTarget::Postgres(url) => format!(
-            "{} (table {})",
-            super::redact(url),
-            audit::postgres::AUDIT_TABLE
-        ),
+        AuditTarget::Postgres(url) => {
+            format!("{} (table {})", redact(url), audit::postgres::AUDIT_TABLE)
+        }
     }
 }

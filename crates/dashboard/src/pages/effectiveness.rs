@@ -67,7 +67,7 @@ pub async fn charts_for(
     window: &Window,
     link: &str,
 ) -> Result<Markup, Error> {
-    let now = bullsweep_core::ops::now_ms();
+    let now = bullsweep_base::clock::now_ms();
     let from = now - window.span_ms;
     let points = history::read(&mut ctx.con, window.tier, scope, from)
         .await

@@ -93,7 +93,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let last = records::last_runs(&mut ctx.con, &bases)
         .await
         .map_err(|e| Error::redis(&ctx.url, &e))?;
-    let now = bullsweep_core::ops::now_ms();
+    let now = bullsweep_base::clock::now_ms();
     let mut rows: Vec<Row> = report.queues.iter().zip(last).collect();
     rows.sort_by(|a, b| (&a.0.tenant, &a.0.key).cmp(&(&b.0.tenant, &b.0.key)));
     let table = QueuesTable {

@@ -9,11 +9,13 @@ mod graph;
 mod policies;
 mod privacy;
 mod schema;
+mod suggest;
 pub(crate) mod syntax;
 mod targets;
 mod values;
 
-use crate::model::{PolicySet, SourcePos};
+use crate::model::PolicySet;
+use crate::position::SourcePos;
 use crate::raw::RawPolicyFile;
 use serde_saphyr::{Location, Spanned};
 use std::fmt;

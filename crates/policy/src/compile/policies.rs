@@ -5,8 +5,9 @@
 use super::{Checker, DEFAULT_LAYOUT, pos};
 use crate::cost::{CostModel, PRESETS, preset};
 use crate::layout::Layout;
-use crate::model::{DaemonSettings, JobRule, Policy, RunMode, Sla, SourcePos, TenantOverride};
+use crate::model::{DaemonSettings, JobRule, Policy, RunMode, Sla, TenantOverride};
 use crate::pii::PiiRules;
+use crate::position::SourcePos;
 use crate::raw::{RawPolicy, RawPolicyFile};
 use crate::schedule::{DEFAULT_SCHEDULE, Schedule};
 use serde_saphyr::Spanned;

@@ -1,6 +1,6 @@
 //! `pii:` layers and `subjects:` lists.
 
-use super::syntax::suggest;
+use super::suggest::suggest;
 use super::{Checker, pos};
 use crate::jsonpath::JsonPath;
 use crate::pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern};

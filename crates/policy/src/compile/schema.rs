@@ -4,7 +4,7 @@
 //! stop at the first). The typed parse skips unknown keys; a test checks that each level's
 //! keys here are exactly the fields of its `raw` type, so the two cannot drift apart.
 
-use super::syntax::suggest;
+use super::suggest::suggest;
 use super::{ConfigError, pos};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;

@@ -1,6 +1,7 @@
-//! The YAML parser with its limits raised for large policy files, its syntax errors made into
-//! located problems, and "did you mean".
+//! The YAML parser with its limits raised for large policy files, and its syntax errors made
+//! into located problems (an unknown field with a "did you mean").
 
+use super::suggest::suggest;
 use super::{ConfigError, pos};
 use serde_saphyr::budget::BudgetBreach;
 
@@ -102,32 +103,6 @@ fn unknown_field_hint(message: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
         .collect();
     suggest(field, &names).map(|s| format!("did you mean `{s}`?"))
-}
-
-/// The closest candidate within a small edit distance, if any.
-pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let limit = (word.len() / 3).max(2);
-    candidates
-        .iter()
-        .map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), *c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

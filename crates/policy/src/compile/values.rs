@@ -2,7 +2,7 @@
 //! schedules, `rules.stalled`, `deadLetter`, environments and name patterns.
 
 use super::Checker;
-use super::syntax::suggest;
+use super::suggest::suggest;
 use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
 use crate::jsonpath::JsonPath;
 use crate::model::{

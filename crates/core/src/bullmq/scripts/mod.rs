@@ -44,5 +44,5 @@ pub use id_batch::{BatchOutcome, Candidate};
 pub use page_newest::FinishedEntry;
 pub use restore_job::{RestoreMode, RestoredJob};
 pub use stalled_jobs::ActiveOutcome;
-pub use sweep_prefix::{PrefixBatch, SortGetMemory};
+pub use sweep_prefix::PrefixBatch;
 pub use unstage_jobs::Unstaged;

@@ -8,8 +8,6 @@ use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::{JobState, Selection};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The arguments of one prefix-sweep call.
 #[derive(Clone, Copy, Debug)]
@@ -24,25 +22,9 @@ pub struct PrefixBatch {
     pub offset: u64,
     /// Hold back jobs whose parent still waits for children (`protectWaitingParents`).
     pub protect_parents: bool,
-    /// Read jobs with `SORT … GET`; `false` once the connection learned it is refused.
+    /// Read jobs with `SORT … GET`; `false` once the connection learned it is refused
+    /// (`bullsweep_base::connect::SortGetMemory`).
     pub sort_get: bool,
-}
-
-/// What a connection learned about `SORT … GET`: once refused (an ACL without read access to
-/// every key, or a server that forbids it), sweeps on it read job by job. Clones share it.
-#[derive(Clone, Debug, Default)]
-pub struct SortGetMemory(Arc<AtomicBool>);
-
-impl SortGetMemory {
-    /// Whether `SORT … GET` is still worth trying.
-    pub fn allowed(&self) -> bool {
-        !self.0.load(Ordering::Relaxed)
-    }
-
-    /// Remembers that it was refused.
-    pub fn refused(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }
 
 impl Scripts {

@@ -6,7 +6,7 @@ use super::conns::{Admitted, Conns, Turn};
 use super::pages::Job;
 use super::{Handler, Listener, Request, Response};
 use crate::cancel::Cancel;
-use crate::daemon::log::log_repeated;
+use bullsweep_base::log::log_repeated;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};

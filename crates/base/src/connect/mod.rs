@@ -7,15 +7,17 @@ mod describe;
 mod endpoint;
 mod link;
 mod probe;
+mod sort_get;
 mod tls;
 
 pub use conn::Conn;
-pub use describe::{at_url, describe, error_text, is_permission, is_permission_text, redact};
+pub use describe::{at_url, describe, redact};
 pub use endpoint::{ClusterUrl, Endpoint, SentinelUrl};
 pub use link::Node;
+pub use sort_get::SortGetMemory;
 pub use tls::TlsOptions;
 
-use crate::error::Error;
+use crate::error::{Error, error_text, is_permission};
 use link::Link;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};

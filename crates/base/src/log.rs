@@ -1,4 +1,5 @@
-//! The daemon's log lines (text or JSON), and failures that repeat logged once a minute.
+//! Log lines on stderr (text or JSON), with a level and a brake on failures that repeat: the
+//! daemon's, and the connection's own.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -37,7 +38,7 @@ pub fn log(level: &str, message: &str) {
     if rank(level) > LEVEL.load(Ordering::Relaxed) {
         return;
     }
-    let at = crate::text::rfc3339(crate::ops::now_ms());
+    let at = crate::text::rfc3339(crate::clock::now_ms());
     // A closed stderr (`… 2>&1 | head -1`) loses the line, never the process.
     let mut err = std::io::stderr().lock();
     let _ = if JSON_LOGS.load(Ordering::Relaxed) {

@@ -1,6 +1,8 @@
 //! The library's one error type. Each error has a [`ErrorKind`] that the command line maps to
 //! its exit status (configuration errors are usage errors, the rest runtime failures), a
-//! message, and where useful a hint that says what to try.
+//! message, and where useful a hint that says what to try. A Redis error converts here, its
+//! refusals for lack of permission told apart; [`crate::connect::describe`] words one met
+//! while connecting.
 
 use std::fmt;
 
@@ -41,7 +43,7 @@ impl ErrorKind {
 
     /// The kind of a Redis error: a missing permission, or any other Redis failure.
     pub fn of_redis(e: &redis::RedisError) -> Self {
-        if crate::ops::connect::is_permission(e) {
+        if is_permission(e) {
             ErrorKind::Permission
         } else {
             ErrorKind::Redis
@@ -118,13 +120,6 @@ impl Error {
         self.message = format!("{context}: {}", self.message);
         self
     }
-
-    /// Describes a Redis error met while talking to the Redis at `url`, with a hint that fits
-    /// the cause: authentication, a server that cannot be reached, a port that does not speak
-    /// Redis, or an error reply.
-    pub fn redis(url: &str, e: &redis::RedisError) -> Self {
-        crate::ops::connect::describe(url, e)
-    }
 }
 
 impl fmt::Display for Error {
@@ -138,7 +133,7 @@ impl std::error::Error for Error {}
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         if ErrorKind::of_redis(&e) == ErrorKind::Permission {
-            let text = crate::ops::connect::error_text(&e);
+            let text = error_text(&e);
             Error::new(ErrorKind::Permission, format!("Redis: {text}")).with_hint(
                 "grant the Redis user the role's commands and key patterns (README, \"Permissions\")",
             )
@@ -152,4 +147,30 @@ impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::runtime(e)
     }
+}
+
+/// An error's words: a refusal's own detail (which names the command and key), or the whole
+/// error.
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some("NOPERM"), Some(detail)) => detail.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Whether `e` is a refusal for lack of ACL permission (a command, a key, a channel).
+pub fn is_permission(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM") || is_permission_text(&e.to_string())
+}
+
+/// Whether an error's text tells of a refusal for lack of permission: the words of Redis and
+/// Valkey from 6.2 on (inside scripts too), or bullsweep's own check ("may not run").
+pub fn is_permission_text(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.contains("noperm")
+        || lower.contains("no permissions to")
+        || lower.contains("can't run this command or subcommand")
+        || lower.contains("can't access at least one of the keys")
+        || lower.contains("insufficient acl permissions")
+        || lower.contains("this redis user may not run")
 }

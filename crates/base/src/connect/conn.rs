@@ -5,9 +5,10 @@
 //! Sentinel each write waits for a replica's acknowledgement, unless the master has none
 //! connected (then waiting could only time out, on every write).
 
-use super::Target;
 use super::link::{Link, Node, key_slot, primaries};
-use crate::bullmq::SortGetMemory;
+use super::{SortGetMemory, Target};
+use crate::error::is_permission;
+use crate::log::log;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::sync::Arc;
@@ -133,6 +134,11 @@ impl Conn {
     /// The primary this connection is pinned to, if any.
     fn node(&self) -> Option<&Node> {
         self.node.as_deref()
+    }
+
+    /// The Redis this connection reaches.
+    pub fn target(&self) -> &Target {
+        &self.shared.target
     }
 
     /// What this connection learned about `SORT … GET`; sweeps on it share what they learn.
@@ -270,7 +276,7 @@ impl Conn {
             .is_none_or(|n| n > 0);
         let first = known.checked.is_none();
         if !connected && (first || known.connected) {
-            crate::daemon::log(
+            log(
                 "warn",
                 &format!(
                     "{}: the master has no replica connected; writes go on without waiting for a replica's acknowledgement until one connects",
@@ -278,7 +284,7 @@ impl Conn {
                 ),
             );
         } else if connected && !first && !known.connected {
-            crate::daemon::log(
+            log(
                 "info",
                 &format!(
                     "{}: a replica is connected again; writes wait for its acknowledgement",
@@ -365,20 +371,6 @@ fn needs_reconnect_code(code: &str) -> bool {
     matches!(code, "READONLY" | "MASTERDOWN" | "LOADING")
 }
 
-impl crate::bullmq::Topology for Conn {
-    async fn primaries(&self) -> RedisResult<Vec<Self>> {
-        Conn::primaries(self).await
-    }
-
-    async fn owners(&self, keys: &[String]) -> RedisResult<Vec<usize>> {
-        Conn::owners(self, keys).await
-    }
-
-    fn cluster(&self) -> bool {
-        self.shared.target.cluster()
-    }
-}
-
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
@@ -392,7 +384,7 @@ impl ConnectionLike for Conn {
                 self.wait_for_replica(generation, &mut con).await;
             }
             match result {
-                Err(e) if super::is_permission(&e) => Err(refusal(&e, &command_and_key(cmd))),
+                Err(e) if is_permission(&e) => Err(refusal(&e, &command_and_key(cmd))),
                 Err(e) => {
                     self.after_error(generation, &e).await;
                     Err(e)
@@ -425,7 +417,7 @@ impl ConnectionLike for Conn {
                 }),
             };
             match failed {
-                Some(e) if super::is_permission(&e) => {
+                Some(e) if is_permission(&e) => {
                     let named: Vec<String> = pipeline.cmd_iter().map(command_and_key).collect();
                     Err(refusal(&e, &one_of(named)))
                 }

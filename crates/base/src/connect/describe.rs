@@ -1,7 +1,7 @@
 //! What went wrong when talking to Redis, in words that point at the fix: a password, a
 //! certificate, a permission, a port that speaks another protocol, an `@` to percent-encode.
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, error_text, is_permission};
 
 /// Whether the URL's user part holds a character that must be percent-encoded.
 pub(super) fn encoding_hint(url: &str) -> Option<String> {
@@ -24,6 +24,15 @@ pub(super) fn encoding_hint(url: &str) -> Option<String> {
             shown.join(", ")
         )
     })
+}
+
+impl Error {
+    /// Describes a Redis error met while talking to the Redis at `url`, with a hint that fits
+    /// the cause: authentication, a server that cannot be reached, a port that does not speak
+    /// Redis, or an error reply.
+    pub fn redis(url: &str, e: &redis::RedisError) -> Self {
+        describe(url, e)
+    }
 }
 
 /// Describes a Redis error met while talking to `url`: authentication, permission, TLS, a
@@ -108,32 +117,6 @@ pub fn describe(url: &str, e: &redis::RedisError) -> Error {
         Some(hint) => Error::new(kind, message).with_hint(hint),
         None => Error::new(kind, message),
     }
-}
-
-/// An error's words: a refusal's own detail (which names the command and key), or the whole
-/// error.
-pub fn error_text(e: &redis::RedisError) -> String {
-    match (e.code(), e.detail()) {
-        (Some("NOPERM"), Some(detail)) => detail.to_string(),
-        _ => e.to_string(),
-    }
-}
-
-/// Whether `e` is a refusal for lack of ACL permission (a command, a key, a channel).
-pub fn is_permission(e: &redis::RedisError) -> bool {
-    e.code() == Some("NOPERM") || is_permission_text(&e.to_string())
-}
-
-/// Whether an error's text tells of a refusal for lack of permission: the words of Redis and
-/// Valkey from 6.2 on (inside scripts too), or bullsweep's own check ("may not run").
-pub fn is_permission_text(text: &str) -> bool {
-    let lower = text.to_lowercase();
-    lower.contains("noperm")
-        || lower.contains("no permissions to")
-        || lower.contains("can't run this command or subcommand")
-        || lower.contains("can't access at least one of the keys")
-        || lower.contains("insufficient acl permissions")
-        || lower.contains("this redis user may not run")
 }
 
 /// Why the server refused to select the URL's database, if that is the error.
