@@ -199,6 +199,9 @@ impl<'ast> Visit<'ast> for Refs<'_> {
         }
     }
 
+    /// `pub(super)` and `pub(crate)` name a module only to say who may see an item.
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {}
+
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         let mut flat = Vec::new();
         flatten(&u.tree, Vec::new(), &mut flat);

@@ -3,8 +3,8 @@
 //! sizes, retries, stops and accounts for all of them alike; a new action is a new type here.
 
 use super::batch::{BatchAction, BatchStep};
+use crate::bullmq::ErasureItem;
 use crate::bullmq::keys::StagedBatch;
-use crate::bullmq::scripts::ErasureItem;
 use crate::bullmq::{
     Candidate, ColdMarker, DetachMode, QueueKeys, ScrubbedJob, StagedNow, scripts,
 };

@@ -44,22 +44,10 @@ pub async fn audited_sweep(
 ) -> Result<Report, Error> {
     let execution_id = execution_id();
     let mut warnings = Vec::new();
-    let mut audit_unavailable = None;
-    if mode == Mode::Run {
-        super::access::check_own_keys(con, url).await?;
-        if let Err(e) = audit::with_store(con, &set.audit, async |con, store| {
-            audit::ship(con, store).await
-        })
-        .await
-        {
-            audit_unavailable = Some(e.to_string());
-        }
-        if let Some(reason) = &audit_unavailable {
-            warnings.push(format!(
-                "audit store unavailable: {reason}; policies with sla.auditRequired will not run"
-            ));
-        }
-    }
+    let audit_unavailable = match mode {
+        Mode::Run => open_audit(con, url, set, &mut warnings).await?,
+        _ => None,
+    };
     let opts = SweepOptions {
         env: scope.env,
         queues: scope.queues,
@@ -90,31 +78,7 @@ pub async fn audited_sweep(
         deliveries.push(notify::deliver(notice, &set.notify).await);
     }
     if mode == Mode::Run && audit_unavailable.is_none() {
-        let shipped = audit::with_store(con, &set.audit, async |con, store| {
-            audit::ship(con, store).await?;
-            for q in report.queues.iter().filter(|q| q.error.is_some()) {
-                let ctx = failed_queue_context(q, &execution_id, opts.actor.as_deref());
-                audit::record_event(
-                    con,
-                    store,
-                    ctx,
-                    Vec::new(),
-                    q.error.as_ref().map(|e| e.message.as_str()),
-                )
-                .await?;
-            }
-            for (n, delivered) in report.notices.iter().zip(&deliveries) {
-                let ids = n.jobs.iter().map(|j| j.id.clone()).collect();
-                let error = delivered.as_ref().err().map(|e| e.message.as_str());
-                audit::record_event(con, store, n.context.clone(), ids, error).await?;
-            }
-            Ok(())
-        });
-        shipped.await.map_err(|e| {
-            Error::audit(format!("the run's audit events could not be shipped: {e}")).with_hint(
-                "they are kept in the Redis stream bullsweep:audit and shipped by the next run",
-            )
-        })?;
+        ship_run_events(con, set, &report, &deliveries, &opts).await?;
     }
     if let Some(failure) = deliveries.into_iter().find_map(Result::err) {
         return Err(failure
@@ -122,21 +86,80 @@ pub async fn audited_sweep(
             .with_hint("the jobs were left in place; the next run notifies again"));
     }
     if mode == Mode::Run && !opts.stopping() {
-        let swept: Vec<String> = report
-            .queues
-            .iter()
-            .filter(|q| q.error.is_none() && q.skipped.is_none())
-            .map(|q| q.key.clone())
-            .collect();
-        if let Err(e) = super::records::record_sweeps(con, &swept, opts.now_ms).await {
-            report.warnings.push(format!(
-                "the sweep could not be recorded in {}: {}; alerts and the dashboard still show the previous one",
-                crate::bullmq::keys::LAST_RUN,
-                describe(url, &e)
-            ));
-        }
+        record_swept(con, url, &mut report, opts.now_ms).await;
     }
     Ok(report)
+}
+
+/// Before a run: checks bullsweep's own keys and ships what earlier runs left; returns why
+/// the durable audit store cannot be used, if it cannot (with a warning for the user).
+async fn open_audit(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>, Error> {
+    super::access::check_own_keys(con, url).await?;
+    let shipped = audit::with_store(con, &set.audit, async |con, store| {
+        audit::ship(con, store).await
+    })
+    .await;
+    let unavailable = shipped.err().map(|e| e.to_string());
+    if let Some(reason) = &unavailable {
+        warnings.push(format!(
+            "audit store unavailable: {reason}; policies with sla.auditRequired will not run"
+        ));
+    }
+    Ok(unavailable)
+}
+
+/// After a run: ships its events, then one `failed` event per failed queue and one event per
+/// notice delivered (or not).
+async fn ship_run_events(
+    con: &mut Conn,
+    set: &PolicySet,
+    report: &Report,
+    deliveries: &[Result<(), Error>],
+    opts: &SweepOptions,
+) -> Result<(), Error> {
+    let execution_id = &opts.execution_id;
+    let shipped = audit::with_store(con, &set.audit, async |con, store| {
+        audit::ship(con, store).await?;
+        for q in report.queues.iter().filter(|q| q.error.is_some()) {
+            let ctx = failed_queue_context(q, execution_id, opts.actor.as_deref());
+            let error = q.error.as_ref().map(|e| e.message.as_str());
+            audit::record_event(con, store, ctx, Vec::new(), error).await?;
+        }
+        for (n, delivered) in report.notices.iter().zip(deliveries) {
+            let ids = n.jobs.iter().map(|j| j.id.clone()).collect();
+            let error = delivered.as_ref().err().map(|e| e.message.as_str());
+            audit::record_event(con, store, n.context.clone(), ids, error).await?;
+        }
+        Ok(())
+    });
+    shipped.await.map_err(|e| {
+        Error::audit(format!("the run's audit events could not be shipped: {e}")).with_hint(
+            "they are kept in the Redis stream bullsweep:audit and shipped by the next run",
+        )
+    })
+}
+
+/// Records each queue swept without error or skip as swept (`ops::records`); a failure to
+/// record is a warning, never the run's failure.
+async fn record_swept(con: &mut Conn, url: &str, report: &mut Report, now_ms: i64) {
+    let swept: Vec<String> = report
+        .queues
+        .iter()
+        .filter(|q| q.error.is_none() && q.skipped.is_none())
+        .map(|q| q.key.clone())
+        .collect();
+    if let Err(e) = super::records::record_sweeps(con, &swept, now_ms).await {
+        report.warnings.push(format!(
+            "the sweep could not be recorded in {}: {}; alerts and the dashboard still show the previous one",
+            crate::bullmq::keys::LAST_RUN,
+            describe(url, &e)
+        ));
+    }
 }
 
 /// The audit context of a queue whose work failed: what the report knows of it (the state and

@@ -6,7 +6,7 @@ use super::matching::Identifiers;
 use super::request::{ERASE_ITEMS, EVENTS_PAGE};
 use super::scan::bytes;
 use crate::bullmq::QueueKeys;
-use crate::bullmq::scripts::{ErasureItem, ErasureKind, scripts};
+use crate::bullmq::{ErasureItem, ErasureKind, scripts};
 use redis::Value;
 use redis::aio::ConnectionLike;
 use std::collections::BTreeSet;

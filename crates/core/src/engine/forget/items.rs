@@ -8,7 +8,7 @@ use super::scan::{copy_holds, sha1_hex};
 use super::scope::ScopedQueue;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
-use crate::bullmq::scripts::{ErasureItem, ErasureKind};
+use crate::bullmq::{ErasureItem, ErasureKind};
 use crate::cancel::Cancel;
 use crate::engine::actions::EraseJobs;
 use crate::engine::batch::{BatchSizer, Batching, run_batches};

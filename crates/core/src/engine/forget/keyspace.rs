@@ -9,7 +9,7 @@ use super::scan::{
     scan_pattern, test_step,
 };
 use super::scope::ScopedQueue;
-use crate::bullmq::scripts::ErasureKind;
+use crate::bullmq::ErasureKind;
 use crate::bullmq::{QueueKeys, Topology};
 use bullsweep_policy::Prefilter;
 use redis::aio::ConnectionLike;

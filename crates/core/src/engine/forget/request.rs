@@ -2,7 +2,7 @@
 //! audit context of its steps; shared by every step of `forget`.
 
 use crate::audit::{Actor, AuditContext};
-use crate::bullmq::scripts::ErasureItem;
+use crate::bullmq::ErasureItem;
 use bullsweep_policy::QueueId;
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 use super::request::Found;
 use super::scope::ScopedQueue;
 use crate::bullmq::keys::classify_under_base;
-use crate::bullmq::scripts::{ErasureItem, ErasureKind};
+use crate::bullmq::{ErasureItem, ErasureKind};
 use bullsweep_policy::Prefilter;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
