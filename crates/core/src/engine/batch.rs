@@ -225,10 +225,72 @@ pub(crate) struct Batching<'a> {
     pub observer: &'a dyn Observer,
 }
 
-/// Runs `action` over `items` in batches sized by `sizer`, until every item is handled or the
-/// run is asked to stop (checked between batches; the rest stays for a later run). Each call
-/// is one atomic script, retried on connection errors; each batch is counted with
-/// [`account`]. Returns how many jobs were acted on.
+/// One batch loop's source of calls: each round is one atomic, time-bounded script call over
+/// at most `limit` items, and says how far it got; `None` when nothing is left. An id list
+/// ([`run_batches`]) and the self-selecting prefix sweep (`prefix.rs`) are both rounds.
+pub(crate) trait Rounds {
+    /// The next call, or `None` when the work is done; advances only when the call succeeds,
+    /// so a retried round repeats exactly.
+    async fn next<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        limit: u64,
+        budget_us: u64,
+    ) -> RedisResult<Option<BatchStep>>;
+}
+
+/// The one batch loop: runs `rounds` with each call sized by `sizer`, until nothing is left
+/// or the run is asked to stop (checked between calls; the rest stays for a later run). Each
+/// call is retried on connection errors and counted with [`account`]. Returns how many jobs
+/// were acted on.
+pub(crate) async fn run_rounds<R: Rounds, C: ConnectionLike>(
+    con: &mut C,
+    rounds: &mut R,
+    sizer: &mut BatchSizer,
+    run: Batching<'_>,
+    skipped: &mut Skipped,
+) -> RedisResult<u64> {
+    let mut done = 0;
+    while let Some(step) = with_retry!(rounds.next(con, sizer.limit(), run.budget_us))? {
+        sizer.observe(step.handled, step.elapsed_us);
+        account(&step, run.observer, skipped);
+        done += step.acted;
+        if run.cancel.is_cancelled() {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+/// An id-batch action over a list of items, as rounds: each call takes the next items, up to
+/// the limit, and moves past the ones it handled.
+struct ItemRounds<'i, 'a, A: BatchAction> {
+    action: &'a mut A,
+    rest: &'i [A::Item],
+}
+
+impl<A: BatchAction> Rounds for ItemRounds<'_, '_, A> {
+    async fn next<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        limit: u64,
+        budget_us: u64,
+    ) -> RedisResult<Option<BatchStep>> {
+        if self.rest.is_empty() {
+            return Ok(None);
+        }
+        let take = self.rest.len().min(limit as usize);
+        let mut step = self.action.call(con, &self.rest[..take], budget_us).await?;
+        // A call that looked at nothing still moves on, so a loop can never spin.
+        let handled = (step.handled as usize).clamp(1, take);
+        self.rest = &self.rest[handled..];
+        step.handled = handled as u64;
+        Ok(Some(step))
+    }
+}
+
+/// Runs `action` over `items` through the one batch loop ([`run_rounds`]). Returns how many
+/// jobs were acted on.
 pub(crate) async fn run_batches<A: BatchAction, C: ConnectionLike>(
     con: &mut C,
     items: &[A::Item],
@@ -237,22 +299,11 @@ pub(crate) async fn run_batches<A: BatchAction, C: ConnectionLike>(
     skipped: &mut Skipped,
     action: &mut A,
 ) -> RedisResult<u64> {
-    let mut rest = items;
-    let mut done = 0;
-    while !rest.is_empty() {
-        let take = rest.len().min(sizer.limit() as usize);
-        let step = with_retry!(action.call(con, &rest[..take], run.budget_us))?;
-        // A call that looked at nothing still moves on, so a loop can never spin.
-        let handled = (step.handled as usize).clamp(1, take);
-        rest = &rest[handled..];
-        sizer.observe(handled as u64, step.elapsed_us);
-        account(&step, run.observer, skipped);
-        done += step.acted;
-        if run.cancel.is_cancelled() {
-            break;
-        }
-    }
-    Ok(done)
+    let mut rounds = ItemRounds {
+        action,
+        rest: items,
+    };
+    run_rounds(con, &mut rounds, sizer, run, skipped).await
 }
 
 #[cfg(test)]

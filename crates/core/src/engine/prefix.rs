@@ -2,7 +2,7 @@
 //! plan, and acted on from the oldest end for a run. Removal is done by self-selecting,
 //! time-bounded script calls (`sweep_prefix.lua`) that select and remove in one atomic step.
 
-use super::batch::{BatchSizer, BatchStep, account};
+use super::batch::{BatchSizer, BatchStep, Rounds, run_rounds};
 use super::held::report_held;
 use super::options::Mode;
 use super::report::{Skipped, StateReport};
@@ -11,6 +11,7 @@ use super::work::{StateWork, finish, not_implemented_reason, prefix_counts};
 use crate::bullmq::{PrefixBatch, scripts};
 use crate::error::Result;
 use bullsweep_policy::{Action, Selection};
+use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
 impl StateWork<'_> {
@@ -80,8 +81,9 @@ impl StateWork<'_> {
         Ok(())
     }
 
-    /// Removes the selected prefix with `sweep_prefix.lua`, one time-bounded call at a time,
-    /// reading past the jobs earlier calls held back (locked or malformed).
+    /// Removes the selected prefix with `sweep_prefix.lua` through the one batch loop, one
+    /// time-bounded call at a time, reading past the jobs earlier calls held back (locked or
+    /// malformed).
     async fn remove_prefix<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -89,35 +91,54 @@ impl StateWork<'_> {
         skipped: &mut Skipped,
     ) -> Result<u64> {
         let mut sizer = BatchSizer::new(self.opts.budget_us);
-        let (mut offset, mut done) = (0, 0);
-        loop {
-            let batch = PrefixBatch {
-                selection: *sel,
-                limit: sizer.limit(),
-                budget_us: self.opts.budget_us,
-                offset,
-                protect_parents: self.protect_parents,
-                sort_get: self.opts.sort_get.allowed(),
-            };
-            let (out, sort_refused) = with_retry!(scripts().sweep_prefix(
-                con,
-                self.keys,
-                self.state,
-                &batch,
-                self.audit_ctx
-            ))?;
-            if sort_refused {
-                self.opts.sort_get.refused();
-            }
-            let step = BatchStep::from(out);
-            sizer.observe(step.handled, step.elapsed_us);
-            account(&step, self.observer, skipped);
-            offset +=
-                out.locked + out.malformed + out.parent_waiting + out.cross_slot + out.restored;
-            done += out.removed;
-            if out.exhausted || self.opts.stopping() {
-                return Ok(done);
-            }
+        let mut rounds = PrefixRounds {
+            work: self,
+            selection: *sel,
+            offset: 0,
+            exhausted: false,
+        };
+        let run = self.opts.batching(self.observer);
+        Ok(run_rounds(con, &mut rounds, &mut sizer, run, skipped).await?)
+    }
+}
+
+/// The prefix sweep as rounds of the batch loop: each call selects and removes the oldest
+/// selected jobs past `offset` (the jobs earlier calls held back), until the set has none left.
+struct PrefixRounds<'w, 'a> {
+    work: &'w StateWork<'a>,
+    selection: Selection,
+    offset: u64,
+    exhausted: bool,
+}
+
+impl Rounds for PrefixRounds<'_, '_> {
+    async fn next<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        limit: u64,
+        budget_us: u64,
+    ) -> RedisResult<Option<BatchStep>> {
+        if self.exhausted {
+            return Ok(None);
         }
+        let w = self.work;
+        let batch = PrefixBatch {
+            selection: self.selection,
+            limit,
+            budget_us,
+            offset: self.offset,
+            protect_parents: w.protect_parents,
+            sort_get: w.opts.sort_get.allowed(),
+        };
+        let (out, sort_refused) = scripts()
+            .sweep_prefix(con, w.keys, w.state, &batch, w.audit_ctx)
+            .await?;
+        if sort_refused {
+            w.opts.sort_get.refused();
+        }
+        self.offset +=
+            out.locked + out.malformed + out.parent_waiting + out.cross_slot + out.restored;
+        self.exhausted = out.exhausted;
+        Ok(Some(BatchStep::from(out)))
     }
 }
