@@ -285,7 +285,7 @@ policies:
     let out = w.run(&policy, &["--json", "run"]);
     assert_exit(&out, 1, "audit store unavailable");
     let report: JsonReport = serde_json::from_slice(&out.stdout).expect("json");
-    assert_queue_error(report.queue("billing"), "sla.auditRequired");
+    assert_queue_error(report.queue("billing"), "sla.auditRequired", "audit");
     assert_eq!(report.queue("mail").states["completed"].done, Some(50));
     let mut con = w.con();
     let left: u64 = con.zcard("bull:billing:completed").expect("zcard");

@@ -341,7 +341,7 @@ fn one_failing_queue_does_not_stop_the_others() {
         "a failed queue makes the run fail"
     );
     let report: JsonReport = serde_json::from_slice(&out.stdout).expect("report still printed");
-    assert_queue_error(report.queue("a-broken"), "WRONGTYPE");
+    assert_queue_error(report.queue("a-broken"), "WRONGTYPE", "redis");
     let fine = report.queue("b-fine");
     assert_eq!(fine.states["completed"].done, Some(10));
     assert!(fine.error.is_none());

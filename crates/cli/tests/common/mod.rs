@@ -343,13 +343,15 @@ pub fn assert_exit(out: &Output, code: i32, needle: &str) {
     assert!(err.contains(needle), "{err}");
 }
 
-/// Asserts that a queue of a report failed with an error that mentions `needle`.
-pub fn assert_queue_error(queue: &JsonQueue, needle: &str) {
+/// Asserts that a queue of a report failed with an error that mentions `needle`, of `kind`
+/// (`errorKind`: redis, permission, audit, ...).
+pub fn assert_queue_error(queue: &JsonQueue, needle: &str, kind: &str) {
     assert!(
         queue.error.as_deref().is_some_and(|e| e.contains(needle)),
         "{:?}",
         queue.error
     );
+    assert_eq!(queue.error_kind.as_deref(), Some(kind), "{:?}", queue.error);
 }
 
 pub fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
