@@ -135,13 +135,9 @@ impl Daemon {
     /// the daemon's shutdown stops it after the batch in progress.
     async fn sweep_locked(&mut self, q: &QueueId, lock: &QueueLock) -> Swept {
         let started = Instant::now();
-        let stop = Cancel::new();
-        let keeper = tokio::spawn(keep_lock(
-            self.con.clone(),
-            lock.clone(),
-            stop.clone(),
-            self.shutdown.clone(),
-        ));
+        // A child of the daemon's token: shutdown stops the run too, a lost lock only this one.
+        let stop = self.shutdown.child();
+        let keeper = tokio::spawn(keep_lock(self.con.clone(), lock.clone(), stop.clone()));
         let scope = RunScope {
             env: self.env.clone(),
             queues: Some(vec![q.clone()]),
@@ -395,28 +391,22 @@ impl Daemon {
     }
 }
 
-/// Renews a run's lock until aborted; cancels `stop` when the lock is lost or on shutdown, so
-/// the run ends after its batch in progress.
-async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Cancel, shutdown: Cancel) {
-    let mut renewed = Instant::now();
+/// Renews a run's lock until aborted; cancels `stop` when the lock is lost, so the run ends
+/// after its batch in progress.
+async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Cancel) {
+    let every = Duration::from_millis(lock::LOCK_TTL_MS / 3);
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if shutdown.is_cancelled() {
-            stop.cancel();
-        }
-        if renewed.elapsed() >= Duration::from_millis(lock::LOCK_TTL_MS / 3) {
-            renewed = Instant::now();
-            match lock.renew(&mut con, lock::LOCK_TTL_MS).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    log(
-                        "warn",
-                        &format!("{}: lock lost; stopping the run", lock.key),
-                    );
-                    stop.cancel();
-                }
-                Err(e) => log("warn", &format!("{}: cannot renew the lock: {e}", lock.key)),
+        tokio::time::sleep(every).await;
+        match lock.renew(&mut con, lock::LOCK_TTL_MS).await {
+            Ok(true) => {}
+            Ok(false) => {
+                log(
+                    "warn",
+                    &format!("{}: lock lost; stopping the run", lock.key),
+                );
+                stop.cancel();
             }
+            Err(e) => log("warn", &format!("{}: cannot renew the lock: {e}", lock.key)),
         }
     }
 }
