@@ -19,6 +19,7 @@ mod redaction;
 mod resolve;
 mod schedule;
 mod selection;
+mod source;
 mod subject;
 mod tokens;
 
@@ -43,6 +44,11 @@ pub use resolve::{
 };
 pub use schedule::{AUTO_MAX, AUTO_MIN, CronSchedule, DEFAULT_SCHEDULE, Schedule};
 pub use selection::Selection;
+pub use source::{
+    DEFAULT_SOURCE_BATCH, DEFAULT_SOURCE_KEEP_FOR, DEFAULT_SOURCE_TIMEOUT, DeleteWhen, JobTimes,
+    KeyTemplate, PartialSourceLink, SOURCE_ACTIONS, Source, SourceAnswer, SourceKind, SourceLink,
+    SourceReason,
+};
 pub use subject::{
     Prefilter, Subject, SubjectReading, mentions_anywhere, read_subjects, text_mentions,
 };

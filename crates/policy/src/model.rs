@@ -8,29 +8,71 @@ use crate::pattern::NamePattern;
 use crate::pii::PiiRules;
 use crate::position::SourcePos;
 use crate::schedule::Schedule;
+use crate::source::{PartialSourceLink, Source};
 use crate::subject::Subject;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// A finished job state that retention rules govern.
+/// A job state that retention rules govern: the finished sets and the pending states
+/// (`active` is never governed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum JobState {
     /// The `completed` sorted set.
     Completed,
     /// The `failed` sorted set.
     Failed,
+    /// The `wait` list (and `paused`, while the queue is paused).
+    Waiting,
+    /// The `delayed` sorted set.
+    Delayed,
+    /// The `prioritized` sorted set.
+    Prioritized,
+    /// The `waiting-children` sorted set: parents waiting for their children.
+    WaitingChildren,
 }
 
 impl JobState {
     /// Every governed state, in display order.
-    pub const ALL: [JobState; 2] = [JobState::Completed, JobState::Failed];
+    pub const ALL: [JobState; 6] = [
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Waiting,
+        JobState::Delayed,
+        JobState::Prioritized,
+        JobState::WaitingChildren,
+    ];
 
-    /// The state's name, which is also its key suffix in BullMQ.
+    /// The finished states, whose sets are ordered by `finishedOn`.
+    pub const FINISHED: [JobState; 2] = [JobState::Completed, JobState::Failed];
+
+    /// The pending states: jobs that have not run yet, aged from their `timestamp`.
+    pub const PENDING: [JobState; 4] = [
+        JobState::Waiting,
+        JobState::Delayed,
+        JobState::Prioritized,
+        JobState::WaitingChildren,
+    ];
+
+    /// The state's name as policy files and reports write it (BullMQ's name for it).
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Completed => "completed",
             JobState::Failed => "failed",
+            JobState::Waiting => "waiting",
+            JobState::Delayed => "delayed",
+            JobState::Prioritized => "prioritized",
+            JobState::WaitingChildren => "waiting-children",
         }
+    }
+
+    /// The state named `name` (as [`JobState::as_str`] writes it).
+    pub fn from_name(name: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Whether the state is a finished set (`completed`, `failed`).
+    pub fn is_finished(self) -> bool {
+        matches!(self, JobState::Completed | JobState::Failed)
     }
 
     /// The actions a rule for this state may take.
@@ -43,6 +85,7 @@ impl JobState {
                 Action::Anonymize,
                 Action::Notify,
             ],
+            _ => &[Action::Remove, Action::Archive, Action::Notify],
         }
     }
 }
@@ -214,6 +257,8 @@ pub struct JobRule {
     pub name: String,
     /// The rule's partial state rules.
     pub rules: StateRules,
+    /// The rule's partial source link (over the policy's).
+    pub source: PartialSourceLink,
 }
 
 /// Business context carried by a policy.
@@ -242,6 +287,8 @@ pub struct Policy {
     pub rules: StateRules,
     /// Rules per job name.
     pub jobs: Vec<JobRule>,
+    /// The policy's partial source link, for every job of its queues.
+    pub source: PartialSourceLink,
     /// Business context.
     pub sla: Option<Sla>,
     /// Scrubbing rules for `action: anonymize`: the policy's `pii` over the top-level one.
@@ -354,6 +401,8 @@ pub struct PolicySet {
     pub notify: NotifyTargets,
     /// Top-level `subjects:`, for every queue.
     pub subjects: Vec<Subject>,
+    /// `sources:` by name: where source-linked rules look their jobs' records up.
+    pub sources: BTreeMap<String, Source>,
     /// The file's `schedule:` (default `1h`), for policies that set none.
     pub schedule: Schedule,
     /// Prices for `schedule: auto`.

@@ -31,6 +31,47 @@ pub struct RawPolicyFile {
     pub schedule: Option<Spanned<RawDuration>>,
     pub timezone: Option<Spanned<String>>,
     pub cost: Option<RawCost>,
+    #[serde(default)]
+    pub sources: BTreeMap<String, Spanned<RawSource>>,
+}
+
+/// One entry of `sources:`: exactly one of `postgres` and `redis`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawSource {
+    pub postgres: Option<Spanned<RawPostgresSource>>,
+    pub redis: Option<Spanned<RawRedisSource>>,
+}
+
+/// `sources.<name>.postgres:`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawPostgresSource {
+    pub url: Option<Spanned<String>>,
+    pub query: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<RawDuration>>,
+    pub batch_size: Option<Spanned<RawCount>>,
+}
+
+/// `sources.<name>.redis:`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawRedisSource {
+    pub url: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+    pub field: Option<Spanned<String>>,
+    pub equals: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<RawDuration>>,
+    pub batch_size: Option<Spanned<RawCount>>,
+}
+
+/// `source:` in a policy or a job rule: which source, and the path of the job's key.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawSourceLink {
+    pub name: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+    pub action: Option<Spanned<String>>,
 }
 
 /// `cost:`, for `report`, `schedule: auto` and the cost-leak alert.
@@ -154,6 +195,9 @@ pub struct RawPolicy {
     pub move_exhausted_to: Option<Spanned<String>>,
     #[serde(default)]
     pub protect_waiting_parents: bool,
+    pub source: Option<Spanned<RawSourceLink>>,
+    pub delete_when: Option<Spanned<String>>,
+    pub keep_for: Option<Spanned<RawDuration>>,
 }
 
 /// Rules keyed by job state.
@@ -162,7 +206,26 @@ pub struct RawPolicy {
 pub struct RawStateRules {
     pub completed: Option<Spanned<RawStateRule>>,
     pub failed: Option<Spanned<RawStateRule>>,
+    pub waiting: Option<Spanned<RawStateRule>>,
+    pub delayed: Option<Spanned<RawStateRule>>,
+    pub prioritized: Option<Spanned<RawStateRule>>,
+    #[serde(rename = "waiting-children")]
+    pub waiting_children: Option<Spanned<RawStateRule>>,
     pub stalled: Option<Spanned<RawStalled>>,
+}
+
+impl RawStateRules {
+    /// The rule written for each governed state, in `JobState::ALL`'s order.
+    pub fn states(&self) -> [&Option<Spanned<RawStateRule>>; 6] {
+        [
+            &self.completed,
+            &self.failed,
+            &self.waiting,
+            &self.delayed,
+            &self.prioritized,
+            &self.waiting_children,
+        ]
+    }
 }
 
 /// A rule for one state; every field is optional so that layers merge field by field.
@@ -183,6 +246,28 @@ pub struct RawJobRule {
     pub name: Option<Spanned<String>>,
     pub completed: Option<Spanned<RawStateRule>>,
     pub failed: Option<Spanned<RawStateRule>>,
+    pub waiting: Option<Spanned<RawStateRule>>,
+    pub delayed: Option<Spanned<RawStateRule>>,
+    pub prioritized: Option<Spanned<RawStateRule>>,
+    #[serde(rename = "waiting-children")]
+    pub waiting_children: Option<Spanned<RawStateRule>>,
+    pub source: Option<Spanned<RawSourceLink>>,
+    pub delete_when: Option<Spanned<String>>,
+    pub keep_for: Option<Spanned<RawDuration>>,
+}
+
+impl RawJobRule {
+    /// The rule written for each governed state, in `JobState::ALL`'s order.
+    pub fn states(&self) -> [&Option<Spanned<RawStateRule>>; 6] {
+        [
+            &self.completed,
+            &self.failed,
+            &self.waiting,
+            &self.delayed,
+            &self.prioritized,
+            &self.waiting_children,
+        ]
+    }
 }
 
 /// `sla:`.

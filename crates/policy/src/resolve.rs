@@ -9,6 +9,7 @@ use crate::model::{
 use crate::pattern::Specificity;
 use crate::pii::PiiRules;
 use crate::schedule::Schedule;
+use crate::source::SourceLink;
 use crate::subject::Subject;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -117,6 +118,8 @@ pub struct EffectiveJobRule {
     pub name: String,
     /// Rules per state.
     pub states: BTreeMap<JobState, EffectiveRule>,
+    /// The source link for jobs of this name (the job rule's over the policy's).
+    pub source: Option<Sourced<SourceLink>>,
 }
 
 /// The rules in force for one queue.
@@ -130,6 +133,8 @@ pub struct EffectivePolicy {
     pub states: BTreeMap<JobState, EffectiveRule>,
     /// Rules for named jobs.
     pub jobs: Vec<EffectiveJobRule>,
+    /// The policy's source link, for jobs that no job rule names.
+    pub source: Option<Sourced<SourceLink>>,
     /// The winning policy's SLA.
     pub sla: Option<Sla>,
     /// Scrubbing rules for `action: anonymize`.
@@ -280,6 +285,12 @@ impl PolicySet {
                 states.insert(state, rule);
             }
         }
+        let policy_source = winner.source.complete(&self.sources).map(|link| Sourced {
+            value: link,
+            source: Provenance::Policy {
+                policy: winner.name.clone(),
+            },
+        });
         let jobs = winner
             .jobs
             .iter()
@@ -303,9 +314,24 @@ impl PolicySet {
                         job_states.insert(state, rule);
                     }
                 }
+                let source = if job.source.is_empty() {
+                    policy_source.clone()
+                } else {
+                    job.source
+                        .over(&winner.source)
+                        .complete(&self.sources)
+                        .map(|link| Sourced {
+                            value: link,
+                            source: Provenance::JobRule {
+                                policy: winner.name.clone(),
+                                job: job.name.clone(),
+                            },
+                        })
+                };
                 EffectiveJobRule {
                     name: job.name.clone(),
                     states: job_states,
+                    source,
                 }
             })
             .collect();
@@ -314,6 +340,7 @@ impl PolicySet {
             policy: winner.name.clone(),
             states,
             jobs,
+            source: policy_source,
             sla: winner.sla.clone(),
             pii: winner.pii.clone(),
             schedule: winner

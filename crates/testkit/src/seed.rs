@@ -92,7 +92,6 @@ pub async fn seed_queue<C: ConnectionLike>(
                 ("finishedOn", finished.to_string()),
             ];
             match state {
-                JobState::Completed => fields.push(("returnvalue", r#"{"ok":true}"#.to_string())),
                 JobState::Failed => {
                     fields.push(("failedReason", "upstream timed out".to_string()));
                     fields.push((
@@ -101,6 +100,7 @@ pub async fn seed_queue<C: ConnectionLike>(
                             .to_string(),
                     ));
                 }
+                _ => fields.push(("returnvalue", r#"{"ok":true}"#.to_string())),
             }
             pipe.hset_multiple(keys.job(&id), &fields).ignore();
             pipe.zadd(keys.finished_set(state), &id, finished).ignore();

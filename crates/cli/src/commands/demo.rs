@@ -114,7 +114,7 @@ async fn counts(
     let mut pipe = redis::pipe();
     for spec in specs {
         let keys = QueueKeys::new(&spec.base);
-        for state in JobState::ALL {
+        for state in JobState::FINISHED {
             pipe.zcard(keys.finished_set(state));
         }
     }

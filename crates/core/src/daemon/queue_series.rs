@@ -83,7 +83,7 @@ impl Sums {
         for (state, count) in &slot.counts {
             *self.jobs.entry(state.clone()).or_default() += count;
         }
-        for state in JobState::ALL {
+        for state in JobState::FINISHED {
             let Some(rule) = slot.policy.states.get(&state) else {
                 continue;
             };

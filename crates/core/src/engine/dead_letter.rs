@@ -35,7 +35,7 @@ impl QueueRun<'_> {
             Some(Ok(archive)) => Some(archive),
             _ => None,
         };
-        for state in JobState::ALL {
+        for state in JobState::FINISHED {
             // Past `cold` first, so the cold phase below only meets jobs inside its window.
             let gone = self
                 .phase(

@@ -78,7 +78,7 @@ pub async fn remove_finished<C: ConnectionLike>(
 ) -> Result<u64> {
     let keys = QueueKeys::new(&queue.base);
     let mut removed = 0;
-    for state in JobState::ALL {
+    for state in JobState::FINISHED {
         let mut ids: Vec<&str> = finished
             .iter()
             .filter(|(s, _)| *s == state)

@@ -238,7 +238,7 @@ impl<'a> QueueRun<'a> {
         notices: &mut Vec<Notice>,
     ) -> std::result::Result<(), Error> {
         let keys = QueueKeys::new(&self.queue.base);
-        for state in JobState::ALL {
+        for state in JobState::FINISHED {
             let Some(groups) = RuleGroups::for_state(self.policy, state, self.opts.now_ms) else {
                 continue;
             };

@@ -155,7 +155,7 @@ async fn backlog(
     eff: &EffectivePolicy,
 ) -> redis::RedisResult<Vec<Backlog>> {
     let mut backlog = Vec::new();
-    for state in JobState::ALL {
+    for state in JobState::FINISHED {
         let Some(max) = eff.states.get(&state).and_then(|r| r.max_count.as_ref()) else {
             continue;
         };

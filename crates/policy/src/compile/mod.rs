@@ -9,6 +9,7 @@ mod graph;
 mod policies;
 mod privacy;
 mod schema;
+mod sources;
 mod suggest;
 pub(crate) mod syntax;
 mod targets;
@@ -163,6 +164,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     let schedule = c.file_schedule(&raw);
     let cost = c.cost(&raw);
     let subjects = c.subjects(&raw.subjects, "subjects");
+    let sources = c.sources(&raw);
     let policies = c.policies(&raw, &aliases, global_pii.as_ref());
     let tenants = c.tenants(&raw, &aliases);
     graph::check_ties(&mut c, &policies);
@@ -183,6 +185,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             archive,
             notify,
             subjects,
+            sources,
             schedule,
             cost,
             warnings: c.warnings,

@@ -6,6 +6,7 @@ use super::{Checker, DEFAULT_LAYOUT, pos};
 use crate::cost::{CostModel, PRESETS, preset};
 use crate::layout::Layout;
 use crate::model::{DaemonSettings, JobRule, Policy, RunMode, Sla, TenantOverride};
+use crate::source::PartialSourceLink;
 use crate::pii::PiiRules;
 use crate::position::SourcePos;
 use crate::raw::{RawPolicy, RawPolicyFile};
@@ -223,12 +224,16 @@ impl Checker {
             .as_ref()
             .and_then(|t| self.pattern(t, &format!("{path}.tenant")));
         let tenant_failed = rp.tenant.is_some() && tenant.is_none();
-        let rules = self.state_rules(
-            &rp.rules.completed,
-            &rp.rules.failed,
-            &format!("{path}.rules"),
+        let rules = self.state_rules(rp.rules.states(), &format!("{path}.rules"));
+        let source = self.source_link(
+            raw,
+            &rp.source,
+            &rp.delete_when,
+            &rp.keep_for,
+            &PartialSourceLink::default(),
+            path,
         );
-        let jobs = self.job_rules(rp, path);
+        let jobs = self.job_rules(raw, rp, &source, path);
         let pii = match &rp.pii {
             Some(own) => Some(self.pii(own, global_pii, &format!("{path}.pii"))),
             None => global_pii.cloned(),
@@ -248,6 +253,7 @@ impl Checker {
             tenant,
             rules,
             jobs,
+            source,
             sla,
             pii,
             subjects,
@@ -258,12 +264,27 @@ impl Checker {
     }
 
     /// A policy's `jobs:`; names must be unique within it.
-    fn job_rules(&mut self, rp: &RawPolicy, path: &str) -> Vec<JobRule> {
+    fn job_rules(
+        &mut self,
+        raw: &RawPolicyFile,
+        rp: &RawPolicy,
+        policy_link: &PartialSourceLink,
+        path: &str,
+    ) -> Vec<JobRule> {
         let mut jobs = Vec::new();
         let mut seen: HashMap<String, ()> = HashMap::new();
         for (j, job) in rp.jobs.iter().enumerate() {
             let jpath = format!("{path}.jobs[{j}]");
-            let rules = self.state_rules(&job.value.completed, &job.value.failed, &jpath);
+            let jv = &job.value;
+            let rules = self.state_rules(jv.states(), &jpath);
+            let source = self.source_link(
+                raw,
+                &jv.source,
+                &jv.delete_when,
+                &jv.keep_for,
+                policy_link,
+                &jpath,
+            );
             match &job.value.name {
                 Some(n) if !n.value.is_empty() => {
                     if seen.insert(n.value.clone(), ()).is_some() {
@@ -276,6 +297,7 @@ impl Checker {
                     jobs.push(JobRule {
                         name: n.value.clone(),
                         rules,
+                        source,
                     });
                 }
                 _ => self.error(&job.referenced, &jpath, "job rule is missing `name`"),
@@ -386,7 +408,7 @@ impl Checker {
                 &format!("{path}.environment"),
             );
             let o = &t.value.overrides;
-            let overrides = self.state_rules(&o.completed, &o.failed, &format!("{path}.overrides"));
+            let overrides = self.state_rules(o.states(), &format!("{path}.overrides"));
             if let Some(st) = &o.stalled {
                 self.error_hint(
                     &st.referenced,

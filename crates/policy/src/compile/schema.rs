@@ -36,6 +36,10 @@ const STATE_RULE: Shape = Shape::Fields(&[
 const STATE_RULES: Shape = Shape::Fields(&[
     ("completed", STATE_RULE),
     ("failed", STATE_RULE),
+    ("waiting", STATE_RULE),
+    ("delayed", STATE_RULE),
+    ("prioritized", STATE_RULE),
+    ("waiting-children", STATE_RULE),
     (
         "stalled",
         Shape::Fields(&[("maxAge", Shape::Any), ("action", Shape::Any)]),
@@ -66,6 +70,13 @@ const POLICY: Shape = Shape::Fields(&[
             ("name", Shape::Any),
             ("completed", STATE_RULE),
             ("failed", STATE_RULE),
+            ("waiting", STATE_RULE),
+            ("delayed", STATE_RULE),
+            ("prioritized", STATE_RULE),
+            ("waiting-children", STATE_RULE),
+            ("source", SOURCE_LINK),
+            ("deleteWhen", Shape::Any),
+            ("keepFor", Shape::Any),
         ])),
     ),
     (
@@ -92,6 +103,38 @@ const POLICY: Shape = Shape::Fields(&[
     ),
     ("moveExhaustedTo", Shape::Any),
     ("protectWaitingParents", Shape::Any),
+    ("source", SOURCE_LINK),
+    ("deleteWhen", Shape::Any),
+    ("keepFor", Shape::Any),
+]);
+
+const SOURCE_LINK: Shape = Shape::Fields(&[
+    ("name", Shape::Any),
+    ("key", Shape::Any),
+    ("action", Shape::Any),
+]);
+
+const SOURCE: Shape = Shape::Fields(&[
+    (
+        "postgres",
+        Shape::Fields(&[
+            ("url", Shape::Any),
+            ("query", Shape::Any),
+            ("timeout", Shape::Any),
+            ("batchSize", Shape::Any),
+        ]),
+    ),
+    (
+        "redis",
+        Shape::Fields(&[
+            ("url", Shape::Any),
+            ("key", Shape::Any),
+            ("field", Shape::Any),
+            ("equals", Shape::Any),
+            ("timeout", Shape::Any),
+            ("batchSize", Shape::Any),
+        ]),
+    ),
 ]);
 
 /// The keys a policy file may hold, level by level.
@@ -137,6 +180,7 @@ const FILE: Shape = Shape::Fields(&[
             ("maxLeak", Shape::Any),
         ]),
     ),
+    ("sources", Shape::Map(&SOURCE)),
 ]);
 
 /// A YAML node with every key and value located.

@@ -2,11 +2,12 @@
 //! action a rule names has the target it needs, reported at that rule's `action`.
 
 use super::Checker;
-use crate::model::JobState::{self, Completed, Failed};
+use crate::model::JobState;
+use crate::source::SOURCE_ACTIONS;
 use crate::model::{
     Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, NotifyTargets, Webhook,
 };
-use crate::raw::{RawPolicyFile, RawStateRule};
+use crate::raw::{RawPolicyFile, RawSourceLink, RawStateRule};
 use serde_saphyr::{Location, Spanned};
 
 /// One `action:` set in the file: the action, where it is, its key path, and the raw policy
@@ -23,53 +24,51 @@ struct ActionSite<'a> {
 fn action_sites(raw: &RawPolicyFile) -> Vec<ActionSite<'_>> {
     let mut sites = Vec::new();
     for (i, p) in raw.policies.iter().enumerate() {
-        let rules = &p.value.rules;
-        let at = format!("policies[{i}].rules");
-        site(
-            &mut sites,
-            &rules.completed,
-            Completed,
-            format!("{at}.completed"),
-            Some(i),
-        );
-        site(
-            &mut sites,
-            &rules.failed,
-            Failed,
-            format!("{at}.failed"),
-            Some(i),
-        );
+        states(&mut sites, p.value.rules.states(), format!("policies[{i}].rules"), Some(i));
+        link_site(&mut sites, &p.value.source, format!("policies[{i}].source"), i);
         for (j, job) in p.value.jobs.iter().enumerate() {
             let at = format!("policies[{i}].jobs[{j}]");
-            let job = &job.value;
-            site(
-                &mut sites,
-                &job.completed,
-                Completed,
-                format!("{at}.completed"),
-                Some(i),
-            );
-            site(
-                &mut sites,
-                &job.failed,
-                Failed,
-                format!("{at}.failed"),
-                Some(i),
-            );
+            link_site(&mut sites, &job.value.source, format!("{at}.source"), i);
+            states(&mut sites, job.value.states(), at, Some(i));
         }
     }
     for (i, t) in raw.tenants.iter().enumerate() {
-        let (o, at) = (&t.value.overrides, format!("tenants[{i}].overrides"));
-        site(
-            &mut sites,
-            &o.completed,
-            Completed,
-            format!("{at}.completed"),
-            None,
-        );
-        site(&mut sites, &o.failed, Failed, format!("{at}.failed"), None);
+        let at = format!("tenants[{i}].overrides");
+        states(&mut sites, t.value.overrides.states(), at, None);
     }
     sites
+}
+
+/// Adds the sites of the rules written for each state (in `JobState::ALL`'s order).
+fn states<'a>(
+    sites: &mut Vec<ActionSite<'a>>,
+    rules: [&'a Option<Spanned<RawStateRule>>; 6],
+    at: String,
+    policy: Option<usize>,
+) {
+    for (state, rule) in JobState::ALL.into_iter().zip(rules) {
+        site(sites, rule, state, format!("{at}.{state}"), policy);
+    }
+}
+
+/// Adds the site of a source link's action, when it sets a valid one.
+fn link_site<'a>(
+    sites: &mut Vec<ActionSite<'a>>,
+    link: &'a Option<Spanned<RawSourceLink>>,
+    path: String,
+    policy: usize,
+) {
+    if let Some(a) = link.as_ref().and_then(|l| l.value.action.as_ref())
+        && let Some(action) = Action::from_name(&a.value)
+        && SOURCE_ACTIONS.contains(&action)
+    {
+        sites.push(ActionSite {
+            action,
+            at: &a.referenced,
+            path: format!("{path}.action"),
+            policy: Some(policy),
+        });
+    }
 }
 
 /// Adds the site of `rule`'s action, when it sets a valid one for `state`.

@@ -55,7 +55,7 @@ impl Checker {
     }
 
     /// `maxCount`: a whole number, zero or more, written as a number.
-    fn count(&mut self, c: &Spanned<RawCount>, path: &str) -> Option<u64> {
+    pub(super) fn count(&mut self, c: &Spanned<RawCount>, path: &str) -> Option<u64> {
         match &c.value {
             RawCount::Number(n) if *n >= 0.0 && n.fract() == 0.0 && *n <= u64::MAX as f64 => {
                 Some(*n as u64)
@@ -126,6 +126,9 @@ impl Checker {
                 }
             }
         });
+        if !state.is_finished() {
+            self.finished_only(r, state, path);
+        }
         let keep_if = r.keep_if.as_ref().and_then(|k| {
             JsonPath::new(&k.value.path.value)
                 .map_err(|m| self.error(&k.value.path.referenced, format!("{path}.keepIf.path"), m))
@@ -141,6 +144,27 @@ impl Checker {
             keep_for,
             action,
             keep_if,
+        }
+    }
+
+    /// A pending state's rule may not count (`maxCount`) or keep jobs from the events
+    /// (`keepIf`): those read a finished set.
+    fn finished_only(&mut self, r: &RawStateRule, state: JobState, path: &str) {
+        if let Some(c) = &r.max_count {
+            self.error_hint(
+                &c.referenced,
+                format!("{path}.maxCount"),
+                format!("`maxCount` is for finished jobs, not {state} jobs"),
+                "a pending job goes by its age: use `maxAge` (from the job's timestamp)",
+            );
+        }
+        if let Some(k) = &r.keep_if {
+            self.error_hint(
+                &k.referenced,
+                format!("{path}.keepIf"),
+                format!("`keepIf` is for finished jobs, not {state} jobs"),
+                "`keepIf` decides on a completed or failed event; pending jobs have none",
+            );
         }
     }
 
@@ -251,14 +275,14 @@ impl Checker {
         })
     }
 
+    /// The rules written for each state (`states` in `JobState::ALL`'s order).
     pub(super) fn state_rules(
         &mut self,
-        completed: &Option<Spanned<RawStateRule>>,
-        failed: &Option<Spanned<RawStateRule>>,
+        states: [&Option<Spanned<RawStateRule>>; 6],
         path: &str,
     ) -> StateRules {
         let mut out = BTreeMap::new();
-        for (state, rule) in [(JobState::Completed, completed), (JobState::Failed, failed)] {
+        for (state, rule) in JobState::ALL.into_iter().zip(states) {
             if let Some(rule) = rule {
                 let rule = self.state_rule(state, rule, &format!("{path}.{state}"));
                 out.insert(state, rule);
