@@ -4,8 +4,8 @@
 //! latency percentiles, Redis CPU and memory freed, and the ratio to BullMQ from the same run.
 //!
 //! The contenders are in `contenders`, the probe and Redis counters in `probe`, the Node
-//! runner in `node`, the figures and their table in `report`, and `--strategy event`, `scale`
-//! and `cluster` in their own modules.
+//! runner in `node`, the figures and their table in `report`, and `--strategy event`, `scale`,
+//! `cluster`, `report` and `pending` in their own modules.
 #![deny(missing_docs)]
 
 mod cluster;
@@ -13,6 +13,7 @@ mod contenders;
 mod event;
 mod memory_report;
 mod node;
+mod pending;
 mod probe;
 mod report;
 mod scale;
@@ -50,6 +51,28 @@ pub enum Strategy {
     /// `report` on `--jobs` jobs: its Redis CPU and longest call, against the exact measure
     /// (`MEMORY USAGE … SAMPLES 0` of every key).
     Report,
+    /// `--jobs` waiting jobs, then as many delayed, the oldest half expired: bullsweep's
+    /// removal of them against BullMQ's `Job.remove` looped over the same ids.
+    Pending,
+}
+
+impl Strategy {
+    /// `--jobs` when not given: a million for `pending`, 200,000 for the others.
+    pub fn default_jobs(self) -> u64 {
+        match self {
+            Strategy::Pending => 1_000_000,
+            _ => 200_000,
+        }
+    }
+
+    /// `--seconds` when not given: the cap on each BullMQ contender's run for `pending`
+    /// (600), the load per contender and round for `event` (10).
+    pub fn default_seconds(self) -> u64 {
+        match self {
+            Strategy::Pending => 600,
+            _ => 10,
+        }
+    }
 }
 
 /// Queues the forget dataset is spread over.
@@ -60,7 +83,7 @@ pub(crate) const FORGET_SUBJECT: &str = "u42";
 /// What to measure, and where.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
-    /// Completed jobs in each dataset.
+    /// Jobs in each dataset (completed ones, or pending ones for `Strategy::Pending`).
     pub jobs: u64,
     /// Approximate size of each job hash in bytes.
     pub job_bytes: usize,
@@ -70,7 +93,8 @@ pub struct BenchConfig {
     pub rounds: u32,
     /// `Strategy::Event`: completions per second.
     pub rate: u64,
-    /// `Strategy::Event`: seconds of load per contender and round.
+    /// `Strategy::Event`: seconds of load per contender and round; `Strategy::Pending`: the
+    /// most each BullMQ contender may run.
     pub seconds: u64,
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.
     pub compat_dir: PathBuf,
@@ -138,6 +162,13 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     if args.strategy == Strategy::Report {
         return memory_report::run(&mut con, &url, args).await;
     }
+    if args.strategy == Strategy::Pending {
+        if !node_ready {
+            return Err(Error::config(report.skipped.join("; "))
+                .with_hint("the pending bench needs Node and BullMQ for its contender"));
+        }
+        return pending::run(&mut con, &url, args, &node).await;
+    }
     if args.strategy == Strategy::Event {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
@@ -202,7 +233,11 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
             .collect(),
         // The plain sweep runs beside the archive, so that their ratio comes from one run.
         Strategy::Archive => vec!["bullsweep".into(), "archive".into()],
-        Strategy::Event | Strategy::Scale | Strategy::Cluster | Strategy::Report => {
+        Strategy::Event
+        | Strategy::Scale
+        | Strategy::Cluster
+        | Strategy::Report
+        | Strategy::Pending => {
             vec!["archive".into()]
         }
         Strategy::Forget => ["bullsweep", "bullmq"]

@@ -144,23 +144,45 @@ pub(crate) async fn stop_counters(
 pub(crate) async fn slowlog_max_ms<C: redis::aio::ConnectionLike>(
     con: &mut C,
 ) -> Result<f64, redis::RedisError> {
+    Ok(slowlog_longest(con).await?.map_or(0.0, |(ms, _)| ms))
+}
+
+/// The longest call SLOWLOG holds: its time in ms and its first words (a script's SHA and
+/// keys, or a command and its key), for saying which call it was.
+pub(crate) async fn slowlog_longest<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+) -> Result<Option<(f64, String)>, redis::RedisError> {
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(100_000)
         .query_async(con)
         .await?;
-    let longest = entries
+    let words = |v: Option<&redis::Value>| -> String {
+        let Some(redis::Value::Array(args)) = v else {
+            return String::new();
+        };
+        args.iter()
+            .take(5)
+            .map(|a| match a {
+                redis::Value::BulkString(b) => {
+                    String::from_utf8_lossy(&b[..b.len().min(40)]).into_owned()
+                }
+                other => format!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    Ok(entries
         .iter()
         .filter_map(|e| match e {
             redis::Value::Array(fields) => match fields.get(2) {
-                Some(redis::Value::Int(us)) => Some(*us),
+                Some(redis::Value::Int(us)) => Some((*us, words(fields.get(3)))),
                 _ => None,
             },
             _ => None,
         })
-        .max()
-        .unwrap_or(0);
-    Ok(longest as f64 / 1_000.0)
+        .max_by_key(|(us, _)| *us)
+        .map(|(us, what)| (us as f64 / 1_000.0, what)))
 }
 
 /// Empties the bench's Redis database between runs.

@@ -140,7 +140,8 @@ impl Measurement {
     }
 }
 
-pub(crate) fn bench_table(report: &BenchReport) -> String {
+/// One row per measurement: the columns every contender bench shares.
+pub(crate) fn measurement_table(rows: &[Measurement]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY).set_header(vec![
         "contender",
@@ -155,7 +156,7 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
         "freed MB",
         "client peak RSS MB",
     ]);
-    for m in &report.summary {
+    for m in rows {
         t.add_row(vec![
             m.contender.clone(),
             m.removed.to_string(),
@@ -170,6 +171,11 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
             format!("{:.0}", m.client_peak_rss_mb),
         ]);
     }
+    t
+}
+
+pub(crate) fn bench_table(report: &BenchReport) -> String {
+    let t = measurement_table(&report.summary);
     let rounds = report.rounds.iter().map(|m| m.round).max().unwrap_or(0);
     let what = if report.strategy == "forget" {
         "finished jobs in 20 queues, one user's erased (jobs = jobs scanned)"
@@ -211,7 +217,7 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
 }
 
 /// A ratio's line under the table: its median, then each round's.
-fn ratio_line(what: &str, median: f64, rounds: &[f64]) -> String {
+pub(crate) fn ratio_line(what: &str, median: f64, rounds: &[f64]) -> String {
     let each: Vec<String> = rounds.iter().map(|r| format!("{r:.2}x")).collect();
     format!(
         "\n{what} jobs/s: {median:.2}x median (rounds: {})",

@@ -413,14 +413,18 @@ pub enum StrategyArg {
     /// `report` on `--jobs` jobs in ten queues: its Redis CPU seconds and longest call,
     /// against the exact measure it estimates (`MEMORY USAGE … SAMPLES 0` of every key).
     Report,
+    /// `--jobs` waiting jobs, then as many delayed, the oldest half older than `maxAge: 1h`:
+    /// bullsweep's removal against BullMQ's `Job.remove` looped over the same ids (capped at
+    /// `--seconds`).
+    Pending,
 }
 
 /// `bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Completed jobs in each dataset.
-    #[arg(long, default_value_t = 200_000)]
-    pub jobs: u64,
+    /// Jobs in each dataset [default: 200000; 1000000 for `--strategy pending`].
+    #[arg(long)]
+    pub jobs: Option<u64>,
     /// Approximate size of each job hash in bytes.
     #[arg(long, default_value_t = 1_500)]
     pub job_bytes: usize,
@@ -433,9 +437,10 @@ pub struct BenchArgs {
     /// `--strategy event`: completions per second.
     #[arg(long, default_value_t = 5_000)]
     pub rate: u64,
-    /// `--strategy event`: seconds of load per contender and round.
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
+    /// `--strategy event`: seconds of load per contender and round [default: 10];
+    /// `--strategy pending`: the most each BullMQ contender may run [default: 600].
+    #[arg(long)]
+    pub seconds: Option<u64>,
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.
     #[arg(long, env = "BULLSWEEP_COMPAT_DIR", default_value = "tests/compat")]
     pub compat_dir: PathBuf,

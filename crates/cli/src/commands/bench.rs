@@ -7,21 +7,23 @@ use bullsweep_bench::{BenchConfig, Strategy};
 
 /// Runs the bench and prints its table (or JSON).
 pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
+    let strategy = match args.strategy {
+        StrategyArg::Sweep => Strategy::Sweep,
+        StrategyArg::Archive => Strategy::Archive,
+        StrategyArg::Forget => Strategy::Forget,
+        StrategyArg::Event => Strategy::Event,
+        StrategyArg::Scale => Strategy::Scale,
+        StrategyArg::Cluster => Strategy::Cluster,
+        StrategyArg::Report => Strategy::Report,
+        StrategyArg::Pending => Strategy::Pending,
+    };
     let config = BenchConfig {
-        jobs: args.jobs,
+        jobs: args.jobs.unwrap_or(strategy.default_jobs()),
         job_bytes: args.job_bytes,
-        strategy: match args.strategy {
-            StrategyArg::Sweep => Strategy::Sweep,
-            StrategyArg::Archive => Strategy::Archive,
-            StrategyArg::Forget => Strategy::Forget,
-            StrategyArg::Event => Strategy::Event,
-            StrategyArg::Scale => Strategy::Scale,
-            StrategyArg::Cluster => Strategy::Cluster,
-            StrategyArg::Report => Strategy::Report,
-        },
+        strategy,
         rounds: args.rounds,
         rate: args.rate,
-        seconds: args.seconds,
+        seconds: args.seconds.unwrap_or(strategy.default_seconds()),
         compat_dir: args.compat_dir.clone(),
         redis: cli.redis.clone(),
         reload: args.reload,
