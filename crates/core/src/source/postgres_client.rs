@@ -273,7 +273,7 @@ fn connect_failure(e: ConnectError) -> Failure {
     }
     // tokio-postgres keeps its error kinds private; its words name the two that are about
     // credentials: a failed exchange, and a password the server asked for and the URL lacks.
-    let text = e.to_string();
+    let text = words(&e);
     if text.starts_with("authentication error") || text.ends_with("password missing") {
         return Failure::new(
             SourceFailure::Auth,
@@ -288,13 +288,24 @@ fn connect_failure(e: ConnectError) -> Failure {
     )
 }
 
+/// The driver's error with its causes (its own words name only its kind).
+fn words(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
+
 /// The failure an error met preparing or running the query makes: the server's own message
 /// for an error it answered, a broken connection otherwise.
 fn query_failure(e: tokio_postgres::Error) -> Failure {
     let Some(db) = e.as_db_error() else {
         return Failure::new(
             SourceFailure::Unreachable,
-            format!("the connection failed during the query: {e}"),
+            format!("the connection failed during the query: {}", words(&e)),
         );
     };
     let code = db.code().code();
