@@ -255,7 +255,7 @@ fn postgres_query_errors_name_the_source_and_what_to_fix() {
         (
             "intid",
             "SELECT id AS key FROM orders WHERE length(id) = ANY($1)",
-            "operator does not exist",
+            "operator does not exist: integer = text (`$1` is the keys as text[]",
         ),
         (
             "nodiv",
@@ -375,6 +375,7 @@ fn a_wrong_postgres_password_is_an_auth_failure() {
     assert!(e.message.contains("secure:***@"), "{}", e.message);
     let e = l.failure("none", &["a"]);
     assert_eq!(e.kind, SourceFailure::Auth, "{}", e.message);
+    assert!(e.message.contains("gives none"), "{}", e.message);
     assert_eq!(
         l.answers("right", &["a", "gone"]),
         answers_of(&[("a", found(None, None)), ("gone", SourceAnswer::Missing)])

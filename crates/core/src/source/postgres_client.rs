@@ -274,7 +274,13 @@ fn connect_failure(e: ConnectError) -> Failure {
     // tokio-postgres keeps its error kinds private; its words name the two that are about
     // credentials: a failed exchange, and a password the server asked for and the URL lacks.
     let text = words(&e);
-    if text.starts_with("authentication error") || text.ends_with("password missing") {
+    if text.ends_with("password missing") {
+        return Failure::new(
+            SourceFailure::Auth,
+            "PostgreSQL asks for a password and the source's url gives none",
+        );
+    }
+    if text.starts_with("authentication error") {
         return Failure::new(
             SourceFailure::Auth,
             format!(
@@ -314,9 +320,14 @@ fn query_failure(e: tokio_postgres::Error) -> Failure {
     } else {
         SourceFailure::Query
     };
-    let hint = db
-        .hint()
-        .map(|h| format!(" (hint: {h})"))
-        .unwrap_or_default();
+    let hint = match db.hint() {
+        // `$1` compared with a column of another type.
+        _ if code == "42883" => {
+            " (`$1` is the keys as text[]: compare them with text, e.g. `id::text = ANY($1)`)"
+                .to_string()
+        }
+        Some(h) => format!(" (hint: {h})"),
+        None => String::new(),
+    };
     Failure::new(kind, format!("the query failed: {}{hint}", db.message()))
 }
