@@ -1,7 +1,8 @@
 --[[
   prelude/job_tree.lua: removal of a job in any state, with its children, as BullMQ's Job.remove()
   does it (removeJob with removeChildren). Prepended (after removal.lua) to the
-  scripts that remove jobs outside the finished sets: erase_jobs.lua and stalled_jobs.lua. It defines
+  scripts that remove jobs outside the finished sets: erase_jobs.lua, stalled_jobs.lua and
+  job_remove.lua. It defines
   functions only.
 ]]
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
@@ -36,6 +37,19 @@ local function leaveState(p, id)
     end
   end
   return 'unknown'
+end
+
+-- The scheduler whose current iteration the job is (BullMQ's Job.remove refuses it), or nil.
+local function schedulerOf(p, id)
+  local sid = rcall('HGET', p .. id, 'rjk')
+  if not sid then
+    return nil
+  end
+  local millis = rcall('ZSCORE', p .. 'repeat', sid)
+  if millis and id == ('repeat:' .. sid .. ':' .. millis) then
+    return sid
+  end
+  return nil
 end
 
 -- Whether the job or any pending child (recursively) holds a worker lock.
@@ -95,11 +109,13 @@ local function removeChildren(jobKey, children)
   end
 end
 
--- Removes a job and its children; returns the state it left.
-removeTree = function(p, id, children)
+-- Removes a job and its children; returns the state it left. `leave`, when given, takes the
+-- job out of the state the caller found it in and returns that state's name (a bounded
+-- removal from a long list); else every state is tried.
+removeTree = function(p, id, children, leave)
   local jobKey = p .. id
   local f = rcall('HMGET', jobKey, 'parentKey', 'deid')
-  local prev = leaveState(p, id)
+  local prev = leave and leave() or leaveState(p, id)
   releaseParent(jobKey, f[1])
   removeChildren(jobKey, children)
   releaseDedup(p, id, f[2])
