@@ -96,10 +96,20 @@ impl Whereabouts {
     /// A source of `kind` at `url`, or in the governed Redis when `url` is `None`.
     pub(super) fn new(kind: &str, url: Option<&str>) -> Self {
         match url {
-            Some(url) => Whereabouts {
-                shown: format!("{kind} at {}", redact(url)),
-                secrets: passwords(url),
-            },
+            Some(url) => {
+                let secrets = passwords(url);
+                // `redact` marks a password even where there is none; a URL without one is
+                // shown as it is, its user included.
+                let url = if secrets.is_empty() {
+                    url.to_string()
+                } else {
+                    redact(url)
+                };
+                Whereabouts {
+                    shown: format!("{kind} at {url}"),
+                    secrets,
+                }
+            }
             None => Whereabouts {
                 shown: format!("{kind}, the governed Redis"),
                 secrets: Vec::new(),

@@ -273,8 +273,14 @@ fn connect_failure(e: ConnectError) -> Failure {
     }
     // tokio-postgres keeps its error kinds private; its words name the two that are about
     // credentials: a failed exchange, and a password the server asked for and the URL lacks.
-    let text = e.to_string();
-    if text.starts_with("authentication error") || text.ends_with("password missing") {
+    let text = words(&e);
+    if text.ends_with("password missing") {
+        return Failure::new(
+            SourceFailure::Auth,
+            "PostgreSQL asks for a password and the source's url gives none",
+        );
+    }
+    if text.starts_with("authentication error") {
         return Failure::new(
             SourceFailure::Auth,
             format!(
@@ -288,13 +294,24 @@ fn connect_failure(e: ConnectError) -> Failure {
     )
 }
 
+/// The driver's error with its causes (its own words name only its kind).
+fn words(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
+
 /// The failure an error met preparing or running the query makes: the server's own message
 /// for an error it answered, a broken connection otherwise.
 fn query_failure(e: tokio_postgres::Error) -> Failure {
     let Some(db) = e.as_db_error() else {
         return Failure::new(
             SourceFailure::Unreachable,
-            format!("the connection failed during the query: {e}"),
+            format!("the connection failed during the query: {}", words(&e)),
         );
     };
     let code = db.code().code();
@@ -303,9 +320,14 @@ fn query_failure(e: tokio_postgres::Error) -> Failure {
     } else {
         SourceFailure::Query
     };
-    let hint = db
-        .hint()
-        .map(|h| format!(" (hint: {h})"))
-        .unwrap_or_default();
+    let hint = match db.hint() {
+        // `$1` compared with a column of another type.
+        _ if code == "42883" => {
+            " (`$1` is the keys as text[]: compare them with text, e.g. `id::text = ANY($1)`)"
+                .to_string()
+        }
+        Some(h) => format!(" (hint: {h})"),
+        None => String::new(),
+    };
     Failure::new(kind, format!("the query failed: {}{hint}", db.message()))
 }
