@@ -447,6 +447,25 @@ impl DaemonMetrics {
         self.batches.failed_batches.get_or_create(&labels).inc();
     }
 
+    /// Shows a zero for each kind of failure of each source a queue's links ask, so that the
+    /// series exist before the first failure.
+    pub fn zero_source_errors<'s>(
+        &self,
+        labels: &QueueLabels,
+        sources: impl Iterator<Item = &'s str>,
+    ) {
+        for source in sources {
+            for kind in crate::source::SourceFailure::ALL {
+                let _ = self.batches.source_errors.get_or_create(&SourceLabels {
+                    queue: labels.queue.clone(),
+                    tenant: labels.tenant.clone(),
+                    source: source.to_string(),
+                    kind: kind.as_str().to_string(),
+                });
+            }
+        }
+    }
+
     /// Counts one failed lookup of `source` for a queue, by what failed.
     pub fn count_source_error(&self, labels: &QueueLabels, source: &str, kind: &str) {
         let labels = SourceLabels {
