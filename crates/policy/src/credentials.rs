@@ -6,8 +6,8 @@
 //! `postgres://user:pw@host/db`, each source's).
 
 use crate::model::{AuditTarget, PolicySet};
-use crate::source::SourceKind;
 use crate::redaction::word_spans;
+use crate::source::SourceKind;
 
 /// What a masked value shows.
 const MASK: &str = "***";
@@ -145,7 +145,10 @@ policies:
             )
         );
         assert!(shown.contains("url: https://hooks.example.com/***\n"));
-        assert!(shown.contains(r#"url: "postgres://app:***@db/shop""#), "{shown}");
+        assert!(
+            shown.contains(r#"url: "postgres://app:***@db/shop""#),
+            "{shown}"
+        );
         assert!(shown.contains(r#"Authorization: "***""#));
         assert!(shown.contains(r#"X-Retry: "***""#));
         assert!(
