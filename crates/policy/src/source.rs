@@ -2,9 +2,9 @@
 //! policy or job rule makes to one (`source`, `deleteWhen`, `keepFor`), and the pure decision
 //! on one job given what its source answered.
 
+use crate::action::Action;
 use crate::duration::Millis;
 use crate::jsonpath::JsonPath;
-use crate::model::Action;
 use crate::position::SourcePos;
 use std::fmt;
 

@@ -31,6 +31,7 @@ mod report;
 mod rules;
 mod run_archive;
 mod shards;
+mod source_linked;
 mod staging;
 mod stalled;
 mod state_walk;

@@ -109,6 +109,13 @@ pub enum Event<'a> {
         /// How many.
         count: u64,
     },
+    /// A source could not be asked about a batch of keys: nothing was done to those jobs.
+    SourceFailed {
+        /// The source's name in `sources:`.
+        source: &'a str,
+        /// What failed (`unreachable`, `timeout`, `query`, `auth`).
+        kind: &'a str,
+    },
     /// Flow parents a call took along with the jobs it removed.
     TakenAlong {
         /// Parents removed with their last child (same queue).

@@ -10,7 +10,7 @@ use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::StateReport;
 use super::rules::RuleGroups;
-use super::state_walk::{LIST_REACH, Row, StateCursor};
+use super::state_walk::{LIST_REACH, PAGE, Row, StateCursor};
 use crate::audit::AuditAction;
 use crate::bullmq::{NamedJob, QueueKeys, StateKey};
 use crate::error::{Error, Result};
@@ -72,7 +72,7 @@ impl QueueRun<'_> {
             let mut cursor = with_retry!(StateCursor::start(con, key.clone(), is_list))?;
             sr.jobs += cursor.total;
             loop {
-                let rows = with_retry!(cursor.next_page(con, &keys, false))?;
+                let rows = with_retry!(cursor.next_page(con, &keys, false, PAGE))?;
                 if rows.is_empty() {
                     break;
                 }

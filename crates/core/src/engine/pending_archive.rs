@@ -74,8 +74,11 @@ impl QueueRun<'_> {
         let mut copies: Vec<PendingCopy> = Vec::with_capacity(rows.len());
         let mut jobs = Vec::with_capacity(rows.len());
         for (r, (hash, logs, dump)) in rows.iter().zip(reads) {
-            let Some(dump) = dump else {
-                // Gone since the page was read.
+            let data_now = hash.iter().find(|(k, _)| k == b"data").map(|(_, v)| v);
+            let Some(dump) = dump.filter(|_| r.data.is_none() || r.data.as_ref() == data_now)
+            else {
+                // Gone since the page was read, or (a source-linked job) its data changed
+                // since its key was looked up.
                 skipped.changed += 1;
                 continue;
             };

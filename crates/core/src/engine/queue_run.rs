@@ -43,6 +43,8 @@ pub(super) struct QueueRun<'a> {
     /// Told what happens, batch by batch and step by step.
     pub observer: &'a dyn Observer,
     pub archive: Option<&'a std::result::Result<RunArchive, String>>,
+    /// The policy file's `sources:`, for source-linked cleanup.
+    pub sources: &'a BTreeMap<String, bullsweep_policy::Source>,
 }
 
 impl<'a> QueueRun<'a> {
@@ -230,7 +232,7 @@ impl<'a> QueueRun<'a> {
         result
     }
 
-    /// The rules of each finished state, then of each pending state.
+    /// The rules of each finished state, then of each pending state, then source links.
     async fn finished_then_pending<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -238,7 +240,8 @@ impl<'a> QueueRun<'a> {
         notices: &mut Vec<Notice>,
     ) -> std::result::Result<(), Error> {
         self.finished_states(con, qr, notices).await?;
-        self.pending_states(con, qr, notices).await
+        self.pending_states(con, qr, notices).await?;
+        self.source_linked(con, qr, notices).await
     }
 
     /// The rules of each finished state; the error names the state.

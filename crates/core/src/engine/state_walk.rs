@@ -12,7 +12,8 @@ use redis::aio::ConnectionLike;
 /// How far into a list, from each end, jobs are read and searched for. LPOS and LREM walk the
 /// list from an end; at this depth each costs a fraction of a millisecond.
 pub(crate) const LIST_REACH: u64 = 20_000;
-/// Jobs read per page (one `LRANGE`/`ZRANGE`, then one pipelined `HMGET` each).
+/// Jobs read per page of the pending rules (one `LRANGE`/`ZRANGE`, then one pipelined
+/// `HMGET` each).
 pub(crate) const PAGE: u64 = 500;
 
 /// One job as the walk read it.
@@ -80,16 +81,17 @@ impl StateCursor {
         })
     }
 
-    /// The next page of jobs with their fields (and `data` when `with_data`); empty when the
-    /// walk is done. Ids whose hash is gone come back without a timestamp (empty).
+    /// The next page of at most `n` jobs with their fields (and `data` when `with_data`);
+    /// empty when the walk is done. Ids whose hash is gone come back without a timestamp.
     pub async fn next_page<C: ConnectionLike>(
         &mut self,
         con: &mut C,
         keys: &QueueKeys,
         with_data: bool,
+        n: u64,
     ) -> RedisResult<Vec<Row>> {
         loop {
-            let ids = self.next_ids(con).await?;
+            let ids = self.next_ids(con, n).await?;
             match ids {
                 Some(ids) if !ids.is_empty() => return read_rows(con, keys, ids, with_data).await,
                 Some(_) => return Ok(Vec::new()),
@@ -103,9 +105,10 @@ impl StateCursor {
     async fn next_ids<C: ConnectionLike>(
         &mut self,
         con: &mut C,
+        n: u64,
     ) -> RedisResult<Option<Vec<String>>> {
         let o = self.offset as i64;
-        let n = PAGE as i64;
+        let n = n.max(1) as i64;
         match self.side {
             Side::Set => redis::cmd("ZRANGE")
                 .arg(&self.key)

@@ -3,9 +3,9 @@
 
 use super::Checker;
 use super::suggest::suggest;
+use crate::action::Action;
 use crate::duration::{BareUnit, Millis};
 use crate::jsonpath::JsonPath;
-use crate::model::Action;
 use crate::raw::{
     RawCount, RawDuration, RawPolicyFile, RawPostgresSource, RawRedisSource, RawSource,
     RawSourceLink,

@@ -2,10 +2,9 @@
 //! action a rule names has the target it needs, reported at that rule's `action`.
 
 use super::Checker;
+use crate::action::Action;
 use crate::model::JobState;
-use crate::model::{
-    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, NotifyTargets, Webhook,
-};
+use crate::model::{ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, NotifyTargets, Webhook};
 use crate::raw::{RawPolicyFile, RawSourceLink, RawStateRule};
 use crate::source::SOURCE_ACTIONS;
 use serde_saphyr::{Location, Spanned};
