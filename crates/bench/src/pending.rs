@@ -13,7 +13,7 @@
 
 use super::node::{NodeTarget, run_node};
 use super::probe::{
-    Prober, flush, flush_async, info_number, slowlog_begin, slowlog_end, slowlog_longest,
+    Prober, flush, flush_async, info_number, slow_calls, slowlog_begin, slowlog_end,
     start_counters, stop_counters,
 };
 use super::report::{Measurement, json_or_table, measurement_table, median, ratio_line, summarize};
@@ -191,15 +191,18 @@ async fn measure(
         "bullsweep" => sweep_until_done(con, url, spec.expired).await?,
         _ => bullmq_removal(node, url, &spec, args.seconds)?,
     };
-    let longest = slowlog_longest(con).await.map_err(redis_err)?;
+    let slow = slow_calls(con).await.map_err(redis_err)?;
     let counters = stop_counters(con, cpu_before).await.map_err(redis_err)?;
     let mem_after = info_number(con, "memory", &["used_memory"])
         .await
         .map_err(redis_err)?;
     check_left(con, url, &spec, contender, removal.removed).await?;
     let mut note = removal.note;
-    if let Some((ms, what)) = longest {
-        note.push_str(&format!("; longest call {ms:.2} ms: {what}"));
+    if slow.longest_ms > 0.0 {
+        note.push_str(&format!(
+            "; {} calls over 5 ms, the longest {:.2} ms: {}",
+            slow.over_5ms, slow.longest_ms, slow.longest
+        ));
     }
     let m = Measurement::of_run(
         &label(contender, state),

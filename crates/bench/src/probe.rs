@@ -144,16 +144,24 @@ pub(crate) async fn stop_counters(
 pub(crate) async fn slowlog_max_ms<C: redis::aio::ConnectionLike>(
     con: &mut C,
 ) -> Result<f64, redis::RedisError> {
-    Ok(slowlog_longest(con).await?.map_or(0.0, |(ms, _)| ms))
+    Ok(slow_calls(con).await?.longest_ms)
 }
 
-/// The longest call SLOWLOG holds: its time in ms and its first words (a script's SHA and
-/// keys, or a command and its key), for saying which call it was. The bench's own `SLOWLOG`
-/// calls are left out: a `SLOWLOG RESET` that frees the entries of a slow contender is itself
-/// logged, and belongs to no contender.
-pub(crate) async fn slowlog_longest<C: redis::aio::ConnectionLike>(
+/// What SLOWLOG says of the calls since it was reset.
+pub(crate) struct SlowCalls {
+    /// The longest call, in ms (0 when none took 1 ms).
+    pub longest_ms: f64,
+    /// Its first words (a script's SHA and keys, or a command and its key).
+    pub longest: String,
+    /// Calls of more than 5 ms.
+    pub over_5ms: usize,
+}
+
+/// The calls SLOWLOG holds, the bench's own `SLOWLOG` calls left out: a `SLOWLOG RESET` that
+/// frees the entries of a slow contender is itself logged, and belongs to no contender.
+pub(crate) async fn slow_calls<C: redis::aio::ConnectionLike>(
     con: &mut C,
-) -> Result<Option<(f64, String)>, redis::RedisError> {
+) -> Result<SlowCalls, redis::RedisError> {
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(100_000)
@@ -173,7 +181,7 @@ pub(crate) async fn slowlog_longest<C: redis::aio::ConnectionLike>(
             })
             .collect()
     };
-    Ok(entries
+    let calls: Vec<(i64, Vec<String>)> = entries
         .iter()
         .filter_map(|e| match e {
             redis::Value::Array(fields) => match fields.get(2) {
@@ -183,8 +191,13 @@ pub(crate) async fn slowlog_longest<C: redis::aio::ConnectionLike>(
             _ => None,
         })
         .filter(|(_, w)| !w.first().is_some_and(|c| c.eq_ignore_ascii_case("slowlog")))
-        .max_by_key(|(us, _)| *us)
-        .map(|(us, w)| (us as f64 / 1_000.0, w.join(" "))))
+        .collect();
+    let longest = calls.iter().max_by_key(|(us, _)| *us);
+    Ok(SlowCalls {
+        longest_ms: longest.map_or(0.0, |(us, _)| *us as f64 / 1_000.0),
+        longest: longest.map(|(_, w)| w.join(" ")).unwrap_or_default(),
+        over_5ms: calls.iter().filter(|(us, _)| *us > 5_000).count(),
+    })
 }
 
 /// Empties the bench's Redis database between runs.
