@@ -5,7 +5,7 @@
 //!
 //! The contenders are in `contenders`, the probe and Redis counters in `probe`, the Node
 //! runner in `node`, the figures and their table in `report`, and `--strategy event`, `scale`,
-//! `cluster`, `report` and `pending` in their own modules.
+//! `cluster`, `report`, `pending` and `source` (in `source_link`) in their own modules.
 #![deny(missing_docs)]
 
 mod cluster;
@@ -17,6 +17,7 @@ mod pending;
 mod probe;
 mod report;
 mod scale;
+mod source_link;
 
 pub use report::{BenchReport, Measurement};
 
@@ -54,22 +55,25 @@ pub enum Strategy {
     /// `--jobs` waiting jobs, then as many delayed, the oldest half expired: bullsweep's
     /// removal of them against BullMQ's `Job.remove` looped over the same ids.
     Pending,
+    /// Source-linked cleanup: `--jobs` delayed reminder jobs against a PostgreSQL table of as
+    /// many orders, half of them gone; against `Job.fromId`, a query and `job.remove()` per job.
+    Source,
 }
 
 impl Strategy {
-    /// `--jobs` when not given: a million for `pending`, 200,000 for the others.
+    /// `--jobs` when not given: a million for `pending` and `source`, 200,000 for the others.
     pub fn default_jobs(self) -> u64 {
         match self {
-            Strategy::Pending => 1_000_000,
+            Strategy::Pending | Strategy::Source => 1_000_000,
             _ => 200_000,
         }
     }
 
-    /// `--seconds` when not given: the cap on each BullMQ contender's run for `pending`
-    /// (600), the load per contender and round for `event` (10).
+    /// `--seconds` when not given: the cap on each BullMQ contender's run for `pending` and
+    /// `source` (600), the load per contender and round for `event` (10).
     pub fn default_seconds(self) -> u64 {
         match self {
-            Strategy::Pending => 600,
+            Strategy::Pending | Strategy::Source => 600,
             _ => 10,
         }
     }
@@ -162,12 +166,15 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     if args.strategy == Strategy::Report {
         return memory_report::run(&mut con, &url, args).await;
     }
-    if args.strategy == Strategy::Pending {
+    if matches!(args.strategy, Strategy::Pending | Strategy::Source) {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
-                .with_hint("the pending bench needs Node and BullMQ for its contender"));
+                .with_hint("this bench needs Node and BullMQ for its contender"));
         }
-        return pending::run(&mut con, &url, args, &node).await;
+        return match args.strategy {
+            Strategy::Pending => pending::run(&mut con, &url, args, &node).await,
+            _ => source_link::run(&mut con, &url, args, &node).await,
+        };
     }
     if args.strategy == Strategy::Event {
         if !node_ready {
@@ -237,7 +244,8 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         | Strategy::Scale
         | Strategy::Cluster
         | Strategy::Report
-        | Strategy::Pending => {
+        | Strategy::Pending
+        | Strategy::Source => {
             vec!["archive".into()]
         }
         Strategy::Forget => ["bullsweep", "bullmq"]

@@ -77,11 +77,11 @@ struct PendingReport {
 }
 
 /// One contender's removal: jobs, seconds, probe samples, and what to note.
-struct Removal {
-    removed: u64,
-    seconds: f64,
-    probes: Vec<Duration>,
-    note: String,
+pub(crate) struct Removal {
+    pub(crate) removed: u64,
+    pub(crate) seconds: f64,
+    pub(crate) probes: Vec<Duration>,
+    pub(crate) note: String,
 }
 
 /// Runs `--strategy pending` and returns the table, or JSON.
@@ -188,7 +188,7 @@ async fn measure(
         .map_err(redis_err)?;
     let cpu_before = start_counters(con).await.map_err(redis_err)?;
     let removal = match contender {
-        "bullsweep" => sweep_until_done(con, url, spec.expired).await?,
+        "bullsweep" => sweep_until_done(con, url, POLICY, spec.expired).await?,
         _ => bullmq_removal(node, url, &spec, args.seconds)?,
     };
     let slow = slow_calls(con).await.map_err(redis_err)?;
@@ -215,11 +215,16 @@ async fn measure(
     Ok((m, note))
 }
 
-/// bullsweep: one discovery, then `bullsweep run`'s sweep until `expired` jobs are removed
-/// or a sweep removes nothing.
-async fn sweep_until_done(con: &mut Conn, url: &str, expired: u64) -> Result<Removal, Error> {
+/// bullsweep: one discovery, then `bullsweep run`'s sweep under `policy` until `expected`
+/// jobs are removed or a sweep removes nothing.
+pub(crate) async fn sweep_until_done(
+    con: &mut Conn,
+    url: &str,
+    policy: &str,
+    expected: u64,
+) -> Result<Removal, Error> {
     let set =
-        bullsweep_policy::compile("bench", POLICY).map_err(|e| Error::runtime(e.to_string()))?;
+        bullsweep_policy::compile("bench", policy).map_err(|e| Error::runtime(e.to_string()))?;
     let prober = Prober::start(url)?;
     let started = Instant::now();
     let inv = engine::inventory(con, &set, None)
@@ -235,9 +240,9 @@ async fn sweep_until_done(con: &mut Conn, url: &str, expired: u64) -> Result<Rem
         }
         sweeps += 1;
         removed += report.done();
-        // Why stop at `expired`: one more sweep would only read the young jobs again to find
+        // Why stop at `expected`: one more sweep would only read the jobs left again to find
         // nothing, a cost of the bench's loop and not of removal.
-        if report.done() == 0 || removed >= expired {
+        if report.done() == 0 || removed >= expected {
             break;
         }
     }

@@ -417,12 +417,16 @@ pub enum StrategyArg {
     /// bullsweep's removal against BullMQ's `Job.remove` looped over the same ids (capped at
     /// `--seconds`).
     Pending,
+    /// `--jobs` delayed reminder jobs against a private PostgreSQL of as many orders, 30%
+    /// deleted and 20% no longer pending: source-linked cleanup against `Job.fromId`, one
+    /// query and `job.remove()` per job (capped at `--seconds`); queries per 1,000 jobs.
+    Source,
 }
 
 /// `bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Jobs in each dataset [default: 200000; 1000000 for `--strategy pending`].
+    /// Jobs in each dataset [default: 200000; 1000000 for `--strategy pending` and `source`].
     #[arg(long)]
     pub jobs: Option<u64>,
     /// Approximate size of each job hash in bytes.
@@ -438,7 +442,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5_000)]
     pub rate: u64,
     /// `--strategy event`: seconds of load per contender and round [default: 10];
-    /// `--strategy pending`: the most each BullMQ contender may run [default: 600].
+    /// `--strategy pending` and `source`: the most each BullMQ contender may run [default:
+    /// 600].
     #[arg(long)]
     pub seconds: Option<u64>,
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.

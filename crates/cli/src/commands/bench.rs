@@ -16,6 +16,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Cluster => Strategy::Cluster,
         StrategyArg::Report => Strategy::Report,
         StrategyArg::Pending => Strategy::Pending,
+        StrategyArg::Source => Strategy::Source,
     };
     let config = BenchConfig {
         jobs: args.jobs.unwrap_or(strategy.default_jobs()),
