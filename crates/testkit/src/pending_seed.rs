@@ -129,3 +129,27 @@ pub async fn seed_pending<C: ConnectionLike>(
         .query_async::<()>(con)
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_expired_jobs_come_first_and_are_older_than_max_age_the_rest_younger_than_half() {
+        let spec = PendingSeed {
+            base: "bull:t".into(),
+            state: JobState::Waiting,
+            jobs: 1_000,
+            expired: 500,
+            max_age_ms: 3_600_000,
+            delay_ms: 0,
+            name: "remind".into(),
+            job_bytes: 200,
+        };
+        let now = 2_000_000_000_000;
+        let ts: Vec<i64> = (0..spec.jobs).map(|i| spec.timestamp(i, now)).collect();
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "added oldest first");
+        assert!(ts[..500].iter().all(|t| now - t > spec.max_age_ms));
+        assert!(ts[500..].iter().all(|t| (1..=spec.max_age_ms / 2 + 1).contains(&(now - t))));
+    }
+}
