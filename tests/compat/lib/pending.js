@@ -58,24 +58,27 @@ async function removeOldJobs(mq, connection, client, queues, state, cutoff) {
   const done = [];
   const gone = [];
   const refused = [];
-  for (const j of selected) {
-    const job = await mq.Job.fromId(queueFor(j), j.id);
-    const still = job && (await Promise.all(STATE_KEYS[state].map(async (suffix) => {
-      const key = `${j.prefix}:${j.queue}:${suffix}`;
-      return (await idsIn(client, key)).includes(j.id);
-    }))).some(Boolean);
-    if (!still) {
-      gone.push(j);
-      continue;
+  try {
+    for (const j of selected) {
+      const job = await mq.Job.fromId(queueFor(j), j.id);
+      const still = job && (await Promise.all(STATE_KEYS[state].map(async (suffix) => {
+        const key = `${j.prefix}:${j.queue}:${suffix}`;
+        return (await idsIn(client, key)).includes(j.id);
+      }))).some(Boolean);
+      if (!still) {
+        gone.push(j);
+        continue;
+      }
+      try {
+        await job.remove();
+        done.push(j);
+      } catch (err) {
+        refused.push({ ...j, error: err.message });
+      }
     }
-    try {
-      await job.remove();
-      done.push(j);
-    } catch (err) {
-      refused.push({ ...j, error: err.message });
-    }
+  } finally {
+    for (const q of open.values()) await q.close();
   }
-  for (const q of open.values()) await q.close();
   return { selected, done, gone, refused, counts };
 }
 
@@ -104,31 +107,34 @@ async function assertReadable(mq, redis, db, queues) {
   for (const { prefix, name } of queues) {
     const base = `${prefix}:${name}`;
     const queue = new mq.Queue(name, { connection: redis.connection(db), prefix });
-    const counts = await queue.getJobCounts('delayed', 'prioritized', 'waiting-children');
-    for (const [state, suffixes] of Object.entries(STATE_KEYS)) {
-      for (const suffix of suffixes) {
-        const ids = await idsIn(client, `${base}:${suffix}`);
-        if (state !== 'waiting') assert.equal(counts[state], ids.length, `${base}: ${state} count`);
-        for (const id of ids) {
-          const job = await queue.getJob(id);
-          assert.ok(job, `${base}: ${id} in ${suffix} is not readable`);
-          assert.notEqual(await job.getState(), 'unknown', `${base}: ${id}`);
-          if (job.parentKey) {
-            assert.equal(await client.exists(job.parentKey), 1, `${base}: ${id}'s parent ${job.parentKey} is gone`);
-          }
-          if (state === 'waiting-children') {
-            for (const child of await client.smembers(`${base}:${id}:dependencies`)) {
-              assert.equal(await client.exists(child), 1, `${base}: ${id} waits for ${child}, which is gone`);
+    try {
+      const counts = await queue.getJobCounts('delayed', 'prioritized', 'waiting-children');
+      for (const [state, suffixes] of Object.entries(STATE_KEYS)) {
+        for (const suffix of suffixes) {
+          const ids = await idsIn(client, `${base}:${suffix}`);
+          if (state !== 'waiting') assert.equal(counts[state], ids.length, `${base}: ${state} count`);
+          for (const id of ids) {
+            const job = await queue.getJob(id);
+            assert.ok(job, `${base}: ${id} in ${suffix} is not readable`);
+            assert.notEqual(await job.getState(), 'unknown', `${base}: ${id}`);
+            if (job.parentKey) {
+              assert.equal(await client.exists(job.parentKey), 1, `${base}: ${id}'s parent ${job.parentKey} is gone`);
+            }
+            if (state === 'waiting-children') {
+              for (const child of await client.smembers(`${base}:${id}:dependencies`)) {
+                assert.equal(await client.exists(child), 1, `${base}: ${id} waits for ${child}, which is gone`);
+              }
             }
           }
         }
       }
+      for (const key of await client.keys(`${base}:de:*`)) {
+        const id = await client.get(key);
+        assert.equal(await client.exists(`${base}:${id}`), 1, `${key} names ${id}, which is gone`);
+      }
+    } finally {
+      await queue.close();
     }
-    for (const key of await client.keys(`${base}:de:*`)) {
-      const id = await client.get(key);
-      assert.equal(await client.exists(`${base}:${id}`), 1, `${key} names ${id}, which is gone`);
-    }
-    await queue.close();
   }
   client.disconnect();
 }

@@ -29,10 +29,18 @@ const VERSIONS = (process.env.BULLSWEEP_BULLMQ ? [process.env.BULLSWEEP_BULLMQ] 
 const QUEUES = ['mail', 'held', 'parents', 'kids', 'slow'].map((name) => ({ prefix: 'bull', name }));
 
 let redis;
+// Every BullMQ queue, worker and flow producer this file opens, closed before the server
+// stops even when a test failed midway (an open one would reconnect forever).
+const opened = [];
+const track = (x) => { opened.push(x); return x; };
 before(async () => { redis = await startRedis(); });
-after(() => redis.stop());
+after(async () => {
+  await Promise.all(opened.map((x) => x.close(true)));
+  redis.stop();
+});
 
-// Old timestamps are distinct and at least two hours back, so "oldest first" has one order.
+// Old timestamps are distinct and at least two hours back, each older than the one before,
+// so "oldest first" has one order.
 let oldSeq = 0;
 const old = () => Date.now() - 2 * HOUR - (++oldSeq) * 1000;
 const young = () => Date.now();
@@ -44,7 +52,7 @@ function policy(rules) {
 // Builds the differential dataset in database `db` with BullMQ module `mq`.
 async function buildDataset(mq, db) {
   const connection = redis.connection(db);
-  const q = Object.fromEntries(QUEUES.map(({ name }) => [name, new mq.Queue(name, { connection })]));
+  const q = Object.fromEntries(QUEUES.map(({ name }) => [name, track(new mq.Queue(name, { connection }))]));
   const { mail, held } = q;
 
   // Plain, deduplicated (with and without TTL) and custom-id jobs in wait.
@@ -79,7 +87,7 @@ async function buildDataset(mq, db) {
 // Flows whose pending jobs are children and parents. Released parents are young, so a
 // removal never turns a job into a new candidate of the same run.
 async function buildFlows(mq, connection) {
-  const flows = new mq.FlowProducer({ connection });
+  const flows = track(new mq.FlowProducer({ connection }));
   const add = (name, queueName, opts, children) => ({ name, queueName, data: { name }, opts, children });
   // F1: an old waiting child, the only one: removing it releases its young parent to `wait`.
   await flows.add(add('f1', 'parents', { timestamp: young() }, [add('f1-child', 'mail', { timestamp: old() })]));
@@ -100,10 +108,12 @@ async function buildFlows(mq, connection) {
   ]));
   // F5: an old prioritized child, the only one: removing it releases its young parent.
   await flows.add(add('f5', 'parents', { timestamp: young() }, [add('f5-child', 'mail', { timestamp: old(), priority: 7 })]));
-  // F6: an old grandparent (older than its child) with an old parent in another queue, whose
-  // own child is young, and a young waiting child.
+  // F6: an old grandparent, older than its old child in another queue (removing it first
+  // takes that child along; removing the child first leaves it waiting for the other child:
+  // either order ends alike), whose own child is young, and a young waiting child.
+  const midTs = old();
   await flows.add(add('f6', 'parents', { timestamp: old() }, [
-    add('f6-mid', 'mail', { timestamp: old() }, [add('f6-leaf', 'mail', { timestamp: young() })]),
+    add('f6-mid', 'mail', { timestamp: midTs }, [add('f6-leaf', 'mail', { timestamp: young() })]),
     add('f6-young', 'mail', { timestamp: young() }),
   ]));
   // F7: a young parent waiting for a young child: never selected.
@@ -114,11 +124,11 @@ async function buildFlows(mq, connection) {
   await flows.add(add('f9', 'parents', { timestamp: old() }, [add('hang', 'slow', { timestamp: old() })]));
   await flows.close();
 
-  const kids = new mq.Queue('kids', { connection });
-  const finisher = new mq.Worker('kids', async (job) => {
+  const kids = track(new mq.Queue('kids', { connection }));
+  const finisher = track(new mq.Worker('kids', async (job) => {
     if (job.name === 'fail') throw new Error('child failed');
     return { ok: job.name };
-  }, { connection });
+  }, { connection }));
   await waitFor('the kids to finish', async () => {
     const c = await kids.getJobCounts('completed', 'failed');
     return c.completed === 1 && c.failed === 1;
@@ -126,8 +136,8 @@ async function buildFlows(mq, connection) {
   await finisher.close();
   await kids.close();
 
-  const slow = new mq.Queue('slow', { connection });
-  const holder = new mq.Worker('slow', () => new Promise(() => {}), { connection, lockDuration: 10 * 60000 });
+  const slow = track(new mq.Queue('slow', { connection }));
+  const holder = track(new mq.Worker('slow', () => new Promise(() => {}), { connection, lockDuration: 10 * 60000 }));
   await waitFor('the slow child to be active', async () => (await slow.getActiveCount()) === 1);
   await holder.close(true); // the lock stays until it expires
   await slow.close();
@@ -143,11 +153,11 @@ async function pristine(v) {
   builtFor = v.pkg;
 }
 
-// Copies database 0 to 1 (copy A, for BullMQ) and 2 (copy B, for bullsweep).
-async function twoCopies() {
+// Copies database `from` to 1 (copy A, for BullMQ) and 2 (copy B, for bullsweep).
+async function twoCopies(from) {
   for (const db of [1, 2]) {
     await redis.client(db).flushdb();
-    await copyDatabase(redis.client(0), 0, db);
+    await copyDatabase(redis.client(from), from, db);
   }
 }
 
@@ -171,7 +181,7 @@ for (const v of VERSIONS) {
   for (const state of Object.keys(STATE_KEYS)) {
     test(`${v.label}: ${state} { maxAge: 1h } leaves the keyspace Job.remove() of the old ${state} jobs leaves`, async () => {
       await pristine(v);
-      await twoCopies();
+      await twoCopies(0);
       const before = await dumpKeyspace(redis.client(2));
       const cutoff = Date.now() - HOUR;
 
@@ -208,4 +218,121 @@ for (const v of VERSIONS) {
       await assertConsistent(redis, 2, QUEUES);
     });
   }
+}
+
+// Database 3 holds the scheduler test's data, database 4 the worker test's.
+for (const v of VERSIONS) {
+  test(`${v.label}: a job a worker takes while bullsweep runs is processed, never removed`, async () => {
+    const db = 4;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const queue = track(new v.mq.Queue('rush', { connection }));
+    const oldIds = (await queue.addBulk(Array.from({ length: 3000 }, (_, i) => ({ name: 'job', data: { i }, opts: { timestamp: old() } })))).map((j) => j.id);
+    const youngIds = (await queue.addBulk(Array.from({ length: 300 }, (_, i) => ({ name: 'job', data: { i }, opts: { timestamp: young() } })))).map((j) => j.id);
+
+    const started = new Set();
+    const completed = new Set();
+    const takenDuringRun = new Set();
+    const failures = [];
+    let running = false;
+    const worker = track(new v.mq.Worker('rush', async (job) => {
+      started.add(job.id);
+      if (running) takenDuringRun.add(job.id);
+      await sleep(2);
+      return job.data.i;
+    }, { connection, concurrency: 8 }));
+    worker.on('completed', (job) => completed.add(job.id));
+    worker.on('failed', (job, err) => failures.push(`failed ${job && job.id}: ${err.message}`));
+    worker.on('error', (err) => failures.push(`error: ${err.message}`));
+    await waitFor('the worker to be busy', async () => completed.size >= 20);
+
+    running = true;
+    const run = await bullsweep(['--redis', redis.url(db), '--config', policy('{ waiting: { maxAge: 1h } }'), '--json', 'run']);
+    running = false;
+    assert.equal(run.code, 0, run.stderr);
+    await waitFor('the queue to drain', async () => {
+      const c = await queue.getJobCounts('wait', 'paused', 'active');
+      return c.wait + c.paused + c.active === 0;
+    }, 60000);
+    await worker.close();
+
+    assert.deepEqual(failures, [], 'no job failed and the worker saw no error');
+    assert.deepEqual([...started].filter((id) => !completed.has(id)), [], 'every job the worker took completed');
+    const completedSet = new Set(await client.zrange('bull:rush:completed', 0, -1));
+    const removed = [];
+    for (const id of [...oldIds, ...youngIds]) {
+      const exists = await client.exists(`bull:rush:${id}`);
+      if (completed.has(id)) {
+        assert.ok(exists && completedSet.has(id), `job ${id} completed but is not in completed`);
+      } else {
+        assert.equal(exists, 0, `job ${id} was neither processed nor removed`);
+        removed.push(id);
+      }
+    }
+    assert.deepEqual(youngIds.filter((id) => !completed.has(id)), [], 'young jobs are never removed');
+    assert.ok(removed.length > 0, 'bullsweep removed old jobs');
+    assert.ok(takenDuringRun.size > 0, 'the worker took jobs while bullsweep ran');
+    assert.equal(completed.size + removed.length, oldIds.length + youngIds.length);
+
+    const waiting = JSON.parse(run.stdout).queues.find((q) => q.queue === 'rush').states.waiting;
+    assert.equal(waiting.done, removed.length, JSON.stringify(waiting));
+    assert.equal(waiting.done + skippedTotal(waiting), waiting.matched, JSON.stringify(waiting));
+    const events = (await queueEvents(client))['bull:rush:events'].map((e) => JSON.parse(e));
+    const removedEvents = events.filter((f) => f[1] === 'removed');
+    assert.equal(removedEvents.length, removed.length, 'one removed event per removed job');
+    assert.ok(removedEvents.every((f) => f[5] === 'wait'), 'removed from wait');
+    await queue.close();
+    await assertConsistent(redis, db, [{ prefix: 'bull', name: 'rush' }]);
+  });
+
+  test(`${v.label}: a job scheduler's next job is old but kept, and counted as skipped`, async () => {
+    const db = 3;
+    const client = redis.client(db);
+    await client.flushdb();
+    const queue = track(new v.mq.Queue('ticks', { connection: redis.connection(db) }));
+    // Two schedulers whose next job is delayed, one whose next job waits.
+    await queue.upsertJobScheduler('daily', { every: DAY, startDate: Date.now() + HOUR }, { name: 'daily', data: { s: 1 } });
+    await queue.upsertJobScheduler('yearly', { pattern: '0 0 1 1 *' }, { name: 'yearly', data: { s: 2 } });
+    await queue.upsertJobScheduler('hourly', { every: HOUR }, { name: 'hourly', data: { s: 3 } });
+    for (let i = 0; i < 3; i++) await queue.add('later', { i }, { timestamp: old(), delay: DAY });
+    for (let i = 0; i < 2; i++) await queue.add('now', { i }, { timestamp: old() });
+    await queue.add('later', { young: true }, { timestamp: young(), delay: DAY });
+    await queue.add('now', { young: true }, { timestamp: young() });
+    // A scheduler's job is stamped when the scheduler makes it: age it like the others.
+    const next = {
+      delayed: (await client.zrange('bull:ticks:delayed', 0, -1)).filter((id) => id.startsWith('repeat:')),
+      waiting: (await client.lrange('bull:ticks:wait', 0, -1)).filter((id) => id.startsWith('repeat:')),
+    };
+    assert.equal(next.delayed.length, 2, JSON.stringify(next));
+    assert.equal(next.waiting.length, 1, JSON.stringify(next));
+    for (const id of [...next.delayed, ...next.waiting]) await client.hset(`bull:ticks:${id}`, 'timestamp', String(old()));
+    await queue.close();
+    await twoCopies(db);
+
+    const ticks = [{ prefix: 'bull', name: 'ticks' }];
+    const cutoff = Date.now() - HOUR;
+    for (const state of ['delayed', 'waiting']) {
+      const removed = await removeOldJobs(v.mq, redis.connection(1), redis.client(1), ticks, state, cutoff);
+      assert.deepEqual(removed.refused.map((r) => r.id).sort(), [...next[state]].sort(), `BullMQ refuses exactly the scheduler jobs in ${state}`);
+      for (const r of removed.refused) assert.match(r.error, /belongs to a job scheduler/);
+      assert.equal(removed.done.length, state === 'delayed' ? 3 : 2);
+    }
+    const run = await bullsweep(['--redis', redis.url(2), '--config', policy('{ waiting: { maxAge: 1h }, delayed: { maxAge: 1h } }'), '--json', 'run']);
+    assert.equal(run.code, 0, run.stderr);
+    await assertSameKeyspace('scheduler');
+
+    const states = JSON.parse(run.stdout).queues.find((q) => q.queue === 'ticks').states;
+    for (const [state, done] of [['delayed', 3], ['waiting', 2]]) {
+      const s = states[state];
+      assert.equal(s.matched, done + next[state].length, `${state}: ${JSON.stringify(s)}`);
+      assert.equal(s.done, done, `${state}: ${JSON.stringify(s)}`);
+      assert.equal(skippedTotal(s), next[state].length, `${state}: the scheduler's job is counted as skipped: ${JSON.stringify(s)}`);
+    }
+    const after = track(new v.mq.Queue('ticks', { connection: redis.connection(2) }));
+    assert.equal((await after.getJobSchedulers()).length, 3);
+    for (const id of [...next.delayed, ...next.waiting]) assert.ok(await after.getJob(id), `the scheduler's job ${id} is kept`);
+    await after.close();
+    await assertReadable(v.mq, redis, 2, ticks);
+  });
 }
