@@ -45,7 +45,9 @@ impl QueueRun<'_> {
         notices: &mut Vec<Notice>,
     ) -> std::result::Result<(), Error> {
         let links = self.links();
-        if links.is_empty() {
+        // `report` and `schedule: auto` count (Mode::Count): they must not reach out to other
+        // systems, so only a plan or a run asks the sources.
+        if links.is_empty() || self.mode == Mode::Count {
             return Ok(());
         }
         // Connections open at a source's first lookup and are kept for the queue's states.
