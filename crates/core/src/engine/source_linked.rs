@@ -59,7 +59,10 @@ impl QueueRun<'_> {
             };
             let result = self.source_state(con, &mut clients, state, &mut sr).await;
             notices.extend(sr.notice.take());
-            self.close(qr, format!("{state}:source"), sr);
+            // A state without jobs says nothing worth a line of the report.
+            if sr.jobs > 0 || result.is_err() {
+                self.close(qr, format!("{state}:source"), sr);
+            }
             result.map_err(|e| e.context(format!("{state}:source")))?;
         }
         Ok(())
@@ -201,7 +204,10 @@ impl QueueRun<'_> {
                 Ok(a) => a,
                 Err(e) => {
                     skipped.source_unavailable += covered.len() as u64;
-                    let reason = format!("source {source}: {}", e.message);
+                    let reason = format!(
+                        "the jobs of source {source} (it could not be asked: {})",
+                        e.message
+                    );
                     if !skipped.reasons.contains(&reason) {
                         skipped.reasons.push(reason);
                     }
