@@ -39,7 +39,7 @@ fn policy(w: &World, rules: &str, extra: &str) -> std::path::PathBuf {
     ))
 }
 
-/// 50,000 waiting jobs (the list is longer than the 40,000 a run reads from its two ends):
+/// 50,000 waiting jobs (the list is longer than the 20,000 a run reads from its two ends):
 /// the oldest 100 at the tail, 100 old ones in the middle, 100 old ones at the head (jobs
 /// promoted from delayed keep their old timestamp). A run removes the old jobs within reach
 /// of the ends and says how many it did not examine; the middle ones stay.
@@ -69,7 +69,7 @@ fn a_long_wait_list_is_only_read_within_reach_of_its_ends() {
         skipped
             .reasons
             .iter()
-            .any(|r| r.contains("10,000 jobs in the middle")),
+            .any(|r| r.contains("30,000 jobs in the middle")),
         "{skipped:?}"
     );
     let len: u64 = con.llen(format!("{BASE}:wait")).expect("llen");

@@ -261,6 +261,16 @@ impl Report {
         self.queues.iter().any(|q| q.error.is_some())
     }
 
+    /// Jobs left alone because their source could not be asked, across every queue.
+    pub fn source_unavailable(&self) -> u64 {
+        self.queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.skipped.as_ref())
+            .map(|s| s.source_unavailable)
+            .sum()
+    }
+
     /// Jobs acted on per action, across every queue and state (`mixed` states are counted
     /// under `mixed`).
     pub fn done_by_action(&self) -> BTreeMap<String, u64> {

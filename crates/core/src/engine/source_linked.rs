@@ -21,13 +21,20 @@ use crate::bullmq::fingerprint::data_check;
 use crate::bullmq::{NamedJob, QueueKeys, StateKey};
 use crate::error::{Error, Result};
 use crate::notify::{Notice, NoticeJob};
-use crate::source::SourceClients;
+use crate::source::{SourceClients, SourceFailure};
 use bullsweep_policy::{Action, JobState, SourceLink, SourceReason};
 use redis::aio::ConnectionLike;
 use std::collections::{BTreeMap, HashMap};
 
 /// Most jobs one page of the walk reads (and so the most keys of one lookup).
 const MAX_PAGE: u64 = 5_000;
+
+/// The sources of one queue's run: their clients, and those found down (not asked again in
+/// this run), with the reason the report gives.
+struct Asking {
+    clients: SourceClients,
+    down: BTreeMap<String, String>,
+}
 
 /// A job a source lets go, with why and under which link.
 struct Verdict<'r> {
@@ -51,7 +58,10 @@ impl QueueRun<'_> {
             return Ok(());
         }
         // Connections open at a source's first lookup and are kept for the queue's states.
-        let mut clients = SourceClients::new(self.sources);
+        let mut clients = Asking {
+            clients: SourceClients::new(self.sources),
+            down: BTreeMap::new(),
+        };
         for state in JobState::ALL {
             let mut sr = StateReport {
                 action: link_action_label(&links),
@@ -90,7 +100,7 @@ impl QueueRun<'_> {
     async fn source_state<C: ConnectionLike>(
         &self,
         con: &mut C,
-        clients: &mut SourceClients,
+        clients: &mut Asking,
         state: JobState,
         sr: &mut StateReport,
     ) -> Result<()> {
@@ -115,6 +125,7 @@ impl QueueRun<'_> {
                     key: &key,
                     suffix,
                     reach: LIST_REACH,
+                    head_first: cursor.at_head(),
                 };
                 let mut removed = 0;
                 for v in verdicts.iter().filter(|v| v.link.action == Action::Notify) {
@@ -177,7 +188,7 @@ impl QueueRun<'_> {
     async fn judge<'r, C: ConnectionLike>(
         &'r self,
         con: &mut C,
-        clients: &mut SourceClients,
+        clients: &mut Asking,
         rows: &'r [Row],
         skipped: &mut Skipped,
     ) -> Vec<Verdict<'r>> {
@@ -200,7 +211,15 @@ impl QueueRun<'_> {
             let mut keys: Vec<String> = covered.iter().map(|(_, _, k)| k.clone()).collect();
             keys.sort_unstable();
             keys.dedup();
-            let answers: HashMap<String, _> = match clients.lookup(con, source, &keys).await {
+            if let Some(why) = clients.down.get(source) {
+                skipped.source_unavailable += covered.len() as u64;
+                if !skipped.reasons.contains(why) {
+                    skipped.reasons.push(why.clone());
+                }
+                continue;
+            }
+            let answers: HashMap<String, _> = match clients.clients.lookup(con, source, &keys).await
+            {
                 Ok(a) => a,
                 Err(e) => {
                     skipped.source_unavailable += covered.len() as u64;
@@ -209,12 +228,17 @@ impl QueueRun<'_> {
                         e.message
                     );
                     if !skipped.reasons.contains(&reason) {
-                        skipped.reasons.push(reason);
+                        skipped.reasons.push(reason.clone());
                     }
                     self.observer.event(&Event::SourceFailed {
                         source,
                         kind: e.kind.as_str(),
                     });
+                    // Down, slow or refusing: not asked again in this queue's run, so that a
+                    // dead source does not cost its timeout on every page.
+                    if e.kind != SourceFailure::Query {
+                        clients.down.insert(source.to_string(), reason);
+                    }
                     continue;
                 }
             };

@@ -11,7 +11,7 @@ use redis::aio::ConnectionLike;
 
 /// How far into a list, from each end, jobs are read and searched for. LPOS and LREM walk the
 /// list from an end; at this depth each costs a fraction of a millisecond.
-pub(crate) const LIST_REACH: u64 = 20_000;
+pub(crate) const LIST_REACH: u64 = 10_000;
 /// Jobs whose fields one pipelined round trip reads.
 const READ_ROWS: usize = 200;
 /// Jobs read per page of the pending rules (one `LRANGE`/`ZRANGE`, then one pipelined
@@ -149,6 +149,11 @@ impl StateCursor {
                     .map(Some)
             }
         }
+    }
+
+    /// Whether the walk reads a list from its head now (its tail part is done).
+    pub fn at_head(&self) -> bool {
+        matches!(self.side, Side::Head { .. })
     }
 
     /// Moves past a page of `read` jobs of which `removed` were removed (they no longer take a
