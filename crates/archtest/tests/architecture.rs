@@ -56,9 +56,9 @@ const CRATES: &[(&str, &str, &[&str])] = &[
 /// root re-exports in part (`crate::error`, `crate::cancel`, `crate::text`).
 const CORE_LAYERS: &[&[&str]] = &[
     &[""],
-    &["bullmq"],
+    &["bullmq", "postgres"],
     &["lock"],
-    &["archive", "audit"],
+    &["archive", "audit", "source"],
     &["notify"],
     &["engine", "health"],
     &["ops"],

@@ -63,7 +63,7 @@ fn run_promtool(args: &[&str], dir: &Path, stdin: Option<&str>) -> String {
 fn the_rules_pass_promtool_and_their_unit_tests() {
     let dir = root().join("deploy/prometheus");
     let checked = run_promtool(&["check", "rules", "bullsweep.rules.yml"], &dir, None);
-    assert!(checked.contains("8 rules found"), "{checked}");
+    assert!(checked.contains("9 rules found"), "{checked}");
     run_promtool(&["test", "rules", "bullsweep.rules.test.yml"], &dir, None);
     // Every alert of the README's table, and of `bullsweep alerts`, is in the file.
     let rules = read("deploy/prometheus/bullsweep.rules.yml");
@@ -77,6 +77,7 @@ fn the_rules_pass_promtool_and_their_unit_tests() {
         "BullsweepCostLeak",
         "BullsweepAuditShippingStuck",
         "BullsweepQueueFailing",
+        "BullsweepSourceUnavailable",
     ] {
         assert!(rules.contains(&format!("alert: {alert}\n")), "{alert}");
         assert!(
@@ -117,7 +118,7 @@ fn a_live_daemon_passes_the_lint_and_has_every_metric_the_rules_and_dashboard_qu
     let now = now_ms();
     w.seed(spec("bull:acme:mail", 50, 5, 3), now);
     let policy = w.policy(
-        "version: 1\nschedule: 1h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\npolicies:\n  - { name: mail, queueNamePattern: mail, mode: both, sla: { maxDataAgeHours: 48 }, rules: { completed: { maxAge: 1d, maxCount: 10 }, failed: { maxAge: 1d } } }\n",
+        "version: 1\nschedule: 1h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\nsources: { users: { redis: { key: 'user:{key}' } } }\npolicies:\n  - { name: mail, queueNamePattern: mail, mode: both, sla: { maxDataAgeHours: 48 }, rules: { completed: { maxAge: 1d, maxCount: 10 }, failed: { maxAge: 1d } }, jobs: [{ name: welcome, source: { name: users, key: data.userId }, deleteWhen: never }] }\n",
     );
     let port = free_port();
     let daemon = Daemon::start(&w, &policy, Some(port), &[]);

@@ -3,10 +3,11 @@
 //! masked. Those are the webhook's headers (`Authorization: Bearer …`), the webhook's URL past
 //! its host (many services put the token in the path: `hooks.slack.com/services/T…/B…/X…`),
 //! and the password and query values of every URL (the audit store's
-//! `postgres://user:pw@host/db`).
+//! `postgres://user:pw@host/db`, each source's).
 
 use crate::model::{AuditTarget, PolicySet};
 use crate::redaction::word_spans;
+use crate::source::SourceKind;
 
 /// What a masked value shows.
 const MASK: &str = "***";
@@ -40,6 +41,16 @@ impl PolicySet {
         }
         if let AuditTarget::Postgres(url) = &self.audit {
             out.push((url.clone(), masked_url(url, false)));
+        }
+        // A source's connection URL (`postgres://app:pw@db/shop`, `redis://:pw@cache`).
+        for source in self.sources.values() {
+            let url = match &source.kind {
+                SourceKind::Postgres { url, .. } => Some(url),
+                SourceKind::Redis { url, .. } => url.as_ref(),
+            };
+            if let Some(url) = url {
+                out.push((url.clone(), masked_url(url, false)));
+            }
         }
         out.retain(|(secret, shown)| !secret.trim().is_empty() && secret != shown);
         out
@@ -99,6 +110,11 @@ notify:
     headers:
       Authorization: "Bearer tok-9f8e7d"
       X-Retry: "1"
+sources:
+  orders:
+    postgres: { url: "postgres://app:0rd3rs-pw@db/shop", query: "SELECT id AS key FROM o WHERE id = ANY($1)" }
+  carts:
+    redis: { url: "redis://:c4rt-pw@cache:6379/2", key: "cart:{key}" }
 policies:
   - name: all
     queueNamePattern: "*"
@@ -112,7 +128,15 @@ policies:
         let shown = compiled(FILE)
             .masked_text(FILE)
             .expect("every credential found");
-        for secret in ["s3cr%40t-pw", "k3y", "tok-9f8e7d", "T0001", "XXXXSECRET"] {
+        for secret in [
+            "s3cr%40t-pw",
+            "k3y",
+            "tok-9f8e7d",
+            "T0001",
+            "XXXXSECRET",
+            "0rd3rs-pw",
+            "c4rt-pw",
+        ] {
             assert!(!shown.contains(secret), "{secret} in:\n{shown}");
         }
         assert!(
@@ -121,6 +145,10 @@ policies:
             )
         );
         assert!(shown.contains("url: https://hooks.example.com/***\n"));
+        assert!(
+            shown.contains(r#"url: "postgres://app:***@db/shop""#),
+            "{shown}"
+        );
         assert!(shown.contains(r#"Authorization: "***""#));
         assert!(shown.contains(r#"X-Retry: "***""#));
         assert!(

@@ -3,6 +3,7 @@
 //! arithmetic of which jobs a rule selects. This crate does no I/O.
 #![deny(missing_docs)]
 
+mod action;
 mod compile;
 mod cost;
 mod credentials;
@@ -23,6 +24,7 @@ mod source;
 mod subject;
 mod tokens;
 
+pub use action::Action;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use duration::{BareUnit, Millis, parse_duration_str};
@@ -30,9 +32,9 @@ pub use json_walk::Malformed;
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
-    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, DaemonSettings, DeadLetter, JobRule,
-    JobState, KeepIf, NotifyTargets, Policy, PolicySet, RunMode, Sla, StalledAction, StalledRule,
-    StateRule, StateRules, TenantOverride, Webhook,
+    ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, DaemonSettings, DeadLetter, JobRule, JobState,
+    KeepIf, NotifyTargets, Policy, PolicySet, RunMode, Sla, StalledAction, StalledRule, StateRule,
+    StateRules, TenantOverride, Webhook,
 };
 pub use pattern::{NamePattern, Specificity};
 pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern, Unreadable};

@@ -1,5 +1,6 @@
 //! The validated policy set: what `compile` produces and `resolve` reads.
 
+use crate::action::Action;
 use crate::cost::CostModel;
 use crate::duration::Millis;
 use crate::jsonpath::JsonPath;
@@ -45,12 +46,14 @@ impl JobState {
     /// The finished states, whose sets are ordered by `finishedOn`.
     pub const FINISHED: [JobState; 2] = [JobState::Completed, JobState::Failed];
 
-    /// The pending states: jobs that have not run yet, aged from their `timestamp`.
+    /// The pending states: jobs that have not run yet, aged from their `timestamp`. Parents
+    /// first, so that an expired parent takes its children with it rather than an expired
+    /// child releasing its parent to run.
     pub const PENDING: [JobState; 4] = [
+        JobState::WaitingChildren,
         JobState::Waiting,
         JobState::Delayed,
         JobState::Prioritized,
-        JobState::WaitingChildren,
     ];
 
     /// The state's name as policy files and reports write it (BullMQ's name for it).
@@ -91,50 +94,6 @@ impl JobState {
 }
 
 impl fmt::Display for JobState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a rule does to the jobs it selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Action {
-    /// Delete the job the way BullMQ's `Queue.clean` does.
-    Remove,
-    /// Copy the job to cold storage, then remove it.
-    Archive,
-    /// Scrub personal data in place.
-    Anonymize,
-    /// Report the jobs; delete nothing.
-    Notify,
-}
-
-impl Action {
-    /// Every action, in the order they are documented.
-    pub const ALL: [Action; 4] = [
-        Action::Remove,
-        Action::Archive,
-        Action::Anonymize,
-        Action::Notify,
-    ];
-
-    /// The name used in policy files and output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Remove => "remove",
-            Action::Archive => "archive",
-            Action::Anonymize => "anonymize",
-            Action::Notify => "notify",
-        }
-    }
-
-    /// Parses a policy-file action name.
-    pub fn from_name(name: &str) -> Option<Action> {
-        Action::ALL.into_iter().find(|a| a.as_str() == name)
-    }
-}
-
-impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

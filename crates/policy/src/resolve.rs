@@ -1,9 +1,10 @@
 //! Resolution: which policy governs a queue, and the effective rules after job rules and
 //! tenant overrides, with the origin of every field for `explain`.
 
+use crate::action::Action;
 use crate::duration::Millis;
 use crate::model::{
-    Action, DeadLetter, JobState, KeepIf, Policy, PolicySet, RunMode, Sla, StalledRule, StateRule,
+    DeadLetter, JobState, KeepIf, Policy, PolicySet, RunMode, Sla, StalledRule, StateRule,
     TenantOverride,
 };
 use crate::pattern::Specificity;
@@ -291,7 +292,60 @@ impl PolicySet {
                 policy: winner.name.clone(),
             },
         });
-        let jobs = winner
+        let jobs = self.job_rules(winner, &overrides, &policy_source);
+        Resolution::Covered(EffectivePolicy {
+            name,
+            policy: winner.name.clone(),
+            states,
+            jobs,
+            source: policy_source,
+            sla: winner.sla.clone(),
+            pii: winner.pii.clone(),
+            schedule: winner
+                .daemon
+                .schedule
+                .clone()
+                .unwrap_or_else(|| self.schedule.clone()),
+            mode: winner.daemon.mode,
+            stalled: winner.daemon.stalled,
+            depends_on: winner.daemon.depends_on.clone(),
+            dead_letter: winner.daemon.dead_letter,
+            move_exhausted_to: winner.daemon.move_exhausted_to.clone(),
+            protect_waiting_parents: winner.protect_waiting_parents,
+        })
+    }
+
+    /// The effective rules of each of `winner`'s job rules: the policy's rules, the job
+    /// rule's, then the tenant's overrides, field by field; its source link over the policy's.
+    fn job_rules(
+        &self,
+        winner: &Policy,
+        overrides: &[&TenantOverride],
+        policy_source: &Option<Sourced<SourceLink>>,
+    ) -> Vec<EffectiveJobRule> {
+        let policy_layer = |rules: &BTreeMap<JobState, StateRule>, state| {
+            rules.get(&state).map(|r| {
+                (
+                    r.clone(),
+                    Provenance::Policy {
+                        policy: winner.name.clone(),
+                    },
+                )
+            })
+        };
+        let override_layers = |state| {
+            overrides.iter().filter_map(move |o| {
+                o.overrides.get(&state).map(|r| {
+                    (
+                        r.clone(),
+                        Provenance::TenantOverride {
+                            tenant: o.tenant_id.clone(),
+                        },
+                    )
+                })
+            })
+        };
+        winner
             .jobs
             .iter()
             .map(|job| {
@@ -334,27 +388,7 @@ impl PolicySet {
                     source,
                 }
             })
-            .collect();
-        Resolution::Covered(EffectivePolicy {
-            name,
-            policy: winner.name.clone(),
-            states,
-            jobs,
-            source: policy_source,
-            sla: winner.sla.clone(),
-            pii: winner.pii.clone(),
-            schedule: winner
-                .daemon
-                .schedule
-                .clone()
-                .unwrap_or_else(|| self.schedule.clone()),
-            mode: winner.daemon.mode,
-            stalled: winner.daemon.stalled,
-            depends_on: winner.daemon.depends_on.clone(),
-            dead_letter: winner.daemon.dead_letter,
-            move_exhausted_to: winner.daemon.move_exhausted_to.clone(),
-            protect_waiting_parents: winner.protect_waiting_parents,
-        })
+            .collect()
     }
 
     /// Tenant overrides for the queue: the environment-wide one first, then the one for its

@@ -2,9 +2,9 @@
 //! policy or job rule makes to one (`source`, `deleteWhen`, `keepFor`), and the pure decision
 //! on one job given what its source answered.
 
+use crate::action::Action;
 use crate::duration::Millis;
 use crate::jsonpath::JsonPath;
-use crate::model::Action;
 use crate::position::SourcePos;
 use std::fmt;
 
@@ -88,8 +88,7 @@ impl KeyTemplate {
             ));
         };
         let rest = &text[close + 1..];
-        if close < open || rest.contains('{') || rest.contains('}') || text[..open].contains('}')
-        {
+        if close < open || rest.contains('{') || rest.contains('}') || text[..open].contains('}') {
             return Err(format!(
                 "key template `{text}` must hold exactly one placeholder such as `{{key}}`"
             ));
@@ -181,7 +180,10 @@ impl PartialSourceLink {
 
     /// The complete link, when a source is named and a key path is known (from `key`, or from
     /// the Redis source's template).
-    pub fn complete(&self, sources: &std::collections::BTreeMap<String, Source>) -> Option<SourceLink> {
+    pub fn complete(
+        &self,
+        sources: &std::collections::BTreeMap<String, Source>,
+    ) -> Option<SourceLink> {
         let name = self.source.clone()?;
         let source = sources.get(&name)?;
         let template_path = match &source.kind {
@@ -333,7 +335,10 @@ mod tests {
             matching: Some(false),
             changed_at: Some(NOW - 100),
         };
-        assert_eq!(link(DeleteWhen::SourceDeleted).decide(not_matching, OLD, NOW), None);
+        assert_eq!(
+            link(DeleteWhen::SourceDeleted).decide(not_matching, OLD, NOW),
+            None
+        );
         let l = link(DeleteWhen::SourceDeletedOrNoLongerMatching);
         assert_eq!(l.decide(not_matching, OLD, NOW), None, "changed 100 ms ago");
         let long_ago = SourceAnswer::Found {

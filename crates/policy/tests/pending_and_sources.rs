@@ -67,24 +67,40 @@ fn covered(set: &PolicySet, queue: &str) -> bullsweep_policy::EffectivePolicy {
 #[test]
 fn the_issue_example_compiles_with_pending_rules_and_links() {
     let s = set(ISSUE_EXAMPLE);
-    assert!(matches!(s.sources["orders"].kind, SourceKind::Postgres { .. }));
+    assert!(matches!(
+        s.sources["orders"].kind,
+        SourceKind::Postgres { .. }
+    ));
     assert_eq!(s.sources["orders"].timeout, Millis(2000));
     assert_eq!(s.sources["carts"].batch_size, 1000);
     let eff = covered(&s, "reminders");
-    assert_eq!(eff.states[&JobState::Waiting].max_age.as_ref().map(|a| a.value), Some(Millis(2 * 86_400_000)));
+    assert_eq!(
+        eff.states[&JobState::Waiting]
+            .max_age
+            .as_ref()
+            .map(|a| a.value),
+        Some(Millis(2 * 86_400_000))
+    );
     assert_eq!(eff.states[&JobState::Delayed].action.value, Action::Archive);
     assert!(eff.source.is_none(), "the policy itself links no source");
     let remind = &eff.jobs[0];
     let link = remind.source.as_ref().expect("linked").value.clone();
     assert_eq!(link.source, "orders");
-    assert_eq!(link.delete_when, DeleteWhen::SourceDeletedOrNoLongerMatching);
+    assert_eq!(
+        link.delete_when,
+        DeleteWhen::SourceDeletedOrNoLongerMatching
+    );
     assert_eq!(link.keep_for, Millis(3_600_000));
     assert_eq!(link.action, Action::Remove);
     // Job rules inherit the policy's pending rules, as for finished states.
     assert!(remind.states.contains_key(&JobState::Waiting));
     let cart = eff.jobs[1].source.as_ref().expect("linked");
     assert_eq!(cart.value.action, Action::Archive);
-    assert_eq!(cart.value.delete_when, DeleteWhen::SourceDeleted, "the default");
+    assert_eq!(
+        cart.value.delete_when,
+        DeleteWhen::SourceDeleted,
+        "the default"
+    );
     assert_eq!(cart.value.keep_for, Millis(86_400_000), "24h by default");
     assert!(matches!(cart.source, Provenance::JobRule { .. }));
     assert!(eff.jobs[2].source.is_none());
@@ -171,7 +187,8 @@ policies:
 
 #[test]
 fn an_archive_link_needs_an_archive() {
-    let e = errors(r#"version: 1
+    let e = errors(
+        r#"version: 1
 sources:
   c:
     redis: { key: "cart:{key}" }
@@ -179,7 +196,8 @@ policies:
   - name: p
     queueNamePattern: "*"
     source: { name: c, key: data.cart, action: archive }
-"#);
+"#,
+    );
     assert!(e.contains("p.yaml:8:"), "{e}");
     assert!(e.contains("archive"), "{e}");
 }

@@ -573,6 +573,10 @@ fn the_readme_examples_compile() {
     let short = set(readme_yaml("\n## In short\n"));
     assert_eq!(short.policies.len(), 1);
     assert!(short.archive.is_some());
+    let linked = set(readme_yaml("\n## Source-linked cleanup\n"));
+    assert_eq!(linked.sources.len(), 2);
+    assert_eq!(linked.policies[0].jobs.len(), 2);
+    assert!(linked.policies[0].rules.contains_key(&JobState::Delayed));
 }
 
 const DAEMON: &str = r#"version: 1

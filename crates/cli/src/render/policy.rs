@@ -3,8 +3,9 @@
 
 use super::table::{Grid, table};
 use bullsweep_policy::{
-    DeadLetter, EffectivePolicy, EffectiveRule, JobState, Policy, PolicySet, QueueId, Resolution,
-    RunMode, Schedule, Sla, StalledRule, StateRule, StateRules,
+    DeadLetter, EffectivePolicy, EffectiveRule, JobState, PartialSourceLink, Policy, PolicySet,
+    QueueId, Resolution, RunMode, Schedule, Sla, Source, SourceKind, SourceLink, Sourced,
+    StalledRule, StateRule, StateRules,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -153,6 +154,85 @@ fn sla_text(s: &Sla) -> String {
     parts.join(", ")
 }
 
+/// A link as one layer writes it, for people: `orders by data.orderId, deleteWhen …`.
+fn partial_link_text(l: &PartialSourceLink) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = &l.source {
+        parts.push(format!("source {s}"));
+    }
+    if let Some(k) = &l.key {
+        parts.push(format!("key {k}"));
+    }
+    if let Some(d) = l.delete_when {
+        parts.push(format!("deleteWhen {d}"));
+    }
+    if let Some(k) = l.keep_for {
+        parts.push(format!("keepFor {k}"));
+    }
+    if let Some(a) = l.action {
+        parts.push(format!("action {a}"));
+    }
+    parts.join(", ")
+}
+
+fn partial_link_json(l: &PartialSourceLink) -> Value {
+    if l.is_empty() {
+        return Value::Null;
+    }
+    json!({
+        "source": l.source,
+        "key": l.key.as_ref().map(ToString::to_string),
+        "deleteWhen": l.delete_when.map(|d| d.as_str()),
+        "keepForMs": l.keep_for.map(|k| k.as_millis()),
+        "action": l.action.map(|a| a.as_str()),
+    })
+}
+
+/// A complete link with its origin, for `explain --json`.
+fn link_json(l: &Sourced<SourceLink>) -> Value {
+    json!({
+        "source": l.value.source,
+        "key": l.value.key.to_string(),
+        "deleteWhen": l.value.delete_when.as_str(),
+        "keepForMs": l.value.keep_for.as_millis(),
+        "action": l.value.action.as_str(),
+        "from": l.source.to_string(),
+    })
+}
+
+/// What `check` says of a source: its kind, where (never its credentials), its bounds.
+fn source_json(s: &Source) -> Value {
+    let at = match &s.kind {
+        SourceKind::Postgres { .. } => "a PostgreSQL query".to_string(),
+        SourceKind::Redis {
+            url,
+            key,
+            field,
+            equals,
+        } => {
+            let server = if url.is_some() {
+                "another Redis"
+            } else {
+                "the governed Redis"
+            };
+            let matching = match (field, equals) {
+                (Some(f), Some(e)) => format!(", matching while {f} = {e}"),
+                _ => String::new(),
+            };
+            format!(
+                "{server}, keys {}{{key}}{}{matching}",
+                key.before, key.after
+            )
+        }
+    };
+    json!({
+        "kind": s.kind.as_str(),
+        "at": at,
+        "timeoutMs": s.timeout.as_millis(),
+        "batchSize": s.batch_size,
+    })
+}
+
 /// `check --json`.
 pub fn policy_set_json(set: &PolicySet) -> Value {
     json!({
@@ -166,11 +246,13 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
             "queueNamePattern": p.queue.as_str(),
             "tenant": p.tenant.as_ref().map(|t| t.as_str()),
             "rules": rules_json(&p.rules),
-            "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules)})).collect::<Vec<_>>(),
+            "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules), "source": partial_link_json(&j.source)})).collect::<Vec<_>>(),
+            "source": partial_link_json(&p.source),
             "sla": p.sla.as_ref().map(sla_json),
             "daemon": fields_json(policy_daemon_fields(p)),
         })).collect::<Vec<_>>(),
         "schedule": schedule_json(&set.schedule),
+        "sources": set.sources.iter().map(|(n, s)| (n.clone(), source_json(s))).collect::<BTreeMap<_, _>>(),
         "tenants": set.tenants.iter().map(|t| json!({
             "tenantId": t.tenant_id,
             "environment": t.environment,
@@ -205,7 +287,23 @@ pub fn policy_set_text(set: &PolicySet) -> String {
                 &rule_text(rule),
             ]);
         }
+        if !p.source.is_empty() {
+            let text = partial_link_text(&p.source);
+            t.add_row(vec![
+                &p.name,
+                env,
+                p.queue.as_str(),
+                tenant,
+                "source",
+                &text,
+            ]);
+        }
         for j in &p.jobs {
+            if !j.source.is_empty() {
+                let scope = format!("source (job {})", j.name);
+                let text = partial_link_text(&j.source);
+                t.add_row(vec![&p.name, env, p.queue.as_str(), tenant, &scope, &text]);
+            }
             for (state, rule) in &j.rules {
                 let scope = format!("{state} (job {})", j.name);
                 t.add_row(vec![
@@ -220,6 +318,20 @@ pub fn policy_set_text(set: &PolicySet) -> String {
         }
     }
     let _ = writeln!(out, "{t}");
+    if !set.sources.is_empty() {
+        let mut t = table(&["source", "kind", "at", "timeout", "batchSize"]);
+        for (name, s) in &set.sources {
+            let v = source_json(s);
+            t.add_row(vec![
+                name.clone(),
+                s.kind.as_str().to_string(),
+                v["at"].as_str().unwrap_or_default().to_string(),
+                s.timeout.to_string(),
+                s.batch_size.to_string(),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
     let mut daemon = table(&["policy", "daemon setting", "value"]);
     let mut any = false;
     for p in &set.policies {
@@ -335,9 +447,10 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
             v["jobs"] = json!(
                 eff.jobs
                     .iter()
-                    .map(|j| json!({"name": j.name, "states": states_json(&j.states)}))
+                    .map(|j| json!({"name": j.name, "states": states_json(&j.states), "source": j.source.as_ref().map(link_json)}))
                     .collect::<Vec<_>>()
             );
+            v["source"] = eff.source.as_ref().map_or(Value::Null, link_json);
             v["daemon"] = fields_json(effective_daemon_fields(eff));
             v["sla"] = eff.sla.as_ref().map_or(Value::Null, sla_json);
         }
@@ -360,6 +473,28 @@ fn effective_rows(t: &mut Grid, scope: &str, states: &BTreeMap<JobState, Effecti
                 f.from,
             ]);
         }
+    }
+}
+
+/// The rows of a complete source link (`source` in the state column).
+fn link_rows(t: &mut Grid, scope: &str, link: Option<&Sourced<SourceLink>>) {
+    let Some(l) = link else {
+        return;
+    };
+    let from = l.source.to_string();
+    for (field, value) in [
+        ("source", l.value.source.clone()),
+        ("key", l.value.key.to_string()),
+        ("deleteWhen", l.value.delete_when.to_string()),
+        ("keepFor", l.value.keep_for.to_string()),
+        ("action", l.value.action.to_string()),
+    ] {
+        t.add_row(vec![
+            format!("{scope}source"),
+            field.to_string(),
+            value,
+            from.clone(),
+        ]);
     }
 }
 
@@ -388,8 +523,10 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
             let _ = writeln!(out, "policy: {}", eff.name);
             let mut t = table(&["state", "field", "value", "from"]);
             effective_rows(&mut t, "", &eff.states);
+            link_rows(&mut t, "", eff.source.as_ref());
             for j in &eff.jobs {
                 effective_rows(&mut t, &format!("job {}: ", j.name), &j.states);
+                link_rows(&mut t, &format!("job {}: ", j.name), j.source.as_ref());
             }
             let _ = writeln!(out, "{t}");
             for (name, text, _) in effective_daemon_fields(eff) {

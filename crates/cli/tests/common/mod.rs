@@ -74,6 +74,14 @@ pub struct JsonSkipped {
     #[serde(default)]
     pub dangling: u64,
     #[serde(default)]
+    pub scheduler: u64,
+    #[serde(default)]
+    pub out_of_reach: u64,
+    #[serde(default)]
+    pub no_source_key: u64,
+    #[serde(default)]
+    pub source_unavailable: u64,
+    #[serde(default)]
     pub reasons: Vec<String>,
 }
 

@@ -37,6 +37,14 @@ pub struct AuditContext {
     /// Who asked for it, when a person did: the dashboard token's name.
     #[serde(default, skip_serializing_if = "Actor::is_unnamed")]
     pub actor: Actor,
+    /// For source-linked cleanup: the source (its name in `sources:`) whose answer let the
+    /// jobs go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_link: Option<String>,
+    /// For source-linked cleanup: why the source let them go (`sourceDeleted`,
+    /// `noLongerMatching`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_reason: Option<String>,
 }
 
 /// How an audit event names a queue when only a run's report of it is at hand.
@@ -78,6 +86,8 @@ impl AuditContext {
             compliance_tag: None,
             execution_id: String::new(),
             actor,
+            source_link: None,
+            source_reason: None,
         }
     }
 
@@ -175,6 +185,15 @@ impl AuditContext {
     /// staged batch put back, jobs anonymized under a mixed state).
     pub fn with_action(self, action: AuditAction) -> Self {
         AuditContext { action, ..self }
+    }
+
+    /// The same context for jobs that `source` let go, for `reason`.
+    pub fn with_source(self, source: &str, reason: &str) -> Self {
+        AuditContext {
+            source_link: Some(source.to_string()),
+            source_reason: Some(reason.to_string()),
+            ..self
+        }
     }
 
     /// The same context acting on something other than the job state it was made for:

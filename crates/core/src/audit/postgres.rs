@@ -8,8 +8,9 @@ use super::chain::{AuditLine, GENESIS_HASH, VerifyReport, chain_hash};
 use super::event::AuditEvent;
 use super::source::Source;
 use super::tail::{Newest, Tail};
+use crate::postgres::ConnectError;
 use std::io;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 /// The table events go to.
 pub const AUDIT_TABLE: &str = "bullsweep_audit";
@@ -135,18 +136,10 @@ fn pg_error(what: &str, e: tokio_postgres::Error) -> io::Error {
 
 /// Connects; the connection task runs on the current runtime until the client is dropped.
 async fn connect(url: &str) -> io::Result<Client> {
-    if url.contains("sslmode=require") || url.contains("sslmode=verify") {
-        return Err(io::Error::other(
-            "PostgreSQL audit store: TLS (sslmode=require/verify-*) is not supported by this version; connect over a trusted network or a local socket",
-        ));
-    }
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(|e| pg_error("cannot connect", e))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+    crate::postgres::connect(url).await.map_err(|e| match e {
+        ConnectError::Driver(e) => pg_error("cannot connect", e),
+        tls => io::Error::other(format!("PostgreSQL audit store: {tls}")),
+    })
 }
 
 /// The head of `source`'s chain, as the table's own function finds it.

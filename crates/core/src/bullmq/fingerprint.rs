@@ -13,6 +13,13 @@ pub fn job_fingerprint(dump: &[u8], log_count: usize) -> String {
     sha.digest().to_string()
 }
 
+/// The check `job_remove.lua` makes of a source-linked job before removing it: `data:` and
+/// the SHA-1 of its `data` field as read, so that a job whose data (and so its key) changed
+/// since its source was asked is left alone.
+pub fn data_check(data: &[u8]) -> String {
+    format!("data:{}", sha1_smol::Sha1::from(data).digest())
+}
+
 /// The change check for an oversized job, whose `DUMP` would hold Redis too long:
 /// `shape:` + SHA-1 of its field names (sorted by bytes) with their lengths, and its log
 /// count. `shapeFingerprint` in `lua/prelude/fingerprint.lua` computes the same.

@@ -34,6 +34,25 @@ impl QueueKeys {
         format!("{}:{}", self.base, state.as_str())
     }
 
+    /// The keys holding the jobs of `state`, each with its suffix (the state's name in BullMQ's
+    /// `prev` fields): `wait` and `paused` for `waiting` (jobs move to `paused` while a queue
+    /// is paused, in the BullMQ versions that keep that list), the set of the same name for
+    /// every other state.
+    pub fn state_keys(&self, state: JobState) -> Vec<(String, &'static str)> {
+        let suffixes: &[&'static str] = match state {
+            JobState::Waiting => &["wait", "paused"],
+            JobState::Completed => &["completed"],
+            JobState::Failed => &["failed"],
+            JobState::Delayed => &["delayed"],
+            JobState::Prioritized => &["prioritized"],
+            JobState::WaitingChildren => &["waiting-children"],
+        };
+        suffixes
+            .iter()
+            .map(|s| (format!("{}:{s}", self.base), *s))
+            .collect()
+    }
+
     /// The audit stream this queue's scripts append to ([`audit_stream`] of [`audit_tag`]).
     pub fn audit_stream(&self) -> String {
         audit_stream(audit_tag(&self.base))

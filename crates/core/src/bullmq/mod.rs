@@ -13,6 +13,7 @@ pub use job::new_job_fields;
 pub use keys::QueueKeys;
 pub use scripts::{
     ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DetachMode, DrainOutcome, DrainRequest,
-    DropStep, DropTail, ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, PrefixBatch,
-    RestoreMode, RestoredJob, ScrubOutcome, ScrubbedJob, StagedNow, scripts,
+    DropStep, DropTail, ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, JobRemoveOutcome,
+    NamedJob, PrefixBatch, RestoreMode, RestoredJob, ScrubOutcome, ScrubbedJob, StagedNow,
+    StateKey, scripts,
 };

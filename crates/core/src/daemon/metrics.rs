@@ -55,6 +55,19 @@ pub struct FailureLabels {
     pub reason: String,
 }
 
+/// A queue, a source of its source links, and what failed when it was asked.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// The queue's key base.
+    pub queue: String,
+    /// The tenant, or empty.
+    pub tenant: String,
+    /// The source's name in `sources:`.
+    pub source: String,
+    /// `unreachable`, `timeout`, `query` or `auth`.
+    pub kind: String,
+}
+
 /// Every `reason` of `bullsweep_failed_batches_total`.
 pub const FAILURE_REASONS: [&str; 3] = ["permission", "redis", "other"];
 
@@ -111,6 +124,8 @@ pub struct BatchSeries {
     pub longest_call_seconds: Family<QueueLabels, FloatGauge>,
     /// Runs that failed and went to a retry record, and event batches that failed, by reason.
     pub failed_batches: Family<FailureLabels, Counter>,
+    /// Source lookups that failed (the batch's jobs were left alone), by source and kind.
+    pub source_errors: Family<SourceLabels, Counter>,
 }
 
 impl Default for BatchSeries {
@@ -119,6 +134,7 @@ impl Default for BatchSeries {
             batch_seconds: Family::new_with_constructor(batch_histogram),
             longest_call_seconds: Family::default(),
             failed_batches: Family::default(),
+            source_errors: Family::default(),
         }
     }
 }
@@ -371,6 +387,11 @@ impl DaemonMetrics {
             b.failed_batches.clone(),
         );
         r.register(
+            "source_errors",
+            "Source lookups that failed; the jobs of that batch were left alone",
+            b.source_errors.clone(),
+        );
+        r.register(
             "alert",
             "1 while a queue has failed five times in a row",
             self.alert.clone(),
@@ -424,6 +445,36 @@ impl DaemonMetrics {
             reason: failure_reason(kind).to_string(),
         };
         self.batches.failed_batches.get_or_create(&labels).inc();
+    }
+
+    /// Shows a zero for each kind of failure of each source a queue's links ask, so that the
+    /// series exist before the first failure.
+    pub fn zero_source_errors<'s>(
+        &self,
+        labels: &QueueLabels,
+        sources: impl Iterator<Item = &'s str>,
+    ) {
+        for source in sources {
+            for kind in crate::source::SourceFailure::ALL {
+                let _ = self.batches.source_errors.get_or_create(&SourceLabels {
+                    queue: labels.queue.clone(),
+                    tenant: labels.tenant.clone(),
+                    source: source.to_string(),
+                    kind: kind.as_str().to_string(),
+                });
+            }
+        }
+    }
+
+    /// Counts one failed lookup of `source` for a queue, by what failed.
+    pub fn count_source_error(&self, labels: &QueueLabels, source: &str, kind: &str) {
+        let labels = SourceLabels {
+            queue: labels.queue.clone(),
+            tenant: labels.tenant.clone(),
+            source: source.to_string(),
+            kind: kind.to_string(),
+        };
+        self.batches.source_errors.get_or_create(&labels).inc();
     }
 
     /// Records the Redis time of each batch of a run, in microseconds.

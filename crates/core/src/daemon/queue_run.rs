@@ -167,6 +167,16 @@ impl Daemon {
         let labels = self.labels(q);
         let spent = swept.seen.spent();
         self.metrics.observe_batches(&labels, &spent);
+        for (source, kind) in swept.seen.source_failures() {
+            self.metrics.count_source_error(&labels, &source, &kind);
+            log(
+                "warn",
+                &format!(
+                    "{}: source {source} could not be asked ({kind}); the jobs it covers were left alone",
+                    q.base
+                ),
+            );
+        }
         let error = match &swept.result {
             Ok(report) => {
                 for warning in &report.warnings {

@@ -12,6 +12,8 @@ pub(super) struct RunObserver {
     spent: Mutex<Vec<u64>>,
     /// Each step's action and the jobs it acted on.
     acted: Mutex<Vec<(String, u64)>>,
+    /// Each failed source lookup: the source and what failed.
+    source_failures: Mutex<Vec<(String, String)>>,
 }
 
 impl Observer for RunObserver {
@@ -27,6 +29,11 @@ impl Observer for RunObserver {
                     acted.push((action.to_string(), done));
                 }
             }
+            Event::SourceFailed { source, kind } => {
+                if let Ok(mut failed) = self.source_failures.lock() {
+                    failed.push((source.to_string(), kind.to_string()));
+                }
+            }
             _ => {}
         }
     }
@@ -36,6 +43,14 @@ impl RunObserver {
     /// The time Redis spent in each batch so far, in microseconds.
     pub(super) fn spent(&self) -> Vec<u64> {
         self.spent.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Each failed source lookup so far: the source and what failed.
+    pub(super) fn source_failures(&self) -> Vec<(String, String)> {
+        self.source_failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default()
     }
 
     /// Each step's action and the jobs it acted on, so far.

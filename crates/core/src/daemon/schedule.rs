@@ -317,6 +317,13 @@ impl Daemon {
                             reason: reason.to_string(),
                         });
             }
+            let policy = &slot.policy;
+            let links = policy
+                .source
+                .iter()
+                .chain(policy.jobs.iter().filter_map(|j| j.source.as_ref()));
+            self.metrics
+                .zero_source_errors(&labels, links.map(|l| l.value.source.as_str()));
         }
     }
 

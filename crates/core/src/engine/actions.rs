@@ -6,7 +6,8 @@ use super::batch::{BatchAction, BatchStep};
 use crate::bullmq::ErasureItem;
 use crate::bullmq::keys::StagedBatch;
 use crate::bullmq::{
-    Candidate, ColdMarker, DetachMode, QueueKeys, ScrubbedJob, StagedNow, scripts,
+    Candidate, ColdMarker, DetachMode, NamedJob, QueueKeys, ScrubbedJob, StagedNow, StateKey,
+    scripts,
 };
 use bullsweep_policy::JobState;
 use redis::RedisResult;
@@ -47,6 +48,33 @@ impl BatchAction for RemoveIds<'_> {
                 self.per_job_events,
                 self.protect_parents,
             )
+            .await?;
+        Ok(out.into())
+    }
+}
+
+/// `job_remove.lua`: removes named jobs of one state key as BullMQ's `Job.remove()` does,
+/// each re-checked (pending rules, source links).
+pub(crate) struct JobRemove<'a> {
+    /// The queue's keys.
+    pub keys: &'a QueueKeys,
+    /// The state key the jobs are in, and how far into a list to look.
+    pub at: StateKey<'a>,
+    /// The audit context, as JSON.
+    pub audit_ctx: &'a str,
+}
+
+impl BatchAction for JobRemove<'_> {
+    type Item = NamedJob;
+
+    async fn call<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        batch: &[NamedJob],
+        budget_us: u64,
+    ) -> RedisResult<BatchStep> {
+        let out = scripts()
+            .job_remove(con, self.keys, self.at, batch, budget_us, self.audit_ctx)
             .await?;
         Ok(out.into())
     }

@@ -4,7 +4,7 @@
 
 use super::observer::{Event, Observer, SkipReason};
 use super::report::{Skipped, TakenAlong};
-use crate::bullmq::{ActiveOutcome, BatchOutcome, ScrubOutcome};
+use crate::bullmq::{ActiveOutcome, BatchOutcome, JobRemoveOutcome, ScrubOutcome};
 use crate::cancel::Cancel;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -87,6 +87,10 @@ pub(crate) struct BatchStep {
     pub restored: u64,
     /// Archive: ids without a job hash, left in their set.
     pub dangling: u64,
+    /// A job scheduler's current iteration, which `Job.remove()` refuses.
+    pub scheduler: u64,
+    /// Further into a long list than a bounded removal looks.
+    pub out_of_reach: u64,
     /// Flow parents the call took along: removed (same queue) and released (other queues).
     pub taken_along: TakenAlong,
     /// Time the call held Redis, measured by Redis itself.
@@ -106,6 +110,8 @@ impl From<BatchOutcome> for BatchStep {
             cross_slot: o.cross_slot,
             restored: o.restored,
             dangling: o.dangling,
+            scheduler: 0,
+            out_of_reach: 0,
             taken_along: TakenAlong {
                 parents_removed: o.parents_removed,
                 parents_released: o.parents_released,
@@ -129,6 +135,8 @@ impl From<ScrubOutcome> for BatchStep {
             cross_slot: 0,
             restored: o.restored,
             dangling: 0,
+            scheduler: 0,
+            out_of_reach: 0,
             taken_along: TakenAlong::default(),
             elapsed_us: o.elapsed_us,
         }
@@ -148,15 +156,33 @@ impl From<ActiveOutcome> for BatchStep {
             cross_slot: 0,
             restored: 0,
             dangling: 0,
+            scheduler: 0,
+            out_of_reach: 0,
             taken_along: TakenAlong::default(),
             elapsed_us: o.elapsed_us,
         }
     }
 }
 
+impl From<JobRemoveOutcome> for BatchStep {
+    fn from(o: JobRemoveOutcome) -> Self {
+        BatchStep {
+            handled: o.handled,
+            acted: o.removed,
+            locked: o.locked,
+            changed: o.changed,
+            restored: o.restored,
+            scheduler: o.scheduler,
+            out_of_reach: o.out_of_reach,
+            elapsed_us: o.elapsed_us,
+            ..BatchStep::default()
+        }
+    }
+}
+
 impl BatchStep {
     /// The jobs the call left alone, by reason.
-    fn skips(&self) -> [(SkipReason, u64); 8] {
+    fn skips(&self) -> [(SkipReason, u64); 10] {
         [
             (SkipReason::Locked, self.locked),
             (SkipReason::Malformed, self.malformed),
@@ -166,6 +192,8 @@ impl BatchStep {
             (SkipReason::Restored, self.restored),
             (SkipReason::Dangling, self.dangling),
             (SkipReason::AlreadyAnonymized, self.already),
+            (SkipReason::Scheduler, self.scheduler),
+            (SkipReason::OutOfReach, self.out_of_reach),
         ]
     }
 }

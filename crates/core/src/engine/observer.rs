@@ -22,11 +22,19 @@ pub enum SkipReason {
     Dangling,
     /// Anonymize: scrubbed by an earlier run.
     AlreadyAnonymized,
+    /// A job scheduler's current iteration (`Job.remove()` refuses it too).
+    Scheduler,
+    /// Further into a long wait list than a bounded removal looks.
+    OutOfReach,
+    /// A source-linked job whose data holds no key at the link's path.
+    NoSourceKey,
+    /// A source-linked job whose source could not be asked (down, slow or failing).
+    SourceUnavailable,
 }
 
 impl SkipReason {
     /// Every reason, in the order the report lists them.
-    pub const ALL: [SkipReason; 8] = [
+    pub const ALL: [SkipReason; 12] = [
         SkipReason::Locked,
         SkipReason::Malformed,
         SkipReason::Changed,
@@ -35,6 +43,10 @@ impl SkipReason {
         SkipReason::Restored,
         SkipReason::Dangling,
         SkipReason::AlreadyAnonymized,
+        SkipReason::Scheduler,
+        SkipReason::OutOfReach,
+        SkipReason::NoSourceKey,
+        SkipReason::SourceUnavailable,
     ];
 
     /// The reason as the report words it after the count (`3 held by a worker's lock`).
@@ -58,6 +70,16 @@ impl SkipReason {
                 "dangling ids (no job hash): nothing to copy, so not archived; left in the set"
             }
             SkipReason::AlreadyAnonymized => "already anonymized by an earlier run",
+            SkipReason::Scheduler => {
+                "the current iteration of a job scheduler (BullMQ's Job.remove refuses it too)"
+            }
+            SkipReason::OutOfReach => {
+                "further into a long wait list than a bounded removal looks; met by a later run"
+            }
+            SkipReason::NoSourceKey => "hold no key at the source link's path; left alone",
+            SkipReason::SourceUnavailable => {
+                "their source could not be asked (down, slow or failing); nothing was done to them"
+            }
         }
     }
 }
@@ -86,6 +108,13 @@ pub enum Event<'a> {
         reason: SkipReason,
         /// How many.
         count: u64,
+    },
+    /// A source could not be asked about a batch of keys: nothing was done to those jobs.
+    SourceFailed {
+        /// The source's name in `sources:`.
+        source: &'a str,
+        /// What failed (`unreachable`, `timeout`, `query`, `auth`).
+        kind: &'a str,
     },
     /// Flow parents a call took along with the jobs it removed.
     TakenAlong {

@@ -43,6 +43,8 @@ pub(super) struct QueueRun<'a> {
     /// Told what happens, batch by batch and step by step.
     pub observer: &'a dyn Observer,
     pub archive: Option<&'a std::result::Result<RunArchive, String>>,
+    /// The policy file's `sources:`, for source-linked cleanup.
+    pub sources: &'a BTreeMap<String, bullsweep_policy::Source>,
 }
 
 impl<'a> QueueRun<'a> {
@@ -128,7 +130,7 @@ impl<'a> QueueRun<'a> {
         // Exhausted jobs move first, before the failed rules could remove them.
         let error = match self.move_exhausted(con, &mut qr).await {
             Err(e) => Some(e.context("moveExhaustedTo")),
-            Ok(()) => match self.finished_states(con, &mut qr, notices).await {
+            Ok(()) => match self.finished_then_pending(con, &mut qr, notices).await {
                 Err(e) => Some(e),
                 Ok(()) => match self.dead_letter(con, &mut qr).await {
                     Err(e) => Some(e.context("deadLetter")),
@@ -228,6 +230,18 @@ impl<'a> QueueRun<'a> {
             move_exhausted::move_exhausted(con, self.step(), target, &audit, &mut sr).await;
         self.close(qr, "failed:exhausted".into(), sr);
         result
+    }
+
+    /// The rules of each finished state, then of each pending state, then source links.
+    async fn finished_then_pending<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        qr: &mut QueueReport,
+        notices: &mut Vec<Notice>,
+    ) -> std::result::Result<(), Error> {
+        self.finished_states(con, qr, notices).await?;
+        self.pending_states(con, qr, notices).await?;
+        self.source_linked(con, qr, notices).await
     }
 
     /// The rules of each finished state; the error names the state.

@@ -172,6 +172,18 @@ pub struct Skipped {
     /// so they are not archived (and not counted as archived); they stay in the set.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dangling: u64,
+    /// A job scheduler's current iteration, which BullMQ's `Job.remove()` refuses too.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scheduler: u64,
+    /// Further into a long wait list than a bounded removal looks; a later run meets them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub out_of_reach: u64,
+    /// Source-linked jobs whose data holds no key at the link's path.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub no_source_key: u64,
+    /// Source-linked jobs whose source could not be asked: nothing was done to them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub source_unavailable: u64,
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
@@ -202,6 +214,10 @@ impl Skipped {
             SkipReason::Restored => self.restored,
             SkipReason::Dangling => self.dangling,
             SkipReason::AlreadyAnonymized => self.already_anonymized,
+            SkipReason::Scheduler => self.scheduler,
+            SkipReason::OutOfReach => self.out_of_reach,
+            SkipReason::NoSourceKey => self.no_source_key,
+            SkipReason::SourceUnavailable => self.source_unavailable,
         }
     }
 
@@ -216,6 +232,10 @@ impl Skipped {
             SkipReason::Restored => &mut self.restored,
             SkipReason::Dangling => &mut self.dangling,
             SkipReason::AlreadyAnonymized => &mut self.already_anonymized,
+            SkipReason::Scheduler => &mut self.scheduler,
+            SkipReason::OutOfReach => &mut self.out_of_reach,
+            SkipReason::NoSourceKey => &mut self.no_source_key,
+            SkipReason::SourceUnavailable => &mut self.source_unavailable,
         };
         *count += n;
     }
@@ -239,6 +259,16 @@ impl Report {
     /// Whether any queue failed.
     pub fn has_errors(&self) -> bool {
         self.queues.iter().any(|q| q.error.is_some())
+    }
+
+    /// Jobs left alone because their source could not be asked, across every queue.
+    pub fn source_unavailable(&self) -> u64 {
+        self.queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.skipped.as_ref())
+            .map(|s| s.source_unavailable)
+            .sum()
     }
 
     /// Jobs acted on per action, across every queue and state (`mixed` states are counted

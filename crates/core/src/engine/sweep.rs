@@ -162,6 +162,7 @@ impl Sweep<'_> {
             mode: self.mode,
             observer: self.observer,
             archive: self.archive,
+            sources: &self.set.sources,
         };
         let mut notices = Vec::new();
         let qr = run.govern(con, &mut notices).await;
@@ -195,6 +196,7 @@ pub async fn finish_staged<C: ConnectionLike>(
             mode: Mode::Run,
             observer: &NoObserver,
             archive: archive.as_ref(),
+            sources: &set.sources,
         };
         let mut qr = queue_report(q, eff.name.clone());
         run.recover_staged(con, &mut qr).await?;

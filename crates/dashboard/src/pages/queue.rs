@@ -80,6 +80,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
                     }
                 } }
             }
+            (sources_unavailable(qr))
         }
         @if may_sweep {
             form method="post" action="/queue/sweep" {
@@ -119,6 +120,20 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page(&q.queue, "/", ctx.caller, None, body),
     ))
+}
+
+/// A notice for each state of the plan whose source could not be asked.
+fn sources_unavailable(qr: &bullsweep_core::engine::QueueReport) -> Markup {
+    html! {
+        @for (state, s) in &qr.states {
+            @if let Some(sk) = s.skipped.as_ref().filter(|sk| sk.source_unavailable > 0) {
+                p.notice.bad data-source-unavailable=(state) {
+                    (state) ": " (count(sk.source_unavailable)) " job(s) left alone: their source could not be asked. "
+                    @for r in &sk.reasons { (r) " " }
+                }
+            }
+        }
+    }
 }
 
 /// The parents the queue's `events` (newest first) name as taken along with its jobs, each
@@ -170,6 +185,19 @@ fn rules(eff: &EffectivePolicy) -> Markup {
             } }
         }
         @if !eff.jobs.is_empty() { p.muted { (eff.jobs.len()) " job rule(s) for named jobs apply too." } }
+        @let links: Vec<(&str, &bullsweep_policy::Sourced<bullsweep_policy::SourceLink>)> = eff.source.iter().map(|l| ("every job", l)).chain(eff.jobs.iter().filter_map(|j| j.source.as_ref().map(|l| (j.name.as_str(), l)))).collect();
+        @if !links.is_empty() {
+            table id="source-links" {
+                caption { "Source-linked cleanup: the plan's " code { "<state>:source" } " rows count what each source lets go" }
+                thead { tr { th scope="col" { "Jobs" } th scope="col" { "Source" } th scope="col" { "Key" } th scope="col" { "deleteWhen" } th scope="col" { "keepFor" } th scope="col" { "Action" } } }
+                tbody { @for (jobs, l) in &links {
+                    tr data-source=(l.value.source) {
+                        td { (jobs) } td { (l.value.source) } td { code { (l.value.key) } }
+                        td { (l.value.delete_when) } td { (l.value.keep_for) } td { (l.value.action) br; span.muted { (l.source) } }
+                    }
+                } }
+            }
+        }
         p id="sla" {
             "SLA: "
             @match &eff.sla {

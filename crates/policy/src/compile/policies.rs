@@ -6,11 +6,11 @@ use super::{Checker, DEFAULT_LAYOUT, pos};
 use crate::cost::{CostModel, PRESETS, preset};
 use crate::layout::Layout;
 use crate::model::{DaemonSettings, JobRule, Policy, RunMode, Sla, TenantOverride};
-use crate::source::PartialSourceLink;
 use crate::pii::PiiRules;
 use crate::position::SourcePos;
 use crate::raw::{RawPolicy, RawPolicyFile};
 use crate::schedule::{DEFAULT_SCHEDULE, Schedule};
+use crate::source::PartialSourceLink;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
 

@@ -3,9 +3,9 @@
 
 use super::Checker;
 use super::suggest::suggest;
+use crate::action::Action;
 use crate::duration::{BareUnit, Millis};
 use crate::jsonpath::JsonPath;
-use crate::model::Action;
 use crate::raw::{
     RawCount, RawDuration, RawPolicyFile, RawPostgresSource, RawRedisSource, RawSource,
     RawSourceLink,
@@ -72,7 +72,11 @@ impl Checker {
         };
         let ms = self.duration(t, BareUnit::Milliseconds, &format!("{path}.timeout"))?;
         if ms.0 == 0 {
-            self.error(&t.referenced, format!("{path}.timeout"), "timeout must be above 0");
+            self.error(
+                &t.referenced,
+                format!("{path}.timeout"),
+                "timeout must be above 0",
+            );
             return None;
         }
         Some(ms)
@@ -94,10 +98,16 @@ impl Checker {
         Some(n)
     }
 
-    fn postgres_source(&mut self, pg: &Spanned<RawPostgresSource>, path: &str) -> Option<SourceKind> {
+    fn postgres_source(
+        &mut self,
+        pg: &Spanned<RawPostgresSource>,
+        path: &str,
+    ) -> Option<SourceKind> {
         let p = &pg.value;
         let url = match &p.url {
-            Some(u) if u.value.starts_with("postgres://") || u.value.starts_with("postgresql://") => {
+            Some(u)
+                if u.value.starts_with("postgres://") || u.value.starts_with("postgresql://") =>
+            {
                 Some(u.value.clone())
             }
             Some(u) => {

@@ -2,12 +2,11 @@
 //! action a rule names has the target it needs, reported at that rule's `action`.
 
 use super::Checker;
+use crate::action::Action;
 use crate::model::JobState;
-use crate::source::SOURCE_ACTIONS;
-use crate::model::{
-    Action, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, NotifyTargets, Webhook,
-};
+use crate::model::{ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, NotifyTargets, Webhook};
 use crate::raw::{RawPolicyFile, RawSourceLink, RawStateRule};
+use crate::source::SOURCE_ACTIONS;
 use serde_saphyr::{Location, Spanned};
 
 /// One `action:` set in the file: the action, where it is, its key path, and the raw policy
@@ -24,8 +23,18 @@ struct ActionSite<'a> {
 fn action_sites(raw: &RawPolicyFile) -> Vec<ActionSite<'_>> {
     let mut sites = Vec::new();
     for (i, p) in raw.policies.iter().enumerate() {
-        states(&mut sites, p.value.rules.states(), format!("policies[{i}].rules"), Some(i));
-        link_site(&mut sites, &p.value.source, format!("policies[{i}].source"), i);
+        states(
+            &mut sites,
+            p.value.rules.states(),
+            format!("policies[{i}].rules"),
+            Some(i),
+        );
+        link_site(
+            &mut sites,
+            &p.value.source,
+            format!("policies[{i}].source"),
+            i,
+        );
         for (j, job) in p.value.jobs.iter().enumerate() {
             let at = format!("policies[{i}].jobs[{j}]");
             link_site(&mut sites, &job.value.source, format!("{at}.source"), i);

@@ -3,10 +3,11 @@
 
 use super::Checker;
 use super::suggest::suggest;
+use crate::action::Action;
 use crate::duration::{BareUnit, Millis, from_bare_number, parse_duration_str};
 use crate::jsonpath::JsonPath;
 use crate::model::{
-    Action, DeadLetter, JobState, KeepIf, StalledAction, StalledRule, StateRule, StateRules,
+    DeadLetter, JobState, KeepIf, StalledAction, StalledRule, StateRule, StateRules,
 };
 use crate::pattern::NamePattern;
 use crate::raw::{RawCount, RawDeadLetter, RawDuration, RawStalled, RawStateRule};

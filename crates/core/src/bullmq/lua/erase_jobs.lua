@@ -119,12 +119,8 @@ local function eraseDedup(deid, sha)
 end
 
 local function isLiveSchedulerJob(id)
-  local sid = rcall('HGET', prefix .. id, 'rjk')
-  if not sid or erasedSchedulers[sid] then
-    return false
-  end
-  local millis = rcall('ZSCORE', prefix .. 'repeat', sid)
-  return millis ~= false and millis ~= nil and id == ('repeat:' .. sid .. ':' .. millis)
+  local sid = schedulerOf(prefix, id)
+  return sid ~= nil and not erasedSchedulers[sid]
 end
 
 local removed, children, copies = {}, {}, 0

@@ -39,6 +39,7 @@ mod prelude {
 pub struct Scripts {
     pub(super) sweep_prefix: Script,
     pub(super) remove_ids: Script,
+    pub(super) job_remove: Script,
     pub(super) page_newest: ReadOnlyScript,
     pub(super) restore_job: Script,
     pub(super) anonymize_jobs: Script,
@@ -76,6 +77,10 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/sweep_prefix.lua"),
         ),
         remove_ids: build(ID_WALK, include_str!("../lua/remove_ids.lua")),
+        job_remove: build(
+            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL, JOB_TREE],
+            include_str!("../lua/job_remove.lua"),
+        ),
         page_newest: ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
         restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),
         anonymize_jobs: build(

@@ -1,0 +1,127 @@
+--[[
+  job_remove.lua: removes named jobs in any state but `active` (`wait`, `paused`, `delayed`,
+  `prioritized`, `waiting-children`, and for source-linked cleanup `completed` and `failed`) as
+  BullMQ's Job.remove() does, each checked again first. Built on the budget, audit, held,
+  fingerprint, removal and job_tree preludes.
+
+  KEYS[1] the state's key; then the queue's restore holds and audit keys (held.lua, audit.lua).
+  The other keys are built from the queue prefix, as BullMQ's own scripts do.
+  ARGV[1] queue prefix (`<base>:`)
+  ARGV[2] the state key's suffix: `wait`, `paused`, `delayed`, `prioritized`, `waiting-children`,
+    `completed` or `failed`
+  ARGV[3] audit context JSON
+  ARGV[4] time budget in microseconds
+  ARGV[5] reach: how many entries of a list are searched from each of its ends (negative: the
+    head first); children in lists are searched within the same reach
+  ARGV[6..] items, three values each: the job id, its `timestamp` as read, and a check: `-`
+    (none), `data:<SHA-1 of its data>` (a source-linked job: its key must not have moved), or
+    the fingerprint of its archived copy (fingerprint.lua's archivedFingerprint)
+  Returns {handled, removed, locked, changed, restored, scheduler, outOfReach, elapsedMicros}.
+
+  A job is left alone, and counted, when it is no longer in the state (a worker took it, it
+  was promoted: `changed`), its timestamp or check differ (`changed`), it or a pending child
+  holds a worker lock (`locked`), it or a child sits beyond the reach of a long list
+  (`outOfReach`), a restore holds it (`restored`), or it is a job scheduler's
+  current iteration (`scheduler`, as Job.remove refuses it). In a list, a job is looked for
+  only within `reach` entries of either end, so that no call walks a long list: LREM from the
+  middle of a million entries is O(N). The oldest jobs sit at the tail (BullMQ pushes new
+  jobs at the head and workers take from the tail); a job further in is `outOfReach` and is
+  met by a later run as the list moves.
+
+  Removal is removeTree (job_tree.lua): the job leaves its state, its parent loses the
+  dependency (and goes to wait when it was the last), its children go the same way, its
+  dedup key goes when it names the job, its keys go, and a `removed` event with `prev` is
+  added. Every call that removes anything appends its audit event in the same call.
+]]
+checkAuditWritable()
+local prefix = ARGV[1]
+local suffix = ARGV[2]
+local ctx = ARGV[3]
+-- A negative reach asks to look from the head first (the walk met the jobs there).
+local reach = math.abs(tonumber(ARGV[5]))
+local headFirst = tonumber(ARGV[5]) < 0
+listReach = reach
+local stateKey = prefix .. suffix
+local isList = suffix == 'wait' or suffix == 'paused'
+-- Each job is checked and removed with several calls (and a list search): the clock is cheap
+-- beside it, so it is read after every job.
+local clock = startBudget(tonumber(ARGV[4]))
+
+-- Where the job sits now: `tail` or `head` (a list, within reach), `set`, or why not.
+local function findJob(id)
+  if not isList then
+    return rcall('ZSCORE', stateKey, id) and 'set' or 'changed'
+  end
+  local first, second = -1, 1
+  if headFirst then
+    first, second = 1, -1
+  end
+  for _, rank in ipairs({first, second}) do
+    if rcall('LPOS', stateKey, id, 'RANK', rank, 'MAXLEN', reach) then
+      return rank < 0 and 'tail' or 'head'
+    end
+  end
+  return rcall('LLEN', stateKey) > 2 * reach and 'outOfReach' or 'changed'
+end
+
+local function unchanged(jobKey, ts, check)
+  local f = redis.pcall('HMGET', jobKey, 'timestamp', 'data')
+  if f.err or f[1] ~= ts then
+    return false
+  end
+  if check == '-' then
+    return true
+  end
+  if string.sub(check, 1, 5) == 'data:' then
+    return f[2] ~= false and redis.sha1hex(f[2]) == string.sub(check, 6)
+  end
+  return archivedFingerprint(jobKey, check) == check
+end
+
+local counts = {removed = 0, locked = 0, changed = 0, restored = 0, scheduler = 0, outOfReach = 0}
+local acted, handled = {}, 0
+for i = 6, #ARGV, 3 do
+  local id, ts, check = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local jobKey = prefix .. id
+  local at = findJob(id)
+  local verdict
+  if at == 'changed' or at == 'outOfReach' then
+    verdict = at
+  elseif not treeInReach(prefix, id) then
+    -- A child in the middle of a long list could not be taken out of it.
+    verdict = 'outOfReach'
+  elseif not unchanged(jobKey, ts, check) then
+    verdict = 'changed'
+  elseif schedulerOf(prefix, id) then
+    verdict = 'scheduler'
+  elseif lockedTree(jobKey) then
+    verdict = 'locked'
+  elseif restoredHeld(id) then
+    verdict = 'restored'
+  else
+    verdict = 'removed'
+    reserveAuditSeq()
+    local children = {}
+    removeTree(prefix, id, children, function()
+      -- Removing its children may have released it from waiting-children to its ready list,
+      -- as in BullMQ: then it is taken from wherever it now is.
+      local left
+      if at == 'set' then
+        left = rcall('ZREM', stateKey, id)
+      else
+        left = rcall('LREM', stateKey, at == 'tail' and -1 or 1, id)
+      end
+      return left == 1 and suffix or nil
+    end)
+    acted[#acted + 1] = id
+    for _, k in ipairs(children) do
+      acted[#acted + 1] = k
+    end
+  end
+  counts[verdict] = counts[verdict] + 1
+  handled = handled + 1
+  if spent(clock) then break end
+end
+addAuditEvent(ctx, acted)
+return {handled, counts.removed, counts.locked, counts.changed, counts.restored, counts.scheduler,
+  counts.outOfReach, elapsed(clock)}

@@ -1,0 +1,338 @@
+//! Source-linked cleanup: every job a source link covers (the policy's, or its job rule's),
+//! in every state but `active`, is walked with its data, its key read at the link's path, the
+//! keys looked up in batches (one question to the source per batch), and the jobs whose
+//! source lets them go (`deleteWhen`, after `keepFor`) removed as `Job.remove()` does, archived
+//! first, or listed in a notice. The removal re-checks each job in `job_remove.lua`: still in
+//! its state, same `timestamp`, same `data` as when its key was looked up.
+//!
+//! Fail safe: a source that is down, slow or answers with an error acts on nothing of that
+//! batch; the jobs are counted (`sourceUnavailable`), the failure is told to the observer
+//! ([`Event::SourceFailed`]) and named in the report.
+
+use super::actions::JobRemove;
+use super::batch::{BatchSizer, run_batches};
+use super::observer::Event;
+use super::options::Mode;
+use super::queue_run::QueueRun;
+use super::report::{QueueReport, Skipped, StateReport};
+use super::state_walk::{LIST_REACH, Row, StateCursor};
+use crate::audit::AuditAction;
+use crate::bullmq::fingerprint::data_check;
+use crate::bullmq::{NamedJob, QueueKeys, StateKey};
+use crate::error::{Error, Result};
+use crate::notify::{Notice, NoticeJob};
+use crate::source::{SourceClients, SourceFailure};
+use bullsweep_policy::{Action, JobState, SourceLink, SourceReason};
+use redis::aio::ConnectionLike;
+use std::collections::{BTreeMap, HashMap};
+
+/// Most jobs one page of the walk reads (and so the most keys of one lookup).
+const MAX_PAGE: u64 = 5_000;
+
+/// The sources of one queue's run: their clients, and those found down (not asked again in
+/// this run), with the reason the report gives.
+struct Asking {
+    clients: SourceClients,
+    down: BTreeMap<String, String>,
+}
+
+/// A job a source lets go, with why and under which link.
+struct Verdict<'r> {
+    row: &'r Row,
+    link: &'r SourceLink,
+    reason: SourceReason,
+}
+
+impl QueueRun<'_> {
+    /// Source-linked cleanup of each state but `active`, reported as `<state>:source`.
+    pub(super) async fn source_linked<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        qr: &mut QueueReport,
+        notices: &mut Vec<Notice>,
+    ) -> std::result::Result<(), Error> {
+        let links = self.links();
+        // `report` and `schedule: auto` count (Mode::Count): they must not reach out to other
+        // systems, so only a plan or a run asks the sources.
+        if links.is_empty() || self.mode == Mode::Count {
+            return Ok(());
+        }
+        // Connections open at a source's first lookup and are kept for the queue's states.
+        let mut clients = Asking {
+            clients: SourceClients::new(self.sources),
+            down: BTreeMap::new(),
+        };
+        for state in JobState::ALL {
+            let mut sr = StateReport {
+                action: link_action_label(&links),
+                ..StateReport::default()
+            };
+            let result = self.source_state(con, &mut clients, state, &mut sr).await;
+            notices.extend(sr.notice.take());
+            // A state without jobs says nothing worth a line of the report.
+            if sr.jobs > 0 || result.is_err() {
+                self.close(qr, format!("{state}:source"), sr);
+            }
+            result.map_err(|e| e.context(format!("{state}:source")))?;
+        }
+        Ok(())
+    }
+
+    /// Every link in force for the queue: the policy's, then each job rule's.
+    fn links(&self) -> Vec<&SourceLink> {
+        self.policy
+            .source
+            .iter()
+            .chain(self.policy.jobs.iter().filter_map(|j| j.source.as_ref()))
+            .map(|s| &s.value)
+            .collect()
+    }
+
+    /// The link covering jobs named `name`: their job rule's, else the policy's.
+    fn link_of(&self, name: &str) -> Option<&SourceLink> {
+        match self.policy.jobs.iter().find(|j| j.name == name) {
+            Some(j) => j.source.as_ref().map(|s| &s.value),
+            None => self.policy.source.as_ref().map(|s| &s.value),
+        }
+    }
+
+    /// One state: its keys walked with data, each page's keys looked up, verdicts acted on.
+    async fn source_state<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        clients: &mut Asking,
+        state: JobState,
+        sr: &mut StateReport,
+    ) -> Result<()> {
+        let keys = QueueKeys::new(&self.queue.base);
+        let page = self.links_page();
+        let mut skipped = Skipped::default();
+        let mut sizer = BatchSizer::new(self.opts.budget_us);
+        let mut notice = Vec::new();
+        let mut done = 0;
+        for (key, suffix) in keys.state_keys(state) {
+            let is_list = suffix == "wait" || suffix == "paused";
+            let mut cursor = with_retry!(StateCursor::start(con, key.clone(), is_list))?;
+            sr.jobs += cursor.total;
+            loop {
+                let rows = with_retry!(cursor.next_page(con, &keys, true, page))?;
+                if rows.is_empty() {
+                    break;
+                }
+                let verdicts = self.judge(con, clients, &rows, &mut skipped).await;
+                sr.matched += verdicts.len() as u64;
+                let at = StateKey {
+                    key: &key,
+                    suffix,
+                    reach: LIST_REACH,
+                    head_first: cursor.at_head(),
+                };
+                let mut removed = 0;
+                for v in verdicts.iter().filter(|v| v.link.action == Action::Notify) {
+                    if notice.len() < super::notice::NOTICE_JOBS as usize {
+                        notice.push(NoticeJob {
+                            id: v.row.id.clone(),
+                            failed_reason: Some(v.reason.as_str().to_string()),
+                            finished_on: v.row.times.finished_on.max(v.row.times.timestamp),
+                        });
+                    }
+                }
+                if self.mode == Mode::Run {
+                    removed = self
+                        .act(con, state, at, &verdicts, &mut sizer, &mut skipped)
+                        .await?;
+                    done += removed;
+                }
+                cursor.advance(rows.len() as u64, removed);
+                if self.opts.stopping() {
+                    break;
+                }
+            }
+        }
+        let notified = notice.len() as u64;
+        if notified > 0 {
+            let audit = self.audit(state, AuditAction::Notify);
+            sr.notice = Some(Notice {
+                context: audit,
+                count: notified,
+                jobs: notice,
+            });
+        }
+        if self.mode == Mode::Run {
+            sr.done = Some(done);
+        }
+        if !skipped.is_empty() || !skipped.reasons.is_empty() {
+            sr.skipped = Some(skipped);
+        }
+        Ok(())
+    }
+
+    /// How many jobs a page reads: the smallest `batchSize` of the sources in force, so that
+    /// each page asks each source once.
+    fn links_page(&self) -> u64 {
+        self.links()
+            .iter()
+            .filter_map(|l| self.source_batch(&l.source))
+            .min()
+            .unwrap_or(1_000)
+            .clamp(1, MAX_PAGE)
+    }
+
+    /// The `batchSize` of source `name`.
+    fn source_batch(&self, name: &str) -> Option<u64> {
+        self.sources.get(name).map(|s| s.batch_size)
+    }
+
+    /// Looks each covered row's key up (one question per source) and keeps the rows their
+    /// source lets go. A source that fails acts on nothing of this page.
+    async fn judge<'r, C: ConnectionLike>(
+        &'r self,
+        con: &mut C,
+        clients: &mut Asking,
+        rows: &'r [Row],
+        skipped: &mut Skipped,
+    ) -> Vec<Verdict<'r>> {
+        // Source name → (row, link, key) of the rows it covers.
+        let mut asks: BTreeMap<&str, Vec<(&Row, &SourceLink, String)>> = BTreeMap::new();
+        for row in rows {
+            let Some(link) = self.link_of(&row.name) else {
+                continue;
+            };
+            match job_key(row, link) {
+                Some(k) => asks
+                    .entry(link.source.as_str())
+                    .or_default()
+                    .push((row, link, k)),
+                None => skipped.no_source_key += 1,
+            }
+        }
+        let mut out = Vec::new();
+        for (source, covered) in asks {
+            let mut keys: Vec<String> = covered.iter().map(|(_, _, k)| k.clone()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            if let Some(why) = clients.down.get(source) {
+                skipped.source_unavailable += covered.len() as u64;
+                if !skipped.reasons.contains(why) {
+                    skipped.reasons.push(why.clone());
+                }
+                continue;
+            }
+            let answers: HashMap<String, _> = match clients.clients.lookup(con, source, &keys).await
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    skipped.source_unavailable += covered.len() as u64;
+                    let reason = format!(
+                        "the jobs of source {source} (it could not be asked: {})",
+                        e.message
+                    );
+                    if !skipped.reasons.contains(&reason) {
+                        skipped.reasons.push(reason.clone());
+                    }
+                    self.observer.event(&Event::SourceFailed {
+                        source,
+                        kind: e.kind.as_str(),
+                    });
+                    // Down, slow or refusing: not asked again in this queue's run, so that a
+                    // dead source does not cost its timeout on every page.
+                    if e.kind != SourceFailure::Query {
+                        clients.down.insert(source.to_string(), reason);
+                    }
+                    continue;
+                }
+            };
+            for (row, link, k) in covered {
+                let answer = answers
+                    .get(&k)
+                    .copied()
+                    .unwrap_or(bullsweep_policy::SourceAnswer::Missing);
+                if let Some(reason) = link.decide(answer, row.times, self.opts.now_ms) {
+                    out.push(Verdict { row, link, reason });
+                }
+            }
+        }
+        out
+    }
+
+    /// Removes (or archives, then removes) the page's verdicts, one call group per reason so
+    /// that each audit event names its source and reason. Returns how many were removed.
+    async fn act<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        state: JobState,
+        at: StateKey<'_>,
+        verdicts: &[Verdict<'_>],
+        sizer: &mut BatchSizer,
+        skipped: &mut Skipped,
+    ) -> Result<u64> {
+        let keys = QueueKeys::new(&self.queue.base);
+        let mut removed = 0;
+        // (source, reason, action) → the jobs.
+        let mut groups: BTreeMap<(&str, SourceReason, Action), Vec<&Row>> = BTreeMap::new();
+        for v in verdicts.iter().filter(|v| v.link.action != Action::Notify) {
+            groups
+                .entry((v.link.source.as_str(), v.reason, v.link.action))
+                .or_default()
+                .push(v.row);
+        }
+        for ((source, reason, action), rows) in groups {
+            let audit = self
+                .audit(state, action.into())
+                .with_source(source, reason.as_str());
+            let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
+            if action == Action::Archive {
+                let owned: Vec<Row> = rows.into_iter().cloned().collect();
+                removed += self
+                    .archive_pending(con, state, at, &owned, &audit_ctx, skipped)
+                    .await?;
+                continue;
+            }
+            let jobs: Vec<NamedJob> = rows
+                .iter()
+                .map(|r| NamedJob {
+                    id: r.id.clone(),
+                    timestamp: r.timestamp.clone(),
+                    check: data_check(r.data.as_deref().unwrap_or_default()),
+                })
+                .collect();
+            let mut action = JobRemove {
+                keys: &keys,
+                at,
+                audit_ctx: &audit_ctx,
+            };
+            removed += run_batches(
+                con,
+                &jobs,
+                sizer,
+                self.opts.batching(self.observer),
+                skipped,
+                &mut action,
+            )
+            .await?;
+        }
+        Ok(removed)
+    }
+}
+
+/// The job's key at the link's path: a string, or a number written as JSON writes it; `None`
+/// when the data is not JSON or holds no such value.
+fn job_key(row: &Row, link: &SourceLink) -> Option<String> {
+    let data: serde_json::Value = serde_json::from_slice(row.data.as_deref()?).ok()?;
+    let job = serde_json::json!({ "data": data, "name": row.name, "id": row.id });
+    link.key.find(&job).into_iter().find_map(|v| match v {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+/// The step's action as reports show it: `mixed` when links differ.
+fn link_action_label(links: &[&SourceLink]) -> String {
+    let first = links.first().map_or(Action::Remove, |l| l.action);
+    if links.iter().all(|l| l.action == first) {
+        first.as_str().to_string()
+    } else {
+        "mixed".to_string()
+    }
+}
