@@ -44,7 +44,8 @@ async function jobsInState(client, queues, state) {
 // with `Job.remove()` (children removed, BullMQ's default). A job an earlier removal took along
 // is gone and skipped; a job that left the state is skipped; a job BullMQ refuses (locked, a
 // job scheduler's next job) is kept and listed with BullMQ's error.
-// Resolves {selected, done, gone, refused: [{id, queue, error}], counts}.
+// Resolves {selected, done, gone, refused: [{id, queue, error}], counts, countsAfter} (the
+// jobs of the state per queue before and after: a removal may release a parent into `wait`).
 async function removeOldJobs(mq, connection, client, queues, state, cutoff) {
   const { jobs, counts } = await jobsInState(client, queues, state);
   const selected = jobs.filter((j) => j.timestamp < cutoff)
@@ -79,7 +80,7 @@ async function removeOldJobs(mq, connection, client, queues, state, cutoff) {
   } finally {
     for (const q of open.values()) await q.close();
   }
-  return { selected, done, gone, refused, counts };
+  return { selected, done, gone, refused, counts, countsAfter: (await jobsInState(client, queues, state)).counts };
 }
 
 // Every queue events stream of the database (bullsweep's own keys excluded): per key, its

@@ -203,7 +203,9 @@ for (const v of VERSIONS) {
         const s = (report.queues.find((x) => x.queue === name) || { states: {} }).states[state];
         const want = removed.selected.filter((j) => j.queue === name).length;
         assert.ok(s, `${name}: no ${state} entry in ${run.stdout}`);
-        assert.equal(s.jobs, removed.counts[name], `${name} ${state} jobs: ${JSON.stringify(s)}`);
+        // Counted when bullsweep reaches the queue: before or after another queue's removal
+        // released a parent into it.
+        assert.ok([removed.counts[name], removed.countsAfter[name]].includes(s.jobs), `${name} ${state} jobs: ${JSON.stringify(s)}`);
         assert.equal(s.matched, want, `${name} ${state} matched: ${JSON.stringify(s)}`);
         assert.equal((s.done || 0) + skippedTotal(s), want, `${name} ${state} done + skipped: ${JSON.stringify(s)}`);
         assert.equal((s.skipped || {}).notImplemented || 0, 0, `${name} ${state}: ${JSON.stringify(s)}`);
@@ -222,7 +224,7 @@ for (const v of VERSIONS) {
 
 // Database 3 holds the scheduler test's data, database 4 the worker test's.
 for (const v of VERSIONS) {
-  test(`${v.label}: a job a worker takes while bullsweep runs is processed, never removed`, async () => {
+  test(`${v.label}: a job a worker takes while bullsweep runs is processed, never removed`, async (t) => {
     const db = 4;
     const client = redis.client(db);
     await client.flushdb();
@@ -276,6 +278,7 @@ for (const v of VERSIONS) {
     assert.equal(completed.size + removed.length, oldIds.length + youngIds.length);
 
     const waiting = JSON.parse(run.stdout).queues.find((q) => q.queue === 'rush').states.waiting;
+    t.diagnostic(`removed ${removed.length}, processed ${completed.size} (${takenDuringRun.size} taken while bullsweep ran); report ${JSON.stringify(waiting)}`);
     assert.equal(waiting.done, removed.length, JSON.stringify(waiting));
     assert.equal(waiting.done + skippedTotal(waiting), waiting.matched, JSON.stringify(waiting));
     const events = (await queueEvents(client))['bull:rush:events'].map((e) => JSON.parse(e));
