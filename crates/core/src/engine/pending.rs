@@ -134,20 +134,10 @@ impl QueueRun<'_> {
                 thousands(LIST_REACH),
             ));
         }
-        if notified > 0 {
-            let context = audit.clone().with_action(AuditAction::Notify);
-            sr.notice = Some(Notice {
-                context,
-                count: notified,
-                jobs: notice,
-            });
-        }
-        if self.mode == Mode::Run {
-            sr.done = Some(done);
-        }
-        if !skipped.is_empty() || !skipped.reasons.is_empty() {
-            sr.skipped = Some(skipped);
-        }
+        let done = (self.mode == Mode::Run).then_some(done);
+        sr.settle(done, skipped, (notified, notice), || {
+            audit.clone().with_action(AuditAction::Notify)
+        });
         Ok(())
     }
 }

@@ -129,6 +129,31 @@ pub struct StateReport {
     pub notice: Option<Notice>,
 }
 
+impl StateReport {
+    /// Closes a walked state's report: what was done (`None` in a plan), what was left alone
+    /// (kept only when there is something to say) and the notice of its `notified` jobs
+    /// (`listed` are the first of them), when any; `context` is the notice's audit context.
+    pub(crate) fn settle(
+        &mut self,
+        done: Option<u64>,
+        skipped: Skipped,
+        (notified, listed): (u64, Vec<crate::notify::NoticeJob>),
+        context: impl FnOnce() -> crate::audit::AuditContext,
+    ) {
+        if notified > 0 {
+            self.notice = Some(Notice {
+                context: context(),
+                count: notified,
+                jobs: listed,
+            });
+        }
+        self.done = done;
+        if !skipped.is_empty() || !skipped.reasons.is_empty() {
+            self.skipped = Some(skipped);
+        }
+    }
+}
+
 /// The flow jobs a sweep of the selected jobs would touch (`plan`) or touched (`run`) besides
 /// them.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

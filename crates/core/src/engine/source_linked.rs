@@ -108,7 +108,7 @@ impl QueueRun<'_> {
         let page = self.links_page();
         let mut skipped = Skipped::default();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
-        let mut notice = Vec::new();
+        let (mut notice, mut notified) = (Vec::new(), 0u64);
         let mut done = 0;
         for (key, suffix) in keys.state_keys(state) {
             let is_list = suffix == "wait" || suffix == "paused";
@@ -129,6 +129,7 @@ impl QueueRun<'_> {
                 };
                 let mut removed = 0;
                 for v in verdicts.iter().filter(|v| v.link.action == Action::Notify) {
+                    notified += 1;
                     if notice.len() < super::notice::NOTICE_JOBS as usize {
                         notice.push(NoticeJob {
                             id: v.row.id.clone(),
@@ -149,21 +150,10 @@ impl QueueRun<'_> {
                 }
             }
         }
-        let notified = notice.len() as u64;
-        if notified > 0 {
-            let audit = self.audit(state, AuditAction::Notify);
-            sr.notice = Some(Notice {
-                context: audit,
-                count: notified,
-                jobs: notice,
-            });
-        }
-        if self.mode == Mode::Run {
-            sr.done = Some(done);
-        }
-        if !skipped.is_empty() || !skipped.reasons.is_empty() {
-            sr.skipped = Some(skipped);
-        }
+        let done = (self.mode == Mode::Run).then_some(done);
+        sr.settle(done, skipped, (notified, notice), || {
+            self.audit(state, AuditAction::Notify)
+        });
         Ok(())
     }
 
