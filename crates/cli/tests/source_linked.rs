@@ -173,7 +173,7 @@ fn a_source_that_fails_acts_on_nothing_and_says_why() {
     ];
     for (sources, needle) in cases {
         let p = policy(&w, &sources, "sourceDeleted", "1ms");
-        let run = w.report(&p, "run");
+        let run = unasked(&w, &p);
         let state = &run.queue("reminders").states["delayed:source"];
         assert_eq!(state.done, Some(0), "{run:?}");
         let skipped = state.skipped.as_ref().expect("skipped");
@@ -212,13 +212,25 @@ fn a_redis_source_on_another_server_matches_a_field() {
     delayed(&mut w.con(), "9", Some("o9"), [now_ms() - HOUR, 0, 0]);
     drop(oc);
     drop(other);
-    let run = w.report(&p, "run");
+    let run = unasked(&w, &p);
     let state = &run.queue("reminders").states["delayed:source"];
     assert_eq!(
         state.skipped.as_ref().map(|s| s.source_unavailable),
         Some(2)
     );
     assert_eq!(ids(&mut w.con()), ["1", "6", "9"]);
+}
+
+/// `run --json` when a source cannot be asked: exit 1, the warning on stderr, the report.
+fn unasked(w: &World, p: &std::path::PathBuf) -> JsonReport {
+    let out = w.run(p, &["--json", "run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a source could not be asked"),
+        "{}",
+        stderr(&out)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON report")
 }
 
 fn free_port() -> u16 {

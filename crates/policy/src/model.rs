@@ -46,12 +46,14 @@ impl JobState {
     /// The finished states, whose sets are ordered by `finishedOn`.
     pub const FINISHED: [JobState; 2] = [JobState::Completed, JobState::Failed];
 
-    /// The pending states: jobs that have not run yet, aged from their `timestamp`.
+    /// The pending states: jobs that have not run yet, aged from their `timestamp`. Parents
+    /// first, so that an expired parent takes its children with it rather than an expired
+    /// child releasing its parent to run.
     pub const PENDING: [JobState; 4] = [
+        JobState::WaitingChildren,
         JobState::Waiting,
         JobState::Delayed,
         JobState::Prioritized,
-        JobState::WaitingChildren,
     ];
 
     /// The state's name as policy files and reports write it (BullMQ's name for it).

@@ -255,33 +255,11 @@ impl PolicySet {
             Some(o) => format!("{}->override:{}", winner.name, o.tenant_id),
             None => winner.name.clone(),
         };
-        let policy_layer = |rules: &BTreeMap<JobState, StateRule>, state| {
-            rules.get(&state).map(|r| {
-                (
-                    r.clone(),
-                    Provenance::Policy {
-                        policy: winner.name.clone(),
-                    },
-                )
-            })
-        };
-        let override_layers = |state| {
-            overrides.iter().filter_map(move |o| {
-                o.overrides.get(&state).map(|r| {
-                    (
-                        r.clone(),
-                        Provenance::TenantOverride {
-                            tenant: o.tenant_id.clone(),
-                        },
-                    )
-                })
-            })
-        };
         let mut states = BTreeMap::new();
         for state in JobState::ALL {
-            let layers = policy_layer(&winner.rules, state)
+            let layers = policy_layer(winner, state)
                 .into_iter()
-                .chain(override_layers(state));
+                .chain(override_layers(&overrides, state));
             if let Some(rule) = merge(layers) {
                 states.insert(state, rule);
             }
@@ -323,28 +301,6 @@ impl PolicySet {
         overrides: &[&TenantOverride],
         policy_source: &Option<Sourced<SourceLink>>,
     ) -> Vec<EffectiveJobRule> {
-        let policy_layer = |rules: &BTreeMap<JobState, StateRule>, state| {
-            rules.get(&state).map(|r| {
-                (
-                    r.clone(),
-                    Provenance::Policy {
-                        policy: winner.name.clone(),
-                    },
-                )
-            })
-        };
-        let override_layers = |state| {
-            overrides.iter().filter_map(move |o| {
-                o.overrides.get(&state).map(|r| {
-                    (
-                        r.clone(),
-                        Provenance::TenantOverride {
-                            tenant: o.tenant_id.clone(),
-                        },
-                    )
-                })
-            })
-        };
         winner
             .jobs
             .iter()
@@ -360,10 +316,10 @@ impl PolicySet {
                             },
                         )
                     });
-                    let layers = policy_layer(&winner.rules, state)
+                    let layers = policy_layer(winner, state)
                         .into_iter()
                         .chain(job_layer)
-                        .chain(override_layers(state));
+                        .chain(override_layers(overrides, state));
                     if let Some(rule) = merge(layers) {
                         job_states.insert(state, rule);
                     }
@@ -406,6 +362,35 @@ impl PolicySet {
         out.sort_by_key(|o| o.environment.is_some());
         out
     }
+}
+
+/// The policy's own rule for `state`, as a layer.
+fn policy_layer(winner: &Policy, state: JobState) -> Option<(StateRule, Provenance)> {
+    winner.rules.get(&state).map(|r| {
+        (
+            r.clone(),
+            Provenance::Policy {
+                policy: winner.name.clone(),
+            },
+        )
+    })
+}
+
+/// The tenant overrides' rules for `state`, as layers, in the order they apply.
+fn override_layers<'o>(
+    overrides: &'o [&'o TenantOverride],
+    state: JobState,
+) -> impl Iterator<Item = (StateRule, Provenance)> + 'o {
+    overrides.iter().filter_map(move |o| {
+        o.overrides.get(&state).map(|r| {
+            (
+                r.clone(),
+                Provenance::TenantOverride {
+                    tenant: o.tenant_id.clone(),
+                },
+            )
+        })
+    })
 }
 
 /// `value`, set by the layer `source`.

@@ -97,7 +97,7 @@ fn page(cmd: &clap::Command) -> Result<String, CliError> {
 fn exit_status(name: &str) -> String {
     let failure = match name {
         "plan" | "run" => {
-            "a runtime failure: Redis unreachable or refusing, or a queue that failed (the others still ran)"
+            "a runtime failure: Redis unreachable or refusing, a queue that failed, or a source of source-linked cleanup that could not be asked (the rest still ran)"
         }
         "alerts" => "an alert fires, or a queue could not be measured",
         "forget" => {

@@ -11,10 +11,11 @@ use bullsweep_core::ops::{self, RunScope};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// `plan`: exit 1 when a queue failed; with `--detailed-exitcode`, 2 when changes are pending.
+/// `plan`: exit 1 when a queue failed or a source could not be asked; with
+/// `--detailed-exitcode`, 2 when changes are pending.
 pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
     let report = sweep(cli, &args.queues, Mode::Plan, None).await?;
-    Ok(if report.has_errors() {
+    Ok(if report.has_errors() || report.source_unavailable() > 0 {
         EXIT_FAILURE
     } else if args.detailed_exitcode && report.matched() > 0 {
         EXIT_USAGE
@@ -23,11 +24,13 @@ pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
     })
 }
 
-/// `run`: exit 1 when a queue failed.
+/// `run`: exit 1 when a queue failed or a source could not be asked (what it covers was
+/// left alone; everything else ran).
 pub async fn run(cli: &Cli, args: &RunArgs) -> Result<i32, CliError> {
     let wait = lock_wait(&args.lock_wait)?;
     let report = sweep(cli, &args.queues, Mode::Run, Some(wait)).await?;
-    Ok(if report.has_errors() { EXIT_FAILURE } else { 0 })
+    let failed = report.has_errors() || report.source_unavailable() > 0;
+    Ok(if failed { EXIT_FAILURE } else { 0 })
 }
 
 /// `--lock-wait`'s duration (`0` does not wait).
@@ -79,6 +82,16 @@ async fn sweep(
     let report = report?;
     for warning in &report.warnings {
         warn(cli.json, warning);
+    }
+    let unasked = report.source_unavailable();
+    if unasked > 0 {
+        warn(
+            cli.json,
+            &format!(
+                "a source could not be asked: {} it covers were left alone (the report says which and why)",
+                bullsweep_core::text::count(unasked, "job")
+            ),
+        );
     }
     print_out(cli.json, &report, || render::report_text(&report, mode))?;
     if mode == Mode::Run && !cli.json {

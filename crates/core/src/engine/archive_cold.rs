@@ -6,11 +6,11 @@
 //! archived alone and streamed, one field and one page of logs at a time, and checked by
 //! their shape. (Plain archiving detaches jobs instead: `archive_path`.)
 
-use super::archive_path::{ArchiveWriter, SegmentWrite};
+use super::archive_path::{ArchiveWriter, CopyParts, SegmentWrite, copy_of};
 use super::report::Skipped;
 use super::run_archive::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS, SEGMENT_JOBS};
 use super::work::StateWork;
-use crate::archive::{JobCopy, StreamedJob};
+use crate::archive::StreamedJob;
 use crate::bullmq::Candidate;
 use crate::bullmq::fingerprint::{job_fingerprint, shape_fingerprint};
 use crate::error::{Error, Result};
@@ -20,15 +20,6 @@ use redis::aio::ConnectionLike;
 /// One job as the archive reads it: hash fields in `HGETALL` order, log lines, locked, and the
 /// hash's `DUMP` (for the fingerprint), as bytes.
 type JobRead = (Vec<(Vec<u8>, Vec<u8>)>, Vec<Vec<u8>>, bool, Option<Vec<u8>>);
-
-/// One job to copy: id, `finishedOn`, hash, logs and the state it is archived from.
-type ColdCopy = (
-    String,
-    i64,
-    Vec<(Vec<u8>, Vec<u8>)>,
-    Vec<Vec<u8>>,
-    &'static str,
-);
 
 /// A segment being written in the background, and the jobs to delete once it is durable.
 struct SegmentInFlight {
@@ -197,20 +188,11 @@ impl StateWork<'_> {
                 large,
             });
         }
-        let copies: Vec<ColdCopy> = copies
+        let copies: Vec<CopyParts> = copies
             .into_iter()
             .map(|(id, finished_on, hash, logs)| (id, finished_on, hash, logs, self.state.as_str()))
             .collect();
-        let write = writer.spawn_segment(self.queue.base.clone(), copies, |c, queue| JobCopy {
-            queue,
-            source: None,
-            id: c.0.as_bytes(),
-            state: c.4,
-            finished_on: c.1,
-            role: None,
-            hash: &c.2,
-            logs: &c.3,
-        });
+        let write = writer.spawn_segment(self.queue.base.clone(), copies, copy_of);
         Ok(SegmentInFlight {
             write: Some(write),
             candidates,

@@ -10,6 +10,7 @@
 use super::actions::DetachJobs;
 use super::batch::{BatchSizer, run_batches};
 use super::observer::{Event, WithoutProgress};
+use super::options::SweepOptions;
 use super::report::Skipped;
 use super::run_archive::{RunArchive, SEGMENT_JOBS};
 use super::staging::{self, StagedCopies};
@@ -21,7 +22,7 @@ use crate::archive::{
 use crate::bullmq::DetachMode;
 use crate::bullmq::keys::StagedBatch;
 use crate::error::{Error, Result};
-use bullsweep_policy::Selection;
+use bullsweep_policy::{QueueId, Selection};
 use redis::aio::ConnectionLike;
 
 /// Log lines read per round trip when streaming.
@@ -41,6 +42,56 @@ static BATCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 /// A segment being written on a blocking thread.
 pub(super) type SegmentWrite = tokio::task::JoinHandle<std::io::Result<SegmentManifest>>;
+
+/// What a segment record is made of: id, `finishedOn` (a pending job's `timestamp`), hash,
+/// logs and the state it is archived from.
+pub(super) type CopyParts = (
+    String,
+    i64,
+    Vec<(Vec<u8>, Vec<u8>)>,
+    Vec<Vec<u8>>,
+    &'static str,
+);
+
+/// The record of `c` in `queue`.
+pub(super) fn copy_of<'r>(c: &'r CopyParts, queue: &'r str) -> JobCopy<'r> {
+    JobCopy {
+        queue,
+        source: None,
+        id: c.0.as_bytes(),
+        state: c.4,
+        finished_on: c.1,
+        role: None,
+        hash: &c.2,
+        logs: &c.3,
+    }
+}
+
+impl<'a> ArchiveWriter<'a> {
+    /// A writer of `queue`'s segments of `state`, for the run `run_id` under `policy`.
+    pub(super) fn new(
+        archive: &'a RunArchive,
+        queue: &QueueId,
+        policy: &str,
+        state: &str,
+        opts: &SweepOptions,
+    ) -> Self {
+        ArchiveWriter {
+            sink: &archive.sink,
+            meta: SegmentMeta {
+                queue_key: queue.base.clone(),
+                queue_name: queue.queue.clone(),
+                tenant: queue.tenant.clone(),
+                env: queue.env.clone(),
+                policy: policy.to_string(),
+                run_id: opts.execution_id.clone(),
+                state: state.to_string(),
+                source: Some(archive.source.clone()),
+            },
+            sizer: BatchSizer::new(opts.budget_us),
+        }
+    }
+}
 
 impl ArchiveWriter<'_> {
     /// Writes `items` as the next segment on a blocking thread (at the lowest CPU priority),
@@ -78,20 +129,13 @@ struct InFlight {
 impl StateWork<'_> {
     /// A writer for this state's segments.
     pub(super) fn archive_writer<'s>(&'s self, archive: &'s RunArchive) -> ArchiveWriter<'s> {
-        ArchiveWriter {
-            sink: &archive.sink,
-            meta: SegmentMeta {
-                queue_key: self.queue.base.clone(),
-                queue_name: self.queue.queue.clone(),
-                tenant: self.queue.tenant.clone(),
-                env: self.queue.env.clone(),
-                policy: self.policy.to_string(),
-                run_id: self.opts.execution_id.clone(),
-                state: self.state.as_str().to_string(),
-                source: Some(archive.source.clone()),
-            },
-            sizer: BatchSizer::new(self.opts.budget_us),
-        }
+        ArchiveWriter::new(
+            archive,
+            self.queue,
+            self.policy,
+            self.state.as_str(),
+            self.opts,
+        )
     }
 
     /// Archives the selected prefix of the set, oldest first, one segment per batch. Jobs

@@ -98,6 +98,7 @@ impl QueueRun<'_> {
                         key: &key,
                         suffix,
                         reach: LIST_REACH,
+                        head_first: cursor.at_head(),
                     };
                     let mut action = JobRemove {
                         keys: &keys,
@@ -127,26 +128,16 @@ impl QueueRun<'_> {
         }
         if unexamined > 0 {
             skipped.reasons.push(format!(
-                "{} jobs in the middle of a list longer than {} were not examined: only the {} jobs at each end are in reach of a bounded removal; they come within reach as the list moves",
+                "{} jobs in the middle of a list longer than {}, beyond the {} a bounded removal reads at each end (a later run meets them as the list moves)",
                 thousands(unexamined),
                 thousands(2 * LIST_REACH),
                 thousands(LIST_REACH),
             ));
         }
-        if notified > 0 {
-            let context = audit.clone().with_action(AuditAction::Notify);
-            sr.notice = Some(Notice {
-                context,
-                count: notified,
-                jobs: notice,
-            });
-        }
-        if self.mode == Mode::Run {
-            sr.done = Some(done);
-        }
-        if !skipped.is_empty() || !skipped.reasons.is_empty() {
-            sr.skipped = Some(skipped);
-        }
+        let done = (self.mode == Mode::Run).then_some(done);
+        sr.settle(done, skipped, (notified, notice), || {
+            audit.clone().with_action(AuditAction::Notify)
+        });
         Ok(())
     }
 }

@@ -5,13 +5,12 @@
 //! harmless: readers dedupe on queue and id).
 
 use super::actions::JobRemove;
-use super::archive_path::ArchiveWriter;
-use super::batch::{BatchSizer, run_batches};
+use super::archive_path::{ArchiveWriter, CopyParts, copy_of};
+use super::batch::run_batches;
 use super::queue_run::QueueRun;
 use super::report::Skipped;
 use super::run_archive::READ_JOBS;
 use super::state_walk::Row;
-use crate::archive::{JobCopy, SegmentMeta};
 use crate::bullmq::fingerprint::job_fingerprint;
 use crate::bullmq::{NamedJob, QueueKeys, StateKey};
 use crate::error::{Error, Result};
@@ -20,15 +19,6 @@ use redis::aio::ConnectionLike;
 
 /// One job as read to be copied: hash in `HGETALL` order, log lines, and the hash's `DUMP`.
 type PendingRead = (Vec<(Vec<u8>, Vec<u8>)>, Vec<Vec<u8>>, Option<Vec<u8>>);
-
-/// One job to copy: id, `timestamp`, hash, logs, the state it is archived from.
-type PendingCopy = (
-    String,
-    i64,
-    Vec<(Vec<u8>, Vec<u8>)>,
-    Vec<Vec<u8>>,
-    &'static str,
-);
 
 impl QueueRun<'_> {
     /// Archives `rows` of `state` (at `at`), then removes each whose copy is durable and that
@@ -71,7 +61,7 @@ impl QueueRun<'_> {
             }
             reads.extend(with_retry!(pipe.query_async::<Vec<PendingRead>>(con))?);
         }
-        let mut copies: Vec<PendingCopy> = Vec::with_capacity(rows.len());
+        let mut copies: Vec<CopyParts> = Vec::with_capacity(rows.len());
         let mut jobs = Vec::with_capacity(rows.len());
         for (r, (hash, logs, dump)) in rows.iter().zip(reads) {
             let data_now = hash.iter().find(|(k, _)| k == b"data").map(|(_, v)| v);
@@ -89,30 +79,14 @@ impl QueueRun<'_> {
             });
             copies.push((r.id.clone(), r.times.timestamp, hash, logs, at.suffix));
         }
-        let mut writer = ArchiveWriter {
-            sink: &archive.sink,
-            meta: SegmentMeta {
-                queue_key: self.queue.base.clone(),
-                queue_name: self.queue.queue.clone(),
-                tenant: self.queue.tenant.clone(),
-                env: self.queue.env.clone(),
-                policy: self.policy.name.clone(),
-                run_id: self.opts.execution_id.clone(),
-                state: state.as_str().to_string(),
-                source: Some(archive.source.clone()),
-            },
-            sizer: BatchSizer::new(self.opts.budget_us),
-        };
-        let write = writer.spawn_segment(self.queue.base.clone(), copies, |c, queue| JobCopy {
-            queue,
-            source: None,
-            id: c.0.as_bytes(),
-            state: c.4,
-            finished_on: c.1,
-            role: None,
-            hash: &c.2,
-            logs: &c.3,
-        });
+        let mut writer = ArchiveWriter::new(
+            archive,
+            self.queue,
+            &self.policy.name,
+            state.as_str(),
+            self.opts,
+        );
+        let write = writer.spawn_segment(self.queue.base.clone(), copies, copy_of);
         write
             .await
             .map_err(|e| Error::archive(format!("archive writer stopped; nothing removed: {e}")))?

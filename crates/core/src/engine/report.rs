@@ -129,6 +129,31 @@ pub struct StateReport {
     pub notice: Option<Notice>,
 }
 
+impl StateReport {
+    /// Closes a walked state's report: what was done (`None` in a plan), what was left alone
+    /// (kept only when there is something to say) and the notice of its `notified` jobs
+    /// (`listed` are the first of them), when any; `context` is the notice's audit context.
+    pub(crate) fn settle(
+        &mut self,
+        done: Option<u64>,
+        skipped: Skipped,
+        (notified, listed): (u64, Vec<crate::notify::NoticeJob>),
+        context: impl FnOnce() -> crate::audit::AuditContext,
+    ) {
+        if notified > 0 {
+            self.notice = Some(Notice {
+                context: context(),
+                count: notified,
+                jobs: listed,
+            });
+        }
+        self.done = done;
+        if !skipped.is_empty() || !skipped.reasons.is_empty() {
+            self.skipped = Some(skipped);
+        }
+    }
+}
+
 /// The flow jobs a sweep of the selected jobs would touch (`plan`) or touched (`run`) besides
 /// them.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -259,6 +284,16 @@ impl Report {
     /// Whether any queue failed.
     pub fn has_errors(&self) -> bool {
         self.queues.iter().any(|q| q.error.is_some())
+    }
+
+    /// Jobs left alone because their source could not be asked, across every queue.
+    pub fn source_unavailable(&self) -> u64 {
+        self.queues
+            .iter()
+            .flat_map(|q| q.states.values())
+            .filter_map(|s| s.skipped.as_ref())
+            .map(|s| s.source_unavailable)
+            .sum()
     }
 
     /// Jobs acted on per action, across every queue and state (`mixed` states are counted

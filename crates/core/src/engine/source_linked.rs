@@ -21,13 +21,20 @@ use crate::bullmq::fingerprint::data_check;
 use crate::bullmq::{NamedJob, QueueKeys, StateKey};
 use crate::error::{Error, Result};
 use crate::notify::{Notice, NoticeJob};
-use crate::source::SourceClients;
+use crate::source::{SourceClients, SourceFailure};
 use bullsweep_policy::{Action, JobState, SourceLink, SourceReason};
 use redis::aio::ConnectionLike;
 use std::collections::{BTreeMap, HashMap};
 
 /// Most jobs one page of the walk reads (and so the most keys of one lookup).
 const MAX_PAGE: u64 = 5_000;
+
+/// The sources of one queue's run: their clients, and those found down (not asked again in
+/// this run), with the reason the report gives.
+struct Asking {
+    clients: SourceClients,
+    down: BTreeMap<String, String>,
+}
 
 /// A job a source lets go, with why and under which link.
 struct Verdict<'r> {
@@ -45,11 +52,16 @@ impl QueueRun<'_> {
         notices: &mut Vec<Notice>,
     ) -> std::result::Result<(), Error> {
         let links = self.links();
-        if links.is_empty() {
+        // `report` and `schedule: auto` count (Mode::Count): they must not reach out to other
+        // systems, so only a plan or a run asks the sources.
+        if links.is_empty() || self.mode == Mode::Count {
             return Ok(());
         }
         // Connections open at a source's first lookup and are kept for the queue's states.
-        let mut clients = SourceClients::new(self.sources);
+        let mut clients = Asking {
+            clients: SourceClients::new(self.sources),
+            down: BTreeMap::new(),
+        };
         for state in JobState::ALL {
             let mut sr = StateReport {
                 action: link_action_label(&links),
@@ -57,7 +69,10 @@ impl QueueRun<'_> {
             };
             let result = self.source_state(con, &mut clients, state, &mut sr).await;
             notices.extend(sr.notice.take());
-            self.close(qr, format!("{state}:source"), sr);
+            // A state without jobs says nothing worth a line of the report.
+            if sr.jobs > 0 || result.is_err() {
+                self.close(qr, format!("{state}:source"), sr);
+            }
             result.map_err(|e| e.context(format!("{state}:source")))?;
         }
         Ok(())
@@ -85,7 +100,7 @@ impl QueueRun<'_> {
     async fn source_state<C: ConnectionLike>(
         &self,
         con: &mut C,
-        clients: &mut SourceClients,
+        clients: &mut Asking,
         state: JobState,
         sr: &mut StateReport,
     ) -> Result<()> {
@@ -93,7 +108,7 @@ impl QueueRun<'_> {
         let page = self.links_page();
         let mut skipped = Skipped::default();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
-        let mut notice = Vec::new();
+        let (mut notice, mut notified) = (Vec::new(), 0u64);
         let mut done = 0;
         for (key, suffix) in keys.state_keys(state) {
             let is_list = suffix == "wait" || suffix == "paused";
@@ -110,9 +125,11 @@ impl QueueRun<'_> {
                     key: &key,
                     suffix,
                     reach: LIST_REACH,
+                    head_first: cursor.at_head(),
                 };
                 let mut removed = 0;
                 for v in verdicts.iter().filter(|v| v.link.action == Action::Notify) {
+                    notified += 1;
                     if notice.len() < super::notice::NOTICE_JOBS as usize {
                         notice.push(NoticeJob {
                             id: v.row.id.clone(),
@@ -133,21 +150,10 @@ impl QueueRun<'_> {
                 }
             }
         }
-        let notified = notice.len() as u64;
-        if notified > 0 {
-            let audit = self.audit(state, AuditAction::Notify);
-            sr.notice = Some(Notice {
-                context: audit,
-                count: notified,
-                jobs: notice,
-            });
-        }
-        if self.mode == Mode::Run {
-            sr.done = Some(done);
-        }
-        if !skipped.is_empty() || !skipped.reasons.is_empty() {
-            sr.skipped = Some(skipped);
-        }
+        let done = (self.mode == Mode::Run).then_some(done);
+        sr.settle(done, skipped, (notified, notice), || {
+            self.audit(state, AuditAction::Notify)
+        });
         Ok(())
     }
 
@@ -172,7 +178,7 @@ impl QueueRun<'_> {
     async fn judge<'r, C: ConnectionLike>(
         &'r self,
         con: &mut C,
-        clients: &mut SourceClients,
+        clients: &mut Asking,
         rows: &'r [Row],
         skipped: &mut Skipped,
     ) -> Vec<Verdict<'r>> {
@@ -195,18 +201,34 @@ impl QueueRun<'_> {
             let mut keys: Vec<String> = covered.iter().map(|(_, _, k)| k.clone()).collect();
             keys.sort_unstable();
             keys.dedup();
-            let answers: HashMap<String, _> = match clients.lookup(con, source, &keys).await {
+            if let Some(why) = clients.down.get(source) {
+                skipped.source_unavailable += covered.len() as u64;
+                if !skipped.reasons.contains(why) {
+                    skipped.reasons.push(why.clone());
+                }
+                continue;
+            }
+            let answers: HashMap<String, _> = match clients.clients.lookup(con, source, &keys).await
+            {
                 Ok(a) => a,
                 Err(e) => {
                     skipped.source_unavailable += covered.len() as u64;
-                    let reason = format!("source {source}: {}", e.message);
+                    let reason = format!(
+                        "the jobs of source {source} (it could not be asked: {})",
+                        e.message
+                    );
                     if !skipped.reasons.contains(&reason) {
-                        skipped.reasons.push(reason);
+                        skipped.reasons.push(reason.clone());
                     }
                     self.observer.event(&Event::SourceFailed {
                         source,
                         kind: e.kind.as_str(),
                     });
+                    // Down, slow or refusing: not asked again in this queue's run, so that a
+                    // dead source does not cost its timeout on every page.
+                    if e.kind != SourceFailure::Query {
+                        clients.down.insert(source.to_string(), reason);
+                    }
                     continue;
                 }
             };

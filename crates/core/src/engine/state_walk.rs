@@ -11,7 +11,9 @@ use redis::aio::ConnectionLike;
 
 /// How far into a list, from each end, jobs are read and searched for. LPOS and LREM walk the
 /// list from an end; at this depth each costs a fraction of a millisecond.
-pub(crate) const LIST_REACH: u64 = 20_000;
+pub(crate) const LIST_REACH: u64 = 10_000;
+/// Jobs whose fields one pipelined round trip reads.
+const READ_ROWS: usize = 200;
 /// Jobs read per page of the pending rules (one `LRANGE`/`ZRANGE`, then one pipelined
 /// `HMGET` each).
 pub(crate) const PAGE: u64 = 500;
@@ -149,6 +151,11 @@ impl StateCursor {
         }
     }
 
+    /// Whether the walk reads a list from its head now (its tail part is done).
+    pub fn at_head(&self) -> bool {
+        matches!(self.side, Side::Head { .. })
+    }
+
     /// Moves past a page of `read` jobs of which `removed` were removed (they no longer take a
     /// place, so the next page starts that much earlier).
     pub fn advance(&mut self, read: u64, removed: u64) {
@@ -160,28 +167,33 @@ impl StateCursor {
     }
 }
 
-/// Reads `name`, `timestamp`, `processedOn`, `finishedOn` (and `data`) of each id, in one
-/// pipelined round trip.
+/// Reads `name`, `timestamp`, `processedOn`, `finishedOn` (and `data`) of each id, in
+/// pipelined round trips of [`READ_ROWS`].
 async fn read_rows<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     ids: Vec<String>,
     with_data: bool,
 ) -> RedisResult<Vec<Row>> {
-    let mut pipe = redis::pipe();
-    for id in &ids {
-        let c = pipe
-            .cmd("HMGET")
-            .arg(keys.job(id))
-            .arg("name")
-            .arg("timestamp")
-            .arg("processedOn")
-            .arg("finishedOn");
-        if with_data {
-            c.arg("data");
+    let mut fields: Vec<Vec<Option<Vec<u8>>>> = Vec::with_capacity(ids.len());
+    // Redis runs a client's whole pipeline before serving anyone else: a round trip reads
+    // few enough jobs to stay well under a millisecond.
+    for chunk in ids.chunks(READ_ROWS) {
+        let mut pipe = redis::pipe();
+        for id in chunk {
+            let c = pipe
+                .cmd("HMGET")
+                .arg(keys.job(id))
+                .arg("name")
+                .arg("timestamp")
+                .arg("processedOn")
+                .arg("finishedOn");
+            if with_data {
+                c.arg("data");
+            }
         }
+        fields.extend(pipe.query_async::<Vec<Vec<Option<Vec<u8>>>>>(con).await?);
     }
-    let fields: Vec<Vec<Option<Vec<u8>>>> = pipe.query_async(con).await?;
     Ok(ids
         .into_iter()
         .zip(fields)

@@ -80,14 +80,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
                     }
                 } }
             }
-            @for (state, s) in &qr.states {
-                @if let Some(sk) = s.skipped.as_ref().filter(|sk| sk.source_unavailable > 0) {
-                    p.notice.bad data-source-unavailable=(state) {
-                        (state) ": " (count(sk.source_unavailable)) " job(s) left alone: their source could not be asked. "
-                        @for r in &sk.reasons { (r) " " }
-                    }
-                }
-            }
+            (sources_unavailable(qr))
         }
         @if may_sweep {
             form method="post" action="/queue/sweep" {
@@ -127,6 +120,20 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page(&q.queue, "/", ctx.caller, None, body),
     ))
+}
+
+/// A notice for each state of the plan whose source could not be asked.
+fn sources_unavailable(qr: &bullsweep_core::engine::QueueReport) -> Markup {
+    html! {
+        @for (state, s) in &qr.states {
+            @if let Some(sk) = s.skipped.as_ref().filter(|sk| sk.source_unavailable > 0) {
+                p.notice.bad data-source-unavailable=(state) {
+                    (state) ": " (count(sk.source_unavailable)) " job(s) left alone: their source could not be asked. "
+                    @for r in &sk.reasons { (r) " " }
+                }
+            }
+        }
+    }
 }
 
 /// The parents the queue's `events` (newest first) name as taken along with its jobs, each

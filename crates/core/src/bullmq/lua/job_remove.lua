@@ -11,7 +11,8 @@
     `completed` or `failed`
   ARGV[3] audit context JSON
   ARGV[4] time budget in microseconds
-  ARGV[5] reach: how many entries of a list are searched from each of its ends
+  ARGV[5] reach: how many entries of a list are searched from each of its ends (negative: the
+    head first); children in lists are searched within the same reach
   ARGV[6..] items, three values each: the job id, its `timestamp` as read, and a check: `-`
     (none), `data:<SHA-1 of its data>` (a source-linked job: its key must not have moved), or
     the fingerprint of its archived copy (fingerprint.lua's archivedFingerprint)
@@ -19,7 +20,8 @@
 
   A job is left alone, and counted, when it is no longer in the state (a worker took it, it
   was promoted: `changed`), its timestamp or check differ (`changed`), it or a pending child
-  holds a worker lock (`locked`), a restore holds it (`restored`), or it is a job scheduler's
+  holds a worker lock (`locked`), it or a child sits beyond the reach of a long list
+  (`outOfReach`), a restore holds it (`restored`), or it is a job scheduler's
   current iteration (`scheduler`, as Job.remove refuses it). In a list, a job is looked for
   only within `reach` entries of either end, so that no call walks a long list: LREM from the
   middle of a million entries is O(N). The oldest jobs sit at the tail (BullMQ pushes new
@@ -35,7 +37,10 @@ checkAuditWritable()
 local prefix = ARGV[1]
 local suffix = ARGV[2]
 local ctx = ARGV[3]
-local reach = tonumber(ARGV[5])
+-- A negative reach asks to look from the head first (the walk met the jobs there).
+local reach = math.abs(tonumber(ARGV[5]))
+local headFirst = tonumber(ARGV[5]) < 0
+listReach = reach
 local stateKey = prefix .. suffix
 local isList = suffix == 'wait' or suffix == 'paused'
 -- Each job is checked and removed with several calls (and a list search): the clock is cheap
@@ -47,11 +52,14 @@ local function findJob(id)
   if not isList then
     return rcall('ZSCORE', stateKey, id) and 'set' or 'changed'
   end
-  if rcall('LPOS', stateKey, id, 'RANK', -1, 'MAXLEN', reach) then
-    return 'tail'
+  local first, second = -1, 1
+  if headFirst then
+    first, second = 1, -1
   end
-  if rcall('LPOS', stateKey, id, 'RANK', 1, 'MAXLEN', reach) then
-    return 'head'
+  for _, rank in ipairs({first, second}) do
+    if rcall('LPOS', stateKey, id, 'RANK', rank, 'MAXLEN', reach) then
+      return rank < 0 and 'tail' or 'head'
+    end
   end
   return rcall('LLEN', stateKey) > 2 * reach and 'outOfReach' or 'changed'
 end
@@ -79,6 +87,9 @@ for i = 6, #ARGV, 3 do
   local verdict
   if at == 'changed' or at == 'outOfReach' then
     verdict = at
+  elseif not treeInReach(prefix, id) then
+    -- A child in the middle of a long list could not be taken out of it.
+    verdict = 'outOfReach'
   elseif not unchanged(jobKey, ts, check) then
     verdict = 'changed'
   elseif schedulerOf(prefix, id) then
@@ -92,12 +103,15 @@ for i = 6, #ARGV, 3 do
     reserveAuditSeq()
     local children = {}
     removeTree(prefix, id, children, function()
+      -- Removing its children may have released it from waiting-children to its ready list,
+      -- as in BullMQ: then it is taken from wherever it now is.
+      local left
       if at == 'set' then
-        rcall('ZREM', stateKey, id)
+        left = rcall('ZREM', stateKey, id)
       else
-        rcall('LREM', stateKey, at == 'tail' and -1 or 1, id)
+        left = rcall('LREM', stateKey, at == 'tail' and -1 or 1, id)
       end
-      return suffix
+      return left == 1 and suffix or nil
     end)
     acted[#acted + 1] = id
     for _, k in ipairs(children) do

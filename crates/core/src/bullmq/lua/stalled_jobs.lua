@@ -17,7 +17,7 @@
   Each job is checked again here: still in `active`, no `:lock`, processedOn at or before the
   cutoff; otherwise it is left alone (locked, or changed). `retry` does what BullMQ's stalled
   checker does (moveStalledJobsToWait): the job leaves `active`, its `stc` counter goes up, it
-  goes to the head of `wait` (RPUSH) with a marker unless the queue is paused or maxed, and a
+  goes to the head of `wait` (RPUSH; `paused` for a paused queue of a BullMQ before 6) with a marker unless the queue is paused or maxed, and a
   `waiting` event (prev `active`) and a `stalled` event are added. `remove` removes it as
   Job.remove() does (job_tree.lua). Every call that acts appends its audit event in the same
   call.
@@ -46,7 +46,7 @@ for i = 6, #ARGV do
     rcall('SREM', prefix .. 'stalled', id)
     rcall('HINCRBY', jobKey, 'stc', 1)
     local paused = queuePausedOrMaxed(prefix)
-    rcall('RPUSH', prefix .. 'wait', id)
+    rcall('RPUSH', readyList(prefix), id)
     if not paused then
       rcall('ZADD', prefix .. 'marker', 0, '0')
     end

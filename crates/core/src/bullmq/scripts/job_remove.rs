@@ -51,6 +51,8 @@ pub struct StateKey<'a> {
     pub suffix: &'static str,
     /// How many entries of a list are searched from each end.
     pub reach: u64,
+    /// Whether to search a list from its head first (the walk met the jobs there).
+    pub head_first: bool,
 }
 
 impl Scripts {
@@ -72,7 +74,11 @@ impl Scripts {
             .arg(at.suffix)
             .arg(audit_ctx)
             .arg(budget_us)
-            .arg(at.reach);
+            .arg(if at.head_first {
+                -(at.reach as i64)
+            } else {
+                at.reach as i64
+            });
         for j in jobs {
             invocation.arg(&j.id).arg(&j.timestamp).arg(&j.check);
         }

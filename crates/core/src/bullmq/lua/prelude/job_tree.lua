@@ -1,14 +1,37 @@
 --[[
   prelude/job_tree.lua: removal of a job in any state, with its children, as BullMQ's Job.remove()
-  does it (removeJob with removeChildren). Prepended (after removal.lua) to the
-  scripts that remove jobs outside the finished sets: erase_jobs.lua, stalled_jobs.lua and
-  job_remove.lua. It defines
-  functions only.
+  does it (removeJob with removeChildren). Prepended (after removal.lua) to the scripts that
+  remove jobs outside the finished sets: erase_jobs.lua, stalled_jobs.lua and job_remove.lua.
+  It defines functions only, and `listReach`, which a script sets to bound its list searches.
 ]]
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
 local LISTS = {'active', 'wait', 'paused'}
 
--- The state holding a job, without changing anything.
+-- How far from each end of a list a job is looked for; nil looks through the whole list. A
+-- script that must stay bounded on long lists (job_remove.lua) sets it.
+local listReach = nil
+
+-- Where job `id` is in list `key`: -1 (found from the tail, where the jobs waiting longest
+-- sit), 1 (from the head), nil (not in the list), or false (not within reach of either end
+-- of a longer list: unknown).
+local function findInList(key, id)
+  if not listReach then
+    return rcall('LPOS', key, id, 'RANK', -1) and -1 or nil
+  end
+  if rcall('LPOS', key, id, 'RANK', -1, 'MAXLEN', listReach) then
+    return -1
+  end
+  if rcall('LPOS', key, id, 'RANK', 1, 'MAXLEN', listReach) then
+    return 1
+  end
+  if rcall('LLEN', key) > 2 * listReach then
+    return false
+  end
+  return nil
+end
+
+-- The state holding a job, without changing anything (`outOfReach` when a list is too long
+-- to tell).
 local function stateOf(p, id)
   for _, s in ipairs(ZSETS) do
     if rcall('ZSCORE', p .. s, id) then
@@ -16,8 +39,11 @@ local function stateOf(p, id)
     end
   end
   for _, s in ipairs(LISTS) do
-    if rcall('LPOS', p .. s, id, 'RANK', -1) then
+    local side = findInList(p .. s, id)
+    if side then
       return s
+    elseif side == false then
+      return 'outOfReach'
     end
   end
   return 'unknown'
@@ -31,8 +57,8 @@ local function leaveState(p, id)
     end
   end
   for _, s in ipairs(LISTS) do
-    -- From the tail: the jobs waiting longest sit there.
-    if rcall('LREM', p .. s, -1, id) == 1 then
+    local side = findInList(p .. s, id)
+    if side and rcall('LREM', p .. s, side, id) == 1 then
       return s
     end
   end
@@ -86,9 +112,8 @@ end
 
 local removeTree
 
--- Removes every child a job has or had: pending, processed and failed.
-local function removeChildren(jobKey, children)
-  local seen = {}
+-- The keys of every child a job has or had: pending, processed and failed.
+local function childKeysOf(jobKey)
   local keys = rcall('SMEMBERS', jobKey .. ':dependencies')
   for _, hashKey in ipairs({jobKey .. ':processed', jobKey .. ':failed'}) do
     local flat = rcall('HKEYS', hashKey)
@@ -99,7 +124,30 @@ local function removeChildren(jobKey, children)
   for _, k in ipairs(rcall('ZRANGE', jobKey .. ':unsuccessful', 0, -1)) do
     keys[#keys + 1] = k
   end
-  for _, childKey in ipairs(keys) do
+  return keys
+end
+
+-- Whether the job and each of its children (recursively) can be taken out of their states
+-- within the list reach: false when one sits in the middle of a long list.
+local function treeInReach(p, id)
+  if stateOf(p, id) == 'outOfReach' then
+    return false
+  end
+  for _, childKey in ipairs(childKeysOf(p .. id)) do
+    if rcall('EXISTS', childKey) == 1 then
+      local childPrefix, childId = splitJobKey(childKey)
+      if not treeInReach(childPrefix, childId) then
+        return false
+      end
+    end
+  end
+  return true
+end
+
+-- Removes every child a job has or had: pending, processed and failed.
+local function removeChildren(jobKey, children)
+  local seen = {}
+  for _, childKey in ipairs(childKeysOf(jobKey)) do
     if not seen[childKey] and rcall('EXISTS', childKey) == 1 then
       seen[childKey] = true
       local childPrefix, childId = splitJobKey(childKey)
@@ -109,15 +157,17 @@ local function removeChildren(jobKey, children)
   end
 end
 
--- Removes a job and its children; returns the state it left. `leave`, when given, takes the
--- job out of the state the caller found it in and returns that state's name (a bounded
--- removal from a long list); else every state is tried.
+-- Removes a job and its children, in BullMQ's order: its parent lets go of it, its children
+-- go (a parent waiting for them is released to its ready list, as in BullMQ), then it leaves
+-- its state. Returns the state it left. `leave`, when given, takes the job out of the state
+-- the caller found it in and returns that state's name, or nil when it is no longer there
+-- (then every state is tried).
 removeTree = function(p, id, children, leave)
   local jobKey = p .. id
   local f = rcall('HMGET', jobKey, 'parentKey', 'deid')
-  local prev = leave and leave() or leaveState(p, id)
   releaseParent(jobKey, f[1])
   removeChildren(jobKey, children)
+  local prev = leave and leave() or leaveState(p, id)
   releaseDedup(p, id, f[2])
   deleteJobKeys(jobKey)
   addEvent(p, 'event', 'removed', 'jobId', id, 'prev', prev)

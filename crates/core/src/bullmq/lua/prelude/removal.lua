@@ -117,9 +117,25 @@ local function takeLastDependency(jobKey, parentKey)
   return parentPrefix, parentId
 end
 
--- Puts a released parent in its wait list, with a marker unless its queue is paused or maxed.
+-- The list a job joins when it becomes ready: `wait`, or `paused` for a paused queue of a
+-- BullMQ before 6, which keeps a paused queue's jobs there (and RENAMEs it over `wait` on
+-- resume); BullMQ 6 keeps them in `wait`. The queue's `meta` says its version
+-- (`bullmq:6.7.0`); a queue without one is taken for the older layout.
+local function readyList(queuePrefix)
+  local m = rcall('HMGET', queuePrefix .. 'meta', 'paused', 'version')
+  if not m[1] then
+    return queuePrefix .. 'wait'
+  end
+  local major = tonumber(string.match(m[2] or '', '^bullmq:(%d+)%.') or '0')
+  if major >= 6 then
+    return queuePrefix .. 'wait'
+  end
+  return queuePrefix .. 'paused'
+end
+
+-- Puts a released parent in its ready list, with a marker unless its queue is paused or maxed.
 local function pushParentToWait(parentPrefix, parentId)
-  rcall('RPUSH', parentPrefix .. 'wait', parentId)
+  rcall('RPUSH', readyList(parentPrefix), parentId)
   if not queuePausedOrMaxed(parentPrefix) then
     rcall('ZADD', parentPrefix .. 'marker', 0, '0')
   end
