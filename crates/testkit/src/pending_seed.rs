@@ -150,6 +150,10 @@ mod tests {
         let ts: Vec<i64> = (0..spec.jobs).map(|i| spec.timestamp(i, now)).collect();
         assert!(ts.windows(2).all(|w| w[0] <= w[1]), "added oldest first");
         assert!(ts[..500].iter().all(|t| now - t > spec.max_age_ms));
-        assert!(ts[500..].iter().all(|t| (1..=spec.max_age_ms / 2 + 1).contains(&(now - t))));
+        assert!(
+            ts[500..]
+                .iter()
+                .all(|t| (1..=spec.max_age_ms / 2 + 1).contains(&(now - t)))
+        );
     }
 }
