@@ -39,10 +39,11 @@ fn policy(w: &World, rules: &str, extra: &str) -> std::path::PathBuf {
     ))
 }
 
-/// 50,000 waiting jobs (the list is longer than the 20,000 a run reads from its two ends):
-/// the oldest 100 at the tail, 100 old ones in the middle, 100 old ones at the head (jobs
-/// promoted from delayed keep their old timestamp). A run removes the old jobs within reach
-/// of the ends and says how many it did not examine; the middle ones stay.
+/// 50,000 waiting jobs (a run reads the tail until it kept 10,000 jobs, then 10,000 at the head):
+/// the oldest 15,000 at the tail (more than the reach: each removal brings the next within
+/// it), 100 old ones in the middle, 100 old ones at the head (jobs promoted from delayed keep
+/// their old timestamp). One run removes the old jobs at both ends and says how many it did
+/// not examine; the middle ones stay.
 #[test]
 fn a_long_wait_list_is_only_read_within_reach_of_its_ends() {
     let w = World::new();
@@ -50,7 +51,7 @@ fn a_long_wait_list_is_only_read_within_reach_of_its_ends() {
     meta(&mut con);
     // LPUSH puts the newest at the head: push from the tail's end (oldest) first.
     let total = 50_000u64;
-    let old = |pos: u64| pos < 100 || (24_950..25_050).contains(&pos) || pos >= total - 100;
+    let old = |pos: u64| pos < 15_000 || (35_000..35_100).contains(&pos) || pos >= total - 100;
     for chunk in (0..total).collect::<Vec<_>>().chunks(5_000) {
         let mut pipe = redis::pipe();
         for &pos in chunk {
@@ -63,18 +64,18 @@ fn a_long_wait_list_is_only_read_within_reach_of_its_ends() {
     let p = policy(&w, "waiting: { maxAge: 1h }", "");
     let run = w.report(&p, "run");
     let state = &run.queue("jobs").states["waiting"];
-    assert_eq!(state.done, Some(200), "{run:?}");
+    assert_eq!(state.done, Some(15_100), "{run:?}");
     let skipped = state.skipped.as_ref().expect("the unexamined are reported");
     assert!(
         skipped
             .reasons
             .iter()
-            .any(|r| r.contains("30,000 jobs in the middle")),
+            .any(|r| r.contains("15,000 jobs in the middle")),
         "{skipped:?}"
     );
     let len: u64 = con.llen(format!("{BASE}:wait")).expect("llen");
-    assert_eq!(len, total - 200);
-    for pos in 24_950..25_050u64 {
+    assert_eq!(len, total - 15_100);
+    for pos in 35_000..35_100u64 {
         let id = (pos + 1).to_string();
         assert!(
             con.exists::<_, bool>(format!("{BASE}:{id}"))
@@ -82,7 +83,7 @@ fn a_long_wait_list_is_only_read_within_reach_of_its_ends() {
             "{id}"
         );
     }
-    for pos in (0..100).chain(total - 100..total) {
+    for pos in (0..15_000).chain(total - 100..total) {
         let id = (pos + 1).to_string();
         assert!(
             !con.exists::<_, bool>(format!("{BASE}:{id}"))

@@ -128,9 +128,8 @@ impl QueueRun<'_> {
         }
         if unexamined > 0 {
             skipped.reasons.push(format!(
-                "{} jobs in the middle of a list longer than {}, beyond the {} a bounded removal reads at each end (a later run meets them as the list moves)",
+                "{} jobs in the middle of a long list, beyond the {} kept at each end that a bounded removal reads (a later run meets them as the list moves)",
                 thousands(unexamined),
-                thousands(2 * LIST_REACH),
                 thousands(LIST_REACH),
             ));
         }

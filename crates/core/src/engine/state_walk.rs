@@ -38,9 +38,10 @@ pub(crate) struct Row {
 enum Side {
     /// A sorted set, by rank from the lowest score.
     Set,
-    /// A list from its tail, up to `depth` entries.
-    Tail { depth: u64 },
-    /// A list from its head, up to `depth` entries.
+    /// A list from its tail, until `depth` jobs were kept (`whole`: the list is short enough
+    /// to be read from this end alone, and `depth` shrinks with each removal).
+    Tail { depth: u64, whole: bool },
+    /// A long list from its head, until `depth` jobs were kept.
     Head { depth: u64 },
 }
 
@@ -62,23 +63,20 @@ impl StateCursor {
         key: String,
         is_list: bool,
     ) -> RedisResult<StateCursor> {
-        let (side, total, unexamined) = if is_list {
+        let (side, total) = if is_list {
             let len: u64 = redis::cmd("LLEN").arg(&key).query_async(con).await?;
-            if len <= 2 * LIST_REACH {
-                (Side::Tail { depth: len }, len, 0)
-            } else {
-                let depth = LIST_REACH;
-                (Side::Tail { depth }, len, len - 2 * LIST_REACH)
-            }
+            let whole = len <= 2 * LIST_REACH;
+            let depth = if whole { len } else { LIST_REACH };
+            (Side::Tail { depth, whole }, len)
         } else {
             let n: u64 = redis::cmd("ZCARD").arg(&key).query_async(con).await?;
-            (Side::Set, n, 0)
+            (Side::Set, n)
         };
         Ok(StateCursor {
             key,
             side,
             offset: 0,
-            unexamined,
+            unexamined: 0,
             total,
         })
     }
@@ -119,15 +117,21 @@ impl StateCursor {
                 .query_async(con)
                 .await
                 .map(Some),
-            Side::Tail { depth } | Side::Head { depth } if self.offset >= depth => {
-                if matches!(self.side, Side::Tail { .. }) && self.unexamined > 0 {
-                    self.side = Side::Head { depth: LIST_REACH };
+            Side::Tail { depth, .. } | Side::Head { depth } if self.offset >= depth => {
+                if let Side::Tail { whole: false, .. } = self.side {
+                    // The tail kept `depth` jobs: read the head, short of those, and count the
+                    // middle as not examined.
+                    let len: u64 = redis::cmd("LLEN").arg(&self.key).query_async(con).await?;
+                    let rest = len.saturating_sub(self.offset);
+                    let head = rest.min(LIST_REACH);
+                    self.unexamined = rest - head;
+                    self.side = Side::Head { depth: head };
                     self.offset = 0;
                     return Ok(None);
                 }
                 Ok(Some(Vec::new()))
             }
-            Side::Tail { depth } => {
+            Side::Tail { depth, .. } => {
                 let last = (o + n).min(depth as i64);
                 let mut ids: Vec<String> = redis::cmd("LRANGE")
                     .arg(&self.key)
@@ -158,10 +162,11 @@ impl StateCursor {
 
     /// Moves past a page of `read` jobs of which `removed` were removed (they no longer take a
     /// place, so the next page starts that much earlier).
+    /// Removals from a long list bring the jobs beyond them within reach, so only a list read
+    /// whole from its tail has less left to read.
     pub fn advance(&mut self, read: u64, removed: u64) {
         self.offset += read.saturating_sub(removed);
-        if let Side::Tail { depth } | Side::Head { depth } = &mut self.side {
-            // A removed job also shortens what is left to read of this end.
+        if let Side::Tail { depth, whole: true } = &mut self.side {
             *depth = depth.saturating_sub(removed);
         }
     }
