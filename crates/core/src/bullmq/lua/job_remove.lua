@@ -64,18 +64,23 @@ local function findJob(id)
   return rcall('LLEN', stateKey) > 2 * reach and 'outOfReach' or 'changed'
 end
 
-local function unchanged(jobKey, ts, check)
-  local f = redis.pcall('HMGET', jobKey, 'timestamp', 'data')
+-- Whether the job is as it was read (same `timestamp`, and what `check` names), and the
+-- scheduler it is the current iteration of, if any; one HMGET, `data` only when checked.
+local function unchanged(jobKey, id, ts, check)
+  local dataCheck = string.sub(check, 1, 5) == 'data:'
+  local f = redis.pcall('HMGET', jobKey, 'timestamp', 'rjk', dataCheck and 'data' or 'timestamp')
   if f.err or f[1] ~= ts then
     return false
   end
+  local same
   if check == '-' then
-    return true
+    same = true
+  elseif dataCheck then
+    same = f[3] ~= false and redis.sha1hex(f[3]) == string.sub(check, 6)
+  else
+    same = archivedFingerprint(jobKey, check) == check
   end
-  if string.sub(check, 1, 5) == 'data:' then
-    return f[2] ~= false and redis.sha1hex(f[2]) == string.sub(check, 6)
-  end
-  return archivedFingerprint(jobKey, check) == check
+  return same, f[2] and schedulerOf(prefix, id)
 end
 
 local counts = {removed = 0, locked = 0, changed = 0, restored = 0, scheduler = 0, outOfReach = 0}
@@ -85,16 +90,22 @@ for i = 6, #ARGV, 3 do
   local jobKey = prefix .. id
   local at = findJob(id)
   local verdict
+  local same, scheduler
+  if at ~= 'changed' and at ~= 'outOfReach' then
+    same, scheduler = unchanged(jobKey, id, ts, check)
+  end
+  -- Most jobs have no children: one EXISTS spares the walk of the tree.
+  local kids = same and hasChildren(jobKey)
   if at == 'changed' or at == 'outOfReach' then
     verdict = at
-  elseif not treeInReach(prefix, id) then
+  elseif not same then
+    verdict = 'changed'
+  elseif scheduler then
+    verdict = 'scheduler'
+  elseif kids and not treeInReach(prefix, id) then
     -- A child in the middle of a long list could not be taken out of it.
     verdict = 'outOfReach'
-  elseif not unchanged(jobKey, ts, check) then
-    verdict = 'changed'
-  elseif schedulerOf(prefix, id) then
-    verdict = 'scheduler'
-  elseif lockedTree(jobKey) then
+  elseif (kids and lockedTree(jobKey)) or (not kids and rcall('EXISTS', jobKey .. ':lock') == 1) then
     verdict = 'locked'
   elseif restoredHeld(id) then
     verdict = 'restored'

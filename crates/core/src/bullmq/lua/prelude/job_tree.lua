@@ -91,8 +91,15 @@ local function lockedTree(jobKey)
   return false
 end
 
+-- Each queue's events limit, read once per call.
+local maxLenOf = {}
+
 local function addEvent(p, ...)
-  local maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
+  local maxLen = maxLenOf[p]
+  if not maxLen then
+    maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
+    maxLenOf[p] = maxLen
+  end
   rcall('XADD', p .. 'events', 'MAXLEN', '~', maxLen, '*', ...)
 end
 
@@ -112,8 +119,17 @@ end
 
 local removeTree
 
+-- Whether a job has or had children (one EXISTS; most jobs have none).
+local function hasChildren(jobKey)
+  return rcall('EXISTS', jobKey .. ':dependencies', jobKey .. ':processed', jobKey .. ':failed',
+    jobKey .. ':unsuccessful') > 0
+end
+
 -- The keys of every child a job has or had: pending, processed and failed.
 local function childKeysOf(jobKey)
+  if not hasChildren(jobKey) then
+    return {}
+  end
   local keys = rcall('SMEMBERS', jobKey .. ':dependencies')
   for _, hashKey in ipairs({jobKey .. ':processed', jobKey .. ':failed'}) do
     local flat = rcall('HKEYS', hashKey)
