@@ -87,14 +87,16 @@ MATRIX_SKIP ?=
 
 # On every server: the Rust integration tests above, and the compatibility suite (the
 # differential suite included) but the browser test of the dashboard, which runs with `make
-# test` (the dashboard's Redis reads are covered on every server by `daemon.rs`).
+# test` (the dashboard's Redis reads are covered on every server by `daemon.rs`), and the
+# bench harness's test (`bench.test.js`: the benches start their server with Redis 7's
+# `--enable-debug-command`, and run on Debian's Redis with `make test`).
 test-matrix: redis-server matrix-deps compat-deps build
 	@set -e; tests/matrix/servers $(VENV) | while read -r name bin; do \
 		case " $(MATRIX_SKIP) " in *" $$name "*) echo "== $$name: skipped"; continue;; esac; \
 		echo "== $$name ($$($$bin --version | head -c 40))"; \
 		BULLSWEEP_REDIS_SERVER=$$bin $(CARGO) nextest run --no-fail-fast -E '$(MATRIX_RUST)'; \
 		(cd $(COMPAT) && BULLSWEEP_REDIS_SERVER=$$bin BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
-			node --test --test-concurrency=1 $$(ls test/*.test.js | grep -v dashboard)); \
+			node --test --test-concurrency=1 $$(ls test/*.test.js | grep -v -e dashboard -e bench)); \
 	done
 
 build:
