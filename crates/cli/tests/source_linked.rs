@@ -51,9 +51,13 @@ fn ids(con: &mut redis::Connection) -> Vec<String> {
 }
 
 fn policy(w: &World, sources: &str, delete_when: &str, keep_for: &str) -> std::path::PathBuf {
-    w.policy(&format!(
+    w.policy(&policy_text(sources, delete_when, keep_for))
+}
+
+fn policy_text(sources: &str, delete_when: &str, keep_for: &str) -> String {
+    format!(
         "version: 1\nsources:\n{sources}\npolicies:\n  - name: reminders\n    queueNamePattern: reminders\n    jobs:\n      - name: remind\n        source: {{ name: orders, key: data.orderId }}\n        deleteWhen: {delete_when}\n        keepFor: {keep_for}\n"
-    ))
+    )
 }
 
 /// Orders o1 (pending), o2 (paid, changed two hours ago), o3 (pending, changed just now);
@@ -219,6 +223,45 @@ fn a_redis_source_on_another_server_matches_a_field() {
         Some(2)
     );
     assert_eq!(ids(&mut w.con()), ["1", "6", "9"]);
+}
+
+/// The daemon with a source that is down: nothing is removed, the failure is logged and
+/// counted in `bullsweep_source_errors_total`, which `BullsweepSourceUnavailable` alerts on.
+#[test]
+fn the_daemon_counts_a_source_that_is_down() {
+    use common::daemon::{Daemon, free_port as daemon_port, sample, scrape, wait_until};
+    let w = World::new();
+    seed(&w);
+    let sources = format!(
+        "  orders:\n    postgres: {{ url: \"postgres://nobody@127.0.0.1:{}/x\", query: \"SELECT $1::text AS key\", timeout: 1s }}\n",
+        free_port()
+    );
+    // Swept every second, so that the first sweep comes soon.
+    let text = policy_text(&sources, "sourceDeleted", "1ms");
+    let p = w.policy(&text.replacen("version: 1\n", "version: 1\nschedule: 1s\n", 1));
+    let port = daemon_port();
+    let daemon = Daemon::start(&w, &p, Some(port), &[]);
+    let labels = [
+        r#"queue="bull:reminders""#,
+        r#"source="orders""#,
+        r#"kind="unreachable""#,
+    ];
+    wait_until(
+        "the source error counted",
+        std::time::Duration::from_secs(30),
+        || {
+            // The listener comes up with the daemon; ask it only once it accepts.
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && sample(&scrape(port), "bullsweep_source_errors_total", &labels)
+                    .is_some_and(|v| v >= 1.0)
+        },
+    );
+    let log = daemon.stop();
+    assert!(
+        log.contains("source orders could not be asked (unreachable)"),
+        "{log}"
+    );
+    assert_eq!(ids(&mut w.con()).len(), 8, "nothing removed");
 }
 
 /// `run --json` when a source cannot be asked: exit 1, the warning on stderr, the report.

@@ -61,7 +61,11 @@ impl QueueRun<'_> {
     ) -> Result<()> {
         let keys = QueueKeys::new(&self.queue.base);
         let audit = self.audit(state, groups.audit_action());
-        let audit_ctx = serde_json::to_string(&audit).unwrap_or_default();
+        // Each action's events name that action, also when the state's groups mix them.
+        let ctx = |action: Action| {
+            serde_json::to_string(&audit.clone().with_action(action.into())).unwrap_or_default()
+        };
+        let (remove_ctx, archive_ctx) = (ctx(Action::Remove), ctx(Action::Archive));
         let mut sizer = BatchSizer::new(self.opts.budget_us);
         let mut skipped = sr.skipped.take().unwrap_or_default();
         let (mut done, mut unexamined) = (0u64, 0u64);
@@ -103,7 +107,7 @@ impl QueueRun<'_> {
                     let mut action = JobRemove {
                         keys: &keys,
                         at,
-                        audit_ctx: &audit_ctx,
+                        audit_ctx: &remove_ctx,
                     };
                     removed = run_batches(
                         con,
@@ -115,7 +119,14 @@ impl QueueRun<'_> {
                     )
                     .await?;
                     removed += self
-                        .archive_pending(con, state, at, &picked.archive, &audit_ctx, &mut skipped)
+                        .archive_pending(
+                            con,
+                            state,
+                            at,
+                            &picked.archive,
+                            &archive_ctx,
+                            &mut skipped,
+                        )
                         .await?;
                     done += removed;
                 }
