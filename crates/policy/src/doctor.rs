@@ -1,0 +1,120 @@
+//! The kinds of damage `bullsweep doctor` finds and repairs ([`DoctorKind`]), and the daemon's
+//! `doctor:` settings ([`DoctorSettings`]).
+
+use crate::schedule::Schedule;
+use std::fmt;
+
+/// One kind of damage BullMQ leaves behind. The names are the ones scripts depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DoctorKind {
+    /// A job hash that no state holds.
+    OrphanHashes,
+    /// An id in a state with no job hash.
+    DanglingIds,
+    /// A deduplication key (`de:<id>`) with no TTL naming a job that is gone or finished.
+    StaleDedup,
+    /// A job's sub-key (`:logs`, `:dependencies`, `:processed`, `:failed`, `:unsuccessful`, a
+    /// `:lock` with no TTL) whose job hash is gone.
+    OrphanSubkeys,
+    /// A parent in `waiting-children` none of whose dependencies is a job that exists.
+    StuckParents,
+    /// A job whose parent's hash is gone.
+    OrphanChildren,
+    /// A job scheduler's template (`repeat:<id>`) with no entry in the `repeat` set.
+    OrphanSchedulers,
+    /// An events stream longer than its bound.
+    EventsOverLimit,
+}
+
+impl DoctorKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [DoctorKind; 8] = [
+        DoctorKind::OrphanHashes,
+        DoctorKind::DanglingIds,
+        DoctorKind::StaleDedup,
+        DoctorKind::OrphanSubkeys,
+        DoctorKind::StuckParents,
+        DoctorKind::OrphanChildren,
+        DoctorKind::OrphanSchedulers,
+        DoctorKind::EventsOverLimit,
+    ];
+
+    /// The kind's name, as flags, JSON, metrics and audit records spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DoctorKind::OrphanHashes => "orphanHashes",
+            DoctorKind::DanglingIds => "danglingIds",
+            DoctorKind::StaleDedup => "staleDedup",
+            DoctorKind::OrphanSubkeys => "orphanSubkeys",
+            DoctorKind::StuckParents => "stuckParents",
+            DoctorKind::OrphanChildren => "orphanChildren",
+            DoctorKind::OrphanSchedulers => "orphanSchedulers",
+            DoctorKind::EventsOverLimit => "eventsOverLimit",
+        }
+    }
+
+    /// Parses a kind's name.
+    pub fn from_name(name: &str) -> Option<DoctorKind> {
+        DoctorKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Parses `KIND,…` or `all` (the `--repair` flag's value); the error names the unknown
+    /// kind and lists the known ones.
+    pub fn parse_list(text: &str) -> Result<Vec<DoctorKind>, String> {
+        if text.trim() == "all" {
+            return Ok(DoctorKind::ALL.to_vec());
+        }
+        let mut kinds = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let kind = DoctorKind::from_name(part).ok_or_else(|| {
+                format!(
+                    "unknown kind `{part}`; the kinds are {} (or `all`)",
+                    DoctorKind::ALL.map(DoctorKind::as_str).join(", ")
+                )
+            })?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        if kinds.is_empty() {
+            return Err("no kind given; name one or more, or `all`".into());
+        }
+        kinds.sort();
+        Ok(kinds)
+    }
+}
+
+impl fmt::Display for DoctorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The policy file's `doctor:`: when the daemon runs `doctor`, and which kinds it repairs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DoctorSettings {
+    /// How often the daemon runs it.
+    pub schedule: Schedule,
+    /// The kinds it repairs (the others are only counted).
+    pub repair: Vec<DoctorKind>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_lists_parse() {
+        for kind in DoctorKind::ALL {
+            assert_eq!(DoctorKind::from_name(kind.as_str()), Some(kind));
+        }
+        assert_eq!(DoctorKind::parse_list("all").unwrap().len(), 8);
+        assert_eq!(
+            DoctorKind::parse_list("staleDedup, danglingIds,staleDedup").unwrap(),
+            vec![DoctorKind::DanglingIds, DoctorKind::StaleDedup]
+        );
+        let err = DoctorKind::parse_list("danglingIds,orphans").unwrap_err();
+        assert!(err.contains("`orphans`") && err.contains("orphanHashes"), "{err}");
+        assert!(DoctorKind::parse_list(" , ").is_err());
+    }
+}
