@@ -366,6 +366,8 @@ pub struct PolicySet {
     pub schedule: Schedule,
     /// Prices for `schedule: auto`.
     pub cost: CostModel,
+    /// `doctor:`: the daemon's doctor runs, when the file asks for them.
+    pub doctor: Option<crate::DoctorSettings>,
     /// What `check` should warn about (located like errors), though the file is valid.
     pub warnings: Vec<String>,
 }

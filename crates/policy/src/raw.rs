@@ -33,6 +33,16 @@ pub struct RawPolicyFile {
     pub cost: Option<RawCost>,
     #[serde(default)]
     pub sources: BTreeMap<String, Spanned<RawSource>>,
+    pub doctor: Option<Spanned<RawDoctor>>,
+}
+
+/// `doctor:`: when the daemon runs `bullsweep doctor`, and which kinds it repairs.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawDoctor {
+    pub schedule: Option<Spanned<RawDuration>>,
+    #[serde(default)]
+    pub repair: Vec<Spanned<String>>,
 }
 
 /// One entry of `sources:`: exactly one of `postgres` and `redis`.

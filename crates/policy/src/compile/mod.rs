@@ -5,6 +5,7 @@
 //! (audit, archive, notify, and the action check), `graph` (ties, `dependsOn` cycles) and
 //! `syntax` (parser errors, "did you mean").
 
+mod doctor;
 mod graph;
 mod policies;
 mod privacy;
@@ -165,6 +166,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     let cost = c.cost(&raw);
     let subjects = c.subjects(&raw.subjects, "subjects");
     let sources = c.sources(&raw);
+    let doctor = c.doctor(&raw);
     let policies = c.policies(&raw, &aliases, global_pii.as_ref());
     let tenants = c.tenants(&raw, &aliases);
     graph::check_ties(&mut c, &policies);
@@ -188,6 +190,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             sources,
             schedule,
             cost,
+            doctor,
             warnings: c.warnings,
         }),
         _ => {

@@ -181,6 +181,10 @@ const FILE: Shape = Shape::Fields(&[
         ]),
     ),
     ("sources", Shape::Map(&SOURCE)),
+    (
+        "doctor",
+        Shape::Fields(&[("schedule", Shape::Any), ("repair", Shape::Any)]),
+    ),
 ]);
 
 /// A YAML node with every key and value located.
@@ -430,6 +434,7 @@ mod tests {
                 fields::<RawArchive>(),
             ),
             ("notify", keys(at(&FILE, "notify")), fields::<RawNotify>()),
+            ("doctor", keys(at(&FILE, "doctor")), fields::<RawDoctor>()),
             (
                 "webhook",
                 keys(at(at(&FILE, "notify"), "webhook")),
