@@ -252,6 +252,10 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
             "daemon": fields_json(policy_daemon_fields(p)),
         })).collect::<Vec<_>>(),
         "schedule": schedule_json(&set.schedule),
+        "doctor": set.doctor.as_ref().map(|d| json!({
+            "schedule": schedule_json(&d.schedule),
+            "repair": d.repair.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+        })),
         "sources": set.sources.iter().map(|(n, s)| (n.clone(), source_json(s))).collect::<BTreeMap<_, _>>(),
         "tenants": set.tenants.iter().map(|t| json!({
             "tenantId": t.tenant_id,
@@ -273,6 +277,15 @@ pub fn policy_set_text(set: &PolicySet) -> String {
     );
     let _ = writeln!(out, "layouts: {}", layouts.join(", "));
     let _ = writeln!(out, "schedule: {}", set.schedule);
+    if let Some(d) = &set.doctor {
+        let repair: Vec<&str> = d.repair.iter().map(|k| k.as_str()).collect();
+        let repair = if repair.is_empty() {
+            "nothing (finds only)".to_string()
+        } else {
+            repair.join(", ")
+        };
+        let _ = writeln!(out, "doctor: {}, repairs {repair}", d.schedule);
+    }
     let mut t = table(&["policy", "env", "queue", "tenant", "state", "rule"]);
     for p in &set.policies {
         let env = p.environment.as_deref().unwrap_or("*");
