@@ -63,7 +63,7 @@ fn run_promtool(args: &[&str], dir: &Path, stdin: Option<&str>) -> String {
 fn the_rules_pass_promtool_and_their_unit_tests() {
     let dir = root().join("deploy/prometheus");
     let checked = run_promtool(&["check", "rules", "bullsweep.rules.yml"], &dir, None);
-    assert!(checked.contains("9 rules found"), "{checked}");
+    assert!(checked.contains("10 rules found"), "{checked}");
     run_promtool(&["test", "rules", "bullsweep.rules.test.yml"], &dir, None);
     // Every alert of the README's table, and of `bullsweep alerts`, is in the file.
     let rules = read("deploy/prometheus/bullsweep.rules.yml");
@@ -78,6 +78,7 @@ fn the_rules_pass_promtool_and_their_unit_tests() {
         "BullsweepAuditShippingStuck",
         "BullsweepQueueFailing",
         "BullsweepSourceUnavailable",
+        "BullsweepQueueDamaged",
     ] {
         assert!(rules.contains(&format!("alert: {alert}\n")), "{alert}");
         assert!(

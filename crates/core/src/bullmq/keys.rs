@@ -279,6 +279,11 @@ pub const AUDIT_HEAD: &str = "bullsweep:audit:head";
 pub const AUDIT_SOURCE: &str = "bullsweep:audit:source";
 /// The lock every writer of the durable audit store holds while it appends.
 pub const AUDIT_LOCK: &str = "bullsweep:lock:audit";
+/// Hash: what the daemon's last doctor run left unrepaired, `<base>\t<kind>` → count, and
+/// `at` → when it ended (ms since the epoch). Every replica publishes its metrics from it.
+pub const DOCTOR_FINDINGS: &str = "bullsweep:doctor:findings";
+/// The lock the replica running the doctor holds, so that one replica runs it at a time.
+pub const DOCTOR_LOCK: &str = "bullsweep:lock:doctor";
 /// Hash: queue key base → when its last sweep started (ms since the epoch).
 pub const LAST_RUN: &str = "bullsweep:lastrun";
 /// Hash: daemon replica → when it last said it was alive (ms since the epoch).

@@ -112,6 +112,8 @@ pub struct DaemonMetrics {
     pub queues: QueueSeries,
     /// What the health tick reads of Redis and of the audit backlog.
     pub health: HealthSeries,
+    /// The doctor's findings and repairs (`doctor:` in the policy file).
+    pub doctor: super::doctor_series::DoctorSeries,
     /// The queues whose series fold into `queue="other"` (see [`DaemonMetrics::labels`]).
     folded: std::sync::RwLock<std::collections::BTreeSet<String>>,
 }
@@ -240,12 +242,14 @@ impl Default for DaemonMetrics {
             events: EventSeries::default(),
             queues: QueueSeries::default(),
             health: HealthSeries::default(),
+            doctor: Default::default(),
             folded: Default::default(),
         };
         metrics.register_queue_figures();
         metrics.register_health();
         metrics.register_process();
         metrics.register_runs();
+        metrics.doctor.register(&mut metrics.registry);
         metrics
     }
 }
