@@ -13,6 +13,8 @@ mod archive_path;
 mod batch;
 mod context;
 mod dead_letter;
+mod events_bound;
+pub mod expire;
 pub mod event_removal;
 mod flows;
 pub mod forget;
@@ -26,6 +28,7 @@ mod options;
 mod pending;
 mod pending_archive;
 mod prefix;
+mod queue_expiry;
 mod queue_run;
 mod report;
 mod rules;
@@ -46,5 +49,9 @@ pub use batch::BatchSizer;
 pub use inventory::{Inventory, classify, in_dependency_order, inventory, sort_found};
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
-pub use report::{QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong};
+pub use events_bound::{EventsCheck, TrimOutcome, check_events, trim_events};
+pub use report::{
+    EventsReport, QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong,
+    TtlReport,
+};
 pub use sweep::{finish_staged, sweep};

@@ -51,6 +51,8 @@ pub struct Scripts {
     pub(super) drop_staged: Script,
     pub(super) move_exhausted: Script,
     pub(super) drain_events: Script,
+    pub(super) expire_jobs: Script,
+    pub(super) ttl_census: ReadOnlyScript,
     pub(super) append_audit: Script,
     pub(super) check_access: Script,
     pub(super) lock: Script,
@@ -107,6 +109,14 @@ pub fn scripts() -> &'static Scripts {
             &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/drain_events.lua"),
         ),
+        expire_jobs: build(
+            &[BUDGET, AUDIT, HELD],
+            include_str!("../lua/expire_jobs.lua"),
+        ),
+        ttl_census: ReadOnlyScript::new(&format!(
+            "{BUDGET}\n{}",
+            include_str!("../lua/ttl_census.lua")
+        )),
         append_audit: build(&[AUDIT], include_str!("../lua/append_audit.lua")),
         check_access: build(&[], include_str!("../lua/check_access.lua")),
         lock: build(&[], include_str!("../lua/lock.lua")),
