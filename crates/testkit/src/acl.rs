@@ -58,6 +58,8 @@ const READS: &[&str] = &[
     "memory|usage",
     "hscan",
     "xrevrange",
+    "pttl",
+    "zrangebyscore",
 ];
 
 /// Read-only scripts (`page_newest.lua`, flagged `no-writes`).
@@ -73,7 +75,8 @@ const ERASE_WRITES: &[&str] = &[
     "xdel", "incr", "incrby", "sadd", "set", "multi", "exec", "wait", "ltrim", "pexpire",
 ];
 
-/// What governing writes beyond erasure: staging, restore and records.
+/// What governing writes beyond erasure: staging, restore and records, the EXPIRE layer's
+/// TTLs and the events streams' trimming.
 const GOVERN_WRITES: &[&str] = &[
     "hsetnx",
     "zadd",
@@ -87,6 +90,8 @@ const GOVERN_WRITES: &[&str] = &[
     "restore",
     "xread",
     "sort",
+    "pexpireat",
+    "xtrim",
 ];
 
 impl Role {

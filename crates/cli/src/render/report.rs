@@ -184,7 +184,11 @@ fn events_text(e: &EventsReport, mode: Mode) -> String {
 
 /// `1 entry` / `5,000 entries`.
 fn entries(n: u64) -> String {
-    format!("{} {}", thousands(n), if n == 1 { "entry" } else { "entries" })
+    format!(
+        "{} {}",
+        thousands(n),
+        if n == 1 { "entry" } else { "entries" }
+    )
 }
 
 /// The parents a report's states take along, summed.

@@ -13,9 +13,9 @@ mod archive_path;
 mod batch;
 mod context;
 mod dead_letter;
+pub mod event_removal;
 mod events_bound;
 pub mod expire;
-pub mod event_removal;
 mod flows;
 pub mod forget;
 mod held;
@@ -46,10 +46,10 @@ mod work;
 pub use crate::notify::{Notice, NoticeJob};
 pub use anonymize::ANONYMIZED_MARKER;
 pub use batch::BatchSizer;
+pub use events_bound::{EventsCheck, TrimOutcome, check_events, trim_events};
 pub use inventory::{Inventory, classify, in_dependency_order, inventory, sort_found};
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
-pub use events_bound::{EventsCheck, TrimOutcome, check_events, trim_events};
 pub use report::{
     EventsReport, QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong,
     TtlReport,

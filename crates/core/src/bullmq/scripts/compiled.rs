@@ -113,10 +113,7 @@ pub fn scripts() -> &'static Scripts {
             &[BUDGET, AUDIT, HELD],
             include_str!("../lua/expire_jobs.lua"),
         ),
-        ttl_census: ReadOnlyScript::new(&format!(
-            "{BUDGET}\n{}",
-            include_str!("../lua/ttl_census.lua")
-        )),
+        ttl_census: ReadOnlyScript::new(include_str!("../lua/ttl_census.lua")),
         append_audit: build(&[AUDIT], include_str!("../lua/append_audit.lua")),
         check_access: build(&[], include_str!("../lua/check_access.lua")),
         lock: build(&[], include_str!("../lua/lock.lua")),

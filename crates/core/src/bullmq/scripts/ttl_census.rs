@@ -25,8 +25,6 @@ pub struct TtlCensus {
     pub next: SetCursor,
     /// Whether the set's end was reached.
     pub finished: bool,
-    /// Time the call held Redis, measured by Redis.
-    pub elapsed_us: u64,
 }
 
 impl Scripts {
@@ -39,16 +37,9 @@ impl Scripts {
         state: JobState,
         from: SetCursor,
         most: u64,
-        budget_us: u64,
     ) -> RedisResult<TtlCensus> {
         let (score, skip) = from.args();
-        let args = [
-            keys.job_prefix(),
-            score,
-            skip.to_string(),
-            most.to_string(),
-            budget_us.to_string(),
-        ];
+        let args = [keys.job_prefix(), score, skip.to_string(), most.to_string()];
         let reply: Value = self
             .ttl_census
             .invoke(con, &[keys.finished_set(state)], &args)
@@ -68,7 +59,6 @@ impl TtlCensus {
         "nextScore",
         "nextSkip",
         "finished",
-        "elapsedMicros",
     ];
 
     /// Decodes the reply by [`Self::LAYOUT`].
@@ -93,7 +83,6 @@ impl TtlCensus {
             soonest_ms,
             next: SetCursor::read(&mut f)?,
             finished: f.next("finished").flag()?,
-            elapsed_us: f.next("elapsedMicros").count()?,
         })
     }
 }
@@ -105,7 +94,7 @@ mod tests {
     fn reply(soonest: i64) -> Value {
         let mut v: Vec<Value> = [4, 2, 1, 1, soonest].into_iter().map(Value::Int).collect();
         v.push(Value::BulkString(b"1700000000000".to_vec()));
-        v.extend([Value::Int(1), Value::Int(0), Value::Int(90)]);
+        v.extend([Value::Int(1), Value::Int(0)]);
         Value::Array(v)
     }
 
