@@ -219,35 +219,32 @@ pub async fn check_events<C: ConnectionLike>(
     })
 }
 
-/// An estimate of the entries older than `cutoff_ms`, from the first and last ids' times.
+/// Entries a plan counts one by one on either side of a `maxAge` cutoff before it estimates.
+const COUNT_CAP: u64 = 20_000;
+
+/// The entries older than `cutoff_ms`: counted exactly when either side of the cutoff holds
+/// at most [`COUNT_CAP`] entries (read [`TRIM_LIMIT`] at a time), else estimated from the
+/// first and last ids' times (the entries between them spread evenly).
 async fn older_than<C: ConnectionLike>(
     con: &mut C,
     events: &str,
     entries: u64,
     cutoff_ms: i64,
 ) -> Result<u64> {
-    let first: Vec<(String, redis::Value)> = redis::cmd("XRANGE")
-        .arg(events)
-        .arg("-")
-        .arg("+")
-        .arg("COUNT")
-        .arg(1)
-        .query_async(con)
-        .await?;
-    let last: Vec<(String, redis::Value)> = redis::cmd("XREVRANGE")
-        .arg(events)
-        .arg("+")
-        .arg("-")
-        .arg("COUNT")
-        .arg(1)
-        .query_async(con)
-        .await?;
-    let ms = |entry: &[(String, redis::Value)]| {
-        entry
-            .first()
+    let cutoff = format!("{cutoff_ms}-0");
+    if let Some(newer) = count_range(con, events, &cutoff, "+").await? {
+        return Ok(entries.saturating_sub(newer));
+    }
+    if let Some(older) = count_range(con, events, "-", &format!("({cutoff}")).await? {
+        return Ok(older);
+    }
+    let edge = |ids: Vec<(String, redis::Value)>| {
+        ids.first()
             .and_then(|(id, _)| id.split('-').next()?.parse::<i64>().ok())
     };
-    let (Some(first), Some(last)) = (ms(&first), ms(&last)) else {
+    let first = edge(xrange(con, "XRANGE", events, "-", "+", 1).await?);
+    let last = edge(xrange(con, "XREVRANGE", events, "+", "-", 1).await?);
+    let (Some(first), Some(last)) = (first, last) else {
         return Ok(0);
     };
     Ok(if cutoff_ms < first {
@@ -258,4 +255,43 @@ async fn older_than<C: ConnectionLike>(
         let share = (cutoff_ms - first) as f64 / (last - first).max(1) as f64;
         (share * entries as f64) as u64
     })
+}
+
+/// `XRANGE`/`XREVRANGE` of `count` entries, each as its id and (unread) fields.
+async fn xrange<C: ConnectionLike>(
+    con: &mut C,
+    command: &str,
+    events: &str,
+    from: &str,
+    to: &str,
+    count: u64,
+) -> Result<Vec<(String, redis::Value)>> {
+    Ok(redis::cmd(command)
+        .arg(events)
+        .arg(from)
+        .arg(to)
+        .arg("COUNT")
+        .arg(count)
+        .query_async(con)
+        .await?)
+}
+
+/// The entries from `from` to `to`, read a page at a time; `None` past [`COUNT_CAP`].
+async fn count_range<C: ConnectionLike>(
+    con: &mut C,
+    events: &str,
+    from: &str,
+    to: &str,
+) -> Result<Option<u64>> {
+    let mut start = from.to_string();
+    let mut counted = 0;
+    while counted <= COUNT_CAP {
+        let page = xrange(con, "XRANGE", events, &start, to, TRIM_LIMIT).await?;
+        counted += page.len() as u64;
+        match page.last() {
+            Some((id, _)) if page.len() as u64 == TRIM_LIMIT => start = format!("({id}"),
+            _ => return Ok(Some(counted)),
+        }
+    }
+    Ok(None)
 }
