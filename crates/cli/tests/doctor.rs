@@ -359,7 +359,12 @@ fn the_man_page_lists_the_exit_status_of_fsck() {
     assert!(out.status.success(), "{}", stderr(&out));
     let page = String::from_utf8_lossy(&out.stdout);
     let status = &page[page.find("EXIT STATUS").expect("exit status")..];
-    for line in ["0\nno damage found", "1\ndamage found", "2\nbad usage", "8\nan operational error"] {
+    for line in [
+        "0\nno damage found",
+        "1\ndamage found",
+        "2\nbad usage",
+        "8\nan operational error",
+    ] {
         assert!(status.contains(line), "{line:?} in {status}");
     }
 }
