@@ -29,6 +29,8 @@
 ]]
 checkAuditWritable()
 local setKey, prefix = KEYS[1], ARGV[1]
+-- A user who may not set expiries is told so before the counter moves.
+checkWritable('PEXPIREAT', prefix .. '0', '0')
 local defaultTtl = tonumber(ARGV[2])
 local cursor = walkCursor(ARGV[3], ARGV[4])
 local most = tonumber(ARGV[5])
