@@ -145,8 +145,13 @@ fn ttl_text(t: &TtlReport) -> String {
         .next_expiry_ms
         .map(|ms| format!("; the next expires at {}", rfc3339(ms)))
         .unwrap_or_default();
+    let dropped = t
+        .expired_ids_dropped
+        .filter(|n| *n > 0)
+        .map(|n| format!("; {} of jobs Redis expired dropped", count(n, "id")))
+        .unwrap_or_default();
     format!(
-        "{} a TTL, {} none{next}",
+        "{} a TTL, {} none{next}{dropped}",
         count_verb(t.carrying, "carries", "carry"),
         thousands(t.without),
     )

@@ -63,6 +63,11 @@ impl Discovery {
         }
     }
 
+    /// `--queue`: the queues the daemon governs, by name or key base.
+    pub(super) fn glob(&self) -> Option<&NamePattern> {
+        self.queue_glob.as_ref()
+    }
+
     /// Whether a step is due: a pass is in progress, or the last one is `--discover-every` old.
     pub(super) fn due(&self) -> bool {
         self.pass.is_some()

@@ -14,6 +14,7 @@
 mod config;
 mod descriptors;
 mod discovery;
+mod doctor_run;
 mod doctor_series;
 mod events;
 mod events_held;

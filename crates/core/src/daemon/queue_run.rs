@@ -403,7 +403,7 @@ impl Daemon {
 
 /// Renews a run's lock until aborted; cancels `stop` when the lock is lost, so the run ends
 /// after its batch in progress.
-async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Cancel) {
+pub(super) async fn keep_lock(mut con: Conn, lock: QueueLock, stop: Cancel) {
     let every = Duration::from_millis(lock::LOCK_TTL_MS / 3);
     loop {
         tokio::time::sleep(every).await;

@@ -53,7 +53,9 @@ pub(super) struct Daemon {
     /// When audit events were last shipped.
     pub last_ship: Instant,
     /// The discovery's state.
-    discovery: Discovery,
+    pub discovery: Discovery,
+    /// When the doctor's saved findings are read next (and a run may be due).
+    pub doctor_next_ms: i64,
     /// The health tick's state.
     health: HealthTick,
 }
@@ -112,6 +114,7 @@ impl Daemon {
             owner,
             last_ship: Instant::now(),
             discovery: Discovery::new(settings.queue_glob, every),
+            doctor_next_ms: 0,
             health: HealthTick::new(settings.metrics_max_queues, settings.serving),
         }
     }
@@ -150,6 +153,7 @@ impl Daemon {
             }
         }
         self.run_due().await;
+        self.doctor_if_due().await;
         if self.health.due() {
             self.health
                 .run(Tick {
@@ -231,6 +235,7 @@ impl Daemon {
                 self.set = set;
                 self.slots.clear();
                 self.discovery.reset();
+                self.doctor_next_ms = 0;
                 self.count_reload("ok");
                 log("info", &format!("reloaded {}", self.config.display()));
             }

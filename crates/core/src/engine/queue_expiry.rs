@@ -2,15 +2,16 @@
 //! finished state with a `ttl` (`completed:ttl`, `failed:ttl` in the report) and the events
 //! stream's bound (`events:`).
 
+use super::doctor::{DoctorQueue, RepairContext, drop_expired_ids};
 use super::events_bound::{check_events, trim_events};
 use super::expire::{self, expire_state, ttl_groups};
 use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::{EventsReport, QueueReport, StateReport};
-use crate::audit::AuditAction;
+use crate::audit::{Actor, AuditAction};
 use crate::bullmq::QueueKeys;
 use crate::error::Result;
-use bullsweep_policy::JobState;
+use bullsweep_policy::{DoctorKind, JobState};
 use redis::aio::ConnectionLike;
 
 impl QueueRun<'_> {
@@ -34,13 +35,46 @@ impl QueueRun<'_> {
                 action: expire::ACTION.to_string(),
                 ..StateReport::default()
             };
-            let result = expire_state(con, self.step(), state, &ttls, &audit, &mut sr).await;
+            let mut result = expire_state(con, self.step(), state, &ttls, &audit, &mut sr).await;
+            if result.is_ok() && self.mode == Mode::Run {
+                match self.drop_expired(con, state).await {
+                    Ok(dropped) => {
+                        if let Some(t) = sr.ttl.as_mut() {
+                            t.expired_ids_dropped = Some(dropped);
+                        }
+                    }
+                    Err(e) => result = Err(e.into()),
+                }
+            }
             self.close(qr, format!("{state}:ttl"), sr);
             result.map_err(|e| e.context(format!("{state} ttl")))?;
         }
         self.events_bound(con, qr)
             .await
             .map_err(|e| e.context("events"))
+    }
+
+    /// Drops the ids of `state` whose jobs Redis already expired, as the doctor's
+    /// `danglingIds` repair does (re-checked and audited in each call).
+    async fn drop_expired<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        state: JobState,
+    ) -> redis::RedisResult<u64> {
+        let q = DoctorQueue {
+            base: self.queue.base.clone(),
+            queue: self.queue.queue.clone(),
+            tenant: self.queue.tenant.clone(),
+            env: self.queue.env.clone(),
+            policy: Some(self.policy.clone()),
+        };
+        let ctx = RepairContext {
+            kinds: vec![DoctorKind::DanglingIds],
+            execution_id: self.opts.execution_id.clone(),
+            actor: Actor::named(self.opts.actor.as_deref()),
+            budget_us: self.opts.budget_us,
+        };
+        drop_expired_ids(con, &q, state, &ctx, self.observer).await
     }
 
     /// `events:`: what trimming frees (a plan) or trimming it (a run).

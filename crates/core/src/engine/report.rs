@@ -95,6 +95,10 @@ pub struct TtlReport {
     /// When the soonest TTL ends, ms since the epoch (`plan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_expiry_ms: Option<i64>,
+    /// Ids of jobs Redis had already expired, dropped from the set with BullMQ's bookkeeping
+    /// (a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_ids_dropped: Option<u64>,
 }
 
 /// Why work on a queue stopped: the failure's kind and its one-line message.

@@ -7,10 +7,12 @@
 //! read-only scripts that stop past their budget.
 
 mod events;
+mod expired;
 mod keyspace;
 mod repair;
 mod sets;
 
+pub use expired::drop_expired_ids;
 pub use repair::{RepairContext, repair_queue};
 
 use super::observer::{Event, Observer};
@@ -218,7 +220,7 @@ pub async fn examine<C: crate::bullmq::Topology>(
         keyspace::scan_queue(con, &probe, &mut found).await?;
         sets::dangling_ids(con, &probe, &mut found).await?;
         sets::stuck_parents(con, &probe, &mut found).await?;
-        events::over_limit(con, &keys, &mut found).await
+        events::over_limit(con, &keys, q, &mut found).await
     }
     .await;
     (found, result.err())

@@ -42,7 +42,9 @@ pub async fn repair_queue<C: ConnectionLike>(
             continue;
         }
         match kind {
-            DoctorKind::EventsOverLimit => trim_events(finding),
+            DoctorKind::EventsOverLimit => {
+                super::events::trim_over_limit(con, &keys, q, finding).await?;
+            }
             DoctorKind::OrphanHashes if archives(q) => {
                 // Archive-first is not built yet: never delete what the policy archives.
                 finding.skip("archiveFirst", finding.items.len() as u64);
@@ -51,13 +53,6 @@ pub async fn repair_queue<C: ConnectionLike>(
         }
     }
     Ok(())
-}
-
-/// THE CALL SITE of the bounded events trim (`XTRIM … MAXLEN ~ bound LIMIT 1000` calls,
-/// then one exact trim), which another change provides: until it is wired here the stream is
-/// counted `notRepairedHere`.
-fn trim_events(finding: &mut Finding) {
-    finding.skip("notRepairedHere", 1);
 }
 
 /// Whether the queue's policy archives a finished state (an orphan hash is then archived

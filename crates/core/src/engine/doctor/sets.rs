@@ -37,31 +37,42 @@ pub(super) async fn dangling_ids<C: ConnectionLike>(
     found: &mut Findings,
 ) -> RedisResult<()> {
     for (state, kind) in STATES {
-        let key = probe.keys.sub(state);
-        let mut start = 0;
-        loop {
-            let ids = page(con, &key, kind, start).await?;
-            found.examined.jobs += ids.len() as u64;
-            let codes = probe.codes(con, ProbeMode::Missing, &ids).await?;
-            let finding = found.of(DoctorKind::DanglingIds);
-            for (id, code) in ids.iter().zip(&codes) {
-                if code[0] == b'0' {
-                    let item = RepairItem {
-                        id: id.clone(),
-                        detail: state.to_string(),
-                    };
-                    // The same id may dangle in two states: each is a finding.
-                    let job = probe.keys.job(id);
-                    finding.add_as(format!("{job}\t{state}"), job, item);
-                }
-            }
-            if ids.len() < PAGE {
-                break;
-            }
-            start += ids.len();
-        }
+        dangling_in(con, probe, state, kind, found).await?;
     }
     Ok(())
+}
+
+/// Ids in one state whose job hash does not exist.
+pub(super) async fn dangling_in<C: ConnectionLike>(
+    con: &mut C,
+    probe: &Prober<'_>,
+    state: &str,
+    kind: StateKind,
+    found: &mut Findings,
+) -> RedisResult<()> {
+    let key = probe.keys.sub(state);
+    let mut start = 0;
+    loop {
+        let ids = page(con, &key, kind, start).await?;
+        found.examined.jobs += ids.len() as u64;
+        let codes = probe.codes(con, ProbeMode::Missing, &ids).await?;
+        let finding = found.of(DoctorKind::DanglingIds);
+        for (id, code) in ids.iter().zip(&codes) {
+            if code[0] == b'0' {
+                let item = RepairItem {
+                    id: id.clone(),
+                    detail: state.to_string(),
+                };
+                // The same id may dangle in two states: each is a finding.
+                let job = probe.keys.job(id);
+                finding.add_as(format!("{job}\t{state}"), job, item);
+            }
+        }
+        if ids.len() < PAGE {
+            return Ok(());
+        }
+        start += ids.len();
+    }
 }
 
 /// Parents in `waiting-children` none of whose dependencies is an existing job.
