@@ -120,9 +120,33 @@ fn a_short_ttl_makes_redis_delete_hash_and_logs() {
                 .unwrap_or(true)
         }) && !con.exists::<_, bool>("bull:short:3:logs").unwrap_or(true)
     });
-    // The ids stay in the set until the doctor's danglingIds repair removes them.
+    // Jobs already past finishedOn + 2s went at the first run, ids included; the rest are gone
+    // from Redis now, their ids still listed, until the next run drops them as the doctor's
+    // danglingIds repair does.
+    let listed: u64 = con.zcard("bull:short:completed").expect("zcard");
+    let again = w.report(&policy, "run");
+    let ttl = again.queue("short").states["completed:ttl"].ttl.clone();
+    let dropped = ttl.as_ref().and_then(|t| t["expiredIdsDropped"].as_u64());
+    assert_eq!(dropped.unwrap_or(0), listed, "{ttl:?}");
     let left: u64 = con.zcard("bull:short:completed").expect("zcard");
-    assert_eq!(left, 5);
+    assert_eq!(left, 0);
+    let trail = std::fs::read_to_string(w.dir.path().join("audit.jsonl")).expect("trail");
+    let repairs: Vec<&str> = trail
+        .lines()
+        .filter(|l| l.contains("\"repairKind\":\"danglingIds\""))
+        .collect();
+    assert!(!repairs.is_empty(), "{trail}");
+    for id in 1..=5 {
+        assert!(
+            repairs.iter().any(|l| l.contains(&format!("\"{id}\""))),
+            "job {id} is not in a repair event: {repairs:?}"
+        );
+    }
+    // A third run finds nothing left to drop.
+    let third = w.report(&policy, "run");
+    let ttl = third.queue("short").states["completed:ttl"].ttl.clone();
+    let dropped = ttl.as_ref().and_then(|t| t["expiredIdsDropped"].as_u64());
+    assert!(matches!(dropped, None | Some(0)), "{ttl:?}");
 }
 
 #[test]
