@@ -119,7 +119,7 @@ fn a_live_daemon_passes_the_lint_and_has_every_metric_the_rules_and_dashboard_qu
     let now = now_ms();
     w.seed(spec("bull:acme:mail", 50, 5, 3), now);
     let policy = w.policy(
-        "version: 1\nschedule: 1h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\nsources: { users: { redis: { key: 'user:{key}' } } }\npolicies:\n  - { name: mail, queueNamePattern: mail, mode: both, sla: { maxDataAgeHours: 48 }, rules: { completed: { maxAge: 1d, maxCount: 10 }, failed: { maxAge: 1d } }, jobs: [{ name: welcome, source: { name: users, key: data.userId }, deleteWhen: never }] }\n",
+        "version: 1\nschedule: 1h\ndiscovery: { layouts: ['bull:{tenant}:{queue}'] }\nsources: { users: { redis: { key: 'user:{key}' } } }\ndoctor: { repair: [danglingIds] }\npolicies:\n  - { name: mail, queueNamePattern: mail, mode: both, sla: { maxDataAgeHours: 48 }, rules: { completed: { maxAge: 1d, maxCount: 10 }, failed: { maxAge: 1d } }, jobs: [{ name: welcome, source: { name: users, key: data.userId }, deleteWhen: never }] }\n",
     );
     let port = free_port();
     let daemon = Daemon::start(&w, &policy, Some(port), &[]);
@@ -147,6 +147,7 @@ fn a_live_daemon_passes_the_lint_and_has_every_metric_the_rules_and_dashboard_qu
             metrics = scrape(port);
             metrics.contains("bullsweep_event_lag_seconds{")
                 && metrics.contains("bullsweep_queue_memory_bytes{")
+                && metrics.contains("bullsweep_doctor_findings{")
         },
     );
     let body = metrics
