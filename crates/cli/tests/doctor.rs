@@ -593,3 +593,45 @@ fn on_a_cluster_each_queue_is_scanned_and_repaired_in_its_slot() {
         "{doc}"
     );
 }
+
+#[test]
+fn a_stuck_parent_with_a_priority_goes_to_prioritized() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    flow(&mut con);
+    let _: () = con.hset(k("p"), "priority", 5).expect("priority");
+    let _: () = con.del(&[k("c1"), k("c2")]).expect("del");
+    let _: () = con.del(k("wait")).expect("del");
+    let (_, doc) = doctor(&w, &policy, &["--repair", "stuckParents"]);
+    assert_eq!(finding(&doc, "stuckParents")["repaired"], 1, "{doc}");
+    let prioritized: Vec<(String, f64)> = con
+        .zrange_withscores(k("prioritized"), 0, -1)
+        .expect("prioritized");
+    assert_eq!(
+        prioritized,
+        [("p".to_string(), 5.0 * 4_294_967_296.0 + 1.0)]
+    );
+    assert!(!con.exists::<_, bool>(k("wait")).expect("exists"));
+    let pc: i64 = con.get(k("pc")).expect("pc");
+    assert_eq!(pc, 1);
+}
+
+#[test]
+fn a_queue_another_bullsweep_sweeps_is_left_unrepaired() {
+    let (w, policy) = world(3);
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    let lock = bullsweep_core::bullmq::keys::sweep_lock(BASE);
+    let _: () = con.set_ex(&lock, "daemon-1:x", 60).expect("lock");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all", "--lock-wait", "0"]);
+    assert_eq!(code, 1, "{doc}");
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["sweepLock"].as_u64()),
+        (Some(0), Some(1)),
+        "{doc}"
+    );
+    assert!(con.exists::<_, bool>(k("2")).expect("exists"));
+    let holder: String = con.get(&lock).expect("lock");
+    assert_eq!(holder, "daemon-1:x");
+}
