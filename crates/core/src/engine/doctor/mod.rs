@@ -6,12 +6,14 @@
 //! found. Every call stays within the budget: `SCAN … COUNT 1000`, pages of at most 1,000 ids,
 //! read-only scripts that stop past their budget.
 
+mod archive;
 mod events;
 mod keyspace;
 mod repair;
 mod sets;
 
-pub use repair::{RepairContext, repair_queue};
+pub use repair::RepairContext;
+pub(crate) use repair::repair_queue;
 
 use super::observer::{Event, Observer};
 use crate::bullmq::keys::QueueKeys;
