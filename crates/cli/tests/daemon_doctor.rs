@@ -99,9 +99,9 @@ fn the_daemon_repairs_the_kinds_it_is_told_and_every_replica_shows_what_is_left(
         Duration::from_secs(30),
         || {
             if std::net::TcpStream::connect(("127.0.0.1", port2)).is_err() {
-            return false;
-        }
-        metrics2 = scrape(port2);
+                return false;
+            }
+            metrics2 = scrape(port2);
             sample(
                 &metrics2,
                 "bullsweep_doctor_findings",

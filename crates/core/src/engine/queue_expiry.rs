@@ -43,7 +43,7 @@ impl QueueRun<'_> {
                             t.expired_ids_dropped = Some(dropped);
                         }
                     }
-                    Err(e) => result = Err(e.into()),
+                    Err(e) => result = Err(e),
                 }
             }
             self.close(qr, format!("{state}:ttl"), sr);
@@ -56,11 +56,7 @@ impl QueueRun<'_> {
 
     /// Drops the ids of `state` whose jobs Redis already expired, as the doctor's
     /// `danglingIds` repair does (re-checked and audited in each call).
-    async fn drop_expired<C: ConnectionLike>(
-        &self,
-        con: &mut C,
-        state: JobState,
-    ) -> redis::RedisResult<u64> {
+    async fn drop_expired<C: ConnectionLike>(&self, con: &mut C, state: JobState) -> Result<u64> {
         let q = DoctorQueue {
             base: self.queue.base.clone(),
             queue: self.queue.queue.clone(),

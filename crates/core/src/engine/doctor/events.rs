@@ -49,7 +49,11 @@ pub(super) async fn over_limit<C: ConnectionLike>(
     found: &mut Findings,
 ) -> RedisResult<()> {
     let bound = events_bound(con, keys, q).await?;
-    let len: u64 = with_retry!(redis::cmd("XLEN").arg(keys.events()).query_async(con))?;
+    let len: u64 = match with_retry!(redis::cmd("XLEN").arg(keys.events()).query_async(con)) {
+        // Something else sits where the stream would: not BullMQ's events, not this kind.
+        Err(e) if e.code() == Some("WRONGTYPE") => return Ok(()),
+        other => other?,
+    };
     if len > bound + TRIM_SLACK {
         let finding = found.of(DoctorKind::EventsOverLimit);
         finding.found = len - bound;
@@ -65,14 +69,12 @@ pub(super) async fn trim_over_limit<C: ConnectionLike>(
     keys: &QueueKeys,
     q: &DoctorQueue,
     finding: &mut Finding,
-) -> RedisResult<()> {
+) -> crate::error::Result<()> {
     let bound = EventsBound {
         max_len: Some(events_bound(con, keys, q).await?),
         max_age: None,
     };
-    let trimmed = trim_events(con, keys, &bound, now_ms(), &Cancel::new()).await;
-    let out = trimmed
-        .map_err(|e| redis::RedisError::from((redis::ErrorKind::Io, "events trim", e.message)))?;
+    let out = trim_events(con, keys, &bound, now_ms(), &Cancel::new()).await?;
     finding.repaired = out.deleted.min(finding.found);
     Ok(())
 }

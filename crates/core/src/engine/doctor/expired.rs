@@ -8,7 +8,6 @@ use crate::bullmq::key_classes::StateKind;
 use crate::bullmq::keys::QueueKeys;
 use crate::engine::observer::Observer;
 use bullsweep_policy::{DoctorKind, JobState};
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
 /// Finds the ids of `state` whose hash is gone and repairs them; returns how many went.
@@ -18,7 +17,7 @@ pub async fn drop_expired_ids<C: ConnectionLike>(
     state: JobState,
     ctx: &super::RepairContext,
     observer: &dyn Observer,
-) -> RedisResult<u64> {
+) -> crate::error::Result<u64> {
     let keys = QueueKeys::new(&q.base);
     let probe = Prober {
         keys: &keys,
@@ -41,6 +40,6 @@ pub async fn drop_expired_ids<C: ConnectionLike>(
         kinds: vec![DoctorKind::DanglingIds],
         ..ctx.clone()
     };
-    repair_queue(con, q, &mut found, &ctx, observer).await?;
+    repair_queue(con, q, &mut found, &ctx, None, observer).await?;
     Ok(found.of(DoctorKind::DanglingIds).repaired)
 }

@@ -5,7 +5,7 @@
 //! for a queue without a hash tag); each step's keys are checked by the probe script and
 //! pipelines of single-key reads before the next step.
 
-use super::{Findings, PAGE, Prober};
+use super::{Findings, PAGE, Prober, id_hash};
 use crate::bullmq::key_classes::{DoctorKey, doctor_key};
 use crate::bullmq::keys::{QueueKeys, explicit_tag};
 use crate::bullmq::{ProbeMode, RepairItem, Topology};
@@ -67,6 +67,10 @@ async fn nodes_of<C: Topology>(con: &C, keys: &QueueKeys) -> RedisResult<Vec<C>>
     Ok(nodes)
 }
 
+/// Ids of one list read into the snapshot at most; past them the probe's bounded search
+/// answers (a job beyond its reach is counted `outOfReach`, never an orphan).
+const SNAPSHOT_MAX: usize = 1_000_000;
+
 /// The ids in the queue's lists (`wait`, `paused`, `active`), read in pages before the scan,
 /// so that only jobs in none of them cost the probe's bounded list search. A job that moves
 /// during the reads is found again by that search.
@@ -88,10 +92,10 @@ async fn list_snapshot<C: ConnectionLike>(
             )?;
             let n = page.len();
             ids.extend(page);
-            if n < PAGE {
+            start += n;
+            if n < PAGE || start >= SNAPSHOT_MAX {
                 break;
             }
-            start += n;
         }
     }
     Ok(ids)
@@ -152,6 +156,7 @@ async fn check_jobs<C: ConnectionLike>(
             continue;
         }
         found.examined.jobs += 1;
+        found.hashes_seen.insert(id_hash(id));
         if code[0] == b'l' && !lists.contains(id) {
             in_no_set.push(id.clone());
         }

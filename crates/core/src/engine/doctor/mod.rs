@@ -6,6 +6,7 @@
 //! found. Every call stays within the budget: `SCAN … COUNT 1000`, pages of at most 1,000 ids,
 //! read-only scripts that stop past their budget.
 
+mod archive;
 mod events;
 mod expired;
 mod keyspace;
@@ -13,7 +14,8 @@ mod repair;
 mod sets;
 
 pub use expired::drop_expired_ids;
-pub use repair::{RepairContext, repair_queue};
+pub use repair::RepairContext;
+pub(crate) use repair::repair_queue;
 
 use super::observer::{Event, Observer};
 use crate::bullmq::keys::QueueKeys;
@@ -58,7 +60,8 @@ pub struct Finding {
     /// How many were repaired.
     pub repaired: u64,
     /// Left alone, by reason: `changed`, `locked`, `restored`, `outOfReach`, `otherSlot`,
-    /// `scheduler`, `sweepLock`, `auditUnavailable`, `notRepairedHere`.
+    /// `scheduler`, `sweepLock`, `auditUnavailable`, `archiveUnavailable` (an orphan hash of
+    /// a queue whose policy archives, with no archive to copy it to).
     pub skipped: BTreeMap<String, u64>,
     /// Up to three of the keys found, full names.
     pub samples: Vec<String>,
@@ -144,6 +147,18 @@ impl QueueDoctor {
 pub struct Findings {
     by_kind: BTreeMap<DoctorKind, Finding>,
     examined: Examined,
+    /// 64-bit hashes of the ids of the job hashes the scan found: the states' ids among them
+    /// need no `EXISTS` (a hash gone since is found by the next run).
+    hashes_seen: HashSet<u64>,
+}
+
+/// The 64-bit hash of a job id, for [`Findings::hashes_seen`] (8 bytes an id, where a million
+/// jobs' ids would take tens of MB).
+fn id_hash(id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
 }
 
 impl Findings {
@@ -154,6 +169,7 @@ impl Findings {
                 .map(|k| (k, Finding::new(k)))
                 .collect(),
             examined: Examined::default(),
+            hashes_seen: HashSet::new(),
         }
     }
 
