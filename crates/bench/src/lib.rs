@@ -5,12 +5,14 @@
 //!
 //! The contenders are in `contenders`, the probe and Redis counters in `probe`, the Node
 //! runner in `node`, the figures and their table in `report`, and `--strategy event`, `scale`,
-//! `cluster`, `report`, `pending` and `source` (in `source_link`) in their own modules.
+//! `cluster`, `report`, `pending`, `source` (in `source_link`) and `trim` (in `events_trim`)
+//! in their own modules.
 #![deny(missing_docs)]
 
 mod cluster;
 mod contenders;
 mod event;
+mod events_trim;
 mod memory_report;
 mod node;
 mod pending;
@@ -58,6 +60,9 @@ pub enum Strategy {
     /// Source-linked cleanup: `--jobs` delayed reminder jobs against a PostgreSQL table of as
     /// many orders, half of them gone; against `Job.fromId`, a query and `job.remove()` per job.
     Source,
+    /// `events: { maxLen }`: a stream of `--jobs` entries trimmed to 10,000 by bullsweep's
+    /// bounded calls, against one exact `XTRIM MAXLEN`: the longest call, Redis CPU, time.
+    Trim,
 }
 
 impl Strategy {
@@ -65,6 +70,7 @@ impl Strategy {
     pub fn default_jobs(self) -> u64 {
         match self {
             Strategy::Pending | Strategy::Source => 1_000_000,
+            Strategy::Trim => 5_000_000,
             _ => 200_000,
         }
     }
@@ -166,6 +172,9 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     if args.strategy == Strategy::Report {
         return memory_report::run(&mut con, &url, args).await;
     }
+    if args.strategy == Strategy::Trim {
+        return events_trim::run(&mut con, &url, args).await;
+    }
     if matches!(args.strategy, Strategy::Pending | Strategy::Source) {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
@@ -245,7 +254,8 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         | Strategy::Cluster
         | Strategy::Report
         | Strategy::Pending
-        | Strategy::Source => {
+        | Strategy::Source
+        | Strategy::Trim => {
             vec!["archive".into()]
         }
         Strategy::Forget => ["bullsweep", "bullmq"]

@@ -446,6 +446,10 @@ pub enum StrategyArg {
     /// deleted and 20% no longer pending: source-linked cleanup against `Job.fromId`, one
     /// query and `job.remove()` per job (capped at `--seconds`); queries per 1,000 jobs.
     Source,
+    /// `events: { maxLen }` on a stream of `--jobs` entries (default five million), trimmed
+    /// to 10,000 by bullsweep's bounded calls against one exact `XTRIM MAXLEN`: the longest
+    /// call, Redis CPU and time.
+    Trim,
 }
 
 /// `bench` options.

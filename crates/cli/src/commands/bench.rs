@@ -17,6 +17,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Report => Strategy::Report,
         StrategyArg::Pending => Strategy::Pending,
         StrategyArg::Source => Strategy::Source,
+        StrategyArg::Trim => Strategy::Trim,
     };
     let config = BenchConfig {
         jobs: args.jobs.unwrap_or(strategy.default_jobs()),
