@@ -265,3 +265,68 @@ for (const v of VERSIONS) {
     await assertConsistent(redis, db, QUEUES);
   });
 }
+
+// Database 1 holds the live test's queue.
+for (const v of VERSIONS) {
+  test(`${v.label}: ttl runs beside a live Worker: no worker error, every job processed, the finished ones expire`, async (t) => {
+    const db = 1;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const queue = track(new v.mq.Queue('live', { connection }));
+    const total = 1500;
+    const added = new Set();
+    for (let i = 0; i < total; i += 250) {
+      for (const j of await queue.addBulk(Array.from({ length: 250 }, (_, k) => ({ name: 'job', data: { i: i + k } })))) added.add(j.id);
+    }
+    const completed = new Set();
+    const failures = [];
+    const worker = track(new v.mq.Worker('live', async (job) => {
+      await job.log('working');
+      await sleep(10);
+      return job.data.i;
+    }, { connection, concurrency: 8 }));
+    worker.on('completed', (job) => completed.add(job.id));
+    worker.on('failed', (job, err) => failures.push(`failed ${job && job.id}: ${err.message}`));
+    worker.on('error', (err) => failures.push(`error: ${err.message}`));
+    await waitFor('the worker to be busy', async () => completed.size >= 50);
+
+    // Runs while the worker takes and finishes jobs: each gives the finished jobs a TTL of 1s
+    // and drops the ids of those Redis expired since the last.
+    const policy = ttlPolicy('1s');
+    const runs = [];
+    let pendingDuringRuns = 0;
+    while (completed.size < total && runs.length < 20) {
+      const c = await queue.getJobCounts('wait', 'active');
+      pendingDuringRuns = Math.max(pendingDuringRuns, c.wait + c.active);
+      runs.push(await run(db, policy));
+      await sleep(200);
+    }
+    await waitFor('the queue to drain', async () => completed.size === total, 60000);
+    await worker.close();
+    assert.deepEqual(failures, [], 'no job failed and the worker saw no error');
+    assert.deepEqual([...added].filter((id) => !completed.has(id)), [], 'every job added was processed');
+    assert.ok(runs.length >= 2 && pendingDuringRuns > 0, `bullsweep ran ${runs.length} times beside pending jobs`);
+    // The worker needs at least 1500 × 10 ms / 8 ≈ 1.9 s, longer than the ttl: runs beside it
+    // dropped ids of jobs that had expired already.
+    const droppedBeside = runs.reduce((n, r) => n + (dropped(r)['live:completed'] || 0), 0);
+    assert.ok(droppedBeside > 0, 'runs beside the worker dropped expired ids');
+
+    // After the last TTL ran out, one more run leaves no finished job or id behind.
+    runs.push(await run(db, policy));
+    await waitFor('Redis to expire every job', async () => {
+      for (const id of added) if (await client.exists(`bull:live:${id}`, `bull:live:${id}:logs`)) return false;
+      return true;
+    });
+    runs.push(await run(db, policy));
+    const given = runs.reduce((n, r) => n + (r.queues.find((q) => q.queue === 'live').states['completed:ttl'].done || 0), 0);
+    const gone = runs.reduce((n, r) => n + (dropped(r)['live:completed'] || 0), 0);
+    t.diagnostic(`${runs.length} runs; ${given} TTLs given, ${gone} expired ids dropped (${droppedBeside} beside the worker); up to ${pendingDuringRuns} jobs pending during the runs`);
+    assert.equal(given, total, 'every finished job got its TTL once');
+    assert.equal(gone, total, 'every expired id was dropped once');
+    const counts = await queue.getJobCounts('wait', 'active', 'completed', 'failed');
+    assert.deepEqual(counts, { wait: 0, active: 0, completed: 0, failed: 0 });
+    await queue.close();
+    await assertConsistent(redis, db, [{ prefix: 'bull', name: 'live' }]);
+  });
+}
