@@ -330,3 +330,58 @@ for (const v of VERSIONS) {
     await assertConsistent(redis, db, [{ prefix: 'bull', name: 'live' }]);
   });
 }
+
+// Database 2 holds the events test's queue.
+for (const v of VERSIONS) {
+  test(`${v.label}: events { maxLen: 500 } trims the stream, writes meta, and BullMQ's own trimming follows it`, async (t) => {
+    const db = 2;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const nodeMax = Number((await client.config('GET', 'stream-node-max-entries'))[1]);
+    const policy = writePolicy(['version: 1', 'policies:', '  - { name: p, queueNamePattern: "*", events: { maxLen: 500 } }', ''].join('\n'));
+    const producer = track(new v.mq.Queue('busy', { connection }));
+    const addJobs = async (n) => {
+      for (let i = 0; i < n; i += 500) await producer.addBulk(Array.from({ length: 500 }, (_, k) => ({ name: 'job', data: { i: i + k } })));
+    };
+    await addJobs(3000);
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '10000', 'BullMQ\'s default bound');
+    const grown = await client.xlen('bull:busy:events');
+    assert.ok(grown >= 3000, `the stream holds an entry per job at least: ${grown}`);
+
+    const report = await run(db, policy);
+    const events = report.queues.find((q) => q.queue === 'busy').events;
+    assert.equal(events.trimmed, true, JSON.stringify(events));
+    assert.ok(await client.xlen('bull:busy:events') <= 500, 'the run trims to the bound');
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '500', 'the run writes the bound to meta');
+
+    // BullMQ's own trimming now follows meta: its XADDs carry `MAXLEN ~ 500`, which removes
+    // whole stream nodes only, so the stream stays within 500 and one node's slack.
+    const lengths = [];
+    for (let round = 0; round < 4; round++) {
+      await addJobs(1000);
+      lengths.push(await client.xlen('bull:busy:events'));
+    }
+    const worker = track(new v.mq.Worker('busy', async (job) => job.data.i, { connection, concurrency: 8 }));
+    await waitFor('the worker to drain the queue', async () => (await producer.getCompletedCount()) === 7000, 60000);
+    await worker.close();
+    lengths.push(await client.xlen('bull:busy:events'));
+    t.diagnostic(`stream length after each 1000 adds and after processing 7000 jobs: ${lengths.join(', ')} (node max ${nodeMax})`);
+    for (const n of lengths) assert.ok(n <= 500 + nodeMax, `BullMQ keeps the stream near 500: ${lengths}`);
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '500');
+
+    // Any Queue constructed afterwards (a dashboard, another service) writes its own
+    // `streams.events.maxLen`, 10000 by default, back to meta; BullMQ's trimming follows it
+    // until the next run writes the policy's bound again.
+    const other = track(new v.mq.Queue('busy', { connection }));
+    await other.waitUntilReady();
+    await waitFor('the new Queue to write meta', async () => (await client.hget('bull:busy:meta', 'opts.maxLenEvents')) === '10000');
+    await addJobs(1000);
+    assert.ok(await client.xlen('bull:busy:events') > 500 + nodeMax, 'BullMQ trims to 10000 again');
+    await run(db, policy);
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '500', 'the next run restores the bound');
+    assert.ok(await client.xlen('bull:busy:events') <= 500);
+    await other.close();
+    await producer.close();
+  });
+}
