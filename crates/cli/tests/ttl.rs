@@ -1,8 +1,8 @@
 //! The EXPIRE layer (`ttl:` on finished states) against a real server: jobs in BullMQ's
-//! format get a TTL at finishedOn + ttl on their hash and logs (read back with PEXPIRETIME),
-//! a short ttl makes Redis delete them, locked jobs and other job rules are respected, `plan`
-//! counts, the config errors are refused at file:line:col, and the daemon's event path gives
-//! jobs their TTL as they finish.
+//! format get a TTL at finishedOn + ttl on their hash, logs and flow sub-keys (read back with
+//! PEXPIRETIME), a short ttl makes Redis delete them, locked jobs and other job rules are
+//! respected, `plan` counts, the config errors are refused at file:line:col, and the daemon's
+//! event path gives jobs their TTL as they finish.
 
 mod common;
 
@@ -101,6 +101,43 @@ fn finished_jobs_get_a_ttl_at_finished_on_plus_ttl_on_hash_and_logs() {
     // A second run finds them all with a TTL and sets none.
     let again = w.report(&policy, "run");
     assert_eq!(again.queue("mail").states["completed:ttl"].done, Some(0));
+}
+
+#[test]
+fn a_parents_flow_sub_keys_expire_with_it() {
+    let w = World::new();
+    seed(&w, "bull:flow", 3, 0, now_ms());
+    let mut con = w.con();
+    let _: () = con
+        .hset("bull:flow:1:processed", "bull:kids:7", "{\"ok\":1}")
+        .expect("processed");
+    let _: () = con
+        .hset("bull:flow:1:failed", "bull:kids:8", "boom")
+        .expect("failed");
+    let _: () = con
+        .zadd("bull:flow:1:unsuccessful", "bull:kids:9", 1)
+        .expect("unsuccessful");
+    let _: () = con
+        .sadd("bull:flow:2:dependencies", "bull:kids:10")
+        .expect("dependencies");
+    let policy = w.policy(&policy_text("    rules:\n      completed: { ttl: 7d }\n"));
+    let out = w.run(&policy, &["run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let finished: std::collections::HashMap<String, i64> = members(&mut con, "bull:flow:completed")
+        .into_iter()
+        .collect();
+    for (id, sub) in [
+        ("1", "processed"),
+        ("1", "failed"),
+        ("1", "unsuccessful"),
+        ("2", "dependencies"),
+    ] {
+        let at = expires_at(&mut con, &format!("bull:flow:{id}:{sub}"));
+        assert_eq!(at, finished[id] + 7 * DAY, "{id}:{sub}");
+    }
+    // A job without flow sub-keys gains none.
+    assert_eq!(expires_at(&mut con, "bull:flow:3:processed"), -2);
+    assert_eq!(expires_at(&mut con, "bull:flow:3"), finished["3"] + 7 * DAY);
 }
 
 #[test]

@@ -112,8 +112,8 @@ pub struct StateRule {
     pub action: Option<Action>,
     /// Jobs the event-driven path leaves to the periodic sweep.
     pub keep_if: Option<KeepIf>,
-    /// A finished job's hash and logs expire this long after it finished (Redis's own
-    /// expiry, `PEXPIREAT`); `completed` and `failed` only.
+    /// A finished job's hash, logs and flow sub-keys expire this long after it finished
+    /// (Redis's own expiry, `PEXPIREAT`); `completed` and `failed` only.
     pub ttl: Option<Millis>,
 }
 

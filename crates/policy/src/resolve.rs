@@ -110,7 +110,8 @@ pub struct EffectiveRule {
     pub action: Sourced<Action>,
     /// Jobs the event-driven path leaves to the periodic sweep.
     pub keep_if: Option<Sourced<KeepIf>>,
-    /// How long after it finished a job's hash and logs expire (finished states only).
+    /// How long after it finished a job's hash, logs and flow sub-keys expire (finished
+    /// states only).
     pub ttl: Option<Sourced<Millis>>,
 }
 

@@ -1,5 +1,6 @@
-//! The EXPIRE layer (`ttl:` on `completed` and `failed`): each finished job's hash and logs
-//! get a TTL at finishedOn + ttl, so that Redis deletes them even when no bullsweep runs.
+//! The EXPIRE layer (`ttl:` on `completed` and `failed`): each finished job's hash, logs and
+//! flow sub-keys (a parent's `:processed`, …) get a TTL at finishedOn + ttl, so that Redis
+//! deletes them even when no bullsweep runs.
 //! The sweep walks a state's set in bounded pages for jobs found without one
 //! ([`expire_state`]); the daemon's event path gives one to jobs as they finish
 //! ([`expire_finished`]). The ids stay in the set until the doctor's `danglingIds` repair

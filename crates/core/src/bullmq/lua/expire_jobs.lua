@@ -1,8 +1,10 @@
 --[[
   expire_jobs.lua: the EXPIRE layer's sweep (`ttl:` on a finished state): walks one finished
   set from its oldest end and gives each job that has no TTL yet an expiry at
-  finishedOn + ttl (the set's score) on its hash and its `:logs`, so that Redis deletes them
-  even when no bullsweep runs. Built on the budget, audit, held and set_walk preludes.
+  finishedOn + ttl (the set's score) on its hash, its `:logs` and whichever of its flow
+  sub-keys exist (`:dependencies`, `:processed`, `:failed`, `:unsuccessful`: a parent's copies
+  of its children's results and failures), so that Redis deletes them together even when no
+  bullsweep runs. Built on the budget, audit, held and set_walk preludes.
 
   KEYS[1] the finished set; then the queue's restore holds and the two audit keys
   (scripts::audited), which the preludes read.
@@ -41,10 +43,24 @@ for i = 9, 8 + 2 * rules, 2 do
 end
 local named = rules > 0
 local firstId = 9 + 2 * rules
--- A job costs a PTTL and, when it is given a TTL, three more calls; the clock is read every
--- few jobs so it costs them nothing noticeable.
+-- A job costs a PTTL and, when it is given a TTL, four more calls (four more for a parent);
+-- the clock is read every few jobs so it costs them nothing noticeable.
 local LOOK_EVERY = 8
 local clock = startBudget(tonumber(ARGV[7]))
+
+-- A parent's flow sub-keys expire with it; one EXISTS call finds that most jobs have none.
+local FLOW_SUBKEYS = {':dependencies', ':processed', ':failed', ':unsuccessful'}
+local function expireFlowKeys(jobKey, at)
+  local keys = {}
+  for i, s in ipairs(FLOW_SUBKEYS) do
+    keys[i] = jobKey .. s
+  end
+  if rcall('EXISTS', unpack(keys)) > 0 then
+    for _, k in ipairs(keys) do
+      rcall('PEXPIREAT', k, at)
+    end
+  end
+end
 
 local rows
 if firstId <= #ARGV then
@@ -93,6 +109,7 @@ for i = 1, #rows, 2 do
       local at = string.format('%d', s + ttl)
       rcall('PEXPIREAT', jobKey, at)
       rcall('PEXPIREAT', jobKey .. ':logs', at)
+      expireFlowKeys(jobKey, at)
       acted[#acted + 1] = id
     end
   end

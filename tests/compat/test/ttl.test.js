@@ -1,0 +1,394 @@
+// Issue 27, "What to build" 2 and 3, judged by real BullMQ (6.7 and 5.81): the EXPIRE layer
+// (`completed`/`failed: { ttl }`) and bounded events streams (`events: { maxLen }`).
+//
+// TTL: Workers complete and fail plain, custom-id and deduplicated jobs and flows (a parent
+// that completed with its children, parents in waiting-children while some children are
+// finished). `bullsweep run` with `ttl: 2s` gives every finished job an expiry at
+// finishedOn + 2s; Redis deletes them; the next run drops their ids. The keyspace is then the
+// one before the first run less exactly the expired jobs (their hash, sub-keys and ids) and
+// the dedup keys whose own TTL ran out, BullMQ reads the queues whole, dedup ids can be added
+// again, and the parents still complete when processed. A live Worker beside `run` never errs
+// and loses no job.
+//
+// Events: a policy's `events: { maxLen: 500 }` trims the stream and writes meta
+// `opts.maxLenEvents` = 500, which BullMQ's own trimming then follows as jobs are added and
+// processed. A Queue constructed afterwards writes its own `streams.events.maxLen` (default
+// 10000) back to meta; the next `run` restores 500.
+//
+// Both BullMQ builds run here (BULLSWEEP_BULLMQ names one to run only that one).
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { startRedis, dumpKeyspace, bullsweep, writePolicy, sleep, waitFor } = require('../lib/harness');
+const { assertConsistent } = require('../lib/consistency');
+
+const VERSIONS = (process.env.BULLSWEEP_BULLMQ ? [process.env.BULLSWEEP_BULLMQ] : ['bullmq', 'bullmq5'])
+  .map((pkg) => ({ pkg, mq: require(pkg), label: `BullMQ ${require(`${pkg}/package.json`).version}` }));
+
+const SUB_KEYS = ['logs', 'dependencies', 'processed', 'failed', 'unsuccessful'];
+const FINISHED = ['completed', 'failed'];
+
+let redis;
+// Every BullMQ object this file opens, closed before the server stops even when a test
+// failed midway (an open one would reconnect forever).
+const opened = [];
+const track = (x) => { opened.push(x); return x; };
+before(async () => { redis = await startRedis(); });
+after(async () => {
+  await Promise.all(opened.map((x) => x.close(true).catch(() => {})));
+  redis.stop();
+});
+
+function ttlPolicy(ttl) {
+  return writePolicy(['version: 1', 'policies:',
+    `  - { name: p, queueNamePattern: "*", rules: { completed: { ttl: ${ttl} }, failed: { ttl: ${ttl} } } }`, ''].join('\n'));
+}
+
+async function run(db, policy, cmd = 'run') {
+  const out = await bullsweep(['--redis', redis.url(db), '--config', policy, '--json', cmd]);
+  assert.equal(out.code, 0, out.stderr);
+  return JSON.parse(out.stdout);
+}
+
+// Per queue and finished state: the ids a run dropped after Redis expired their jobs.
+function dropped(report) {
+  const out = {};
+  for (const q of report.queues) {
+    for (const state of FINISHED) {
+      const s = q.states[`${state}:ttl`];
+      const n = (s && s.ttl && s.ttl.expiredIdsDropped) || 0;
+      if (n) out[`${q.queue}:${state}`] = n;
+    }
+  }
+  return out;
+}
+
+// The worker of the `work` queue: logs, fails `fail*`, returns how many children a parent saw.
+async function processor(job) {
+  await job.log(`started ${job.id}`);
+  if (job.name.startsWith('fail')) throw new Error(`boom ${job.id}`);
+  if (job.name === 'whole') return { children: Object.keys(await job.getChildrenValues()).length };
+  return { ok: job.id };
+}
+
+// Builds the TTL dataset in `db` with BullMQ module `mq`: queue `work` (processed: 14
+// completed, 6 failed), `parents` (parents still waiting for a child), `later` (that child).
+async function buildTtlDataset(mq, db) {
+  const connection = redis.connection(db);
+  const work = track(new mq.Queue('work', { connection }));
+  for (let i = 0; i < 6; i++) await work.add('ok', { i });
+  for (let i = 0; i < 3; i++) await work.add('fail', { i });
+  await work.add('ok', { d: 1 }, { deduplication: { id: 'simple' } });
+  await work.add('fail', { d: 2 }, { deduplication: { id: 'simple-failed' } });
+  // Throttle mode: the dedup key keeps its own TTL after the job finished.
+  await work.add('ok', { d: 3 }, { deduplication: { id: 'short', ttl: 3000 } });
+  await work.add('ok', { d: 4 }, { deduplication: { id: 'long', ttl: 10 * 60000 } });
+  await work.add('ok', { c: 1 }, { jobId: 'order:2024:0001' });
+
+  const flows = track(new mq.FlowProducer({ connection }));
+  // F1: a parent that completes after its two children, all in `work`.
+  await flows.add({ name: 'whole', queueName: 'work', data: {}, children: [
+    { name: 'ok', queueName: 'work', data: { f: 1 } }, { name: 'ok', queueName: 'work', data: { f: 2 } }] });
+  // F2: a parent waiting for a child in `later` while its other child completes in `work`.
+  await flows.add({ name: 'waits', queueName: 'parents', data: {}, children: [
+    { name: 'ok', queueName: 'work', data: { f: 3 } }, { name: 'held', queueName: 'later', data: { f: 4 } }] });
+  // F3: a child that fails with no failure option: BullMQ keeps the parent waiting for it.
+  await flows.add({ name: 'blocked', queueName: 'parents', data: {}, children: [
+    { name: 'fail', queueName: 'work', data: { f: 5 } }] });
+  // F4: a child that fails with ignoreDependencyOnFailure: the parent goes on to wait.
+  await flows.add({ name: 'ignored', queueName: 'parents', data: {}, children: [
+    { name: 'fail', queueName: 'work', data: { f: 6 }, opts: { ignoreDependencyOnFailure: true } }] });
+
+  const failures = [];
+  const worker = track(new mq.Worker('work', processor, { connection, concurrency: 4 }));
+  worker.on('error', (err) => failures.push(err.message));
+  await waitFor('the work queue to finish', async () => {
+    const c = await work.getJobCounts('completed', 'failed');
+    return c.completed === 14 && c.failed === 6;
+  });
+  await worker.close();
+  await work.close();
+  assert.deepEqual(failures, [], 'the worker saw no error');
+}
+
+// The ids of `base`'s finished sets: {completed: [...], failed: [...]}.
+async function finishedIds(client, base) {
+  const out = {};
+  for (const state of FINISHED) out[state] = await client.zrange(`${base}:${state}`, 0, -1);
+  return out;
+}
+
+// The keyspace `before` less the jobs of `expired` (base → ids by state): their hash and
+// sub-keys, their ids in the finished sets; and less the keys named in `alsoGone`.
+function expectedAfter(before, expired, alsoGone) {
+  const want = JSON.parse(JSON.stringify(before));
+  for (const [base, byState] of Object.entries(expired)) {
+    for (const state of FINISHED) {
+      const ids = new Set(byState[state]);
+      for (const id of ids) {
+        delete want[`${base}:${id}`];
+        for (const s of SUB_KEYS) delete want[`${base}:${id}:${s}`];
+      }
+      const set = want[`${base}:${state}`];
+      if (!set) continue;
+      const kept = [];
+      for (let i = 0; i < set.value.length; i += 2) if (!ids.has(set.value[i])) kept.push(set.value[i], set.value[i + 1]);
+      if (kept.length) set.value = kept;
+      else delete want[`${base}:${state}`];
+    }
+  }
+  for (const key of alsoGone) delete want[key];
+  return want;
+}
+
+function assertKeyspace(actual, expected, what) {
+  const onlyActual = Object.keys(actual).filter((k) => !(k in expected));
+  const onlyExpected = Object.keys(expected).filter((k) => !(k in actual));
+  assert.deepEqual({ onlyActual, onlyExpected }, { onlyActual: [], onlyExpected: [] }, `${what}: keys left or gone unexpectedly`);
+  for (const key of Object.keys(expected)) assert.deepEqual(actual[key], expected[key], `${what}: ${key} changed`);
+}
+
+const QUEUES = ['work', 'parents', 'later'].map((name) => ({ prefix: 'bull', name }));
+
+for (const v of VERSIONS) {
+  test(`${v.label}: ttl expires finished jobs, the next run drops their ids, and BullMQ reads the queues whole`, async () => {
+    const db = 0;
+    const client = redis.client(db);
+    await client.flushall();
+    await buildTtlDataset(v.mq, db);
+    const ids = await finishedIds(client, 'bull:work');
+    assert.equal(ids.completed.length + ids.failed.length, 20);
+    const before = await dumpKeyspace(client);
+    // Every finished job's sub-keys that BullMQ wrote: logs for all, `:processed` for F1's parent.
+    const whole = ids.completed.find((id) => before[`bull:work:${id}`].value.name === 'whole');
+    assert.ok(before[`bull:work:${whole}:processed`], 'the completed parent holds its children\'s results');
+    assert.ok(before['bull:work:de:long'] && before['bull:work:de:long'].expires, 'the throttle key outlives its job');
+    assert.ok(before['bull:work:de:short'], 'the short throttle key is there');
+    assert.ok(!before['bull:work:de:simple'] && !before['bull:work:de:simple-failed'], 'BullMQ drops a simple dedup key when its job finishes');
+    const blocked = (await client.zrange('bull:parents:waiting-children', 0, -1));
+    assert.equal(blocked.length, 2, 'F2 and F3 parents wait for children');
+
+    const policy = ttlPolicy('2s');
+    const first = await run(db, policy);
+    const expiring = first.queues.find((q) => q.queue === 'work');
+    const given = FINISHED.reduce((n, s) => n + (expiring.states[`${s}:ttl`].done || 0), 0);
+    assert.equal(given, 20, JSON.stringify(expiring.states));
+    // finishedOn + ttl on hash and logs (and the parent's :processed), or already gone when
+    // that time had passed. PEXPIRETIME is Redis 7's; before it, PTTL shows a TTL within 2s.
+    const exact = Number((await client.info('server')).match(/redis_version:(\d+)/)[1]) >= 7;
+    for (const state of FINISHED) {
+      for (const id of ids[state]) {
+        const finishedOn = Number(before[`bull:work:${id}`].value.finishedOn);
+        for (const key of [`bull:work:${id}`, `bull:work:${id}:logs`, ...(id === whole ? [`bull:work:${id}:processed`] : [])]) {
+          if (exact) {
+            const at = await client.call('PEXPIRETIME', key);
+            assert.ok(at === -2 || at === finishedOn + 2000, `${key}: expires at ${at}, finished ${finishedOn}`);
+          } else {
+            const left = await client.pttl(key);
+            assert.ok(left === -2 || (left >= 0 && left <= 2000), `${key}: PTTL ${left}`);
+          }
+        }
+      }
+    }
+
+    const all = [...ids.completed, ...ids.failed];
+    await waitFor('Redis to expire the finished jobs', async () => {
+      for (const id of all) if (await client.exists(`bull:work:${id}`, `bull:work:${id}:logs`)) return false;
+      return !(await client.exists('bull:work:de:short'));
+    });
+    // Between the expiry and the next run the ids are still listed, but no sub-key is left:
+    // the completed parent's `:processed` (its copy of its children's results) expired with it.
+    assert.equal(await client.zcard('bull:work:completed'), ids.completed.length);
+    const leftovers = [];
+    for (const id of all) for (const s of SUB_KEYS) if (await client.exists(`bull:work:${id}:${s}`)) leftovers.push(`${id}:${s}`);
+    assert.deepEqual(leftovers, [], 'no sub-key outlives its job');
+
+    const second = await run(db, policy);
+    const total = {};
+    for (const r of [first, second]) for (const [k, n] of Object.entries(dropped(r))) total[k] = (total[k] || 0) + n;
+    assert.deepEqual(total, { 'work:completed': 14, 'work:failed': 6 }, 'every expired id is dropped once');
+
+    // The keyspace: before, less the expired jobs and the throttle key that ran out.
+    const afterRun = await dumpKeyspace(client);
+    assertKeyspace(afterRun, expectedAfter(before, { 'bull:work': ids }, ['bull:work:de:short']), 'after the second run');
+    // A third run finds nothing to do.
+    assert.deepEqual(dropped(await run(db, policy)), {});
+    await assertConsistent(redis, db, QUEUES);
+
+    const work = track(new v.mq.Queue('work', { connection: redis.connection(db) }));
+    // Dedup ids whose key BullMQ dropped at finish, or whose own TTL ran out, are free again.
+    const oldIds = Object.fromEntries(await Promise.all(['simple', 'simple-failed', 'short', 'long'].map(async (d) => [d,
+      all.find((id) => before[`bull:work:${id}`].value.deid === d)])));
+    for (const d of ['simple', 'simple-failed', 'short']) {
+      const job = await work.add('ok', { again: d }, { deduplication: { id: d } });
+      assert.notEqual(job.id, oldIds[d], `dedup id ${d} makes a new job`);
+      assert.equal(await (await work.getJob(job.id)).getState(), 'waiting', `dedup id ${d}`);
+    }
+    // A throttle key still within its own TTL keeps deduplicating, though its job expired:
+    // BullMQ's throttle semantics, which bullsweep leaves alone.
+    const throttled = await work.add('ok', { again: 'long' }, { deduplication: { id: 'long' } });
+    assert.equal(throttled.id, oldIds.long, 'the throttle window still holds');
+    assert.equal(await work.getJob(throttled.id), undefined, 'its job expired');
+    assert.equal(await client.get('bull:work:de:long'), oldIds.long);
+
+    // The parents: F2's completed child expired, its result stays in the parent's
+    // `:processed`, and the parent completes once its other child does. F4's parent, whose
+    // failed child expired, is processed with the failure BullMQ copied to its `:failed`.
+    const parents = track(new v.mq.Queue('parents', { connection: redis.connection(db) }));
+    const seen = {};
+    const failures = [];
+    const pw = track(new v.mq.Worker('parents', async (job) => {
+      seen[job.name] = Object.values(await job.getChildrenValues());
+      return seen[job.name].length;
+    }, { connection: redis.connection(db) }));
+    const lw = track(new v.mq.Worker('later', async () => 'late', { connection: redis.connection(db) }));
+    for (const w of [pw, lw]) {
+      w.on('error', (err) => failures.push(err.message));
+      w.on('failed', (job, err) => failures.push(`${job && job.name}: ${err.message}`));
+    }
+    await waitFor('both parents to complete', async () => (await parents.getCompletedCount()) === 2);
+    await pw.close();
+    await lw.close();
+    assert.deepEqual(failures, []);
+    assert.deepEqual(seen.waits.map((x) => JSON.stringify(x)).sort(), ['"late"', JSON.stringify({ ok: ids.completed.find((id) => before[`bull:work:${id}`].value.data === '{"f":3}') })].sort(),
+      'the parent reads the expired child\'s result from its :processed copy');
+    assert.deepEqual(seen.ignored, []);
+    // F3's parent waits for a failed child that Redis expired: BullMQ keeps it waiting, as it
+    // did before; only its dependency now names a job that is gone.
+    const waiting = await client.zrange('bull:parents:waiting-children', 0, -1);
+    assert.equal(waiting.length, 1);
+    const deps = await client.smembers(`bull:parents:${waiting[0]}:dependencies`);
+    assert.equal(deps.length, 1);
+    assert.equal(await client.exists(deps[0]), 0, 'the blocked parent\'s failed child expired');
+    // `doctor` names that parent stuckParents (its `--repair` moves it on, as BullMQ's
+    // removal of the child would), and nothing else: not the throttle key, whose job is gone
+    // but whose own TTL still runs.
+    const doctor = await bullsweep(['--redis', redis.url(db), '--json', 'doctor']);
+    assert.equal(doctor.code, 1, doctor.stderr);
+    const findings = JSON.parse(doctor.stdout).queues.flatMap((q) => q.findings.map((f) => [q.queue, f.kind, f.found, f.samples]));
+    assert.deepEqual(findings, [['parents', 'stuckParents', 1, [`bull:parents:${waiting[0]}`]]], doctor.stdout);
+    await parents.close();
+    await work.close();
+    await assertConsistent(redis, db, QUEUES);
+  });
+}
+
+// Database 1 holds the live test's queue.
+for (const v of VERSIONS) {
+  test(`${v.label}: ttl runs beside a live Worker: no worker error, every job processed, the finished ones expire`, async (t) => {
+    const db = 1;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const queue = track(new v.mq.Queue('live', { connection }));
+    const total = 1500;
+    const added = new Set();
+    for (let i = 0; i < total; i += 250) {
+      for (const j of await queue.addBulk(Array.from({ length: 250 }, (_, k) => ({ name: 'job', data: { i: i + k } })))) added.add(j.id);
+    }
+    const completed = new Set();
+    const failures = [];
+    const worker = track(new v.mq.Worker('live', async (job) => {
+      await job.log('working');
+      await sleep(10);
+      return job.data.i;
+    }, { connection, concurrency: 8 }));
+    worker.on('completed', (job) => completed.add(job.id));
+    worker.on('failed', (job, err) => failures.push(`failed ${job && job.id}: ${err.message}`));
+    worker.on('error', (err) => failures.push(`error: ${err.message}`));
+    await waitFor('the worker to be busy', async () => completed.size >= 50);
+
+    // Runs while the worker takes and finishes jobs: each gives the finished jobs a TTL of 1s
+    // and drops the ids of those Redis expired since the last.
+    const policy = ttlPolicy('1s');
+    const runs = [];
+    let pendingDuringRuns = 0;
+    while (completed.size < total && runs.length < 20) {
+      const c = await queue.getJobCounts('wait', 'active');
+      pendingDuringRuns = Math.max(pendingDuringRuns, c.wait + c.active);
+      runs.push(await run(db, policy));
+      await sleep(200);
+    }
+    await waitFor('the queue to drain', async () => completed.size === total, 60000);
+    await worker.close();
+    assert.deepEqual(failures, [], 'no job failed and the worker saw no error');
+    assert.deepEqual([...added].filter((id) => !completed.has(id)), [], 'every job added was processed');
+    assert.ok(runs.length >= 2 && pendingDuringRuns > 0, `bullsweep ran ${runs.length} times beside pending jobs`);
+    // The worker needs at least 1500 × 10 ms / 8 ≈ 1.9 s, longer than the ttl: runs beside it
+    // dropped ids of jobs that had expired already.
+    const droppedBeside = runs.reduce((n, r) => n + (dropped(r)['live:completed'] || 0), 0);
+    assert.ok(droppedBeside > 0, 'runs beside the worker dropped expired ids');
+
+    // After the last TTL ran out, one more run leaves no finished job or id behind.
+    runs.push(await run(db, policy));
+    await waitFor('Redis to expire every job', async () => {
+      for (const id of added) if (await client.exists(`bull:live:${id}`, `bull:live:${id}:logs`)) return false;
+      return true;
+    });
+    runs.push(await run(db, policy));
+    const given = runs.reduce((n, r) => n + (r.queues.find((q) => q.queue === 'live').states['completed:ttl'].done || 0), 0);
+    const gone = runs.reduce((n, r) => n + (dropped(r)['live:completed'] || 0), 0);
+    t.diagnostic(`${runs.length} runs; ${given} TTLs given, ${gone} expired ids dropped (${droppedBeside} beside the worker); up to ${pendingDuringRuns} jobs pending during the runs`);
+    assert.equal(given, total, 'every finished job got its TTL once');
+    assert.equal(gone, total, 'every expired id was dropped once');
+    const counts = await queue.getJobCounts('wait', 'active', 'completed', 'failed');
+    assert.deepEqual(counts, { wait: 0, active: 0, completed: 0, failed: 0 });
+    await queue.close();
+    await assertConsistent(redis, db, [{ prefix: 'bull', name: 'live' }]);
+  });
+}
+
+// Database 2 holds the events test's queue.
+for (const v of VERSIONS) {
+  test(`${v.label}: events { maxLen: 500 } trims the stream, writes meta, and BullMQ's own trimming follows it`, async (t) => {
+    const db = 2;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const nodeMax = Number((await client.config('GET', 'stream-node-max-entries'))[1]);
+    const policy = writePolicy(['version: 1', 'policies:', '  - { name: p, queueNamePattern: "*", events: { maxLen: 500 } }', ''].join('\n'));
+    const producer = track(new v.mq.Queue('busy', { connection }));
+    const addJobs = async (n) => {
+      for (let i = 0; i < n; i += 500) await producer.addBulk(Array.from({ length: 500 }, (_, k) => ({ name: 'job', data: { i: i + k } })));
+    };
+    await addJobs(3000);
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '10000', 'BullMQ\'s default bound');
+    const grown = await client.xlen('bull:busy:events');
+    assert.ok(grown >= 3000, `the stream holds an entry per job at least: ${grown}`);
+
+    const report = await run(db, policy);
+    const events = report.queues.find((q) => q.queue === 'busy').events;
+    assert.equal(events.trimmed, true, JSON.stringify(events));
+    assert.ok(await client.xlen('bull:busy:events') <= 500, 'the run trims to the bound');
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '500', 'the run writes the bound to meta');
+
+    // BullMQ's own trimming now follows meta: its XADDs carry `MAXLEN ~ 500`, which removes
+    // whole stream nodes only, so the stream stays within 500 and one node's slack.
+    const lengths = [];
+    for (let round = 0; round < 4; round++) {
+      await addJobs(1000);
+      lengths.push(await client.xlen('bull:busy:events'));
+    }
+    const worker = track(new v.mq.Worker('busy', async (job) => job.data.i, { connection, concurrency: 8 }));
+    await waitFor('the worker to drain the queue', async () => (await producer.getCompletedCount()) === 7000, 60000);
+    await worker.close();
+    lengths.push(await client.xlen('bull:busy:events'));
+    t.diagnostic(`stream length after each 1000 adds and after processing 7000 jobs: ${lengths.join(', ')} (node max ${nodeMax})`);
+    for (const n of lengths) assert.ok(n <= 500 + nodeMax, `BullMQ keeps the stream near 500: ${lengths}`);
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '500');
+
+    // Any Queue constructed afterwards (a dashboard, another service) writes its own
+    // `streams.events.maxLen`, 10000 by default, back to meta; BullMQ's trimming follows it
+    // until the next run writes the policy's bound again.
+    const other = track(new v.mq.Queue('busy', { connection }));
+    await other.waitUntilReady();
+    await waitFor('the new Queue to write meta', async () => (await client.hget('bull:busy:meta', 'opts.maxLenEvents')) === '10000');
+    await addJobs(1000);
+    assert.ok(await client.xlen('bull:busy:events') > 500 + nodeMax, 'BullMQ trims to 10000 again');
+    await run(db, policy);
+    assert.equal(await client.hget('bull:busy:meta', 'opts.maxLenEvents'), '500', 'the next run restores the bound');
+    assert.ok(await client.xlen('bull:busy:events') <= 500);
+    await other.close();
+    await producer.close();
+  });
+}
