@@ -34,12 +34,34 @@ fn members(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
     con.zrange_withscores(key, 0, -1).expect("zrange")
 }
 
-/// PEXPIRETIME of a key: its absolute expiry in ms, -1 without one, -2 when gone.
-fn expires_at(con: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PEXPIRETIME")
-        .arg(key)
-        .query(con)
-        .expect("pexpiretime")
+/// A key's expiry as read: exact (`PEXPIRETIME`, Redis 7 and later) or, on an older server,
+/// `PTTL` from now (within a second). -1: no TTL; -2: no key.
+#[derive(Clone, Copy, Debug)]
+struct Expiry {
+    at: i64,
+    exact: bool,
+}
+
+impl PartialEq<i64> for Expiry {
+    fn eq(&self, expected: &i64) -> bool {
+        if self.exact || self.at < 0 || *expected < 0 {
+            self.at == *expected
+        } else {
+            (self.at - expected).abs() <= 1_000
+        }
+    }
+}
+
+/// PEXPIRETIME of a key, or `PTTL` from now where the server lacks it (Redis 6.2).
+fn expires_at(con: &mut redis::Connection, key: &str) -> Expiry {
+    if let Ok(at) = redis::cmd("PEXPIRETIME").arg(key).query::<i64>(con) {
+        return Expiry { at, exact: true };
+    }
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(con).expect("pttl");
+    Expiry {
+        at: if pttl < 0 { pttl } else { now_ms() + pttl },
+        exact: false,
+    }
 }
 
 fn policy_text(rules: &str) -> String {
@@ -285,7 +307,7 @@ fn the_event_path_gives_jobs_their_ttl_as_they_finish() {
     let daemon = Daemon::start(&w, &policy, None, &[]);
     // The first sweep gives the job already there its TTL.
     wait_until("the sweep's TTL", Duration::from_secs(30), || {
-        expires_at(&mut w.con(), "bull:live:1") > 0
+        expires_at(&mut w.con(), "bull:live:1").at > 0
     });
     wait_until(
         "the events reader and its sweep",
@@ -330,7 +352,7 @@ fn the_event_path_gives_jobs_their_ttl_as_they_finish() {
     }
     wait_until("the event path's TTLs", Duration::from_secs(30), || {
         let mut con = w.con();
-        expires_at(&mut con, "bull:live:50") > 0 && expires_at(&mut con, "bull:live:51") > 0
+        expires_at(&mut con, "bull:live:50").at > 0 && expires_at(&mut con, "bull:live:51").at > 0
     });
     assert_eq!(expires_at(&mut con, "bull:live:50"), finished + 7 * DAY);
     assert_eq!(expires_at(&mut con, "bull:live:51"), finished + DAY);
