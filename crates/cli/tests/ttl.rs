@@ -406,3 +406,43 @@ fn a_walk_over_many_pages_and_equal_scores_misses_no_job() {
         (Some(4_500), Some(0))
     );
 }
+
+#[test]
+fn a_failed_child_its_parent_still_waits_for_gets_no_ttl() {
+    let w = World::new();
+    let now = now_ms();
+    seed(&w, "bull:kids", 0, 4, now);
+    let mut con = w.con();
+    let failed: Vec<String> = con.zrange("bull:kids:failed", 0, -1).expect("ids");
+    let (waited, released) = (&failed[0], &failed[1]);
+    // A parent waiting for one failed child (it may be retried), and one whose dependency on
+    // the other is gone (a finished flow): only the first child is held back.
+    let _: () = con
+        .hset_multiple(
+            "bull:kids:p1",
+            &[
+                ("name", "parent"),
+                ("data", "{}"),
+                ("opts", "{}"),
+                ("timestamp", "1"),
+            ],
+        )
+        .expect("parent");
+    let _: () = con.zadd("bull:kids:waiting-children", "p1", 1).expect("wc");
+    let _: () = con
+        .sadd("bull:kids:p1:dependencies", format!("bull:kids:{waited}"))
+        .expect("deps");
+    for id in [waited, released] {
+        let _: () = con
+            .hset(format!("bull:kids:{id}"), "parentKey", "bull:kids:p1")
+            .expect("parentKey");
+    }
+    let policy = w.policy(&policy_text("    rules:\n      failed: { ttl: 1d }\n"));
+    let report = w.report(&policy, "run");
+    let state = &report.queue("kids").states["failed:ttl"];
+    assert_eq!(state.done, Some(3), "{state:?}");
+    let held = state.skipped.as_ref().map_or(0, |s| s.parent_waiting);
+    assert_eq!(held, 1, "{state:?}");
+    assert_eq!(expires_at(&mut con, &format!("bull:kids:{waited}")), -1);
+    assert!(expires_at(&mut con, &format!("bull:kids:{released}")).at > 0);
+}

@@ -60,6 +60,7 @@ const READS: &[&str] = &[
     "xrevrange",
     "pttl",
     "zrangebyscore",
+    "sismember",
 ];
 
 /// Read-only scripts (`page_newest.lua`, flagged `no-writes`).

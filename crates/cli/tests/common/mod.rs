@@ -88,6 +88,8 @@ pub struct JsonSkipped {
     #[serde(default)]
     pub source_unavailable: u64,
     #[serde(default)]
+    pub parent_waiting: u64,
+    #[serde(default)]
     pub reasons: Vec<String>,
 }
 

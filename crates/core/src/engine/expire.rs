@@ -113,13 +113,14 @@ async fn run<C: ConnectionLike>(
             acted: out.expiring,
         });
         sr.jobs += out.looked;
-        sr.matched += out.expiring + out.locked + out.restored;
+        sr.matched += out.expiring + out.locked + out.restored + out.parent_waiting;
         done += out.expiring;
         skipped.locked += out.locked;
         skipped.restored += out.restored;
         skipped.dangling += out.missing;
+        skipped.parent_waiting += out.parent_waiting;
         report.carrying += out.had_ttl + out.expiring;
-        report.without += out.locked + out.restored + out.ruled_out;
+        report.without += out.locked + out.restored + out.ruled_out + out.parent_waiting;
         from = out.next;
         if out.finished {
             break;

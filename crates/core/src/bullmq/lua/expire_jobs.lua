@@ -19,13 +19,15 @@
   ARGV[9..8+2n] pairs: job name, its job rule's ttl in ms ('' when the rule takes none)
   ARGV[9+2n..] job ids, for the event path: when given, these jobs (each still in the set)
   are looked at instead of a walk, and the cursor is returned as given
-  Returns {looked, expiring, hadTtl, locked, restored, missing, ruledOut, nextScore, nextSkip,
-  finished, elapsedMicros}: nextScore is '' when nothing was walked yet; finished is 1 when
+  Returns {looked, expiring, hadTtl, locked, restored, missing, ruledOut, parentWaiting,
+  nextScore, nextSkip, finished, elapsedMicros}: nextScore is '' when nothing was walked yet; finished is 1 when
   the set's end was reached.
 
   Invariant: a job is only given a TTL, never deleted here (an expiry already past makes
   Redis delete the key at once, as the rule asks). A job that already has a TTL, a job held
-  by a worker's `:lock` or a restore hold, and a job whose job rule takes no ttl are left
+  by a worker's `:lock` or a restore hold, a job whose job rule takes no ttl, and a child
+  its parent still waits for (its key in the parent's `:dependencies`: a failed child that
+  may be retried; Redis deleting it would leave the parent waiting forever) are left
   alone. The call's audit event (action `expire`) names every job given a TTL in the same
   call.
 ]]
@@ -77,7 +79,20 @@ if firstId <= #ARGV then
 else
   rows = walkPage(setKey, cursor, most)
 end
-local looked, hadTtl, locked, restored, missing, ruledOut = 0, 0, 0, 0, 0, 0
+local looked, hadTtl, locked, restored, missing, ruledOut, parentWaiting = 0, 0, 0, 0, 0, 0, 0
+
+-- Whether the job's parent still lists it as a pending dependency (a parent in another slot
+-- of a Cluster cannot be read, and counts as waiting).
+local function parentWaits(jobKey)
+  local parentKey = rcall('HGET', jobKey, 'parentKey')
+  if not parentKey or parentKey == '' then
+    return false
+  end
+  if not inOwnSlot(parentKey) then
+    return true
+  end
+  return rcall('SISMEMBER', parentKey .. ':dependencies', jobKey) == 1
+end
 local acted = {}
 local stopped = false
 for i = 1, #rows, 2 do
@@ -104,6 +119,8 @@ for i = 1, #rows, 2 do
       locked = locked + 1
     elseif restoredHeld(id) then
       restored = restored + 1
+    elseif parentWaits(jobKey) then
+      parentWaiting = parentWaiting + 1
     else
       reserveAuditSeq()
       local at = string.format('%d', s + ttl)
@@ -121,5 +138,5 @@ end
 addAuditEvent(ctx, acted)
 local finished = (not stopped and #rows < most * 2) and 1 or 0
 local nextScore, nextSkip = walkReply(cursor)
-return {looked, #acted, hadTtl, locked, restored, missing, ruledOut, nextScore, nextSkip,
-  finished, elapsed(clock)}
+return {looked, #acted, hadTtl, locked, restored, missing, ruledOut, parentWaiting, nextScore,
+  nextSkip, finished, elapsed(clock)}

@@ -130,7 +130,7 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/drain_events.lua"),
         ),
         expire_jobs: build(
-            &[BUDGET, AUDIT, HELD, SET_WALK],
+            &[BUDGET, SLOT, AUDIT, HELD, SET_WALK],
             include_str!("../lua/expire_jobs.lua"),
         ),
         ttl_census: ReadOnlyScript::new(&format!(

@@ -67,6 +67,8 @@ pub struct ExpireOutcome {
     pub missing: u64,
     /// Jobs whose job rule takes no ttl.
     pub ruled_out: u64,
+    /// Children their parent still waits for (a failed child that may be retried).
+    pub parent_waiting: u64,
     /// Where the next call resumes.
     pub next: SetCursor,
     /// Whether the set's end was reached.
@@ -138,6 +140,7 @@ impl ExpireOutcome {
         "restored",
         "missing",
         "ruledOut",
+        "parentWaiting",
         "nextScore",
         "nextSkip",
         "finished",
@@ -156,6 +159,7 @@ impl ExpireOutcome {
             restored: f.next("restored").count()?,
             missing: f.next("missing").count()?,
             ruled_out: f.next("ruledOut").count()?,
+            parent_waiting: f.next("parentWaiting").count()?,
             next: SetCursor::read(&mut f)?,
             finished: f.next("finished").flag()?,
             elapsed_us: f.next("elapsedMicros").count()?,
@@ -168,7 +172,10 @@ mod tests {
     use super::*;
 
     fn reply(score: &str, finished: i64) -> Value {
-        let mut v: Vec<Value> = [9, 5, 1, 1, 1, 1, 0].into_iter().map(Value::Int).collect();
+        let mut v: Vec<Value> = [9, 5, 1, 1, 1, 1, 0, 3]
+            .into_iter()
+            .map(Value::Int)
+            .collect();
         v.push(Value::BulkString(score.as_bytes().to_vec()));
         v.extend([Value::Int(2), Value::Int(finished), Value::Int(700)]);
         Value::Array(v)
@@ -177,7 +184,10 @@ mod tests {
     #[test]
     fn decodes_its_layout_and_refuses_another() {
         let out = ExpireOutcome::decode(reply("1700000000000", 1)).unwrap();
-        assert_eq!((out.looked, out.expiring, out.ruled_out), (9, 5, 0));
+        assert_eq!(
+            (out.looked, out.expiring, out.ruled_out, out.parent_waiting),
+            (9, 5, 0, 3)
+        );
         assert_eq!(
             out.next,
             SetCursor {
