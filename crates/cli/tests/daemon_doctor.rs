@@ -11,31 +11,15 @@ use redis::Commands;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-#[test]
-fn the_daemon_repairs_the_kinds_it_is_told_and_every_replica_shows_what_is_left() {
-    let w = World::new();
-    let now = now_ms();
-    w.seed(spec("bull:mail", 20, 0, 3), now);
-    let mut con = w.con();
-    // Damage: a completed id whose hash is gone, and a scheduler template with no scheduler.
-    let ids: Vec<String> = con.zrange("bull:mail:completed", 0, 1).expect("ids");
-    let dangling = ids[0].clone();
-    let _: () = con.del(format!("bull:mail:{dangling}")).expect("del");
-    let _: () = con
-        .hset_multiple(
-            "bull:mail:repeat:nightly",
-            &[("name", "report"), ("data", "{}"), ("opts", "{}")],
-        )
-        .expect("template");
-    let policy = w.policy(&format!(
-        "version: 1\nschedule: 1h\naudit: {{ url: \"file://{}/audit.jsonl\" }}\ndoctor: {{ schedule: 1h, repair: [danglingIds] }}\npolicies: [{{ name: all, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 30d }} }} }}]\n",
-        w.dir.path().display()
-    ));
-    let port = free_port();
-    let first = Daemon::start(&w, &policy, Some(port), &[]);
-    let labels = |kind: &'static str| vec!["queue=\"bull:mail\"", "tenant=\"\"", kind];
+/// The labels of a doctor series of `bull:mail` for `kind` (`kind="…"`).
+fn labels(kind: &'static str) -> Vec<&'static str> {
+    vec!["queue=\"bull:mail\"", "tenant=\"\"", kind]
+}
+
+/// Scrapes the daemon on `port` until it shows `bull:mail`'s orphan scheduler; the scrape.
+fn scrape_when_found(port: u16, what: &str) -> String {
     let mut metrics = String::new();
-    wait_until("the doctor's first run", Duration::from_secs(30), || {
+    wait_until(what, Duration::from_secs(30), || {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             return false;
         }
@@ -46,6 +30,38 @@ fn the_daemon_repairs_the_kinds_it_is_told_and_every_replica_shows_what_is_left(
             &labels("kind=\"orphanSchedulers\""),
         ) == Some(1.0)
     });
+    metrics
+}
+
+/// `bull:mail` with 20 completed jobs, one of them a dangling id, and a scheduler template
+/// with no scheduler; returns the dangling id.
+fn damaged(w: &World) -> String {
+    w.seed(spec("bull:mail", 20, 0, 3), now_ms());
+    let mut con = w.con();
+    let ids: Vec<String> = con.zrange("bull:mail:completed", 0, 1).expect("ids");
+    let dangling = ids[0].clone();
+    let _: () = con.del(format!("bull:mail:{dangling}")).expect("del");
+    let _: () = con
+        .hset_multiple(
+            "bull:mail:repeat:nightly",
+            &[("name", "report"), ("data", "{}"), ("opts", "{}")],
+        )
+        .expect("template");
+    dangling
+}
+
+#[test]
+fn the_daemon_repairs_the_kinds_it_is_told_and_every_replica_shows_what_is_left() {
+    let w = World::new();
+    let dangling = damaged(&w);
+    let mut con = w.con();
+    let policy = w.policy(&format!(
+        "version: 1\nschedule: 1h\naudit: {{ url: \"file://{}/audit.jsonl\" }}\ndoctor: {{ schedule: 1h, repair: [danglingIds] }}\npolicies: [{{ name: all, queueNamePattern: '*', rules: {{ completed: {{ maxAge: 30d }} }} }}]\n",
+        w.dir.path().display()
+    ));
+    let port = free_port();
+    let first = Daemon::start(&w, &policy, Some(port), &[]);
+    let metrics = scrape_when_found(port, "the doctor's first run");
     // The kind it repairs is repaired (and counted), the other is left and shown.
     assert_eq!(
         sample(
@@ -93,22 +109,7 @@ fn the_daemon_repairs_the_kinds_it_is_told_and_every_replica_shows_what_is_left(
     // A second replica does not run it again (it ran within the hour), and shows the same.
     let port2 = free_port();
     let second = Daemon::start(&w, &policy, Some(port2), &[]);
-    let mut metrics2 = String::new();
-    wait_until(
-        "the second replica's figures",
-        Duration::from_secs(30),
-        || {
-            if std::net::TcpStream::connect(("127.0.0.1", port2)).is_err() {
-                return false;
-            }
-            metrics2 = scrape(port2);
-            sample(
-                &metrics2,
-                "bullsweep_doctor_findings",
-                &labels("kind=\"orphanSchedulers\""),
-            ) == Some(1.0)
-        },
-    );
+    let metrics2 = scrape_when_found(port2, "the second replica's figures");
     assert_eq!(
         sample(
             &metrics2,
