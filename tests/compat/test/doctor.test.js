@@ -1,0 +1,150 @@
+// Issue 27: `bullsweep doctor`, judged by real BullMQ (6.7 and 5.81). For every kind of damage,
+// BullMQ builds healthy queues in database 0 (beside bystander queues no fault touches), which
+// is copied to 1 (A) and 2 (B). On A, BullMQ does what it would have done (lib/damage.js's
+// oracle: Job.remove(), its finalization); on B, the fault breaks the data. A copy of B (3)
+// shows through BullMQ's API that the damage is real. Then `doctor` must find the damage on B
+// and write nothing (every key's DUMP compared), `doctor --repair <kind>` must leave B's
+// keyspace equal to A's (streams apart), audited with the kind, and BullMQ must read B as
+// consistent and work on it again (the blocked id added, the stuck parent processed).
+//
+// Both BullMQ builds run here (BULLSWEEP_BULLMQ names one to run only that one).
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy } = require('../lib/harness');
+const { assertConsistent } = require('../lib/consistency');
+const { assertReadable } = require('../lib/pending');
+const { KINDS, BYSTANDERS, buildBystanders, openQueues } = require('../lib/damage');
+const { CHECKS } = require('../lib/doctor_checks');
+const { rawDump, diff } = require('../lib/snapshot');
+
+const VERSIONS = (process.env.BULLSWEEP_BULLMQ ? [process.env.BULLSWEEP_BULLMQ] : ['bullmq', 'bullmq5'])
+  .map((pkg) => {
+    const version = require(`${pkg}/package.json`).version;
+    return { pkg, mq: require(pkg), v5: version.startsWith('5.'), label: `BullMQ ${version}` };
+  });
+
+let redis;
+before(async () => { redis = await startRedis(); });
+after(() => redis.stop());
+
+// A policy file whose only use is the audit trail (a file in a fresh directory).
+function auditPolicy() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-doctor-'));
+  const trail = path.join(dir, 'audit.jsonl');
+  const file = writePolicy(`version: 1
+audit: { url: "file://${trail}" }
+policies:
+  - { name: p, queueNamePattern: "*", rules: {} }
+`);
+  return { file, trail };
+}
+
+// Runs `doctor --json` (args after `doctor`) against database `db`; resolves {code, report,
+// stderr}, the report parsed when there is one.
+async function doctor(db, args = [], config = null) {
+  const global = ['--redis', redis.url(db), ...(config ? ['--config', config] : []), '--json'];
+  const r = await bullsweep([...global, 'doctor', ...args]);
+  let report = null;
+  try { report = JSON.parse(r.stdout); } catch { /* judged by the caller */ }
+  return { code: r.code, report, stderr: r.stderr, stdout: r.stdout };
+}
+
+// The findings of one kind over every queue: {found, repaired, skipped, samples}.
+function findingsOf(report, kind) {
+  const out = { found: 0, repaired: 0, skipped: {}, samples: [] };
+  for (const q of report.queues) {
+    for (const f of q.findings || []) {
+      if (f.kind !== kind) continue;
+      out.found += f.found;
+      out.repaired += f.repaired || 0;
+      for (const [why, n] of Object.entries(f.skipped || {})) out.skipped[why] = (out.skipped[why] || 0) + n;
+      out.samples.push(...(f.samples || []));
+    }
+  }
+  return out;
+}
+
+const queuesOf = (spec) => [...BYSTANDERS, ...spec.queues].map((name) => ({ prefix: 'bull', name }));
+
+async function freshDatabases() {
+  for (const db of [0, 1, 2, 3]) await redis.client(db).flushdb();
+}
+
+// Builds the kind's data in 0, the oracle's copy in 1, the damaged copy in 2, and BullMQ's
+// view of the damage in 3 (proved there, so B is untouched by BullMQ after the fault).
+async function stage(v, kind) {
+  const spec = KINDS[kind];
+  await freshDatabases();
+  const c0 = redis.client(0);
+  await buildBystanders(v.mq, redis.connection(0));
+  const ctx = await spec.build(v.mq, redis.connection(0), c0);
+  await openQueues(v.mq, redis.connection(0), [...BYSTANDERS, ...spec.queues]);
+  for (const db of [1, 2]) await copyDatabase(c0, 0, db);
+  await spec.oracle(ctx, v.mq, redis.connection(1), redis.client(1));
+  await spec.fault(ctx, v.mq, redis.connection(2), redis.client(2));
+  await copyDatabase(redis.client(2), 2, 3);
+  await CHECKS[kind].prove({ mq: v.mq, connection: redis.connection(3), client: redis.client(3), v5: v.v5 });
+  return spec;
+}
+
+for (const v of VERSIONS) {
+  for (const kind of Object.keys(KINDS)) {
+    test(`${v.label}: ${kind}: doctor finds it changing nothing, --repair ${kind} leaves what BullMQ would have left`, async () => {
+      const spec = await stage(v, kind);
+      const B = redis.client(2);
+
+      // Finding: exit 1, the count, a sample key; not one byte written.
+      const damaged = await rawDump(B);
+      const find = await doctor(2);
+      assert.equal(find.code, 1, `doctor exits 1 on findings: ${find.stderr}${find.stdout}`);
+      assert.ok(find.report, `doctor --json prints one JSON document: ${find.stdout}`);
+      assert.equal(find.report.clean, false);
+      const found = findingsOf(find.report, kind);
+      assert.equal(found.found, spec.found, `${kind} found: ${JSON.stringify(find.report)}`);
+      assert.ok(found.samples.length > 0 && found.samples.every((s) => spec.samples.includes(s)),
+        `${kind} samples ${JSON.stringify(found.samples)} name the damaged keys ${JSON.stringify(spec.samples)}`);
+      assert.deepEqual(diff(damaged, await rawDump(B)), { added: [], removed: [], changed: [] }, 'doctor without --repair writes nothing');
+
+      // Repair: the keyspace BullMQ leaves (streams compared apart).
+      const beforeStreams = await B.xrange('bull:noisy:events', '-', '+');
+      const { file, trail } = auditPolicy();
+      const repair = await doctor(2, ['--repair', kind], file);
+      assert.equal(repair.code, 1, `doctor --repair exits 1 (findings, repaired): ${repair.stderr}${repair.stdout}`);
+      const repaired = findingsOf(repair.report, kind);
+      assert.deepEqual([repaired.found, repaired.repaired], [spec.found, spec.found], `${kind}: ${JSON.stringify(repair.report)}`);
+      const expected = await dumpKeyspace(redis.client(1));
+      const actual = await dumpKeyspace(B);
+      const onlyA = Object.keys(expected).filter((k) => !(k in actual));
+      const onlyB = Object.keys(actual).filter((k) => !(k in expected));
+      assert.deepEqual({ onlyA, onlyB }, { onlyA: [], onlyB: [] }, `${kind}: keys only BullMQ (A) or only doctor (B) left`);
+      for (const key of Object.keys(expected)) assert.deepEqual(actual[key], expected[key], `${kind}: ${key} differs (actual: doctor, expected: BullMQ)`);
+      if (kind === 'eventsOverLimit') {
+        assert.deepEqual(await B.xrange('bull:noisy:events', '-', '+'), beforeStreams.slice(-spec.bound), 'the newest entries, exactly the bound');
+      }
+      if (kind === 'stuckParents') {
+        const waiting = (await B.xrange('bull:parents:events', '-', '+')).map(([, f]) => f.join(' '));
+        assert.ok(waiting.includes('event waiting jobId sp-1 prev waiting-children'), 'BullMQ\'s event for the move');
+      }
+
+      // The repair is audited with its kind, and the trail verifies.
+      const events = fs.readFileSync(trail, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      const repairs = events.filter((e) => e.action === 'repair');
+      assert.ok(repairs.length > 0, `a repair event: ${JSON.stringify(events)}`);
+      assert.deepEqual([...new Set(repairs.map((e) => e.repairKind))], [kind], JSON.stringify(repairs));
+      const verify = await bullsweep(['--redis', redis.url(2), '--config', file, 'audit', 'verify']);
+      assert.equal(verify.code, 0, verify.stderr + verify.stdout);
+
+      // Clean now, and BullMQ reads and works on the repaired queues.
+      const again = await doctor(2);
+      assert.equal(again.code, 0, `clean after the repair: ${again.stdout}${again.stderr}`);
+      assert.equal(again.report.clean, true);
+      await assertReadable(v.mq, redis, 2, queuesOf(spec));
+      await assertConsistent(redis, 2, queuesOf(spec));
+      await CHECKS[kind].after({ mq: v.mq, connection: redis.connection(2), client: B, v5: v.v5 });
+    });
+  }
+}
