@@ -14,10 +14,10 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy } = require('../lib/harness');
+const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, waitFor } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 const { assertReadable } = require('../lib/pending');
-const { KINDS, BYSTANDERS, buildBystanders, openQueues } = require('../lib/damage');
+const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish } = require('../lib/damage');
 const { CHECKS } = require('../lib/doctor_checks');
 const { rawDump, diff } = require('../lib/snapshot');
 
@@ -147,4 +147,110 @@ for (const v of VERSIONS) {
       await CHECKS[kind].after({ mq: v.mq, connection: redis.connection(2), client: B, v5: v.v5 });
     });
   }
+}
+
+// Live: a producer adds jobs, deduplicated jobs and flows in a loop and workers process them
+// while `doctor --repair all` runs against a database holding damage of every kind (the kinds'
+// queues above, and the live queues' own: orphan hashes, dangling ids, a stale dedup key, a
+// stuck parent). No job is lost, no worker errs, the live queues' damage is found exactly (no
+// live job mistaken for damage), and afterwards doctor finds nothing.
+for (const v of VERSIONS) {
+  test(`${v.label}: doctor --repair all under a live producer and workers loses no job`, async (t) => {
+    const db = 5;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const { mq } = v;
+    await buildBystanders(mq, connection);
+    for (const spec of Object.values(KINDS)) {
+      const ctx = await spec.build(mq, connection, client);
+      await openQueues(mq, connection, spec.queues);
+      await spec.fault(ctx, mq, connection, client);
+    }
+    // The live queues' own damage, made before the workers start.
+    const live = new mq.Queue('live', { connection });
+    const flows = new mq.FlowProducer({ connection });
+    const old = await live.addBulk(Array.from({ length: 8 }, (_, i) => ({ name: 'old', data: { i }, opts: { jobId: `old-${i}` } })));
+    await finish(mq, connection, 'live', old.map((j) => j.id));
+    await client.zrem('bull:live:completed', 'old-0', 'old-1', 'old-2'); // orphan hashes
+    await client.del('bull:live:old-3', 'bull:live:old-4', 'bull:live:old-5'); // dangling ids
+    await live.add('dd', {}, { jobId: 'live-dd', deduplication: { id: 'live-dd' } });
+    await client.del('bull:live:live-dd');
+    await client.lrem('bull:live:wait', 1, 'live-dd'); // a stale dedup key
+    await flows.add({ name: 'stuck', queueName: 'live-parents', opts: { jobId: 'lp-stuck' }, children: [
+      { name: 'gone', queueName: 'live', opts: { jobId: 'lc-gone' } },
+    ] });
+    await client.del('bull:live:lc-gone');
+    await client.lrem('bull:live:wait', 1, 'lc-gone'); // a stuck parent
+    await openQueues(mq, connection, ['live-parents']);
+
+    const problems = [];
+    const completed = new Set();
+    const workers = ['live', 'live-parents'].map((name) => {
+      const w = new mq.Worker(name, async (job) => ({ n: job.data.n }), { connection, concurrency: 8 });
+      w.on('completed', (job) => completed.add(`${name}:${job.id}`));
+      w.on('failed', (job, err) => problems.push(`${name} failed ${job && job.id}: ${err.message}`));
+      w.on('error', (err) => problems.push(`${name} error: ${err.message}`));
+      return w;
+    });
+    const added = [];
+    let stop = false;
+    const producer = (async () => {
+      for (let n = 0; !stop; n++) {
+        if (n % 10 === 9) {
+          const node = await flows.add({ name: 'flow', queueName: 'live-parents', data: { n }, children: [
+            { name: 'kid', queueName: 'live', data: { n } }, { name: 'kid', queueName: 'live', data: { n } }] });
+          added.push(`live-parents:${node.job.id}`, ...node.children.map((c) => `live:${c.job.id}`));
+        } else {
+          const opts = n % 3 === 0 ? { deduplication: { id: `live-${n}` } } : n % 3 === 1 ? { jobId: `custom:${n}:x` } : {};
+          added.push(`live:${(await live.add('job', { n }, opts)).id}`);
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+    await waitFor('the workers to be busy', async () => completed.size >= 50);
+    const { file, trail } = auditPolicy();
+    let run;
+    try {
+      run = await doctor(db, ['--repair', 'all'], file);
+      const addedDuringRun = added.length;
+      await waitFor('jobs added after the repair', async () => added.length >= addedDuringRun + 20);
+      stop = true;
+      await producer;
+      assert.equal(run.code, 1, `${run.stderr}${run.stdout}`);
+      await waitFor('the live queues to drain', async () => added.every((id) => completed.has(id)), 60000);
+      await waitFor('the stuck parent to be processed', async () => completed.has('live-parents:lp-stuck'));
+    } finally {
+      stop = true;
+      await producer;
+      await Promise.all(workers.map((w) => w.close(true)));
+      await live.close();
+      await flows.close();
+    }
+    t.diagnostic(`${added.length} jobs added, ${completed.size} completed; report ${run.stdout}`);
+
+    assert.deepEqual(problems, [], 'no worker error, no job failed');
+    for (const id of added) {
+      const [queue, jobId] = [id.slice(0, id.indexOf(':')), id.slice(id.indexOf(':') + 1)];
+      assert.notEqual(await client.zscore(`bull:${queue}:completed`, jobId), null, `${id} completed`);
+      assert.equal(await client.exists(`bull:${queue}:${jobId}`), 1, `${id} is kept`);
+    }
+    // The live queues' damage, found exactly, and all repaired.
+    const of = (queue, kind) => ((run.report.queues.find((q) => q.queue === queue) || {}).findings || []).find((f) => f.kind === kind) || { found: 0 };
+    const liveFindings = Object.fromEntries(['orphanHashes', 'danglingIds', 'staleDedup'].map((k) => [k, of('live', k).found]));
+    assert.deepEqual(liveFindings, { orphanHashes: 3, danglingIds: 3, staleDedup: 1 }, run.stdout);
+    assert.equal(of('live-parents', 'stuckParents').found, 1, run.stdout);
+    for (const kind of Object.keys(KINDS)) {
+      const f = findingsOf(run.report, kind);
+      assert.ok(f.found >= KINDS[kind].found && f.repaired === f.found, `${kind}: ${JSON.stringify(f)}`);
+    }
+    const kinds = new Set(fs.readFileSync(trail, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((e) => e.action === 'repair').map((e) => e.repairKind));
+    assert.deepEqual([...kinds].sort(), Object.keys(KINDS).sort(), 'every kind\'s repair is audited');
+
+    const again = await doctor(db);
+    assert.equal(again.code, 0, `the damage is gone: ${again.stdout}${again.stderr}`);
+    const queues = [...BYSTANDERS, ...Object.values(KINDS).flatMap((s) => s.queues), 'live', 'live-parents'].map((name) => ({ prefix: 'bull', name }));
+    await assertReadable(mq, redis, db, queues);
+    await assertConsistent(redis, db, queues);
+  });
 }
