@@ -114,7 +114,10 @@ mod tests {
             vec![DoctorKind::DanglingIds, DoctorKind::StaleDedup]
         );
         let err = DoctorKind::parse_list("danglingIds,orphans").unwrap_err();
-        assert!(err.contains("`orphans`") && err.contains("orphanHashes"), "{err}");
+        assert!(
+            err.contains("`orphans`") && err.contains("orphanHashes"),
+            "{err}"
+        );
         assert!(DoctorKind::parse_list(" , ").is_err());
     }
 }
