@@ -104,7 +104,9 @@ for (const v of VERSIONS) {
       assert.ok(find.report, `doctor --json prints one JSON document: ${find.stdout}`);
       assert.equal(find.report.clean, false);
       const found = findingsOf(find.report, kind);
-      assert.equal(found.found, spec.found, `${kind} found: ${JSON.stringify(find.report)}`);
+      // eventsOverLimit counts the entries over the bound.
+      const want = kind === 'eventsOverLimit' ? (await B.xlen('bull:noisy:events')) - spec.bound : spec.found;
+      assert.equal(found.found, want, `${kind} found: ${JSON.stringify(find.report)}`);
       assert.ok(found.samples.length > 0 && found.samples.every((s) => spec.samples.includes(s)),
         `${kind} samples ${JSON.stringify(found.samples)} name the damaged keys ${JSON.stringify(spec.samples)}`);
       assert.deepEqual(diff(damaged, await rawDump(B)), { added: [], removed: [], changed: [] }, 'doctor without --repair writes nothing');
@@ -115,7 +117,7 @@ for (const v of VERSIONS) {
       const repair = await doctor(2, ['--repair', kind], file);
       assert.equal(repair.code, 1, `doctor --repair exits 1 (findings, repaired): ${repair.stderr}${repair.stdout}`);
       const repaired = findingsOf(repair.report, kind);
-      assert.deepEqual([repaired.found, repaired.repaired], [spec.found, spec.found], `${kind}: ${JSON.stringify(repair.report)}`);
+      assert.deepEqual([repaired.found, repaired.repaired], [want, want], `${kind}: ${JSON.stringify(repair.report)}`);
       const expected = await dumpKeyspace(redis.client(1));
       const actual = await dumpKeyspace(B);
       const onlyA = Object.keys(expected).filter((k) => !(k in actual));
@@ -242,7 +244,9 @@ for (const v of VERSIONS) {
     assert.equal(of('live-parents', 'stuckParents').found, 1, run.stdout);
     for (const kind of Object.keys(KINDS)) {
       const f = findingsOf(run.report, kind);
-      assert.ok(f.found >= KINDS[kind].found && f.repaired === f.found, `${kind}: ${JSON.stringify(f)}`);
+      // A dangling id's repair takes its sub-keys, which are orphanSubkeys findings too.
+      const overlap = kind === 'orphanSubkeys' ? (f.skipped.changed || 0) : 0;
+      assert.ok(f.found >= KINDS[kind].found && f.repaired + overlap === f.found, `${kind}: ${JSON.stringify(f)}`);
     }
     const kinds = new Set(fs.readFileSync(trail, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((e) => e.action === 'repair').map((e) => e.repairKind));
     assert.deepEqual([...kinds].sort(), Object.keys(KINDS).sort(), 'every kind\'s repair is audited');
@@ -254,3 +258,17 @@ for (const v of VERSIONS) {
     await assertConsistent(redis, db, queues);
   });
 }
+
+// BullMQ's throttle mode (a dedup key with a TTL) is never a finding, also when it is the
+// queue's only dedup key, and does not keep the queue from being examined.
+test('a queue whose only dedup key has a TTL is examined and clean', async () => {
+  const db = 6;
+  await redis.client(db).flushdb();
+  const { mq } = VERSIONS[0];
+  const q = new mq.Queue('throttled', { connection: redis.connection(db) });
+  await q.add('w', {}, { jobId: 't-1', deduplication: { id: 'thr', ttl: 3600000 } });
+  await q.close();
+  const r = await doctor(db);
+  assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
+  assert.deepEqual(r.report.queues.map((x) => [x.queue, x.error, x.findings]), [['throttled', null, []]]);
+});
