@@ -107,12 +107,13 @@ const KINDS = {
 
   // Ids in a state whose job hash is gone: a completed job's hash deleted (its logs stay), a
   // waiting job's hash expired (the EXPIRE layer without the repair), a failed and a delayed
-  // job's hash deleted. Oracle: BullMQ's Job.remove() of the same jobs before the fault (they
-  // have no parent and no dedup id, so nothing a missing hash hides is lost).
+  // job's hash deleted, and a paused queue's waiting job's hash expired (BullMQ 5 keeps it in
+  // `paused`, 6 in `wait`). Oracle: BullMQ's Job.remove() of the same jobs before the fault
+  // (they have no parent and no dedup id, so nothing a missing hash hides is lost).
   danglingIds: {
-    queues: ['dang'],
-    found: 4,
-    samples: ['bull:dang:d-done', 'bull:dang:d-wait', 'bull:dang:d-failed', 'bull:dang:d-later'],
+    queues: ['dang', 'dang-held'],
+    found: 5,
+    samples: ['bull:dang:d-done', 'bull:dang:d-wait', 'bull:dang:d-failed', 'bull:dang:d-later', 'bull:dang-held:h-1'],
     async build(mq, connection) {
       await withQueue(mq, connection, 'dang', async (q) => {
         for (const id of ['d-done', 'd-done-2']) await q.add('ok', {}, { jobId: id });
@@ -122,15 +123,22 @@ const KINDS = {
         for (const id of ['d-later', 'd-later-2']) await q.add('later', {}, { jobId: id, delay: DAY });
         await q.add('urgent', {}, { jobId: 'd-urgent', priority: 2 });
       });
+      await withQueue(mq, connection, 'dang-held', async (q) => {
+        await q.add('send', {}, { jobId: 'h-1' });
+        await q.pause();
+        await q.add('send', {}, { jobId: 'h-2' });
+      });
       return {};
     },
     async fault(ctx, mq, connection, client) {
       await client.del('bull:dang:d-done', 'bull:dang:d-failed', 'bull:dang:d-later');
       await client.pexpire('bull:dang:d-wait', 1);
-      await waitFor('the expired hash to go', async () => (await client.exists('bull:dang:d-wait')) === 0);
+      await client.pexpire('bull:dang-held:h-1', 1);
+      await waitFor('the expired hashes to go', async () => (await client.exists('bull:dang:d-wait', 'bull:dang-held:h-1')) === 0);
     },
     async oracle(ctx, mq, connection) {
       await removeJobs(mq, connection, 'dang', ['d-done', 'd-wait', 'd-failed', 'd-later']);
+      await removeJobs(mq, connection, 'dang-held', ['h-1']);
     },
   },
 

@@ -74,6 +74,11 @@ const CHECKS = {
       await withQueue(mq, connection, 'dang', async (q) => {
         await waitFor('d-wait-2 done', async () => (await q.getJobState('d-wait-2')) === 'completed');
       });
+      await withQueue(mq, connection, 'dang-held', async (q) => {
+        assert.equal(await q.count(), 1, 'the paused queue holds its one readable job');
+        await q.resume();
+      });
+      await processOne(mq, connection, 'dang-held', 'h-2');
     },
   },
   staleDedup: {
