@@ -12,12 +12,13 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const { spawn } = require('node:child_process');
 const os = require('node:os');
 const path = require('node:path');
 const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, waitFor } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 const { assertReadable } = require('../lib/pending');
-const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish } = require('../lib/damage');
+const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, withQueue } = require('../lib/damage');
 const { CHECKS } = require('../lib/doctor_checks');
 const { rawDump, diff } = require('../lib/snapshot');
 
@@ -272,3 +273,53 @@ test('a queue whose only dedup key has a TTL is examined and clean', async () =>
   assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
   assert.deepEqual(r.report.queues.map((x) => [x.queue, x.error, x.findings]), [['throttled', null, []]]);
 });
+
+// A SIGKILLed worker leaves its jobs in `active` under locks that outlive it. Damage around
+// them (an active job's state entry gone: an orphan hash holding a lock; an active job's hash
+// gone: a dangling id in `active` whose lock remains) is never touched while the lock lives;
+// a `:lock` with no TTL whose job is gone is an orphan sub-key and goes; a `:lock` with a TTL
+// whose job is gone is the worker's, and stays.
+for (const v of VERSIONS) {
+  test(`${v.label}: doctor --repair all never touches what a killed worker's lock holds`, async (t) => {
+    const db = 7;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const ids = ['L-orphan', 'L-dangling', 'L-persist', 'L-ok'];
+    await withQueue(v.mq, connection, 'held', async (q) => {
+      for (const jobId of ids) await q.add('hang', {}, { jobId });
+      const worker = spawn(process.execPath, [path.join(__dirname, '..', 'lib', 'hold_worker.js'), v.pkg, redis.url(db), 'held', '4'],
+        { cwd: path.join(__dirname, '..'), stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      worker.stdout.on('data', (d) => { out += d; });
+      try {
+        await waitFor('the worker to take every job', async () => ids.every((id) => out.includes(`active ${id}\n`)));
+      } finally {
+        worker.kill('SIGKILL');
+      }
+      await new Promise((r) => worker.once('exit', r));
+    });
+    await client.lrem('bull:held:active', 1, 'L-orphan');
+    await client.del('bull:held:L-dangling');
+    await client.del('bull:held:L-persist');
+    await client.lrem('bull:held:active', 1, 'L-persist');
+    await client.persist('bull:held:L-persist:lock');
+
+    const before = await rawDump(client);
+    const { file } = auditPolicy();
+    const run = await doctor(db, ['--repair', 'all'], file);
+    assert.equal(run.code, 1, `${run.stdout}${run.stderr}`);
+    const findings = Object.fromEntries(run.report.queues.find((q) => q.queue === 'held').findings.map((f) => [f.kind, f]));
+    t.diagnostic(JSON.stringify(findings));
+    for (const kind of ['orphanHashes', 'danglingIds']) {
+      const f = findings[kind] || {};
+      assert.deepEqual([f.found, f.repaired, (f.skipped || {}).locked], [1, 0, 1], `${kind}: found, and skipped as locked: ${JSON.stringify(f)}`);
+    }
+    assert.equal(findings.orphanSubkeys && findings.orphanSubkeys.found, 1, JSON.stringify(findings.orphanSubkeys));
+    assert.deepEqual(findings.orphanSubkeys.samples, ['bull:held:L-persist:lock']);
+    const changes = diff(before, await rawDump(client));
+    const ours = (k) => k.startsWith('bullsweep:');
+    assert.deepEqual({ added: changes.added.filter((k) => !ours(k)), removed: changes.removed, changed: changes.changed.filter((k) => !ours(k)) },
+      { added: [], removed: ['bull:held:L-persist:lock'], changed: [] }, 'only the lock with no TTL went');
+  });
+}
