@@ -635,3 +635,33 @@ fn a_queue_another_bullsweep_sweeps_is_left_unrepaired() {
     let holder: String = con.get(&lock).expect("lock");
     assert_eq!(holder, "daemon-1:x");
 }
+
+#[test]
+fn where_the_policy_archives_an_orphan_hash_is_archived_first() {
+    let w = World::new();
+    w.seed(spec(BASE, 3, 0, 1), now_ms());
+    let archive = w.dir.path().join("archive");
+    std::fs::create_dir_all(&archive).expect("archive dir");
+    let policy = w.policy(&format!(
+        "version: 1\naudit: {{ url: \"file://{}\" }}\narchive: {{ url: \"file://{}\" }}\npolicies:\n  - name: p\n    queueNamePattern: mail\n    rules: {{ completed: {{ maxAge: 30d, action: archive }} }}\n",
+        w.dir.path().join("audit.jsonl").display(),
+        archive.display()
+    ));
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    let _: () = con.rpush(k("2:logs"), "line").expect("logs");
+    let kept: BTreeMap<String, String> = con.hgetall(k("2")).expect("hash");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "orphanHashes"]);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(finding(&doc, "orphanHashes")["repaired"], 1, "{doc}");
+    assert!(!con.exists::<_, bool>(k("2")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("2:logs")).expect("exists"));
+    let records = w.archived(&policy, &[]);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = serde_json::to_value(&records[0]).expect("record");
+    assert_eq!(record["id"], "2", "{record}");
+    assert_eq!(record["state"], "completed", "{record}");
+    let data: Value = serde_json::from_str(&kept["data"]).expect("data");
+    assert_eq!(record["fields"]["data"], data, "{record}");
+    assert_eq!(record["logs"], serde_json::json!(["line"]), "{record}");
+}

@@ -48,4 +48,5 @@ pub use inventory::{Inventory, NO_HASH_TAG, classify, in_dependency_order, inven
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
 pub use report::{QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong};
+pub(crate) use run_archive::{RunArchive, open_run_archive};
 pub use sweep::{finish_staged, sweep};
