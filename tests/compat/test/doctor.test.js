@@ -323,3 +323,50 @@ for (const v of VERSIONS) {
       { added: [], removed: ['bull:held:L-persist:lock'], changed: [] }, 'only the lock with no TTL went');
   });
 }
+
+// Where the queue's policy archives, orphan hashes are archived first: the keyspace after the
+// repair is still the one BullMQ's Job.remove() leaves, and the archive holds a copy of every
+// orphan, field for field.
+for (const v of VERSIONS) {
+  test(`${v.label}: orphanHashes of a queue whose policy archives are archived first`, async () => {
+    const spec = await stage(v, 'orphanHashes');
+    const B = redis.client(2);
+    const damaged = await dumpKeyspace(B);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-doctor-archive-'));
+    const config = writePolicy(`version: 1
+audit: { url: "file://${dir}/audit.jsonl" }
+archive: { url: "file://${dir}/archive" }
+policies:
+  - { name: orph, queueNamePattern: "orph", rules: { completed: { maxAge: 30d, action: archive } } }
+  - { name: rest, queueNamePattern: "*", rules: {} }
+`);
+    const repair = await doctor(2, ['--repair', 'orphanHashes'], config);
+    assert.equal(repair.code, 1, `${repair.stderr}${repair.stdout}`);
+    assert.deepEqual(Object.entries(findingsOf(repair.report, 'orphanHashes')).slice(0, 2), [['found', spec.found], ['repaired', spec.found]], repair.stdout);
+    assert.deepEqual(await dumpKeyspace(B), await dumpKeyspace(redis.client(1)), 'the keyspace Job.remove() leaves');
+
+    const ls = await bullsweep(['--config', config, '--json', 'archive', 'ls']);
+    assert.equal(ls.code, 0, ls.stderr);
+    const records = [];
+    for (const m of ls.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l))) {
+      const cat = await bullsweep(['--config', config, 'archive', 'cat', m.segment]);
+      assert.equal(cat.code, 0, cat.stderr);
+      records.push(...cat.stdout.trim().split('\n').map((l) => JSON.parse(l)));
+    }
+    const orphans = ['o-done', 'order:2024:0007', 'o-dedup', 'o-child'];
+    assert.deepEqual(records.map((r) => r.id).sort(), [...orphans].sort(), JSON.stringify(records));
+    for (const r of records) {
+      const hash = damaged[`bull:orph:${r.id}`].value;
+      assert.deepEqual(Object.keys(r.fields).sort(), Object.keys(hash).sort(), r.id);
+      for (const [field, text] of Object.entries(hash)) {
+        const stored = r.fields[field];
+        if (['data', 'returnvalue', 'stacktrace'].includes(field) && !(r.textFields || []).includes(field)) {
+          assert.deepEqual(stored, JSON.parse(text), `${r.id} ${field}`);
+        } else {
+          assert.equal(String(stored), text, `${r.id} ${field}`);
+        }
+      }
+    }
+    assert.deepEqual(records.find((r) => r.id === 'o-done').logs, ['handled o-done'], 'the logs are archived with the job');
+  });
+}
