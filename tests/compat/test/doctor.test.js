@@ -21,6 +21,7 @@ const { assertReadable } = require('../lib/pending');
 const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, withQueue } = require('../lib/damage');
 const { CHECKS } = require('../lib/doctor_checks');
 const { rawDump, diff } = require('../lib/snapshot');
+const { build, QUEUES, LAYOUTS } = require('../lib/dataset');
 
 const VERSIONS = (process.env.BULLSWEEP_BULLMQ ? [process.env.BULLSWEEP_BULLMQ] : ['bullmq', 'bullmq5'])
   .map((pkg) => {
@@ -370,3 +371,50 @@ policies:
     assert.deepEqual(records.find((r) => r.id === 'o-done').logs, ['handled o-done'], 'the logs are archived with the job');
   });
 }
+
+// No false findings on healthy data: the compat dataset (several prefixes and tenants, flows
+// across queues with failed children whose parents wait, dedup keys with and without TTL,
+// custom ids with colons, a removed job scheduler's finished iterations, logs, a job held
+// active under a worker's lock) is clean, changed by nothing, also under --repair all.
+test('a healthy dataset is clean: exit 0, one line, nothing written, --repair all repairs nothing', async () => {
+  const db = 8;
+  const client = redis.client(db);
+  await client.flushdb();
+  await build(redis.connection(db));
+  const layouts = writePolicy(['version: 1', 'discovery:', '  layouts:', ...LAYOUTS.map((l) => `    - "${l}"`), ''].join('\n'));
+  const before = await rawDump(client);
+  const text = await bullsweep(['--redis', redis.url(db), '--config', layouts, 'doctor']);
+  assert.equal(text.code, 0, `${text.stdout}${text.stderr}`);
+  assert.match(text.stdout, new RegExp(`^${QUEUES.length} queues examined, clean$`, 'm'), text.stdout);
+  const json = await doctor(db, [], layouts);
+  assert.equal(json.code, 0, json.stdout);
+  assert.equal(json.report.clean, true);
+  assert.deepEqual(json.report.queues.map((q) => q.key).sort(), QUEUES.map((q) => `${q.prefix}:${q.name}`).sort());
+  for (const q of json.report.queues) assert.deepEqual([q.key, q.findings, q.error], [q.key, [], null]);
+  assert.deepEqual(diff(before, await rawDump(client)), { added: [], removed: [], changed: [] });
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-doctor-'));
+  const config = writePolicy(fs.readFileSync(layouts, 'utf8').replace('discovery:', `audit: { url: "file://${dir}/audit.jsonl" }\ndiscovery:`)
+    + 'policies:\n  - { name: p, queueNamePattern: "*", rules: {} }\n');
+  const repair = await doctor(db, ['--repair', 'all'], config);
+  assert.equal(repair.code, 0, repair.stdout);
+  const changes = diff(before, await rawDump(client));
+  assert.deepEqual([changes.removed, changes.changed.filter((k) => !k.startsWith('bullsweep:'))], [[], []], JSON.stringify(changes));
+});
+
+test('doctor names its findings in a table, and an unknown kind is a usage error naming the known ones', async () => {
+  const db = 9;
+  const client = redis.client(db);
+  await client.flushdb();
+  const q = new (require('bullmq').Queue)('mail', { connection: redis.connection(db) });
+  await q.add('x', {}, { jobId: 'm-1' });
+  await q.close();
+  await client.lrem('bull:mail:wait', 1, 'm-1');
+  const text = await bullsweep(['--redis', redis.url(db), 'doctor']);
+  assert.equal(text.code, 1, text.stdout + text.stderr);
+  assert.match(text.stdout, /bull:mail\S*\s+orphanHashes\s+1\s+0\s.*bull:mail:m-1/, text.stdout);
+  const bad = await bullsweep(['--redis', redis.url(db), 'doctor', '--repair', 'orphanHash']);
+  assert.equal(bad.code, 2, bad.stdout + bad.stderr);
+  for (const kind of Object.keys(KINDS)) assert.ok(bad.stderr.includes(kind), `the error names ${kind}: ${bad.stderr}`);
+  assert.equal(await client.exists('bull:mail:m-1'), 1, 'nothing was repaired');
+});
