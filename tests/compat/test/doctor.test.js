@@ -277,19 +277,24 @@ test('a queue whose only dedup key has a TTL is examined and clean', async () =>
 
 // A SIGKILLed worker leaves its jobs in `active` under locks that outlive it. Damage around
 // them (an active job's state entry gone: an orphan hash holding a lock; an active job's hash
-// gone: a dangling id in `active` whose lock remains) is never touched while the lock lives;
-// a `:lock` with no TTL whose job is gone is an orphan sub-key and goes; a `:lock` with a TTL
-// whose job is gone is the worker's, and stays.
+// gone: a dangling id in `active` whose lock remains; an active child whose parent was
+// removed without it: an orphan child holding a lock) is
+// never touched while the lock lives; a `:lock` with no TTL whose job is gone is an orphan
+// sub-key and goes; a `:lock` with a TTL whose job is gone is the worker's, and stays.
 for (const v of VERSIONS) {
   test(`${v.label}: doctor --repair all never touches what a killed worker's lock holds`, async (t) => {
     const db = 7;
     const client = redis.client(db);
     await client.flushdb();
     const connection = redis.connection(db);
-    const ids = ['L-orphan', 'L-dangling', 'L-persist', 'L-ok'];
+    const ids = ['L-orphan', 'L-dangling', 'L-persist', 'L-ok', 'L-child'];
     await withQueue(v.mq, connection, 'held', async (q) => {
-      for (const jobId of ids) await q.add('hang', {}, { jobId });
-      const worker = spawn(process.execPath, [path.join(__dirname, '..', 'lib', 'hold_worker.js'), v.pkg, redis.url(db), 'held', '4'],
+      for (const jobId of ids.slice(0, 4)) await q.add('hang', {}, { jobId });
+      const flows = new v.mq.FlowProducer({ connection });
+      await flows.add({ name: 'p', queueName: 'held-parent', opts: { jobId: 'L-parent' }, children: [
+        { name: 'hang', queueName: 'held', opts: { jobId: 'L-child' } }] });
+      await flows.close();
+      const worker = spawn(process.execPath, [path.join(__dirname, '..', 'lib', 'hold_worker.js'), v.pkg, redis.url(db), 'held', String(ids.length)],
         { cwd: path.join(__dirname, '..'), stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
       worker.stdout.on('data', (d) => { out += d; });
@@ -299,6 +304,11 @@ for (const v of VERSIONS) {
         worker.kill('SIGKILL');
       }
       await new Promise((r) => worker.once('exit', r));
+    });
+    // The active child's parent removed without its children (BullMQ checks only the
+    // parent's own lock): an orphan child under a live lock.
+    await withQueue(v.mq, connection, 'held-parent', async (q) => {
+      await (await v.mq.Job.fromId(q, 'L-parent')).remove({ removeChildren: false });
     });
     await client.lrem('bull:held:active', 1, 'L-orphan');
     await client.del('bull:held:L-dangling');
@@ -312,7 +322,7 @@ for (const v of VERSIONS) {
     assert.equal(run.code, 1, `${run.stdout}${run.stderr}`);
     const findings = Object.fromEntries(run.report.queues.find((q) => q.queue === 'held').findings.map((f) => [f.kind, f]));
     t.diagnostic(JSON.stringify(findings));
-    for (const kind of ['orphanHashes', 'danglingIds']) {
+    for (const kind of ['orphanHashes', 'danglingIds', 'orphanChildren']) {
       const f = findings[kind] || {};
       assert.deepEqual([f.found, f.repaired, (f.skipped || {}).locked], [1, 0, 1], `${kind}: found, and skipped as locked: ${JSON.stringify(f)}`);
     }
