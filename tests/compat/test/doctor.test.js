@@ -18,7 +18,7 @@ const path = require('node:path');
 const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, waitFor } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 const { assertReadable } = require('../lib/pending');
-const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, withQueue } = require('../lib/damage');
+const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, withQueue, HOUR } = require('../lib/damage');
 const { CHECKS } = require('../lib/doctor_checks');
 const { rawDump, diff } = require('../lib/snapshot');
 const { build, QUEUES, LAYOUTS } = require('../lib/dataset');
@@ -428,3 +428,47 @@ test('doctor names its findings in a table, and an unknown kind is a usage error
   for (const kind of Object.keys(KINDS)) assert.ok(bad.stderr.includes(kind), `the error names ${kind}: ${bad.stderr}`);
   assert.equal(await client.exists('bull:mail:m-1'), 1, 'nothing was repaired');
 });
+
+// A stuck parent with a priority or a delay is moved as BullMQ moves a parent whose last child
+// completed (moveParentToWait): to `prioritized` with the queue's `pc` counter, or to `delayed`
+// at now + delay, with the queue's marker. Copy A: the children complete under a Worker;
+// copy B: their hashes and state entries are deleted, then doctor repairs the parents.
+for (const v of VERSIONS) {
+  test(`${v.label}: a stuck parent with a priority or a delay goes where BullMQ's completion puts it`, async () => {
+    await freshDatabases();
+    const c0 = redis.client(0);
+    const flows = new v.mq.FlowProducer({ connection: redis.connection(0) });
+    await flows.add({ name: 'p', queueName: 'pparents', opts: { jobId: 'pp', priority: 5 }, children: [
+      { name: 'gone', queueName: 'pkids', opts: { jobId: 'pc-gone' } }] });
+    await flows.add({ name: 'p', queueName: 'pparents', opts: { jobId: 'dp', delay: HOUR }, children: [
+      { name: 'gone', queueName: 'pkids', opts: { jobId: 'dc-gone' } }] });
+    await flows.close();
+    await openQueues(v.mq, redis.connection(0), ['pparents', 'pkids']);
+    for (const db of [1, 2]) await copyDatabase(c0, 0, db);
+    const A = redis.client(1);
+    const B = redis.client(2);
+    const t0 = Date.now();
+    await finish(v.mq, redis.connection(1), 'pkids', ['pc-gone', 'dc-gone']);
+    await B.del('bull:pkids:pc-gone', 'bull:pkids:dc-gone');
+    await B.lrem('bull:pkids:wait', 0, 'pc-gone');
+    await B.lrem('bull:pkids:wait', 0, 'dc-gone');
+    const { file } = auditPolicy();
+    const repair = await doctor(2, ['--repair', 'stuckParents'], file);
+    assert.equal(repair.code, 1, `${repair.stdout}${repair.stderr}`);
+    const t1 = Date.now();
+    assert.deepEqual(Object.values(findingsOf(repair.report, 'stuckParents')).slice(0, 2), [2, 2], repair.stdout);
+
+    assert.equal(await B.zscore('bull:pparents:prioritized', 'pp'), await A.zscore('bull:pparents:prioritized', 'pp'), 'the priority score, counter included');
+    assert.equal(await B.get('bull:pparents:pc'), await A.get('bull:pparents:pc'));
+    const due = Number(await B.zscore('bull:pparents:delayed', 'dp')) / 4096;
+    assert.ok(due >= t0 + HOUR && due <= t1 + HOUR, `dp is due an hour after the repair: ${due - t1}`);
+    const markers = async (c) => (await c.zrange('bull:pparents:marker', 0, -1, 'WITHSCORES'));
+    const [am, bm] = [await markers(A), await markers(B)];
+    assert.deepEqual(bm.filter((_, i) => i % 2 === 0), am.filter((_, i) => i % 2 === 0), `marker members: A ${am} B ${bm}`);
+    assert.deepEqual(await B.zrange('bull:pparents:waiting-children', 0, -1), []);
+    assert.deepEqual(await B.lrange('bull:pparents:wait', 0, -1), [], 'neither goes to wait');
+    const events = (await B.xrange('bull:pparents:events', '-', '+')).map(([, f]) => f);
+    assert.ok(events.some((f) => f[1] === 'waiting' && f[3] === 'pp'), 'the waiting event of the prioritized parent');
+    assert.ok(events.some((f) => f[1] === 'delayed' && f[3] === 'dp'), 'the delayed event of the delayed parent');
+  });
+}
