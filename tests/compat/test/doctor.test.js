@@ -190,14 +190,21 @@ for (const v of VERSIONS) {
 
     const problems = [];
     const completed = new Set();
+    // Jobs named `retry` fail their first attempt on purpose (retried through `delayed`).
     const workers = ['live', 'live-parents'].map((name) => {
-      const w = new mq.Worker(name, async (job) => ({ n: job.data.n }), { connection, concurrency: 8 });
+      const w = new mq.Worker(name, async (job) => {
+        if (job.name === 'retry' && job.attemptsMade === 0) throw new Error('planned retry');
+        return { n: job.data.n };
+      }, { connection, concurrency: 8 });
       w.on('completed', (job) => completed.add(`${name}:${job.id}`));
-      w.on('failed', (job, err) => problems.push(`${name} failed ${job && job.id}: ${err.message}`));
+      w.on('failed', (job, err) => {
+        if (err.message !== 'planned retry') problems.push(`${name} failed ${job && job.id}: ${err.message}`);
+      });
       w.on('error', (err) => problems.push(`${name} error: ${err.message}`));
       return w;
     });
     const added = [];
+    const removedOnComplete = new Set();
     let stop = false;
     const producer = (async () => {
       for (let n = 0; !stop; n++) {
@@ -206,8 +213,16 @@ for (const v of VERSIONS) {
             { name: 'kid', queueName: 'live', data: { n } }, { name: 'kid', queueName: 'live', data: { n } }] });
           added.push(`live-parents:${node.job.id}`, ...node.children.map((c) => `live:${c.job.id}`));
         } else {
-          const opts = n % 3 === 0 ? { deduplication: { id: `live-${n}` } } : n % 3 === 1 ? { jobId: `custom:${n}:x` } : {};
-          added.push(`live:${(await live.add('job', { n }, opts)).id}`);
+          // Every way a job moves between states while doctor reads: dedup keys, custom ids,
+          // retries through `delayed`, priorities, short delays, removal on completion.
+          const kinds = [
+            ['job', { deduplication: { id: `live-${n}` } }], ['job', { jobId: `custom:${n}:x` }],
+            ['retry', { attempts: 2, backoff: { type: 'fixed', delay: 5 } }], ['job', { priority: 1 + (n % 7) }],
+            ['job', { delay: 20 }], ['job', { removeOnComplete: true }], ['job', {}]];
+          const [name, opts] = kinds[n % kinds.length];
+          const job = await live.add(name, { n }, opts);
+          added.push(`live:${job.id}`);
+          if (opts.removeOnComplete) removedOnComplete.add(`live:${job.id}`);
         }
         await new Promise((r) => setImmediate(r));
       }
@@ -231,10 +246,10 @@ for (const v of VERSIONS) {
       await live.close();
       await flows.close();
     }
-    t.diagnostic(`${added.length} jobs added, ${completed.size} completed; report ${run.stdout}`);
+    t.diagnostic(`${added.length} jobs added (${removedOnComplete.size} removed on completion), ${completed.size} completed; report ${run.stdout}`);
 
     assert.deepEqual(problems, [], 'no worker error, no job failed');
-    for (const id of added) {
+    for (const id of added.filter((x) => !removedOnComplete.has(x))) {
       const [queue, jobId] = [id.slice(0, id.indexOf(':')), id.slice(id.indexOf(':') + 1)];
       assert.notEqual(await client.zscore(`bull:${queue}:completed`, jobId), null, `${id} completed`);
       assert.equal(await client.exists(`bull:${queue}:${jobId}`), 1, `${id} is kept`);
