@@ -427,7 +427,7 @@ test('a healthy dataset is clean: exit 0, one line, nothing written, --repair al
   assert.deepEqual([changes.removed, changes.changed.filter((k) => !k.startsWith('bullsweep:'))], [[], []], JSON.stringify(changes));
 });
 
-test('doctor names its findings in a table, and an unknown kind is a usage error naming the known ones', async () => {
+test('doctor names its findings in a table, --queue selects by glob, and an unknown kind is a usage error naming the known ones', async () => {
   const db = 9;
   const client = redis.client(db);
   await client.flushdb();
@@ -438,6 +438,10 @@ test('doctor names its findings in a table, and an unknown kind is a usage error
   const text = await bullsweep(['--redis', redis.url(db), 'doctor']);
   assert.equal(text.code, 1, text.stdout + text.stderr);
   assert.match(text.stdout, /bull:mail\S*\s+orphanHashes\s+1\s+0\s.*bull:mail:m-1/, text.stdout);
+  const other = await doctor(db, ['--queue', 'mai?x*']);
+  assert.deepEqual([other.code, other.report && other.report.queues, other.report && other.report.clean], [0, [], true], other.stdout + other.stderr);
+  const glob = await doctor(db, ['--queue', 'ma*']);
+  assert.deepEqual([glob.code, glob.report.queues.map((q) => q.queue)], [1, ['mail']], glob.stdout);
   const bad = await bullsweep(['--redis', redis.url(db), 'doctor', '--repair', 'orphanHash']);
   assert.equal(bad.code, 2, bad.stdout + bad.stderr);
   for (const kind of Object.keys(KINDS)) assert.ok(bad.stderr.includes(kind), `the error names ${kind}: ${bad.stderr}`);
