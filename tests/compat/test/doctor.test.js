@@ -18,7 +18,7 @@ const path = require('node:path');
 const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, waitFor } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 const { assertReadable } = require('../lib/pending');
-const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, withQueue, HOUR } = require('../lib/damage');
+const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, withQueue, removeJobs, HOUR } = require('../lib/damage');
 const { CHECKS } = require('../lib/doctor_checks');
 const { rawDump, diff } = require('../lib/snapshot');
 const { build, QUEUES, LAYOUTS } = require('../lib/dataset');
@@ -68,6 +68,17 @@ function findingsOf(report, kind) {
     }
   }
   return out;
+}
+
+// Asserts that database 2 (doctor's) holds the keys and values of database 1 (BullMQ's),
+// streams apart, naming the keys that differ.
+async function assertSameKeyspace(what) {
+  const expected = await dumpKeyspace(redis.client(1));
+  const actual = await dumpKeyspace(redis.client(2));
+  const onlyA = Object.keys(expected).filter((k) => !(k in actual));
+  const onlyB = Object.keys(actual).filter((k) => !(k in expected));
+  assert.deepEqual({ onlyA, onlyB }, { onlyA: [], onlyB: [] }, `${what}: keys only BullMQ (A) or only doctor (B) left`);
+  for (const key of Object.keys(expected)) assert.deepEqual(actual[key], expected[key], `${what}: ${key} differs (actual: doctor, expected: BullMQ)`);
 }
 
 const queuesOf = (spec) => [...BYSTANDERS, ...spec.queues].map((name) => ({ prefix: 'bull', name }));
@@ -120,12 +131,7 @@ for (const v of VERSIONS) {
       assert.equal(repair.code, 1, `doctor --repair exits 1 (findings, repaired): ${repair.stderr}${repair.stdout}`);
       const repaired = findingsOf(repair.report, kind);
       assert.deepEqual([repaired.found, repaired.repaired], [want, want], `${kind}: ${JSON.stringify(repair.report)}`);
-      const expected = await dumpKeyspace(redis.client(1));
-      const actual = await dumpKeyspace(B);
-      const onlyA = Object.keys(expected).filter((k) => !(k in actual));
-      const onlyB = Object.keys(actual).filter((k) => !(k in expected));
-      assert.deepEqual({ onlyA, onlyB }, { onlyA: [], onlyB: [] }, `${kind}: keys only BullMQ (A) or only doctor (B) left`);
-      for (const key of Object.keys(expected)) assert.deepEqual(actual[key], expected[key], `${kind}: ${key} differs (actual: doctor, expected: BullMQ)`);
+      await assertSameKeyspace(kind);
       if (kind === 'eventsOverLimit') {
         assert.deepEqual(await B.xrange('bull:noisy:events', '-', '+'), beforeStreams.slice(-spec.bound), 'the newest entries, exactly the bound');
       }
@@ -369,7 +375,7 @@ policies:
     const repair = await doctor(2, ['--repair', 'orphanHashes'], config);
     assert.equal(repair.code, 1, `${repair.stderr}${repair.stdout}`);
     assert.deepEqual(Object.entries(findingsOf(repair.report, 'orphanHashes')).slice(0, 2), [['found', spec.found], ['repaired', spec.found]], repair.stdout);
-    assert.deepEqual(await dumpKeyspace(B), await dumpKeyspace(redis.client(1)), 'the keyspace Job.remove() leaves');
+    await assertSameKeyspace('archived first: the keyspace Job.remove() leaves');
 
     const ls = await bullsweep(['--config', config, '--json', 'archive', 'ls']);
     assert.equal(ls.code, 0, ls.stderr);
@@ -489,5 +495,29 @@ for (const v of VERSIONS) {
     const events = (await B.xrange('bull:pparents:events', '-', '+')).map(([, f]) => f);
     assert.ok(events.some((f) => f[1] === 'waiting' && f[3] === 'pp'), 'the waiting event of the prioritized parent');
     assert.ok(events.some((f) => f[1] === 'delayed' && f[3] === 'dp'), 'the delayed event of the delayed parent');
+  });
+}
+
+// An orphan hash that is a parent (a waiting parent whose `waiting-children` entry went):
+// BullMQ's Job.remove() takes its pending children (removeChildren, its default), so the repair
+// must not leave them naming a parent that is gone (orphanChildren made by the repair itself).
+for (const v of VERSIONS) {
+  test(`${v.label}: an orphan parent goes with its children, as Job.remove() takes them`, async () => {
+    await freshDatabases();
+    const c0 = redis.client(0);
+    const flows = new v.mq.FlowProducer({ connection: redis.connection(0) });
+    await flows.add({ name: 'p', queueName: 'op', opts: { jobId: 'par' }, children: [
+      { name: 'k', queueName: 'okids', opts: { jobId: 'kid' } }, { name: 'k', queueName: 'op', opts: { jobId: 'kid2' } }] });
+    await flows.close();
+    await openQueues(v.mq, redis.connection(0), ['op', 'okids']);
+    await c0.zrem('bull:op:waiting-children', 'par');
+    for (const db of [1, 2]) await copyDatabase(c0, 0, db);
+    await removeJobs(v.mq, redis.connection(1), 'op', ['par']);
+    const { file } = auditPolicy();
+    const repair = await doctor(2, ['--repair', 'orphanHashes'], file);
+    assert.equal(repair.code, 1, repair.stdout + repair.stderr);
+    await assertSameKeyspace('the keyspace Job.remove() of the parent leaves');
+    const again = await doctor(2);
+    assert.equal(again.code, 0, `no orphan children left behind: ${again.stdout}`);
   });
 }
