@@ -145,6 +145,10 @@ for (const v of VERSIONS) {
       const repairs = events.filter((e) => e.action === 'repair');
       assert.ok(repairs.length > 0, `a repair event: ${JSON.stringify(events)}`);
       assert.deepEqual([...new Set(repairs.map((e) => e.repairKind))], [kind], JSON.stringify(repairs));
+      const named = new Set(repairs.flatMap((e) => (e.jobIds || []).map((id) => `${e.queueKey}:${id}`)));
+      if (kind !== 'eventsOverLimit') {
+        assert.deepEqual(spec.samples.filter((k) => !named.has(k)), [], `every repaired item is named in the audit: ${JSON.stringify(repairs)}`);
+      }
       const verify = await bullsweep(['--redis', redis.url(2), '--config', file, 'audit', 'verify']);
       assert.equal(verify.code, 0, verify.stderr + verify.stdout);
 
