@@ -525,3 +525,27 @@ for (const v of VERSIONS) {
     assert.equal(again.code, 0, `no orphan children left behind: ${again.stdout}`);
   });
 }
+
+// A queue with sla.auditRequired is not repaired when its audit store cannot be written:
+// counted as skipped, named on stderr, the damage left as it was.
+test('auditRequired with no working audit store: nothing repaired, counted, named', async () => {
+  const db = 10;
+  const client = redis.client(db);
+  await client.flushdb();
+  const q = new (require('bullmq').Queue)('mail', { connection: redis.connection(db) });
+  await q.add('x', {}, { jobId: 'm-1' });
+  await q.close();
+  await client.lrem('bull:mail:wait', 1, 'm-1');
+  const config = writePolicy(`version: 1
+audit: { url: "file:///proc/no-such-dir/audit.jsonl" }
+policies:
+  - { name: p, queueNamePattern: "*", rules: {}, sla: { auditRequired: true } }
+`);
+  const before = await rawDump(client);
+  const run = await doctor(db, ['--repair', 'all'], config);
+  assert.equal(run.code, 1, run.stdout + run.stderr);
+  const f = findingsOf(run.report, 'orphanHashes');
+  assert.deepEqual([f.found, f.repaired, Object.values(f.skipped).reduce((a, b) => a + b, 0)], [1, 0, 1], run.stdout);
+  assert.match(run.stderr, /audit/, run.stderr);
+  assert.deepEqual(diff(before, await rawDump(client)), { added: [], removed: [], changed: [] });
+});
