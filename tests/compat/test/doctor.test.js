@@ -328,3 +328,31 @@ policies:
   const queueKeys = (keys) => keys.filter((k) => !k.startsWith('bullsweep:'));
   assert.deepEqual([queueKeys(changes.added), changes.removed, queueKeys(changes.changed)], [[], [], []], 'the queue is left as it was');
 });
+
+// BullMQ accepts custom ids of three `:`-separated parts, so a job's own key can end like a
+// sub-key of another (`x:y:processed` is the job `x:y:processed`, not the `:processed` of a job
+// `x:y`) or start like a queue key (`de:q:r`, `repeat:z:1`). Such jobs are jobs: nothing is
+// found, --repair all deletes nothing, and a Worker processes every one of them.
+for (const v of VERSIONS) {
+  test(`${v.label}: jobs whose custom ids look like sub-keys or queue keys are jobs, never damage`, async () => {
+    const db = 11;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const ids = ['x:y:processed', 'a:b:failed', 'c:d:logs', 'e:f:dependencies', 'g:h:unsuccessful', 'i:j:lock', 'de:q:r', 'repeat:z:1'];
+    const q = new v.mq.Queue('ids', { connection });
+    for (const jobId of ids) await q.add('job', { jobId }, { jobId });
+    await q.close();
+    const before = await rawDump(client);
+    const find = await doctor(db);
+    assert.deepEqual([find.code, find.report && find.report.queues.map((x) => [x.queue, x.error, x.findings])], [0, [['ids', null, []]]], find.stdout + find.stderr);
+    const { file } = auditPolicy();
+    const repair = await doctor(db, ['--repair', 'all'], file);
+    const lost = [];
+    for (const id of ids) if (!(await client.exists(`bull:ids:${id}`))) lost.push(id);
+    assert.deepEqual(lost, [], `doctor --repair all deleted live jobs: ${repair.stdout}`);
+    const changes = diff(before, await rawDump(client));
+    assert.deepEqual([changes.removed, changes.changed.filter((k) => !k.startsWith('bullsweep:'))], [[], []], JSON.stringify(changes));
+    await finish(v.mq, connection, 'ids', ids);
+  });
+}
