@@ -5,7 +5,7 @@
 //! for a queue without a hash tag); each step's keys are checked by the probe script and
 //! pipelines of single-key reads before the next step.
 
-use super::{Findings, PAGE, Prober};
+use super::{Findings, PAGE, Prober, id_hash};
 use crate::bullmq::key_classes::{DoctorKey, doctor_key};
 use crate::bullmq::keys::{QueueKeys, explicit_tag};
 use crate::bullmq::{ProbeMode, RepairItem, Topology};
@@ -156,6 +156,7 @@ async fn check_jobs<C: ConnectionLike>(
             continue;
         }
         found.examined.jobs += 1;
+        found.hashes_seen.insert(id_hash(id));
         if code[0] == b'l' && !lists.contains(id) {
             in_no_set.push(id.clone());
         }

@@ -145,6 +145,18 @@ impl QueueDoctor {
 pub struct Findings {
     by_kind: BTreeMap<DoctorKind, Finding>,
     examined: Examined,
+    /// 64-bit hashes of the ids of the job hashes the scan found: the states' ids among them
+    /// need no `EXISTS` (a hash gone since is found by the next run).
+    hashes_seen: HashSet<u64>,
+}
+
+/// The 64-bit hash of a job id, for [`Findings::hashes_seen`] (8 bytes an id, where a million
+/// jobs' ids would take tens of MB).
+fn id_hash(id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
 }
 
 impl Findings {
@@ -155,6 +167,7 @@ impl Findings {
                 .map(|k| (k, Finding::new(k)))
                 .collect(),
             examined: Examined::default(),
+            hashes_seen: HashSet::new(),
         }
     }
 

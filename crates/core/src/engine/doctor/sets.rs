@@ -1,9 +1,10 @@
 //! What a queue's own states show: ids whose job hash is gone (`danglingIds`), read from each
-//! state by rank (sets) or by range (lists) in pages of 1,000, and parents in
+//! state by rank (sets) or by range (lists) in pages of 1,000 (only ids whose hash the scan did
+//! not meet are asked about), and parents in
 //! `waiting-children` with no dependency left (`stuckParents`); each page checked by the
 //! probe script.
 
-use super::{Findings, PAGE, Prober};
+use super::{Findings, PAGE, Prober, id_hash};
 use crate::bullmq::key_classes::{STATES, StateKind};
 use crate::bullmq::{ProbeMode, RepairItem};
 use bullsweep_policy::DoctorKind;
@@ -42,9 +43,14 @@ pub(super) async fn dangling_ids<C: ConnectionLike>(
         loop {
             let ids = page(con, &key, kind, start).await?;
             found.examined.jobs += ids.len() as u64;
-            let codes = probe.codes(con, ProbeMode::Missing, &ids).await?;
+            let unseen: Vec<String> = ids
+                .iter()
+                .filter(|id| !found.hashes_seen.contains(&id_hash(id)))
+                .cloned()
+                .collect();
+            let codes = probe.codes(con, ProbeMode::Missing, &unseen).await?;
             let finding = found.of(DoctorKind::DanglingIds);
-            for (id, code) in ids.iter().zip(&codes) {
+            for (id, code) in unseen.iter().zip(&codes) {
                 if code[0] == b'0' {
                     let item = RepairItem {
                         id: id.clone(),
