@@ -705,3 +705,15 @@ fn the_table_has_a_row_per_queue_and_kind_and_a_summary() {
         "{text}"
     );
 }
+
+#[test]
+fn a_queue_whose_only_dedup_key_has_a_ttl_is_examined_and_clean() {
+    let (w, policy) = world(2);
+    let mut con = w.con();
+    let _: () = con.set_ex(k("de:thr"), "2", 3600).expect("de");
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!((code, &doc["clean"]), (0, &Value::Bool(true)), "{doc}");
+    assert_eq!(doc["queues"][0]["error"], Value::Null, "{doc}");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 0, "{doc}");
+}

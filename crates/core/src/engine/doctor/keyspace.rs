@@ -253,6 +253,10 @@ async fn check_dedups<C: ConnectionLike>(
             .filter(|(_, r)| int(&r[1]) == Some(-1))
             .filter_map(|(deid, r)| text(&r[0]).map(|owner| (deid, owner)))
             .collect();
+        // Every key had a TTL or went since: an empty pipeline is no command to send.
+        if held.is_empty() {
+            continue;
+        }
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for (_, owner) in &held {
