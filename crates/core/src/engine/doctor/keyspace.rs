@@ -155,8 +155,9 @@ async fn check_jobs<C: ConnectionLike>(
         if code[0] == b'x' {
             continue;
         }
-        found.examined.jobs += 1;
-        found.hashes_seen.insert(id_hash(id));
+        if found.hashes_seen.insert(id_hash(id)) {
+            found.examined.jobs += 1;
+        }
         if code[0] == b'l' && !lists.contains(id) {
             in_no_set.push(id.clone());
         }
