@@ -717,3 +717,56 @@ fn a_queue_whose_only_dedup_key_has_a_ttl_is_examined_and_clean() {
     let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
     assert_eq!(code, 0, "{doc}");
 }
+
+/// A job as BullMQ adds it (its `timestamp` among its fields), waiting.
+fn waiting_job(con: &mut redis::Connection, id: &str) {
+    let _: () = con
+        .hset_multiple(
+            k(id),
+            &[("name", "job"), ("data", "{}"), ("timestamp", "1700000000000")],
+        )
+        .expect("job");
+    let _: () = con.rpush(k("wait"), id).expect("wait");
+}
+
+#[test]
+fn jobs_whose_custom_ids_look_like_sub_keys_dedup_keys_or_templates_are_jobs() {
+    let (w, policy) = world(2);
+    let mut con = w.con();
+    // BullMQ accepts custom ids of exactly three `:`-separated parts.
+    let ids = [
+        "x:y:processed",
+        "a:b:failed",
+        "c:d:logs",
+        "e:f:dependencies",
+        "g:h:unsuccessful",
+        "i:j:lock",
+        "de:q:r",
+        "repeat:z:abc",
+    ];
+    for id in ids {
+        waiting_job(&mut con, id);
+    }
+    let before = dump_all(&mut con);
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!((code, &doc["clean"]), (0, &Value::Bool(true)), "{doc}");
+    assert_eq!(doc["queues"][0]["examined"]["jobs"], 10, "{doc}");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 0, "{doc}");
+    assert!(dump_all(&mut con) == before, "--repair all deleted nothing");
+    // An orphan job with such an id is an orphan hash, and a real `:processed` hash of a gone
+    // job is still an orphan sub-key.
+    let _: () = con.lrem(k("wait"), 1, "x:y:processed").expect("lrem");
+    let _: () = con.hset(k("50:processed"), k("2"), "{}").expect("processed");
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(finding(&doc, "orphanHashes")["samples"], serde_json::json!([k("x:y:processed")]), "{doc}");
+    assert_eq!(finding(&doc, "orphanSubkeys")["samples"], serde_json::json!([k("50:processed")]), "{doc}");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 1, "{doc}");
+    assert!(!con.exists::<_, bool>(k("x:y:processed")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("50:processed")).expect("exists"));
+    for id in &ids[1..] {
+        assert!(con.exists::<_, bool>(k(id)).expect("exists"), "{id} stays");
+    }
+}

@@ -1,6 +1,6 @@
 --[[
   doctor_probe.lua: the read-only checks `doctor` makes of a batch of one queue's items, one
-  code per item. Built on budget.lua and slot.lua; writes nothing (run as a no-writes script).
+  code per item. Built on budget.lua, slot.lua and job_like.lua; writes nothing (run as a no-writes script).
 
   KEYS[1] the queue's `meta` hash (routes the call to the queue's slot on a Cluster)
   ARGV[1] queue prefix (`<base>:`)
@@ -21,6 +21,9 @@
   * `lists` (ids in no sorted set and in no list the caller read): `i` (in wait, paused or
     active within reach of an end, or in a set meanwhile), `n` (in no state), `f` (in no state
     within reach, but a list is longer than twice the reach: unknown).
+  * `shape` (names under the prefix that may be a job's or another key's, job_like.lua): `j`
+    a hash that could be a job, `h` another hash, `s` string, `l` list, `t` set, `z` sorted
+    set, `-` gone, `o` another type.
   * `missing` (ids read from a state): `1` the job hash exists, `0` it does not.
   * `stuck` (ids read from waiting-children): `s` (still there, and none of its
     `:dependencies` is an existing job: stuck), `n` (a dependency exists, or one in another
@@ -34,9 +37,9 @@ local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-childre
 local LISTS = {'wait', 'paused', 'active'}
 -- A `stuck` parent with more dependencies than this is not checked in one call.
 local MAX_DEPENDENCIES = 1000
--- Items in `missing` cost one EXISTS, in `jobs` two or three calls: the clock is read every
+-- Items in `missing` cost one EXISTS, in `jobs` two or three calls (`shape` one to a dozen): the clock is read every
 -- this many of them (about 50 µs and 30 µs of work), not after each.
-local EVERY = {missing = 50, jobs = 10}
+local EVERY = {missing = 50, jobs = 10, shape = 10}
 
 local function inSomeSet(id)
   for _, s in ipairs(ZSETS) do
@@ -101,7 +104,17 @@ local function stuckCode(id)
   return 's'
 end
 
-local codeOf = ({jobs = jobCode, lists = listCode, stuck = stuckCode,
+local SHAPES = {string = 's', list = 'l', set = 't', zset = 'z', none = '-'}
+
+local function shapeCode(name)
+  local t = rcall('TYPE', prefix .. name)['ok']
+  if t == 'hash' then
+    return hashIsJobLike(prefix, name, reach) and 'j' or 'h'
+  end
+  return SHAPES[t] or 'o'
+end
+
+local codeOf = ({jobs = jobCode, lists = listCode, stuck = stuckCode, shape = shapeCode,
   missing = function(id) return tostring(rcall('EXISTS', prefix .. id)) end})[mode]
 if not codeOf then
   return redis.error_reply('ERR doctor_probe: unknown mode ' .. tostring(mode))

@@ -1,7 +1,7 @@
 --[[
   doctor_repair.lua: repairs one kind of damage `doctor` found in a queue, for a batch of its
   findings, each checked again first; the repairs and their audit event in one atomic call.
-  Built on the budget, audit, held, fingerprint, slot, removal and job_tree preludes.
+  Built on the budget, audit, held, fingerprint, slot, removal, job_tree and job_like preludes.
 
   KEYS[1] the queue's `meta` hash (the call's slot); then the queue's restore holds and audit
   keys (held.lua, audit.lua). The other keys are built from the queue prefix, as BullMQ's own
@@ -23,7 +23,10 @@
   job with a `:lock` (or in `active`, or with a locked child, for orphanChildren) is left
   (`locked`), a job a restore holds is left (`restored`), a list is searched only within
   reach of its ends (`outOfReach`), a parent or child in another slot of a Cluster is left
-  (`otherSlot`), a job scheduler's current iteration is left (`scheduler`). Each repair is
+  (`otherSlot`), a job scheduler's current iteration is left (`scheduler`). A key whose name
+  a custom job id may also take (`x:y:processed`, `de:q:r`, `repeat:z:1`) is a sub-key or a
+  template only with BullMQ's type for it and when it could not be a job (job_like.lua), and
+  such a hash is an orphan job only when it has job fields (else `changed`). Each repair is
   the bookkeeping BullMQ itself does (the script's functions below say which); every call
   that repairs anything appends its audit event (the repaired items, by their key under the
   base) in the same call.
@@ -86,6 +89,9 @@ local function orphanHash(id, copied)
   local jobKey = prefix .. id
   if rcall('TYPE', jobKey)['ok'] ~= 'hash' then
     return 'changed'
+  elseif ambiguousName(id) and rcall('HEXISTS', jobKey, 'timestamp') == 0 then
+    -- A name a sub-key, dedup key or template may take, and nothing says it is a job.
+    return 'changed'
   elseif copied ~= '-' and archivedFingerprint(jobKey, copied) ~= copied then
     -- Changed since it was copied to the archive: the copy is not the job any more.
     return 'changed'
@@ -139,11 +145,12 @@ local function danglingId(id, suffix)
   else
     rcall('LREM', key, side, id)
   end
-  local subs = {}
-  for i, s in ipairs(SUBKEYS) do
-    subs[i] = prefix .. id .. ':' .. s
+  -- Only keys of the sub-keys' types that are no job of their own (a custom id may take the name).
+  for _, s in ipairs(SUBKEYS) do
+    if isSubkey(prefix, id, s, listReach) then
+      rcall('UNLINK', prefix .. id .. ':' .. s)
+    end
   end
-  rcall('UNLINK', unpack(subs))
   return 'repaired'
 end
 
@@ -166,7 +173,7 @@ end
 -- A sub-key of a job whose hash is gone (a `:lock` only without a TTL): deleted.
 local function orphanSubkey(id, suffix)
   local key = prefix .. id .. ':' .. suffix
-  if rcall('EXISTS', prefix .. id) == 1 or rcall('EXISTS', key) == 0 then
+  if rcall('EXISTS', prefix .. id) == 1 or not isSubkey(prefix, id, suffix, listReach) then
     return 'changed'
   end
   if suffix == 'lock' then
@@ -253,7 +260,8 @@ end
 -- A scheduler template with no entry in the `repeat` set: deleted.
 local function orphanScheduler(sid)
   local key = prefix .. 'repeat:' .. sid
-  if rcall('TYPE', key)['ok'] ~= 'hash' or rcall('ZSCORE', prefix .. 'repeat', sid) then
+  if rcall('TYPE', key)['ok'] ~= 'hash' or rcall('ZSCORE', prefix .. 'repeat', sid)
+    or hashIsJobLike(prefix, 'repeat:' .. sid, listReach) then
     return 'changed'
   end
   reserveAuditSeq()
