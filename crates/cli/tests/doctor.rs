@@ -770,3 +770,70 @@ fn jobs_whose_custom_ids_look_like_sub_keys_dedup_keys_or_templates_are_jobs() {
         assert!(con.exists::<_, bool>(k(id)).expect("exists"), "{id} stays");
     }
 }
+
+#[test]
+fn an_orphan_parent_goes_with_its_children_and_a_locked_tree_stays_whole() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    // Parent p (its waiting-children entry lost) with a pending child c1 and a completed c2.
+    flow(&mut con);
+    let _: () = con.zrem(k("waiting-children"), "p").expect("zrem");
+    let _: () = con.lrem(k("wait"), 0, "c2").expect("lrem");
+    let _: () = con.srem(k("p:dependencies"), k("c2")).expect("srem");
+    let _: () = con.zadd(k("completed"), "c2", 5).expect("completed");
+    let _: () = con.hset(k("p:processed"), k("c2"), "1").expect("processed");
+    // Parent q (likewise lost) whose child cq is being processed: the tree stays whole.
+    let _: () = con.hset(k("q"), "name", "parent").expect("q");
+    let _: () = con
+        .hset_multiple(k("cq"), &[("name", "child"), ("parentKey", k("q").as_str())])
+        .expect("cq");
+    let _: () = con.rpush(k("active"), "cq").expect("active");
+    let _: () = con.set_ex(k("cq:lock"), "w", 600).expect("lock");
+    let _: () = con.sadd(k("q:dependencies"), k("cq")).expect("deps");
+    let doc = find_then_repair(&w, &policy, "orphanHashes", 2, &k("p"));
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["locked"].as_u64()),
+        (Some(1), Some(1)),
+        "{doc}"
+    );
+    for gone in ["p", "p:dependencies", "p:processed", "c1", "c2"] {
+        assert!(!con.exists::<_, bool>(k(gone)).expect("exists"), "{gone}");
+    }
+    for kept in ["q", "q:dependencies", "cq", "cq:lock"] {
+        assert!(con.exists::<_, bool>(k(kept)).expect("exists"), "{kept}");
+    }
+    assert!(!con.exists::<_, bool>(k("wait")).expect("exists"));
+    let completed: Vec<String> = con.zrange(k("completed"), 0, -1).expect("zrange");
+    assert_eq!(completed, ["1"]);
+    let events = repair_events(&w, &policy);
+    let mut ids: Vec<String> = serde_json::from_value(events[0]["jobIds"].clone()).expect("ids");
+    ids.sort();
+    assert_eq!(ids, ["c1", "c2", "p"]);
+    let (_, doc) = doctor(&w, &policy, &[]);
+    assert_eq!(finding(&doc, "orphanChildren"), &Value::Null, "{doc}");
+}
+
+#[test]
+fn the_audit_event_names_no_job_it_removed_as_a_released_parent() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    // mid waits for its child leaf; mid's own parent is gone.
+    let _: () = con
+        .hset_multiple(k("mid"), &[("name", "mid"), ("parentKey", k("gone").as_str())])
+        .expect("mid");
+    let _: () = con.zadd(k("waiting-children"), "mid", 1).expect("wc");
+    let _: () = con
+        .hset_multiple(k("leaf"), &[("name", "leaf"), ("parentKey", k("mid").as_str())])
+        .expect("leaf");
+    let _: () = con.rpush(k("wait"), "leaf").expect("wait");
+    let _: () = con.sadd(k("mid:dependencies"), k("leaf")).expect("deps");
+    let doc = find_then_repair(&w, &policy, "orphanChildren", 1, &k("mid"));
+    assert_eq!(finding(&doc, "orphanChildren")["repaired"], 1, "{doc}");
+    assert!(!con.exists::<_, bool>(k("mid")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("leaf")).expect("exists"));
+    let events = repair_events(&w, &policy);
+    assert_eq!(events[0]["jobIds"], serde_json::json!(["mid", "leaf"]), "{events:?}");
+    let related = events[0]["relatedJobs"].as_array().cloned().unwrap_or_default();
+    assert!(related.is_empty(), "mid was removed, not released: {events:?}");
+}

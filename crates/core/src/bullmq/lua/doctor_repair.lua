@@ -81,11 +81,46 @@ local function moveParent(id)
   addEvent(prefix, 'event', 'waiting', 'jobId', id, 'prev', 'waiting-children')
 end
 
--- A job hash in no state: removed as BullMQ removes a job (its parent lets go of it and goes
--- to wait when it was the last dependency, its dedup key goes when it names it, its keys go).
--- No event: no reader ever saw it in a state. `copied` is `-`, or the fingerprint of its copy
--- in the archive (archive-first), which it must still match.
-local function orphanHash(id, copied)
+-- Why a job's tree (the job and its children, recursively) cannot be removed now: a child in
+-- another slot (`otherSlot`), a lock in it (`locked`), a job beyond list reach
+-- (`outOfReach`); nil when it can.
+local function treeLeft(jobKey, id)
+  local function slotOk(key)
+    for _, childKey in ipairs(childKeysOf(key)) do
+      if not inOwnSlot(childKey) then
+        return false
+      elseif rcall('EXISTS', childKey) == 1 and not slotOk(childKey) then
+        return false
+      end
+    end
+    return true
+  end
+  if not slotOk(jobKey) then
+    return 'otherSlot'
+  elseif lockedTree(jobKey) then
+    return 'locked'
+  elseif not treeInReach(prefix, id) then
+    return 'outOfReach'
+  end
+  return nil
+end
+
+-- The removed children's keys, named under the base as the audit event names them.
+local function takeChildren(jobKey, taken)
+  local children = {}
+  removeChildren(jobKey, children)
+  for _, k in ipairs(children) do
+    taken[#taken + 1] = k
+  end
+end
+
+-- A job hash in no state: removed as BullMQ's Job.remove() removes it (its parent lets go of
+-- it and goes to wait when it was the last dependency, its children go with it, depth first,
+-- its dedup key goes when it names it, its keys go). No event for it: no reader ever saw it
+-- in a state (its children leave BullMQ's `removed`). `copied` is `-`, or the fingerprint of
+-- its copy in the archive (archive-first), which it must still match. A job of its tree
+-- locked leaves the whole tree (`locked`).
+local function orphanHash(id, copied, taken)
   local jobKey = prefix .. id
   if rcall('TYPE', jobKey)['ok'] ~= 'hash' then
     return 'changed'
@@ -110,8 +145,13 @@ local function orphanHash(id, copied)
   if f[1] and f[1] ~= '' and not inOwnSlot(f[1]) then
     return 'otherSlot'
   end
+  local left = treeLeft(jobKey, id)
+  if left then
+    return left
+  end
   reserveAuditSeq()
   releaseParent(jobKey, f[1])
+  takeChildren(jobKey, taken)
   releaseDedup(prefix, id, f[2])
   deleteJobKeys(jobKey)
   return 'repaired'
@@ -239,21 +279,21 @@ local function orphanChild(id, _, taken)
     return 'changed'
   end
   local state = stateOf(prefix, id)
-  if state == 'outOfReach' or not treeInReach(prefix, id) then
+  if state == 'outOfReach' then
     return 'outOfReach'
-  elseif state == 'active' or lockedTree(jobKey) then
+  elseif state == 'active' then
     return 'locked'
+  end
+  local left = treeLeft(jobKey, id)
+  if left then
+    return left
   elseif schedulerOf(prefix, id) then
     return 'scheduler'
   elseif restoredHeld(id) then
     return 'restored'
   end
   reserveAuditSeq()
-  local children = {}
-  removeTree(prefix, id, children)
-  for _, k in ipairs(children) do
-    taken[#taken + 1] = string.sub(k, 1, #prefix) == prefix and string.sub(k, #prefix + 1) or k
-  end
+  removeTree(prefix, id, taken)
   return 'repaired'
 end
 
@@ -286,6 +326,10 @@ end
 local repair, nameOf = entry[1], entry[2]
 local counts = {repaired = 0, changed = 0, locked = 0, restored = 0, outOfReach = 0,
   otherSlot = 0, scheduler = 0}
+-- Jobs this call removed (full keys): the audit event names none of them as a parent it
+-- released (removing a child first bounces its parent through wait, in BullMQ's order).
+local removedKeys = {}
+local REMOVES_JOB = {orphanHashes = true, orphanChildren = true}
 local acted, handled = {}, 0
 for i = 6, #ARGV, 2 do
   local id, detail = ARGV[i], ARGV[i + 1]
@@ -293,14 +337,25 @@ for i = 6, #ARGV, 2 do
   local verdict = repair(id, detail, children)
   if verdict == 'repaired' then
     acted[#acted + 1] = nameOf(id, detail)
+    if REMOVES_JOB[kind] then
+      removedKeys[prefix .. id] = true
+    end
     for _, k in ipairs(children) do
-      acted[#acted + 1] = k
+      removedKeys[k] = true
+      acted[#acted + 1] = string.sub(k, 1, #prefix) == prefix and string.sub(k, #prefix + 1) or k
     end
   end
   counts[verdict] = counts[verdict] + 1
   handled = handled + 1
   if spent(clock) then break end
 end
+local related = {}
+for _, r in ipairs(auditRelated) do
+  if not removedKeys[r.key] then
+    related[#related + 1] = r
+  end
+end
+auditRelated = related
 addAuditEvent(ctx, acted)
 return {handled, counts.repaired, counts.changed, counts.locked, counts.restored,
   counts.outOfReach, counts.otherSlot, counts.scheduler, elapsed(clock)}
