@@ -723,7 +723,11 @@ fn waiting_job(con: &mut redis::Connection, id: &str) {
     let _: () = con
         .hset_multiple(
             k(id),
-            &[("name", "job"), ("data", "{}"), ("timestamp", "1700000000000")],
+            &[
+                ("name", "job"),
+                ("data", "{}"),
+                ("timestamp", "1700000000000"),
+            ],
         )
         .expect("job");
     let _: () = con.rpush(k("wait"), id).expect("wait");
@@ -757,11 +761,21 @@ fn jobs_whose_custom_ids_look_like_sub_keys_dedup_keys_or_templates_are_jobs() {
     // An orphan job with such an id is an orphan hash, and a real `:processed` hash of a gone
     // job is still an orphan sub-key.
     let _: () = con.lrem(k("wait"), 1, "x:y:processed").expect("lrem");
-    let _: () = con.hset(k("50:processed"), k("2"), "{}").expect("processed");
+    let _: () = con
+        .hset(k("50:processed"), k("2"), "{}")
+        .expect("processed");
     let (code, doc) = doctor(&w, &policy, &[]);
     assert_eq!(code, 1, "{doc}");
-    assert_eq!(finding(&doc, "orphanHashes")["samples"], serde_json::json!([k("x:y:processed")]), "{doc}");
-    assert_eq!(finding(&doc, "orphanSubkeys")["samples"], serde_json::json!([k("50:processed")]), "{doc}");
+    assert_eq!(
+        finding(&doc, "orphanHashes")["samples"],
+        serde_json::json!([k("x:y:processed")]),
+        "{doc}"
+    );
+    assert_eq!(
+        finding(&doc, "orphanSubkeys")["samples"],
+        serde_json::json!([k("50:processed")]),
+        "{doc}"
+    );
     let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
     assert_eq!(code, 1, "{doc}");
     assert!(!con.exists::<_, bool>(k("x:y:processed")).expect("exists"));
@@ -785,7 +799,10 @@ fn an_orphan_parent_goes_with_its_children_and_a_locked_tree_stays_whole() {
     // Parent q (likewise lost) whose child cq is being processed: the tree stays whole.
     let _: () = con.hset(k("q"), "name", "parent").expect("q");
     let _: () = con
-        .hset_multiple(k("cq"), &[("name", "child"), ("parentKey", k("q").as_str())])
+        .hset_multiple(
+            k("cq"),
+            &[("name", "child"), ("parentKey", k("q").as_str())],
+        )
         .expect("cq");
     let _: () = con.rpush(k("active"), "cq").expect("active");
     let _: () = con.set_ex(k("cq:lock"), "w", 600).expect("lock");
@@ -820,11 +837,17 @@ fn the_audit_event_names_no_job_it_removed_as_a_released_parent() {
     let mut con = w.con();
     // mid waits for its child leaf; mid's own parent is gone.
     let _: () = con
-        .hset_multiple(k("mid"), &[("name", "mid"), ("parentKey", k("gone").as_str())])
+        .hset_multiple(
+            k("mid"),
+            &[("name", "mid"), ("parentKey", k("gone").as_str())],
+        )
         .expect("mid");
     let _: () = con.zadd(k("waiting-children"), "mid", 1).expect("wc");
     let _: () = con
-        .hset_multiple(k("leaf"), &[("name", "leaf"), ("parentKey", k("mid").as_str())])
+        .hset_multiple(
+            k("leaf"),
+            &[("name", "leaf"), ("parentKey", k("mid").as_str())],
+        )
         .expect("leaf");
     let _: () = con.rpush(k("wait"), "leaf").expect("wait");
     let _: () = con.sadd(k("mid:dependencies"), k("leaf")).expect("deps");
@@ -833,7 +856,43 @@ fn the_audit_event_names_no_job_it_removed_as_a_released_parent() {
     assert!(!con.exists::<_, bool>(k("mid")).expect("exists"));
     assert!(!con.exists::<_, bool>(k("leaf")).expect("exists"));
     let events = repair_events(&w, &policy);
-    assert_eq!(events[0]["jobIds"], serde_json::json!(["mid", "leaf"]), "{events:?}");
-    let related = events[0]["relatedJobs"].as_array().cloned().unwrap_or_default();
-    assert!(related.is_empty(), "mid was removed, not released: {events:?}");
+    assert_eq!(
+        events[0]["jobIds"],
+        serde_json::json!(["mid", "leaf"]),
+        "{events:?}"
+    );
+    let related = events[0]["relatedJobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        related.is_empty(),
+        "mid was removed, not released: {events:?}"
+    );
+}
+
+#[test]
+fn schedulers_whose_ids_end_in_digits_are_templates_never_jobs() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    // BullMQ accepts ':' in scheduler ids: `now:1`'s template looks like an iteration's key.
+    for sid in ["report:2024", "now:1", "gone:7"] {
+        let _: () = con
+            .hset_multiple(
+                k(&format!("repeat:{sid}")),
+                &[("name", "tick"), ("every", "3600000"), ("ic", "1")],
+            )
+            .expect("template");
+    }
+    let _: () = con.zadd(k("repeat"), "report:2024", 1_000).expect("repeat");
+    let _: () = con.zadd(k("repeat"), "now:1", 1_000).expect("repeat");
+    let doc = find_then_repair(&w, &policy, "orphanSchedulers", 1, &k("repeat:gone:7"));
+    assert_eq!(finding(&doc, "orphanSchedulers")["repaired"], 1, "{doc}");
+    assert_eq!(finding(&doc, "orphanHashes"), &Value::Null, "{doc}");
+    assert!(!con.exists::<_, bool>(k("repeat:gone:7")).expect("exists"));
+    for kept in ["repeat:report:2024", "repeat:now:1"] {
+        assert!(con.exists::<_, bool>(k(kept)).expect("exists"), "{kept}");
+    }
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 0, "{doc}");
 }

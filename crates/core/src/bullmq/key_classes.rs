@@ -180,7 +180,9 @@ fn subkey_name(rest: &str) -> Option<(&str, &'static str)> {
 /// that may also be a job's is [`DoctorKey::Ambiguous`].
 pub fn doctor_key(rest: &str) -> DoctorKey<'_> {
     if subkey_name(rest).is_some()
-        || ["de:", "dn:", "repeat:"].iter().any(|p| rest.starts_with(p))
+        || ["de:", "dn:", "repeat:"]
+            .iter()
+            .any(|p| rest.starts_with(p))
     {
         return DoctorKey::Ambiguous;
     }
@@ -203,8 +205,10 @@ pub fn resolve_doctor_key(rest: &str, shape: Shape) -> DoctorKey<'_> {
     if let Some(deid) = rest.strip_prefix("de:").filter(|_| shape == Shape::String) {
         return DoctorKey::Dedup(deid);
     }
-    match classify_under_base(rest) {
-        Some((ErasureKind::Scheduler, sid)) if shape == Shape::Hash => DoctorKey::Scheduler(sid),
+    // A template's id may end in `:<digits>` as an iteration's does (`repeat:now:1`): a hash
+    // that could not be a job (iterations carry a timestamp) is a template.
+    match rest.strip_prefix("repeat:") {
+        Some(sid) if shape == Shape::Hash && !sid.is_empty() => DoctorKey::Scheduler(sid),
         _ => DoctorKey::Other,
     }
 }
@@ -236,7 +240,14 @@ mod tests {
     #[test]
     fn doctor_sorts_keys_under_a_base() {
         assert_eq!(doctor_key("7"), DoctorKey::Job("7"));
-        for ambiguous in ["7:logs", "a:b:c:lock", "de:x", "repeat:s1", "repeat:s1:1700", "dn:x"] {
+        for ambiguous in [
+            "7:logs",
+            "a:b:c:lock",
+            "de:x",
+            "repeat:s1",
+            "repeat:s1:1700",
+            "dn:x",
+        ] {
             assert_eq!(doctor_key(ambiguous), DoctorKey::Ambiguous, "{ambiguous}");
         }
         for other in ["wait", "meta", "metrics:completed", "metrics:failed", ""] {
@@ -247,7 +258,11 @@ mod tests {
             ("7:logs", List, DoctorKey::SubKey("7", "logs")),
             ("a:b:c:lock", String, DoctorKey::SubKey("a:b:c", "lock")),
             ("7:processed", Hash, DoctorKey::SubKey("7", "processed")),
-            ("7:unsuccessful", ZSet, DoctorKey::SubKey("7", "unsuccessful")),
+            (
+                "7:unsuccessful",
+                ZSet,
+                DoctorKey::SubKey("7", "unsuccessful"),
+            ),
             ("de:x", String, DoctorKey::Dedup("x")),
             ("repeat:s1", Hash, DoctorKey::Scheduler("s1")),
             // Jobs with custom ids of three parts.
@@ -260,12 +275,17 @@ mod tests {
             ("c:d:logs", Hash, DoctorKey::Other),
             ("i:j:lock", Set, DoctorKey::Other),
             ("de:q:r", Hash, DoctorKey::Other),
-            ("repeat:s1:1700", Hash, DoctorKey::Other),
+            ("repeat:now:1", Hash, DoctorKey::Scheduler("now:1")),
+            ("repeat:s1:1700", Job, DoctorKey::Job("repeat:s1:1700")),
             ("dn:x", Hash, DoctorKey::Other),
             ("7:logs", Other, DoctorKey::Other),
         ];
         for (rest, shape, expected) in cases {
-            assert_eq!(resolve_doctor_key(rest, shape), expected, "{rest} {shape:?}");
+            assert_eq!(
+                resolve_doctor_key(rest, shape),
+                expected,
+                "{rest} {shape:?}"
+            );
         }
         let k = QueueKeys::new("{b}:q*");
         assert_eq!(k.scan_all(), "{b}:q\\*:*");

@@ -85,8 +85,8 @@ fn build(preludes: &[&str], body: &str) -> Script {
 /// The scripts, built on first use.
 pub fn scripts() -> &'static Scripts {
     use prelude::{
-        AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_LIKE, JOB_TREE, REMOVAL, SET_WALK,
-        SLOT,
+        AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_LIKE, JOB_TREE, REMOVAL,
+        SET_WALK, SLOT,
     };
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
@@ -101,10 +101,24 @@ pub fn scripts() -> &'static Scripts {
         ),
         page_newest: ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
         doctor_probe: ReadOnlyScript::new(
-            &[BUDGET, SLOT, JOB_LIKE, include_str!("../lua/doctor_probe.lua")].join("\n"),
+            &[
+                BUDGET,
+                SLOT,
+                JOB_LIKE,
+                include_str!("../lua/doctor_probe.lua"),
+            ]
+            .join("\n"),
         ),
         doctor_repair: build(
-            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL, JOB_TREE, JOB_LIKE],
+            &[
+                BUDGET,
+                AUDIT,
+                HELD,
+                FINGERPRINT,
+                REMOVAL,
+                JOB_TREE,
+                JOB_LIKE,
+            ],
             include_str!("../lua/doctor_repair.lua"),
         ),
         restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),
