@@ -355,6 +355,18 @@ fn an_events_stream_over_its_bound_is_found_and_trimmed_to_it() {
     assert_eq!(newest, Some(redis::Value::BulkString(b"199".to_vec())));
     let meta: String = con.hget(k("meta"), "opts.maxLenEvents").expect("meta");
     assert_eq!(meta, "10");
+    // Audited, as every repair is, with its kind.
+    let events = repair_events(&w, &policy);
+    assert!(!events.is_empty(), "a repair event");
+    assert!(
+        events.iter().all(|e| e["repairKind"] == "eventsOverLimit"),
+        "{events:?}"
+    );
+    assert_eq!(
+        events[0]["jobIds"],
+        serde_json::json!(["events"]),
+        "{events:?}"
+    );
     let (code, doc) = doctor(&w, &policy, &[]);
     assert_eq!(code, 0, "{doc}");
 }

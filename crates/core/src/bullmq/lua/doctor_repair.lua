@@ -8,16 +8,17 @@
   scripts do.
   ARGV[1] queue prefix (`<base>:`)
   ARGV[2] the kind: orphanHashes, danglingIds, staleDedup, orphanSubkeys, stuckParents,
-    orphanChildren or orphanSchedulers
+    orphanChildren, orphanSchedulers or eventsOverLimit
   ARGV[3] audit context JSON
   ARGV[4] time budget in microseconds
   ARGV[5] reach: how many entries of a list are searched from each of its ends
   ARGV[6..] the findings, two values each: the id (job id, dedup id or scheduler id) and a
     detail: the state key's suffix (danglingIds), the job id the dedup key held (staleDedup),
     the sub-key's suffix (orphanSubkeys), the fingerprint of its archived copy or `-`
-    (orphanHashes), `-` for the other kinds
+    (orphanHashes), `-` for the other kinds; for eventsOverLimit one item: the stream's bound
+    and the slack of approximate trimming
   Returns {handled, repaired, changed, locked, restored, outOfReach, otherSlot, scheduler,
-    elapsedMicros}.
+    elapsedMicros}; for eventsOverLimit `repaired` counts the entries trimmed.
 
   Invariant: a finding is repaired only when it still holds in this call (else `changed`); a
   job with a `:lock` (or in `active`, or with a locked child, for orphanChildren) is left
@@ -309,6 +310,27 @@ local function orphanScheduler(sid)
   return 'repaired'
 end
 
+-- An events stream over its bound: trimmed as `events:` trims it, `XTRIM … MAXLEN ~ bound
+-- LIMIT 1000` steps while over bound + slack and the budget lasts, then one exact `XTRIM
+-- MAXLEN = bound` (few entries). Counts the entries trimmed.
+local function eventsOverLimit(bound, slack)
+  local key = prefix .. 'events'
+  local n, over = tonumber(bound), tonumber(slack)
+  if not n or not over or rcall('TYPE', key)['ok'] ~= 'stream' or rcall('XLEN', key) <= n then
+    return 'changed'
+  end
+  reserveAuditSeq()
+  local trimmed = 0
+  while rcall('XLEN', key) > n + over do
+    local step = rcall('XTRIM', key, 'MAXLEN', '~', n, 'LIMIT', 1000)
+    trimmed = trimmed + step
+    if step == 0 or spent(clock) then
+      return 'repaired', trimmed
+    end
+  end
+  return 'repaired', trimmed + rcall('XTRIM', key, 'MAXLEN', n)
+end
+
 -- Each kind: its repair, and the item's key under the base (what the audit event names).
 local KINDS = {
   orphanHashes = {orphanHash, function(id) return id end},
@@ -318,6 +340,7 @@ local KINDS = {
   stuckParents = {stuckParent, function(id) return id end},
   orphanChildren = {orphanChild, function(id) return id end},
   orphanSchedulers = {orphanScheduler, function(sid) return 'repeat:' .. sid end},
+  eventsOverLimit = {eventsOverLimit, function() return 'events' end},
 }
 local entry = KINDS[kind]
 if not entry then
@@ -334,7 +357,8 @@ local acted, handled = {}, 0
 for i = 6, #ARGV, 2 do
   local id, detail = ARGV[i], ARGV[i + 1]
   local children = {}
-  local verdict = repair(id, detail, children)
+  -- A repair may count more than one (eventsOverLimit: entries trimmed).
+  local verdict, n = repair(id, detail, children)
   if verdict == 'repaired' then
     acted[#acted + 1] = nameOf(id, detail)
     if REMOVES_JOB[kind] then
@@ -345,7 +369,7 @@ for i = 6, #ARGV, 2 do
       acted[#acted + 1] = string.sub(k, 1, #prefix) == prefix and string.sub(k, #prefix + 1) or k
     end
   end
-  counts[verdict] = counts[verdict] + 1
+  counts[verdict] = counts[verdict] + (n or 1)
   handled = handled + 1
   if spent(clock) then break end
 end
