@@ -908,3 +908,28 @@ fn schedulers_whose_ids_end_in_digits_are_templates_never_jobs() {
     let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
     assert_eq!(code, 0, "{doc}");
 }
+
+#[test]
+fn an_orphan_hash_is_found_and_removed_beside_a_wait_list_of_30_000_ids() {
+    let (w, policy) = world(5);
+    let mut con = w.con();
+    // A backlog longer than twice the list reach (2 × 10,000): searched whole.
+    for chunk in 0..30 {
+        let ids: Vec<String> = (0..1_000)
+            .map(|i| format!("w{}", chunk * 1_000 + i))
+            .collect();
+        let _: () = con.rpush(k("wait"), &ids).expect("wait");
+    }
+    let _: () = con.zrem(k("completed"), "3").expect("zrem");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "orphanHashes"]);
+    assert_eq!(code, 1, "{doc}");
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["found"].as_u64(), f["repaired"].as_u64()),
+        (Some(1), Some(1)),
+        "{doc}"
+    );
+    assert!(!con.exists::<_, bool>(k("3")).expect("exists"));
+    let len: u64 = con.llen(k("wait")).expect("llen");
+    assert_eq!(len, 30_000, "the backlog stays");
+}

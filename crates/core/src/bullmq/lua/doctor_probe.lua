@@ -18,9 +18,9 @@
     one of the five sorted sets), `l` (in none of them: the lists are the caller's to check);
     the second the job's parent: `-` (none), `p` (its hash exists), `g` (gone), `o` (in
     another slot of a Cluster: not checkable).
-  * `lists` (ids in no sorted set and in no list the caller read): `i` (in wait, paused or
-    active within reach of an end, or in a set meanwhile), `n` (in no state), `f` (in no state
-    within reach, but a list is longer than twice the reach: unknown).
+  * `lists` (ids in no sorted set and in no list the caller read), the sets and lists in the
+    same call (job_like.lua's stateHolding): `i` (in a state meanwhile), `n` (in no state),
+    `f` (in no state within reach of a list too long to search whole: unknown).
   * `shape` (names under the prefix that may be a job's or another key's, job_like.lua): `j`
     a hash that could be a job, `h` another hash, `s` string, `l` list, `t` set, `z` sorted
     set, `-` gone, `o` another type.
@@ -34,7 +34,6 @@ local prefix = ARGV[1]
 local mode = ARGV[2]
 local reach = tonumber(ARGV[4])
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
-local LISTS = {'wait', 'paused', 'active'}
 -- A `stuck` parent with more dependencies than this is not checked in one call.
 local MAX_DEPENDENCIES = 1000
 -- Items in `missing` cost one EXISTS, in `jobs` two or three calls (`shape` one to a dozen): the clock is read every
@@ -72,19 +71,11 @@ local function jobCode(id)
 end
 
 local function listCode(id)
-  if inSomeSet(id) then
-    return 'i'
+  local state = stateHolding(prefix, id, reach)
+  if state == 'unknown' then
+    return 'n'
   end
-  local far = false
-  for _, s in ipairs(LISTS) do
-    local key = prefix .. s
-    if rcall('LPOS', key, id, 'RANK', -1, 'MAXLEN', reach) or
-      rcall('LPOS', key, id, 'RANK', 1, 'MAXLEN', reach) then
-      return 'i'
-    end
-    far = far or rcall('LLEN', key) > 2 * reach
-  end
-  return far and 'f' or 'n'
+  return state == 'outOfReach' and 'f' or 'i'
 end
 
 local function stuckCode(id)

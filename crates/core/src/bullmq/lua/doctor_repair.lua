@@ -85,7 +85,7 @@ end
 -- Why a job's tree (the job and its children, recursively) cannot be removed now: a child in
 -- another slot (`otherSlot`), a lock in it (`locked`), a job beyond list reach
 -- (`outOfReach`); nil when it can.
-local function treeLeft(jobKey, id)
+local function treeLeft(jobKey)
   local function slotOk(key)
     for _, childKey in ipairs(childKeysOf(key)) do
       if not inOwnSlot(childKey) then
@@ -100,8 +100,15 @@ local function treeLeft(jobKey, id)
     return 'otherSlot'
   elseif lockedTree(jobKey) then
     return 'locked'
-  elseif not treeInReach(prefix, id) then
-    return 'outOfReach'
+  end
+  -- The job's own state is its caller's to check; its children's within reach.
+  for _, childKey in ipairs(childKeysOf(jobKey)) do
+    if rcall('EXISTS', childKey) == 1 then
+      local childPrefix, childId = splitJobKey(childKey)
+      if not treeInReach(childPrefix, childId) then
+        return 'outOfReach'
+      end
+    end
   end
   return nil
 end
@@ -132,7 +139,7 @@ local function orphanHash(id, copied, taken)
     -- Changed since it was copied to the archive: the copy is not the job any more.
     return 'changed'
   end
-  local state = stateOf(prefix, id)
+  local state = stateHolding(prefix, id, listReach)
   if state == 'outOfReach' then
     return 'outOfReach'
   elseif state ~= 'unknown' then
@@ -146,7 +153,7 @@ local function orphanHash(id, copied, taken)
   if f[1] and f[1] ~= '' and not inOwnSlot(f[1]) then
     return 'otherSlot'
   end
-  local left = treeLeft(jobKey, id)
+  local left = treeLeft(jobKey)
   if left then
     return left
   end
@@ -285,7 +292,7 @@ local function orphanChild(id, _, taken)
   elseif state == 'active' then
     return 'locked'
   end
-  local left = treeLeft(jobKey, id)
+  local left = treeLeft(jobKey)
   if left then
     return left
   elseif schedulerOf(prefix, id) then
