@@ -665,3 +665,34 @@ fn where_the_policy_archives_an_orphan_hash_is_archived_first() {
     assert_eq!(record["fields"]["data"], data, "{record}");
     assert_eq!(record["logs"], serde_json::json!(["line"]), "{record}");
 }
+
+#[test]
+fn the_table_has_a_row_per_queue_and_kind_and_a_summary() {
+    let (w, policy) = world(3);
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    let _: () = con.del(k("3")).expect("del");
+    let out = w.run(&policy, &["doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let header: Vec<&str> = lines[1].split_whitespace().filter(|w| *w != "│").collect();
+    assert_eq!(
+        header,
+        ["queue", "kind", "found", "repaired", "skipped", "samples"],
+        "{text}"
+    );
+    assert!(
+        text.contains("orphanHashes") && text.contains(&k("2")),
+        "{text}"
+    );
+    assert!(
+        text.contains("danglingIds") && text.contains(&k("3")),
+        "{text}"
+    );
+    assert_eq!(
+        lines.last().copied(),
+        Some("1 queues examined, 1 with damage: 2 found, 0 repaired"),
+        "{text}"
+    );
+}

@@ -1,7 +1,7 @@
 //! `doctor`'s table: a row per queue and kind with findings, then a summary line.
 
 use super::table;
-use bullsweep_core::engine::doctor::DoctorReport;
+use bullsweep_core::ops::doctor::DoctorReport;
 use bullsweep_core::text::thousands;
 
 /// The table of what `doctor` found, or one line when every queue is clean.

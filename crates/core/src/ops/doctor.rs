@@ -6,9 +6,7 @@
 
 use crate::audit::{self, Actor};
 use crate::cancel::Cancel;
-use crate::engine::doctor::{
-    DoctorQueue, DoctorReport, Findings, RepairContext, examine, repair_queue,
-};
+use crate::engine::doctor::{DoctorQueue, Findings, RepairContext, examine, repair_queue};
 use crate::engine::{NO_HASH_TAG, Observer, RunArchive, open_run_archive};
 use crate::error::Error;
 use crate::lock::QueueLocking;
@@ -16,7 +14,7 @@ use bullsweep_base::clock::execution_id;
 use bullsweep_base::connect::{Conn, at_url, describe};
 use bullsweep_policy::{DoctorKind, NamePattern, PolicySet, Resolution};
 
-pub use crate::engine::doctor::{Examined, Finding, QueueDoctor};
+pub use crate::engine::doctor::{DoctorReport, Examined, Finding, QueueDoctor};
 
 /// Which queues `doctor` covers, what it repairs, and how it is stopped early.
 #[derive(Clone, Debug, Default)]
