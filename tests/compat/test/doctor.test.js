@@ -18,7 +18,7 @@ const path = require('node:path');
 const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 const { assertReadable } = require('../lib/pending');
-const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, removeJobs, HOUR } = require('../lib/damage');
+const { KINDS, BYSTANDERS, buildBystanders, openQueues, finish, removeJobs, withQueue, HOUR } = require('../lib/damage');
 const { CHECKS } = require('../lib/doctor_checks');
 const { VERSIONS, auditPolicy, runDoctor, findingsOf } = require('../lib/doctor_cli');
 const { rawDump, diff } = require('../lib/snapshot');
@@ -354,5 +354,32 @@ for (const v of VERSIONS) {
     const changes = diff(before, await rawDump(client));
     assert.deepEqual([changes.removed, changes.changed.filter((k) => !k.startsWith('bullsweep:'))], [[], []], JSON.stringify(changes));
     await finish(v.mq, connection, 'ids', ids);
+  });
+}
+
+// Job scheduler ids may contain `:`; a template `repeat:report:2024` is a template, not an
+// iteration `repeat:<sid>:<millis>` (its scheduler `report:2024` is in `repeat`). Live
+// schedulers are never damage: nothing found, --repair all deletes nothing, BullMQ lists them.
+for (const v of VERSIONS) {
+  test(`${v.label}: schedulers whose ids contain ':' are never damage`, async () => {
+    const db = 12;
+    const client = redis.client(db);
+    await client.flushdb();
+    const sids = ['daily:report', 'report:2024', 'now:1', 'plain'];
+    await withQueue(v.mq, redis.connection(db), 'sch', async (q) => {
+      for (const sid of sids) {
+        await q.upsertJobScheduler(sid, { every: HOUR, ...(sid === 'now:1' ? {} : { startDate: Date.now() + HOUR }) }, { name: sid });
+      }
+    });
+    const before = await rawDump(client);
+    const find = await doctor(db);
+    assert.deepEqual([find.code, find.report && find.report.queues.map((x) => [x.queue, x.error, x.findings])], [0, [['sch', null, []]]], find.stdout + find.stderr);
+    const { file } = auditPolicy();
+    await doctor(db, ['--repair', 'all'], file);
+    const changes = diff(before, await rawDump(client));
+    assert.deepEqual([changes.removed, changes.changed.filter((k) => !k.startsWith('bullsweep:'))], [[], []], JSON.stringify(changes));
+    await withQueue(v.mq, redis.connection(db), 'sch', async (q) => {
+      assert.deepEqual((await q.getJobSchedulers()).map((s) => s.key).sort(), [...sids].sort());
+    });
   });
 }

@@ -200,3 +200,34 @@ for (const v of VERSIONS) {
       { added: [], removed: ['bull:held:L-persist:lock'], changed: [] }, 'only the lock with no TTL went');
   });
 }
+
+// A healthy queue under load is never damaged: while workers move thousands of jobs through
+// active, delayed (retries), completed and failed, every read-only doctor run finds nothing.
+for (const v of VERSIONS) {
+  test(`${v.label}: a busy healthy queue: doctor finds nothing while workers process it`, async () => {
+    const db = 13;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const busy = new v.mq.Queue('busy', { connection });
+    await busy.addBulk(Array.from({ length: 4000 }, (_, i) => ({
+      name: i % 3 ? 'job' : 'retry', data: { i }, opts: { attempts: 2, backoff: { type: 'fixed', delay: 1 } } })));
+    const worker = new v.mq.Worker('busy', async (job) => {
+      if (job.name === 'retry' && job.attemptsMade === 0) throw new Error('planned retry');
+      return job.data.i;
+    }, { connection, concurrency: 16 });
+    const findings = [];
+    try {
+      await waitFor('the worker to be busy', async () => (await busy.getCompletedCount()) > 100);
+      for (let run = 0; run < 8; run++) {
+        const r = await doctor(db);
+        const q = r.report && r.report.queues.find((x) => x.queue === 'busy');
+        if (r.code !== 0 || !q || q.findings.length) findings.push(`run ${run}: exit ${r.code} ${JSON.stringify(q)} ${r.stderr}`);
+      }
+    } finally {
+      await worker.close(true);
+      await busy.close();
+    }
+    assert.deepEqual(findings, [], 'no finding on a healthy queue under load');
+  });
+}
