@@ -36,9 +36,10 @@ local reach = tonumber(ARGV[4])
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
 -- A `stuck` parent with more dependencies than this is not checked in one call.
 local MAX_DEPENDENCIES = 1000
--- Items in `missing` cost one EXISTS, in `jobs` two or three calls (`shape` one to a dozen): the clock is read every
--- this many of them (about 50 µs and 30 µs of work), not after each.
-local EVERY = {missing = 50, jobs = 10, shape = 10}
+-- Items in `missing` cost one EXISTS, in `jobs` two or three calls: the clock is read every
+-- this many of them (about 50 µs and 30 µs of work), not after each. A `shape` or `lists`
+-- item may search lists whole (job_like.lua, up to about 1.5 ms): the clock after each.
+local EVERY = {missing = 50, jobs = 10}
 
 local function inSomeSet(id)
   for _, s in ipairs(ZSETS) do
