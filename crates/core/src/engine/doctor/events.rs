@@ -1,5 +1,5 @@
-//! An events stream over its bound (`eventsOverLimit`): `XLEN` against the bound plus the
-//! slack of BullMQ's approximate trimming; repaired by `doctor_repair.lua`'s audited trim,
+//! An events stream over its bound (`eventsOverLimit`): `XLEN` against the bound plus two
+//! nodes of BullMQ's approximate trimming; repaired by `doctor_repair.lua`'s audited trim,
 //! bounded as `events:` trims (`engine::events_bound`).
 
 use super::{DoctorQueue, Findings};
@@ -12,6 +12,11 @@ use redis::aio::ConnectionLike;
 
 /// BullMQ's `maxLenEvents` when the queue's `meta` names none.
 const DEFAULT_MAX_LEN: u64 = 10_000;
+
+/// How far over its bound a stream is before it is a finding: two stream nodes. BullMQ trims
+/// approximately (whole nodes of 100 entries) and several of its `XADD`s carry no `MAXLEN`,
+/// so a busy healthy stream is routinely over bound + one node between two trims.
+const FIND_SLACK: u64 = 2 * TRIM_SLACK;
 
 /// The queue's events bound: its policy's `events.maxLen`, else `meta`'s
 /// `opts.maxLenEvents`, else BullMQ's default.
@@ -40,7 +45,7 @@ pub(super) async fn events_bound<C: ConnectionLike>(
 }
 
 /// Counts the entries of the queue's events stream over its bound, when they are more than
-/// the trimming's slack.
+/// [`FIND_SLACK`].
 pub(super) async fn over_limit<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
@@ -53,7 +58,7 @@ pub(super) async fn over_limit<C: ConnectionLike>(
         Err(e) if e.code() == Some("WRONGTYPE") => return Ok(()),
         other => other?,
     };
-    if len > bound + TRIM_SLACK {
+    if len > bound + FIND_SLACK {
         let finding = found.of(DoctorKind::EventsOverLimit);
         finding.found = len - bound;
         finding.samples = vec![keys.events()];
