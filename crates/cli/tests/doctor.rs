@@ -946,3 +946,32 @@ fn an_orphan_hash_is_found_and_removed_beside_a_wait_list_of_30_000_ids() {
     let len: u64 = con.llen(k("wait")).expect("llen");
     assert_eq!(len, 30_000, "the backlog stays");
 }
+
+#[test]
+fn a_job_removed_whole_between_two_probe_calls_is_no_damage() {
+    // Under load a job in no sorted set at the first look may be removed whole (its hash and
+    // its state: removeOnComplete) before the next: the hash is checked with the states in
+    // the same call, so it is neither an orphan hash nor a dangling id.
+    let (w, _policy) = world(2);
+    let mut con = w.con();
+    let _: () = con.del(k("2")).expect("del");
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    // Job 1 really dangles: its id is in `completed`, its hash is gone.
+    let _: () = con.del(k("1")).expect("del");
+    let codes = w.block_on_con(async |acon| {
+        let keys = bullsweep_core::bullmq::QueueKeys::new(BASE);
+        let probe = async |acon: &mut _, mode, ids: &[&str]| {
+            let ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+            bullsweep_core::bullmq::scripts()
+                .doctor_probe(acon, &keys, mode, 10_000, &ids, 100_000)
+                .await
+                .expect("probe")
+                .codes
+        };
+        use bullsweep_core::bullmq::ProbeMode;
+        let lists = probe(&mut *acon, ProbeMode::Lists, &["2"]).await;
+        let missing = probe(&mut *acon, ProbeMode::Missing, &["1", "2"]).await;
+        (lists, missing)
+    });
+    assert_eq!(codes, (b"i".to_vec(), b"01".to_vec()));
+}

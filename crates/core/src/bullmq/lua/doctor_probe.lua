@@ -18,13 +18,15 @@
     one of the five sorted sets), `l` (in none of them: the lists are the caller's to check);
     the second the job's parent: `-` (none), `p` (its hash exists), `g` (gone), `o` (in
     another slot of a Cluster: not checkable).
-  * `lists` (ids in no sorted set and in no list the caller read), the sets and lists in the
-    same call (job_like.lua's stateHolding): `i` (in a state meanwhile), `n` (in no state),
+  * `lists` (ids in no sorted set and in no list the caller read), the sets, lists and hash in
+    the same call (job_like.lua's stateHolding): `i` (in a state meanwhile, or its hash gone),
+    `n` (in no state, its hash there),
     `f` (in no state within reach of a list too long to search whole: unknown).
   * `shape` (names under the prefix that may be a job's or another key's, job_like.lua): `j`
     a hash that could be a job, `h` another hash, `s` string, `l` list, `t` set, `z` sorted
     set, `-` gone, `o` another type.
-  * `missing` (ids read from a state): `1` the job hash exists, `0` it does not.
+  * `missing` (ids read from a state): `0` the job hash does not exist and a state still holds
+    the id (or a long list may), `1` otherwise.
   * `stuck` (ids read from waiting-children): `s` (still there, and none of its
     `:dependencies` is an existing job: stuck), `n` (a dependency exists, or one in another
     slot cannot be checked), `b` (more than 1,000 dependencies: not checked), `x` (no longer
@@ -71,12 +73,26 @@ local function jobCode(id)
   return state .. (rcall('EXISTS', parentKey) == 1 and 'p' or 'g')
 end
 
+-- A job that went meanwhile (removeOnComplete between the `jobs` call and this one) is no
+-- orphan: its hash is checked in the same call as its states.
 local function listCode(id)
   local state = stateHolding(prefix, id, reach)
   if state == 'unknown' then
-    return 'n'
+    return rcall('EXISTS', prefix .. id) == 1 and 'n' or 'i'
   end
   return state == 'outOfReach' and 'f' or 'i'
+end
+
+-- A missing hash is a dangling id only while a state still holds the id (one removed whole
+-- since its state's page was read is not): the hash and the states in the same call. Such
+-- an item is costly (the clock is read after it).
+local costly = false
+local function missingCode(id)
+  if rcall('EXISTS', prefix .. id) == 1 then
+    return '1'
+  end
+  costly = true
+  return stateHolding(prefix, id, reach) == 'unknown' and '1' or '0'
 end
 
 local function stuckCode(id)
@@ -107,7 +123,7 @@ local function shapeCode(name)
 end
 
 local codeOf = ({jobs = jobCode, lists = listCode, stuck = stuckCode, shape = shapeCode,
-  missing = function(id) return tostring(rcall('EXISTS', prefix .. id)) end})[mode]
+  missing = missingCode})[mode]
 if not codeOf then
   return redis.error_reply('ERR doctor_probe: unknown mode ' .. tostring(mode))
 end
@@ -117,6 +133,7 @@ local codes, handled = {}, 0
 for i = 5, #ARGV do
   codes[#codes + 1] = codeOf(ARGV[i])
   handled = handled + 1
-  if handled % every == 0 and spent(clock) then break end
+  if (costly or handled % every == 0) and spent(clock) then break end
+  costly = false
 end
 return {handled, elapsed(clock), table.concat(codes)}
