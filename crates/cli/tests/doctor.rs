@@ -147,8 +147,8 @@ fn a_clean_queue_exits_0_and_an_unknown_kind_2() {
     assert_eq!(doc["queues"][0]["key"], BASE);
     assert_eq!(doc["queues"][0]["findings"], serde_json::json!([]));
     assert_eq!(
-        doc["queues"][0]["examined"]["jobs"], 10,
-        "5 hashes and 5 ids"
+        doc["queues"][0]["examined"]["jobs"], 5,
+        "5 jobs, each counted once (its hash and its id)"
     );
     let out = w.run(&policy, &["doctor", "--repair", "danglingIds,orphans"]);
     assert_exit(&out, 2, "orphanHashes");
@@ -325,7 +325,20 @@ fn an_events_stream_over_its_bound_is_found_and_trimmed_to_it() {
     let (w, policy) = world(1);
     let mut con = w.con();
     let _: () = con.hset(k("meta"), "opts.maxLenEvents", 10).expect("meta");
-    for i in 0..200 {
+    // Two nodes over the bound (10 + 200) is no finding yet: BullMQ's own trimming leaves that.
+    for i in 0..210 {
+        let _: String = con
+            .xadd(
+                k("events"),
+                "*",
+                &[("event", "added"), ("jobId", &i.to_string())],
+            )
+            .expect("xadd");
+    }
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!(code, 0, "{doc}");
+    let _: () = con.del(k("events")).expect("del");
+    for i in 0..300 {
         let _: String = con
             .xadd(
                 k("events"),
@@ -339,12 +352,12 @@ fn an_events_stream_over_its_bound_is_found_and_trimmed_to_it() {
     let f = finding(&doc, "eventsOverLimit");
     assert_eq!(
         (f["found"].as_u64(), &f["samples"][0]),
-        (Some(190), &Value::from(k("events"))),
+        (Some(290), &Value::from(k("events"))),
         "{doc}"
     );
     let (code, doc) = doctor(&w, &policy, &["--repair", "eventsOverLimit"]);
     assert_eq!(code, 1, "{doc}");
-    assert_eq!(finding(&doc, "eventsOverLimit")["repaired"], 190, "{doc}");
+    assert_eq!(finding(&doc, "eventsOverLimit")["repaired"], 290, "{doc}");
     // Trimmed to the bound exactly (the newest kept), and meta's bound left as it was.
     let len: u64 = con.xlen(k("events")).expect("xlen");
     assert_eq!(len, 10);
@@ -352,9 +365,21 @@ fn an_events_stream_over_its_bound_is_found_and_trimmed_to_it() {
         .xrevrange_count(k("events"), "+", "-", 1)
         .expect("xrevrange");
     let newest = last.ids[0].map.get("jobId").cloned();
-    assert_eq!(newest, Some(redis::Value::BulkString(b"199".to_vec())));
+    assert_eq!(newest, Some(redis::Value::BulkString(b"299".to_vec())));
     let meta: String = con.hget(k("meta"), "opts.maxLenEvents").expect("meta");
     assert_eq!(meta, "10");
+    // Audited, as every repair is, with its kind.
+    let events = repair_events(&w, &policy);
+    assert!(!events.is_empty(), "a repair event");
+    assert!(
+        events.iter().all(|e| e["repairKind"] == "eventsOverLimit"),
+        "{events:?}"
+    );
+    assert_eq!(
+        events[0]["jobIds"],
+        serde_json::json!(["events"]),
+        "{events:?}"
+    );
     let (code, doc) = doctor(&w, &policy, &[]);
     assert_eq!(code, 0, "{doc}");
 }
@@ -704,4 +729,249 @@ fn the_table_has_a_row_per_queue_and_kind_and_a_summary() {
         Some("1 queues examined, 1 with damage: 2 found, 0 repaired"),
         "{text}"
     );
+}
+
+#[test]
+fn a_queue_whose_only_dedup_key_has_a_ttl_is_examined_and_clean() {
+    let (w, policy) = world(2);
+    let mut con = w.con();
+    let _: () = con.set_ex(k("de:thr"), "2", 3600).expect("de");
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!((code, &doc["clean"]), (0, &Value::Bool(true)), "{doc}");
+    assert_eq!(doc["queues"][0]["error"], Value::Null, "{doc}");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 0, "{doc}");
+}
+
+/// A job as BullMQ adds it (its `timestamp` among its fields), waiting.
+fn waiting_job(con: &mut redis::Connection, id: &str) {
+    let _: () = con
+        .hset_multiple(
+            k(id),
+            &[
+                ("name", "job"),
+                ("data", "{}"),
+                ("timestamp", "1700000000000"),
+            ],
+        )
+        .expect("job");
+    let _: () = con.rpush(k("wait"), id).expect("wait");
+}
+
+#[test]
+fn jobs_whose_custom_ids_look_like_sub_keys_dedup_keys_or_templates_are_jobs() {
+    let (w, policy) = world(2);
+    let mut con = w.con();
+    // BullMQ accepts custom ids of exactly three `:`-separated parts.
+    let ids = [
+        "x:y:processed",
+        "a:b:failed",
+        "c:d:logs",
+        "e:f:dependencies",
+        "g:h:unsuccessful",
+        "i:j:lock",
+        "de:q:r",
+        "repeat:z:abc",
+    ];
+    for id in ids {
+        waiting_job(&mut con, id);
+    }
+    let before = dump_all(&mut con);
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!((code, &doc["clean"]), (0, &Value::Bool(true)), "{doc}");
+    assert_eq!(doc["queues"][0]["examined"]["jobs"], 10, "{doc}");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 0, "{doc}");
+    assert!(dump_all(&mut con) == before, "--repair all deleted nothing");
+    // An orphan job with such an id is an orphan hash, and a real `:processed` hash of a gone
+    // job is still an orphan sub-key.
+    let _: () = con.lrem(k("wait"), 1, "x:y:processed").expect("lrem");
+    let _: () = con
+        .hset(k("50:processed"), k("2"), "{}")
+        .expect("processed");
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(
+        finding(&doc, "orphanHashes")["samples"],
+        serde_json::json!([k("x:y:processed")]),
+        "{doc}"
+    );
+    assert_eq!(
+        finding(&doc, "orphanSubkeys")["samples"],
+        serde_json::json!([k("50:processed")]),
+        "{doc}"
+    );
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 1, "{doc}");
+    assert!(!con.exists::<_, bool>(k("x:y:processed")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("50:processed")).expect("exists"));
+    for id in &ids[1..] {
+        assert!(con.exists::<_, bool>(k(id)).expect("exists"), "{id} stays");
+    }
+}
+
+#[test]
+fn an_orphan_parent_goes_with_its_children_and_a_locked_tree_stays_whole() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    // Parent p (its waiting-children entry lost) with a pending child c1 and a completed c2.
+    flow(&mut con);
+    let _: () = con.zrem(k("waiting-children"), "p").expect("zrem");
+    let _: () = con.lrem(k("wait"), 0, "c2").expect("lrem");
+    let _: () = con.srem(k("p:dependencies"), k("c2")).expect("srem");
+    let _: () = con.zadd(k("completed"), "c2", 5).expect("completed");
+    let _: () = con.hset(k("p:processed"), k("c2"), "1").expect("processed");
+    // Parent q (likewise lost) whose child cq is being processed: the tree stays whole.
+    let _: () = con.hset(k("q"), "name", "parent").expect("q");
+    let _: () = con
+        .hset_multiple(
+            k("cq"),
+            &[("name", "child"), ("parentKey", k("q").as_str())],
+        )
+        .expect("cq");
+    let _: () = con.rpush(k("active"), "cq").expect("active");
+    let _: () = con.set_ex(k("cq:lock"), "w", 600).expect("lock");
+    let _: () = con.sadd(k("q:dependencies"), k("cq")).expect("deps");
+    let doc = find_then_repair(&w, &policy, "orphanHashes", 2, &k("p"));
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["locked"].as_u64()),
+        (Some(1), Some(1)),
+        "{doc}"
+    );
+    for gone in ["p", "p:dependencies", "p:processed", "c1", "c2"] {
+        assert!(!con.exists::<_, bool>(k(gone)).expect("exists"), "{gone}");
+    }
+    for kept in ["q", "q:dependencies", "cq", "cq:lock"] {
+        assert!(con.exists::<_, bool>(k(kept)).expect("exists"), "{kept}");
+    }
+    assert!(!con.exists::<_, bool>(k("wait")).expect("exists"));
+    let completed: Vec<String> = con.zrange(k("completed"), 0, -1).expect("zrange");
+    assert_eq!(completed, ["1"]);
+    let events = repair_events(&w, &policy);
+    let mut ids: Vec<String> = serde_json::from_value(events[0]["jobIds"].clone()).expect("ids");
+    ids.sort();
+    assert_eq!(ids, ["c1", "c2", "p"]);
+    let (_, doc) = doctor(&w, &policy, &[]);
+    assert_eq!(finding(&doc, "orphanChildren"), &Value::Null, "{doc}");
+}
+
+#[test]
+fn the_audit_event_names_no_job_it_removed_as_a_released_parent() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    // mid waits for its child leaf; mid's own parent is gone.
+    let _: () = con
+        .hset_multiple(
+            k("mid"),
+            &[("name", "mid"), ("parentKey", k("gone").as_str())],
+        )
+        .expect("mid");
+    let _: () = con.zadd(k("waiting-children"), "mid", 1).expect("wc");
+    let _: () = con
+        .hset_multiple(
+            k("leaf"),
+            &[("name", "leaf"), ("parentKey", k("mid").as_str())],
+        )
+        .expect("leaf");
+    let _: () = con.rpush(k("wait"), "leaf").expect("wait");
+    let _: () = con.sadd(k("mid:dependencies"), k("leaf")).expect("deps");
+    let doc = find_then_repair(&w, &policy, "orphanChildren", 1, &k("mid"));
+    assert_eq!(finding(&doc, "orphanChildren")["repaired"], 1, "{doc}");
+    assert!(!con.exists::<_, bool>(k("mid")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("leaf")).expect("exists"));
+    let events = repair_events(&w, &policy);
+    assert_eq!(
+        events[0]["jobIds"],
+        serde_json::json!(["mid", "leaf"]),
+        "{events:?}"
+    );
+    let related = events[0]["relatedJobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        related.is_empty(),
+        "mid was removed, not released: {events:?}"
+    );
+}
+
+#[test]
+fn schedulers_whose_ids_end_in_digits_are_templates_never_jobs() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    // BullMQ accepts ':' in scheduler ids: `now:1`'s template looks like an iteration's key.
+    for sid in ["report:2024", "now:1", "gone:7"] {
+        let _: () = con
+            .hset_multiple(
+                k(&format!("repeat:{sid}")),
+                &[("name", "tick"), ("every", "3600000"), ("ic", "1")],
+            )
+            .expect("template");
+    }
+    let _: () = con.zadd(k("repeat"), "report:2024", 1_000).expect("repeat");
+    let _: () = con.zadd(k("repeat"), "now:1", 1_000).expect("repeat");
+    let doc = find_then_repair(&w, &policy, "orphanSchedulers", 1, &k("repeat:gone:7"));
+    assert_eq!(finding(&doc, "orphanSchedulers")["repaired"], 1, "{doc}");
+    assert_eq!(finding(&doc, "orphanHashes"), &Value::Null, "{doc}");
+    assert!(!con.exists::<_, bool>(k("repeat:gone:7")).expect("exists"));
+    for kept in ["repeat:report:2024", "repeat:now:1"] {
+        assert!(con.exists::<_, bool>(k(kept)).expect("exists"), "{kept}");
+    }
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all"]);
+    assert_eq!(code, 0, "{doc}");
+}
+
+#[test]
+fn an_orphan_hash_is_found_and_removed_beside_a_wait_list_of_30_000_ids() {
+    let (w, policy) = world(5);
+    let mut con = w.con();
+    // A backlog longer than twice the list reach (2 × 10,000): searched whole.
+    for chunk in 0..30 {
+        let ids: Vec<String> = (0..1_000)
+            .map(|i| format!("w{}", chunk * 1_000 + i))
+            .collect();
+        let _: () = con.rpush(k("wait"), &ids).expect("wait");
+    }
+    let _: () = con.zrem(k("completed"), "3").expect("zrem");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "orphanHashes"]);
+    assert_eq!(code, 1, "{doc}");
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["found"].as_u64(), f["repaired"].as_u64()),
+        (Some(1), Some(1)),
+        "{doc}"
+    );
+    assert!(!con.exists::<_, bool>(k("3")).expect("exists"));
+    let len: u64 = con.llen(k("wait")).expect("llen");
+    assert_eq!(len, 30_000, "the backlog stays");
+}
+
+#[test]
+fn a_job_removed_whole_between_two_probe_calls_is_no_damage() {
+    // Under load a job in no sorted set at the first look may be removed whole (its hash and
+    // its state: removeOnComplete) before the next: the hash is checked with the states in
+    // the same call, so it is neither an orphan hash nor a dangling id.
+    let (w, _policy) = world(2);
+    let mut con = w.con();
+    let _: () = con.del(k("2")).expect("del");
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    // Job 1 really dangles: its id is in `completed`, its hash is gone.
+    let _: () = con.del(k("1")).expect("del");
+    let codes = w.block_on_con(async |acon| {
+        let keys = bullsweep_core::bullmq::QueueKeys::new(BASE);
+        let probe = async |acon: &mut _, mode, ids: &[&str]| {
+            let ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+            bullsweep_core::bullmq::scripts()
+                .doctor_probe(acon, &keys, mode, 10_000, &ids, 100_000)
+                .await
+                .expect("probe")
+                .codes
+        };
+        use bullsweep_core::bullmq::ProbeMode;
+        let lists = probe(&mut *acon, ProbeMode::Lists, &["2"]).await;
+        let missing = probe(&mut *acon, ProbeMode::Missing, &["1", "2"]).await;
+        (lists, missing)
+    });
+    assert_eq!(codes, (b"i".to_vec(), b"01".to_vec()));
 }

@@ -1,7 +1,7 @@
 //! Bounded events streams (`events: { maxLen, maxAge }`) against a real server: `plan` says
 //! what trimming frees, `run` trims a 5,000,000-entry stream to its bound with bounded calls
 //! and writes `opts.maxLenEvents` to the queue's meta; `maxAge` drops old entries only; the
-//! trim function the doctor's `eventsOverLimit` repair calls keeps within the bound.
+//! trim function `run` and the daemon call keeps within the bound.
 
 mod common;
 

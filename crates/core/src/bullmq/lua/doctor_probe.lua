@@ -1,6 +1,6 @@
 --[[
   doctor_probe.lua: the read-only checks `doctor` makes of a batch of one queue's items, one
-  code per item. Built on budget.lua and slot.lua; writes nothing (run as a no-writes script).
+  code per item. Built on budget.lua, slot.lua and job_like.lua; writes nothing (run as a no-writes script).
 
   KEYS[1] the queue's `meta` hash (routes the call to the queue's slot on a Cluster)
   ARGV[1] queue prefix (`<base>:`)
@@ -18,10 +18,15 @@
     one of the five sorted sets), `l` (in none of them: the lists are the caller's to check);
     the second the job's parent: `-` (none), `p` (its hash exists), `g` (gone), `o` (in
     another slot of a Cluster: not checkable).
-  * `lists` (ids in no sorted set and in no list the caller read): `i` (in wait, paused or
-    active within reach of an end, or in a set meanwhile), `n` (in no state), `f` (in no state
-    within reach, but a list is longer than twice the reach: unknown).
-  * `missing` (ids read from a state): `1` the job hash exists, `0` it does not.
+  * `lists` (ids in no sorted set and in no list the caller read), the sets, lists and hash in
+    the same call (job_like.lua's stateHolding): `i` (in a state meanwhile, or its hash gone),
+    `n` (in no state, its hash there),
+    `f` (in no state within reach of a list too long to search whole: unknown).
+  * `shape` (names under the prefix that may be a job's or another key's, job_like.lua): `j`
+    a hash that could be a job, `h` another hash, `s` string, `l` list, `t` set, `z` sorted
+    set, `-` gone, `o` another type.
+  * `missing` (ids read from a state): `0` the job hash does not exist and a state still holds
+    the id (or a long list may), `1` otherwise.
   * `stuck` (ids read from waiting-children): `s` (still there, and none of its
     `:dependencies` is an existing job: stuck), `n` (a dependency exists, or one in another
     slot cannot be checked), `b` (more than 1,000 dependencies: not checked), `x` (no longer
@@ -31,11 +36,11 @@ local prefix = ARGV[1]
 local mode = ARGV[2]
 local reach = tonumber(ARGV[4])
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
-local LISTS = {'wait', 'paused', 'active'}
 -- A `stuck` parent with more dependencies than this is not checked in one call.
 local MAX_DEPENDENCIES = 1000
 -- Items in `missing` cost one EXISTS, in `jobs` two or three calls: the clock is read every
--- this many of them (about 50 µs and 30 µs of work), not after each.
+-- this many of them (about 50 µs and 30 µs of work), not after each. A `shape` or `lists`
+-- item may search lists whole (job_like.lua, up to about 1.5 ms): the clock after each.
 local EVERY = {missing = 50, jobs = 10}
 
 local function inSomeSet(id)
@@ -68,20 +73,26 @@ local function jobCode(id)
   return state .. (rcall('EXISTS', parentKey) == 1 and 'p' or 'g')
 end
 
+-- A job that went meanwhile (removeOnComplete between the `jobs` call and this one) is no
+-- orphan: its hash is checked in the same call as its states.
 local function listCode(id)
-  if inSomeSet(id) then
-    return 'i'
+  local state = stateHolding(prefix, id, reach)
+  if state == 'unknown' then
+    return rcall('EXISTS', prefix .. id) == 1 and 'n' or 'i'
   end
-  local far = false
-  for _, s in ipairs(LISTS) do
-    local key = prefix .. s
-    if rcall('LPOS', key, id, 'RANK', -1, 'MAXLEN', reach) or
-      rcall('LPOS', key, id, 'RANK', 1, 'MAXLEN', reach) then
-      return 'i'
-    end
-    far = far or rcall('LLEN', key) > 2 * reach
+  return state == 'outOfReach' and 'f' or 'i'
+end
+
+-- A missing hash is a dangling id only while a state still holds the id (one removed whole
+-- since its state's page was read is not): the hash and the states in the same call. Such
+-- an item is costly (the clock is read after it).
+local costly = false
+local function missingCode(id)
+  if rcall('EXISTS', prefix .. id) == 1 then
+    return '1'
   end
-  return far and 'f' or 'n'
+  costly = true
+  return stateHolding(prefix, id, reach) == 'unknown' and '1' or '0'
 end
 
 local function stuckCode(id)
@@ -101,8 +112,18 @@ local function stuckCode(id)
   return 's'
 end
 
-local codeOf = ({jobs = jobCode, lists = listCode, stuck = stuckCode,
-  missing = function(id) return tostring(rcall('EXISTS', prefix .. id)) end})[mode]
+local SHAPES = {string = 's', list = 'l', set = 't', zset = 'z', none = '-'}
+
+local function shapeCode(name)
+  local t = rcall('TYPE', prefix .. name)['ok']
+  if t == 'hash' then
+    return hashIsJobLike(prefix, name, reach) and 'j' or 'h'
+  end
+  return SHAPES[t] or 'o'
+end
+
+local codeOf = ({jobs = jobCode, lists = listCode, stuck = stuckCode, shape = shapeCode,
+  missing = missingCode})[mode]
 if not codeOf then
   return redis.error_reply('ERR doctor_probe: unknown mode ' .. tostring(mode))
 end
@@ -112,6 +133,7 @@ local codes, handled = {}, 0
 for i = 5, #ARGV do
   codes[#codes + 1] = codeOf(ARGV[i])
   handled = handled + 1
-  if handled % every == 0 and spent(clock) then break end
+  if (costly or handled % every == 0) and spent(clock) then break end
+  costly = false
 end
 return {handled, elapsed(clock), table.concat(codes)}

@@ -1,29 +1,33 @@
 --[[
   doctor_repair.lua: repairs one kind of damage `doctor` found in a queue, for a batch of its
   findings, each checked again first; the repairs and their audit event in one atomic call.
-  Built on the budget, audit, held, fingerprint, slot, removal and job_tree preludes.
+  Built on the budget, audit, held, fingerprint, slot, removal, job_tree and job_like preludes.
 
   KEYS[1] the queue's `meta` hash (the call's slot); then the queue's restore holds and audit
   keys (held.lua, audit.lua). The other keys are built from the queue prefix, as BullMQ's own
   scripts do.
   ARGV[1] queue prefix (`<base>:`)
   ARGV[2] the kind: orphanHashes, danglingIds, staleDedup, orphanSubkeys, stuckParents,
-    orphanChildren or orphanSchedulers
+    orphanChildren, orphanSchedulers or eventsOverLimit
   ARGV[3] audit context JSON
   ARGV[4] time budget in microseconds
   ARGV[5] reach: how many entries of a list are searched from each of its ends
   ARGV[6..] the findings, two values each: the id (job id, dedup id or scheduler id) and a
     detail: the state key's suffix (danglingIds), the job id the dedup key held (staleDedup),
     the sub-key's suffix (orphanSubkeys), the fingerprint of its archived copy or `-`
-    (orphanHashes), `-` for the other kinds
+    (orphanHashes), `-` for the other kinds; for eventsOverLimit one item: the stream's bound
+    and the slack of approximate trimming
   Returns {handled, repaired, changed, locked, restored, outOfReach, otherSlot, scheduler,
-    elapsedMicros}.
+    elapsedMicros}; for eventsOverLimit `repaired` counts the entries trimmed.
 
   Invariant: a finding is repaired only when it still holds in this call (else `changed`); a
   job with a `:lock` (or in `active`, or with a locked child, for orphanChildren) is left
   (`locked`), a job a restore holds is left (`restored`), a list is searched only within
   reach of its ends (`outOfReach`), a parent or child in another slot of a Cluster is left
-  (`otherSlot`), a job scheduler's current iteration is left (`scheduler`). Each repair is
+  (`otherSlot`), a job scheduler's current iteration is left (`scheduler`). A key whose name
+  a custom job id may also take (`x:y:processed`, `de:q:r`, `repeat:z:1`) is a sub-key or a
+  template only with BullMQ's type for it and when it could not be a job (job_like.lua), and
+  such a hash is an orphan job only when it has job fields (else `changed`). Each repair is
   the bookkeeping BullMQ itself does (the script's functions below say which); every call
   that repairs anything appends its audit event (the repaired items, by their key under the
   base) in the same call.
@@ -78,19 +82,64 @@ local function moveParent(id)
   addEvent(prefix, 'event', 'waiting', 'jobId', id, 'prev', 'waiting-children')
 end
 
--- A job hash in no state: removed as BullMQ removes a job (its parent lets go of it and goes
--- to wait when it was the last dependency, its dedup key goes when it names it, its keys go).
--- No event: no reader ever saw it in a state. `copied` is `-`, or the fingerprint of its copy
--- in the archive (archive-first), which it must still match.
-local function orphanHash(id, copied)
+-- Why a job's tree (the job and its children, recursively) cannot be removed now: a child in
+-- another slot (`otherSlot`), a lock in it (`locked`), a job beyond list reach
+-- (`outOfReach`); nil when it can.
+local function treeLeft(jobKey)
+  local function slotOk(key)
+    for _, childKey in ipairs(childKeysOf(key)) do
+      if not inOwnSlot(childKey) then
+        return false
+      elseif rcall('EXISTS', childKey) == 1 and not slotOk(childKey) then
+        return false
+      end
+    end
+    return true
+  end
+  if not slotOk(jobKey) then
+    return 'otherSlot'
+  elseif lockedTree(jobKey) then
+    return 'locked'
+  end
+  -- The job's own state is its caller's to check; its children's within reach.
+  for _, childKey in ipairs(childKeysOf(jobKey)) do
+    if rcall('EXISTS', childKey) == 1 then
+      local childPrefix, childId = splitJobKey(childKey)
+      if not treeInReach(childPrefix, childId) then
+        return 'outOfReach'
+      end
+    end
+  end
+  return nil
+end
+
+-- The removed children's keys, named under the base as the audit event names them.
+local function takeChildren(jobKey, taken)
+  local children = {}
+  removeChildren(jobKey, children)
+  for _, k in ipairs(children) do
+    taken[#taken + 1] = k
+  end
+end
+
+-- A job hash in no state: removed as BullMQ's Job.remove() removes it (its parent lets go of
+-- it and goes to wait when it was the last dependency, its children go with it, depth first,
+-- its dedup key goes when it names it, its keys go). No event for it: no reader ever saw it
+-- in a state (its children leave BullMQ's `removed`). `copied` is `-`, or the fingerprint of
+-- its copy in the archive (archive-first), which it must still match. A job of its tree
+-- locked leaves the whole tree (`locked`).
+local function orphanHash(id, copied, taken)
   local jobKey = prefix .. id
   if rcall('TYPE', jobKey)['ok'] ~= 'hash' then
+    return 'changed'
+  elseif ambiguousName(id) and rcall('HEXISTS', jobKey, 'timestamp') == 0 then
+    -- A name a sub-key, dedup key or template may take, and nothing says it is a job.
     return 'changed'
   elseif copied ~= '-' and archivedFingerprint(jobKey, copied) ~= copied then
     -- Changed since it was copied to the archive: the copy is not the job any more.
     return 'changed'
   end
-  local state = stateOf(prefix, id)
+  local state = stateHolding(prefix, id, listReach)
   if state == 'outOfReach' then
     return 'outOfReach'
   elseif state ~= 'unknown' then
@@ -104,8 +153,13 @@ local function orphanHash(id, copied)
   if f[1] and f[1] ~= '' and not inOwnSlot(f[1]) then
     return 'otherSlot'
   end
+  local left = treeLeft(jobKey)
+  if left then
+    return left
+  end
   reserveAuditSeq()
   releaseParent(jobKey, f[1])
+  takeChildren(jobKey, taken)
   releaseDedup(prefix, id, f[2])
   deleteJobKeys(jobKey)
   return 'repaired'
@@ -139,11 +193,12 @@ local function danglingId(id, suffix)
   else
     rcall('LREM', key, side, id)
   end
-  local subs = {}
-  for i, s in ipairs(SUBKEYS) do
-    subs[i] = prefix .. id .. ':' .. s
+  -- Only keys of the sub-keys' types that are no job of their own (a custom id may take the name).
+  for _, s in ipairs(SUBKEYS) do
+    if isSubkey(prefix, id, s, listReach) then
+      rcall('UNLINK', prefix .. id .. ':' .. s)
+    end
   end
-  rcall('UNLINK', unpack(subs))
   return 'repaired'
 end
 
@@ -166,7 +221,7 @@ end
 -- A sub-key of a job whose hash is gone (a `:lock` only without a TTL): deleted.
 local function orphanSubkey(id, suffix)
   local key = prefix .. id .. ':' .. suffix
-  if rcall('EXISTS', prefix .. id) == 1 or rcall('EXISTS', key) == 0 then
+  if rcall('EXISTS', prefix .. id) == 1 or not isSubkey(prefix, id, suffix, listReach) then
     return 'changed'
   end
   if suffix == 'lock' then
@@ -232,33 +287,55 @@ local function orphanChild(id, _, taken)
     return 'changed'
   end
   local state = stateOf(prefix, id)
-  if state == 'outOfReach' or not treeInReach(prefix, id) then
+  if state == 'outOfReach' then
     return 'outOfReach'
-  elseif state == 'active' or lockedTree(jobKey) then
+  elseif state == 'active' then
     return 'locked'
+  end
+  local left = treeLeft(jobKey)
+  if left then
+    return left
   elseif schedulerOf(prefix, id) then
     return 'scheduler'
   elseif restoredHeld(id) then
     return 'restored'
   end
   reserveAuditSeq()
-  local children = {}
-  removeTree(prefix, id, children)
-  for _, k in ipairs(children) do
-    taken[#taken + 1] = string.sub(k, 1, #prefix) == prefix and string.sub(k, #prefix + 1) or k
-  end
+  removeTree(prefix, id, taken)
   return 'repaired'
 end
 
 -- A scheduler template with no entry in the `repeat` set: deleted.
 local function orphanScheduler(sid)
   local key = prefix .. 'repeat:' .. sid
-  if rcall('TYPE', key)['ok'] ~= 'hash' or rcall('ZSCORE', prefix .. 'repeat', sid) then
+  if rcall('TYPE', key)['ok'] ~= 'hash' or rcall('ZSCORE', prefix .. 'repeat', sid)
+    or hashIsJobLike(prefix, 'repeat:' .. sid, listReach) then
     return 'changed'
   end
   reserveAuditSeq()
   rcall('DEL', key)
   return 'repaired'
+end
+
+-- An events stream over its bound: trimmed as `events:` trims it, `XTRIM … MAXLEN ~ bound
+-- LIMIT 1000` steps while over bound + slack and the budget lasts, then one exact `XTRIM
+-- MAXLEN = bound` (few entries). Counts the entries trimmed.
+local function eventsOverLimit(bound, slack)
+  local key = prefix .. 'events'
+  local n, over = tonumber(bound), tonumber(slack)
+  if not n or not over or rcall('TYPE', key)['ok'] ~= 'stream' or rcall('XLEN', key) <= n then
+    return 'changed'
+  end
+  reserveAuditSeq()
+  local trimmed = 0
+  while rcall('XLEN', key) > n + over do
+    local step = rcall('XTRIM', key, 'MAXLEN', '~', n, 'LIMIT', 1000)
+    trimmed = trimmed + step
+    if step == 0 or spent(clock) then
+      return 'repaired', trimmed
+    end
+  end
+  return 'repaired', trimmed + rcall('XTRIM', key, 'MAXLEN', n)
 end
 
 -- Each kind: its repair, and the item's key under the base (what the audit event names).
@@ -270,6 +347,7 @@ local KINDS = {
   stuckParents = {stuckParent, function(id) return id end},
   orphanChildren = {orphanChild, function(id) return id end},
   orphanSchedulers = {orphanScheduler, function(sid) return 'repeat:' .. sid end},
+  eventsOverLimit = {eventsOverLimit, function() return 'events' end},
 }
 local entry = KINDS[kind]
 if not entry then
@@ -278,21 +356,37 @@ end
 local repair, nameOf = entry[1], entry[2]
 local counts = {repaired = 0, changed = 0, locked = 0, restored = 0, outOfReach = 0,
   otherSlot = 0, scheduler = 0}
+-- Jobs this call removed (full keys): the audit event names none of them as a parent it
+-- released (removing a child first bounces its parent through wait, in BullMQ's order).
+local removedKeys = {}
+local REMOVES_JOB = {orphanHashes = true, orphanChildren = true}
 local acted, handled = {}, 0
 for i = 6, #ARGV, 2 do
   local id, detail = ARGV[i], ARGV[i + 1]
   local children = {}
-  local verdict = repair(id, detail, children)
+  -- A repair may count more than one (eventsOverLimit: entries trimmed).
+  local verdict, n = repair(id, detail, children)
   if verdict == 'repaired' then
     acted[#acted + 1] = nameOf(id, detail)
+    if REMOVES_JOB[kind] then
+      removedKeys[prefix .. id] = true
+    end
     for _, k in ipairs(children) do
-      acted[#acted + 1] = k
+      removedKeys[k] = true
+      acted[#acted + 1] = string.sub(k, 1, #prefix) == prefix and string.sub(k, #prefix + 1) or k
     end
   end
-  counts[verdict] = counts[verdict] + 1
+  counts[verdict] = counts[verdict] + (n or 1)
   handled = handled + 1
   if spent(clock) then break end
 end
+local related = {}
+for _, r in ipairs(auditRelated) do
+  if not removedKeys[r.key] then
+    related[#related + 1] = r
+  end
+end
+auditRelated = related
 addAuditEvent(ctx, acted)
 return {handled, counts.repaired, counts.changed, counts.locked, counts.restored,
   counts.outOfReach, counts.otherSlot, counts.scheduler, elapsed(clock)}

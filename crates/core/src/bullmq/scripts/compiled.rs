@@ -25,6 +25,8 @@ mod prelude {
         "\n",
         include_str!("../lua/prelude/removal.lua")
     );
+    /// Whether a key is a job or another of BullMQ's keys of the same name (doctor).
+    pub const JOB_LIKE: &str = include_str!("../lua/prelude/job_like.lua");
     /// Job.remove()'s removal of a job in any state, with its children.
     pub const JOB_TREE: &str = include_str!("../lua/prelude/job_tree.lua");
     /// A finished set walked from its oldest end, resumed at a cursor (expire_jobs,
@@ -83,7 +85,8 @@ fn build(preludes: &[&str], body: &str) -> Script {
 /// The scripts, built on first use.
 pub fn scripts() -> &'static Scripts {
     use prelude::{
-        AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_TREE, REMOVAL, SET_WALK, SLOT,
+        AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_LIKE, JOB_TREE, REMOVAL,
+        SET_WALK, SLOT,
     };
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
@@ -98,10 +101,24 @@ pub fn scripts() -> &'static Scripts {
         ),
         page_newest: ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
         doctor_probe: ReadOnlyScript::new(
-            &[BUDGET, SLOT, include_str!("../lua/doctor_probe.lua")].join("\n"),
+            &[
+                BUDGET,
+                SLOT,
+                JOB_LIKE,
+                include_str!("../lua/doctor_probe.lua"),
+            ]
+            .join("\n"),
         ),
         doctor_repair: build(
-            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL, JOB_TREE],
+            &[
+                BUDGET,
+                AUDIT,
+                HELD,
+                FINGERPRINT,
+                REMOVAL,
+                JOB_TREE,
+                JOB_LIKE,
+            ],
             include_str!("../lua/doctor_repair.lua"),
         ),
         restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),

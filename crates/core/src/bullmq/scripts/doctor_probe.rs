@@ -16,6 +16,9 @@ pub enum ProbeMode {
     Lists,
     /// Ids read from a state: does the hash exist?
     Missing,
+    /// Names `SCAN` found that may be a job's or another key's: the key's type, and whether a
+    /// hash could be a job.
+    Shape,
     /// Ids read from `waiting-children`: does any dependency exist?
     Stuck,
 }
@@ -26,6 +29,7 @@ impl ProbeMode {
             ProbeMode::Jobs => "jobs",
             ProbeMode::Lists => "lists",
             ProbeMode::Missing => "missing",
+            ProbeMode::Shape => "shape",
             ProbeMode::Stuck => "stuck",
         }
     }

@@ -1,18 +1,22 @@
-//! An events stream over its bound (`eventsOverLimit`): `XLEN` against the bound plus the
-//! slack of BullMQ's approximate trimming; repaired by the bounded trim of `events:`
-//! (`engine::events_bound`).
+//! An events stream over its bound (`eventsOverLimit`): `XLEN` against the bound plus two
+//! nodes of BullMQ's approximate trimming; repaired by `doctor_repair.lua`'s audited trim,
+//! bounded as `events:` trims (`engine::events_bound`).
 
-use super::{DoctorQueue, Finding, Findings};
+use super::{DoctorQueue, Findings};
+use crate::bullmq::RepairItem;
 use crate::bullmq::keys::{META_MAX_LEN_EVENTS, QueueKeys};
-use crate::cancel::Cancel;
-use crate::engine::events_bound::{TRIM_SLACK, trim_events};
-use bullsweep_base::clock::now_ms;
-use bullsweep_policy::{DoctorKind, EventsBound};
+use crate::engine::events_bound::TRIM_SLACK;
+use bullsweep_policy::DoctorKind;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
 /// BullMQ's `maxLenEvents` when the queue's `meta` names none.
 const DEFAULT_MAX_LEN: u64 = 10_000;
+
+/// How far over its bound a stream is before it is a finding: two stream nodes. BullMQ trims
+/// approximately (whole nodes of 100 entries) and several of its `XADD`s carry no `MAXLEN`,
+/// so a busy healthy stream is routinely over bound + one node between two trims.
+const FIND_SLACK: u64 = 2 * TRIM_SLACK;
 
 /// The queue's events bound: its policy's `events.maxLen`, else `meta`'s
 /// `opts.maxLenEvents`, else BullMQ's default.
@@ -41,7 +45,7 @@ pub(super) async fn events_bound<C: ConnectionLike>(
 }
 
 /// Counts the entries of the queue's events stream over its bound, when they are more than
-/// the trimming's slack.
+/// [`FIND_SLACK`].
 pub(super) async fn over_limit<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
@@ -54,7 +58,7 @@ pub(super) async fn over_limit<C: ConnectionLike>(
         Err(e) if e.code() == Some("WRONGTYPE") => return Ok(()),
         other => other?,
     };
-    if len > bound + TRIM_SLACK {
+    if len > bound + FIND_SLACK {
         let finding = found.of(DoctorKind::EventsOverLimit);
         finding.found = len - bound;
         finding.samples = vec![keys.events()];
@@ -62,19 +66,14 @@ pub(super) async fn over_limit<C: ConnectionLike>(
     Ok(())
 }
 
-/// Trims the stream to its bound with `events:`'s bounded calls; the entries deleted count as
-/// repaired (at most what was found: producers may add meanwhile).
-pub(super) async fn trim_over_limit<C: ConnectionLike>(
+/// The item a `doctor_repair` call trims the stream with: its bound and the trimming's slack.
+pub(super) async fn trim_item<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     q: &DoctorQueue,
-    finding: &mut Finding,
-) -> crate::error::Result<()> {
-    let bound = EventsBound {
-        max_len: Some(events_bound(con, keys, q).await?),
-        max_age: None,
-    };
-    let out = trim_events(con, keys, &bound, now_ms(), &Cancel::new()).await?;
-    finding.repaired = out.deleted.min(finding.found);
-    Ok(())
+) -> RedisResult<RepairItem> {
+    Ok(RepairItem {
+        id: events_bound(con, keys, q).await?.to_string(),
+        detail: TRIM_SLACK.to_string(),
+    })
 }

@@ -6,7 +6,7 @@
 //! pipelines of single-key reads before the next step.
 
 use super::{Findings, PAGE, Prober, id_hash};
-use crate::bullmq::key_classes::{DoctorKey, doctor_key};
+use crate::bullmq::key_classes::{DoctorKey, Shape, doctor_key, resolve_doctor_key};
 use crate::bullmq::keys::{QueueKeys, explicit_tag};
 use crate::bullmq::{ProbeMode, RepairItem, Topology};
 use bullsweep_policy::DoctorKind;
@@ -40,7 +40,8 @@ pub(super) async fn scan_queue<C: Topology>(
                     .query_async(&mut node)
             )?;
             found.examined.keys += step.len() as u64;
-            let sorted = Sorted::of(&step, prefix_len);
+            let mut sorted = Sorted::of(&step, prefix_len);
+            sorted.resolve(con, probe).await?;
             check_jobs(con, probe, &lists, &sorted.jobs, found).await?;
             check_subkeys(con, keys, &sorted.subkeys, found).await?;
             check_dedups(con, keys, &sorted.dedups, found).await?;
@@ -108,6 +109,9 @@ struct Sorted {
     subkeys: Vec<(String, &'static str)>,
     dedups: Vec<String>,
     schedulers: Vec<String>,
+    /// Names (under the base) that may be a job's or another key's: sorted by
+    /// [`Sorted::resolve`].
+    ambiguous: Vec<String>,
 }
 
 impl Sorted {
@@ -121,15 +125,38 @@ impl Sorted {
             else {
                 continue;
             };
-            match doctor_key(rest) {
-                DoctorKey::Job(id) => out.jobs.push(id.to_string()),
-                DoctorKey::SubKey(id, suffix) => out.subkeys.push((id.to_string(), suffix)),
-                DoctorKey::Dedup(deid) => out.dedups.push(deid.to_string()),
-                DoctorKey::Scheduler(sid) => out.schedulers.push(sid.to_string()),
-                DoctorKey::Other => {}
+            if doctor_key(rest) == DoctorKey::Ambiguous {
+                out.ambiguous.push(rest.to_string());
+            } else {
+                out.push(doctor_key(rest));
             }
         }
         out
+    }
+
+    fn push(&mut self, key: DoctorKey<'_>) {
+        match key {
+            DoctorKey::Job(id) => self.jobs.push(id.to_string()),
+            DoctorKey::SubKey(id, suffix) => self.subkeys.push((id.to_string(), suffix)),
+            DoctorKey::Dedup(deid) => self.dedups.push(deid.to_string()),
+            DoctorKey::Scheduler(sid) => self.schedulers.push(sid.to_string()),
+            DoctorKey::Ambiguous | DoctorKey::Other => {}
+        }
+    }
+
+    /// Sorts the ambiguous names by their keys' shapes (read by the probe): a hash that could
+    /// be a job is a job, never a sub-key, dedup key or template.
+    async fn resolve<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        probe: &Prober<'_>,
+    ) -> RedisResult<()> {
+        let names = std::mem::take(&mut self.ambiguous);
+        let codes = probe.codes(con, ProbeMode::Shape, &names).await?;
+        for (name, code) in names.iter().zip(&codes) {
+            self.push(resolve_doctor_key(name, Shape::from_code(code[0])));
+        }
+        Ok(())
     }
 }
 
@@ -155,8 +182,9 @@ async fn check_jobs<C: ConnectionLike>(
         if code[0] == b'x' {
             continue;
         }
-        found.examined.jobs += 1;
-        found.hashes_seen.insert(id_hash(id));
+        if found.hashes_seen.insert(id_hash(id)) {
+            found.examined.jobs += 1;
+        }
         if code[0] == b'l' && !lists.contains(id) {
             in_no_set.push(id.clone());
         }
@@ -253,6 +281,10 @@ async fn check_dedups<C: ConnectionLike>(
             .filter(|(_, r)| int(&r[1]) == Some(-1))
             .filter_map(|(deid, r)| text(&r[0]).map(|owner| (deid, owner)))
             .collect();
+        // Every key had a TTL or went since: an empty pipeline is no command to send.
+        if held.is_empty() {
+            continue;
+        }
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for (_, owner) in &held {

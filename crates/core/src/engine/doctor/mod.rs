@@ -111,7 +111,8 @@ impl Finding {
 /// What was looked at.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Examined {
-    /// Job hashes the scan found, and ids read from the states.
+    /// Distinct jobs: the job hashes the scan found, and the ids read from the states whose
+    /// hash it did not find (dangling ids, jobs added since), each counted once.
     pub jobs: u64,
     /// Keys the scan returned under the queue's base.
     pub keys: u64,
@@ -150,6 +151,9 @@ pub struct Findings {
     /// 64-bit hashes of the ids of the job hashes the scan found: the states' ids among them
     /// need no `EXISTS` (a hash gone since is found by the next run).
     hashes_seen: HashSet<u64>,
+    /// 64-bit hashes of the ids read from the states whose hash the scan did not find, so
+    /// that an id in two states is examined once.
+    ids_seen: HashSet<u64>,
 }
 
 /// The 64-bit hash of a job id, for [`Findings::hashes_seen`] (8 bytes an id, where a million
@@ -170,6 +174,7 @@ impl Findings {
                 .collect(),
             examined: Examined::default(),
             hashes_seen: HashSet::new(),
+            ids_seen: HashSet::new(),
         }
     }
 

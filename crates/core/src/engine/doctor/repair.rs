@@ -56,7 +56,8 @@ pub(crate) async fn repair_queue<C: ConnectionLike>(
         };
         match (kind, archives(q), archive) {
             (DoctorKind::EventsOverLimit, _, _) => {
-                super::events::trim_over_limit(call.con, &keys, q, finding).await?;
+                let item = super::events::trim_item(call.con, &keys, q).await?;
+                call.trim(item, finding).await?;
             }
             (DoctorKind::OrphanHashes, true, None) => {
                 finding.skip("archiveUnavailable", items.len() as u64);
@@ -142,6 +143,42 @@ impl<C: ConnectionLike> Calls<'_, C> {
             }
             at += r.handled as usize;
         }
+        Ok(())
+    }
+}
+
+impl<C: ConnectionLike> Calls<'_, C> {
+    /// Trims the events stream to its bound in audited calls, until it is within it (or as many
+    /// entries as were found went: producers may add meanwhile); the entries trimmed count as
+    /// repaired.
+    async fn trim(&mut self, item: RepairItem, finding: &mut Finding) -> Result<()> {
+        let items = [item];
+        let mut trimmed = 0;
+        loop {
+            let batch = RepairBatch {
+                kind: self.kind,
+                items: &items,
+            };
+            let budget = self.ctx.budget_us;
+            let r = scripts()
+                .doctor_repair(self.con, self.keys, batch, 0, budget, &self.audit)
+                .await?;
+            self.observer.event(&Event::BatchDone {
+                handled: r.handled,
+                acted: r.repaired,
+                elapsed_us: r.elapsed_us,
+            });
+            self.observer.event(&Event::Progress { acted: r.repaired });
+            trimmed += r.repaired;
+            if r.repaired == 0 || trimmed >= finding.found {
+                // Within its bound now (`changed` at the first call: someone trimmed it).
+                if trimmed == 0 {
+                    finding.skip("changed", 1);
+                }
+                break;
+            }
+        }
+        finding.repaired = trimmed.min(finding.found);
         Ok(())
     }
 }

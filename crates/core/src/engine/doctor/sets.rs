@@ -55,13 +55,17 @@ pub(super) async fn dangling_in<C: ConnectionLike>(
     let mut start = 0;
     loop {
         let ids = page(con, &key, kind, start).await?;
-        found.examined.jobs += ids.len() as u64;
-        // Ids whose hash the keyspace scan met need no EXISTS.
+        // Ids whose hash the keyspace scan met need no EXISTS (and were counted by it).
         let unseen: Vec<String> = ids
             .iter()
             .filter(|id| !found.hashes_seen.contains(&id_hash(id)))
             .cloned()
             .collect();
+        for id in &unseen {
+            if found.ids_seen.insert(id_hash(id)) {
+                found.examined.jobs += 1;
+            }
+        }
         let codes = probe.codes(con, ProbeMode::Missing, &unseen).await?;
         let finding = found.of(DoctorKind::DanglingIds);
         for (id, code) in unseen.iter().zip(&codes) {

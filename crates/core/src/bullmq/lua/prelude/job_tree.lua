@@ -125,19 +125,20 @@ local function hasChildren(jobKey)
     jobKey .. ':unsuccessful') > 0
 end
 
--- The keys of every child a job has or had: pending, processed and failed.
+-- The keys of every child a job has or had, in BullMQ's order (removeJobChildren): processed,
+-- failed, unsuccessful, then pending.
 local function childKeysOf(jobKey)
   if not hasChildren(jobKey) then
     return {}
   end
-  local keys = rcall('SMEMBERS', jobKey .. ':dependencies')
-  for _, hashKey in ipairs({jobKey .. ':processed', jobKey .. ':failed'}) do
-    local flat = rcall('HKEYS', hashKey)
-    for i = 1, #flat do
-      keys[#keys + 1] = flat[i]
-    end
+  local keys = rcall('HKEYS', jobKey .. ':processed')
+  for _, k in ipairs(rcall('HKEYS', jobKey .. ':failed')) do
+    keys[#keys + 1] = k
   end
   for _, k in ipairs(rcall('ZRANGE', jobKey .. ':unsuccessful', 0, -1)) do
+    keys[#keys + 1] = k
+  end
+  for _, k in ipairs(rcall('SMEMBERS', jobKey .. ':dependencies')) do
     keys[#keys + 1] = k
   end
   return keys
