@@ -167,6 +167,14 @@ pub enum Command {
         after_help = "Examples:\n  bullsweep report --queue 'billing*' --json\n  bullsweep report --csv > redis-cost.csv"
     )]
     Report(ReportArgs),
+    /// Find the damage BullMQ leaves behind (job hashes in no state, ids with no job, stale
+    /// dedup keys, leftover sub-keys, stuck parents, orphan children and schedulers, events
+    /// streams over their bound) and, with --repair, repair it as BullMQ would have left the
+    /// queue. Exit 0 clean, 1 found, 2 usage error, 8 a queue could not be examined.
+    #[command(
+        after_help = "Examples:\n  bullsweep doctor --queue 'billing*'\n  bullsweep doctor --repair danglingIds,staleDedup --json"
+    )]
+    Doctor(DoctorArgs),
     /// Evaluate the alerts of the Prometheus rules from Redis directly: print those firing
     /// and pending, and exit 1 when any fires (or a queue could not be measured).
     #[command(
@@ -258,6 +266,23 @@ pub struct ReportArgs {
     /// One CSV row per queue (with a header), for a spreadsheet; instead of the table.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
+}
+
+/// `doctor` options.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Which queues.
+    #[command(flatten)]
+    pub queues: QueueArgs,
+    /// Repair these kinds (`KIND,…` or `all`): orphanHashes, danglingIds, staleDedup,
+    /// orphanSubkeys, stuckParents, orphanChildren, orphanSchedulers, eventsOverLimit.
+    /// Without it nothing is written.
+    #[arg(long, value_name = "KINDS")]
+    pub repair: Option<String>,
+    /// How long to wait for a queue that the daemon or a run is sweeping (it holds the
+    /// queue's lock) before leaving it unrepaired; `0` does not wait.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub lock_wait: String,
 }
 
 /// `alerts` options.

@@ -9,6 +9,9 @@ use std::fmt;
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit status for bad usage or an invalid policy file.
 pub const EXIT_USAGE: i32 = 2;
+/// `doctor`'s exit status when a queue could not be examined or Redis could not be reached
+/// (as `fsck` tells an operational error from findings).
+pub const EXIT_OPERATIONAL: i32 = 8;
 
 /// A failure the CLI reports, and its exit status.
 #[derive(Debug)]

@@ -58,6 +58,7 @@ const READS: &[&str] = &[
     "memory|usage",
     "hscan",
     "xrevrange",
+    "pttl",
 ];
 
 /// Read-only scripts (`page_newest.lua`, flagged `no-writes`).

@@ -95,6 +95,10 @@ fn page(cmd: &clap::Command) -> Result<String, CliError> {
 
 /// The EXIT STATUS section (roff) of the command named `name`.
 fn exit_status(name: &str) -> String {
+    if name == "doctor" {
+        // As fsck: findings and operational errors apart.
+        return ".SH \"EXIT STATUS\"\n.TP\n0\nno damage found\n.TP\n1\ndamage found (repaired or not)\n.TP\n2\nbad usage (an unknown kind names the known ones) or an invalid policy file\n.TP\n8\nan operational error: Redis unreachable or refusing, or a queue that could not be examined or repaired\n".to_string();
+    }
     let failure = match name {
         "plan" | "run" => {
             "a runtime failure: Redis unreachable or refusing, a queue that failed, or a source of source-linked cleanup that could not be asked (the rest still ran)"

@@ -9,6 +9,7 @@ mod connection;
 mod daemon;
 mod demo;
 mod docs;
+mod doctor;
 mod forget;
 mod policy;
 mod report;
@@ -29,6 +30,7 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
         Command::Plan(args) => sweep::plan(cli, args).await,
         Command::Run(args) => sweep::run(cli, args).await,
         Command::Report(args) => report::report(cli, args).await,
+        Command::Doctor(args) => doctor::run(cli, args).await,
         Command::Alerts(args) => alerts::alerts(cli, args).await,
         Command::Demo { jobs, keep } => demo::run(*jobs, *keep, cli.json).await,
         Command::Daemon(args) => daemon::run(cli, args).await,

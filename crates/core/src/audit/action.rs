@@ -33,6 +33,8 @@ pub enum AuditAction {
     Restore,
     /// `mixed`: the rules of one state take several actions.
     Mixed,
+    /// `repair`: damage `doctor` found, repaired (the kind in the context's `repairKind`).
+    Repair,
     /// A name none of the above has, as read from a trail (another version's, or the empty
     /// context of a stream entry that could not be read); written back as it was read.
     Other(String),
@@ -43,7 +45,7 @@ const MOVE_TO: &str = "move to ";
 
 impl AuditAction {
     /// Every action whose name is fixed, for reading names back.
-    const NAMED: [AuditAction; 11] = [
+    const NAMED: [AuditAction; 12] = [
         AuditAction::Remove,
         AuditAction::Archive,
         AuditAction::Anonymize,
@@ -55,6 +57,7 @@ impl AuditAction {
         AuditAction::Erase,
         AuditAction::Restore,
         AuditAction::Mixed,
+        AuditAction::Repair,
     ];
 
     /// The fixed name of an action that has one.
@@ -71,6 +74,7 @@ impl AuditAction {
             AuditAction::Erase => "erase",
             AuditAction::Restore => "restore",
             AuditAction::Mixed => "mixed",
+            AuditAction::Repair => "repair",
             AuditAction::MoveTo(_) | AuditAction::Other(_) => return None,
         })
     }
@@ -162,6 +166,7 @@ mod tests {
             "erase",
             "restore",
             "mixed",
+            "repair",
             "",
             "something else",
         ];

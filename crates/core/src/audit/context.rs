@@ -5,7 +5,7 @@
 
 use super::action::AuditAction;
 use super::actor::Actor;
-use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
+use bullsweep_policy::{DoctorKind, EffectivePolicy, JobState, QueueId};
 use serde::{Deserialize, Serialize};
 
 /// What the caller tells a script about the batch it runs: stored with each audit event.
@@ -45,6 +45,9 @@ pub struct AuditContext {
     /// `noLongerMatching`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_reason: Option<String>,
+    /// For a `doctor` repair: the kind of damage repaired (`danglingIds`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair_kind: Option<String>,
 }
 
 /// How an audit event names a queue when only a run's report of it is at hand.
@@ -88,6 +91,7 @@ impl AuditContext {
             actor,
             source_link: None,
             source_reason: None,
+            repair_kind: None,
         }
     }
 
@@ -162,6 +166,27 @@ impl AuditContext {
             policy_name: "restore".into(),
             execution_id,
             ..AuditContext::of(names, AuditAction::Restore, state, actor)
+        }
+    }
+
+    /// A `doctor` repair of `kind` in a queue, by run `execution_id`: under the queue's
+    /// effective policy when it has one, else policy `doctor`.
+    pub fn for_repair(
+        queue: QueueNames<'_>,
+        eff: Option<&EffectivePolicy>,
+        kind: DoctorKind,
+        execution_id: &str,
+        actor: Actor,
+    ) -> Self {
+        AuditContext {
+            policy_name: eff.map_or_else(|| "doctor".to_string(), |e| e.name.clone()),
+            policy_version: eff.map(policy_version).unwrap_or_default(),
+            compliance_tag: eff
+                .and_then(|e| e.sla.as_ref())
+                .and_then(|s| s.compliance_tag.clone()),
+            execution_id: execution_id.to_string(),
+            repair_kind: Some(kind.as_str().to_string()),
+            ..AuditContext::of(queue, AuditAction::Repair, "", actor)
         }
     }
 
@@ -265,6 +290,19 @@ mod tests {
             failed.to_json(),
             r#"{"policyName":"p","policyVersion":"","queueName":"mail","queueKey":"bull:acme:mail","tenant":"acme","environment":"prod","action":"remove","state":"","complianceTag":null,"executionId":"x3"}"#
         );
+        let repair = AuditContext::for_repair(
+            (&q).into(),
+            None,
+            DoctorKind::DanglingIds,
+            "x4",
+            Actor::Unnamed,
+        );
+        assert_eq!(
+            repair.to_json(),
+            r#"{"policyName":"doctor","policyVersion":"","queueName":"mail","queueKey":"bull:acme:mail","tenant":"acme","environment":"prod","action":"repair","state":"","complianceTag":null,"executionId":"x4","repairKind":"danglingIds"}"#
+        );
+        let back: AuditContext = serde_json::from_str(&repair.to_json()).expect("parse");
+        assert_eq!(back, repair);
         let moved = failed
             .with_action(AuditAction::MoveTo("bull:acme:dlq".into()))
             .with_state("active");

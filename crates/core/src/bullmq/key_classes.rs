@@ -2,7 +2,8 @@
 //! other keys of a queue by what they hold. Job hashes, their logs and dedup keys are reached
 //! from a sample of each state's ids (see `engine::memory`).
 
-use super::keys::QueueKeys;
+use super::erasure::ErasureKind;
+use super::keys::{QueueKeys, classify_under_base};
 
 /// How a state keeps its job ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,5 +87,102 @@ impl QueueKeys {
     /// The dedup key of dedup id `deid`, naming the job that holds it.
     pub fn dedup(&self, deid: &str) -> String {
         self.sub(&format!("de:{deid}"))
+    }
+}
+
+/// A job's sub-keys (`<base>:<id>:<suffix>`) that `doctor` finds left behind by a gone job.
+pub const JOB_SUBKEYS: [&str; 6] = [
+    "logs",
+    "dependencies",
+    "processed",
+    "failed",
+    "unsuccessful",
+    "lock",
+];
+
+/// What a key under a queue's base is, as `doctor` sorts the keys a `SCAN` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoctorKey<'k> {
+    /// A job hash (if it is a hash): its id.
+    Job(&'k str),
+    /// A job's sub-key: the job's id and which one ([`JOB_SUBKEYS`]).
+    SubKey(&'k str, &'static str),
+    /// A dedup key `de:<deid>`: its dedup id.
+    Dedup(&'k str),
+    /// A job scheduler's template `repeat:<sid>`: its scheduler id.
+    Scheduler(&'k str),
+    /// Anything else (queue-level keys, metrics, placeholders).
+    Other,
+}
+
+/// Sorts a key under a queue's base by the part after `<base>:`.
+pub fn doctor_key(rest: &str) -> DoctorKey<'_> {
+    if let Some(deid) = rest.strip_prefix("de:") {
+        return DoctorKey::Dedup(deid);
+    }
+    for suffix in JOB_SUBKEYS {
+        if let Some(id) = rest
+            .strip_suffix(suffix)
+            .and_then(|r| r.strip_suffix(':'))
+            .filter(|id| !id.is_empty() && *id != "metrics" && !id.starts_with("metrics:"))
+        {
+            return DoctorKey::SubKey(id, suffix);
+        }
+    }
+    match classify_under_base(rest) {
+        Some((ErasureKind::Job, id)) => DoctorKey::Job(id),
+        Some((ErasureKind::Scheduler, sid)) => DoctorKey::Scheduler(sid),
+        _ => DoctorKey::Other,
+    }
+}
+
+impl QueueKeys {
+    /// Sub-key `suffix` ([`JOB_SUBKEYS`]) of job `id`.
+    pub fn job_sub(&self, id: &str, suffix: &str) -> String {
+        self.sub(&format!("{id}:{suffix}"))
+    }
+
+    /// `SCAN`'s pattern for every key under the base (glob characters in it escaped).
+    pub fn scan_all(&self) -> String {
+        let mut out = String::new();
+        for c in self.job_prefix().chars() {
+            if "*?[]\\".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('*');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctor_sorts_keys_under_a_base() {
+        assert_eq!(doctor_key("7"), DoctorKey::Job("7"));
+        assert_eq!(doctor_key("7:logs"), DoctorKey::SubKey("7", "logs"));
+        assert_eq!(doctor_key("a:b:c:lock"), DoctorKey::SubKey("a:b:c", "lock"));
+        assert_eq!(doctor_key("de:x"), DoctorKey::Dedup("x"));
+        assert_eq!(doctor_key("repeat:s1"), DoctorKey::Scheduler("s1"));
+        assert_eq!(
+            doctor_key("repeat:s1:1700"),
+            DoctorKey::Job("repeat:s1:1700")
+        );
+        for other in [
+            "wait",
+            "meta",
+            "metrics:completed",
+            "metrics:failed",
+            "dn:x",
+            "",
+        ] {
+            assert_eq!(doctor_key(other), DoctorKey::Other, "{other}");
+        }
+        let k = QueueKeys::new("{b}:q*");
+        assert_eq!(k.scan_all(), "{b}:q\\*:*");
+        assert_eq!(k.job_sub("7", "lock"), "{b}:q*:7:lock");
     }
 }

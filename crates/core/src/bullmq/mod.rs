@@ -14,6 +14,6 @@ pub use keys::QueueKeys;
 pub use scripts::{
     ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DetachMode, DrainOutcome, DrainRequest,
     DropStep, DropTail, ErasureItem, ErasureKind, ErasureOutcome, FinishedEntry, JobRemoveOutcome,
-    NamedJob, PrefixBatch, RestoreMode, RestoredJob, ScrubOutcome, ScrubbedJob, StagedNow,
-    StateKey, scripts,
+    NamedJob, PrefixBatch, ProbeMode, Probed, RepairBatch, RepairItem, Repaired, RestoreMode,
+    RestoredJob, ScrubOutcome, ScrubbedJob, StagedNow, StateKey, scripts,
 };

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod alerts;
 pub mod config;
+pub mod doctor;
 pub mod forget;
 pub mod records;
 pub mod report;

@@ -93,7 +93,7 @@ pub async fn audited_sweep(
 
 /// Before a run: checks bullsweep's own keys and ships what earlier runs left; returns why
 /// the durable audit store cannot be used, if it cannot (with a warning for the user).
-async fn open_audit(
+pub(super) async fn open_audit(
     con: &mut Conn,
     url: &str,
     set: &PolicySet,

@@ -17,8 +17,14 @@ mod prelude {
     pub const CANDIDATE: &str = include_str!("../lua/prelude/candidate.lua");
     /// The fingerprints that prove a job unchanged.
     pub const FINGERPRINT: &str = include_str!("../lua/prelude/fingerprint.lua");
-    /// Queue.clean's per-job removal.
-    pub const REMOVAL: &str = include_str!("../lua/prelude/removal.lua");
+    /// Whether a key is in the call's own slot on a Cluster (read-only).
+    pub const SLOT: &str = include_str!("../lua/prelude/slot.lua");
+    /// Queue.clean's per-job removal (with the slot check it needs).
+    pub const REMOVAL: &str = concat!(
+        include_str!("../lua/prelude/slot.lua"),
+        "\n",
+        include_str!("../lua/prelude/removal.lua")
+    );
     /// Job.remove()'s removal of a job in any state, with its children.
     pub const JOB_TREE: &str = include_str!("../lua/prelude/job_tree.lua");
     /// The walk over named jobs of one finished set (remove_ids, detach_jobs, cold_jobs).
@@ -41,6 +47,8 @@ pub struct Scripts {
     pub(super) remove_ids: Script,
     pub(super) job_remove: Script,
     pub(super) page_newest: ReadOnlyScript,
+    pub(super) doctor_probe: ReadOnlyScript,
+    pub(super) doctor_repair: Script,
     pub(super) restore_job: Script,
     pub(super) anonymize_jobs: Script,
     pub(super) erase_jobs: Script,
@@ -69,7 +77,7 @@ fn build(preludes: &[&str], body: &str) -> Script {
 
 /// The scripts, built on first use.
 pub fn scripts() -> &'static Scripts {
-    use prelude::{AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_TREE, REMOVAL};
+    use prelude::{AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_TREE, REMOVAL, SLOT};
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         sweep_prefix: build(
@@ -82,6 +90,13 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/job_remove.lua"),
         ),
         page_newest: ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
+        doctor_probe: ReadOnlyScript::new(
+            &[BUDGET, SLOT, include_str!("../lua/doctor_probe.lua")].join("\n"),
+        ),
+        doctor_repair: build(
+            &[BUDGET, AUDIT, HELD, REMOVAL, JOB_TREE],
+            include_str!("../lua/doctor_repair.lua"),
+        ),
         restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),
         anonymize_jobs: build(
             &[BUDGET, AUDIT, HELD, CANDIDATE, FINGERPRINT],

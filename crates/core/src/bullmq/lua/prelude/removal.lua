@@ -1,6 +1,6 @@
 --[[
   prelude/removal.lua: the per-job removal the scripts that change finished jobs share. It
-  defines functions only; budget.lua and audit.lua come before it.
+  defines functions only; budget.lua, audit.lua and slot.lua come before it.
 
   Semantics are those of BullMQ 6's Queue.clean for finished sets ("hard" mode):
     * the job is dropped from its parent's :dependencies; if that was the last one and the
@@ -20,21 +20,6 @@
 
 -- Set by a script from its arguments: hold back jobs whose parent waits for children.
 local protectParents = false
-
--- The slot of the script's first key on a Redis Cluster, false on one server; nil until first
--- asked. Cluster mode is read from INFO: Valkey 9 answers CLUSTER KEYSLOT on one server too.
-local ownSlot = nil
-
--- Whether `key` may be touched by this call: always on one server; on a Cluster, when it
--- lives in the slot of the call's first key.
-local function inOwnSlot(key)
-  if ownSlot == nil then
-    local info = rcall('INFO', 'cluster')
-    ownSlot = string.find(info, 'cluster_enabled:1', 1, true) ~= nil
-      and rcall('CLUSTER', 'KEYSLOT', KEYS[1])
-  end
-  return not ownSlot or rcall('CLUSTER', 'KEYSLOT', key) == ownSlot
-end
 
 -- Queues the job's keys that hold no data of its own (not its hash and logs) for UNLINK.
 local function queueLinkKeys(dels, jobKey)

@@ -1,0 +1,380 @@
+//! `doctor`: each kind of damage made in BullMQ's format (seeded jobs, then the fault: an id
+//! ZREMed, a hash deleted, …), found (exit 1, its count and sample), left exactly as it was
+//! without `--repair` (every key's DUMP equal), and repaired to the expected keyspace with its
+//! audit event; locked jobs are left; a clean queue exits 0, an unknown kind 2.
+
+mod common;
+
+use common::*;
+use redis::Commands;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+const BASE: &str = "bull:mail";
+
+fn k(rest: &str) -> String {
+    format!("{BASE}:{rest}")
+}
+
+/// A world with `jobs` completed jobs (ids 1..=jobs) in BullMQ 6.7's format, and a policy
+/// file with a file audit store.
+fn world(jobs: u64) -> (World, std::path::PathBuf) {
+    let w = World::new();
+    w.seed(spec(BASE, jobs, 0, 1), now_ms());
+    let audit = w.dir.path().join("audit.jsonl");
+    let policy = w.policy(&format!(
+        "version: 1\naudit: {{ url: \"file://{}\" }}\npolicies:\n  - name: p\n    queueNamePattern: mail\n    rules: {{ completed: {{ maxAge: 30d }} }}\n",
+        audit.display()
+    ));
+    (w, policy)
+}
+
+/// `doctor --json` with `args`: the exit status and the document.
+fn doctor(w: &World, policy: &std::path::PathBuf, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["--json", "doctor"];
+    all.extend(args);
+    let out = w.run(policy, &all);
+    let code = out.status.code().expect("exit status");
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            stderr(&out),
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (code, json)
+}
+
+/// The finding of `kind` in the only queue, or `Null`.
+fn finding<'a>(doc: &'a Value, kind: &str) -> &'a Value {
+    doc["queues"][0]["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+/// Every key of the database (bullsweep's own aside) with its type, content and TTL, in a
+/// canonical order. (DUMP bytes are not stable: a hash's table encoding is rehashed by reads.)
+fn dump_all(con: &mut redis::Connection) -> BTreeMap<String, String> {
+    let keys: Vec<String> = con.keys("*").expect("keys");
+    keys.into_iter()
+        .filter(|k| !k.starts_with("bullsweep:"))
+        .map(|k| {
+            let kind: String = redis::cmd("TYPE").arg(&k).query(con).expect("type");
+            let content = match kind.as_str() {
+                "string" => format!("{:?}", con.get::<_, Vec<u8>>(&k).expect("get")),
+                "hash" => format!(
+                    "{:?}",
+                    con.hgetall::<_, BTreeMap<String, Vec<u8>>>(&k).expect("h")
+                ),
+                "list" => format!("{:?}", con.lrange::<_, Vec<String>>(&k, 0, -1).expect("l")),
+                "set" => format!(
+                    "{:?}",
+                    con.smembers::<_, std::collections::BTreeSet<String>>(&k)
+                        .expect("s")
+                ),
+                "zset" => format!(
+                    "{:?}",
+                    con.zrange_withscores::<_, Vec<(String, f64)>>(&k, 0, -1)
+                        .expect("z")
+                ),
+                _ => format!(
+                    "{:?}",
+                    redis::cmd("XRANGE")
+                        .arg(&k)
+                        .arg("-")
+                        .arg("+")
+                        .query::<redis::Value>(con)
+                        .expect("x")
+                ),
+            };
+            let ttl: i64 = con.pttl(&k).expect("pttl");
+            (k, format!("{kind} {content} ttl:{}", ttl > 0))
+        })
+        .collect()
+}
+
+/// Finds `kind` (exit 1, `found` of it, `sample` among its samples), checks that finding changed nothing,
+/// repairs it and returns the report of the repair.
+fn find_then_repair(
+    w: &World,
+    policy: &std::path::PathBuf,
+    kind: &str,
+    found: u64,
+    sample: &str,
+) -> Value {
+    let mut con = w.con();
+    let before = dump_all(&mut con);
+    let (code, doc) = doctor(w, policy, &[]);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(doc["clean"], false);
+    let f = finding(&doc, kind);
+    assert_eq!(f["found"], found, "{doc}");
+    let samples = f["samples"].as_array().expect("samples");
+    assert!(samples.contains(&Value::from(sample)), "{doc}");
+    assert!(
+        dump_all(&mut con) == before,
+        "doctor without --repair changed nothing"
+    );
+    let (code, doc) = doctor(w, policy, &["--repair", kind]);
+    assert_eq!(code, 1, "{doc}");
+    doc
+}
+
+fn key_set(con: &mut redis::Connection) -> Vec<String> {
+    let mut keys: Vec<String> = con.keys("*").expect("keys");
+    keys.retain(|k| !k.starts_with("bullsweep:"));
+    keys.sort();
+    keys
+}
+
+/// The audit events of action `repair`, as `audit query` prints them.
+fn repair_events(w: &World, policy: &std::path::PathBuf) -> Vec<Value> {
+    w.audit_events(policy, &["--action", "repair"])
+}
+
+#[test]
+fn a_clean_queue_exits_0_and_an_unknown_kind_2() {
+    let (w, policy) = world(5);
+    let out = w.run(&policy, &["doctor"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "1 queues examined, clean"
+    );
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!((code, &doc["clean"]), (0, &Value::Bool(true)), "{doc}");
+    assert_eq!(doc["queues"][0]["key"], BASE);
+    assert_eq!(doc["queues"][0]["findings"], serde_json::json!([]));
+    assert_eq!(
+        doc["queues"][0]["examined"]["jobs"], 10,
+        "5 hashes and 5 ids"
+    );
+    let out = w.run(&policy, &["doctor", "--repair", "danglingIds,orphans"]);
+    assert_exit(&out, 2, "orphanHashes");
+}
+
+#[test]
+fn orphan_hashes_are_found_and_removed_with_their_sub_keys() {
+    let (w, policy) = world(5);
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "3").expect("zrem");
+    let _: () = con.rpush(k("3:logs"), "line").expect("logs");
+    let _: () = con.zrem(k("completed"), "4").expect("zrem");
+    let _: () = con.set(k("4:lock"), "worker").expect("lock");
+    let mut expected = key_set(&mut con);
+    expected.retain(|key| key != &k("3") && key != &k("3:logs"));
+    let doc = find_then_repair(&w, &policy, "orphanHashes", 2, &k("3"));
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["locked"].as_u64()),
+        (Some(1), Some(1)),
+        "{doc}"
+    );
+    assert_eq!(
+        key_set(&mut con),
+        expected,
+        "job 3 and its logs went; locked job 4 stayed"
+    );
+    let events = repair_events(&w, &policy);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["repairKind"], "orphanHashes");
+    assert_eq!(events[0]["jobIds"], serde_json::json!(["3"]));
+}
+
+#[test]
+fn dangling_ids_are_dropped_from_their_state() {
+    let (w, policy) = world(5);
+    let mut con = w.con();
+    let _: () = con.del(k("2")).expect("del");
+    let _: () = con.rpush(k("2:logs"), "line").expect("logs");
+    let _: () = con.lpush(k("wait"), "9").expect("wait");
+    let _: () = con.lpush(k("active"), "8").expect("active");
+    let _: () = con.set(k("8:lock"), "worker").expect("lock");
+    let doc = find_then_repair(&w, &policy, "danglingIds", 3, &k("2"));
+    let f = finding(&doc, "danglingIds");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["locked"].as_u64()),
+        (Some(2), Some(1)),
+        "{doc}"
+    );
+    let completed: Vec<String> = con.zrange(k("completed"), 0, -1).expect("zrange");
+    assert_eq!(completed, ["1", "3", "4", "5"]);
+    assert!(!con.exists::<_, bool>(k("wait")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("2:logs")).expect("exists"));
+    let active: Vec<String> = con.lrange(k("active"), 0, -1).expect("active");
+    assert_eq!(active, ["8"], "a locked id is left");
+    assert_eq!(repair_events(&w, &policy)[0]["repairKind"], "danglingIds");
+}
+
+#[test]
+fn stale_dedup_keys_go_and_throttle_keys_stay() {
+    let (w, policy) = world(5);
+    let mut con = w.con();
+    let _: () = con.set(k("de:finished"), "2").expect("de");
+    let _: () = con.set(k("de:gone"), "77").expect("de");
+    let _: () = con.set_ex(k("de:throttle"), "77", 600).expect("de");
+    let _: () = con.hset(k("6"), "name", "x").expect("job");
+    let _: () = con.lpush(k("wait"), "6").expect("wait");
+    let _: () = con.set(k("de:live"), "6").expect("de");
+    let doc = find_then_repair(&w, &policy, "staleDedup", 2, &k("de:finished"));
+    assert_eq!(finding(&doc, "staleDedup")["repaired"], 2, "{doc}");
+    let left: Vec<String> = con.keys(k("de:*")).expect("keys");
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, [k("de:live"), k("de:throttle")]);
+}
+
+#[test]
+fn orphan_sub_keys_go_and_a_lock_with_a_ttl_stays() {
+    let (w, policy) = world(2);
+    let mut con = w.con();
+    let _: () = con.rpush(k("40:logs"), "line").expect("logs");
+    let _: () = con.sadd(k("41:dependencies"), k("1")).expect("deps");
+    let _: () = con.set(k("42:lock"), "w").expect("lock");
+    let _: () = con.set_ex(k("43:lock"), "w", 600).expect("lock");
+    let mut expected = key_set(&mut con);
+    expected.retain(|key| ![k("40:logs"), k("41:dependencies"), k("42:lock")].contains(key));
+    let doc = find_then_repair(&w, &policy, "orphanSubkeys", 3, &k("40:logs"));
+    assert_eq!(finding(&doc, "orphanSubkeys")["repaired"], 3, "{doc}");
+    assert_eq!(key_set(&mut con), expected);
+}
+
+#[test]
+fn orphan_schedulers_are_deleted() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    let _: () = con
+        .hset(k("repeat:gone"), "name", "tick")
+        .expect("template");
+    let _: () = con
+        .hset(k("repeat:live"), "name", "tick")
+        .expect("template");
+    let _: () = con.zadd(k("repeat"), "live", 1_000).expect("repeat");
+    let doc = find_then_repair(&w, &policy, "orphanSchedulers", 1, &k("repeat:gone"));
+    assert_eq!(finding(&doc, "orphanSchedulers")["repaired"], 1, "{doc}");
+    assert!(!con.exists::<_, bool>(k("repeat:gone")).expect("exists"));
+    assert!(con.exists::<_, bool>(k("repeat:live")).expect("exists"));
+}
+
+/// A flow: parent `p` waits for children `c1` and `c2` (in `wait`).
+fn flow(con: &mut redis::Connection) {
+    let _: () = con
+        .hset_multiple(
+            k("p"),
+            &[("name", "parent"), ("priority", "0"), ("delay", "0")],
+        )
+        .expect("p");
+    let _: () = con.zadd(k("waiting-children"), "p", 1).expect("wc");
+    for c in ["c1", "c2"] {
+        let _: () = con
+            .hset_multiple(k(c), &[("name", "child"), ("parentKey", k("p").as_str())])
+            .expect("child");
+        let _: () = con.lpush(k("wait"), c).expect("wait");
+        let _: () = con.sadd(k("p:dependencies"), k(c)).expect("deps");
+    }
+}
+
+#[test]
+fn a_stuck_parent_moves_to_wait_as_bullmq_moves_it() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    flow(&mut con);
+    // The children's hashes went without their bookkeeping (a TTL, a killed script).
+    let _: () = con.del(&[k("c1"), k("c2")]).expect("del");
+    let _: () = con.lrem(k("wait"), 0, "c1").expect("lrem");
+    let _: () = con.lrem(k("wait"), 0, "c2").expect("lrem");
+    let doc = find_then_repair(&w, &policy, "stuckParents", 1, &k("p"));
+    assert_eq!(finding(&doc, "stuckParents")["repaired"], 1, "{doc}");
+    let wc: Vec<String> = con.zrange(k("waiting-children"), 0, -1).expect("wc");
+    assert!(wc.is_empty());
+    let wait: Vec<String> = con.lrange(k("wait"), 0, -1).expect("wait");
+    assert_eq!(wait, ["p"]);
+    assert!(!con.exists::<_, bool>(k("p:dependencies")).expect("exists"));
+    let marker: Vec<String> = con.zrange(k("marker"), 0, -1).expect("marker");
+    assert_eq!(marker, ["0"]);
+}
+
+#[test]
+fn orphan_children_go_with_their_keys_and_an_active_child_stays() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    flow(&mut con);
+    let _: () = con.del(&[k("p"), k("p:dependencies")]).expect("del");
+    let _: () = con.zrem(k("waiting-children"), "p").expect("zrem");
+    // c2 is being processed.
+    let _: () = con.lrem(k("wait"), 0, "c2").expect("lrem");
+    let _: () = con.lpush(k("active"), "c2").expect("active");
+    let _: () = con.set_ex(k("c2:lock"), "w", 600).expect("lock");
+    let doc = find_then_repair(&w, &policy, "orphanChildren", 2, &k("c1"));
+    let f = finding(&doc, "orphanChildren");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["locked"].as_u64()),
+        (Some(1), Some(1)),
+        "{doc}"
+    );
+    assert!(!con.exists::<_, bool>(k("c1")).expect("exists"));
+    assert!(con.exists::<_, bool>(k("c2")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("wait")).expect("exists"));
+    let events = repair_events(&w, &policy);
+    assert_eq!(events[0]["repairKind"], "orphanChildren");
+}
+
+#[test]
+fn an_events_stream_over_its_bound_is_found() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    let _: () = con.hset(k("meta"), "opts.maxLenEvents", 10).expect("meta");
+    for i in 0..200 {
+        let _: String = con
+            .xadd(
+                k("events"),
+                "*",
+                &[("event", "added"), ("jobId", &i.to_string())],
+            )
+            .expect("xadd");
+    }
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!(code, 1, "{doc}");
+    let f = finding(&doc, "eventsOverLimit");
+    assert_eq!(
+        (f["found"].as_u64(), &f["samples"][0]),
+        (Some(190), &Value::from(k("events"))),
+        "{doc}"
+    );
+    let (_, doc) = doctor(&w, &policy, &["--repair", "eventsOverLimit"]);
+    assert_eq!(
+        finding(&doc, "eventsOverLimit")["skipped"]["notRepairedHere"],
+        1,
+        "{doc}"
+    );
+}
+
+#[test]
+fn the_man_page_lists_the_exit_status_of_fsck() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["man", "doctor"])
+        .output()
+        .expect("bullsweep runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = String::from_utf8_lossy(&out.stdout);
+    let status = &page[page.find("EXIT STATUS").expect("exit status")..];
+    for line in ["0\nno damage found", "1\ndamage found", "2\nbad usage", "8\nan operational error"] {
+        assert!(status.contains(line), "{line:?} in {status}");
+    }
+}
+
+#[test]
+fn an_unreachable_redis_exits_8() {
+    let w = World::new();
+    let policy = w.policy("version: 1\npolicies: []\n");
+    let port = w.redis.port();
+    drop(w.redis);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .args(["--redis", &format!("redis://127.0.0.1:{port}"), "--config"])
+        .arg(&policy)
+        .arg("doctor")
+        .output()
+        .expect("bullsweep runs");
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+}

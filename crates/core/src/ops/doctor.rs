@@ -1,0 +1,172 @@
+//! `doctor` for both front ends (and the bench): the queues discovery finds (with a policy
+//! or not), each examined for the eight kinds of damage with bounded reads, and, for the
+//! kinds asked, repaired under the queue's sweep lock, every repair audited in its own call
+//! and the events shipped to the durable store as a run ships them. Without kinds to repair
+//! nothing is written.
+
+use crate::audit::{self, Actor};
+use crate::cancel::Cancel;
+use crate::engine::doctor::{DoctorQueue, DoctorReport, RepairContext, examine, repair_queue};
+use crate::engine::{NO_HASH_TAG, Observer};
+use crate::error::Error;
+use crate::lock::QueueLocking;
+use bullsweep_base::clock::execution_id;
+use bullsweep_base::connect::{Conn, describe};
+use bullsweep_policy::{DoctorKind, NamePattern, PolicySet, Resolution};
+
+pub use crate::engine::doctor::{Examined, Finding, QueueDoctor};
+
+/// Which queues `doctor` covers, what it repairs, and how it is stopped early.
+#[derive(Clone, Debug, Default)]
+pub struct DoctorScope {
+    /// The environment in force (see `--env`): queues of other environments, and queues no
+    /// layout names, are left out when it is given.
+    pub env: Option<String>,
+    /// Only queues whose name or key base matches this glob.
+    pub queue_glob: Option<NamePattern>,
+    /// The kinds to repair; none: find only, write nothing.
+    pub repair: Vec<DoctorKind>,
+    /// Cancelled to stop between queues.
+    pub cancel: Cancel,
+    /// Repairs take each queue's sweep lock, waiting this long for one held by somebody else
+    /// before leaving the queue unrepaired (`sweepLock`); `None` when the caller holds it.
+    pub lock_wait: Option<std::time::Duration>,
+    /// Who asked, for the audit events.
+    pub actor: Option<String>,
+}
+
+/// Examines (and repairs) every queue `scope` covers. `url` names Redis in messages.
+pub async fn doctor(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    scope: DoctorScope,
+    observer: &dyn Observer,
+) -> Result<DoctorReport, Error> {
+    let mut warnings = Vec::new();
+    let queues = queues(con, url, set, &scope, &mut warnings).await?;
+    let repairing = !scope.repair.is_empty();
+    let audit_unavailable = if repairing {
+        super::run::open_audit(con, url, set, &mut warnings).await?
+    } else {
+        None
+    };
+    let ctx = RepairContext {
+        kinds: scope.repair.clone(),
+        execution_id: execution_id(),
+        actor: Actor::named(scope.actor.as_deref()),
+        budget_us: super::DEFAULT_BUDGET_US,
+    };
+    let locking = scope.lock_wait.map(|wait| QueueLocking {
+        owner: format!("doctor-{}", std::process::id()),
+        wait,
+        con: con.clone(),
+    });
+    let mut report = Vec::new();
+    for q in &queues {
+        if scope.cancel.is_cancelled() {
+            break;
+        }
+        let (mut found, error) = examine(con, q, ctx.budget_us, observer).await;
+        let mut error = error.map(|e| describe(url, &e));
+        if repairing && error.is_none() {
+            let audit_required = q
+                .policy
+                .as_ref()
+                .and_then(|p| p.sla.as_ref())
+                .is_some_and(|s| s.audit_required);
+            if audit_required && audit_unavailable.is_some() {
+                found.skip_all(&ctx.kinds, "auditUnavailable");
+            } else {
+                let held = match &locking {
+                    Some(l) => match l.enter(&q.base).await {
+                        Ok(Some(h)) => Some(Some(h)),
+                        Ok(None) => None,
+                        Err(e) => {
+                            error = Some(describe(url, &e));
+                            None
+                        }
+                    },
+                    None => Some(None),
+                };
+                match held {
+                    None if error.is_none() => found.skip_all(&ctx.kinds, "sweepLock"),
+                    None => {}
+                    Some(lock) => {
+                        let repaired = repair_queue(con, q, &mut found, &ctx, observer).await;
+                        if let Some(lock) = lock {
+                            lock.release().await;
+                        }
+                        error = repaired.err().map(|e| describe(url, &e));
+                    }
+                }
+            }
+        }
+        report.push(found.into_report(q, error.map(|e| e.message)));
+    }
+    if repairing && audit_unavailable.is_none() {
+        audit::with_store(con, &set.audit, async |con, store| {
+            audit::ship(con, store).await
+        })
+        .await
+        .map_err(|e| {
+            Error::audit(format!(
+                "the repairs' audit events could not be shipped: {e}"
+            ))
+            .with_hint("they are kept in Redis and shipped by the next run")
+        })?;
+    }
+    let clean = report
+        .iter()
+        .all(|q| q.error.is_none() && q.findings.iter().all(|f| f.found == 0));
+    Ok(DoctorReport {
+        queues: report,
+        clean,
+        warnings,
+    })
+}
+
+/// The queues discovery finds that `scope` covers, each with its policy when one governs it.
+/// Queues no layout names are examined too (with no policy), unless an environment is in
+/// force; on a Cluster, a queue without a hash tag is left out with a warning.
+async fn queues(
+    con: &mut Conn,
+    url: &str,
+    set: &PolicySet,
+    scope: &DoctorScope,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<DoctorQueue>, Error> {
+    let inv = super::discover(con, url, set, scope.env.as_deref())
+        .await?
+        .only(scope.queue_glob.as_ref());
+    let mut out: Vec<DoctorQueue> = inv
+        .managed
+        .into_iter()
+        .map(|q| DoctorQueue {
+            policy: match set.resolve(&q) {
+                Resolution::Covered(eff) => Some(eff),
+                _ => None,
+            },
+            base: q.base,
+            queue: q.queue,
+            tenant: q.tenant,
+            env: q.env,
+        })
+        .collect();
+    if scope.env.is_none() {
+        for base in inv.unmanaged {
+            if inv.reasons.get(&base).map(String::as_str) == Some(NO_HASH_TAG) {
+                warnings.push(format!("{base}: not examined: {NO_HASH_TAG}"));
+                continue;
+            }
+            out.push(DoctorQueue {
+                queue: base.rsplit(':').next().unwrap_or(&base).to_string(),
+                base,
+                tenant: None,
+                env: None,
+                policy: None,
+            });
+        }
+    }
+    Ok(out)
+}
