@@ -62,7 +62,8 @@ impl DamageSeed {
     }
 }
 
-/// The damage injected, by kind (all eight; `eventsOverLimit` counts the one stream).
+/// The damage injected, by kind (all eight; `eventsOverLimit` counts the stream's entries
+/// over its bound, as the doctor does).
 pub type Injected = Vec<(DoctorKind, u64)>;
 
 /// Fills the queue, then damages it; returns what was injected.
@@ -274,7 +275,8 @@ async fn seed_events<C: ConnectionLike>(
 /// - orphan children: their parent's hash, `waiting-children` entry and `:dependencies`
 ///   removed (the child keeps its `parentKey`);
 /// - orphan schedulers: `unit` scheduler ids ZREMed from `repeat` (templates left);
-/// - one events stream over its bound: seeded at twice [`EVENTS_BOUND`].
+/// - one events stream over its bound: seeded at twice [`EVENTS_BOUND`] (the bound's worth
+///   of entries over it).
 pub async fn inject<C: ConnectionLike>(con: &mut C, spec: &DamageSeed) -> RedisResult<Injected> {
     let l = spec.layout();
     let keys = QueueKeys::new(&spec.base);
@@ -322,15 +324,9 @@ pub async fn inject<C: ConnectionLike>(con: &mut C, spec: &DamageSeed) -> RedisR
     pipe.query_async::<()>(con).await?;
     Ok(DoctorKind::ALL
         .into_iter()
-        .map(|k| {
-            (
-                k,
-                if k == DoctorKind::EventsOverLimit {
-                    1
-                } else {
-                    l.unit
-                },
-            )
+        .map(|k| match k {
+            DoctorKind::EventsOverLimit => (k, EVENTS_BOUND),
+            _ => (k, l.unit),
         })
         .collect())
 }

@@ -17,6 +17,8 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Report => Strategy::Report,
         StrategyArg::Pending => Strategy::Pending,
         StrategyArg::Source => Strategy::Source,
+        StrategyArg::Doctor => Strategy::Doctor,
+        StrategyArg::Expire => Strategy::Expire,
     };
     let config = BenchConfig {
         jobs: args.jobs.unwrap_or(strategy.default_jobs()),
