@@ -152,7 +152,7 @@ async fn expire_way(
         .await
         .map_err(redis_err)?;
     // Far enough ahead that every expiry is set before the first one is due (~50,000 set/s).
-    let lead_ms = 5_000 + (args.jobs / 50) as i64;
+    let lead_ms = 1_000 + (args.jobs / 50) as i64;
     let expire_at = now_ms() + lead_ms;
     let cpu = start_counters(con).await.map_err(redis_err)?;
     let prober = Prober::start(url)?;
