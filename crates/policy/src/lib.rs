@@ -34,9 +34,9 @@ pub use json_walk::Malformed;
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};
 pub use model::{
-    ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, DaemonSettings, DeadLetter, JobRule, JobState,
-    KeepIf, NotifyTargets, Policy, PolicySet, RunMode, Sla, StalledAction, StalledRule, StateRule,
-    StateRules, TenantOverride, Webhook,
+    ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, DaemonSettings, DeadLetter, EventsBound,
+    JobRule, JobState, KeepIf, NotifyTargets, Policy, PolicySet, RunMode, Sla, StalledAction,
+    StalledRule, StateRule, StateRules, TenantOverride, Webhook,
 };
 pub use pattern::{NamePattern, Specificity};
 pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern, Unreadable};

@@ -112,6 +112,9 @@ pub struct StateRule {
     pub action: Option<Action>,
     /// Jobs the event-driven path leaves to the periodic sweep.
     pub keep_if: Option<KeepIf>,
+    /// A finished job's hash and logs expire this long after it finished (Redis's own
+    /// expiry, `PEXPIREAT`); `completed` and `failed` only.
+    pub ttl: Option<Millis>,
 }
 
 /// `keepIf: { path, equals }`: a condition on one finished job. The event-driven path leaves a
@@ -206,6 +209,16 @@ pub struct DeadLetter {
     pub purge_after: Millis,
 }
 
+/// `events:`: how long a queue's events stream may grow. At least one bound is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventsBound {
+    /// Keep at most this many entries (at least 1); also written to the queue's
+    /// `meta` as `opts.maxLenEvents`, so that BullMQ's own trimming agrees.
+    pub max_len: Option<u64>,
+    /// Drop entries older than this (by their stream id's time).
+    pub max_age: Option<Millis>,
+}
+
 /// Partial rules keyed by state.
 pub type StateRules = BTreeMap<JobState, StateRule>;
 
@@ -259,6 +272,8 @@ pub struct Policy {
     pub daemon: DaemonSettings,
     /// `protectWaitingParents`: leave a finished child whose parent still waits for children.
     pub protect_waiting_parents: bool,
+    /// `events:`: the bound of the policy's queues' events streams.
+    pub events: Option<EventsBound>,
     /// Where the policy starts in the file.
     pub pos: SourcePos,
 }

@@ -208,6 +208,15 @@ pub struct RawPolicy {
     pub source: Option<Spanned<RawSourceLink>>,
     pub delete_when: Option<Spanned<String>>,
     pub keep_for: Option<Spanned<RawDuration>>,
+    pub events: Option<Spanned<RawEvents>>,
+}
+
+/// A policy's `events:`: the bound of its queues' events streams.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawEvents {
+    pub max_len: Option<Spanned<RawCount>>,
+    pub max_age: Option<Spanned<RawDuration>>,
 }
 
 /// Rules keyed by job state.
@@ -247,6 +256,7 @@ pub struct RawStateRule {
     pub keep_for: Option<Spanned<RawDuration>>,
     pub action: Option<Spanned<String>>,
     pub keep_if: Option<Spanned<RawKeepIf>>,
+    pub ttl: Option<Spanned<RawDuration>>,
 }
 
 /// One entry of a policy's `jobs:`.

@@ -4,8 +4,8 @@
 use crate::action::Action;
 use crate::duration::Millis;
 use crate::model::{
-    DeadLetter, JobState, KeepIf, Policy, PolicySet, RunMode, Sla, StalledRule, StateRule,
-    TenantOverride,
+    DeadLetter, EventsBound, JobState, KeepIf, Policy, PolicySet, RunMode, Sla, StalledRule,
+    StateRule, TenantOverride,
 };
 use crate::pattern::Specificity;
 use crate::pii::PiiRules;
@@ -110,6 +110,8 @@ pub struct EffectiveRule {
     pub action: Sourced<Action>,
     /// Jobs the event-driven path leaves to the periodic sweep.
     pub keep_if: Option<Sourced<KeepIf>>,
+    /// How long after it finished a job's hash and logs expire (finished states only).
+    pub ttl: Option<Sourced<Millis>>,
 }
 
 /// Effective rules for jobs of one name.
@@ -155,6 +157,8 @@ pub struct EffectivePolicy {
     /// Leave finished children whose parent still waits in `waiting-children`
     /// (`protectWaitingParents`); by default they go as with `Queue.clean`.
     pub protect_waiting_parents: bool,
+    /// The bound of the queue's events stream (`events:`).
+    pub events: Option<EventsBound>,
 }
 
 /// The outcome of resolving one queue.
@@ -290,6 +294,7 @@ impl PolicySet {
             dead_letter: winner.daemon.dead_letter,
             move_exhausted_to: winner.daemon.move_exhausted_to.clone(),
             protect_waiting_parents: winner.protect_waiting_parents,
+            events: winner.events,
         })
     }
 
@@ -408,6 +413,7 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
     let mut max_count = None;
     let mut keep_for = None;
     let mut keep_if = None;
+    let mut ttl = None;
     let mut action = Sourced {
         value: Action::Remove,
         source: Provenance::Default,
@@ -426,6 +432,9 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
         if let Some(v) = rule.keep_if {
             keep_if = Some(sourced(v, &source));
         }
+        if let Some(v) = rule.ttl {
+            ttl = Some(sourced(v, &source));
+        }
         if let Some(v) = rule.action {
             action = sourced(v, &source);
         }
@@ -436,6 +445,7 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
         keep_for,
         action,
         keep_if,
+        ttl,
     })
 }
 

@@ -59,6 +59,7 @@ const READS: &[&str] = &[
     "hscan",
     "xrevrange",
     "pttl",
+    "zrangebyscore",
 ];
 
 /// Read-only scripts (`page_newest.lua`, flagged `no-writes`).
@@ -74,7 +75,8 @@ const ERASE_WRITES: &[&str] = &[
     "xdel", "incr", "incrby", "sadd", "set", "multi", "exec", "wait", "ltrim", "pexpire",
 ];
 
-/// What governing writes beyond erasure: staging, restore and records.
+/// What governing writes beyond erasure: staging, restore and records, the EXPIRE layer's
+/// TTLs and the events streams' trimming.
 const GOVERN_WRITES: &[&str] = &[
     "hsetnx",
     "zadd",
@@ -88,6 +90,8 @@ const GOVERN_WRITES: &[&str] = &[
     "restore",
     "xread",
     "sort",
+    "pexpireat",
+    "xtrim",
 ];
 
 impl Role {

@@ -3,9 +3,9 @@
 
 use super::table::{Grid, table};
 use bullsweep_policy::{
-    DeadLetter, EffectivePolicy, EffectiveRule, JobState, PartialSourceLink, Policy, PolicySet,
-    QueueId, Resolution, RunMode, Schedule, Sla, Source, SourceKind, SourceLink, Sourced,
-    StalledRule, StateRule, StateRules,
+    DeadLetter, EffectivePolicy, EffectiveRule, EventsBound, JobState, PartialSourceLink, Policy,
+    PolicySet, QueueId, Resolution, RunMode, Schedule, Sla, Source, SourceKind, SourceLink,
+    Sourced, StalledRule, StateRule, StateRules,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -28,7 +28,27 @@ fn rule_text(rule: &StateRule) -> String {
     if let Some(k) = &rule.keep_if {
         parts.push(format!("keepIf {} = {}", k.path, k.equals));
     }
+    if let Some(v) = rule.ttl {
+        parts.push(format!("ttl {v}"));
+    }
     parts.join(", ")
+}
+
+/// `events:` as `(field, text, JSON)`, when the policy bounds its streams.
+fn events_field(events: Option<&EventsBound>) -> Option<(&'static str, String, Value)> {
+    let e = events?;
+    let mut parts = Vec::new();
+    if let Some(n) = e.max_len {
+        parts.push(format!("maxLen {n}"));
+    }
+    if let Some(a) = e.max_age {
+        parts.push(format!("maxAge {a}"));
+    }
+    Some((
+        "events",
+        parts.join(", "),
+        json!({"maxLen": e.max_len, "maxAgeMs": e.max_age.map(|a| a.as_millis())}),
+    ))
 }
 
 /// The daemon settings of a policy or an effective policy, as `(field, text, JSON)`; fields at
@@ -89,6 +109,9 @@ fn policy_daemon_fields(p: &Policy) -> Vec<(&'static str, String, Value)> {
         &p.daemon.depends_on,
         p.daemon.move_exhausted_to.as_deref(),
     )
+    .into_iter()
+    .chain(events_field(p.events.as_ref()))
+    .collect()
 }
 
 fn effective_daemon_fields(eff: &EffectivePolicy) -> Vec<(&'static str, String, Value)> {
@@ -100,6 +123,9 @@ fn effective_daemon_fields(eff: &EffectivePolicy) -> Vec<(&'static str, String, 
         &eff.depends_on,
         eff.move_exhausted_to.as_deref(),
     )
+    .into_iter()
+    .chain(events_field(eff.events.as_ref()))
+    .collect()
 }
 
 fn fields_json(fields: Vec<(&'static str, String, Value)>) -> Value {
@@ -122,6 +148,7 @@ fn rules_json(rules: &StateRules) -> Value {
                     "keepForMs": r.keep_for.map(|d| d.as_millis()),
                     "action": r.action.map(|a| a.as_str()),
                     "keepIf": r.keep_if.as_ref().map(|k| json!({"path": k.path.to_string(), "equals": k.equals})),
+                    "ttlMs": r.ttl.map(|d| d.as_millis()),
                 }),
             )
         })
@@ -408,6 +435,10 @@ fn effective_fields(rule: &EffectiveRule) -> Vec<EffectiveField> {
     if let Some(v) = &rule.keep_if {
         let shown = format!("{} = {}", v.value.path, v.value.equals);
         fields.push(field("keepIf", "keepIf", json!(shown), shown, &v.source));
+    }
+    if let Some(v) = &rule.ttl {
+        let (json, shown) = (json!(v.value.as_millis()), v.value.to_string());
+        fields.push(field("ttl", "ttlMs", json, shown, &v.source));
     }
     let action = rule.action.value.as_str();
     fields.push(field(

@@ -3,8 +3,8 @@
 
 use super::table::table;
 use super::thousands;
-use bullsweep_core::engine::{Mode, QueueSkipped, Report, TakenAlong};
-use bullsweep_core::text::count;
+use bullsweep_core::engine::{EventsReport, Mode, QueueSkipped, Report, TakenAlong, TtlReport};
+use bullsweep_core::text::{count, rfc3339};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -51,7 +51,13 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
             if let Some(taken) = s.taken_along.as_ref().and_then(|t| taken_text(t, mode)) {
                 notes.push(format!("{} {state}: {taken}", q.key));
             }
+            if let Some(ttl) = &s.ttl {
+                notes.push(format!("{} {state}: {}", q.key, ttl_text(ttl)));
+            }
             t.add_row(row);
+        }
+        if let Some(e) = &q.events {
+            notes.push(format!("{} events: {}", q.key, events_text(e, mode)));
         }
         let aside = match (&q.error, q.skipped) {
             (Some(e), _) => Some(("error (below)", format!("{}: error: {e}", q.key))),
@@ -131,6 +137,58 @@ fn taken_text(t: &TakenAlong, mode: Mode) -> Option<String> {
         thousands(t.parents_removed),
         thousands(t.parents_released)
     ))
+}
+
+/// A finished state's TTLs: `12 jobs carry a TTL, 3 have none; the next expires at …`.
+fn ttl_text(t: &TtlReport) -> String {
+    let next = t
+        .next_expiry_ms
+        .map(|ms| format!("; the next expires at {}", rfc3339(ms)))
+        .unwrap_or_default();
+    format!(
+        "{} a TTL, {} none{next}",
+        count_verb(t.carrying, "carries", "carry"),
+        thousands(t.without),
+    )
+}
+
+/// `1 job carries` / `2 jobs carry`.
+fn count_verb(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n, "job"), if n == 1 { one } else { many })
+}
+
+/// The events stream against its bound: what trimming frees (plan) or freed (run).
+fn events_text(e: &EventsReport, mode: Mode) -> String {
+    let mut bound = Vec::new();
+    if let Some(n) = e.max_len {
+        bound.push(format!("maxLen {}", thousands(n)));
+    }
+    if let Some(ms) = e.max_age_ms {
+        bound.push(format!("maxAge {}", bullsweep_policy::Millis(ms)));
+    }
+    let verb = if e.trimmed {
+        "trimming freed"
+    } else if mode == Mode::Run {
+        "not trimmed; trimming would free"
+    } else {
+        "trimming frees"
+    };
+    format!(
+        "{} ({}); {verb} {} (~{:.2} MiB)",
+        entries(e.entries),
+        bound.join(", "),
+        entries(e.frees),
+        e.frees_bytes as f64 / (1024.0 * 1024.0)
+    )
+}
+
+/// `1 entry` / `5,000 entries`.
+fn entries(n: u64) -> String {
+    format!(
+        "{} {}",
+        thousands(n),
+        if n == 1 { "entry" } else { "entries" }
+    )
 }
 
 /// The parents a report's states take along, summed.

@@ -43,6 +43,9 @@ pub struct JsonQueue {
     /// `locked` when another bullsweep held the queue's lock and the run left it alone.
     #[serde(default)]
     pub skipped: Option<String>,
+    /// The events stream against the policy's `events:` bound, when it sets one.
+    #[serde(default)]
+    pub events: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,6 +61,9 @@ pub struct JsonState {
     /// Flow parents the selected jobs take along (`plan`) or took along (`run`).
     #[serde(default, rename = "takenAlong")]
     pub taken_along: Option<serde_json::Value>,
+    /// Under `ttl:`: jobs carrying a TTL, jobs without, the next expiry.
+    #[serde(default)]
+    pub ttl: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

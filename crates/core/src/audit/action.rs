@@ -35,6 +35,8 @@ pub enum AuditAction {
     Mixed,
     /// `repair`: damage `doctor` found, repaired (the kind in the context's `repairKind`).
     Repair,
+    /// `expire`: finished jobs' hashes and logs given a TTL (`ttl:`), which Redis acts on.
+    Expire,
     /// A name none of the above has, as read from a trail (another version's, or the empty
     /// context of a stream entry that could not be read); written back as it was read.
     Other(String),
@@ -45,7 +47,7 @@ const MOVE_TO: &str = "move to ";
 
 impl AuditAction {
     /// Every action whose name is fixed, for reading names back.
-    const NAMED: [AuditAction; 12] = [
+    const NAMED: [AuditAction; 13] = [
         AuditAction::Remove,
         AuditAction::Archive,
         AuditAction::Anonymize,
@@ -58,6 +60,7 @@ impl AuditAction {
         AuditAction::Restore,
         AuditAction::Mixed,
         AuditAction::Repair,
+        AuditAction::Expire,
     ];
 
     /// The fixed name of an action that has one.
@@ -75,6 +78,7 @@ impl AuditAction {
             AuditAction::Restore => "restore",
             AuditAction::Mixed => "mixed",
             AuditAction::Repair => "repair",
+            AuditAction::Expire => "expire",
             AuditAction::MoveTo(_) | AuditAction::Other(_) => return None,
         })
     }

@@ -27,6 +27,7 @@ use crate::bullmq::{DrainRequest, QueueKeys, scripts};
 use crate::cancel::Cancel;
 use crate::engine::SweepOptions;
 use crate::engine::event_removal::{remove_finished, score_bounds};
+use crate::engine::expire::expire_finished;
 use crate::error::ErrorKind;
 use crate::health::history;
 use crate::ops::records;
@@ -316,15 +317,8 @@ impl EventsReader {
         set_lag(&self.metrics, &labels, &last, now);
         let opts = SweepOptions::at(now, BUDGET_US, &self.execution_id);
         let seen = RunObserver::default();
-        let removed = remove_finished(
-            &mut self.con,
-            &h.queue.queue,
-            &h.queue.policy,
-            &finished,
-            &opts,
-            &seen,
-        )
-        .await;
+        let removed =
+            remove_then_expire(&mut self.con, h, &finished, &opts, &seen, &self.metrics).await;
         let spent = seen.spent();
         match removed {
             Ok(removed) => record(&self.metrics, &labels, &spent, removed),
@@ -414,6 +408,33 @@ async fn drain(
         }
     }
     Ok((out.read, full))
+}
+
+/// Removes the finished jobs of one read that their rules select, then gives those the
+/// rules keep their TTL (`ttl:`); returns how many were removed.
+async fn remove_then_expire(
+    con: &mut Conn,
+    h: &Held,
+    finished: &[(JobState, String)],
+    opts: &SweepOptions,
+    seen: &RunObserver,
+    metrics: &DaemonMetrics,
+) -> crate::error::Result<u64> {
+    let (queue, policy) = (&h.queue.queue, &h.queue.policy);
+    let removed = remove_finished(con, queue, policy, finished, opts, seen).await?;
+    let given = expire_finished(con, queue, policy, finished, opts).await?;
+    if given > 0 {
+        let labels = h.labels(metrics, &queue.base);
+        metrics
+            .acted
+            .get_or_create(&ActionLabels {
+                queue: labels.queue.clone(),
+                tenant: labels.tenant.clone(),
+                action: "expire".into(),
+            })
+            .inc_by(given);
+    }
+    Ok(removed)
 }
 
 /// Counts the removals of one read in the metrics.

@@ -17,8 +17,8 @@ use redis::Value;
 use redis::aio::ConnectionLike;
 
 /// The highest score removed per state `(completed, failed)` when the queue's rules decide on
-/// a job's score alone (no job-name rules, no `keepIf`, action remove), else `None`: such a
-/// queue is drained by one script call that reads, removes and saves the position.
+/// a job's score alone (no job-name rules, no `keepIf`, action remove, no `ttl`), else `None`:
+/// such a queue is drained by one script call that reads, removes and saves the position.
 pub fn score_bounds(policy: &EffectivePolicy, now_ms: i64) -> Option<(Option<i64>, Option<i64>)> {
     // protectWaitingParents needs each job's parent looked at: left to the path that does.
     let plain = policy.jobs.is_empty()
@@ -26,7 +26,7 @@ pub fn score_bounds(policy: &EffectivePolicy, now_ms: i64) -> Option<(Option<i64
         && policy
             .states
             .values()
-            .all(|r| r.keep_if.is_none() && r.action.value == Action::Remove);
+            .all(|r| r.keep_if.is_none() && r.ttl.is_none() && r.action.value == Action::Remove);
     let bound = |state| {
         policy
             .states

@@ -15,6 +15,8 @@ mod context;
 mod dead_letter;
 pub mod doctor;
 pub mod event_removal;
+mod events_bound;
+pub mod expire;
 mod flows;
 pub mod forget;
 mod held;
@@ -27,6 +29,7 @@ mod options;
 mod pending;
 mod pending_archive;
 mod prefix;
+mod queue_expiry;
 mod queue_run;
 mod report;
 mod rules;
@@ -44,8 +47,12 @@ mod work;
 pub use crate::notify::{Notice, NoticeJob};
 pub use anonymize::ANONYMIZED_MARKER;
 pub use batch::BatchSizer;
+pub use events_bound::{EventsCheck, TrimOutcome, check_events, trim_events};
 pub use inventory::{Inventory, NO_HASH_TAG, classify, in_dependency_order, inventory, sort_found};
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
-pub use report::{QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong};
+pub use report::{
+    EventsReport, QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong,
+    TtlReport,
+};
 pub use sweep::{finish_staged, sweep};

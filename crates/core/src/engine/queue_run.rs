@@ -31,6 +31,7 @@ pub(super) fn queue_report(q: &QueueId, policy: String) -> QueueReport {
         states: BTreeMap::new(),
         error: None,
         skipped: None,
+        events: None,
     }
 }
 
@@ -132,18 +133,30 @@ impl<'a> QueueRun<'a> {
             Err(e) => Some(e.context("moveExhaustedTo")),
             Ok(()) => match self.finished_then_pending(con, &mut qr, notices).await {
                 Err(e) => Some(e),
-                Ok(()) => match self.dead_letter(con, &mut qr).await {
-                    Err(e) => Some(e.context("deadLetter")),
-                    Ok(()) => self
-                        .stalled(con, &mut qr)
-                        .await
-                        .err()
-                        .map(|e| e.context("stalled")),
+                Ok(()) => match self.expiry(con, &mut qr).await {
+                    Err(e) => Some(e),
+                    Ok(()) => self.dead_letter_then_stalled(con, &mut qr).await,
                 },
             },
         };
         qr.error = error.map(QueueError::from);
         qr
+    }
+
+    /// The dead-letter phases, then stalled jobs; the first error.
+    async fn dead_letter_then_stalled<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        qr: &mut QueueReport,
+    ) -> Option<Error> {
+        match self.dead_letter(con, qr).await {
+            Err(e) => Some(e.context("deadLetter")),
+            Ok(()) => self
+                .stalled(con, qr)
+                .await
+                .err()
+                .map(|e| e.context("stalled")),
+        }
     }
 
     /// Finishes the archive batches an earlier run detached and did not drop (a run only):

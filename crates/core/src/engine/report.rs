@@ -56,6 +56,45 @@ pub struct QueueReport {
     /// Why the queue was not swept at all, when it was not (its `states` are then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<QueueSkipped>,
+    /// The events stream against the policy's `events:` bound, when it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventsReport>,
+}
+
+/// A queue's events stream against its `events:` bound: what trimming frees (`plan`) or
+/// freed (`run`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EventsReport {
+    /// Entries in the stream before trimming.
+    pub entries: u64,
+    /// `events.maxLen`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_len: Option<u64>,
+    /// `events.maxAge` in ms, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_ms: Option<u64>,
+    /// Entries trimming frees (`plan`) or freed (`run`).
+    pub frees: u64,
+    /// Bytes that frees, estimated from `MEMORY USAGE … SAMPLES` of the stream.
+    pub frees_bytes: u64,
+    /// Whether `run` trimmed (`false` in a plan).
+    pub trimmed: bool,
+}
+
+/// The TTLs of one finished state under `ttl:`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TtlReport {
+    /// The ttl of jobs no job rule names, in ms (`None` when only job rules take one).
+    pub ttl_ms: Option<u64>,
+    /// Jobs whose hash carries a TTL (after a run, those given one included).
+    pub carrying: u64,
+    /// Jobs whose hash has none (after a run, those left alone).
+    pub without: u64,
+    /// When the soonest TTL ends, ms since the epoch (`plan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_expiry_ms: Option<i64>,
 }
 
 /// Why work on a queue stopped: the failure's kind and its one-line message.
@@ -124,6 +163,9 @@ pub struct StateReport {
         skip_serializing_if = "Option::is_none"
     )]
     pub taken_along: Option<TakenAlong>,
+    /// Under `ttl:`: how many jobs carry a TTL and when the next expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<TtlReport>,
     /// The notice for `action: notify`, moved into [`Report::notices`].
     #[serde(skip)]
     pub notice: Option<Notice>,
@@ -332,6 +374,7 @@ mod tests {
             states: BTreeMap::new(),
             error,
             skipped: None,
+            events: None,
         }
     }
 

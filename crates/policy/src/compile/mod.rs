@@ -2,10 +2,11 @@
 //! [`compile`] reads as its list of checks; each lives in the file named after what it checks:
 //! `schema` (unknown keys, all at once), `values` (durations, counts, rules, schedules),
 //! `privacy` (`pii:`, `subjects:`), `policies` (the lists and the file's settings), `targets`
-//! (audit, archive, notify, and the action check), `graph` (ties, `dependsOn` cycles) and
-//! `syntax` (parser errors, "did you mean").
+//! (audit, archive, notify, and the action check), `expiry` (`events:`, and where a `ttl` may
+//! not be), `graph` (ties, `dependsOn` cycles) and `syntax` (parser errors, "did you mean").
 
 mod doctor;
+mod expiry;
 mod graph;
 mod policies;
 mod privacy;
@@ -175,6 +176,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     let archive = c.archive(&raw);
     let notify = c.notify(&raw);
     c.actions_have_targets(&raw);
+    c.ttl_conflicts(&raw);
     match (c.errors.is_empty(), audit, schedule) {
         (true, Some(audit), Some(schedule)) => Ok(PolicySet {
             source: file.to_string(),

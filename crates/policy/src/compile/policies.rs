@@ -240,6 +240,10 @@ impl Checker {
         };
         let subjects = self.subjects(&rp.subjects, &format!("{path}.subjects"));
         let daemon = self.daemon_settings(raw, rp, path);
+        let events = rp
+            .events
+            .as_ref()
+            .and_then(|e| self.events(e, &format!("{path}.events")));
         let sla = rp.sla.as_ref().map(|s| Sla {
             max_data_age_hours: s.max_data_age_hours,
             compliance_tag: s.compliance_tag.clone(),
@@ -259,6 +263,7 @@ impl Checker {
             subjects,
             daemon,
             protect_waiting_parents: rp.protect_waiting_parents,
+            events,
             pos: pos(&p.referenced),
         })
     }

@@ -31,6 +31,7 @@ const STATE_RULE: Shape = Shape::Fields(&[
         "keepIf",
         Shape::Fields(&[("path", Shape::Any), ("equals", Shape::Any)]),
     ),
+    ("ttl", Shape::Any),
 ]);
 
 const STATE_RULES: Shape = Shape::Fields(&[
@@ -106,6 +107,10 @@ const POLICY: Shape = Shape::Fields(&[
     ("source", SOURCE_LINK),
     ("deleteWhen", Shape::Any),
     ("keepFor", Shape::Any),
+    (
+        "events",
+        Shape::Fields(&[("maxLen", Shape::Any), ("maxAge", Shape::Any)]),
+    ),
 ]);
 
 const SOURCE_LINK: Shape = Shape::Fields(&[
@@ -464,6 +469,7 @@ mod tests {
                 fields::<RawStalled>(),
             ),
             ("jobs", keys(at(policy, "jobs")), fields::<RawJobRule>()),
+            ("events", keys(at(policy, "events")), fields::<RawEvents>()),
             ("sla", keys(at(policy, "sla")), fields::<RawSla>()),
             (
                 "deadLetter",

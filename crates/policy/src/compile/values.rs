@@ -130,6 +130,17 @@ impl Checker {
         if !state.is_finished() {
             self.finished_only(r, state, path);
         }
+        let ttl = r.ttl.as_ref().and_then(|d| {
+            let ttl = self.duration(d, BareUnit::Seconds, &format!("{path}.ttl"));
+            match ttl {
+                Some(Millis(0)) => {
+                    self.error(&d.referenced, format!("{path}.ttl"), "ttl must be above 0");
+                    None
+                }
+                _ if state.is_finished() => ttl,
+                _ => None,
+            }
+        });
         let keep_if = r.keep_if.as_ref().and_then(|k| {
             JsonPath::new(&k.value.path.value)
                 .map_err(|m| self.error(&k.value.path.referenced, format!("{path}.keepIf.path"), m))
@@ -145,11 +156,12 @@ impl Checker {
             keep_for,
             action,
             keep_if,
+            ttl,
         }
     }
 
-    /// A pending state's rule may not count (`maxCount`) or keep jobs from the events
-    /// (`keepIf`): those read a finished set.
+    /// A pending state's rule may not count (`maxCount`), keep jobs from the events
+    /// (`keepIf`) or expire them (`ttl`): those are for a finished set.
     fn finished_only(&mut self, r: &RawStateRule, state: JobState, path: &str) {
         if let Some(c) = &r.max_count {
             self.error_hint(
@@ -165,6 +177,14 @@ impl Checker {
                 format!("{path}.keepIf"),
                 format!("`keepIf` is for finished jobs, not {state} jobs"),
                 "`keepIf` decides on a completed or failed event; pending jobs have none",
+            );
+        }
+        if let Some(t) = &r.ttl {
+            self.error_hint(
+                &t.referenced,
+                format!("{path}.ttl"),
+                format!("`ttl` is for finished jobs, not {state} jobs"),
+                "a key-level expiry fits only jobs that are done: set it on `completed` or `failed`",
             );
         }
     }

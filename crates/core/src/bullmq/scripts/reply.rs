@@ -66,6 +66,11 @@ impl Field {
         }
     }
 
+    /// Whether the value is the integer -1 (a script's "none" beside counts).
+    pub(super) fn is_minus_one(&self) -> bool {
+        matches!(self.value, Value::Int(-1))
+    }
+
     /// A flag: the integer 0 or 1.
     pub(super) fn flag(self) -> RedisResult<bool> {
         match self.value {

@@ -1,0 +1,215 @@
+//! The EXPIRE layer (`ttl:` on `completed` and `failed`): each finished job's hash and logs
+//! get a TTL at finishedOn + ttl, so that Redis deletes them even when no bullsweep runs.
+//! The sweep walks a state's set in bounded pages for jobs found without one
+//! ([`expire_state`]); the daemon's event path gives one to jobs as they finish
+//! ([`expire_finished`]). The ids stay in the set until the doctor's `danglingIds` repair
+//! removes them with BullMQ's bookkeeping. A plan counts the jobs that carry a TTL and the
+//! soonest expiry (read-only).
+
+use super::context::StepContext;
+use super::observer::Event;
+use super::options::{Mode, SweepOptions};
+use super::report::{Skipped, StateReport, TtlReport};
+use crate::audit::{Actor, AuditAction, AuditContext};
+use crate::bullmq::{ExpireRequest, QueueKeys, SetCursor, TtlGroups, scripts};
+use crate::error::Result;
+use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
+use redis::aio::ConnectionLike;
+
+/// Entries one call looks at, at most; the time budget usually stops it first.
+const PAGE: u64 = 2_000;
+/// Entries one census call reads: a PTTL each, about a millisecond for the page (the
+/// read-only script keeps no clock).
+const CENSUS_PAGE: u64 = 1_000;
+
+/// The ttl of each group of `state` (jobs no job rule names, and each job rule whose ttl
+/// differs, grouped by name as `rules::RuleGroups` groups them); `None` when no group of the
+/// state takes a ttl.
+pub fn ttl_groups(policy: &EffectivePolicy, state: JobState) -> Option<TtlGroups> {
+    let ttl_of = |r: Option<&bullsweep_policy::EffectiveRule>| {
+        r.and_then(|r| r.ttl.as_ref()).map(|t| t.value.as_millis())
+    };
+    let default = ttl_of(policy.states.get(&state));
+    let by_name: Vec<(String, Option<u64>)> = policy
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            j.states
+                .get(&state)
+                .map(|r| (j.name.clone(), ttl_of(Some(r))))
+        })
+        .filter(|(_, ttl)| *ttl != default)
+        .collect();
+    let any = default.is_some() || by_name.iter().any(|(_, t)| t.is_some());
+    any.then_some(TtlGroups { default, by_name })
+}
+
+/// What the report says of a state's ttl: `expire` (the default group's ttl is in `ttl`).
+pub const ACTION: &str = "expire";
+
+/// Plans (counts, read-only) or runs the TTL step of one finished state: a walk of its set
+/// in bounded calls from the oldest end. `audit` is the context of the state's `expire`.
+pub(super) async fn expire_state<C: ConnectionLike>(
+    con: &mut C,
+    step: StepContext<'_>,
+    state: JobState,
+    ttls: &TtlGroups,
+    audit: &AuditContext,
+    sr: &mut StateReport,
+) -> Result<()> {
+    let keys = QueueKeys::new(&step.queue.base);
+    let mut report = TtlReport {
+        ttl_ms: ttls.default,
+        ..TtlReport::default()
+    };
+    match step.mode {
+        Mode::Run => run(con, step, &keys, state, ttls, audit, sr, &mut report).await?,
+        Mode::Plan | Mode::Count => census(con, step, &keys, state, sr, &mut report).await?,
+    }
+    sr.ttl = Some(report);
+    Ok(())
+}
+
+/// The walk that sets TTLs, audited in each call.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the step's parts and its two reports"
+)]
+async fn run<C: ConnectionLike>(
+    con: &mut C,
+    step: StepContext<'_>,
+    keys: &QueueKeys,
+    state: JobState,
+    ttls: &TtlGroups,
+    audit: &AuditContext,
+    sr: &mut StateReport,
+    report: &mut TtlReport,
+) -> Result<()> {
+    let audit_ctx = audit.to_json();
+    let mut skipped = Skipped::default();
+    let mut done = 0;
+    let mut from = SetCursor::default();
+    loop {
+        if step.opts.stopping() {
+            break;
+        }
+        let req = ExpireRequest {
+            state,
+            ttls,
+            from,
+            most: PAGE,
+            ids: &[],
+            budget_us: step.opts.budget_us,
+            audit_ctx: &audit_ctx,
+        };
+        let out = with_retry!(scripts().expire_jobs(con, keys, &req))?;
+        step.observer.event(&Event::BatchDone {
+            handled: out.looked,
+            acted: out.expiring,
+            elapsed_us: out.elapsed_us,
+        });
+        step.observer.event(&Event::Progress {
+            acted: out.expiring,
+        });
+        sr.jobs += out.looked;
+        sr.matched += out.expiring + out.locked + out.restored;
+        done += out.expiring;
+        skipped.locked += out.locked;
+        skipped.restored += out.restored;
+        skipped.dangling += out.missing;
+        report.carrying += out.had_ttl + out.expiring;
+        report.without += out.locked + out.restored + out.ruled_out;
+        from = out.next;
+        if out.finished {
+            break;
+        }
+    }
+    sr.done = Some(done);
+    if !skipped.is_empty() {
+        sr.skipped = Some(skipped);
+    }
+    Ok(())
+}
+
+/// The read-only count of a plan: jobs carrying a TTL, jobs without, the soonest expiry.
+async fn census<C: ConnectionLike>(
+    con: &mut C,
+    step: StepContext<'_>,
+    keys: &QueueKeys,
+    state: JobState,
+    sr: &mut StateReport,
+    report: &mut TtlReport,
+) -> Result<()> {
+    let mut from = SetCursor::default();
+    let mut soonest: Option<u64> = None;
+    loop {
+        if step.opts.stopping() {
+            break;
+        }
+        let out = with_retry!(scripts().ttl_census(con, keys, state, from, CENSUS_PAGE))?;
+        sr.jobs += out.looked;
+        sr.matched += out.without;
+        report.carrying += out.carrying;
+        report.without += out.without;
+        soonest = match (soonest, out.soonest_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        from = out.next;
+        if out.finished {
+            break;
+        }
+    }
+    report.next_expiry_ms = soonest.map(|ms| step.opts.now_ms + ms as i64);
+    Ok(())
+}
+
+/// The event path: gives the finished jobs just read from the stream a TTL when their
+/// state's rules take one (after `event_removal` removed those it removes). Returns how many
+/// were given one.
+pub async fn expire_finished<C: ConnectionLike>(
+    con: &mut C,
+    queue: &QueueId,
+    policy: &EffectivePolicy,
+    finished: &[(JobState, String)],
+    opts: &SweepOptions,
+) -> Result<u64> {
+    let keys = QueueKeys::new(&queue.base);
+    let mut given = 0;
+    for state in JobState::FINISHED {
+        let Some(ttls) = ttl_groups(policy, state) else {
+            continue;
+        };
+        let mut ids: Vec<String> = finished
+            .iter()
+            .filter(|(s, _)| *s == state)
+            .map(|(_, id)| id.clone())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let audit = AuditContext::for_state(
+            queue,
+            policy,
+            state,
+            AuditAction::Expire,
+            &opts.execution_id,
+            Actor::Unnamed,
+        )
+        .to_json();
+        // A few ids per call: each costs a ZSCORE, a PTTL and three writes at most.
+        for chunk in ids.chunks(64) {
+            let req = ExpireRequest {
+                state,
+                ttls: &ttls,
+                from: SetCursor::default(),
+                most: chunk.len() as u64,
+                ids: chunk,
+                budget_us: opts.budget_us,
+                audit_ctx: &audit,
+            };
+            let out = with_retry!(scripts().expire_jobs(con, &keys, &req))?;
+            given += out.expiring;
+        }
+    }
+    Ok(given)
+}
