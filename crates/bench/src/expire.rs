@@ -1,10 +1,11 @@
 //! `--strategy expire`: `--jobs` completed jobs removed two ways, on identical fresh datasets,
 //! while the prober runs and `used_memory` is read every 100 ms:
-//! - **expire**: every job hash is given the same expiry time (`PEXPIREAT` in pipelines of
-//!   1,000, what the `ttl` layer sets, here written directly; the `ttl` step of the table), then
-//!   Redis's own active expiry deletes them all at once (`expiry`: from the expiry time until
-//!   no job hash is left), then `bullsweep doctor --repair danglingIds` drops the ids they
-//!   leave in `completed` (`repair`);
+//! - **expire**: the jobs all finished in the same millisecond; the `ttl` layer's sweep step
+//!   (`completed: { ttl }`, `expire_jobs.lua`) gives each hash and its logs the expiry
+//!   finishedOn + ttl, the same for all (`expire-ttl` in the table); then Redis's own active
+//!   expiry deletes them all at once (`expire-expiry`: from the expiry time until no job hash
+//!   is left); then `bullsweep doctor --repair danglingIds` drops the ids they leave in
+//!   `completed` (`expire-repair`);
 //! - **sweep**: bullsweep's normal removal of the same jobs (`completed: { maxAge: 1ms }`).
 //!
 //! Reported: each phase's wall time, Redis CPU, longest call (SLOWLOG) and probe; the
@@ -31,8 +32,6 @@ use std::time::{Duration, Instant};
 
 /// The sweep's policy.
 const POLICY: &str = "version: 1\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n";
-/// Expiry times set per round trip.
-const PIPELINE: u64 = 1_000;
 
 /// One way's memory series and Redis's stalls.
 #[derive(Debug, Serialize)]
@@ -74,9 +73,7 @@ struct ExpireReport {
 pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<String, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let saved = slowlog_begin(con).await.map_err(redis_err)?;
-    let mut notes = vec![
-        "the ttl step sets PEXPIREAT on each job hash directly (what the ttl layer does; its step is not on this branch yet)".to_string(),
-    ];
+    let mut notes = Vec::new();
     let mut phases = Vec::new();
     eprintln!("expire: seeding {} completed jobs", args.jobs);
     let expire = expire_way(con, url, args, &mut phases, &mut notes).await?;
@@ -97,20 +94,24 @@ pub(crate) async fn run(con: &mut Conn, url: &str, args: &BenchConfig) -> Result
     json_or_table(&report, args.json, table)
 }
 
-/// Flushes and seeds `--jobs` completed jobs (ids 1 to `--jobs`).
-async fn seed(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<(), Error> {
+/// Flushes and seeds `--jobs` completed jobs (ids 1 to `--jobs`), all finished at the
+/// returned time (ms), so that one ttl expires them at once.
+async fn seed(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<i64, Error> {
     flush(con, url).await?;
     let spec = SeedSpec {
         base: BASE.to_string(),
         completed: args.jobs,
         failed: 0,
-        spread_ms: 3_600_000,
+        spread_ms: 0,
         names: vec!["bench-job".into()],
         job_bytes: args.job_bytes,
     };
-    seed_queue(con, &spec, now_ms() - 1_000)
+    let now = now_ms();
+    seed_queue(con, &spec, now)
         .await
-        .map_err(|e| Error::redis(url, &e))
+        .map_err(|e| Error::redis(url, &e))?;
+    // `seed_queue` finishes every job a millisecond before `now` when the spread is 0.
+    Ok(now - 1)
 }
 
 /// A phase's row: `jobs` in `seconds`, with its probe, counters and notes of slow calls.
@@ -144,40 +145,33 @@ async fn expire_way(
     notes: &mut Vec<String>,
 ) -> Result<Way, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
-    seed(con, url, args).await?;
-    let keys = QueueKeys::new(BASE);
-    let completed = keys.finished_set(JobState::Completed);
-    let keys_before: u64 = redis::cmd("DBSIZE")
-        .query_async(con)
-        .await
-        .map_err(redis_err)?;
-    // Far enough ahead that every expiry is set before the first one is due (~50,000 set/s).
+    let finished_at = seed(con, url, args).await?;
+    let completed = QueueKeys::new(BASE).finished_set(JobState::Completed);
+    // Far enough ahead that every expiry is set before the first one is due.
     let lead_ms = 1_000 + (args.jobs / 50) as i64;
     let expire_at = now_ms() + lead_ms;
-    let cpu = start_counters(con).await.map_err(redis_err)?;
-    let prober = Prober::start(url)?;
-    let started = Instant::now();
-    let mut id = 1;
-    while id <= args.jobs {
-        let end = (id + PIPELINE).min(args.jobs + 1);
-        let mut pipe = redis::pipe();
-        for i in id..end {
-            pipe.pexpire_at(keys.job(&i.to_string()), expire_at)
-                .ignore();
-        }
-        pipe.query_async::<()>(con).await.map_err(redis_err)?;
-        id = end;
-    }
-    let run = (
-        args.jobs,
-        started.elapsed().as_secs_f64(),
-        prober.finish(),
-        cpu,
+    let policy = format!(
+        "version: 1\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ ttl: {}ms }} }} }}\n",
+        expire_at - finished_at
     );
+    let cpu = start_counters(con).await.map_err(redis_err)?;
+    let given = sweep_until_done(con, url, &policy, args.jobs).await?;
+    if given.removed != args.jobs {
+        return Err(Error::runtime(format!(
+            "the ttl step gave {} of {} jobs a TTL",
+            given.removed, args.jobs
+        )));
+    }
+    let run = (given.removed, given.seconds, given.probes, cpu);
     let ttl = phase(con, url, "expire-ttl", run, notes).await?;
     if now_ms() >= expire_at {
         notes.push("expire-ttl: the expiry time came before every expiry was set".into());
     }
+    // The job hashes and what else is left when they are gone (the step's audit keys too).
+    let keys_before: u64 = redis::cmd("DBSIZE")
+        .query_async(con)
+        .await
+        .map_err(redis_err)?;
     let wait = (expire_at - now_ms()).max(0) as u64;
     tokio::time::sleep(Duration::from_millis(wait)).await;
 
