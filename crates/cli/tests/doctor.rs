@@ -359,7 +359,12 @@ fn the_man_page_lists_the_exit_status_of_fsck() {
     assert!(out.status.success(), "{}", stderr(&out));
     let page = String::from_utf8_lossy(&out.stdout);
     let status = &page[page.find("EXIT STATUS").expect("exit status")..];
-    for line in ["0\nno damage found", "1\ndamage found", "2\nbad usage", "8\nan operational error"] {
+    for line in [
+        "0\nno damage found",
+        "1\ndamage found",
+        "2\nbad usage",
+        "8\nan operational error",
+    ] {
         assert!(status.contains(line), "{line:?} in {status}");
     }
 }
@@ -377,4 +382,286 @@ fn an_unreachable_redis_exits_8() {
         .output()
         .expect("bullsweep runs");
     assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+}
+
+#[test]
+fn a_job_a_restore_holds_is_left() {
+    let (w, policy) = world(3);
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    let hold_until = now_ms() + 3_600_000;
+    let holds = bullsweep_core::bullmq::keys::restore_holds(BASE);
+    let _: () = con.zadd(&holds, "2", hold_until).expect("hold");
+    let (_, doc) = doctor(&w, &policy, &["--repair", "orphanHashes"]);
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["restored"].as_u64()),
+        (Some(0), Some(1)),
+        "{doc}"
+    );
+    assert!(con.exists::<_, bool>(k("2")).expect("exists"));
+}
+
+#[test]
+fn finding_needs_only_the_read_only_role_and_no_policy_file() {
+    let (w, _) = world(3);
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    let missing = w.dir.path().join("none.yaml");
+    let url = w.redis.url_as(bullsweep_testkit::Role::ReadOnly, 0);
+    let out = w.run_at(&missing, &url, &["--json", "doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(finding(&doc, "orphanHashes")["found"], 1, "{doc}");
+    let out = w.run_at(&missing, &url, &["doctor", "--repair", "all"]);
+    assert_exit(&out, 2, "policy file");
+}
+
+/// BullMQ's addJob writes the hash and its state entry in one script, and a worker moves a
+/// job between states in one script: a repair that re-checks inside its own atomic call never
+/// meets a job half added or half moved. A producer and a worker run through repeated
+/// `doctor --repair all`; every job ends with its hash in exactly one state.
+#[test]
+fn repairs_beside_a_live_producer_and_worker_lose_no_job() {
+    let (w, policy) = world(1);
+    let jobs = 3_000u64;
+    let url = w.url();
+    let producer = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("producer connects");
+        let add = redis::Script::new(
+            "redis.call('HSET', KEYS[1], 'name', 'p', 'timestamp', ARGV[2], 'data', '{}')
+             redis.call('LPUSH', KEYS[2], ARGV[1]) return 1",
+        );
+        let take = redis::Script::new(
+            "local id = redis.call('RPOPLPUSH', KEYS[1], KEYS[2])
+             if id then redis.call('SET', KEYS[3] .. id .. ':lock', 'w', 'PX', 30000) end
+             return id",
+        );
+        let finish = redis::Script::new(
+            "if redis.call('LREM', KEYS[1], -1, ARGV[1]) == 1 then
+               redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+               redis.call('HSET', KEYS[3] .. ARGV[1], 'finishedOn', ARGV[2])
+               redis.call('DEL', KEYS[3] .. ARGV[1] .. ':lock') end return 1",
+        );
+        for i in 100..100 + jobs {
+            let id = i.to_string();
+            let _: i64 = add
+                .key(k(&id))
+                .key(k("wait"))
+                .arg(&id)
+                .arg(now_ms())
+                .invoke(&mut con)
+                .expect("add");
+            if i % 2 == 0 {
+                let taken: Option<String> = take
+                    .key(k("wait"))
+                    .key(k("active"))
+                    .key(k(""))
+                    .invoke(&mut con)
+                    .expect("take");
+                if let Some(t) = taken {
+                    let _: i64 = finish
+                        .key(k("active"))
+                        .key(k("completed"))
+                        .key(k(""))
+                        .arg(t)
+                        .arg(now_ms())
+                        .invoke(&mut con)
+                        .expect("finish");
+                }
+            }
+        }
+    });
+    let mut runs = 0;
+    while runs < 3 || !producer.is_finished() {
+        let out = w.run(&policy, &["doctor", "--repair", "all"]);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+        runs += 1;
+    }
+    producer.join().expect("producer");
+    let mut con = w.con();
+    for i in 100..100 + jobs {
+        let id = i.to_string();
+        assert!(
+            con.exists::<_, bool>(k(&id)).expect("exists"),
+            "job {id} kept its hash"
+        );
+        let in_wait: Option<usize> = redis::cmd("LPOS")
+            .arg(k("wait"))
+            .arg(&id)
+            .query(&mut con)
+            .expect("lpos");
+        let in_active: Option<usize> = redis::cmd("LPOS")
+            .arg(k("active"))
+            .arg(&id)
+            .query(&mut con)
+            .expect("lpos");
+        let done: Option<f64> = con.zscore(k("completed"), &id).expect("zscore");
+        let states = [in_wait.is_some(), in_active.is_some(), done.is_some()];
+        assert_eq!(
+            states.iter().filter(|s| **s).count(),
+            1,
+            "job {id}: {states:?}"
+        );
+    }
+    let (code, doc) = doctor(&w, &policy, &[]);
+    assert_eq!(code, 0, "{doc}");
+}
+
+#[test]
+fn on_a_cluster_each_queue_is_scanned_and_repaired_in_its_slot() {
+    let cluster = bullsweep_testkit::PrivateCluster::start(3, 0).expect("cluster");
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = dir.path().join("bullsweep.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\naudit: {{ url: \"file://{}\" }}\npolicies: []\n",
+            dir.path().join("audit.jsonl").display()
+        ),
+    )
+    .expect("policy");
+    let bases = ["{bull}:mail", "{orders}:orders"];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = cluster.client().expect("client");
+        let mut con = client.get_async_connection().await.expect("connect");
+        for base in bases {
+            bullsweep_testkit::seed_queue(&mut con, &spec(base, 20, 0, 1), now_ms())
+                .await
+                .expect("seed");
+        }
+    });
+    let mut con = cluster
+        .client()
+        .and_then(|c| c.get_connection())
+        .expect("connect");
+    let _: () = con.zrem("{bull}:mail:completed", "3").expect("orphan");
+    let _: () = con.del("{orders}:orders:5").expect("dangling");
+    let url = cluster.url_as(bullsweep_testkit::Role::Governing);
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+            .args(["--redis", &url, "--config"])
+            .arg(&policy)
+            .args(["--json", "doctor"])
+            .args(args)
+            .output()
+            .expect("bullsweep runs");
+        let doc: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        (out.status.code(), doc)
+    };
+    let (code, doc) = run(&[]);
+    assert_eq!(code, Some(1), "{doc}");
+    let by_key = |doc: &Value, key: &str| -> Value {
+        doc["queues"]
+            .as_array()
+            .and_then(|qs| qs.iter().find(|q| q["key"] == key).cloned())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        by_key(&doc, "{bull}:mail")["findings"][0]["kind"],
+        "orphanHashes",
+        "{doc}"
+    );
+    assert_eq!(
+        by_key(&doc, "{orders}:orders")["findings"][0]["kind"],
+        "danglingIds",
+        "{doc}"
+    );
+    assert_eq!(
+        by_key(&doc, "{bull}:mail")["examined"]["keys"],
+        23,
+        "20 jobs, completed, meta, id"
+    );
+    let (code, doc) = run(&["--repair", "all"]);
+    assert_eq!(code, Some(1), "{doc}");
+    assert!(!con.exists::<_, bool>("{bull}:mail:3").expect("exists"));
+    let members: Vec<String> = con
+        .zrange("{orders}:orders:completed", 0, -1)
+        .expect("zrange");
+    assert!(!members.contains(&"5".to_string()) && members.len() == 19);
+    let (code, doc) = run(&[]);
+    assert_eq!(
+        (code, &doc["clean"]),
+        (Some(0), &Value::Bool(true)),
+        "{doc}"
+    );
+}
+
+#[test]
+fn a_stuck_parent_with_a_priority_goes_to_prioritized() {
+    let (w, policy) = world(1);
+    let mut con = w.con();
+    flow(&mut con);
+    let _: () = con.hset(k("p"), "priority", 5).expect("priority");
+    let _: () = con.del(&[k("c1"), k("c2")]).expect("del");
+    let _: () = con.del(k("wait")).expect("del");
+    let (_, doc) = doctor(&w, &policy, &["--repair", "stuckParents"]);
+    assert_eq!(finding(&doc, "stuckParents")["repaired"], 1, "{doc}");
+    let prioritized: Vec<(String, f64)> = con
+        .zrange_withscores(k("prioritized"), 0, -1)
+        .expect("prioritized");
+    assert_eq!(
+        prioritized,
+        [("p".to_string(), 5.0 * 4_294_967_296.0 + 1.0)]
+    );
+    assert!(!con.exists::<_, bool>(k("wait")).expect("exists"));
+    let pc: i64 = con.get(k("pc")).expect("pc");
+    assert_eq!(pc, 1);
+}
+
+#[test]
+fn a_queue_another_bullsweep_sweeps_is_left_unrepaired() {
+    let (w, policy) = world(3);
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    let lock = bullsweep_core::bullmq::keys::sweep_lock(BASE);
+    let _: () = con.set_ex(&lock, "daemon-1:x", 60).expect("lock");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "all", "--lock-wait", "0"]);
+    assert_eq!(code, 1, "{doc}");
+    let f = finding(&doc, "orphanHashes");
+    assert_eq!(
+        (f["repaired"].as_u64(), f["skipped"]["sweepLock"].as_u64()),
+        (Some(0), Some(1)),
+        "{doc}"
+    );
+    assert!(con.exists::<_, bool>(k("2")).expect("exists"));
+    let holder: String = con.get(&lock).expect("lock");
+    assert_eq!(holder, "daemon-1:x");
+}
+
+#[test]
+fn where_the_policy_archives_an_orphan_hash_is_archived_first() {
+    let w = World::new();
+    w.seed(spec(BASE, 3, 0, 1), now_ms());
+    let archive = w.dir.path().join("archive");
+    std::fs::create_dir_all(&archive).expect("archive dir");
+    let policy = w.policy(&format!(
+        "version: 1\naudit: {{ url: \"file://{}\" }}\narchive: {{ url: \"file://{}\" }}\npolicies:\n  - name: p\n    queueNamePattern: mail\n    rules: {{ completed: {{ maxAge: 30d, action: archive }} }}\n",
+        w.dir.path().join("audit.jsonl").display(),
+        archive.display()
+    ));
+    let mut con = w.con();
+    let _: () = con.zrem(k("completed"), "2").expect("zrem");
+    let _: () = con.rpush(k("2:logs"), "line").expect("logs");
+    let kept: BTreeMap<String, String> = con.hgetall(k("2")).expect("hash");
+    let (code, doc) = doctor(&w, &policy, &["--repair", "orphanHashes"]);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(finding(&doc, "orphanHashes")["repaired"], 1, "{doc}");
+    assert!(!con.exists::<_, bool>(k("2")).expect("exists"));
+    assert!(!con.exists::<_, bool>(k("2:logs")).expect("exists"));
+    let records = w.archived(&policy, &[]);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = serde_json::to_value(&records[0]).expect("record");
+    assert_eq!(record["id"], "2", "{record}");
+    assert_eq!(record["state"], "completed", "{record}");
+    let data: Value = serde_json::from_str(&kept["data"]).expect("data");
+    assert_eq!(record["fields"]["data"], data, "{record}");
+    assert_eq!(record["logs"], serde_json::json!(["line"]), "{record}");
 }

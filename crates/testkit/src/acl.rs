@@ -134,8 +134,9 @@ impl Role {
             out.push("eval");
         }
         match self {
-            Role::ReadOnly if major < 7 => out.push("evalsha"),
-            Role::ReadOnly => {}
+            // `doctor`'s read-only script keeps a time budget: `TIME` where Lua has no clock.
+            Role::ReadOnly if major < 7 => out.extend(["evalsha", "time"]),
+            Role::ReadOnly => out.push("time"),
             Role::Erasure => out.extend(SCRIPTS.iter().chain(ERASE_WRITES)),
             Role::Governing => out.extend(SCRIPTS.iter().chain(ERASE_WRITES).chain(GOVERN_WRITES)),
         }

@@ -76,6 +76,26 @@ impl<'a> ArchiveWriter<'a> {
         state: &str,
         opts: &SweepOptions,
     ) -> Self {
+        Self::for_run(
+            archive,
+            queue,
+            policy,
+            state,
+            &opts.execution_id,
+            opts.budget_us,
+        )
+    }
+
+    /// [`ArchiveWriter::new`] for run `run_id` whose calls have `budget_us` each (`doctor`,
+    /// which has no sweep options).
+    pub(super) fn for_run(
+        archive: &'a RunArchive,
+        queue: &QueueId,
+        policy: &str,
+        state: &str,
+        run_id: &str,
+        budget_us: u64,
+    ) -> Self {
         ArchiveWriter {
             sink: &archive.sink,
             meta: SegmentMeta {
@@ -84,11 +104,11 @@ impl<'a> ArchiveWriter<'a> {
                 tenant: queue.tenant.clone(),
                 env: queue.env.clone(),
                 policy: policy.to_string(),
-                run_id: opts.execution_id.clone(),
+                run_id: run_id.to_string(),
                 state: state.to_string(),
                 source: Some(archive.source.clone()),
             },
-            sizer: BatchSizer::new(opts.budget_us),
+            sizer: BatchSizer::new(budget_us),
         }
     }
 }

@@ -55,4 +55,5 @@ pub use report::{
     EventsReport, QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong,
     TtlReport,
 };
+pub(crate) use run_archive::{RunArchive, open_run_archive};
 pub use sweep::{finish_staged, sweep};

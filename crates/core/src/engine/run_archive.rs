@@ -2,6 +2,8 @@
 //! segment, jobs per read, and what makes a job large enough to be streamed alone.
 
 use crate::archive::ArchiveSink;
+use bullsweep_policy::ArchiveTarget;
+use redis::aio::ConnectionLike;
 
 /// Jobs per archive segment file.
 pub(crate) const SEGMENT_JOBS: u64 = 1_000;
@@ -20,4 +22,21 @@ pub(crate) struct RunArchive {
     pub sink: ArchiveSink,
     /// The source id of the database the run governs.
     pub source: String,
+}
+
+/// Opens the archive at `target` for a run on the database `con` reaches: the sink, checked
+/// writable, with that database's source id; why not when it cannot be.
+pub(crate) async fn open_run_archive<C: ConnectionLike>(
+    con: &mut C,
+    target: &ArchiveTarget,
+) -> Result<RunArchive, String> {
+    let sink = ArchiveSink::open(target).map_err(|e| e.to_string())?;
+    sink.check_writable().await.map_err(|e| e.to_string())?;
+    match with_retry!(crate::audit::source_of(con)) {
+        Ok(source) => Ok(RunArchive {
+            sink,
+            source: source.id,
+        }),
+        Err(e) => Err(format!("cannot read this database's source id: {e}")),
+    }
 }

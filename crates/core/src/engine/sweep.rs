@@ -7,9 +7,8 @@ use super::observer::{NoObserver, Observer};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
 use super::report::{QueueError, QueueReport, QueueSkipped, Report};
-use super::run_archive::RunArchive;
+use super::run_archive::{RunArchive, open_run_archive};
 use super::shards;
-use crate::archive::ArchiveSink;
 use crate::bullmq::Topology;
 use crate::bullmq::keys::sweep_lock;
 use crate::error::{ErrorKind, Result};
@@ -231,20 +230,7 @@ async fn open_archive<C: ConnectionLike>(
     mode: Mode,
 ) -> Option<std::result::Result<RunArchive, String>> {
     let target = set.archive.as_ref().filter(|_| mode == Mode::Run)?;
-    let sink = match ArchiveSink::open(target) {
-        Ok(sink) => sink,
-        Err(e) => return Some(Err(e.to_string())),
-    };
-    if let Err(e) = sink.check_writable().await {
-        return Some(Err(e.to_string()));
-    }
-    Some(match with_retry!(crate::audit::source_of(con)) {
-        Ok(source) => Ok(RunArchive {
-            sink,
-            source: source.id,
-        }),
-        Err(e) => Err(format!("cannot read this database's source id: {e}")),
-    })
+    Some(open_run_archive(con, target).await)
 }
 
 /// What a user should hear about before trusting the result: no queue found at all, or a

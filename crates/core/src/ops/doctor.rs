@@ -6,12 +6,14 @@
 
 use crate::audit::{self, Actor};
 use crate::cancel::Cancel;
-use crate::engine::doctor::{DoctorQueue, DoctorReport, RepairContext, examine, repair_queue};
-use crate::engine::{NO_HASH_TAG, Observer};
+use crate::engine::doctor::{
+    DoctorQueue, DoctorReport, Findings, RepairContext, examine, repair_queue,
+};
+use crate::engine::{NO_HASH_TAG, Observer, RunArchive, open_run_archive};
 use crate::error::Error;
 use crate::lock::QueueLocking;
 use bullsweep_base::clock::execution_id;
-use bullsweep_base::connect::{Conn, describe};
+use bullsweep_base::connect::{Conn, at_url, describe};
 use bullsweep_policy::{DoctorKind, NamePattern, PolicySet, Resolution};
 
 pub use crate::engine::doctor::{Examined, Finding, QueueDoctor};
@@ -57,52 +59,46 @@ pub async fn doctor(
         actor: Actor::named(scope.actor.as_deref()),
         budget_us: super::DEFAULT_BUDGET_US,
     };
-    let locking = scope.lock_wait.map(|wait| QueueLocking {
-        owner: format!("doctor-{}", std::process::id()),
-        wait,
-        con: con.clone(),
-    });
+    let archive = match &set.archive {
+        Some(target) if ctx.kinds.contains(&DoctorKind::OrphanHashes) => {
+            match open_run_archive(con, target).await {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    warnings.push(format!(
+                        "archive unavailable: {e}; orphan hashes of queues whose policy archives are not repaired"
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let repairs = Repairs {
+        ctx: &ctx,
+        locking: scope.lock_wait.map(|wait| QueueLocking {
+            owner: format!("doctor-{}", std::process::id()),
+            wait,
+            con: con.clone(),
+        }),
+        audit_unavailable: audit_unavailable.is_some(),
+        archive: archive.as_ref(),
+        observer,
+    };
     let mut report = Vec::new();
     for q in &queues {
         if scope.cancel.is_cancelled() {
             break;
         }
         let (mut found, error) = examine(con, q, ctx.budget_us, observer).await;
-        let mut error = error.map(|e| describe(url, &e));
+        let mut error = error.map(|e| describe(url, &e).message);
         if repairing && error.is_none() {
-            let audit_required = q
-                .policy
-                .as_ref()
-                .and_then(|p| p.sla.as_ref())
-                .is_some_and(|s| s.audit_required);
-            if audit_required && audit_unavailable.is_some() {
-                found.skip_all(&ctx.kinds, "auditUnavailable");
-            } else {
-                let held = match &locking {
-                    Some(l) => match l.enter(&q.base).await {
-                        Ok(Some(h)) => Some(Some(h)),
-                        Ok(None) => None,
-                        Err(e) => {
-                            error = Some(describe(url, &e));
-                            None
-                        }
-                    },
-                    None => Some(None),
-                };
-                match held {
-                    None if error.is_none() => found.skip_all(&ctx.kinds, "sweepLock"),
-                    None => {}
-                    Some(lock) => {
-                        let repaired = repair_queue(con, q, &mut found, &ctx, observer).await;
-                        if let Some(lock) = lock {
-                            lock.release().await;
-                        }
-                        error = repaired.err().map(|e| describe(url, &e));
-                    }
-                }
-            }
+            error = repairs
+                .queue(con, q, &mut found)
+                .await
+                .err()
+                .map(|e| at_url(e, url).message);
         }
-        report.push(found.into_report(q, error.map(|e| e.message)));
+        report.push(found.into_report(q, error));
     }
     if repairing && audit_unavailable.is_none() {
         audit::with_store(con, &set.audit, async |con, store| {
@@ -124,6 +120,52 @@ pub async fn doctor(
         clean,
         warnings,
     })
+}
+
+/// What every queue's repairs share.
+struct Repairs<'a> {
+    ctx: &'a RepairContext,
+    locking: Option<QueueLocking>,
+    audit_unavailable: bool,
+    archive: Option<&'a RunArchive>,
+    observer: &'a dyn Observer,
+}
+
+impl Repairs<'_> {
+    /// Repairs what was found in `q` under its sweep lock; a queue whose policy requires an
+    /// audit store that is down, or whose lock another bullsweep holds, is left (counted).
+    async fn queue(
+        &self,
+        con: &mut Conn,
+        q: &DoctorQueue,
+        found: &mut Findings,
+    ) -> Result<(), Error> {
+        let kinds = &self.ctx.kinds;
+        let audit_required = q
+            .policy
+            .as_ref()
+            .and_then(|p| p.sla.as_ref())
+            .is_some_and(|s| s.audit_required);
+        if audit_required && self.audit_unavailable {
+            found.skip_all(kinds, "auditUnavailable");
+            return Ok(());
+        }
+        let held = match &self.locking {
+            Some(l) => match l.enter(&q.base).await? {
+                Some(held) => Some(held),
+                None => {
+                    found.skip_all(kinds, "sweepLock");
+                    return Ok(());
+                }
+            },
+            None => None,
+        };
+        let repaired = repair_queue(con, q, found, self.ctx, self.archive, self.observer).await;
+        if let Some(held) = held {
+            held.release().await;
+        }
+        repaired
+    }
 }
 
 /// The queues discovery finds that `scope` covers, each with its policy when one governs it.

@@ -1,7 +1,7 @@
 --[[
   doctor_repair.lua: repairs one kind of damage `doctor` found in a queue, for a batch of its
   findings, each checked again first; the repairs and their audit event in one atomic call.
-  Built on the budget, audit, held, slot, removal and job_tree preludes.
+  Built on the budget, audit, held, fingerprint, slot, removal and job_tree preludes.
 
   KEYS[1] the queue's `meta` hash (the call's slot); then the queue's restore holds and audit
   keys (held.lua, audit.lua). The other keys are built from the queue prefix, as BullMQ's own
@@ -14,7 +14,8 @@
   ARGV[5] reach: how many entries of a list are searched from each of its ends
   ARGV[6..] the findings, two values each: the id (job id, dedup id or scheduler id) and a
     detail: the state key's suffix (danglingIds), the job id the dedup key held (staleDedup),
-    the sub-key's suffix (orphanSubkeys), `-` for the other kinds
+    the sub-key's suffix (orphanSubkeys), the fingerprint of its archived copy or `-`
+    (orphanHashes), `-` for the other kinds
   Returns {handled, repaired, changed, locked, restored, outOfReach, otherSlot, scheduler,
     elapsedMicros}.
 
@@ -79,10 +80,14 @@ end
 
 -- A job hash in no state: removed as BullMQ removes a job (its parent lets go of it and goes
 -- to wait when it was the last dependency, its dedup key goes when it names it, its keys go).
--- No event: no reader ever saw it in a state.
-local function orphanHash(id)
+-- No event: no reader ever saw it in a state. `copied` is `-`, or the fingerprint of its copy
+-- in the archive (archive-first), which it must still match.
+local function orphanHash(id, copied)
   local jobKey = prefix .. id
   if rcall('TYPE', jobKey)['ok'] ~= 'hash' then
+    return 'changed'
+  elseif copied ~= '-' and archivedFingerprint(jobKey, copied) ~= copied then
+    -- Changed since it was copied to the archive: the copy is not the job any more.
     return 'changed'
   end
   local state = stateOf(prefix, id)

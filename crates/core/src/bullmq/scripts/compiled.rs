@@ -96,7 +96,7 @@ pub fn scripts() -> &'static Scripts {
             &[BUDGET, SLOT, include_str!("../lua/doctor_probe.lua")].join("\n"),
         ),
         doctor_repair: build(
-            &[BUDGET, AUDIT, HELD, REMOVAL, JOB_TREE],
+            &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL, JOB_TREE],
             include_str!("../lua/doctor_repair.lua"),
         ),
         restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),

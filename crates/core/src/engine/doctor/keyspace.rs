@@ -67,6 +67,10 @@ async fn nodes_of<C: Topology>(con: &C, keys: &QueueKeys) -> RedisResult<Vec<C>>
     Ok(nodes)
 }
 
+/// Ids of one list read into the snapshot at most; past them the probe's bounded search
+/// answers (a job beyond its reach is counted `outOfReach`, never an orphan).
+const SNAPSHOT_MAX: usize = 1_000_000;
+
 /// The ids in the queue's lists (`wait`, `paused`, `active`), read in pages before the scan,
 /// so that only jobs in none of them cost the probe's bounded list search. A job that moves
 /// during the reads is found again by that search.
@@ -88,10 +92,10 @@ async fn list_snapshot<C: ConnectionLike>(
             )?;
             let n = page.len();
             ids.extend(page);
-            if n < PAGE {
+            start += n;
+            if n < PAGE || start >= SNAPSHOT_MAX {
                 break;
             }
-            start += n;
         }
     }
     Ok(ids)

@@ -6,12 +6,14 @@
 //! found. Every call stays within the budget: `SCAN … COUNT 1000`, pages of at most 1,000 ids,
 //! read-only scripts that stop past their budget.
 
+mod archive;
 mod events;
 mod keyspace;
 mod repair;
 mod sets;
 
-pub use repair::{RepairContext, repair_queue};
+pub use repair::RepairContext;
+pub(crate) use repair::repair_queue;
 
 use super::observer::{Event, Observer};
 use crate::bullmq::keys::QueueKeys;
@@ -56,7 +58,8 @@ pub struct Finding {
     /// How many were repaired.
     pub repaired: u64,
     /// Left alone, by reason: `changed`, `locked`, `restored`, `outOfReach`, `otherSlot`,
-    /// `scheduler`, `sweepLock`, `auditUnavailable`, `notRepairedHere`.
+    /// `scheduler`, `sweepLock`, `auditUnavailable`, `archiveUnavailable` (an orphan hash of
+    /// a queue whose policy archives, with no archive to copy it to), `notRepairedHere`.
     pub skipped: BTreeMap<String, u64>,
     /// Up to three of the keys found, full names.
     pub samples: Vec<String>,

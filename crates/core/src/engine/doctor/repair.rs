@@ -1,13 +1,15 @@
 //! Repairs of what was found in one queue: `doctor_repair.lua` over each kind's findings, a
 //! batch per call (each re-checked and audited in the call), within the budget.
 
+use super::archive::copy_first;
 use super::{DoctorQueue, Finding, Findings};
 use crate::audit::{Actor, AuditContext, QueueNames};
 use crate::bullmq::keys::QueueKeys;
-use crate::bullmq::{RepairBatch, Repaired, scripts};
+use crate::bullmq::{RepairBatch, RepairItem, Repaired, scripts};
 use crate::engine::observer::{Event, Observer};
+use crate::engine::run_archive::{RunArchive, SEGMENT_JOBS};
+use crate::error::Result;
 use bullsweep_policy::{Action, DoctorKind};
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
 /// Findings sent per call (the script stops past its budget, and the rest is sent again).
@@ -27,27 +29,45 @@ pub struct RepairContext {
 }
 
 /// Repairs the kinds `ctx` names of what was found in queue `q`, counting what each call
-/// repaired and left.
-pub async fn repair_queue<C: ConnectionLike>(
+/// repaired and left. Orphan hashes of a queue whose policy archives are copied to `archive`
+/// first (left, `archiveUnavailable`, without one).
+pub(crate) async fn repair_queue<C: ConnectionLike>(
     con: &mut C,
     q: &DoctorQueue,
     found: &mut Findings,
     ctx: &RepairContext,
+    archive: Option<&RunArchive>,
     observer: &dyn Observer,
-) -> RedisResult<()> {
+) -> Result<()> {
     let keys = QueueKeys::new(&q.base);
     for &kind in &ctx.kinds {
         let finding = found.of(kind);
         if finding.found == 0 {
             continue;
         }
-        match kind {
-            DoctorKind::EventsOverLimit => trim_events(finding),
-            DoctorKind::OrphanHashes if archives(q) => {
-                // Archive-first is not built yet: never delete what the policy archives.
-                finding.skip("archiveFirst", finding.items.len() as u64);
+        let items = std::mem::take(&mut finding.items);
+        let mut call = Calls {
+            con: &mut *con,
+            keys: &keys,
+            audit: audit_context(q, kind, ctx),
+            kind,
+            ctx,
+            observer,
+        };
+        match (kind, archives(q), archive) {
+            (DoctorKind::EventsOverLimit, _, _) => trim_events(finding),
+            (DoctorKind::OrphanHashes, true, None) => {
+                finding.skip("archiveUnavailable", items.len() as u64);
             }
-            _ => repair_kind(con, &keys, q, kind, finding, ctx, observer).await?,
+            (DoctorKind::OrphanHashes, true, Some(archive)) => {
+                for segment in items.chunks(SEGMENT_JOBS as usize) {
+                    let run = (ctx.execution_id.as_str(), ctx.budget_us);
+                    let (copied, gone) = copy_first(call.con, q, archive, segment, run).await?;
+                    finding.skip("changed", gone);
+                    call.repair(&copied, finding).await?;
+                }
+            }
+            _ => call.repair(&items, finding).await?,
         }
     }
     Ok(())
@@ -71,56 +91,64 @@ fn archives(q: &DoctorQueue) -> bool {
     })
 }
 
-async fn repair_kind<C: ConnectionLike>(
-    con: &mut C,
-    keys: &QueueKeys,
-    q: &DoctorQueue,
-    kind: DoctorKind,
-    finding: &mut Finding,
-    ctx: &RepairContext,
-    observer: &dyn Observer,
-) -> RedisResult<()> {
+/// The audit context of `kind`'s repairs in queue `q`.
+fn audit_context(q: &DoctorQueue, kind: DoctorKind, ctx: &RepairContext) -> String {
     let names = QueueNames {
         name: &q.queue,
         key: &q.base,
         tenant: q.tenant.as_deref(),
         environment: q.env.as_deref(),
     };
-    let audit = AuditContext::for_repair(
+    AuditContext::for_repair(
         names,
         q.policy.as_ref(),
         kind,
         &ctx.execution_id,
         ctx.actor.clone(),
     )
-    .to_json();
-    let reach = crate::engine::state_walk::LIST_REACH;
-    let items = std::mem::take(&mut finding.items);
-    let mut at = 0;
-    while at < items.len() {
-        let batch = RepairBatch {
-            kind,
-            items: &items[at..(at + BATCH).min(items.len())],
-        };
-        let r = scripts()
-            .doctor_repair(con, keys, batch, reach, ctx.budget_us, &audit)
-            .await?;
-        observer.event(&Event::BatchDone {
-            handled: r.handled,
-            acted: r.repaired,
-            elapsed_us: r.elapsed_us,
-        });
-        observer.event(&Event::Progress { acted: r.repaired });
-        count(finding, &r);
-        if r.handled == 0 {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "doctor_repair handled no finding",
-            )));
+    .to_json()
+}
+
+/// The repair calls of one kind in one queue.
+struct Calls<'a, C> {
+    con: &'a mut C,
+    keys: &'a QueueKeys,
+    audit: String,
+    kind: DoctorKind,
+    ctx: &'a RepairContext,
+    observer: &'a dyn Observer,
+}
+
+impl<C: ConnectionLike> Calls<'_, C> {
+    /// Repairs `items` in calls of [`BATCH`], counting each call's outcome in `finding`.
+    async fn repair(&mut self, items: &[RepairItem], finding: &mut Finding) -> Result<()> {
+        let reach = crate::engine::state_walk::LIST_REACH;
+        let mut at = 0;
+        while at < items.len() {
+            let batch = RepairBatch {
+                kind: self.kind,
+                items: &items[at..(at + BATCH).min(items.len())],
+            };
+            let budget = self.ctx.budget_us;
+            let r = scripts()
+                .doctor_repair(self.con, self.keys, batch, reach, budget, &self.audit)
+                .await?;
+            self.observer.event(&Event::BatchDone {
+                handled: r.handled,
+                acted: r.repaired,
+                elapsed_us: r.elapsed_us,
+            });
+            self.observer.event(&Event::Progress { acted: r.repaired });
+            count(finding, &r);
+            if r.handled == 0 {
+                return Err(crate::error::Error::runtime(
+                    "doctor_repair handled no finding",
+                ));
+            }
+            at += r.handled as usize;
         }
-        at += r.handled as usize;
+        Ok(())
     }
-    Ok(())
 }
 
 fn count(finding: &mut Finding, r: &Repaired) {
