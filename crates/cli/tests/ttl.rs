@@ -282,3 +282,44 @@ fn the_event_path_gives_jobs_their_ttl_as_they_finish() {
         "the event path's TTLs are audited"
     );
 }
+
+#[test]
+fn a_walk_over_many_pages_and_equal_scores_misses_no_job() {
+    let w = World::new();
+    let mut con = w.con();
+    let _: () = con
+        .hset("bull:ties:meta", "version", "bullmq:6.7.0")
+        .expect("meta");
+    // 4,500 jobs on three finish times, so pages end inside runs of equal scores.
+    let base_ms = now_ms() - 60_000;
+    let mut pipe = redis::pipe();
+    for i in 0..4_500u64 {
+        let finished = base_ms + (i / 1_500) as i64;
+        let id = format!("j{i}");
+        pipe.hset_multiple(
+            format!("bull:ties:{id}"),
+            &[
+                ("name", "x".to_string()),
+                ("finishedOn", finished.to_string()),
+            ],
+        )
+        .ignore();
+        pipe.zadd("bull:ties:completed", &id, finished).ignore();
+    }
+    pipe.query::<()>(&mut con).expect("seed");
+    let policy = w.policy(&policy_text("    rules:\n      completed: { ttl: 1d }\n"));
+    let report = w.report(&policy, "run");
+    assert_eq!(
+        report.queue("ties").states["completed:ttl"].done,
+        Some(4_500)
+    );
+    let plan = w.report(&policy, "plan");
+    let ttl = plan.queue("ties").states["completed:ttl"]
+        .ttl
+        .clone()
+        .expect("ttl");
+    assert_eq!(
+        (ttl["carrying"].as_u64(), ttl["without"].as_u64()),
+        (Some(4_500), Some(0))
+    );
+}

@@ -13,5 +13,8 @@ pub use job::new_job_fields;
 pub use keys::QueueKeys;
 pub use scripts::{
     ActiveOutcome, BatchOutcome, Candidate, ColdMarker, DetachMode, DrainOutcome, DrainRequest,
-    DropStep, DropTail, ErasureItem, ErasureKind, ErasureOutcome, ExpireOutcome, ExpireRequest, FinishedEntry, JobRemoveOutcome, NamedJob, PrefixBatch, ProbeMode, Probed, RepairBatch, RepairItem, Repaired, RestoreMode, RestoredJob, ScrubOutcome, ScrubbedJob, SetCursor, StagedNow, StateKey, TtlCensus, TtlGroups, scripts,
+    DropStep, DropTail, ErasureItem, ErasureKind, ErasureOutcome, ExpireOutcome, ExpireRequest,
+    FinishedEntry, JobRemoveOutcome, NamedJob, PrefixBatch, ProbeMode, Probed, RepairBatch,
+    RepairItem, Repaired, RestoreMode, RestoredJob, ScrubOutcome, ScrubbedJob, SetCursor,
+    StagedNow, StateKey, TtlCensus, TtlGroups, scripts,
 };

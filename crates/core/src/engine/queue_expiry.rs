@@ -66,11 +66,10 @@ impl QueueRun<'_> {
         if self.mode == Mode::Run {
             let out = trim_events(con, &keys, &bound, now, &self.opts.cancel).await?;
             report.frees = out.deleted;
-            report.frees_bytes = if check.frees > 0 {
-                check.frees_bytes / check.frees * out.deleted
-            } else {
-                0
-            };
+            report.frees_bytes = check
+                .frees_bytes
+                .checked_div(check.frees)
+                .map_or(0, |per_entry| per_entry * out.deleted);
             report.trimmed = true;
         }
         qr.events = Some(report);

@@ -2,7 +2,7 @@
   expire_jobs.lua: the EXPIRE layer's sweep (`ttl:` on a finished state): walks one finished
   set from its oldest end and gives each job that has no TTL yet an expiry at
   finishedOn + ttl (the set's score) on its hash and its `:logs`, so that Redis deletes them
-  even when no bullsweep runs. Built on the budget, audit and held preludes.
+  even when no bullsweep runs. Built on the budget, audit, held and set_walk preludes.
 
   KEYS[1] the finished set; then the queue's restore holds and the two audit keys
   (scripts::audited), which the preludes read.
@@ -29,9 +29,10 @@
 ]]
 checkAuditWritable()
 local setKey, prefix = KEYS[1], ARGV[1]
+-- A user who may not set expiries is told so before the counter moves.
+checkWritable('PEXPIREAT', prefix .. '0', '0')
 local defaultTtl = tonumber(ARGV[2])
-local score = tonumber(ARGV[3])
-local skip = tonumber(ARGV[4])
+local cursor = walkCursor(ARGV[3], ARGV[4])
 local most = tonumber(ARGV[5])
 local ctx = ARGV[6]
 local byName, rules = {}, tonumber(ARGV[8])
@@ -57,21 +58,15 @@ if firstId <= #ARGV then
     end
   end
   most = #rows / 2 + 1
-elseif score then
-  rows = rcall('ZRANGEBYSCORE', setKey, ARGV[3], '+inf', 'WITHSCORES', 'LIMIT', skip, most)
 else
-  rows = rcall('ZRANGE', setKey, 0, most - 1, 'WITHSCORES')
+  rows = walkPage(setKey, cursor, most)
 end
 local looked, hadTtl, locked, restored, missing, ruledOut = 0, 0, 0, 0, 0, 0
 local acted = {}
 local stopped = false
 for i = 1, #rows, 2 do
   local id, s = rows[i], tonumber(rows[i + 1])
-  if s == score then
-    skip = skip + 1
-  else
-    score, skip = s, 1
-  end
+  walkPast(cursor, s)
   looked = looked + 1
   local jobKey = prefix .. id
   local pttl = rcall('PTTL', jobKey)
@@ -108,6 +103,6 @@ for i = 1, #rows, 2 do
 end
 addAuditEvent(ctx, acted)
 local finished = (not stopped and #rows < most * 2) and 1 or 0
-local nextScore = score and string.format('%d', score) or ''
-return {looked, #acted, hadTtl, locked, restored, missing, ruledOut, nextScore, skip, finished,
-  elapsed(clock)}
+local nextScore, nextSkip = walkReply(cursor)
+return {looked, #acted, hadTtl, locked, restored, missing, ruledOut, nextScore, nextSkip,
+  finished, elapsed(clock)}

@@ -2,7 +2,7 @@
   ttl_census.lua: what `plan` says of a finished set under `ttl:`: how many of its jobs carry
   a TTL, how many have none, and the soonest expiry among them. Read-only; walks the set from
   its oldest end a page per call. No budget: the read-only role may not read TIME, and a
-  page of a thousand PTTLs takes about a millisecond.
+  page of a thousand PTTLs takes about a millisecond. Built on the set_walk prelude.
 
   KEYS[1] the finished set
   ARGV[1] job key prefix (`<base>:`)
@@ -15,23 +15,12 @@
   Invariant: reads only.
 ]]
 local setKey, prefix = KEYS[1], ARGV[1]
-local score = tonumber(ARGV[2])
-local skip = tonumber(ARGV[3])
+local cursor = walkCursor(ARGV[2], ARGV[3])
 local most = tonumber(ARGV[4])
-local rows
-if score then
-  rows = redis.call('ZRANGEBYSCORE', setKey, ARGV[2], '+inf', 'WITHSCORES', 'LIMIT', skip, most)
-else
-  rows = redis.call('ZRANGE', setKey, 0, most - 1, 'WITHSCORES')
-end
+local rows = walkPage(setKey, cursor, most)
 local looked, carrying, without, missing, soonest = 0, 0, 0, 0, -1
 for i = 1, #rows, 2 do
-  local s = tonumber(rows[i + 1])
-  if s == score then
-    skip = skip + 1
-  else
-    score, skip = s, 1
-  end
+  walkPast(cursor, tonumber(rows[i + 1]))
   looked = looked + 1
   local pttl = redis.call('PTTL', prefix .. rows[i])
   if pttl == -2 then
@@ -46,5 +35,5 @@ for i = 1, #rows, 2 do
   end
 end
 local finished = (#rows < most * 2) and 1 or 0
-local nextScore = score and string.format('%d', score) or ''
-return {looked, carrying, without, missing, soonest, nextScore, skip, finished}
+local nextScore, nextSkip = walkReply(cursor)
+return {looked, carrying, without, missing, soonest, nextScore, nextSkip, finished}

@@ -27,6 +27,9 @@ mod prelude {
     );
     /// Job.remove()'s removal of a job in any state, with its children.
     pub const JOB_TREE: &str = include_str!("../lua/prelude/job_tree.lua");
+    /// A finished set walked from its oldest end, resumed at a cursor (expire_jobs,
+    /// ttl_census).
+    pub const SET_WALK: &str = include_str!("../lua/prelude/set_walk.lua");
     /// The walk over named jobs of one finished set (remove_ids, detach_jobs, cold_jobs).
     pub const ID_BATCH: &str = include_str!("../lua/prelude/id_batch.lua");
     /// What a script built on the walk over named jobs needs, in order.
@@ -79,7 +82,9 @@ fn build(preludes: &[&str], body: &str) -> Script {
 
 /// The scripts, built on first use.
 pub fn scripts() -> &'static Scripts {
-    use prelude::{AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_TREE, REMOVAL, SLOT};
+    use prelude::{
+        AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_TREE, REMOVAL, SET_WALK, SLOT,
+    };
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         sweep_prefix: build(
@@ -125,10 +130,13 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/drain_events.lua"),
         ),
         expire_jobs: build(
-            &[BUDGET, AUDIT, HELD],
+            &[BUDGET, AUDIT, HELD, SET_WALK],
             include_str!("../lua/expire_jobs.lua"),
         ),
-        ttl_census: ReadOnlyScript::new(include_str!("../lua/ttl_census.lua")),
+        ttl_census: ReadOnlyScript::new(&format!(
+            "{SET_WALK}\n{}",
+            include_str!("../lua/ttl_census.lua")
+        )),
         append_audit: build(&[AUDIT], include_str!("../lua/append_audit.lua")),
         check_access: build(&[], include_str!("../lua/check_access.lua")),
         lock: build(&[], include_str!("../lua/lock.lua")),
