@@ -148,7 +148,7 @@ async fn expire_way(
     let finished_at = seed(con, url, args).await?;
     let completed = QueueKeys::new(BASE).finished_set(JobState::Completed);
     // Far enough ahead that every expiry is set before the first one is due.
-    let lead_ms = 1_000 + (args.jobs / 50) as i64;
+    let lead_ms = 1_000 + (args.jobs / 20) as i64;
     let expire_at = now_ms() + lead_ms;
     let policy = format!(
         "version: 1\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ ttl: {}ms }} }} }}\n",
