@@ -8,8 +8,9 @@
 //!   and ZSCORE/LPOS per job hash, each command awaited), which finds one kind.
 //!
 //! Jobs/s counts the job hashes in the dataset over each one's wall time. Both must find the
-//! injected orphan hashes, no more, no fewer: the bench fails otherwise. bullsweep's findings
-//! of every kind are reported beside what was injected.
+//! injected orphan hashes, no more, no fewer: the bench fails otherwise (its figures printed
+//! with the failure). bullsweep's findings of every kind are reported beside what was
+//! injected, with what it left alone and why.
 
 use super::node::{NodeTarget, run_node};
 use super::probe::{
@@ -25,6 +26,7 @@ use bullsweep_core::ops::doctor::{DoctorScope, doctor};
 use bullsweep_policy::{DoctorKind, NamePattern};
 use bullsweep_testkit::{DamageSeed, seed_damaged};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// One kind: what the seed injected and what bullsweep's doctor found.
@@ -34,6 +36,8 @@ struct KindCount {
     kind: &'static str,
     injected: u64,
     found: u64,
+    /// Left alone by the doctor, by reason (`outOfReach`, …).
+    skipped: BTreeMap<String, u64>,
 }
 
 /// What `--strategy doctor` measured.
@@ -66,9 +70,10 @@ struct DoctorBenchReport {
     notes: Vec<String>,
 }
 
-/// One doctor run: findings by kind, jobs examined, jobs repaired, seconds, probe samples.
+/// One doctor run: findings by kind (with what was left alone, by reason), jobs examined,
+/// jobs repaired, seconds, probe samples.
 pub(crate) struct DoctorRun {
-    pub(crate) found: Vec<(DoctorKind, u64)>,
+    pub(crate) found: Vec<(DoctorKind, u64, BTreeMap<String, u64>)>,
     pub(crate) examined_jobs: u64,
     pub(crate) repaired: u64,
     pub(crate) seconds: f64,
@@ -80,9 +85,20 @@ impl DoctorRun {
     pub(crate) fn found(&self, kind: DoctorKind) -> u64 {
         self.found
             .iter()
-            .filter(|(k, _)| *k == kind)
-            .map(|(_, n)| n)
+            .filter(|(k, _, _)| *k == kind)
+            .map(|(_, n, _)| n)
             .sum()
+    }
+
+    /// What was left alone of `kind`, by reason.
+    fn skipped(&self, kind: DoctorKind) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (_, _, skipped) in self.found.iter().filter(|(k, _, _)| *k == kind) {
+            for (reason, n) in skipped {
+                *out.entry(reason.clone()).or_default() += n;
+            }
+        }
+        out
     }
 }
 
@@ -128,7 +144,7 @@ pub(crate) async fn run_doctor(
         run.examined_jobs += q.examined.jobs;
         for f in &q.findings {
             if let Some(kind) = DoctorKind::from_name(&f.kind) {
-                run.found.push((kind, f.found));
+                run.found.push((kind, f.found, f.skipped.clone()));
             }
             run.repaired += f.repaired;
         }
@@ -154,6 +170,7 @@ pub(crate) async fn run(
     let saved = slowlog_begin(con).await.map_err(redis_err)?;
     let (mut rounds, mut notes, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut findings, mut findings_match, mut theirs) = (Vec::new(), true, 0);
+    let mut disagreement = None;
     for round in 1..=args.rounds.max(1) {
         eprintln!("round {round}: seeding {} jobs and the damage", args.jobs);
         flush(con, url).await?;
@@ -193,6 +210,7 @@ pub(crate) async fn run(
                 kind: k.as_str(),
                 injected: *n,
                 found: ours.found(*k),
+                skipped: ours.skipped(*k),
             })
             .collect();
         findings_match &= findings.iter().all(|f| f.found == f.injected);
@@ -220,9 +238,10 @@ pub(crate) async fn run(
         let injected_orphans = unit;
         let ours_orphans = ours.found(DoctorKind::OrphanHashes);
         if theirs != injected_orphans || ours_orphans != injected_orphans {
-            return Err(Error::runtime(format!(
-                "orphan hashes: bullsweep found {ours_orphans}, the users' script {theirs}, {injected_orphans} were injected; all three must agree"
-            )));
+            disagreement = Some(format!(
+                "round {round}: orphan hashes: bullsweep found {ours_orphans} (left alone: {:?}), the users' script {theirs}, {injected_orphans} were injected; all three must agree",
+                ours.skipped(DoctorKind::OrphanHashes)
+            ));
         }
         // Both count the same job hashes, so the ratio of rates is that of wall times.
         ratios.push(m.seconds / ours.seconds.max(1e-9));
@@ -246,6 +265,13 @@ pub(crate) async fn run(
         ratios,
         notes,
     };
+    // The figures are printed with the failure, so that a disagreement is seen with them.
+    if let Some(why) = disagreement {
+        return Err(Error::runtime(format!(
+            "{}\n\nFAILED: {why}",
+            table(&report)
+        )));
+    }
     json_or_table(&report, args.json, table)
 }
 
