@@ -299,8 +299,13 @@ fn table(r: &DoctorBenchReport) -> String {
         } else {
             "  <- differs"
         };
+        let skipped = if f.skipped.is_empty() {
+            String::new()
+        } else {
+            format!("  left alone {:?}", f.skipped)
+        };
         out.push_str(&format!(
-            "\n{:<17} injected {:>8}  found {:>8}{mark}",
+            "\n{:<17} injected {:>8}  found {:>8}{skipped}{mark}",
             f.kind, f.injected, f.found
         ));
     }
