@@ -15,8 +15,8 @@
 use super::doctor::run_doctor;
 use super::pending::sweep_until_done;
 use super::probe::{
-    Prober, flush, flush_async, slow_calls, slowlog_begin, slowlog_end, start_counters,
-    stop_counters,
+    Prober, flush, flush_async, reset_peak_rss, slow_calls, slowlog_begin, slowlog_end,
+    start_counters, stop_counters,
 };
 use super::report::{Measurement, json_or_table, measurement_table};
 use super::series::{Freeing, MemorySampler, freeing, latency_begin, latency_max_ms};
@@ -159,6 +159,7 @@ async fn expire_way(
         "version: 1\npolicies:\n  - {{ name: bench, queueNamePattern: bench, rules: {{ completed: {{ ttl: {}ms }} }} }}\n",
         expire_at - first_finished
     );
+    reset_peak_rss();
     let cpu = start_counters(con).await.map_err(redis_err)?;
     let given = sweep_until_done(con, url, &policy, args.jobs).await?;
     if given.removed != args.jobs {
@@ -181,6 +182,7 @@ async fn expire_way(
     tokio::time::sleep(Duration::from_millis(wait)).await;
 
     latency_begin(con).await.map_err(redis_err)?;
+    reset_peak_rss();
     let cpu = start_counters(con).await.map_err(redis_err)?;
     let sampler = MemorySampler::start(url)?;
     let prober = Prober::start(url)?;
@@ -221,6 +223,7 @@ async fn expire_way(
         .map_err(redis_err)?;
     let del = latency_max_ms(con, "expire-del").await.map_err(redis_err)?;
 
+    reset_peak_rss();
     let cpu = start_counters(con).await.map_err(redis_err)?;
     let repair = run_doctor(con, url, vec![DoctorKind::DanglingIds]).await?;
     let found = repair.found(DoctorKind::DanglingIds);
@@ -259,6 +262,7 @@ async fn sweep_way(
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     seed(con, url, args).await?;
     latency_begin(con).await.map_err(redis_err)?;
+    reset_peak_rss();
     let cpu = start_counters(con).await.map_err(redis_err)?;
     let sampler = MemorySampler::start(url)?;
     let removal = sweep_until_done(con, url, POLICY, args.jobs).await?;
