@@ -5,20 +5,23 @@
 //!
 //! The contenders are in `contenders`, the probe and Redis counters in `probe`, the Node
 //! runner in `node`, the figures and their table in `report`, and `--strategy event`, `scale`,
-//! `cluster`, `report`, `pending`, `source` (in `source_link`) and `trim` (in `events_trim`)
-//! in their own modules.
+//! `cluster`, `report`, `pending`, `source` (in `source_link`), `doctor`, `expire` (with its
+//! memory series in `series`) and `trim` (in `events_trim`) in their own modules.
 #![deny(missing_docs)]
 
 mod cluster;
 mod contenders;
+mod doctor;
 mod event;
 mod events_trim;
+mod expire;
 mod memory_report;
 mod node;
 mod pending;
 mod probe;
 mod report;
 mod scale;
+mod series;
 mod source_link;
 
 pub use report::{BenchReport, Measurement};
@@ -60,26 +63,34 @@ pub enum Strategy {
     /// Source-linked cleanup: `--jobs` delayed reminder jobs against a PostgreSQL table of as
     /// many orders, half of them gone; against `Job.fromId`, a query and `job.remove()` per job.
     Source,
+    /// `bullsweep doctor` (finding only) over `--jobs` jobs with 1% of each kind of damage,
+    /// against the orphan-hash scan users write (SCAN, TYPE, ZSCORE per hash).
+    Doctor,
+    /// `--jobs` completed jobs that all expire at once (Redis's expiry, then the doctor's
+    /// dangling-id repair), next to the sweep: Redis CPU per job, memory freed over time.
+    Expire,
     /// `events: { maxLen }`: a stream of `--jobs` entries trimmed to 10,000 by bullsweep's
     /// bounded calls, against one exact `XTRIM MAXLEN`: the longest call, Redis CPU, time.
     Trim,
 }
 
 impl Strategy {
-    /// `--jobs` when not given: a million for `pending` and `source`, 200,000 for the others.
+    /// `--jobs` when not given: a million for `pending`, `source`, `doctor` and `expire`,
+    /// 200,000 for the others.
     pub fn default_jobs(self) -> u64 {
         match self {
-            Strategy::Pending | Strategy::Source => 1_000_000,
+            Strategy::Pending | Strategy::Source | Strategy::Doctor | Strategy::Expire => 1_000_000,
             Strategy::Trim => 5_000_000,
             _ => 200_000,
         }
     }
 
     /// `--seconds` when not given: the cap on each BullMQ contender's run for `pending` and
-    /// `source` (600), the load per contender and round for `event` (10).
+    /// `source` and on Redis's expiry for `expire` (600), the load per contender and round
+    /// for `event` (10).
     pub fn default_seconds(self) -> u64 {
         match self {
-            Strategy::Pending | Strategy::Source => 600,
+            Strategy::Pending | Strategy::Source | Strategy::Expire => 600,
             _ => 10,
         }
     }
@@ -175,13 +186,20 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     if args.strategy == Strategy::Trim {
         return events_trim::run(&mut con, &url, args).await;
     }
-    if matches!(args.strategy, Strategy::Pending | Strategy::Source) {
+    if args.strategy == Strategy::Expire {
+        return expire::run(&mut con, &url, args).await;
+    }
+    if matches!(
+        args.strategy,
+        Strategy::Pending | Strategy::Source | Strategy::Doctor
+    ) {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
                 .with_hint("this bench needs Node and BullMQ for its contender"));
         }
         return match args.strategy {
             Strategy::Pending => pending::run(&mut con, &url, args, &node).await,
+            Strategy::Doctor => doctor::run(&mut con, &url, args, &node).await,
             _ => source_link::run(&mut con, &url, args, &node).await,
         };
     }
@@ -255,6 +273,8 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         | Strategy::Report
         | Strategy::Pending
         | Strategy::Source
+        | Strategy::Doctor
+        | Strategy::Expire
         | Strategy::Trim => {
             vec!["archive".into()]
         }

@@ -84,6 +84,13 @@ pub(crate) fn peak_rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// Resets this process's peak resident memory (VmHWM) to its current size, so that
+/// [`peak_rss_mb`] then measures one contender and not the seeding before it; false where
+/// Linux's `/proc/self/clear_refs` is not writable.
+pub(crate) fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// Makes SLOWLOG record every call of 1 ms or more; returns the settings to restore.
 pub(crate) async fn slowlog_begin<C: redis::aio::ConnectionLike>(
     con: &mut C,

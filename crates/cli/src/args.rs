@@ -446,6 +446,14 @@ pub enum StrategyArg {
     /// deleted and 20% no longer pending: source-linked cleanup against `Job.fromId`, one
     /// query and `job.remove()` per job (capped at `--seconds`); queries per 1,000 jobs.
     Source,
+    /// `doctor` (finding only) over `--jobs` jobs with 1% of each of the eight kinds of damage
+    /// injected, against the orphan-hash scan users write (SCAN, TYPE, ZSCORE per hash):
+    /// jobs checked per second, longest call, client RSS.
+    Doctor,
+    /// `--jobs` completed jobs that expire at once (Redis's expiry cycle, then the doctor's
+    /// dangling-id repair; capped at `--seconds`) next to the sweep: Redis CPU per job,
+    /// memory freed over time, longest call.
+    Expire,
     /// `events: { maxLen }` on a stream of `--jobs` entries (default five million), trimmed
     /// to 10,000 by bullsweep's bounded calls against one exact `XTRIM MAXLEN`: the longest
     /// call, Redis CPU and time.
@@ -455,7 +463,8 @@ pub enum StrategyArg {
 /// `bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Jobs in each dataset [default: 200000; 1000000 for `--strategy pending` and `source`].
+    /// Jobs in each dataset [default: 200000; 1000000 for `--strategy pending`, `source`,
+    /// `doctor` and `expire`].
     #[arg(long)]
     pub jobs: Option<u64>,
     /// Approximate size of each job hash in bytes.
@@ -471,8 +480,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5_000)]
     pub rate: u64,
     /// `--strategy event`: seconds of load per contender and round [default: 10];
-    /// `--strategy pending` and `source`: the most each BullMQ contender may run [default:
-    /// 600].
+    /// `--strategy pending` and `source`: the most each BullMQ contender may run; `expire`: the
+    /// most Redis's expiry may take [default: 600].
     #[arg(long)]
     pub seconds: Option<u64>,
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.

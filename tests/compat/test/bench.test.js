@@ -1,7 +1,10 @@
-// `bullsweep bench --strategy pending` and `--strategy source` on small datasets: before its
-// contender runs, real BullMQ reads seeded jobs back (Queue.getJob, Job.getState) and fails the
-// bench unless they are what Queue.add would have written; each contender must then remove
-// exactly the jobs the bench expects (the bench fails otherwise), and the report says so.
+// `bullsweep bench --strategy pending`, `source`, `doctor` and `expire` on small datasets.
+// Pending and source: before its contender runs, real BullMQ reads seeded jobs back
+// (Queue.getJob, Job.getState) and fails the bench unless they are what Queue.add would have
+// written; each contender must then remove exactly the jobs the bench expects (the bench fails
+// otherwise), and the report says so. Doctor: bullsweep's findings must equal the damage the
+// seed injected, kind by kind, and the users' script must find the same orphan hashes. Expire:
+// every job must expire and have its id repaired, and the sweep remove as many.
 // Figures are not judged here: timings belong in BENCHMARKS.md, never in a test.
 'use strict';
 const { test } = require('node:test');
@@ -38,4 +41,34 @@ test('source bench: both remove the jobs of gone orders, bullsweep with one quer
   // 400 jobs: one batch, one query (2.5 per 1,000 jobs); BullMQ's contender asks once per job.
   assert.equal(by.bullsweep.queriesPer1000Jobs, 2.5);
   assert.equal(by.bullmq.queriesPer1000Jobs, 1000);
+});
+
+test('doctor bench: bullsweep finds every kind as injected, the users\' script the same orphan hashes', async () => {
+  const report = await bench('doctor', 2000);
+  assert.equal(report.jobHashes, 2000 - 4 * 20);
+  assert.deepEqual(report.rounds.map((m) => [m.contender, m.removed]), [['bullsweep', 1920], ['bullmq', 1920]]);
+  assert.deepEqual(
+    report.findings.map((f) => [f.kind, f.found]),
+    report.findings.map((f) => [f.kind, f.injected]),
+  );
+  assert.deepEqual(report.findings.map((f) => [f.kind, f.injected]), [
+    ['orphanHashes', 20], ['danglingIds', 20], ['staleDedup', 20], ['orphanSubkeys', 20],
+    ['stuckParents', 20], ['orphanChildren', 20], ['orphanSchedulers', 20], ['eventsOverLimit', 10000],
+  ]);
+  assert.equal(report.findingsMatch, true);
+  assert.equal(report.bullmqOrphanHashes, 20);
+  assert.equal(report.ratios.length, 1);
+});
+
+test('expire bench: every job expires and its id is repaired, the sweep removes the same jobs', async () => {
+  const report = await bench('expire', 2000);
+  assert.deepEqual(report.phases.map((m) => [m.contender, m.removed]), [
+    ['expire-ttl', 2000], ['expire-expiry', 2000], ['expire-repair', 2000], ['sweep', 2000],
+  ]);
+  assert.deepEqual(report.ways.map((w) => w.way), ['expire', 'sweep']);
+  for (const w of report.ways) {
+    assert.ok(w.freeing.freedBytes > 0, `${w.way} freed memory`);
+    assert.ok(w.redisCpuUsPerJob > 0, `${w.way} spent Redis CPU`);
+  }
+  assert.ok(Number.isFinite(report.cpuRatioExpireVsSweep));
 });

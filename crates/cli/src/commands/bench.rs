@@ -18,6 +18,8 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Pending => Strategy::Pending,
         StrategyArg::Source => Strategy::Source,
         StrategyArg::Trim => Strategy::Trim,
+        StrategyArg::Doctor => Strategy::Doctor,
+        StrategyArg::Expire => Strategy::Expire,
     };
     let config = BenchConfig {
         jobs: args.jobs.unwrap_or(strategy.default_jobs()),
