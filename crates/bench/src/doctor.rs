@@ -81,6 +81,19 @@ pub(crate) struct DoctorRun {
 }
 
 impl DoctorRun {
+    /// Each kind injected, with what this run found and left alone of it.
+    fn against(&self, injected: &[(DoctorKind, u64)]) -> Vec<KindCount> {
+        injected
+            .iter()
+            .map(|(k, n)| KindCount {
+                kind: k.as_str(),
+                injected: *n,
+                found: self.found(*k),
+                skipped: self.skipped(*k),
+            })
+            .collect()
+    }
+
     /// What was found of `kind`.
     pub(crate) fn found(&self, kind: DoctorKind) -> u64 {
         self.found
@@ -204,37 +217,12 @@ pub(crate) async fn run(
             "round {round}, bullsweep: examined {} jobs; {} calls over 5 ms, the longest {:.2} ms: {}",
             ours.examined_jobs, slow.over_5ms, slow.longest_ms, slow.longest
         ));
-        findings = injected
-            .iter()
-            .map(|(k, n)| KindCount {
-                kind: k.as_str(),
-                injected: *n,
-                found: ours.found(*k),
-                skipped: ours.skipped(*k),
-            })
-            .collect();
+        findings = ours.against(&injected);
         findings_match &= findings.iter().all(|f| f.found == f.injected);
         rounds.push(m);
 
-        eprintln!("round {round}: the users' orphan scan (node)");
-        let cpu = start_counters(con).await.map_err(redis_err)?;
-        let (value, probes) = run_node(
-            node,
-            &node.compat_dir.join("bench/doctor.js"),
-            &[QUEUE.to_string()],
-            url,
-        )?;
-        let slow = slow_calls(con).await.map_err(redis_err)?;
-        let counters = stop_counters(con, cpu).await.map_err(redis_err)?;
-        theirs = value["orphans"].as_u64().unwrap_or(u64::MAX);
-        let seconds = value["ms"].as_f64().unwrap_or(f64::NAN) / 1_000.0;
-        let mut m = Measurement::of_run("bullmq", job_hashes, seconds, probes, counters, 0);
-        m.client_peak_rss_mb = value["maxRssMb"].as_f64().unwrap_or(0.0);
-        m.round = round;
-        notes.push(format!(
-            "round {round}, bullmq: scanned {} keys, checked {} job hashes with {} commands; {} calls over 5 ms, the longest {:.2} ms: {}",
-            value["keys"], value["jobs"], value["commands"], slow.over_5ms, slow.longest_ms, slow.longest
-        ));
+        let (m, orphans) = users_scan(con, url, node, round, job_hashes, &mut notes).await?;
+        theirs = orphans;
         let injected_orphans = unit;
         let ours_orphans = ours.found(DoctorKind::OrphanHashes);
         if theirs != injected_orphans || ours_orphans != injected_orphans {
@@ -273,6 +261,39 @@ pub(crate) async fn run(
         )));
     }
     json_or_table(&report, args.json, table)
+}
+
+/// One round of the users' orphan scan (`bench/doctor.js`): its measurement and the orphan
+/// hashes it found.
+async fn users_scan(
+    con: &mut Conn,
+    url: &str,
+    node: &NodeTarget,
+    round: u32,
+    job_hashes: u64,
+    notes: &mut Vec<String>,
+) -> Result<(Measurement, u64), Error> {
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
+    eprintln!("round {round}: the users' orphan scan (node)");
+    let cpu = start_counters(con).await.map_err(redis_err)?;
+    let (value, probes) = run_node(
+        node,
+        &node.compat_dir.join("bench/doctor.js"),
+        &[QUEUE.to_string()],
+        url,
+    )?;
+    let slow = slow_calls(con).await.map_err(redis_err)?;
+    let counters = stop_counters(con, cpu).await.map_err(redis_err)?;
+    let theirs = value["orphans"].as_u64().unwrap_or(u64::MAX);
+    let seconds = value["ms"].as_f64().unwrap_or(f64::NAN) / 1_000.0;
+    let mut m = Measurement::of_run("bullmq", job_hashes, seconds, probes, counters, 0);
+    m.client_peak_rss_mb = value["maxRssMb"].as_f64().unwrap_or(0.0);
+    m.round = round;
+    notes.push(format!(
+            "round {round}, bullmq: scanned {} keys, checked {} job hashes with {} commands; {} calls over 5 ms, the longest {:.2} ms: {}",
+            value["keys"], value["jobs"], value["commands"], slow.over_5ms, slow.longest_ms, slow.longest
+        ));
+    Ok((m, theirs))
 }
 
 /// Keys in the bench's database.

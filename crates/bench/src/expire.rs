@@ -187,25 +187,7 @@ async fn expire_way(
     let sampler = MemorySampler::start(url)?;
     let prober = Prober::start(url)?;
     let started = Instant::now();
-    let cap = Duration::from_secs(args.seconds.max(60));
-    let goal = keys_before - args.jobs;
-    loop {
-        let left: u64 = redis::cmd("DBSIZE")
-            .query_async(con)
-            .await
-            .map_err(redis_err)?;
-        if left <= goal || started.elapsed() > cap {
-            if left > goal {
-                notes.push(format!(
-                    "expire-expiry: {} job hashes not yet expired after {} s",
-                    left - goal,
-                    cap.as_secs()
-                ));
-            }
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_expiry(con, url, args, keys_before - args.jobs, notes).await?;
     let run = (
         args.jobs,
         started.elapsed().as_secs_f64(),
@@ -249,6 +231,37 @@ async fn expire_way(
         expire_cycle_max_ms: cycle,
         expire_del_max_ms: del,
     })
+}
+
+/// Waits until the job hashes are gone (the keyspace down to `goal` keys), or `--seconds`
+/// (at least a minute) passed, noting how many were left then.
+async fn wait_for_expiry(
+    con: &mut Conn,
+    url: &str,
+    args: &BenchConfig,
+    goal: u64,
+    notes: &mut Vec<String>,
+) -> Result<(), Error> {
+    let redis_err = |e: redis::RedisError| Error::redis(url, &e);
+    let started = Instant::now();
+    let cap = Duration::from_secs(args.seconds.max(60));
+    loop {
+        let left: u64 = redis::cmd("DBSIZE")
+            .query_async(con)
+            .await
+            .map_err(redis_err)?;
+        if left <= goal || started.elapsed() > cap {
+            if left > goal {
+                notes.push(format!(
+                    "expire-expiry: {} job hashes not yet expired after {} s",
+                    left - goal,
+                    cap.as_secs()
+                ));
+            }
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The sweep way: bullsweep's removal of the same jobs.
