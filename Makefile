@@ -4,6 +4,9 @@
 
 CARGO ?= cargo
 COMPAT := tests/compat
+# One file at a time; a file whose failed test left a client reconnecting still ends
+# (--test-force-exit), and no single test may run past ten minutes.
+NODE_TEST := node --test --test-concurrency=1 --test-force-exit --test-timeout=600000
 VENV := $(CURDIR)/.venv
 # Python test tools live in the project's virtual environment, never system-wide.
 export PATH := $(VENV)/bin:$(PATH)
@@ -58,13 +61,13 @@ unit:
 	$(CARGO) test --all-targets
 
 compat: build
-	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep node --test --test-concurrency=1 test/
+	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep $(NODE_TEST) test/
 	@echo "== the differential and erasure suites over mutual TLS"
 	cd $(COMPAT) && BULLSWEEP_TEST_TLS=1 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
-		node --test --test-concurrency=1 test/differential.test.js test/forget.test.js
+		$(NODE_TEST) test/differential.test.js test/forget.test.js
 	@echo "== the suites that build data, on BullMQ 5.81's data (npm alias bullmq5)"
 	cd $(COMPAT) && BULLSWEEP_BULLMQ=bullmq5 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
-		node --test --test-concurrency=1 test/differential.test.js test/flows.test.js \
+		$(NODE_TEST) test/differential.test.js test/flows.test.js \
 		test/forget.test.js test/restore.test.js
 
 # The servers of the matrix: Redis 6.2 and 8.2, Valkey 8.1 and 9.1 from PyPI wheels, in the
@@ -96,7 +99,7 @@ test-matrix: redis-server matrix-deps compat-deps build
 		echo "== $$name ($$($$bin --version | head -c 40))"; \
 		BULLSWEEP_REDIS_SERVER=$$bin $(CARGO) nextest run --no-fail-fast -E '$(MATRIX_RUST)'; \
 		(cd $(COMPAT) && BULLSWEEP_REDIS_SERVER=$$bin BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
-			node --test --test-concurrency=1 $$(ls test/*.test.js | grep -v -e dashboard -e bench)); \
+			$(NODE_TEST) $$(ls test/*.test.js | grep -v -e dashboard -e bench)); \
 	done
 
 build:
