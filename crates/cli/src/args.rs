@@ -155,6 +155,13 @@ pub enum Command {
         /// The queue's key base, e.g. `bull:acme:prod:billing-export`.
         queue_key_base: String,
     },
+    /// Run a policy file's golden cases (YAML): which policy governs each queue, its
+    /// effective fields, and what happens to each job described. No Redis, except --init.
+    /// Exit 0 all passed, 1 a case failed, 2 a malformed test or policy file.
+    #[command(
+        after_help = "Examples:\n  bullsweep --config bullsweep.yaml test bullsweep.test.yaml\n  bullsweep test policies/*.test.yaml --junit junit.xml\n  bullsweep --redis redis://staging:6379 test --init > bullsweep.test.yaml"
+    )]
+    Test(TestArgs),
     /// Dry run: show what the policies would do to each queue. Changes nothing.
     #[command(after_help = "Example:\n  bullsweep plan --queue 'billing*' --detailed-exitcode")]
     Plan(PlanArgs),
@@ -266,6 +273,21 @@ pub struct ReportArgs {
     /// One CSV row per queue (with a header), for a spreadsheet; instead of the table.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
+}
+
+/// `test` options.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The test files.
+    #[arg(value_name = "FILE", required_unless_present = "init")]
+    pub files: Vec<PathBuf>,
+    /// Also write the results as JUnit XML to this file, for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Print a starter test file instead: one case per queue found in Redis (--redis), with
+    /// the policy, tenant, environment and rules the policy file gives it now.
+    #[arg(long, conflicts_with_all = ["files", "junit"])]
+    pub init: bool,
 }
 
 /// `doctor` options.

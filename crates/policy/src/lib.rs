@@ -9,6 +9,9 @@ mod cost;
 mod credentials;
 mod doctor;
 mod duration;
+mod fields;
+mod golden;
+mod groups;
 mod json_walk;
 mod jsonpath;
 mod layout;
@@ -30,6 +33,11 @@ pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use doctor::{DoctorKind, DoctorSettings};
 pub use duration::{BareUnit, Millis, parse_duration_str};
+pub use fields::{FIELD_NAMES, RuleField, is_field_name};
+pub use golden::{
+    Case, CaseResult, GoldenFile, JobCase, Mismatch, SourceSaid, Via, parse_golden, run_cases,
+};
+pub use groups::{RuleGroup, RuleGroups};
 pub use json_walk::Malformed;
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};

@@ -11,6 +11,7 @@ mod demo;
 mod docs;
 mod doctor;
 mod forget;
+mod golden;
 mod policy;
 mod report;
 mod sweep;
@@ -27,6 +28,7 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
     match &cli.command {
         Command::Check => policy::check(cli),
         Command::Explain { queue_key_base } => policy::explain(cli, queue_key_base),
+        Command::Test(args) => golden::run(cli, args).await,
         Command::Plan(args) => sweep::plan(cli, args).await,
         Command::Run(args) => sweep::run(cli, args).await,
         Command::Report(args) => report::report(cli, args).await,

@@ -1,12 +1,14 @@
 //! Human tables and JSON views of policy sets, explanations and reports.
 
 mod doctor;
+mod golden;
 mod policy;
 mod report;
 mod table;
 
 pub use bullsweep_core::text::thousands;
 pub use doctor::doctor_text;
+pub use golden::{FileResults, golden_json, golden_junit, golden_starter, golden_text};
 pub use policy::{explain_json, explain_text, policy_set_json, policy_set_text};
 pub use report::report_text;
 pub use table::table;

@@ -406,61 +406,16 @@ pub fn policy_set_text(set: &PolicySet) -> String {
     out.trim_end().to_string()
 }
 
-/// One field of an effective rule: its name, its JSON key and value (durations in ms), the
-/// value as people read it, and its origin.
-struct EffectiveField {
-    name: &'static str,
-    key: &'static str,
-    json: Value,
-    shown: String,
-    from: String,
-}
-
-/// An effective rule's fields in display order.
-fn effective_fields(rule: &EffectiveRule) -> Vec<EffectiveField> {
-    let field = |name, key, json, shown, from: &dyn std::fmt::Display| EffectiveField {
-        name,
-        key,
-        json,
-        shown,
-        from: from.to_string(),
-    };
-    let mut fields = Vec::new();
-    if let Some(v) = &rule.max_age {
-        let (json, shown) = (json!(v.value.as_millis()), v.value.to_string());
-        fields.push(field("maxAge", "maxAgeMs", json, shown, &v.source));
-    }
-    if let Some(v) = &rule.max_count {
-        let (json, shown) = (json!(v.value), v.value.to_string());
-        fields.push(field("maxCount", "maxCount", json, shown, &v.source));
-    }
-    if let Some(v) = &rule.keep_for {
-        let (json, shown) = (json!(v.value.as_millis()), v.value.to_string());
-        fields.push(field("keepFor", "keepForMs", json, shown, &v.source));
-    }
-    if let Some(v) = &rule.keep_if {
-        let shown = format!("{} = {}", v.value.path, v.value.equals);
-        fields.push(field("keepIf", "keepIf", json!(shown), shown, &v.source));
-    }
-    if let Some(v) = &rule.ttl {
-        let (json, shown) = (json!(v.value.as_millis()), v.value.to_string());
-        fields.push(field("ttl", "ttlMs", json, shown, &v.source));
-    }
-    let action = rule.action.value.as_str();
-    fields.push(field(
-        "action",
-        "action",
-        json!(action),
-        action.to_string(),
-        &rule.action.source,
-    ));
-    fields
-}
-
 fn effective_json(rule: &EffectiveRule) -> Value {
-    let map: BTreeMap<&str, Value> = effective_fields(rule)
+    let map: BTreeMap<&str, Value> = rule
+        .fields()
         .into_iter()
-        .map(|f| (f.key, json!({ "value": f.json, "from": f.from })))
+        .map(|f| {
+            (
+                f.key,
+                json!({ "value": f.json, "from": f.from.to_string() }),
+            )
+        })
         .collect();
     json!(map)
 }
@@ -515,12 +470,12 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
 
 fn effective_rows(t: &mut Grid, scope: &str, states: &BTreeMap<JobState, EffectiveRule>) {
     for (state, rule) in states {
-        for f in effective_fields(rule) {
+        for f in rule.fields() {
             t.add_row(vec![
                 format!("{scope}{state}"),
                 f.name.to_string(),
                 f.shown,
-                f.from,
+                f.from.to_string(),
             ]);
         }
     }

@@ -11,13 +11,13 @@ use super::batch::BatchSizer;
 use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::{QueueReport, Skipped, StateReport};
-use super::rules::{RuleGroup, RuleGroups};
 use super::run_archive::RunArchive;
 use super::work::{StateWork, finish, prefix_counts};
 use crate::audit::{self, AuditAction};
 use crate::bullmq::{Candidate, ColdMarker, QueueKeys};
 use crate::error::{Error, Result};
 use bullsweep_policy::{Action, DeadLetter, JobState, Selection};
+use bullsweep_policy::{RuleGroup, RuleGroups};
 use redis::aio::ConnectionLike;
 
 impl QueueRun<'_> {

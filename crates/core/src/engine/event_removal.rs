@@ -8,10 +8,10 @@ use super::batch::{BatchSizer, run_batches};
 use super::observer::Observer;
 use super::options::SweepOptions;
 use super::report::Skipped;
-use super::rules::RuleGroups;
 use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::{Candidate, QueueKeys};
 use crate::error::Result;
+use bullsweep_policy::RuleGroups;
 use bullsweep_policy::{Action, EffectivePolicy, JobState, QueueId, Selection};
 use redis::Value;
 use redis::aio::ConnectionLike;
@@ -160,7 +160,7 @@ async fn select<C: ConnectionLike>(
             .keep_if
             .as_ref()
             .is_some_and(|keep| keep.holds(&job_view(&fields)));
-        if group.action == Action::Remove && group.selection.selects_alone(score) && !kept {
+        if group.removes_on_event(score) && !kept {
             candidates.push(Candidate {
                 id: id.to_string(),
                 score,

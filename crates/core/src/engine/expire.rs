@@ -24,7 +24,7 @@ const PAGE: u64 = 2_000;
 const CENSUS_PAGE: u64 = 1_000;
 
 /// The ttl of each group of `state` (jobs no job rule names, and each job rule whose ttl
-/// differs, grouped by name as `rules::RuleGroups` groups them); `None` when no group of the
+/// differs, grouped by name as `bullsweep_policy::RuleGroups` groups them); `None` when no group of the
 /// state takes a ttl.
 pub fn ttl_groups(policy: &EffectivePolicy, state: JobState) -> Option<TtlGroups> {
     let ttl_of = |r: Option<&bullsweep_policy::EffectiveRule>| {

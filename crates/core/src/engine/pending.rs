@@ -9,13 +9,14 @@ use super::notice::NOTICE_JOBS;
 use super::options::Mode;
 use super::queue_run::QueueRun;
 use super::report::StateReport;
-use super::rules::RuleGroups;
+use super::rules::GroupNames;
 use super::state_walk::{LIST_REACH, PAGE, Row, StateCursor};
 use crate::audit::AuditAction;
 use crate::bullmq::{NamedJob, QueueKeys, StateKey};
 use crate::error::{Error, Result};
 use crate::notify::{Notice, NoticeJob};
 use bullsweep_base::text::thousands;
+use bullsweep_policy::RuleGroups;
 use bullsweep_policy::{Action, JobState};
 use redis::aio::ConnectionLike;
 
@@ -157,12 +158,9 @@ impl QueueRun<'_> {
 fn select(rows: &[Row], groups: &RuleGroups, malformed: &mut u64) -> Selected {
     let mut out = Selected::default();
     for r in rows {
-        let Some((_, group)) = groups.group_of(&r.name) else {
+        let Some(group) = groups.selecting(&r.name, r.times.timestamp, 0) else {
             continue;
         };
-        if !group.selection.selects(r.times.timestamp, 0) {
-            continue;
-        }
         if r.timestamp.is_empty() {
             *malformed += 1;
             continue;

@@ -90,10 +90,7 @@ impl QueueRun<'_> {
 
     /// The link covering jobs named `name`: their job rule's, else the policy's.
     fn link_of(&self, name: &str) -> Option<&SourceLink> {
-        match self.policy.jobs.iter().find(|j| j.name == name) {
-            Some(j) => j.source.as_ref().map(|s| &s.value),
-            None => self.policy.source.as_ref().map(|s| &s.value),
-        }
+        self.policy.link_of(name).map(|s| &s.value)
     }
 
     /// One state: its keys walked with data, each page's keys looked up, verdicts acted on.

@@ -1,7 +1,7 @@
 //! Reading the policy file.
 
 use crate::error::Error;
-use bullsweep_policy::PolicySet;
+use bullsweep_policy::{GoldenFile, PolicySet};
 use std::path::Path;
 
 /// Problems printed at the most; the count says how many there are in all.
@@ -58,4 +58,19 @@ pub fn read_policy_file(path: &Path) -> Result<(PolicySet, String), Error> {
             ))
         })?;
     Ok((set, text))
+}
+
+/// Reads a `bullsweep test` file; every problem is reported at once, with its
+/// `file:line:column`, as a configuration error.
+pub fn load_golden_file(path: &Path) -> Result<GoldenFile, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::config(format!("cannot read test file {}: {e}", path.display())))?;
+    bullsweep_policy::parse_golden(&path.display().to_string(), &text).map_err(|errors| {
+        let count = errors.errors.len();
+        Error::config(format!(
+            "{count} problem{} in the test file\n{errors}",
+            if count == 1 { "" } else { "s" }
+        ))
+        .with_hint("see README, \"Testing policies\", for the format")
+    })
 }

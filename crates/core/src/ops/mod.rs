@@ -16,7 +16,7 @@ pub mod secret;
 pub mod trail;
 pub mod verify;
 
-pub use config::{load_policy_file, load_token_file, read_policy_file};
+pub use config::{load_golden_file, load_policy_file, load_token_file, read_policy_file};
 pub use run::{RunScope, audited_sweep};
 
 use bullsweep_base::connect::Conn;

@@ -1,0 +1,255 @@
+//! The effective fields of a queue by the names the policy file uses (`completed.maxAge`,
+//! `sla.auditRequired`, `jobs.charge.failed.action`), each with its value and the layer that
+//! set it: what `explain` lists and what a `bullsweep test` case compares.
+
+use crate::duration::Millis;
+use crate::model::JobState;
+use crate::resolve::{EffectivePolicy, EffectiveRule, Provenance, Sourced};
+use crate::source::SourceLink;
+use serde_json::{Value, json};
+
+/// One field of an effective rule: its name, its JSON key and value (durations in ms), the
+/// value as people read it, its span when it is a duration, and its origin.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleField {
+    /// The name in the policy file (`maxAge`).
+    pub name: &'static str,
+    /// The key in `explain --json` (`maxAgeMs`).
+    pub key: &'static str,
+    /// The JSON value (durations in ms).
+    pub json: Value,
+    /// The value as people read it (`7d`).
+    pub shown: String,
+    /// The span, when the field is a duration.
+    pub millis: Option<Millis>,
+    /// The layer that set it.
+    pub from: Provenance,
+}
+
+fn duration(name: &'static str, key: &'static str, v: &Sourced<Millis>) -> RuleField {
+    RuleField {
+        name,
+        key,
+        json: json!(v.value.as_millis()),
+        shown: v.value.to_string(),
+        millis: Some(v.value),
+        from: v.source.clone(),
+    }
+}
+
+fn plain(name: &'static str, json: Value, shown: String, from: &Provenance) -> RuleField {
+    RuleField {
+        name,
+        key: name,
+        json,
+        shown,
+        millis: None,
+        from: from.clone(),
+    }
+}
+
+impl EffectiveRule {
+    /// The rule's fields in display order; the action always, the others when set.
+    pub fn fields(&self) -> Vec<RuleField> {
+        let mut fields = Vec::new();
+        if let Some(v) = &self.max_age {
+            fields.push(duration("maxAge", "maxAgeMs", v));
+        }
+        if let Some(v) = &self.max_count {
+            fields.push(plain(
+                "maxCount",
+                json!(v.value),
+                v.value.to_string(),
+                &v.source,
+            ));
+        }
+        if let Some(v) = &self.keep_for {
+            fields.push(duration("keepFor", "keepForMs", v));
+        }
+        if let Some(v) = &self.keep_if {
+            let shown = format!("{} = {}", v.value.path, v.value.equals);
+            fields.push(plain("keepIf", json!(shown), shown, &v.source));
+        }
+        if let Some(v) = &self.ttl {
+            fields.push(duration("ttl", "ttlMs", v));
+        }
+        let action = self.action.value.as_str();
+        fields.push(plain(
+            "action",
+            json!(action),
+            action.into(),
+            &self.action.source,
+        ));
+        fields
+    }
+}
+
+/// The fields of a source link, by the names of `source:`.
+fn link_fields(link: &Sourced<SourceLink>) -> Vec<RuleField> {
+    let l = &link.value;
+    let from = &link.source;
+    let keep_for = Sourced {
+        value: l.keep_for,
+        source: from.clone(),
+    };
+    vec![
+        plain("source", json!(l.source), l.source.clone(), from),
+        plain("key", json!(l.key.to_string()), l.key.to_string(), from),
+        plain(
+            "deleteWhen",
+            json!(l.delete_when.as_str()),
+            l.delete_when.as_str().into(),
+            from,
+        ),
+        duration("keepFor", "keepForMs", &keep_for),
+        plain(
+            "action",
+            json!(l.action.as_str()),
+            l.action.as_str().into(),
+            from,
+        ),
+    ]
+}
+
+/// Why a field name names nothing: the message for a test file.
+pub const FIELD_NAMES: &str = "`<state>.<field>` (completed, failed, waiting, delayed, prioritized, waiting-children; maxAge, maxCount, keepFor, keepIf, ttl, action), `jobs.<name>.<state>.<field>`, `source.<field>` and `jobs.<name>.source.<field>` (source, key, deleteWhen, keepFor, action), `sla.auditRequired`, `sla.maxDataAgeHours`, `sla.complianceTag`, `events.maxLen`, `events.maxAge`, `schedule`, `mode`, `stalled.maxAge`, `stalled.action`, `protectWaitingParents`, `moveExhaustedTo`, `dependsOn`, `pii.replacement`";
+
+/// Whether `name` is a field [`EffectivePolicy::field`] knows (set or not).
+pub fn is_field_name(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    let rule_field =
+        |f: &str| ["maxAge", "maxCount", "keepFor", "keepIf", "ttl", "action"].contains(&f);
+    let link_field = |f: &str| ["source", "key", "deleteWhen", "keepFor", "action"].contains(&f);
+    let state_field = |s: &str, f: &str| JobState::from_name(s).is_some() && rule_field(f);
+    match parts.as_slice() {
+        [s, f] if state_field(s, f) => true,
+        ["jobs", _, s, f] if state_field(s, f) => true,
+        ["source", f] | ["jobs", _, "source", f] => link_field(f),
+        ["sla", f] => ["auditRequired", "maxDataAgeHours", "complianceTag"].contains(f),
+        ["events", f] => ["maxLen", "maxAge"].contains(f),
+        ["stalled", f] => ["maxAge", "action"].contains(f),
+        ["pii", "replacement"] => true,
+        [f] => [
+            "schedule",
+            "mode",
+            "protectWaitingParents",
+            "moveExhaustedTo",
+            "dependsOn",
+        ]
+        .contains(f),
+        _ => false,
+    }
+}
+
+impl EffectivePolicy {
+    /// The field named `name` (see [`FIELD_NAMES`]), or `None` when it is not set (or names
+    /// nothing; check with [`is_field_name`]).
+    pub fn field(&self, name: &str) -> Option<RuleField> {
+        let parts: Vec<&str> = name.split('.').collect();
+        let own = Provenance::Policy {
+            policy: self.policy.clone(),
+        };
+        let of_rule = |rule: Option<&EffectiveRule>, f: &str| {
+            rule?.fields().into_iter().find(|r| r.name == f)
+        };
+        let of_link = |link: Option<&Sourced<SourceLink>>, f: &str| {
+            link_fields(link?).into_iter().find(|r| r.name == f)
+        };
+        let job = |n: &str| self.jobs.iter().find(|j| j.name == n);
+        match parts.as_slice() {
+            ["jobs", n, "source", f] => of_link(job(n)?.source.as_ref(), f),
+            ["jobs", n, s, f] => of_rule(job(n)?.states.get(&JobState::from_name(s)?), f),
+            ["source", f] => of_link(self.source.as_ref(), f),
+            ["sla", f] => {
+                let sla = self.sla.as_ref()?;
+                match *f {
+                    "auditRequired" => {
+                        let v = sla.audit_required;
+                        Some(plain("auditRequired", json!(v), v.to_string(), &own))
+                    }
+                    "maxDataAgeHours" => sla
+                        .max_data_age_hours
+                        .map(|h| plain("maxDataAgeHours", json!(h), h.to_string(), &own)),
+                    "complianceTag" => sla
+                        .compliance_tag
+                        .as_ref()
+                        .map(|t| plain("complianceTag", json!(t), t.clone(), &own)),
+                    _ => None,
+                }
+            }
+            ["events", f] => {
+                let events = self.events.as_ref()?;
+                match *f {
+                    "maxLen" => events
+                        .max_len
+                        .map(|n| plain("maxLen", json!(n), n.to_string(), &own)),
+                    "maxAge" => events.max_age.map(|m| {
+                        let sourced = Sourced {
+                            value: m,
+                            source: own.clone(),
+                        };
+                        duration("maxAge", "maxAgeMs", &sourced)
+                    }),
+                    _ => None,
+                }
+            }
+            ["stalled", f] => {
+                let stalled = self.stalled.as_ref()?;
+                match *f {
+                    "maxAge" => Some(duration(
+                        "maxAge",
+                        "maxAgeMs",
+                        &Sourced {
+                            value: stalled.max_age,
+                            source: own.clone(),
+                        },
+                    )),
+                    "action" => {
+                        let a = stalled.action.as_str();
+                        Some(plain("action", json!(a), a.into(), &own))
+                    }
+                    _ => None,
+                }
+            }
+            ["pii", "replacement"] => {
+                let r = &self.pii.as_ref()?.replacement;
+                Some(plain("replacement", json!(r), r.clone(), &own))
+            }
+            [s, f] => of_rule(self.states.get(&JobState::from_name(s)?), f),
+            ["schedule"] => {
+                let s = self.schedule.to_string();
+                Some(plain("schedule", json!(s), s, &own))
+            }
+            ["mode"] => {
+                let m = self.mode.as_str();
+                Some(plain("mode", json!(m), m.into(), &own))
+            }
+            ["protectWaitingParents"] => {
+                let p = self.protect_waiting_parents;
+                Some(plain(
+                    "protectWaitingParents",
+                    json!(p),
+                    p.to_string(),
+                    &own,
+                ))
+            }
+            ["moveExhaustedTo"] => self
+                .move_exhausted_to
+                .as_ref()
+                .map(|q| plain("moveExhaustedTo", json!(q), q.clone(), &own)),
+            ["dependsOn"] => {
+                let d = self.depends_on.join(", ");
+                Some(plain("dependsOn", json!(self.depends_on), d, &own))
+            }
+            _ => None,
+        }
+    }
+
+    /// The source link covering jobs named `name`: their job rule's, else the policy's.
+    pub fn link_of(&self, name: &str) -> Option<&Sourced<SourceLink>> {
+        match self.jobs.iter().find(|j| j.name == name) {
+            Some(j) => j.source.as_ref(),
+            None => self.source.as_ref(),
+        }
+    }
+}

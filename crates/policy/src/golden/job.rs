@@ -1,0 +1,150 @@
+//! A job case's outcome: the sweep's or the event path's decision on one job, by the rule
+//! groups and source links a run uses, and what `anonymize` would write.
+
+use super::parse::{JobCase, SourceSaid, Via};
+use crate::action::Action;
+use crate::groups::RuleGroups;
+use crate::resolve::EffectivePolicy;
+use crate::source::{JobTimes, SourceAnswer};
+use serde_json::{Value, json};
+
+/// What the policy does to a job, and which layer decided.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Outcome {
+    /// `keep`, or the action's name.
+    pub outcome: String,
+    /// The layer that decided (`policy billing`, `policy billing, job charge`,
+    /// `tenant override acme`), or why nothing did.
+    pub rule: String,
+    /// Why: `selected`, `sourceDeleted`, `noLongerMatching`, `keepIf`, `notSelected`,
+    /// `noRule`, `leftToSweep`.
+    pub reason: String,
+    /// For `anonymize`: the job's `data`, `returnvalue` and `failedReason` as written.
+    pub redacted: Option<Value>,
+}
+
+fn kept(rule: String, reason: &str) -> Outcome {
+    Outcome {
+        outcome: "keep".into(),
+        rule,
+        reason: reason.into(),
+        redacted: None,
+    }
+}
+
+/// The outcome of `job` in a queue governed by `eff`, at `now_ms`.
+pub(super) fn outcome(eff: &EffectivePolicy, job: &JobCase, now_ms: i64) -> Outcome {
+    let score = now_ms.saturating_sub(job.ago.as_millis() as i64);
+    let groups = RuleGroups::for_state(eff, job.state, now_ms);
+    let group = groups
+        .as_ref()
+        .and_then(|g| g.group_of(&job.name))
+        .map(|(_, g)| g);
+    if job.via == Via::Event {
+        return match group {
+            None => kept(format!("policy {}", eff.policy), "noRule"),
+            Some(g) if g.keep_if.as_ref().is_some_and(|k| k.holds(&view(job))) => {
+                kept(g.decided_by.to_string(), "keepIf")
+            }
+            Some(g) if g.removes_on_event(score) => acted(
+                eff,
+                job,
+                Action::Remove,
+                g.decided_by.to_string(),
+                "selected",
+            ),
+            Some(g) => kept(g.decided_by.to_string(), "leftToSweep"),
+        };
+    }
+    // A run applies the state rules first, then the source links (`queue_run.rs`).
+    if let Some(g) = groups
+        .as_ref()
+        .and_then(|g| g.selecting(&job.name, score, job.rank))
+    {
+        return acted(eff, job, g.action, g.decided_by.to_string(), "selected");
+    }
+    if let (Some(link), Some(said)) = (eff.link_of(&job.name), job.source) {
+        let times = times(job, score);
+        let changed_at = job
+            .source_changed_ago
+            .map(|a| now_ms.saturating_sub(a.as_millis() as i64));
+        if let Some(reason) = link.value.decide(answer(said, changed_at), times, now_ms) {
+            let rule = format!("{}, source {}", link.source, link.value.source);
+            return acted(eff, job, link.value.action, rule, reason.as_str());
+        }
+    }
+    match group {
+        Some(g) => kept(g.decided_by.to_string(), "notSelected"),
+        None => kept(format!("policy {}", eff.policy), "noRule"),
+    }
+}
+
+fn acted(eff: &EffectivePolicy, job: &JobCase, action: Action, rule: String, why: &str) -> Outcome {
+    let redacted = (action == Action::Anonymize).then(|| redacted(eff, job));
+    Outcome {
+        outcome: action.as_str().into(),
+        rule,
+        reason: why.into(),
+        redacted,
+    }
+}
+
+fn answer(said: SourceSaid, changed_at: Option<i64>) -> SourceAnswer {
+    let found = |matching| SourceAnswer::Found {
+        matching,
+        changed_at,
+    };
+    match said {
+        SourceSaid::Missing => SourceAnswer::Missing,
+        SourceSaid::Found => found(None),
+        SourceSaid::Matching => found(Some(true)),
+        SourceSaid::NotMatching => found(Some(false)),
+    }
+}
+
+/// The job's times: it was added (and, when finished, processed and finished) at `score`.
+fn times(job: &JobCase, score: i64) -> JobTimes {
+    let finished = if job.state.is_finished() { score } else { 0 };
+    JobTimes {
+        timestamp: score,
+        processed_on: finished,
+        finished_on: finished,
+    }
+}
+
+/// The job as `keepIf` paths read it.
+fn view(job: &JobCase) -> Value {
+    let mut v = json!({ "name": job.name, "data": job.data });
+    if let Some(r) = &job.returnvalue {
+        v["returnvalue"] = r.clone();
+    }
+    if let Some(f) = &job.failed_reason {
+        v["failedReason"] = json!(f);
+    }
+    v
+}
+
+/// What `anonymize` writes to the job's `data`, `returnvalue` and `failedReason`: each field
+/// scrubbed as the run scrubs it, or as it was when nothing matched.
+fn redacted(eff: &EffectivePolicy, job: &JobCase) -> Value {
+    let Some(rules) = &eff.pii else {
+        return json!({ "data": job.data });
+    };
+    let json_field = |name: &str, v: &Value| -> Value {
+        let text = v.to_string();
+        match rules.scrub_field(name, &text) {
+            Ok(Some(new)) => serde_json::from_str(&new).unwrap_or(Value::String(new)),
+            Ok(None) => v.clone(),
+            Err(_) => Value::String("unreadable: left as it is".into()),
+        }
+    };
+    let mut out = json!({ "data": json_field("data", &job.data) });
+    if let Some(r) = &job.returnvalue {
+        out["returnvalue"] = json_field("returnvalue", r);
+    }
+    if let Some(f) = &job.failed_reason {
+        let scrubbed = rules.scrub_field("failedReason", f).ok().flatten();
+        out["failedReason"] = json!(scrubbed.unwrap_or_else(|| f.clone()));
+    }
+    out
+}
