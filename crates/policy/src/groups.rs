@@ -5,7 +5,7 @@
 
 use crate::action::Action;
 use crate::model::{JobState, KeepIf};
-use crate::resolve::{EffectivePolicy, EffectiveRule, Provenance};
+use crate::resolve::{EffectivePolicy, EffectiveRule};
 use crate::selection::Selection;
 use std::collections::BTreeMap;
 
@@ -18,8 +18,6 @@ pub struct RuleGroup {
     pub action: Action,
     /// Jobs the event path leaves alone.
     pub keep_if: Option<KeepIf>,
-    /// The layer that set the action (`policy`, job rule or tenant override).
-    pub decided_by: Provenance,
 }
 
 impl RuleGroup {
@@ -33,7 +31,6 @@ impl RuleGroup {
             },
             action,
             keep_if: None,
-            decided_by: Provenance::Default,
         }
     }
 
@@ -42,7 +39,6 @@ impl RuleGroup {
             selection: Selection::at(rule, now_ms),
             action: rule.action.value,
             keep_if: rule.keep_if.as_ref().map(|k| k.value.clone()),
-            decided_by: rule.action.source.clone(),
         }
     }
 }
@@ -116,6 +112,21 @@ impl RuleGroups {
         self.group_of(name)
             .map(|(_, g)| g)
             .filter(|g| g.selection.selects(score, newer))
+    }
+
+    /// The effective rule behind the group of jobs named `name` in `state`: their job rule's,
+    /// else the policy's.
+    pub fn rule_of<'e>(
+        eff: &'e EffectivePolicy,
+        state: JobState,
+        name: &str,
+    ) -> Option<&'e EffectiveRule> {
+        let by_name = eff
+            .jobs
+            .iter()
+            .find(|j| j.name == name)
+            .and_then(|j| j.states.get(&state));
+        by_name.or_else(|| eff.states.get(&state))
     }
 }
 

@@ -55,7 +55,7 @@ pub use resolve::{
     dependency_order,
 };
 pub use schedule::{AUTO_MAX, AUTO_MIN, CronSchedule, DEFAULT_SCHEDULE, Schedule};
-pub use selection::Selection;
+pub use selection::{Selection, Verdict};
 pub use source::{
     DEFAULT_SOURCE_BATCH, DEFAULT_SOURCE_KEEP_FOR, DEFAULT_SOURCE_TIMEOUT, DeleteWhen, JobTimes,
     KeyTemplate, PartialSourceLink, SOURCE_ACTIONS, Source, SourceAnswer, SourceKind, SourceLink,

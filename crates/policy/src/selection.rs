@@ -7,6 +7,19 @@
 
 use crate::resolve::EffectiveRule;
 
+/// Why a rule selects a job or keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Selected: finished longer ago than `maxAge`.
+    ByAge,
+    /// Selected: older than the newest `maxCount` of its group.
+    ByCount,
+    /// Kept: `maxAge` or `maxCount` would select it, but it is inside `keepFor`.
+    InGrace,
+    /// Kept: neither `maxAge` nor `maxCount` selects it.
+    NotSelected,
+}
+
 /// A rule turned into score cutoffs at a given instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Selection {
@@ -35,10 +48,24 @@ impl Selection {
 
     /// Whether a job is selected, given its score and how many jobs of its group are newer.
     pub fn selects(&self, score: i64, newer: u64) -> bool {
+        matches!(
+            self.verdict(score, newer),
+            Verdict::ByAge | Verdict::ByCount
+        )
+    }
+
+    /// Why a job is selected or kept, given its score and how many jobs of its group are
+    /// newer: past `maxAge` (first), past `maxCount`, inside `keepFor`, or neither.
+    pub fn verdict(&self, score: i64, newer: u64) -> Verdict {
         let by_age = self.age_cutoff.is_some_and(|c| score <= c);
         let by_count = self.keep_newest.is_some_and(|n| newer >= n);
         let in_grace = self.grace_cutoff.is_some_and(|g| score > g);
-        (by_age || by_count) && !in_grace
+        match (by_age, by_count, in_grace) {
+            (true, _, false) => Verdict::ByAge,
+            (false, true, false) => Verdict::ByCount,
+            (true, _, true) | (_, true, true) => Verdict::InGrace,
+            (false, false, _) => Verdict::NotSelected,
+        }
     }
 
     /// Whether a job is selected on its own score alone, as the event-driven path decides:

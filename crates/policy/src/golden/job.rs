@@ -4,7 +4,8 @@
 use super::parse::{JobCase, SourceSaid, Via};
 use crate::action::Action;
 use crate::groups::RuleGroups;
-use crate::resolve::EffectivePolicy;
+use crate::resolve::{EffectivePolicy, Provenance};
+use crate::selection::Verdict;
 use crate::source::{JobTimes, SourceAnswer};
 use serde_json::{Value, json};
 
@@ -16,8 +17,9 @@ pub(super) struct Outcome {
     /// The layer that decided (`policy billing`, `policy billing, job charge`,
     /// `tenant override acme`), or why nothing did.
     pub rule: String,
-    /// Why: `selected`, `sourceDeleted`, `noLongerMatching`, `keepIf`, `notSelected`,
-    /// `noRule`, `leftToSweep`.
+    /// Why: `maxAge`, `maxCount`, `sourceDeleted`, `noLongerMatching` (acted on);
+    /// `keepFor`, `notSelected`, `sourceKeeps`, `noRule` (kept by the sweep); `selected`,
+    /// `keepIf`, `leftToSweep` (the event path).
     pub reason: String,
     /// For `anonymize`: the job's `data`, `returnvalue` and `failedReason` as written.
     pub redacted: Option<Value>,
@@ -40,43 +42,49 @@ pub(super) fn outcome(eff: &EffectivePolicy, job: &JobCase, now_ms: i64) -> Outc
         .as_ref()
         .and_then(|g| g.group_of(&job.name))
         .map(|(_, g)| g);
+    let rule = RuleGroups::rule_of(eff, job.state, &job.name);
+    let (Some(group), Some(rule)) = (group, rule) else {
+        return linked(eff, job, score, now_ms)
+            .unwrap_or_else(|| kept(format!("policy {}", eff.policy), "noRule"));
+    };
+    let from = |field: Option<&Provenance>| field.unwrap_or(&rule.action.source).to_string();
     if job.via == Via::Event {
-        return match group {
-            None => kept(format!("policy {}", eff.policy), "noRule"),
-            Some(g) if g.keep_if.as_ref().is_some_and(|k| k.holds(&view(job))) => {
-                kept(g.decided_by.to_string(), "keepIf")
-            }
-            Some(g) if g.removes_on_event(score) => acted(
-                eff,
-                job,
-                Action::Remove,
-                g.decided_by.to_string(),
-                "selected",
-            ),
-            Some(g) => kept(g.decided_by.to_string(), "leftToSweep"),
+        let age = from(rule.max_age.as_ref().map(|s| &s.source));
+        return match &rule.keep_if {
+            Some(k) if k.value.holds(&view(job)) => kept(k.source.to_string(), "keepIf"),
+            _ if group.removes_on_event(score) => acted(eff, job, Action::Remove, age, "selected"),
+            _ => kept(age, "leftToSweep"),
         };
     }
     // A run applies the state rules first, then the source links (`queue_run.rs`).
-    if let Some(g) = groups
-        .as_ref()
-        .and_then(|g| g.selecting(&job.name, score, job.rank))
-    {
-        return acted(eff, job, g.action, g.decided_by.to_string(), "selected");
+    let age = rule.max_age.as_ref().map(|s| &s.source);
+    let count = rule.max_count.as_ref().map(|s| &s.source);
+    match group.selection.verdict(score, job.rank) {
+        Verdict::ByAge => acted(eff, job, group.action, from(age), "maxAge"),
+        Verdict::ByCount => acted(eff, job, group.action, from(count), "maxCount"),
+        verdict => linked(eff, job, score, now_ms).unwrap_or_else(|| match verdict {
+            Verdict::InGrace => kept(from(rule.keep_for.as_ref().map(|s| &s.source)), "keepFor"),
+            _ => kept(from(age.or(count)), "notSelected"),
+        }),
     }
-    if let (Some(link), Some(said)) = (eff.link_of(&job.name), job.source) {
-        let times = times(job, score);
-        let changed_at = job
-            .source_changed_ago
-            .map(|a| now_ms.saturating_sub(a.as_millis() as i64));
-        if let Some(reason) = link.value.decide(answer(said, changed_at), times, now_ms) {
-            let rule = format!("{}, source {}", link.source, link.value.source);
-            return acted(eff, job, link.value.action, rule, reason.as_str());
-        }
-    }
-    match group {
-        Some(g) => kept(g.decided_by.to_string(), "notSelected"),
-        None => kept(format!("policy {}", eff.policy), "noRule"),
-    }
+}
+
+/// The source link's decision, when one covers the job and the case says what the source
+/// answers.
+fn linked(eff: &EffectivePolicy, job: &JobCase, score: i64, now_ms: i64) -> Option<Outcome> {
+    let link = eff.link_of(&job.name)?;
+    let said = job.source?;
+    let changed_at = job
+        .source_changed_ago
+        .map(|a| now_ms.saturating_sub(a.as_millis() as i64));
+    let reason = link
+        .value
+        .decide(answer(said, changed_at), times(job, score), now_ms);
+    let rule = format!("{}, source {}", link.source, link.value.source);
+    Some(match reason {
+        Some(reason) => acted(eff, job, link.value.action, rule, reason.as_str()),
+        None => kept(rule, "sourceKeeps"),
+    })
 }
 
 fn acted(eff: &EffectivePolicy, job: &JobCase, action: Action, rule: String, why: &str) -> Outcome {
