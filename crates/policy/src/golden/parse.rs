@@ -191,6 +191,7 @@ pub fn parse_golden(file: &str, text: &str) -> Result<GoldenFile, ConfigErrors> 
             expect,
         });
     }
+    errors.sort_by_key(|e| (e.pos.line, e.pos.column));
     if errors.is_empty() {
         Ok(GoldenFile {
             policy: raw.policy,
@@ -237,7 +238,7 @@ fn job_case(j: RawJob) -> Result<JobCase, Vec<Problem>> {
     let ago = match given {
         Some(v) => span(wanted, v, &mut problems),
         None => {
-            if state.is_some() {
+            if state.is_some() && other.is_none() {
                 problems.push((None, wanted, format!("a job case needs `{wanted}`")));
             }
             None
