@@ -33,11 +33,13 @@ postgresql:
 		echo "installing postgresql"; \
 		apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
 
+# moto (the S3-compatible server of the archive tests) and junitparser (how CI result
+# publishers read JUnit XML, for `bullsweep test --junit`).
 moto:
-	@[ -x $(VENV)/bin/moto_server ] || { \
-		echo "installing moto[server] into $(VENV)"; \
-		python3 -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && python3 -m venv $(VENV); }; \
-		$(VENV)/bin/pip install -q --no-cache-dir 'moto[server]==5.2.5'; }
+	@[ -x $(VENV)/bin/moto_server ] && $(VENV)/bin/python -c 'import junitparser' 2>/dev/null || { \
+		echo "installing moto[server] and junitparser into $(VENV)"; \
+		[ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && python3 -m venv $(VENV); }; \
+		$(VENV)/bin/pip install -q --no-cache-dir 'moto[server]==5.2.5' 'junitparser==5.0.3'; }
 
 # promtool, for the rules' unit tests and the metrics lint (crates/cli/tests/deploy.rs): from
 # Debian's prometheus package, extracted under .tools, never installed as a service.

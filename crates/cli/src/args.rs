@@ -155,11 +155,10 @@ pub enum Command {
         /// The queue's key base, e.g. `bull:acme:prod:billing-export`.
         queue_key_base: String,
     },
-    /// Run a policy file's golden cases (YAML): which policy governs each queue, its
-    /// effective fields, and what happens to each job described. No Redis, except --init.
-    /// Exit 0 all passed, 1 a case failed, 2 a malformed test or policy file.
+    /// Run golden cases of the policy file: which policy governs each queue and what happens
+    /// to each job described. No Redis (but --init).
     #[command(
-        after_help = "Examples:\n  bullsweep --config bullsweep.yaml test bullsweep.test.yaml\n  bullsweep test policies/*.test.yaml --junit junit.xml\n  bullsweep --redis redis://staging:6379 test --init > bullsweep.test.yaml"
+        after_help = "Exit status: 0 every case passed, 1 a case failed, 2 a malformed test or policy file.\n\nExamples:\n  bullsweep --config bullsweep.yaml test bullsweep.test.yaml\n  bullsweep test policies/*.test.yaml --junit junit.xml\n  bullsweep --redis redis://staging:6379 test --init > bullsweep.test.yaml"
     )]
     Test(TestArgs),
     /// Dry run: show what the policies would do to each queue. Changes nothing.

@@ -27,6 +27,7 @@ fn help_texts() {
         "",
         "check",
         "explain",
+        "test",
         "plan",
         "run",
         "demo",

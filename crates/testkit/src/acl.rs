@@ -117,7 +117,7 @@ impl Role {
     /// The role a bullsweep subcommand needs.
     pub fn for_command(subcommand: &str) -> Role {
         match subcommand {
-            "plan" | "check" | "explain" | "report" => Role::ReadOnly,
+            "plan" | "check" | "explain" | "report" | "test" => Role::ReadOnly,
             "forget" => Role::Erasure,
             _ => Role::Governing,
         }

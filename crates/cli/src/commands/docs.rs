@@ -109,12 +109,14 @@ fn exit_status(name: &str) -> String {
         }
         "verify" => "a broken link in a chain, or a trail cut short",
         "grep" => "no record matches, or a runtime failure",
+        "test" => "a case failed (each named with its file:line, expected and actual)",
         _ => "a runtime failure: Redis unreachable or refusing, a store or archive that failed",
     };
     let usage = match name {
         "plan" => {
             "bad usage or an invalid policy file; with --detailed-exitcode, also changes pending"
         }
+        "test" => "bad usage, or a malformed test file or policy file",
         _ => "bad usage or an invalid policy file",
     };
     format!(".SH \"EXIT STATUS\"\n.TP\n0\ndone\n.TP\n1\n{failure}\n.TP\n2\n{usage}\n")

@@ -20,7 +20,16 @@ pub async fn run(cli: &Cli, args: &TestArgs) -> Result<i32, CliError> {
     for file in &args.files {
         let golden = ops::load_golden_file(file)?;
         let policy = policy_path(file, golden.policy.as_deref(), &cli.config);
-        let set = ops::load_policy_file(&policy)?;
+        let set = ops::load_policy_file(&policy).map_err(|e| match &golden.policy {
+            // Named by the test file: say so, rather than point at --config.
+            Some(named) => {
+                let mut e = CliError::from(e);
+                e.error.message =
+                    format!("{}: `policy: {named}`: {}", file.display(), e.error.message);
+                e.with_hint("`policy:` is relative to the test file's folder")
+            }
+            None => CliError::from(e),
+        })?;
         let cases = bullsweep_policy::run_cases(&set, &golden, cli.env.as_deref(), now);
         results.push(FileResults {
             file: file.display().to_string(),
