@@ -13,6 +13,7 @@ mod doctor;
 mod forget;
 mod policy;
 mod report;
+mod schema;
 mod sweep;
 
 use crate::args::{Cli, Command, QueueArgs};
@@ -38,6 +39,7 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
         Command::Bench(args) => bench::run(cli, args).await,
         Command::Audit(command) => audit::run(cli, command).await,
         Command::Archive(command) => archive::run(cli, command).await,
+        Command::Schema => schema::print(),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man(args) => docs::man(args),
     }
