@@ -53,7 +53,8 @@ promtool:
 		dpkg-deb -x prometheus_*.deb prometheus && rm -f prometheus_*.deb; }
 
 compat-deps:
-	@[ -d $(COMPAT)/node_modules/bullmq ] && [ -d $(COMPAT)/node_modules/pg ] || (cd $(COMPAT) && npm ci --no-audit --no-fund)
+	@[ -d $(COMPAT)/node_modules/bullmq ] && [ -d $(COMPAT)/node_modules/pg ] && [ -d $(COMPAT)/node_modules/ajv ] \
+		|| (cd $(COMPAT) && npm ci --no-audit --no-fund)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -215,6 +215,11 @@ pub enum Command {
     /// Read the archive.
     #[command(subcommand)]
     Archive(ArchiveCommand),
+    /// Print the JSON Schema (draft 2020-12) of the policy file, for editors and CI.
+    #[command(
+        after_help = "Example:\n  bullsweep schema > bullsweep.schema.json\n\nThen, as the first line of the policy file:\n  # yaml-language-server: $schema=./bullsweep.schema.json"
+    )]
+    Schema,
     /// Print a shell completion script.
     #[command(
         after_help = "Example:\n  bullsweep completions bash > /etc/bash_completion.d/bullsweep"

@@ -34,6 +34,7 @@ fn help_texts() {
         "bench",
         "daemon",
         "forget",
+        "schema",
         "completions",
         "man",
         "audit",
@@ -56,6 +57,29 @@ fn help_texts() {
         };
         insta::assert_snapshot!(format!("help_{name}"), bullsweep(&args, dir.path()));
     }
+}
+
+/// `docs/bullsweep.schema.json` is exactly what `bullsweep schema` prints, so the file editors
+/// point at cannot drift from the binary (regenerate it with `bullsweep schema >
+/// docs/bullsweep.schema.json`).
+#[test]
+fn the_shipped_schema_is_what_bullsweep_schema_prints() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
+        .arg("schema")
+        .output()
+        .expect("bullsweep runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shipped = include_str!("../../../docs/bullsweep.schema.json");
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == shipped,
+        "docs/bullsweep.schema.json differs from `bullsweep schema`; regenerate it with \
+         `bullsweep schema > docs/bullsweep.schema.json`"
+    );
 }
 
 #[test]

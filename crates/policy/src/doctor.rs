@@ -53,6 +53,9 @@ impl DoctorKind {
         }
     }
 
+    /// The word that names every kind at once (`--repair all`, `repair: [all]`).
+    pub const ALL_WORD: &'static str = "all";
+
     /// Parses a kind's name.
     pub fn from_name(name: &str) -> Option<DoctorKind> {
         DoctorKind::ALL.into_iter().find(|k| k.as_str() == name)
@@ -61,7 +64,7 @@ impl DoctorKind {
     /// Parses `KIND,…` or `all` (the `--repair` flag's value); the error names the unknown
     /// kind and lists the known ones.
     pub fn parse_list(text: &str) -> Result<Vec<DoctorKind>, String> {
-        if text.trim() == "all" {
+        if text.trim() == DoctorKind::ALL_WORD {
             return Ok(DoctorKind::ALL.to_vec());
         }
         let mut kinds = Vec::new();

@@ -50,7 +50,7 @@ pub enum BareUnit {
 }
 
 /// The units a duration may be written in, with their size in milliseconds.
-const UNITS: [(&str, u64); 6] = [
+pub(crate) const UNITS: [(&str, u64); 6] = [
     ("ms", 1),
     ("s", 1_000),
     ("m", 60_000),

@@ -12,6 +12,7 @@ mod duration;
 mod fields;
 mod golden;
 mod groups;
+mod json_schema;
 mod json_walk;
 mod jsonpath;
 mod layout;
@@ -24,6 +25,7 @@ mod redaction;
 mod resolve;
 mod schedule;
 mod selection;
+mod shape;
 mod source;
 mod subject;
 mod tokens;
@@ -38,6 +40,7 @@ pub use golden::{
     Case, CaseResult, GoldenFile, JobCase, Mismatch, SourceSaid, Via, parse_golden, run_cases,
 };
 pub use groups::{RuleGroup, RuleGroups};
+pub use json_schema::{SCHEMA_ID, json_schema};
 pub use json_walk::Malformed;
 pub use jsonpath::JsonPath;
 pub use layout::{Layout, LayoutMatch};

@@ -179,6 +179,14 @@ pub enum StalledAction {
 }
 
 impl StalledAction {
+    /// Every stalled action, in the order they are documented.
+    pub const ALL: [StalledAction; 2] = [StalledAction::Retry, StalledAction::Remove];
+
+    /// The stalled action named `name` (as [`StalledAction::as_str`] writes it).
+    pub fn from_name(name: &str) -> Option<StalledAction> {
+        StalledAction::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+
     /// The name used in policy files.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -315,6 +323,9 @@ pub enum AuditTarget {
     /// An append-only, hash-chained PostgreSQL table, by connection URL.
     Postgres(String),
 }
+
+/// The one compression archive segments are written with (`archive.compression`).
+pub const ARCHIVE_COMPRESSION: &str = "zstd";
 
 /// Where `action: archive` writes job copies.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,6 +15,11 @@ pub const AUTO_MIN: Millis = Millis(600_000);
 /// The longest interval `schedule: auto` picks.
 pub const AUTO_MAX: Millis = Millis(86_400_000);
 
+/// `schedule: auto`: the interval follows the queue's memory growth.
+pub(crate) const AUTO: &str = "auto";
+/// What a cron expression is written after (`CRON 0 3 * * *`).
+pub(crate) const CRON_PREFIX: &str = "CRON ";
+
 /// When a queue's sweep runs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Schedule {
@@ -31,10 +36,10 @@ impl Schedule {
     /// A cron-looking string without the `CRON ` prefix is refused, since it is ambiguous.
     pub fn parse(text: &str, timezone: Option<&str>) -> Result<Schedule, String> {
         let text = text.trim();
-        if text == "auto" {
+        if text == AUTO {
             return Ok(Schedule::Auto);
         }
-        if let Some(expr) = text.strip_prefix("CRON ") {
+        if let Some(expr) = text.strip_prefix(CRON_PREFIX) {
             return CronSchedule::parse(expr, timezone).map(Schedule::Cron);
         }
         if looks_like_cron(text) {

@@ -108,6 +108,7 @@ fn exit_status(name: &str) -> String {
             "a runtime failure, or something is still pending (an active job); the receipt says what"
         }
         "verify" => "a broken link in a chain, or a trail cut short",
+        "schema" => "the schema could not be written to stdout",
         "grep" => "no record matches, or a runtime failure",
         "test" => "a case failed (each named with its file:line, expected and actual)",
         _ => "a runtime failure: Redis unreachable or refusing, a store or archive that failed",
@@ -117,6 +118,8 @@ fn exit_status(name: &str) -> String {
             "bad usage or an invalid policy file; with --detailed-exitcode, also changes pending"
         }
         "test" => "bad usage, or a malformed test file or policy file",
+        // It reads no policy file.
+        "schema" => "bad usage",
         _ => "bad usage or an invalid policy file",
     };
     format!(".SH \"EXIT STATUS\"\n.TP\n0\ndone\n.TP\n1\n{failure}\n.TP\n2\n{usage}\n")

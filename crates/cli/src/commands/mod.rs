@@ -14,6 +14,7 @@ mod forget;
 mod golden;
 mod policy;
 mod report;
+mod schema;
 mod sweep;
 
 use crate::args::{Cli, Command, QueueArgs};
@@ -40,6 +41,7 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
         Command::Bench(args) => bench::run(cli, args).await,
         Command::Audit(command) => audit::run(cli, command).await,
         Command::Archive(command) => archive::run(cli, command).await,
+        Command::Schema => schema::print(),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man(args) => docs::man(args),
     }

@@ -23,6 +23,9 @@ use crate::raw::RawPolicyFile;
 use serde_saphyr::{Location, Spanned};
 use std::fmt;
 
+/// The policy file format's version, the one `version:` must say.
+pub(crate) const FORMAT_VERSION: i64 = 1;
+
 /// The layout used when the file names none.
 pub const DEFAULT_LAYOUT: &str = "bull:{queue}";
 
@@ -119,7 +122,7 @@ impl Checker {
     /// `version:`, which must be present and 1.
     fn version(&mut self, raw: &RawPolicyFile, start: &Location) {
         match &raw.version {
-            Some(v) if v.value == 1 => {}
+            Some(v) if v.value == FORMAT_VERSION => {}
             Some(v) => self.error_hint(
                 &v.referenced,
                 "version",

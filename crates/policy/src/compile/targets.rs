@@ -4,7 +4,9 @@
 use super::Checker;
 use crate::action::Action;
 use crate::model::JobState;
-use crate::model::{ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, NotifyTargets, Webhook};
+use crate::model::{
+    ARCHIVE_COMPRESSION, ArchiveTarget, AuditTarget, DEFAULT_AUDIT_FILE, NotifyTargets, Webhook,
+};
 use crate::raw::{RawPolicyFile, RawSourceLink, RawStateRule};
 use crate::source::SOURCE_ACTIONS;
 use serde_saphyr::{Location, Spanned};
@@ -121,7 +123,7 @@ impl Checker {
     pub(super) fn archive(&mut self, raw: &RawPolicyFile) -> Option<ArchiveTarget> {
         let a = raw.archive.as_ref()?;
         if let Some(comp) = &a.compression
-            && comp.value != "zstd"
+            && comp.value != ARCHIVE_COMPRESSION
         {
             self.error_hint(
                 &comp.referenced,

@@ -222,11 +222,12 @@ impl Checker {
             }
         };
         let action = match &raw.value.action {
-            Some(a) => match a.value.as_str() {
-                "remove" => Some(StalledAction::Remove),
-                "retry" => Some(StalledAction::Retry),
-                other => {
-                    let hint = match suggest(other, &["remove", "retry"]) {
+            Some(a) => match StalledAction::from_name(&a.value) {
+                Some(action) => Some(action),
+                None => {
+                    let other = &a.value;
+                    let names = StalledAction::ALL.map(StalledAction::as_str);
+                    let hint = match suggest(other, &names) {
                         Some(s) => format!("did you mean `{s}`? expected remove or retry"),
                         None => "expected remove or retry".to_string(),
                     };
