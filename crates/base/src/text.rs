@@ -29,9 +29,14 @@ pub fn count(n: u64, noun: &str) -> String {
     format!("{} {noun}{s}", thousands(n))
 }
 
+/// Bytes in MiB with two decimals: `3.20`.
+pub fn mib(bytes: f64) -> String {
+    format!("{:.2}", bytes / 1_048_576.0)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{count, rfc3339, thousands};
+    use super::{count, mib, rfc3339, thousands};
 
     #[test]
     fn times_have_fixed_milliseconds() {
@@ -46,6 +51,12 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1_000), "1,000");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn mebibytes_have_two_decimals() {
+        assert_eq!(mib(0.0), "0.00");
+        assert_eq!(mib(3_355_443.2), "3.20");
     }
 
     #[test]

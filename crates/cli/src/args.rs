@@ -162,7 +162,9 @@ pub enum Command {
     )]
     Test(TestArgs),
     /// Dry run: show what the policies would do to each queue. Changes nothing.
-    #[command(after_help = "Example:\n  bullsweep plan --queue 'billing*' --detailed-exitcode")]
+    #[command(
+        after_help = "Examples:\n  bullsweep plan --queue 'billing*' --detailed-exitcode\n  bullsweep --config bullsweep.yaml plan --against main.yaml --format markdown > plan.md"
+    )]
     Plan(PlanArgs),
     /// Apply the policies.
     #[command(after_help = "Example:\n  bullsweep run --queue 'billing*' --lock-wait 2m")]
@@ -328,6 +330,24 @@ pub struct PlanArgs {
     /// Exit 0 when there is nothing to do, 2 when changes are pending, 1 on error.
     #[arg(long)]
     pub detailed_exitcode: bool,
+    /// Compare with an older version of the policy file (the --config file is the new one):
+    /// per queue, the policy and fields that change and the jobs and bytes newly acted on and
+    /// newly spared, on live data, reading only. Exit 0 no change, 2 changes, 1 on error.
+    #[arg(long, value_name = "OLD.yaml")]
+    pub against: Option<PathBuf>,
+    /// How --against prints: a table, or Markdown for a pull-request comment (--json for
+    /// JSON).
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text, requires = "against")]
+    pub format: DiffFormat,
+}
+
+/// `plan --against --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// A table, the changed fields and a summary line.
+    Text,
+    /// The same as Markdown.
+    Markdown,
 }
 
 /// `daemon` options.

@@ -7,6 +7,7 @@ use crate::model::JobState;
 use crate::resolve::{EffectivePolicy, EffectiveRule, Provenance, Sourced};
 use crate::source::SourceLink;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// One field of an effective rule: its name, its JSON key and value (durations in ms), the
 /// value as people read it, its span when it is a duration, and its origin.
@@ -112,7 +113,7 @@ fn link_fields(link: &Sourced<SourceLink>) -> Vec<RuleField> {
 }
 
 /// Why a field name names nothing: the message for a test file.
-pub const FIELD_NAMES: &str = "`<state>.<field>` (completed, failed, waiting, delayed, prioritized, waiting-children; maxAge, maxCount, keepFor, keepIf, ttl, action), `jobs.<name>.<state>.<field>`, `source.<field>` and `jobs.<name>.source.<field>` (source, key, deleteWhen, keepFor, action), `sla.auditRequired`, `sla.maxDataAgeHours`, `sla.complianceTag`, `events.maxLen`, `events.maxAge`, `schedule`, `mode`, `stalled.maxAge`, `stalled.action`, `protectWaitingParents`, `moveExhaustedTo`, `dependsOn`, `pii.replacement`";
+pub const FIELD_NAMES: &str = "`<state>.<field>` (completed, failed, waiting, delayed, prioritized, waiting-children; maxAge, maxCount, keepFor, keepIf, ttl, action), `jobs.<name>.<state>.<field>`, `source.<field>` and `jobs.<name>.source.<field>` (source, key, deleteWhen, keepFor, action), `sla.auditRequired`, `sla.maxDataAgeHours`, `sla.complianceTag`, `events.maxLen`, `events.maxAge`, `schedule`, `mode`, `stalled.maxAge`, `stalled.action`, `deadLetter.warm`, `deadLetter.cold`, `deadLetter.purgeAfter`, `protectWaitingParents`, `moveExhaustedTo`, `dependsOn`, `pii.replacement`";
 
 /// Whether `name` is a field [`EffectivePolicy::field`] knows (set or not).
 pub fn is_field_name(name: &str) -> bool {
@@ -128,6 +129,7 @@ pub fn is_field_name(name: &str) -> bool {
         ["sla", f] => ["auditRequired", "maxDataAgeHours", "complianceTag"].contains(f),
         ["events", f] => ["maxLen", "maxAge"].contains(f),
         ["stalled", f] => ["maxAge", "action"].contains(f),
+        ["deadLetter", f] => ["warm", "cold", "purgeAfter"].contains(f),
         ["pii", "replacement"] => true,
         [f] => [
             "schedule",
@@ -211,6 +213,20 @@ impl EffectivePolicy {
                     _ => None,
                 }
             }
+            ["deadLetter", f] => {
+                let d = self.dead_letter.as_ref()?;
+                let (name, key, value) = match *f {
+                    "warm" => ("warm", "warmMs", d.warm),
+                    "cold" => ("cold", "coldMs", d.cold),
+                    "purgeAfter" => ("purgeAfter", "purgeAfterMs", d.purge_after),
+                    _ => return None,
+                };
+                let sourced = Sourced {
+                    value,
+                    source: own.clone(),
+                };
+                Some(duration(name, key, &sourced))
+            }
             ["pii", "replacement"] => {
                 let r = &self.pii.as_ref()?.replacement;
                 Some(plain("replacement", json!(r), r.clone(), &own))
@@ -243,6 +259,55 @@ impl EffectivePolicy {
             }
             _ => None,
         }
+    }
+
+    /// Every field that is set, by its name (see [`FIELD_NAMES`]): what `plan --against`
+    /// compares between two versions of a policy file.
+    pub fn set_fields(&self) -> BTreeMap<String, RuleField> {
+        const RULE: [&str; 6] = ["maxAge", "maxCount", "keepFor", "keepIf", "ttl", "action"];
+        const LINK: [&str; 5] = ["source", "key", "deleteWhen", "keepFor", "action"];
+        let mut names: Vec<String> = Vec::new();
+        let rules = |prefix: &str, states: &BTreeMap<JobState, EffectiveRule>| {
+            states
+                .keys()
+                .flat_map(|s| RULE.map(|f| format!("{prefix}{}.{f}", s.as_str())))
+                .collect::<Vec<_>>()
+        };
+        names.extend(rules("", &self.states));
+        if self.source.is_some() {
+            names.extend(LINK.map(|f| format!("source.{f}")));
+        }
+        for j in &self.jobs {
+            names.extend(rules(&format!("jobs.{}.", j.name), &j.states));
+            if j.source.is_some() {
+                names.extend(LINK.map(|f| format!("jobs.{}.source.{f}", j.name)));
+            }
+        }
+        names.extend(
+            [
+                "sla.auditRequired",
+                "sla.maxDataAgeHours",
+                "sla.complianceTag",
+                "events.maxLen",
+                "events.maxAge",
+                "stalled.maxAge",
+                "stalled.action",
+                "deadLetter.warm",
+                "deadLetter.cold",
+                "deadLetter.purgeAfter",
+                "pii.replacement",
+                "schedule",
+                "mode",
+                "protectWaitingParents",
+                "moveExhaustedTo",
+                "dependsOn",
+            ]
+            .map(String::from),
+        );
+        names
+            .into_iter()
+            .filter_map(|n| self.field(&n).map(|f| (n, f)))
+            .collect()
     }
 
     /// The source link covering jobs named `name`: their job rule's, else the policy's.

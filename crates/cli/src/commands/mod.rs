@@ -12,6 +12,7 @@ mod docs;
 mod doctor;
 mod forget;
 mod golden;
+mod plan_diff;
 mod policy;
 mod report;
 mod schema;

@@ -6,6 +6,7 @@ use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, print_text};
 use crate::render::table;
 use bullsweep_core::ops::report::{MemoryReport, memory_report};
+use bullsweep_core::text::mib;
 
 /// `report`: exit 1 when a queue could not be measured.
 pub async fn report(cli: &Cli, args: &ReportArgs) -> Result<i32, CliError> {
@@ -22,11 +23,6 @@ pub async fn report(cli: &Cli, args: &ReportArgs) -> Result<i32, CliError> {
     } else {
         EXIT_FAILURE
     })
-}
-
-/// Bytes as MiB with two decimals.
-fn mib(bytes: f64) -> String {
-    format!("{:.2}", bytes / 1_048_576.0)
 }
 
 fn text(report: &MemoryReport) -> String {

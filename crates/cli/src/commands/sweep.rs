@@ -12,8 +12,12 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 /// `plan`: exit 1 when a queue failed or a source could not be asked; with
-/// `--detailed-exitcode`, 2 when changes are pending.
+/// `--detailed-exitcode`, 2 when changes are pending. With `--against`, the diff of two
+/// versions ([`super::plan_diff`]).
 pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
+    if let Some(old) = &args.against {
+        return super::plan_diff::plan_against(cli, args, old).await;
+    }
     let report = sweep(cli, &args.queues, Mode::Plan, None).await?;
     Ok(if report.has_errors() || report.source_unavailable() > 0 {
         EXIT_FAILURE

@@ -2,6 +2,7 @@
 
 mod doctor;
 mod golden;
+mod plan_diff;
 mod policy;
 mod report;
 mod table;
@@ -9,6 +10,7 @@ mod table;
 pub use bullsweep_core::text::thousands;
 pub use doctor::doctor_text;
 pub use golden::{FileResults, golden_json, golden_junit, golden_starter, golden_text};
+pub use plan_diff::{Versions as DiffFiles, plan_diff_markdown, plan_diff_text};
 pub use policy::{explain_json, explain_text, policy_set_json, policy_set_text};
 pub use report::report_text;
 pub use table::table;

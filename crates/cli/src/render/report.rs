@@ -4,7 +4,7 @@
 use super::table::table;
 use super::thousands;
 use bullsweep_core::engine::{EventsReport, Mode, QueueSkipped, Report, TakenAlong, TtlReport};
-use bullsweep_core::text::{count, rfc3339};
+use bullsweep_core::text::{count, mib, rfc3339};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -179,11 +179,11 @@ fn events_text(e: &EventsReport, mode: Mode) -> String {
         "trimming frees"
     };
     format!(
-        "{} ({}); {verb} {} (~{:.2} MiB)",
+        "{} ({}); {verb} {} (~{} MiB)",
         entries(e.entries),
         bound.join(", "),
         entries(e.frees),
-        e.frees_bytes as f64 / (1024.0 * 1024.0)
+        mib(e.frees_bytes as f64)
     )
 }
 

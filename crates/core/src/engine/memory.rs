@@ -179,6 +179,44 @@ async fn measure_jobs<C: ConnectionLike>(
     jobs: u64,
     ids: &[String],
 ) -> RedisResult<StateMemory> {
+    let sizes = job_sizes(con, keys, ids).await?;
+    Ok(StateMemory {
+        jobs,
+        sampled: ids.len() as u64,
+        hashes: Estimate::of_sample(&sizes.hashes, jobs),
+        logs: Estimate::of_sample(&sizes.logs, jobs),
+        dedup: Estimate::of_sample(&sizes.dedup, jobs),
+        total: Estimate::of_sample(&sizes.totals(), jobs),
+        set: Estimate::default(),
+    })
+}
+
+/// The bytes of each of some jobs, by the keys a removal frees: its hash, its logs and the
+/// dedup key that still names it.
+pub(crate) struct JobSizes {
+    /// Each job's hash.
+    pub hashes: Vec<u64>,
+    /// Each job's logs.
+    pub logs: Vec<u64>,
+    /// Each job's dedup key (0 when none names it).
+    pub dedup: Vec<u64>,
+}
+
+impl JobSizes {
+    /// Each job's bytes in all.
+    pub fn totals(&self) -> Vec<u64> {
+        (0..self.hashes.len())
+            .map(|i| self.hashes[i] + self.logs[i] + self.dedup[i])
+            .collect()
+    }
+}
+
+/// Measures the hash, logs and dedup key of each of `ids`, in pipelines of small calls.
+pub(crate) async fn job_sizes<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    ids: &[String],
+) -> RedisResult<JobSizes> {
     let hashes: Vec<String> = ids.iter().map(|id| keys.job(id)).collect();
     let logs: Vec<String> = ids.iter().map(|id| keys.logs(id)).collect();
     let hash_sizes = usage(con, &as_strs(&hashes), 0).await?;
@@ -222,17 +260,10 @@ async fn measure_jobs<C: ConnectionLike>(
         })
         .collect();
     let dedup_sizes = usage(con, &owned, 0).await?;
-    let per_job: Vec<u64> = (0..ids.len())
-        .map(|i| hash_sizes[i] + log_sizes[i] + dedup_sizes[i])
-        .collect();
-    Ok(StateMemory {
-        jobs,
-        sampled: ids.len() as u64,
-        hashes: Estimate::of_sample(&hash_sizes, jobs),
-        logs: Estimate::of_sample(&log_sizes, jobs),
-        dedup: Estimate::of_sample(&dedup_sizes, jobs),
-        total: Estimate::of_sample(&per_job, jobs),
-        set: Estimate::default(),
+    Ok(JobSizes {
+        hashes: hash_sizes,
+        logs: log_sizes,
+        dedup: dedup_sizes,
     })
 }
 

@@ -28,6 +28,8 @@ mod observer;
 mod options;
 mod pending;
 mod pending_archive;
+pub mod policy_diff;
+mod policy_walk;
 mod prefix;
 mod queue_expiry;
 mod queue_run;

@@ -304,7 +304,7 @@ impl QueueRun<'_> {
 
 /// The job's key at the link's path: a string, or a number written as JSON writes it; `None`
 /// when the data is not JSON or holds no such value.
-fn job_key(row: &Row, link: &SourceLink) -> Option<String> {
+pub(super) fn job_key(row: &Row, link: &SourceLink) -> Option<String> {
     let data: serde_json::Value = serde_json::from_slice(row.data.as_deref()?).ok()?;
     let job = serde_json::json!({ "data": data, "name": row.name, "id": row.id });
     link.key.find(&job).into_iter().find_map(|v| match v {

@@ -174,7 +174,7 @@ impl StateCursor {
 
 /// Reads `name`, `timestamp`, `processedOn`, `finishedOn` (and `data`) of each id, in
 /// pipelined round trips of [`READ_ROWS`].
-async fn read_rows<C: ConnectionLike>(
+pub(super) async fn read_rows<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     ids: Vec<String>,

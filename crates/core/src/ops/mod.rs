@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod config;
 pub mod doctor;
 pub mod forget;
+pub mod plan_diff;
 pub mod records;
 pub mod report;
 pub mod restore;
@@ -17,6 +18,7 @@ pub mod trail;
 pub mod verify;
 
 pub use config::{load_golden_file, load_policy_file, load_token_file, read_policy_file};
+pub use plan_diff::plan_against;
 pub use run::{RunScope, audited_sweep};
 
 use bullsweep_base::connect::Conn;

@@ -3,10 +3,11 @@
 
 use super::parse::{JobCase, SourceSaid, Via};
 use crate::action::Action;
+use crate::decide::{Decision, JobFacts, decide};
 use crate::groups::RuleGroups;
-use crate::resolve::{EffectivePolicy, Provenance};
+use crate::resolve::{EffectivePolicy, EffectiveRule, Provenance, Sourced};
 use crate::selection::Verdict;
-use crate::source::{JobTimes, SourceAnswer};
+use crate::source::{JobTimes, SourceAnswer, SourceLink};
 use serde_json::{Value, json};
 
 /// What the policy does to a job, and which layer decided.
@@ -38,53 +39,73 @@ fn kept(rule: String, reason: &str) -> Outcome {
 pub(super) fn outcome(eff: &EffectivePolicy, job: &JobCase, now_ms: i64) -> Outcome {
     let score = now_ms.saturating_sub(job.ago.as_millis() as i64);
     let groups = RuleGroups::for_state(eff, job.state, now_ms);
+    let rule = RuleGroups::rule_of(eff, job.state, &job.name);
     let group = groups
         .as_ref()
         .and_then(|g| g.group_of(&job.name))
         .map(|(_, g)| g);
-    let rule = RuleGroups::rule_of(eff, job.state, &job.name);
-    let (Some(group), Some(rule)) = (group, rule) else {
-        return linked(eff, job, score, now_ms)
-            .unwrap_or_else(|| kept(format!("policy {}", eff.policy), "noRule"));
-    };
-    let from = |field: Option<&Provenance>| field.unwrap_or(&rule.action.source).to_string();
-    if job.via == Via::Event {
-        let age = from(rule.max_age.as_ref().map(|s| &s.source));
+    if let (Via::Event, Some(group), Some(rule)) = (job.via, group, rule) {
+        let age = rule
+            .max_age
+            .as_ref()
+            .map_or(&rule.action.source, |s| &s.source)
+            .to_string();
         return match &rule.keep_if {
             Some(k) if k.value.holds(&view(job)) => kept(k.source.to_string(), "keepIf"),
             _ if group.removes_on_event(score) => acted(eff, job, Action::Remove, age, "selected"),
             _ => kept(age, "leftToSweep"),
         };
     }
-    // A run applies the state rules first, then the source links (`queue_run.rs`).
-    let age = rule.max_age.as_ref().map(|s| &s.source);
-    let count = rule.max_count.as_ref().map(|s| &s.source);
-    match group.selection.verdict(score, job.rank) {
-        Verdict::ByAge => acted(eff, job, group.action, from(age), "maxAge"),
-        Verdict::ByCount => acted(eff, job, group.action, from(count), "maxCount"),
-        verdict => linked(eff, job, score, now_ms).unwrap_or_else(|| match verdict {
-            Verdict::InGrace => kept(from(rule.keep_for.as_ref().map(|s| &s.source)), "keepFor"),
-            _ => kept(from(age.or(count)), "notSelected"),
-        }),
-    }
+    swept(eff, job, groups.as_ref(), rule, score, now_ms)
 }
 
-/// The source link's decision, when one covers the job and the case says what the source
-/// answers.
-fn linked(eff: &EffectivePolicy, job: &JobCase, score: i64, now_ms: i64) -> Option<Outcome> {
-    let link = eff.link_of(&job.name)?;
-    let said = job.source?;
+/// The periodic sweep's outcome: the state rule first, then the source link
+/// ([`decide`]), with the layer that set the deciding field.
+fn swept(
+    eff: &EffectivePolicy,
+    job: &JobCase,
+    groups: Option<&RuleGroups>,
+    rule: Option<&EffectiveRule>,
+    score: i64,
+    now_ms: i64,
+) -> Outcome {
+    let from = |field: Option<&Provenance>| match field.or(rule.map(|r| &r.action.source)) {
+        Some(p) => p.to_string(),
+        None => format!("policy {}", eff.policy),
+    };
+    let age = rule.and_then(|r| r.max_age.as_ref()).map(|s| &s.source);
+    let count = rule.and_then(|r| r.max_count.as_ref()).map(|s| &s.source);
+    let grace = rule.and_then(|r| r.keep_for.as_ref()).map(|s| &s.source);
+    let facts = JobFacts {
+        state: job.state,
+        name: &job.name,
+        score,
+        newer: job.rank,
+        times: times(job, score),
+    };
     let changed_at = job
         .source_changed_ago
         .map(|a| now_ms.saturating_sub(a.as_millis() as i64));
-    let reason = link
-        .value
-        .decide(answer(said, changed_at), times(job, score), now_ms);
-    let rule = format!("{}, source {}", link.source, link.value.source);
-    Some(match reason {
-        Some(reason) => acted(eff, job, link.value.action, rule, reason.as_str()),
-        None => kept(rule, "sourceKeeps"),
-    })
+    let said = |_: &SourceLink| job.source.map(|s| answer(s, changed_at));
+    let linked = |l: &Sourced<SourceLink>| format!("{}, source {}", l.source, l.value.source);
+    match decide(eff, groups, &facts, said, now_ms) {
+        Decision::ByRule { action, verdict } => {
+            let (by, why) = match verdict {
+                Verdict::ByCount => (count, "maxCount"),
+                _ => (age, "maxAge"),
+            };
+            acted(eff, job, action, from(by), why)
+        }
+        Decision::BySource { link, reason } => {
+            acted(eff, job, link.value.action, linked(link), reason.as_str())
+        }
+        Decision::SourceKeeps { link } => kept(linked(link), "sourceKeeps"),
+        Decision::Kept { verdict: None } => kept(from(None), "noRule"),
+        Decision::Kept {
+            verdict: Some(Verdict::InGrace),
+        } => kept(from(grace), "keepFor"),
+        Decision::Kept { .. } => kept(from(age.or(count)), "notSelected"),
+    }
 }
 
 fn acted(eff: &EffectivePolicy, job: &JobCase, action: Action, rule: String, why: &str) -> Outcome {

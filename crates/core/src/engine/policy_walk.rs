@@ -1,0 +1,333 @@
+//! The job-by-job walk of `plan --against`: each state either version governs (by a rule or a
+//! source link) read a page at a time as a run reads it (a finished set from its newest end,
+//! counting each group's newer jobs; a pending state by [`StateCursor`], as far as a run
+//! reaches), each job decided under both versions by [`bullsweep_policy::decide`], the sources
+//! of each version asked once per page, and the jobs whose action differs measured.
+
+use super::memory::job_sizes;
+use super::policy_diff::{Governed, QueueDiff, StateDiff, Tally};
+use super::source_linked::job_key;
+use super::state_walk::{PAGE, Row, StateCursor, read_rows};
+use crate::bullmq::{QueueKeys, scripts};
+use crate::error::Result;
+use crate::source::{SourceClients, SourceFailure};
+use bullsweep_policy::{
+    Action, EffectivePolicy, JobFacts, JobState, JobTimes, PolicySet, QueueId, RuleGroups,
+    SourceAnswer, SourceLink, decide,
+};
+use redis::aio::ConnectionLike;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Most jobs one page reads (and so the most keys of one lookup).
+const MAX_PAGE: u64 = 5_000;
+
+/// A queue under the two versions being compared.
+pub(super) struct Versions<'a> {
+    /// The version in force before: how it governs the queue, and its file.
+    pub old: (&'a Governed, &'a PolicySet),
+    /// The version under review.
+    pub new: (&'a Governed, &'a PolicySet),
+}
+
+/// One version's part of the walk of one queue.
+struct Side<'a> {
+    policy: Option<&'a EffectivePolicy>,
+    /// The state's rule groups under this version.
+    groups: Option<RuleGroups>,
+    /// Per group, the jobs of it seen so far (newest first, in a finished set).
+    newer: Vec<u64>,
+    clients: SourceClients,
+    /// Sources found down or refusing: not asked again for this queue.
+    down: BTreeSet<String>,
+    /// The answers of this page: (source, key) → answer.
+    answers: HashMap<(String, String), SourceAnswer>,
+    /// Sources that could not be asked about this page.
+    failed: BTreeSet<String>,
+}
+
+impl<'a> Side<'a> {
+    fn new((governed, set): (&'a Governed, &'a PolicySet)) -> Self {
+        Side {
+            policy: governed.policy.as_ref(),
+            groups: None,
+            newer: Vec::new(),
+            clients: SourceClients::new(&set.sources),
+            down: BTreeSet::new(),
+            answers: HashMap::new(),
+            failed: BTreeSet::new(),
+        }
+    }
+
+    /// Whether a source link covers some job of the queue.
+    fn links(&self) -> bool {
+        self.policy
+            .is_some_and(|p| p.source.is_some() || p.jobs.iter().any(|j| j.source.is_some()))
+    }
+
+    /// Sets up the walk of `state`.
+    fn enter(&mut self, state: JobState, now_ms: i64) {
+        self.groups = self
+            .policy
+            .and_then(|p| RuleGroups::for_state(p, state, now_ms));
+        let n = self.groups.as_ref().map_or(0, |g| g.by_name.len() + 1);
+        self.newer = vec![0; n];
+    }
+
+    /// How many jobs of its group newer than a job named `name` were seen, counting it.
+    fn count(&mut self, name: &str) -> u64 {
+        let Some((idx, _)) = self.groups.as_ref().and_then(|g| g.group_of(name)) else {
+            return 0;
+        };
+        let seen = self.newer[idx];
+        self.newer[idx] += 1;
+        seen
+    }
+
+    /// Asks each source this version links the page's jobs to, once.
+    async fn ask<C: ConnectionLike>(&mut self, con: &mut C, rows: &[Row]) {
+        self.answers.clear();
+        self.failed.clear();
+        let Some(policy) = self.policy else { return };
+        let mut asks: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for row in rows {
+            let Some(link) = policy.link_of(&row.name) else {
+                continue;
+            };
+            if let Some(k) = job_key(row, &link.value) {
+                asks.entry(link.value.source.clone()).or_default().push(k);
+            }
+        }
+        for (source, mut keys) in asks {
+            if self.down.contains(&source) {
+                self.failed.insert(source);
+                continue;
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            match self.clients.lookup(con, &source, &keys).await {
+                Ok(answers) => self
+                    .answers
+                    .extend(answers.into_iter().map(|(k, a)| ((source.clone(), k), a))),
+                Err(e) => {
+                    if e.kind != SourceFailure::Query {
+                        self.down.insert(source.clone());
+                    }
+                    self.failed.insert(source);
+                }
+            }
+        }
+    }
+
+    /// The action this version takes on `row` (`Some(None)`: it keeps the job, or governs
+    /// nothing), or `None` when the outcome hangs on a source that could not be asked.
+    fn action(&self, row: &Row, facts: &JobFacts<'_>, now_ms: i64) -> Option<Option<Action>> {
+        let Some(policy) = self.policy else {
+            return Some(None);
+        };
+        let unasked = Cell::new(false);
+        let answer = |link: &SourceLink| {
+            let key = job_key(row, link)?;
+            if self.failed.contains(&link.source) {
+                unasked.set(true);
+                return None;
+            }
+            Some(
+                self.answers
+                    .get(&(link.source.clone(), key))
+                    .copied()
+                    .unwrap_or(SourceAnswer::Missing),
+            )
+        };
+        let action = decide(policy, self.groups.as_ref(), facts, answer, now_ms).action();
+        (!unasked.get()).then_some(action)
+    }
+}
+
+impl Versions<'_> {
+    /// Walks each state of `q` either version governs, filling `qd.states`.
+    pub async fn walk<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        q: &QueueId,
+        now_ms: i64,
+        qd: &mut QueueDiff,
+    ) -> Result<()> {
+        let keys = QueueKeys::new(&q.base);
+        let mut sides = [Side::new(self.old), Side::new(self.new)];
+        let linked = sides.iter().any(Side::links);
+        let page = if linked { self.links_page() } else { PAGE };
+        for state in JobState::ALL {
+            for side in &mut sides {
+                side.enter(state, now_ms);
+            }
+            if !linked && sides.iter().all(|s| s.groups.is_none()) {
+                continue;
+            }
+            let mut walk = StateWalk {
+                keys: &keys,
+                state,
+                now_ms,
+                with_data: linked,
+                diff: StateDiff::default(),
+            };
+            if state.is_finished() {
+                walk.finished(con, &mut sides, page).await?;
+            } else {
+                walk.pending(con, &mut sides, page).await?;
+            }
+            qd.states.insert(state.as_str().to_string(), walk.diff);
+        }
+        Ok(())
+    }
+
+    /// The smallest `batchSize` of the sources either version declares, so that each page
+    /// asks each source once.
+    fn links_page(&self) -> u64 {
+        [self.old.1, self.new.1]
+            .iter()
+            .flat_map(|set| set.sources.values().map(|s| s.batch_size))
+            .min()
+            .unwrap_or(PAGE)
+            .clamp(1, MAX_PAGE)
+    }
+}
+
+/// The walk of one state.
+struct StateWalk<'k> {
+    keys: &'k QueueKeys,
+    state: JobState,
+    now_ms: i64,
+    /// Whether jobs are read with their `data` (a source link needs their key).
+    with_data: bool,
+    diff: StateDiff,
+}
+
+impl StateWalk<'_> {
+    /// A finished set from its newest end, as a run with job rules walks it.
+    async fn finished<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        sides: &mut [Side<'_>; 2],
+        page: u64,
+    ) -> Result<()> {
+        let mut below = None;
+        loop {
+            let entries =
+                with_retry!(scripts().page_newest(con, self.keys, self.state, below, page))?;
+            let Some(last) = entries.last() else {
+                return Ok(());
+            };
+            below = Some(last.score);
+            self.diff.jobs += entries.len() as u64;
+            let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+            let rows = if self.with_data {
+                with_retry!(read_rows(con, self.keys, ids.clone(), true))?
+            } else {
+                entries
+                    .iter()
+                    .map(|e| Row {
+                        id: e.id.clone(),
+                        name: e.name.clone(),
+                        timestamp: String::new(),
+                        times: JobTimes::default(),
+                        data: None,
+                    })
+                    .collect()
+            };
+            let scored: Vec<(Row, i64, [u64; 2])> = rows
+                .into_iter()
+                .zip(&entries)
+                .map(|(row, e)| {
+                    let newer = [sides[0].count(&e.name), sides[1].count(&e.name)];
+                    (row, e.score, newer)
+                })
+                .collect();
+            self.judge(con, sides, scored).await?;
+        }
+    }
+
+    /// A pending state's keys, as far as a run reaches into a long list.
+    async fn pending<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        sides: &mut [Side<'_>; 2],
+        page: u64,
+    ) -> Result<()> {
+        for (key, suffix) in self.keys.state_keys(self.state) {
+            let is_list = suffix == "wait" || suffix == "paused";
+            let mut cursor = with_retry!(StateCursor::start(con, key.clone(), is_list))?;
+            self.diff.jobs += cursor.total;
+            loop {
+                let rows = with_retry!(cursor.next_page(con, self.keys, self.with_data, page))?;
+                if rows.is_empty() {
+                    break;
+                }
+                cursor.advance(rows.len() as u64, 0);
+                let mut scored = Vec::with_capacity(rows.len());
+                for row in rows {
+                    if row.timestamp.is_empty() {
+                        self.diff.malformed += 1;
+                    } else {
+                        let score = row.times.timestamp;
+                        scored.push((row, score, [0, 0]));
+                    }
+                }
+                self.judge(con, sides, scored).await?;
+            }
+            self.diff.unexamined += cursor.unexamined;
+        }
+        Ok(())
+    }
+
+    /// Decides each job of a page under both versions and tallies those whose action differs.
+    async fn judge<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        sides: &mut [Side<'_>; 2],
+        page: Vec<(Row, i64, [u64; 2])>,
+    ) -> Result<()> {
+        let rows: Vec<Row> = page.iter().map(|(r, _, _)| r.clone()).collect();
+        for side in sides.iter_mut() {
+            side.ask(con, &rows).await;
+        }
+        let mut changed: Vec<(String, Option<Action>, Option<Action>)> = Vec::new();
+        for (row, score, newer) in &page {
+            let facts = |newer| JobFacts {
+                state: self.state,
+                name: &row.name,
+                score: *score,
+                newer,
+                times: row.times,
+            };
+            let old = sides[0].action(row, &facts(newer[0]), self.now_ms);
+            let new = sides[1].action(row, &facts(newer[1]), self.now_ms);
+            let (Some(old), Some(new)) = (old, new) else {
+                self.diff.unknown += 1;
+                continue;
+            };
+            if old != new {
+                changed.push((row.id.clone(), old, new));
+            }
+        }
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = changed.iter().map(|(id, _, _)| id.clone()).collect();
+        let bytes = with_retry!(job_sizes(con, self.keys, &ids))?.totals();
+        for ((_, old, new), bytes) in changed.into_iter().zip(bytes) {
+            let add = |tallies: &mut BTreeMap<String, Tally>, action: Action| {
+                let t = tallies.entry(action.as_str().to_string()).or_default();
+                t.jobs += 1;
+                t.bytes += bytes;
+            };
+            if let Some(a) = new {
+                add(&mut self.diff.acted, a);
+            }
+            if let Some(a) = old {
+                add(&mut self.diff.spared, a);
+            }
+        }
+        Ok(())
+    }
+}
