@@ -244,3 +244,26 @@ fn a_malformed_test_file_names_every_problem_at_its_line_and_column() {
         parse_golden("t.yaml", "cases:\n  - queue: a\n    expct: {}\n").expect_err("bad key");
     assert!(unknown.to_string().starts_with("t.yaml:3:5:"), "{unknown}");
 }
+
+#[test]
+fn set_fields_lists_every_field_set_by_the_name_a_case_uses() {
+    let set = set();
+    let q = set
+        .identify("bull:acme:prod:billing", None)
+        .expect("a layout matches");
+    let bullsweep_policy::Resolution::Covered(eff) = set.resolve(&q) else {
+        panic!("billing governs it");
+    };
+    let fields = eff.set_fields();
+    let shown = |n: &str| fields.get(n).map(|f| f.shown.clone());
+    assert_eq!(shown("completed.maxAge").as_deref(), Some("7d"));
+    assert_eq!(
+        shown("jobs.charge.completed.action").as_deref(),
+        Some("anonymize")
+    );
+    assert_eq!(shown("sla.auditRequired").as_deref(), Some("true"));
+    assert_eq!(shown("waiting.action").as_deref(), Some("notify"));
+    assert!(!fields.contains_key("stalled.maxAge"), "only what is set");
+    // Every name it lists is one a test case may name.
+    assert!(fields.keys().all(|n| bullsweep_policy::is_field_name(n)));
+}

@@ -218,8 +218,8 @@ pub fn plan_diff_markdown(diff: &PolicyDiff, files: &Versions<'_>) -> String {
                     "| {} | {} | {} | {} |",
                     code(&q.key),
                     code(&f.field),
-                    code(value(&f.old)),
-                    code(value(&f.new))
+                    f.old.as_deref().map_or_else(|| "unset".into(), code),
+                    f.new.as_deref().map_or_else(|| "unset".into(), code)
                 )
             })
         })
@@ -242,4 +242,73 @@ pub fn plan_diff_markdown(diff: &PolicyDiff, files: &Versions<'_>) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bullsweep_core::engine::policy_diff::{FieldChange, StateDiff};
+
+    fn diff() -> PolicyDiff {
+        let mut states = BTreeMap::new();
+        states.insert(
+            "completed".to_string(),
+            StateDiff {
+                jobs: 10,
+                acted: BTreeMap::from([(
+                    "remove".into(),
+                    Tally {
+                        jobs: 3,
+                        bytes: 3 << 20,
+                    },
+                )]),
+                unknown: 2,
+                ..StateDiff::default()
+            },
+        );
+        PolicyDiff {
+            queues: vec![QueueDiff {
+                key: "bull:a|b`c".into(),
+                queue: "a|b`c".into(),
+                old: "uncovered".into(),
+                new: "p".into(),
+                fields: vec![FieldChange {
+                    field: "completed.maxAge".into(),
+                    old: None,
+                    new: Some("7d".into()),
+                }],
+                states,
+                ..QueueDiff::default()
+            }],
+            unchanged: 4,
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn markdown_cells_cannot_break_the_table() {
+        let files = Versions {
+            new: "new.yaml",
+            old: "old.yaml",
+        };
+        let md = plan_diff_markdown(&diff(), &files);
+        assert!(md.contains(
+            "| `bull:a\\|b'c` | `uncovered` → `p` | completed | remove 3 (3.00 MiB) | - |"
+        ));
+        assert!(md.contains("| `bull:a\\|b'c` | `completed.maxAge` | unset | `7d` |"));
+        assert!(md.contains("1 queue changes (4 unchanged): 3 jobs newly acted on (3.00 MiB)"));
+        assert!(md.contains("2 jobs not counted: their outcome hangs on a source"));
+    }
+
+    #[test]
+    fn no_change_is_one_line() {
+        let none = PolicyDiff {
+            unchanged: 2,
+            ..PolicyDiff::default()
+        };
+        assert_eq!(
+            plan_diff_text(&none),
+            "no change: 2 queues compared, each governed and acted on alike"
+        );
+    }
 }
