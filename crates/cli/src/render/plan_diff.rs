@@ -147,13 +147,13 @@ fn uncounted(
     }
     if s.malformed > 0 {
         out.push(format!(
-            "{key} {state}: {} not counted: ids without a job hash",
+            "{key} {state}: {} not counted: malformed (not a hash, or without its time); a run leaves them too",
             count(s.malformed, "job")
         ));
     }
     if s.unexamined > 0 {
         out.push(format!(
-            "{key} {state}: {} not counted: in the middle of a long list, beyond a run's reach",
+            "{key} {state}: {} not examined: in the middle of a long list, beyond the 10,000 read at each end (a run that removes reaches further)",
             count(s.unexamined, "job")
         ));
     }

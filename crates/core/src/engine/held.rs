@@ -4,26 +4,36 @@
 
 use super::report::{Skipped, StateReport};
 use super::work::{StateWork, described};
+use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::restore_holds;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 use std::collections::BTreeSet;
 
+/// The ids of the jobs of queue `keys` a restore holds at `now_ms` (few: one per restore).
+pub(super) async fn held_ids<C: ConnectionLike>(
+    con: &mut C,
+    keys: &QueueKeys,
+    now_ms: i64,
+) -> RedisResult<BTreeSet<String>> {
+    let ids: Vec<String> = with_retry!(
+        redis::cmd("ZRANGE")
+            .arg(restore_holds(keys.base()))
+            .arg(format!("({now_ms}"))
+            .arg("+inf")
+            .arg("BYSCORE")
+            .query_async::<Vec<String>>(con)
+    )?;
+    Ok(ids.into_iter().collect())
+}
+
 impl StateWork<'_> {
-    /// The ids of this queue's jobs held at the run's instant (few: one per restore).
+    /// The ids of this queue's jobs held at the run's instant.
     pub(super) async fn held_ids<C: ConnectionLike>(
         &self,
         con: &mut C,
     ) -> RedisResult<BTreeSet<String>> {
-        let ids: Vec<String> = with_retry!(
-            redis::cmd("ZRANGE")
-                .arg(restore_holds(self.keys.base()))
-                .arg(format!("({}", self.opts.now_ms))
-                .arg("+inf")
-                .arg("BYSCORE")
-                .query_async::<Vec<String>>(con)
-        )?;
-        Ok(ids.into_iter().collect())
+        held_ids(con, self.keys, self.opts.now_ms).await
     }
 
     /// How many held jobs sit in the first `selected` of the set (the prefix the rules

@@ -29,6 +29,7 @@ mod options;
 mod pending;
 mod pending_archive;
 pub mod policy_diff;
+mod policy_read;
 mod policy_walk;
 mod prefix;
 mod queue_expiry;

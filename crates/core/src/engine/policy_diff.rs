@@ -101,10 +101,12 @@ pub struct StateDiff {
     /// Jobs whose outcome hangs on a source that could not be asked: not counted above.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unknown: u64,
-    /// Ids without a job hash (a run leaves them too): not counted above.
+    /// Malformed jobs (a key that is not a hash, a hash without its time; a run leaves them
+    /// too): not counted above.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub malformed: u64,
-    /// Jobs in the middle of a long list, beyond the reach of a run: not counted above.
+    /// Jobs in the middle of a long list, beyond the 10,000 read at each end (a run that
+    /// removes reaches further): not counted above.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unexamined: u64,
 }

@@ -4,15 +4,17 @@
 //! reaches), each job decided under both versions by [`bullsweep_policy::decide`], the sources
 //! of each version asked once per page, and the jobs whose action differs measured.
 
+use super::held::held_ids;
 use super::memory::job_sizes;
 use super::policy_diff::{Governed, QueueDiff, StateDiff, Tally};
+use super::policy_read::{Fate, Read, read_jobs};
 use super::source_linked::job_key;
-use super::state_walk::{PAGE, Row, StateCursor, read_rows};
+use super::state_walk::{PAGE, Row, StateCursor};
 use crate::bullmq::{QueueKeys, scripts};
 use crate::error::Result;
 use crate::source::{SourceClients, SourceFailure};
 use bullsweep_policy::{
-    Action, EffectivePolicy, JobFacts, JobState, JobTimes, PolicySet, QueueId, RuleGroups,
+    Action, Decision, EffectivePolicy, JobFacts, JobState, PolicySet, QueueId, RuleGroups,
     SourceAnswer, SourceLink, decide,
 };
 use redis::aio::ConnectionLike;
@@ -119,15 +121,17 @@ impl<'a> Side<'a> {
         }
     }
 
-    /// The action this version takes on `row` (`Some(None)`: it keeps the job, or governs
-    /// nothing), or `None` when the outcome hangs on a source that could not be asked.
-    fn action(&self, row: &Row, facts: &JobFacts<'_>, now_ms: i64) -> Option<Option<Action>> {
+    /// The actions a run of this version takes on a job (none: it keeps the job, or the
+    /// version governs nothing), or `None` when one hangs on a source that could not be
+    /// asked. A job a rule notifies or anonymizes stays, so the source links, which a run
+    /// applies after the rules, decide on it too.
+    fn actions(&self, read: &Read, facts: &JobFacts<'_>, now_ms: i64) -> Option<Vec<Action>> {
         let Some(policy) = self.policy else {
-            return Some(None);
+            return Some(Vec::new());
         };
         let unasked = Cell::new(false);
         let answer = |link: &SourceLink| {
-            let key = job_key(row, link)?;
+            let key = job_key(&read.row, link)?;
             if self.failed.contains(&link.source) {
                 unasked.set(true);
                 return None;
@@ -139,8 +143,21 @@ impl<'a> Side<'a> {
                     .unwrap_or(SourceAnswer::Missing),
             )
         };
-        let action = decide(policy, self.groups.as_ref(), facts, answer, now_ms).action();
-        (!unasked.get()).then_some(action)
+        let decision = decide(policy, self.groups.as_ref(), facts, answer, now_ms);
+        let mut chosen = vec![decision.action()];
+        if let Decision::ByRule {
+            action: Action::Notify | Action::Anonymize,
+            ..
+        } = decision
+        {
+            chosen.push(decide(policy, None, facts, answer, now_ms).action());
+        }
+        let protects = policy.protect_waiting_parents;
+        let taken = chosen
+            .into_iter()
+            .filter_map(|a| read.taken(a, protects))
+            .collect();
+        (!unasked.get()).then_some(taken)
     }
 }
 
@@ -157,6 +174,7 @@ impl Versions<'_> {
         let mut sides = [Side::new(self.old), Side::new(self.new)];
         let linked = sides.iter().any(Side::links);
         let page = if linked { self.links_page() } else { PAGE };
+        let held = with_retry!(held_ids(con, &keys, now_ms))?;
         for state in JobState::ALL {
             for side in &mut sides {
                 side.enter(state, now_ms);
@@ -169,6 +187,7 @@ impl Versions<'_> {
                 state,
                 now_ms,
                 with_data: linked,
+                held: held.clone(),
                 diff: StateDiff::default(),
             };
             if state.is_finished() {
@@ -200,6 +219,8 @@ struct StateWalk<'k> {
     now_ms: i64,
     /// Whether jobs are read with their `data` (a source link needs their key).
     with_data: bool,
+    /// The ids a restore holds.
+    held: BTreeSet<String>,
     diff: StateDiff,
 }
 
@@ -221,28 +242,19 @@ impl StateWalk<'_> {
             below = Some(last.score);
             self.diff.jobs += entries.len() as u64;
             let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
-            let rows = if self.with_data {
-                with_retry!(read_rows(con, self.keys, ids.clone(), true))?
-            } else {
-                entries
-                    .iter()
-                    .map(|e| Row {
-                        id: e.id.clone(),
-                        name: e.name.clone(),
-                        timestamp: String::new(),
-                        times: JobTimes::default(),
-                        data: None,
-                    })
-                    .collect()
-            };
-            let scored: Vec<(Row, i64, [u64; 2])> = rows
-                .into_iter()
-                .zip(&entries)
-                .map(|(row, e)| {
-                    let newer = [sides[0].count(&e.name), sides[1].count(&e.name)];
-                    (row, e.score, newer)
-                })
-                .collect();
+            let (with_data, held) = (self.with_data, &self.held);
+            let reads = with_retry!(read_jobs(con, self.keys, &ids, with_data, true, held))?;
+            let mut scored = Vec::with_capacity(reads.len());
+            for (mut read, e) in reads.into_iter().zip(&entries) {
+                // Decided by the set's score and the name the page read, as a run's walk is.
+                read.row.name = e.name.clone();
+                let newer = [sides[0].count(&e.name), sides[1].count(&e.name)];
+                if read.fate == Fate::Malformed {
+                    self.diff.malformed += 1;
+                } else {
+                    scored.push((read, e.score, newer));
+                }
+            }
             self.judge(con, sides, scored).await?;
         }
     }
@@ -259,18 +271,20 @@ impl StateWalk<'_> {
             let mut cursor = with_retry!(StateCursor::start(con, key.clone(), is_list))?;
             self.diff.jobs += cursor.total;
             loop {
-                let rows = with_retry!(cursor.next_page(con, self.keys, self.with_data, page))?;
-                if rows.is_empty() {
+                let ids = with_retry!(cursor.next_page_ids(con, page))?;
+                if ids.is_empty() {
                     break;
                 }
-                cursor.advance(rows.len() as u64, 0);
-                let mut scored = Vec::with_capacity(rows.len());
-                for row in rows {
-                    if row.timestamp.is_empty() {
+                cursor.advance(ids.len() as u64, 0);
+                let (with_data, held) = (self.with_data, &self.held);
+                let reads = with_retry!(read_jobs(con, self.keys, &ids, with_data, false, held))?;
+                let mut scored = Vec::with_capacity(reads.len());
+                for read in reads {
+                    if read.fate == Fate::Malformed {
                         self.diff.malformed += 1;
                     } else {
-                        let score = row.times.timestamp;
-                        scored.push((row, score, [0, 0]));
+                        let score = read.row.times.timestamp;
+                        scored.push((read, score, [0, 0]));
                     }
                 }
                 self.judge(con, sides, scored).await?;
@@ -280,34 +294,35 @@ impl StateWalk<'_> {
         Ok(())
     }
 
-    /// Decides each job of a page under both versions and tallies those whose action differs.
+    /// Decides each job of a page under both versions and tallies those whose actions
+    /// differ.
     async fn judge<C: ConnectionLike>(
         &mut self,
         con: &mut C,
         sides: &mut [Side<'_>; 2],
-        page: Vec<(Row, i64, [u64; 2])>,
+        page: Vec<(Read, i64, [u64; 2])>,
     ) -> Result<()> {
-        let rows: Vec<Row> = page.iter().map(|(r, _, _)| r.clone()).collect();
+        let rows: Vec<Row> = page.iter().map(|(r, _, _)| r.row.clone()).collect();
         for side in sides.iter_mut() {
             side.ask(con, &rows).await;
         }
-        let mut changed: Vec<(String, Option<Action>, Option<Action>)> = Vec::new();
-        for (row, score, newer) in &page {
+        let mut changed: Vec<(String, Vec<Action>, Vec<Action>)> = Vec::new();
+        for (read, score, newer) in &page {
             let facts = |newer| JobFacts {
                 state: self.state,
-                name: &row.name,
+                name: &read.row.name,
                 score: *score,
                 newer,
-                times: row.times,
+                times: read.row.times,
             };
-            let old = sides[0].action(row, &facts(newer[0]), self.now_ms);
-            let new = sides[1].action(row, &facts(newer[1]), self.now_ms);
+            let old = sides[0].actions(read, &facts(newer[0]), self.now_ms);
+            let new = sides[1].actions(read, &facts(newer[1]), self.now_ms);
             let (Some(old), Some(new)) = (old, new) else {
                 self.diff.unknown += 1;
                 continue;
             };
             if old != new {
-                changed.push((row.id.clone(), old, new));
+                changed.push((read.row.id.clone(), old, new));
             }
         }
         if changed.is_empty() {
@@ -321,11 +336,11 @@ impl StateWalk<'_> {
                 t.jobs += 1;
                 t.bytes += bytes;
             };
-            if let Some(a) = new {
-                add(&mut self.diff.acted, a);
+            for a in new.iter().filter(|a| !old.contains(a)) {
+                add(&mut self.diff.acted, *a);
             }
-            if let Some(a) = old {
-                add(&mut self.diff.spared, a);
+            for a in old.iter().filter(|a| !new.contains(a)) {
+                add(&mut self.diff.spared, *a);
             }
         }
         Ok(())

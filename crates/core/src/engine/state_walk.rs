@@ -90,13 +90,23 @@ impl StateCursor {
         with_data: bool,
         n: u64,
     ) -> RedisResult<Vec<Row>> {
+        let ids = self.next_page_ids(con, n).await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        read_rows(con, keys, ids, with_data).await
+    }
+
+    /// The ids of the next page of at most `n` jobs; empty when the walk is done.
+    pub async fn next_page_ids<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        n: u64,
+    ) -> RedisResult<Vec<String>> {
         loop {
-            let ids = self.next_ids(con, n).await?;
-            match ids {
-                Some(ids) if !ids.is_empty() => return read_rows(con, keys, ids, with_data).await,
-                Some(_) => return Ok(Vec::new()),
-                // The tail part of a long list is done: go on from its head.
-                None => {}
+            // `None`: the tail part of a long list is done; go on from its head.
+            if let Some(ids) = self.next_ids(con, n).await? {
+                return Ok(ids);
             }
         }
     }
@@ -174,7 +184,7 @@ impl StateCursor {
 
 /// Reads `name`, `timestamp`, `processedOn`, `finishedOn` (and `data`) of each id, in
 /// pipelined round trips of [`READ_ROWS`].
-pub(super) async fn read_rows<C: ConnectionLike>(
+async fn read_rows<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     ids: Vec<String>,
