@@ -307,6 +307,8 @@ impl EffectivePolicy {
         names
             .into_iter()
             .filter_map(|n| self.field(&n).map(|f| (n, f)))
+            // An empty `dependsOn` is no field set.
+            .filter(|(_, f)| !f.shown.is_empty())
             .collect()
     }
 

@@ -160,11 +160,18 @@ fn uncounted(
     out
 }
 
-/// A table cell in code: backticks turned into quotes, pipes escaped, so that nothing a queue
-/// or field holds can break the table or become markup.
+/// A table cell in code: backticks turned into quotes, control characters into spaces, pipes
+/// escaped, so that nothing a queue or field holds can break the table or become markup.
 fn code(text: &str) -> String {
-    let text = text.replace('`', "'").replace('|', "\\|");
-    format!("`{}`", text.replace(['\n', '\r'], " "))
+    let text: String = text
+        .chars()
+        .map(|c| match c {
+            '`' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    format!("`{}`", text.replace('|', "\\|"))
 }
 
 /// The same as Markdown: a heading, the summary, a table of what changes, the changed fields
