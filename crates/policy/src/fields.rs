@@ -195,38 +195,7 @@ impl EffectivePolicy {
                     _ => None,
                 }
             }
-            ["stalled", f] => {
-                let stalled = self.stalled.as_ref()?;
-                match *f {
-                    "maxAge" => Some(duration(
-                        "maxAge",
-                        "maxAgeMs",
-                        &Sourced {
-                            value: stalled.max_age,
-                            source: own.clone(),
-                        },
-                    )),
-                    "action" => {
-                        let a = stalled.action.as_str();
-                        Some(plain("action", json!(a), a.into(), &own))
-                    }
-                    _ => None,
-                }
-            }
-            ["deadLetter", f] => {
-                let d = self.dead_letter.as_ref()?;
-                let (name, key, value) = match *f {
-                    "warm" => ("warm", "warmMs", d.warm),
-                    "cold" => ("cold", "coldMs", d.cold),
-                    "purgeAfter" => ("purgeAfter", "purgeAfterMs", d.purge_after),
-                    _ => return None,
-                };
-                let sourced = Sourced {
-                    value,
-                    source: own.clone(),
-                };
-                Some(duration(name, key, &sourced))
-            }
+            [group @ ("stalled" | "deadLetter"), f] => self.lifecycle_field(group, f, &own),
             ["pii", "replacement"] => {
                 let r = &self.pii.as_ref()?.replacement;
                 Some(plain("replacement", json!(r), r.clone(), &own))
@@ -256,6 +225,45 @@ impl EffectivePolicy {
             ["dependsOn"] => {
                 let d = self.depends_on.join(", ");
                 Some(plain("dependsOn", json!(self.depends_on), d, &own))
+            }
+            _ => None,
+        }
+    }
+
+    /// A field of `stalled` or `deadLetter`.
+    fn lifecycle_field(&self, group: &str, f: &str, own: &Provenance) -> Option<RuleField> {
+        match (group, f) {
+            ("stalled", f) => {
+                let stalled = self.stalled.as_ref()?;
+                match f {
+                    "maxAge" => Some(duration(
+                        "maxAge",
+                        "maxAgeMs",
+                        &Sourced {
+                            value: stalled.max_age,
+                            source: own.clone(),
+                        },
+                    )),
+                    "action" => {
+                        let a = stalled.action.as_str();
+                        Some(plain("action", json!(a), a.into(), own))
+                    }
+                    _ => None,
+                }
+            }
+            ("deadLetter", f) => {
+                let d = self.dead_letter.as_ref()?;
+                let (name, key, value) = match f {
+                    "warm" => ("warm", "warmMs", d.warm),
+                    "cold" => ("cold", "coldMs", d.cold),
+                    "purgeAfter" => ("purgeAfter", "purgeAfterMs", d.purge_after),
+                    _ => return None,
+                };
+                let sourced = Sourced {
+                    value,
+                    source: own.clone(),
+                };
+                Some(duration(name, key, &sourced))
             }
             _ => None,
         }

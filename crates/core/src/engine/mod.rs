@@ -29,8 +29,6 @@ mod options;
 mod pending;
 mod pending_archive;
 pub mod policy_diff;
-mod policy_read;
-mod policy_walk;
 mod prefix;
 mod queue_expiry;
 mod queue_run;

@@ -4,13 +4,13 @@
 //! reaches), each job decided under both versions by [`bullsweep_policy::decide`], the sources
 //! of each version asked once per page, and the jobs whose action differs measured.
 
-use super::held::held_ids;
-use super::memory::job_sizes;
-use super::policy_diff::{Governed, QueueDiff, StateDiff, Tally};
-use super::policy_read::{Fate, Read, read_jobs};
-use super::source_linked::job_key;
-use super::state_walk::{PAGE, Row, StateCursor};
+use super::read::{Fate, Read, read_jobs};
+use super::report::{Governed, QueueDiff, StateDiff, Tally};
 use crate::bullmq::{QueueKeys, scripts};
+use crate::engine::held::held_ids;
+use crate::engine::memory::job_sizes;
+use crate::engine::source_linked::job_key;
+use crate::engine::state_walk::{PAGE, Row, StateCursor};
 use crate::error::Result;
 use crate::source::{SourceClients, SourceFailure};
 use bullsweep_policy::{

@@ -4,8 +4,8 @@
 //! without its time, is malformed; an id without a hash is dangling; a job whose parent still
 //! sits in `waiting-children`, or that a restore holds, is held back from removal.
 
-use super::state_walk::Row;
 use crate::bullmq::QueueKeys;
+use crate::engine::state_walk::Row;
 use bullsweep_policy::{Action, JobTimes};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
