@@ -170,3 +170,38 @@ policies:
   await payments.close();
   await dlq.close();
 });
+
+test('moveExhaustedTo counts attempts as BullMQ 6 does (atm): jobs that set attempts move once they are used up', async () => {
+  const db = 3;
+  const connection = redis.connection(db);
+  const policy = writePolicy(`version: 1
+policies:
+  - { name: retried, queueNamePattern: retried, moveExhaustedTo: retried-dlq }
+`);
+  const queue = new Queue('retried', { connection });
+  const dlq = new Queue('retried-dlq', { connection });
+  await queue.add('twice', { n: 1 }, { attempts: 2 });
+  await queue.add('once', { n: 2 }, { attempts: 1 });
+  await queue.add('blocked', { n: 3 }, { attempts: 3 });
+  const worker = new Worker('retried', async (job) => {
+    if (job.name === 'blocked') throw new UnrecoverableError('no retry');
+    throw new Error(`failed ${job.name}`);
+  }, { connection });
+  await waitFor('three failures', async () => (await queue.getFailedCount()) === 3);
+  await worker.close();
+  const twice = (await queue.getFailed()).find((j) => j.name === 'twice');
+  assert.equal(twice.attemptsMade, 2, 'retried once, then failed for good');
+
+  const plan = await bullsweep(['--json', 'plan', '--redis', redis.url(db), '--config', policy]);
+  assert.equal(plan.code, 0, plan.stderr);
+  const planned = JSON.parse(plan.stdout).queues.find((q) => q.queue === 'retried').states['failed:exhausted'];
+  assert.equal(planned.matched, 2, 'twice and once are exhausted; blocked has attempts left');
+  const run = await bullsweep(['--json', 'run', '--redis', redis.url(db), '--config', policy]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual((await queue.getFailed()).map((j) => j.name), ['blocked']);
+  const moved = await dlq.getFailed(0, -1);
+  assert.deepEqual(moved.map((j) => [j.name, j.attemptsMade]).sort(), [['once', 1], ['twice', 2]]);
+  await assertConsistent(redis, db, [{ prefix: 'bull', name: 'retried' }, { prefix: 'bull', name: 'retried-dlq' }]);
+  await queue.close();
+  await dlq.close();
+});

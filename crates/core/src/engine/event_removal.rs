@@ -36,14 +36,16 @@ pub fn score_bounds(policy: &EffectivePolicy, now_ms: i64) -> Option<(Option<i64
     plain.then(|| (bound(JobState::Completed), bound(JobState::Failed)))
 }
 
-/// The job fields a `keepIf` path may name; `data`, `returnvalue` and `opts` are JSON.
-const JOB_FIELDS: [&str; 6] = [
+/// The job fields a `keepIf` path may name; `data`, `returnvalue` and `opts` are JSON. BullMQ 6
+/// keeps `attemptsMade` as `atm`: read both, and `keepIf` names it `attemptsMade`.
+const JOB_FIELDS: [&str; 7] = [
     "name",
     "data",
     "returnvalue",
     "opts",
     "failedReason",
     "attemptsMade",
+    "atm",
 ];
 
 /// The job as `keepIf` sees it: an object of its fields.
@@ -54,13 +56,18 @@ fn job_view(values: &[Option<String>]) -> serde_json::Value {
         let parsed = match *field {
             "data" | "returnvalue" | "opts" => serde_json::from_str(text)
                 .unwrap_or_else(|_| serde_json::Value::String(text.clone())),
-            "attemptsMade" => text
+            "attemptsMade" | "atm" => text
                 .parse::<i64>()
                 .map(serde_json::Value::from)
                 .unwrap_or_else(|_| serde_json::Value::String(text.clone())),
             _ => serde_json::Value::String(text.clone()),
         };
-        object.insert(field.to_string(), parsed);
+        let key = if *field == "atm" {
+            "attemptsMade"
+        } else {
+            field
+        };
+        object.entry(key).or_insert(parsed);
     }
     serde_json::Value::Object(object)
 }

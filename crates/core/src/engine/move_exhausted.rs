@@ -18,15 +18,18 @@ use redis::aio::ConnectionLike;
 const PAGE: isize = 500;
 
 /// Whether a failed job's attempts are used up: `attemptsMade >= opts.attempts` (default 1).
-fn exhausted(attempts_made: Option<&str>, opts: Option<&str>) -> bool {
+/// BullMQ 6 counts attempts in `atm`, older builds in `attemptsMade`: the larger counts.
+fn exhausted(attempts_made: [Option<&str>; 2], opts: Option<&str>) -> bool {
     let attempts = opts
         .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
         .and_then(|o| o.get("attempts").and_then(serde_json::Value::as_u64))
         .unwrap_or(1);
-    attempts_made
-        .and_then(|a| a.parse::<u64>().ok())
-        .unwrap_or(0)
-        >= attempts
+    let made = attempts_made
+        .iter()
+        .filter_map(|a| a.and_then(|a| a.parse::<u64>().ok()))
+        .max()
+        .unwrap_or(0);
+    made >= attempts
 }
 
 /// Counts (plan) or moves (run) the queue's exhausted failed jobs into `target`; `audit` is
@@ -70,15 +73,20 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
         for (id, _) in &rows {
             pipe.cmd("HMGET")
                 .arg(from.job(id))
-                .arg(&["attemptsMade", "opts", "parentKey"]);
+                .arg(&["attemptsMade", "atm", "opts", "parentKey"]);
         }
-        let reads: Vec<(Option<String>, Option<String>, Option<String>)> =
-            with_retry!(pipe.query_async(con))?;
+        type Read = (
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let reads: Vec<Read> = with_retry!(pipe.query_async(con))?;
         let pending: Vec<Candidate> = rows
             .iter()
             .zip(reads)
-            .filter(|(_, (made, o, parent))| {
-                parent.is_none() && exhausted(made.as_deref(), o.as_deref())
+            .filter(|(_, (made, atm, o, parent))| {
+                parent.is_none() && exhausted([made.as_deref(), atm.as_deref()], o.as_deref())
             })
             .map(|((id, score), _)| Candidate {
                 id: id.clone(),
@@ -114,10 +122,17 @@ mod tests {
 
     #[test]
     fn attempts_default_to_one() {
-        assert!(exhausted(Some("1"), None));
-        assert!(exhausted(Some("1"), Some("{}")));
-        assert!(!exhausted(Some("1"), Some(r#"{"attempts":3}"#)));
-        assert!(exhausted(Some("3"), Some(r#"{"attempts":3}"#)));
-        assert!(!exhausted(None, Some(r#"{"attempts":2}"#)));
+        assert!(exhausted([Some("1"), None], None));
+        assert!(exhausted([Some("1"), None], Some("{}")));
+        assert!(!exhausted([Some("1"), None], Some(r#"{"attempts":3}"#)));
+        assert!(exhausted([Some("3"), None], Some(r#"{"attempts":3}"#)));
+        assert!(!exhausted([None, None], Some(r#"{"attempts":2}"#)));
+    }
+
+    #[test]
+    fn bullmq_6_counts_attempts_in_atm() {
+        assert!(exhausted([None, Some("2")], Some(r#"{"attempts":2}"#)));
+        assert!(!exhausted([None, Some("1")], Some(r#"{"attempts":2}"#)));
+        assert!(exhausted([Some("0"), Some("3")], Some(r#"{"attempts":3}"#)));
     }
 }

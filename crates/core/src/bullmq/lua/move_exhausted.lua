@@ -17,7 +17,7 @@
   along.
 
   Each job is checked again: still in the source's failed set with the expected score, no
-  lock, attemptsMade at least opts.attempts (default 1), and no parent (a child stays, so its
+  lock, attemptsMade (or BullMQ 6's atm) at least opts.attempts (default 1), and no parent (a child stays, so its
   flow is not broken). It gets a new id from the dead-letter queue's `id` counter; its hash
   (plus `movedFrom`, the old key) and logs move, it is added to the dead-letter queue's
   failed set with its finishedOn, and a `failed` event is added there. The hash and log list
@@ -47,12 +47,14 @@ for i = 5, #ARGV, 2 do
   if why then
     held[why] = held[why] + 1
   else
-    local f = redis.pcall('HMGET', jobKey, 'attemptsMade', 'opts', 'parentKey', 'finishedOn', 'failedReason')
+    local f = redis.pcall('HMGET', jobKey, 'attemptsMade', 'opts', 'parentKey', 'finishedOn', 'failedReason',
+      'atm')
     local ok, opts = pcall(cjson.decode, (not f.err and f[2]) or '{}')
     local attempts = (ok and type(opts) == 'table' and tonumber(opts.attempts)) or 1
     if f.err or not f[4] then
       malformed = malformed + 1
-    elseif f[3] or (tonumber(f[1]) or 0) < attempts then
+    -- BullMQ 6 counts attempts in `atm`, older builds in `attemptsMade`.
+    elseif f[3] or math.max(tonumber(f[1]) or 0, tonumber(f[6]) or 0) < attempts then
       held.changed = held.changed + 1
     else
       reserveAuditSeq()
