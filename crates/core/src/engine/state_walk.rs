@@ -214,23 +214,35 @@ async fn read_rows<C: ConnectionLike>(
         .zip(fields)
         .map(|(id, mut f)| {
             f.resize(5, None);
-            let text = |v: &Option<Vec<u8>>| {
-                v.as_deref()
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-                    .unwrap_or_default()
-            };
-            let ms = |v: &Option<Vec<u8>>| text(v).parse::<i64>().unwrap_or(0);
-            Row {
-                name: text(&f[0]),
-                timestamp: text(&f[1]),
-                times: JobTimes {
-                    timestamp: ms(&f[1]),
-                    processed_on: ms(&f[2]),
-                    finished_on: ms(&f[3]),
-                },
-                data: f[4].take(),
-                id,
-            }
+            let data = f[4].take();
+            Row::of_fields(id, &f, data)
         })
         .collect())
+}
+
+/// A field as text (empty when unset).
+pub(crate) fn field_text(v: &Option<Vec<u8>>) -> String {
+    v.as_deref()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default()
+}
+
+impl Row {
+    /// A row from `f`, the fields `name`, `timestamp`, `processedOn` and `finishedOn` as read
+    /// (more are ignored), and `data`.
+    pub(crate) fn of_fields(id: String, f: &[Option<Vec<u8>>], data: Option<Vec<u8>>) -> Row {
+        let get = |i: usize| f.get(i).cloned().flatten();
+        let ms = |i: usize| field_text(&get(i)).parse::<i64>().unwrap_or(0);
+        Row {
+            name: field_text(&get(0)),
+            timestamp: field_text(&get(1)),
+            times: JobTimes {
+                timestamp: ms(1),
+                processed_on: ms(2),
+                finished_on: ms(3),
+            },
+            data,
+            id,
+        }
+    }
 }

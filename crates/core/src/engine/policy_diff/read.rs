@@ -5,8 +5,8 @@
 //! sits in `waiting-children`, or that a restore holds, is held back from removal.
 
 use crate::bullmq::QueueKeys;
-use crate::engine::state_walk::Row;
-use bullsweep_policy::{Action, JobTimes};
+use crate::engine::state_walk::{Row, field_text};
+use bullsweep_policy::Action;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use std::collections::BTreeSet;
@@ -105,12 +105,6 @@ fn read_one(id: &str, pair: &[Value], finished: bool, held: &BTreeSet<String>) -
     let mut f = fields.unwrap_or_default();
     let not_hash = f.is_empty() && exists;
     f.resize(6, None);
-    let text = |v: &Option<Vec<u8>>| {
-        v.as_deref()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default()
-    };
-    let ms = |v: &Option<Vec<u8>>| text(v).parse::<i64>().unwrap_or(0);
     let time_set = if finished {
         f[3].is_some()
     } else {
@@ -123,19 +117,10 @@ fn read_one(id: &str, pair: &[Value], finished: bool, held: &BTreeSet<String>) -
         (false, _) if finished => Fate::Dangling,
         _ => Fate::Malformed,
     };
-    let parent_key = text(&f[4]);
+    let parent_key = field_text(&f[4]);
+    let data = f[5].take();
     Read {
-        row: Row {
-            id: id.to_string(),
-            name: text(&f[0]),
-            timestamp: text(&f[1]),
-            times: JobTimes {
-                timestamp: ms(&f[1]),
-                processed_on: ms(&f[2]),
-                finished_on: ms(&f[3]),
-            },
-            data: f[5].take(),
-        },
+        row: Row::of_fields(id.to_string(), &f, data),
         fate,
         parent_key,
         parent_waits: false,
