@@ -88,6 +88,7 @@ fn a_write_never_replaces_an_object_locally_or_in_s3() {
             let copy = JobCopy {
                 queue: "bull:mail",
                 source: None,
+                backend: Default::default(),
                 id: b"1",
                 state: "completed",
                 finished_on: now_ms(),
@@ -104,6 +105,7 @@ fn a_write_never_replaces_an_object_locally_or_in_s3() {
                 run_id: "r".into(),
                 state: "completed".into(),
                 source: None,
+                backend: Default::default(),
             };
             let written = sink.write_segment(&meta, &[copy]).await.expect("write");
             let record = sink.read_segment(&written.segment).await.expect("read");

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 mod action;
+mod backend;
 mod compile;
 mod cost;
 mod credentials;
@@ -32,6 +33,7 @@ mod subject;
 mod tokens;
 
 pub use action::Action;
+pub use backend::Backend;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use decide::{Decision, JobFacts, decide};

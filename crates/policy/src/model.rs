@@ -263,6 +263,8 @@ pub struct Policy {
     pub queue: NamePattern,
     /// Optional glob on the tenant.
     pub tenant: Option<NamePattern>,
+    /// `backend:`: the only queue library whose queues it governs; `None` for both.
+    pub backend: Option<crate::Backend>,
     /// The policy's own state rules.
     pub rules: StateRules,
     /// Rules per job name.

@@ -188,6 +188,7 @@ pub struct RawPolicy {
     pub environment: Option<Spanned<String>>,
     pub queue_name_pattern: Option<Spanned<String>>,
     pub tenant: Option<Spanned<String>>,
+    pub backend: Option<Spanned<String>>,
     #[serde(default)]
     pub rules: RawStateRules,
     #[serde(default)]

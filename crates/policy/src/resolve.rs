@@ -2,6 +2,7 @@
 //! tenant overrides, with the origin of every field for `explain`.
 
 use crate::action::Action;
+use crate::backend::Backend;
 use crate::duration::Millis;
 use crate::model::{
     DeadLetter, EventsBound, JobState, KeepIf, Policy, PolicySet, RunMode, Sla, StalledRule,
@@ -28,12 +29,26 @@ pub struct QueueId {
     pub tenant: Option<String>,
     /// The canonical environment, from `{env}` or the default environment.
     pub env: Option<String>,
+    /// The queue library that wrote it.
+    pub backend: Backend,
 }
 
 impl PolicySet {
-    /// Identifies a key base through the first layout that matches it. `default_env` is the
-    /// environment of queues whose layout has no `{env}` (the file's `environment` when `None`).
+    /// Identifies a BullMQ queue's key base through the first layout that matches it
+    /// ([`PolicySet::identify_as`] with [`Backend::Bullmq`]).
     pub fn identify(&self, base: &str, default_env: Option<&str>) -> Option<QueueId> {
+        self.identify_as(base, Backend::Bullmq, default_env)
+    }
+
+    /// Identifies the key base of a queue of `backend` through the first layout that matches
+    /// it. `default_env` is the environment of queues whose layout has no `{env}` (the file's
+    /// `environment` when `None`).
+    pub fn identify_as(
+        &self,
+        base: &str,
+        backend: Backend,
+        default_env: Option<&str>,
+    ) -> Option<QueueId> {
         self.layouts.iter().find_map(|layout| {
             let m = layout.parse(base)?;
             let env = match m.env {
@@ -48,6 +63,7 @@ impl PolicySet {
                 queue: m.queue,
                 tenant: m.tenant,
                 env,
+                backend,
             })
         })
     }
@@ -182,13 +198,15 @@ pub enum Resolution {
     },
 }
 
-/// Rank of a policy for one queue: tenant-constrained first, then queue specificity.
-type Rank = (Option<Specificity>, Specificity);
+/// Rank of a policy for one queue: tenant-constrained first, then queue specificity, then
+/// whether it names the queue's backend.
+type Rank = (Option<Specificity>, Specificity, bool);
 
 fn rank(p: &Policy) -> Rank {
     (
         p.tenant.as_ref().map(|t| t.specificity()),
         p.queue.specificity(),
+        p.backend.is_some(),
     )
 }
 
@@ -203,7 +221,8 @@ fn applies(p: &Policy, q: &QueueId) -> bool {
         (Some(pat), Some(t)) => pat.matches(t),
         (Some(_), None) => false,
     };
-    env_ok && tenant_ok && p.queue.matches(&q.queue)
+    let backend_ok = p.backend.is_none_or(|b| b == q.backend);
+    env_ok && tenant_ok && backend_ok && p.queue.matches(&q.queue)
 }
 
 impl PolicySet {

@@ -5,6 +5,7 @@
 //! level's keys equal to the fields of its `raw` serde type, so the three cannot drift apart.
 
 use crate::action::Action;
+use crate::backend::Backend;
 use crate::cost::PRESETS;
 use crate::doctor::DoctorKind;
 use crate::model::{ARCHIVE_COMPRESSION, RunMode, StalledAction};
@@ -26,6 +27,10 @@ fn source_actions() -> Vec<&'static str> {
 
 fn stalled_actions() -> Vec<&'static str> {
     StalledAction::ALL.map(StalledAction::as_str).to_vec()
+}
+
+fn backends() -> Vec<&'static str> {
+    Backend::ALL.map(Backend::as_str).to_vec()
 }
 
 fn modes() -> Vec<&'static str> {
@@ -214,6 +219,11 @@ const POLICY: Shape = Shape::Fields(&[
         "A glob on the queue name; `*` is the catch-all.",
     ),
     opt("tenant", TEXT, "A glob on the tenant from `{tenant}`."),
+    opt(
+        "backend",
+        Shape::Value(Value::Name(backends)),
+        "The queue library whose queues it governs: `bull` or `bullmq`; absent = both.",
+    ),
     def("rules", STATE_RULES, "The rules, by job state."),
     def(
         "jobs",

@@ -57,6 +57,7 @@ fn covered(set: &PolicySet, queue: &str) -> bullsweep_policy::EffectivePolicy {
         queue: queue.into(),
         tenant: None,
         env: None,
+        backend: Default::default(),
     };
     match set.resolve(&q) {
         Resolution::Covered(e) => e,

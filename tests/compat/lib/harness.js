@@ -19,7 +19,7 @@ const SERVER = process.env.BULLSWEEP_REDIS_SERVER || 'redis-server';
 // bullsweep run use it.
 const TLS = process.env.BULLSWEEP_TEST_TLS === '1';
 // The BullMQ prefixes the suites use; the role users may touch these and bullsweep:*.
-const PREFIXES = ['bull', '{app}', 'outer-bundled-string-prefix', '{bull}', '{orders}'];
+const PREFIXES = ['bull', '{app}', 'outer-bundled-string-prefix', '{bull}', '{orders}', 'legacy'];
 
 let certs = null;
 function tlsFiles() {

@@ -11,6 +11,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use bullsweep_policy::Backend;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -19,6 +20,11 @@ pub(super) const JSON_FIELDS: [&str; 3] = ["data", "returnvalue", "stacktrace"];
 
 /// The `encoding` of a record whose strings are base64 of their bytes.
 pub const BASE64: &str = "base64";
+
+/// Whether a record's backend is BullMQ's, which records leave out.
+fn is_bullmq(backend: &Backend) -> bool {
+    *backend == Backend::Bullmq
+}
 
 /// One archived job, as read from a segment.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -32,6 +38,10 @@ pub struct ArchiveRecord {
     pub source: Option<String>,
     /// Job id (base64 of its bytes with `encoding: base64`).
     pub id: String,
+    /// The queue library that wrote the job: `bull` for a legacy Bull queue's, absent for
+    /// BullMQ's (and in every record written before Bull queues were governed).
+    #[serde(default, skip_serializing_if = "is_bullmq")]
+    pub backend: Backend,
     /// The state it was archived from.
     pub state: String,
     /// `finishedOn`; readers dedupe on `(queue, id, finishedOn)`. 0 for a parent taken along
@@ -159,6 +169,8 @@ pub struct JobCopy<'a> {
     pub source: Option<&'a str>,
     /// Job id.
     pub id: &'a [u8],
+    /// The queue library that wrote the job.
+    pub backend: Backend,
     /// The state it is archived from.
     pub state: &'a str,
     /// `finishedOn` (0 for a parent taken along).
@@ -251,6 +263,9 @@ impl Serialize for JobCopy<'_> {
             s.serialize_entry("source", source)?;
         }
         s.serialize_entry("id", &Text(self.id, base64))?;
+        if !is_bullmq(&self.backend) {
+            s.serialize_entry("backend", &self.backend)?;
+        }
         s.serialize_entry("state", self.state)?;
         s.serialize_entry("finishedOn", &self.finished_on)?;
         if let Some(role) = self.role {

@@ -90,6 +90,7 @@ mod tests {
         ArchiveRecord {
             queue: "bull:mail".into(),
             id: "1".into(),
+            backend: Default::default(),
             state: "completed".into(),
             finished_on: 1,
             role: None,

@@ -3,6 +3,7 @@
 //! checks a reader makes against the manifest.
 
 use super::record::{ArchiveRecord, JobCopy};
+use bullsweep_policy::Backend;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::{self, BufRead, BufReader};
@@ -60,6 +61,8 @@ pub struct SegmentMeta {
     pub state: String,
     /// The Redis database its jobs come from (the audit's source id), named in every record.
     pub source: Option<String>,
+    /// The queue library that wrote its jobs, named in every record of a Bull queue.
+    pub backend: Backend,
 }
 
 /// Segments named by this process: with the run's id (its start time and pid), the number
@@ -194,7 +197,15 @@ pub(super) fn encode_segment(
         .unwrap_or_default();
     let segment = segment_name(meta, from_ms);
     let source = meta.source.as_deref();
-    let sourced: Vec<JobCopy<'_>> = records.iter().map(|r| JobCopy { source, ..*r }).collect();
+    let backend = meta.backend;
+    let sourced: Vec<JobCopy<'_>> = records
+        .iter()
+        .map(|r| JobCopy {
+            source,
+            backend,
+            ..*r
+        })
+        .collect();
     let bytes = compress_records(&sourced)?;
     let manifest = SegmentManifest {
         segment,

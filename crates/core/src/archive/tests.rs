@@ -55,6 +55,7 @@ fn exact_bytes_survive_a_round_trip() {
         let copy = JobCopy {
             queue: "bull:q",
             source: None,
+            backend: Default::default(),
             id: b"1",
             state: "completed",
             finished_on: 1,
@@ -79,6 +80,7 @@ fn exact_bytes_survive_a_round_trip() {
     let copy = JobCopy {
         queue: "bull:q",
         source: None,
+        backend: Default::default(),
         id: b"\xffid",
         state: "failed",
         finished_on: 2,
@@ -108,6 +110,7 @@ async fn a_segment_round_trips_and_a_damaged_one_is_refused() {
     let copy = JobCopy {
         queue: "bull:q",
         source: None,
+        backend: Default::default(),
         id: b"7",
         state: "completed",
         finished_on: 1_795_990_000_000,
@@ -137,6 +140,7 @@ async fn a_segment_round_trips_and_a_damaged_one_is_refused() {
         run_id: "r1".into(),
         state: "completed".into(),
         source: Some("0123456789abcdef".into()),
+        backend: Default::default(),
     };
     let manifest = archive
         .write_segment(&meta, std::slice::from_ref(&copy))
@@ -151,6 +155,7 @@ async fn a_segment_round_trips_and_a_damaged_one_is_refused() {
     );
     let sourced = ArchiveRecord {
         source: Some("0123456789abcdef".into()),
+        backend: Default::default(),
         ..record
     };
     assert_eq!(
@@ -178,6 +183,7 @@ fn meta(base: &str, state: &str, run: &str) -> SegmentMeta {
         run_id: run.into(),
         state: state.into(),
         source: None,
+        backend: Default::default(),
     }
 }
 

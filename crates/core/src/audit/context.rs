@@ -254,6 +254,7 @@ mod tests {
             queue: "mail".into(),
             tenant: Some("acme".into()),
             env: Some("prod".into()),
+            backend: Default::default(),
         }
     }
 

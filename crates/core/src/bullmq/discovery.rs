@@ -1,7 +1,9 @@
-//! Finding BullMQ queues: SCAN every primary for `*:meta`, then confirm each hit is a BullMQ
-//! meta hash.
+//! Finding queues: SCAN every primary for `*:meta` and `*:id`, then confirm each hit. A BullMQ
+//! queue has a meta hash holding BullMQ's fields. A legacy Bull queue has no such hash: its
+//! id counter is a string holding an integer, and its base has neither BullMQ's meta fields
+//! nor an `events` stream (Bull sends its events over pub/sub).
 
-use super::keys::{META_MAX_LEN_EVENTS, META_SCAN_PATTERN, META_VERSION, QueueKeys};
+use super::keys::{DISCOVERY_SCAN_PATTERN, META_MAX_LEN_EVENTS, META_VERSION, QueueKeys};
 use bullsweep_base::connect::Conn;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -14,8 +16,10 @@ const SCAN_COUNT: u64 = 1000;
 pub struct Discovered {
     /// The key bases of every BullMQ queue, sorted.
     pub bases: Vec<String>,
-    /// Keys matching `*:meta` whose name is not UTF-8: no BullMQ queue has such a name, so
-    /// they are skipped (and counted) instead of stopping discovery.
+    /// The key bases of every legacy Bull queue, sorted; none is also in `bases`.
+    pub bull: Vec<String>,
+    /// Keys matching `*:meta` or `*:id` whose name is not UTF-8: no queue has such a name,
+    /// so they are skipped (and counted) instead of stopping discovery.
     pub non_utf8: u64,
 }
 
@@ -67,9 +71,21 @@ pub async fn discover_queues<C: Topology>(con: &mut C) -> RedisResult<Discovered
     for mut node in con.primaries().await? {
         discover_on(&mut node, &mut found).await?;
     }
-    found.bases.sort();
-    found.bases.dedup();
+    found.settle();
     Ok(found)
+}
+
+impl Discovered {
+    /// Sorts both lists, drops repeats, and drops from `bull` a base BullMQ's meta confirmed
+    /// (discovery confirms each key on its own, so a base can be met both ways).
+    pub fn settle(&mut self) {
+        self.bases.sort();
+        self.bases.dedup();
+        self.bull.sort();
+        self.bull.dedup();
+        let bases = &self.bases;
+        self.bull.retain(|b| bases.binary_search(b).is_err());
+    }
 }
 
 /// Discovery on one node, adding to `found`.
@@ -82,7 +98,7 @@ async fn discover_on<C: ConnectionLike>(con: &mut C, found: &mut Discovered) -> 
 }
 
 /// One step of discovery on one node: a `SCAN` call from `cursor` (0 to start) and the check of
-/// the `*:meta` keys it returned, adding the queues to `found`. Returns the next cursor, 0 when
+/// the `*:meta` and `*:id` keys it returned, adding the queues to `found`. Returns the next cursor, 0 when
 /// the node's keyspace is done. Each step stays well under a millisecond of Redis time, so a
 /// caller can pace a pass over a large keyspace.
 pub async fn discover_step<C: ConnectionLike>(
@@ -93,18 +109,26 @@ pub async fn discover_step<C: ConnectionLike>(
     let (next, raw): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
         .arg(cursor)
         .arg("MATCH")
-        .arg(META_SCAN_PATTERN)
+        .arg(DISCOVERY_SCAN_PATTERN)
         .arg("COUNT")
         .arg(SCAN_COUNT)
         .query_async(con)
         .await?;
     let mut keys = Vec::with_capacity(raw.len());
+    let mut counters = Vec::new();
     for key in raw {
+        let named = key.ends_with(b":meta") || key.ends_with(b":id");
         match String::from_utf8(key) {
-            Ok(key) => keys.push(key),
-            Err(_) => found.non_utf8 += 1,
+            Ok(key) if key.ends_with(":id") => {
+                counters.extend(QueueKeys::base_of_id_key(&key).map(str::to_string))
+            }
+            Ok(key) if named => keys.push(key),
+            Ok(_) => {}
+            Err(_) if named => found.non_utf8 += 1,
+            Err(_) => {}
         }
     }
+    confirm_bull(con, &counters, found).await?;
     if !keys.is_empty() {
         let mut pipe = redis::pipe();
         for key in &keys {
@@ -139,9 +163,52 @@ fn is_permission_reply(reply: &Value) -> bool {
 /// `:meta` holds neither.
 fn is_bullmq_meta(key_type: &Value, fields: &Value) -> bool {
     let is_hash = matches!(key_type, Value::SimpleString(t) if t == "hash");
-    let has_field = match fields {
+    is_hash && has_field(fields)
+}
+
+/// Confirms which of `bases` (each met by its `:id` key) are Bull queues, adding them to
+/// `found.bull`: the counter holds an integer, the `meta` hash (if any) holds none of BullMQ's
+/// fields (Bull writes only `paused` there, for BullMQ's sake), and no `events` key exists.
+async fn confirm_bull<C: ConnectionLike>(
+    con: &mut C,
+    bases: &[String],
+    found: &mut Discovered,
+) -> RedisResult<()> {
+    if bases.is_empty() {
+        return Ok(());
+    }
+    let mut pipe = redis::pipe();
+    for base in bases {
+        let keys = QueueKeys::new(base);
+        pipe.cmd("GET").arg(keys.id_counter()).ignore_errors();
+        pipe.cmd("HMGET")
+            .arg(keys.meta())
+            .arg(META_MAX_LEN_EVENTS)
+            .arg(META_VERSION)
+            .ignore_errors();
+        pipe.cmd("EXISTS").arg(keys.events()).ignore_errors();
+    }
+    let replies: Vec<Value> = pipe.query_async(con).await?;
+    for (base, r) in bases.iter().zip(replies.chunks_exact(3)) {
+        if is_bull_counter(&r[0]) && !has_field(&r[1]) && matches!(r[2], Value::Int(0)) {
+            found.bull.push(base.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Whether a `GET` reply is an id counter: a string holding a whole number.
+fn is_bull_counter(reply: &Value) -> bool {
+    match reply {
+        Value::BulkString(b) => std::str::from_utf8(b).is_ok_and(|s| s.parse::<u64>().is_ok()),
+        _ => false,
+    }
+}
+
+/// Whether an `HMGET` reply holds any field.
+fn has_field(fields: &Value) -> bool {
+    match fields {
         Value::Array(values) => values.iter().any(|v| !matches!(v, Value::Nil)),
         _ => false,
-    };
-    is_hash && has_field
+    }
 }

@@ -3,20 +3,55 @@
 //! key by hand; a test greps the other modules and crates for it.
 
 use super::erasure::{ErasureItem, ErasureKind};
-use bullsweep_policy::JobState;
+use bullsweep_policy::{Backend, JobState, QueueId};
 
-/// The keys of one queue, derived from its base (`<prefix>:<queue>`).
+/// The keys of one queue, derived from its base (`<prefix>:<queue>`) and the library that
+/// wrote it (BullMQ or legacy Bull: most names are shared, a few are not).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueKeys {
     base: String,
+    backend: Backend,
 }
 
 impl QueueKeys {
-    /// Keys for the queue whose base is `base` (without a trailing `:`).
+    /// Keys for the BullMQ queue whose base is `base` (without a trailing `:`).
     pub fn new(base: &str) -> Self {
+        QueueKeys::with_backend(base, Backend::Bullmq)
+    }
+
+    /// Keys for the queue of `backend` whose base is `base`.
+    pub fn with_backend(base: &str, backend: Backend) -> Self {
         QueueKeys {
             base: base.to_string(),
+            backend,
         }
+    }
+
+    /// Keys for an identified queue.
+    pub fn of(queue: &QueueId) -> Self {
+        QueueKeys::with_backend(&queue.base, queue.backend)
+    }
+
+    /// The queue library that wrote the queue.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Bull's `priority` set: the ranks of prioritized jobs, which sit in `wait` too.
+    pub fn priority(&self) -> String {
+        format!("{}:priority", self.base)
+    }
+
+    /// Bull's rate limiter base (`<base>:limiter`); a limited job is found through its
+    /// `:index` hash.
+    pub fn limiter(&self) -> String {
+        format!("{}:limiter", self.base)
+    }
+
+    /// Bull's counter of job ids (BullMQ has one too), by which discovery confirms a Bull
+    /// queue.
+    pub fn id_counter(&self) -> String {
+        format!("{}:id", self.base)
     }
 
     /// `<base>:<name>`, such as the `wait` list or the `delayed` set.
@@ -38,8 +73,14 @@ impl QueueKeys {
     /// `prev` fields): `wait` and `paused` for `waiting` (jobs move to `paused` while a queue
     /// is paused, in the BullMQ versions that keep that list), the set of the same name for
     /// every other state.
+    ///
+    /// Bull has no `prioritized` or `waiting-children` state: a prioritized job waits in
+    /// `wait` (ranked in `priority`), so it is a waiting job.
     pub fn state_keys(&self, state: JobState) -> Vec<(String, &'static str)> {
         let suffixes: &[&'static str] = match state {
+            JobState::Prioritized | JobState::WaitingChildren if self.backend == Backend::Bull => {
+                &[]
+            }
             JobState::Waiting => &["wait", "paused"],
             JobState::Completed => &["completed"],
             JobState::Failed => &["failed"],
@@ -101,7 +142,7 @@ impl QueueKeys {
     /// The keys of the queue `name` under the same prefix (a dead-letter queue).
     pub fn sibling(&self, name: &str) -> QueueKeys {
         let prefix = self.base.rsplit_once(':').map_or("", |(p, _)| p);
-        QueueKeys::new(&format!("{prefix}:{name}"))
+        QueueKeys::with_backend(&format!("{prefix}:{name}"), self.backend)
     }
 
     /// The hashes of a parent job (given by its full key) that hold its children's copies:
@@ -149,6 +190,11 @@ impl QueueKeys {
     pub fn base_of_meta_key(key: &str) -> Option<&str> {
         key.strip_suffix(":meta").filter(|b| !b.is_empty())
     }
+
+    /// The base of a `<something>:id` key (a queue's id counter), if it is one.
+    pub fn base_of_id_key(key: &str) -> Option<&str> {
+        key.strip_suffix(":id").filter(|b| !b.is_empty())
+    }
 }
 
 /// The name (under the queue's base) of the deduplication placeholder for `dedup_id`.
@@ -167,8 +213,9 @@ pub fn copy_name(parent_id: &str, kind: ErasureKind, child_key: &str) -> String 
     format!("{parent_id}:{}/{child_key}", kind.as_str())
 }
 
-/// Queue-level keys under a base (`<base>:<name>`), which hold no job's data.
-const QUEUE_KEYS: [&str; 17] = [
+/// Queue-level keys under a base (`<base>:<name>`), which hold no job's data: BullMQ's, and
+/// Bull's `priority` and `meta-paused`.
+const QUEUE_KEYS: [&str; 19] = [
     "wait",
     "paused",
     "active",
@@ -186,6 +233,8 @@ const QUEUE_KEYS: [&str; 17] = [
     "marker",
     "pc",
     "repeat",
+    "priority",
+    "meta-paused",
 ];
 
 /// Sub-keys of a job that hold no data of its own (copies are in `:processed` and `:failed`).
@@ -212,6 +261,7 @@ pub fn classify_under_base(rest: &str) -> Option<(ErasureKind, &str)> {
         || rest.is_empty()
         || rest.starts_with("metrics:")
         || rest.starts_with("de:")
+        || rest.starts_with("limiter:")
         || JOB_SUB_KEYS.iter().any(|s| rest.ends_with(s))
     {
         None
@@ -224,8 +274,9 @@ pub fn classify_under_base(rest: &str) -> Option<(ErasureKind, &str)> {
 pub const META_MAX_LEN_EVENTS: &str = "opts.maxLenEvents";
 /// Field of the `meta` hash holding the BullMQ version that last wrote it.
 pub const META_VERSION: &str = "version";
-/// Pattern that finds every queue's `meta` hash.
-pub const META_SCAN_PATTERN: &str = "*:meta";
+/// Pattern that finds every queue's `meta` hash (BullMQ) and `id` counter (Bull), among a few
+/// other keys that discovery passes over.
+pub const DISCOVERY_SCAN_PATTERN: &str = "*:[mi][ed]*";
 
 /// The audit stream of versions before per-tag streams: its entries were numbered from
 /// [`AUDIT_SEQ`] as they were written. Nothing writes it now; it is shipped until empty.

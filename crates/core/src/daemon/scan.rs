@@ -69,13 +69,16 @@ impl Pass {
     }
 }
 
-/// The known queues whose `meta` hash is gone: a queue removed (obliterated) since the last
-/// pass, which the daemon stops scheduling without waiting for the next pass to end.
+/// The known queues whose `meta` hash and id counter are both gone (a Bull queue has only
+/// the counter): a queue removed (obliterated) since the last pass, which the daemon stops
+/// scheduling without waiting for the next pass to end.
 pub(super) async fn vanished(con: &mut Conn, bases: &[String]) -> RedisResult<Vec<String>> {
     let mut gone = Vec::new();
     for base in bases {
+        let keys = QueueKeys::new(base);
         let exists: bool = redis::cmd("EXISTS")
-            .arg(QueueKeys::new(base).meta())
+            .arg(keys.meta())
+            .arg(keys.id_counter())
             .query_async(con)
             .await?;
         if !exists {

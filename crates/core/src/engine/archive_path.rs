@@ -22,7 +22,7 @@ use crate::archive::{
 use crate::bullmq::DetachMode;
 use crate::bullmq::keys::StagedBatch;
 use crate::error::{Error, Result};
-use bullsweep_policy::{QueueId, Selection};
+use bullsweep_policy::{Backend, QueueId, Selection};
 use redis::aio::ConnectionLike;
 
 /// Log lines read per round trip when streaming.
@@ -53,11 +53,12 @@ pub(super) type CopyParts = (
     &'static str,
 );
 
-/// The record of `c` in `queue`.
+/// The record of `c` in `queue` (the segment writer fills in its source and backend).
 pub(super) fn copy_of<'r>(c: &'r CopyParts, queue: &'r str) -> JobCopy<'r> {
     JobCopy {
         queue,
         source: None,
+        backend: Backend::Bullmq,
         id: c.0.as_bytes(),
         state: c.4,
         finished_on: c.1,
@@ -107,6 +108,7 @@ impl<'a> ArchiveWriter<'a> {
                 run_id: run_id.to_string(),
                 state: state.to_string(),
                 source: Some(archive.source.clone()),
+                backend: queue.backend,
             },
             sizer: BatchSizer::new(budget_us),
         }

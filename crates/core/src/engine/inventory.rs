@@ -3,9 +3,9 @@
 
 use crate::bullmq::keys::explicit_tag;
 use crate::bullmq::{Discovered, Topology, discover_queues};
-use bullsweep_policy::{NamePattern, PolicySet, QueueId, Resolution};
+use bullsweep_policy::{Backend, NamePattern, PolicySet, QueueId, Resolution};
 use redis::RedisResult;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a Cluster leaves a queue without a hash tag unmanaged.
 pub const NO_HASH_TAG: &str = "no hash tag in its prefix: on a Redis Cluster its keys spread over slots, so BullMQ cannot run it there either (use a prefix like {bull})";
@@ -19,16 +19,23 @@ pub struct Inventory {
     pub unmanaged: Vec<String>,
     /// Why, for unmanaged queues with a reason beyond "no layout matches".
     pub reasons: BTreeMap<String, String>,
-    /// Keys that matched `*:meta` but were skipped: their name is not UTF-8.
+    /// Keys that matched `*:meta` or `*:id` but were skipped: their name is not UTF-8.
     pub skipped_keys: u64,
+    /// The key bases of the legacy Bull queues among both lists.
+    pub bull: BTreeSet<String>,
 }
 
-/// Sorts discovered key bases into managed and unmanaged queues.
-pub fn classify(set: &PolicySet, bases: Vec<String>, env: Option<&str>) -> Inventory {
+/// Sorts discovered key bases, each with the library that wrote it, into managed and
+/// unmanaged queues.
+pub fn classify(
+    set: &PolicySet,
+    bases: impl IntoIterator<Item = (String, Backend)>,
+    env: Option<&str>,
+) -> Inventory {
     let mut inv = Inventory::default();
     let wanted = env.map(|e| set.canonical_env(e));
-    for base in bases {
-        match set.identify(&base, env) {
+    for (base, backend) in bases {
+        match set.identify_as(&base, backend, env) {
             Some(q) => {
                 if wanted.is_none() || q.env == wanted {
                     inv.managed.push(q);
@@ -58,12 +65,17 @@ pub fn sort_found(
     env: Option<&str>,
     cluster: bool,
 ) -> Inventory {
-    found.bases.sort();
-    found.bases.dedup();
+    found.settle();
+    let bull_bases = found.bull.iter().cloned().collect();
+    let bullmq = found.bases.into_iter().map(|b| (b, Backend::Bullmq));
+    let bull = found.bull.into_iter().map(|b| (b, Backend::Bull));
     let mut inv = Inventory {
         skipped_keys: found.non_utf8,
-        ..classify(set, found.bases, env)
+        bull: bull_bases,
+        ..classify(set, bullmq.chain(bull), env)
     };
+    inv.managed.sort_by(|a, b| a.base.cmp(&b.base));
+    inv.unmanaged.sort();
     if cluster {
         let (tagged, untagged): (Vec<QueueId>, Vec<QueueId>) = std::mem::take(&mut inv.managed)
             .into_iter()
@@ -88,6 +100,9 @@ impl Inventory {
                 .retain(|q| g.matches(&q.queue) || g.matches(&q.base));
             self.unmanaged
                 .retain(|b| g.matches(b) || g.matches(b.rsplit(':').next().unwrap_or(b)));
+            let (managed, unmanaged) = (&self.managed, &self.unmanaged);
+            self.bull
+                .retain(|b| unmanaged.contains(b) || managed.iter().any(|q| &q.base == b));
         }
         self
     }

@@ -4,6 +4,7 @@
 use super::observer::SkipReason;
 use crate::error::{Error, ErrorKind};
 use crate::notify::Notice;
+use bullsweep_policy::Backend;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -41,6 +42,9 @@ pub struct QueueReport {
     pub key: String,
     /// Queue name.
     pub queue: String,
+    /// The queue library that wrote it (`bullmq` or `bull`).
+    #[serde(default)]
+    pub backend: Backend,
     /// Tenant from the layout, if any.
     pub tenant: Option<String>,
     /// Canonical environment, if known.
@@ -372,6 +376,7 @@ mod tests {
         QueueReport {
             key: "bull:mail".into(),
             queue: "mail".into(),
+            backend: Backend::Bullmq,
             tenant: None,
             env: None,
             policy: "p".into(),

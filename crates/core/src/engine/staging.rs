@@ -9,7 +9,7 @@ use crate::audit::{AuditAction, AuditContext};
 use crate::bullmq::keys::{StagedBatch, staging_index};
 use crate::bullmq::{DropStep, DropTail, QueueKeys, StagedNow, scripts};
 use crate::error::{Error, Result};
-use bullsweep_policy::JobState;
+use bullsweep_policy::{Backend, JobState};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -61,11 +61,12 @@ pub(crate) struct StagedCopies {
 }
 
 impl StagedCopies {
-    /// The job as the segment writer takes it.
+    /// The job as the segment writer takes it (the writer fills in its source and backend).
     pub fn as_copy<'a>(&'a self, queue: &'a str) -> JobCopy<'a> {
         JobCopy {
             queue,
             source: None,
+            backend: Backend::Bullmq,
             id: &self.entry.id,
             state: self.state,
             finished_on: self.entry.finished_on,

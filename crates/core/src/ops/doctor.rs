@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::lock::QueueLocking;
 use bullsweep_base::clock::execution_id;
 use bullsweep_base::connect::{Conn, at_url, describe};
-use bullsweep_policy::{DoctorKind, NamePattern, PolicySet, Resolution};
+use bullsweep_policy::{Backend, DoctorKind, NamePattern, PolicySet, Resolution};
 
 pub use crate::engine::doctor::{DoctorReport, Examined, Finding, QueueDoctor};
 
@@ -167,6 +167,10 @@ impl Repairs<'_> {
 }
 
 /// The queues discovery finds that `scope` covers, each with its policy when one governs it.
+/// Why `doctor` leaves a legacy Bull queue alone.
+const BULL_NOT_EXAMINED: &str =
+    "a legacy Bull queue; doctor knows the damage BullMQ leaves, not Bull's";
+
 /// Queues no layout names are examined too (with no policy), unless an environment is in
 /// force; on a Cluster, a queue without a hash tag is left out with a warning.
 async fn queues(
@@ -179,9 +183,13 @@ async fn queues(
     let inv = super::discover(con, url, set, scope.env.as_deref())
         .await?
         .only(scope.queue_glob.as_ref());
+    for base in &inv.bull {
+        warnings.push(format!("{base}: not examined: {BULL_NOT_EXAMINED}"));
+    }
     let mut out: Vec<DoctorQueue> = inv
         .managed
         .into_iter()
+        .filter(|q| q.backend == Backend::Bullmq)
         .map(|q| DoctorQueue {
             policy: match set.resolve(&q) {
                 Resolution::Covered(eff) => Some(eff),
@@ -195,6 +203,9 @@ async fn queues(
         .collect();
     if scope.env.is_none() {
         for base in inv.unmanaged {
+            if inv.bull.contains(&base) {
+                continue;
+            }
             if inv.reasons.get(&base).map(String::as_str) == Some(NO_HASH_TAG) {
                 warnings.push(format!("{base}: not examined: {NO_HASH_TAG}"));
                 continue;

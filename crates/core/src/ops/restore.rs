@@ -7,7 +7,7 @@ use crate::audit::{self, Actor, AuditContext};
 use crate::bullmq::{QueueKeys, RestoreMode, RestoredJob, new_job_fields, scripts};
 use crate::error::Error;
 use bullsweep_base::clock::{execution_id, now_ms};
-use bullsweep_policy::PolicySet;
+use bullsweep_policy::{Backend, PolicySet};
 use redis::aio::ConnectionLike;
 
 /// How long a job restored as the original is held from every action unless told otherwise:
@@ -93,7 +93,7 @@ pub async fn restore<C: ConnectionLike>(
         RestoreMode::Original => req.hold_ms,
         RestoreMode::New => 0,
     };
-    let ctx = context(set, base, &state, req.actor).to_json();
+    let ctx = context(set, base, record.backend, &state, req.actor).to_json();
     let id = record.id_bytes();
     let job = RestoredJob {
         original_id: &id,
@@ -102,7 +102,8 @@ pub async fn restore<C: ConnectionLike>(
         fields: &fields,
         logs: &record.log_bytes(),
     };
-    let keys = QueueKeys::new(base);
+    // A Bull job goes back as Bull writes one (its record says which library wrote it).
+    let keys = QueueKeys::with_backend(base, record.backend);
     let restored = scripts()
         .restore_job(con, &keys, req.mode, job, &ctx, hold_ms)
         .await?;
@@ -128,9 +129,15 @@ pub async fn restore<C: ConnectionLike>(
     })
 }
 
-/// The audit context of a restore into `base`, by `actor`.
-fn context(set: &PolicySet, base: &str, state: &str, actor: &str) -> AuditContext {
-    let queue = set.identify(base, None);
+/// The audit context of a restore into `base` (a queue of `backend`), by `actor`.
+fn context(
+    set: &PolicySet,
+    base: &str,
+    backend: Backend,
+    state: &str,
+    actor: &str,
+) -> AuditContext {
+    let queue = set.identify_as(base, backend, None);
     let actor = Actor::Named(actor.to_string());
     AuditContext::for_restore(base, queue.as_ref(), state, execution_id(), actor)
 }

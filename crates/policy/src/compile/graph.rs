@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 pub(super) fn check_ties(c: &mut Checker, policies: &[Policy]) {
     type Bucket<'p> = (
         Option<&'p str>,
+        Option<crate::Backend>,
         Option<crate::pattern::Specificity>,
         crate::pattern::Specificity,
     );
@@ -21,6 +22,7 @@ pub(super) fn check_ties(c: &mut Checker, policies: &[Policy]) {
     for (i, p) in policies.iter().enumerate() {
         let key = (
             p.environment.as_deref(),
+            p.backend,
             p.tenant.as_ref().map(|t| t.specificity()),
             p.queue.specificity(),
         );

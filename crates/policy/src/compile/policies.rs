@@ -3,6 +3,7 @@
 //! settings) and `tenants:` overrides.
 
 use super::{Checker, DEFAULT_LAYOUT, pos};
+use crate::backend::Backend;
 use crate::cost::{CostModel, PRESETS, preset};
 use crate::layout::Layout;
 use crate::model::{DaemonSettings, JobRule, Policy, RunMode, Sla, TenantOverride};
@@ -224,6 +225,7 @@ impl Checker {
             .as_ref()
             .and_then(|t| self.pattern(t, &format!("{path}.tenant")));
         let tenant_failed = rp.tenant.is_some() && tenant.is_none();
+        let backend = rp.backend.as_ref().and_then(|b| self.backend(b, path));
         let rules = self.state_rules(rp.rules.states(), &format!("{path}.rules"));
         let source = self.source_link(
             raw,
@@ -250,11 +252,13 @@ impl Checker {
             audit_required: s.audit_required,
         });
         let (name, queue) = (name?, queue?);
-        (!tenant_failed).then(|| Policy {
+        let backend_failed = rp.backend.is_some() && backend.is_none();
+        (!tenant_failed && !backend_failed).then(|| Policy {
             name,
             environment,
             queue,
             tenant,
+            backend,
             rules,
             jobs,
             source,
@@ -266,6 +270,21 @@ impl Checker {
             events,
             pos: pos(&p.referenced),
         })
+    }
+
+    /// A policy's `backend:`, a closed list of names.
+    fn backend(&mut self, b: &Spanned<String>, path: &str) -> Option<Backend> {
+        let found = Backend::parse(&b.value);
+        if found.is_none() {
+            let names: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
+            self.error_hint(
+                &b.referenced,
+                format!("{path}.backend"),
+                format!("unknown backend `{}`", b.value),
+                format!("expected one of {}", names.join(", ")),
+            );
+        }
+        found
     }
 
     /// A policy's `jobs:`; names must be unique within it.

@@ -80,7 +80,7 @@ local function unchanged(jobKey, id, ts, check)
   else
     same = archivedFingerprint(jobKey, check) == check
   end
-  return same, f[2] and schedulerOf(prefix, id)
+  return same, (f[2] or BACKEND == 'bull') and schedulerOf(prefix, id)
 end
 
 local counts = {removed = 0, locked = 0, changed = 0, restored = 0, scheduler = 0, outOfReach = 0}

@@ -33,6 +33,9 @@ local src, dst, ctx = ARGV[1], ARGV[2], ARGV[3]
 local clock = startBudget(tonumber(ARGV[4]))
 
 local function addEventTo(p, ...)
+  if BACKEND == 'bull' then
+    return
+  end
   local maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
   rcall('XADD', p .. 'events', 'MAXLEN', '~', maxLen, '*', ...)
 end
@@ -58,7 +61,10 @@ for i = 5, #ARGV, 2 do
       held.changed = held.changed + 1
     else
       reserveAuditSeq()
-      rcall('HSETNX', dst .. 'meta', 'opts.maxLenEvents', 10000)
+      -- Bull has no meta hash: writing BullMQ's field there would make it a BullMQ queue.
+      if BACKEND ~= 'bull' then
+        rcall('HSETNX', dst .. 'meta', 'opts.maxLenEvents', 10000)
+      end
       local newId = tostring(rcall('INCR', dst .. 'id'))
       local newKey = dst .. newId
       local deid = rcall('HGET', jobKey, 'deid')

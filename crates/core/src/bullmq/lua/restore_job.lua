@@ -34,7 +34,9 @@
   a `:logs` key left without its job or a command the Redis user may not run fail the call
   with nothing changed. A new job is added the way BullMQ adds a standard job: the next id
   from <base>:id, the hash, LPUSH onto wait, the marker unless the queue is paused, and the
-  'added' and 'waiting' events.
+  'added' and 'waiting' events. On a legacy Bull queue (BACKEND 'bull') it is added the way
+  Bull adds one: the next id, the hash, LPUSH onto wait (onto paused while `meta-paused`
+  exists), and its `waiting` message published, with no marker and no events stream.
 ]]
 checkAuditWritable()
 local rcall = redis.call
@@ -138,6 +140,20 @@ local jobId = tostring((tonumber(lastId) or 0) + 1)
 local jobKey = prefix .. jobId
 if rcall('EXISTS', jobKey) == 1 then
   return false
+end
+if BACKEND == 'bull' then
+  local target = rcall('EXISTS', prefix .. 'meta-paused') == 1 and prefix .. 'paused' or waitKey
+  expectType(target, 'list')
+  checkWritable('INCR', idKey)
+  checkWritable('HSET', jobKey, 'f', 'v')
+  checkWritable('LPUSH', target, jobId)
+  reserveAuditSeq()
+  rcall('INCR', idKey)
+  writeHash(jobKey)
+  rcall('LPUSH', target, jobId)
+  rcall('PUBLISH', prefix .. 'waiting@bullsweep', jobId)
+  addAuditEvent(ctx, {jobId})
+  return jobId
 end
 expectType(waitKey, 'list')
 expectType(markerKey, 'zset')

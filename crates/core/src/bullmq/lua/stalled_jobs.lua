@@ -20,7 +20,9 @@
   goes to the head of `wait` (RPUSH; `paused` for a paused queue of a BullMQ before 6) with a marker unless the queue is paused or maxed, and a
   `waiting` event (prev `active`) and a `stalled` event are added. `remove` removes it as
   Job.remove() does (job_tree.lua). Every call that acts appends its audit event in the same
-  call.
+  call. On a legacy Bull queue (BACKEND 'bull') `retry` is Bull's stalled checker's: its
+  `stalledCounter` goes up, it goes to the head of `wait` (`paused` while `meta-paused`
+  exists), and its id is published on `<base>:stalled@`.
 ]]
 checkAuditWritable()
 local prefix = ARGV[1]
@@ -40,6 +42,16 @@ for i = 6, #ARGV do
     changed = changed + 1
   elseif rcall('EXISTS', jobKey .. ':lock') == 1 or (not retrying and lockedTree(jobKey)) then
     locked = locked + 1
+  elseif retrying and BACKEND == 'bull' then
+    reserveAuditSeq()
+    rcall('LREM', prefix .. 'active', 1, id)
+    rcall('SREM', prefix .. 'stalled', id)
+    rcall('HINCRBY', jobKey, 'stalledCounter', 1)
+    local target = rcall('EXISTS', prefix .. 'meta-paused') == 1 and 'paused' or 'wait'
+    rcall('RPUSH', prefix .. target, id)
+    rcall('PUBLISH', prefix .. 'stalled@', id)
+    acted[#acted + 1] = id
+    jobs = jobs + 1
   elseif retrying then
     reserveAuditSeq()
     rcall('LREM', prefix .. 'active', 1, id)

@@ -58,7 +58,7 @@ impl Scripts {
         audit_ctx: &str,
         marker: (&str, i64),
     ) -> RedisResult<ScrubOutcome> {
-        let mut invocation = self.anonymize_jobs.prepare_invoke();
+        let mut invocation = self.anonymize_jobs.of(keys).prepare_invoke();
         invocation
             .key(keys.finished_set(state))
             .arg(keys.job_prefix())

@@ -33,7 +33,7 @@ impl Scripts {
         cold: ColdMarker,
     ) -> RedisResult<BatchOutcome> {
         let checked = jobs.first().is_some_and(|c| c.fingerprint.is_some());
-        let mut invocation = self.cold_jobs.prepare_invoke();
+        let mut invocation = self.cold_jobs.of(keys).prepare_invoke();
         invocation
             .key(keys.finished_set(state))
             .arg(keys.job_prefix())

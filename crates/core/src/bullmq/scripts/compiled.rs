@@ -2,6 +2,8 @@
 //! body (`lua/`); Redis caches them by SHA.
 
 use super::read_only::ReadOnlyScript;
+use crate::bullmq::keys::QueueKeys;
+use bullsweep_policy::Backend;
 use redis::Script;
 use std::sync::OnceLock;
 
@@ -48,38 +50,71 @@ mod prelude {
 
 /// The compiled scripts. Built once per process; Redis caches them by SHA.
 pub struct Scripts {
-    pub(super) sweep_prefix: Script,
-    pub(super) remove_ids: Script,
-    pub(super) job_remove: Script,
+    pub(super) sweep_prefix: Twin,
+    pub(super) remove_ids: Twin,
+    pub(super) job_remove: Twin,
     pub(super) page_newest: ReadOnlyScript,
     pub(super) doctor_probe: ReadOnlyScript,
-    pub(super) doctor_repair: Script,
-    pub(super) restore_job: Script,
-    pub(super) anonymize_jobs: Script,
-    pub(super) erase_jobs: Script,
-    pub(super) stalled_jobs: Script,
-    pub(super) cold_jobs: Script,
-    pub(super) detach_jobs: Script,
-    pub(super) unstage_jobs: Script,
-    pub(super) drop_staged: Script,
-    pub(super) move_exhausted: Script,
-    pub(super) drain_events: Script,
-    pub(super) expire_jobs: Script,
+    pub(super) doctor_repair: Twin,
+    pub(super) restore_job: Twin,
+    pub(super) anonymize_jobs: Twin,
+    pub(super) erase_jobs: Twin,
+    pub(super) stalled_jobs: Twin,
+    pub(super) cold_jobs: Twin,
+    pub(super) detach_jobs: Twin,
+    pub(super) unstage_jobs: Twin,
+    pub(super) drop_staged: Twin,
+    pub(super) move_exhausted: Twin,
+    pub(super) drain_events: Twin,
+    pub(super) expire_jobs: Twin,
     pub(super) ttl_census: ReadOnlyScript,
     pub(super) append_audit: Script,
     pub(super) check_access: Script,
     pub(super) lock: Script,
 }
 
-/// A script from the preludes it uses and its body, with bullsweep's key names filled in.
-fn build(preludes: &[&str], body: &str) -> Script {
+/// A script built once per queue library: its Lua sees `BACKEND` (`'bullmq'` or `'bull'`)
+/// and keeps that library's semantics where the two differ (which keys a job leaves, whether
+/// an events stream is written). The queue's keys choose the build.
+pub struct Twin {
+    bullmq: Script,
+    bull: Script,
+}
+
+impl Twin {
+    /// The build for the queue whose keys these are.
+    pub(super) fn of(&self, keys: &QueueKeys) -> &Script {
+        match keys.backend() {
+            Backend::Bullmq => &self.bullmq,
+            Backend::Bull => &self.bull,
+        }
+    }
+}
+
+/// The text of a script from the preludes it uses and its body.
+fn text(preludes: &[&str], body: &str) -> String {
     let mut text = String::new();
     for p in preludes {
         text.push_str(p);
         text.push('\n');
     }
     text.push_str(body);
-    Script::new(&text)
+    text
+}
+
+/// A script that does the same on either library's queues (or on none).
+fn build(preludes: &[&str], body: &str) -> Script {
+    Script::new(&text(preludes, body))
+}
+
+/// A script built for each library ([`Twin`]).
+fn twin(preludes: &[&str], body: &str) -> Twin {
+    let body = text(preludes, body);
+    let of = |b: Backend| Script::new(&format!("local BACKEND = '{}'\n{body}", b.as_str()));
+    Twin {
+        bullmq: of(Backend::Bullmq),
+        bull: of(Backend::Bull),
+    }
 }
 
 /// The scripts, built on first use.
@@ -90,12 +125,12 @@ pub fn scripts() -> &'static Scripts {
     };
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
-        sweep_prefix: build(
+        sweep_prefix: twin(
             &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/sweep_prefix.lua"),
         ),
-        remove_ids: build(ID_WALK, include_str!("../lua/remove_ids.lua")),
-        job_remove: build(
+        remove_ids: twin(ID_WALK, include_str!("../lua/remove_ids.lua")),
+        job_remove: twin(
             &[BUDGET, AUDIT, HELD, FINGERPRINT, REMOVAL, JOB_TREE],
             include_str!("../lua/job_remove.lua"),
         ),
@@ -109,7 +144,7 @@ pub fn scripts() -> &'static Scripts {
             ]
             .join("\n"),
         ),
-        doctor_repair: build(
+        doctor_repair: twin(
             &[
                 BUDGET,
                 AUDIT,
@@ -121,32 +156,32 @@ pub fn scripts() -> &'static Scripts {
             ],
             include_str!("../lua/doctor_repair.lua"),
         ),
-        restore_job: build(&[AUDIT], include_str!("../lua/restore_job.lua")),
-        anonymize_jobs: build(
+        restore_job: twin(&[AUDIT], include_str!("../lua/restore_job.lua")),
+        anonymize_jobs: twin(
             &[BUDGET, AUDIT, HELD, CANDIDATE, FINGERPRINT],
             include_str!("../lua/anonymize_jobs.lua"),
         ),
-        erase_jobs: build(
+        erase_jobs: twin(
             &[BUDGET, AUDIT, REMOVAL, JOB_TREE],
             include_str!("../lua/erase_jobs.lua"),
         ),
-        stalled_jobs: build(
+        stalled_jobs: twin(
             &[BUDGET, AUDIT, REMOVAL, JOB_TREE],
             include_str!("../lua/stalled_jobs.lua"),
         ),
-        cold_jobs: build(ID_WALK, include_str!("../lua/cold_jobs.lua")),
-        detach_jobs: build(ID_WALK, include_str!("../lua/detach_jobs.lua")),
-        unstage_jobs: build(&[AUDIT], include_str!("../lua/unstage_jobs.lua")),
-        drop_staged: build(&[], include_str!("../lua/drop_staged.lua")),
-        move_exhausted: build(
+        cold_jobs: twin(ID_WALK, include_str!("../lua/cold_jobs.lua")),
+        detach_jobs: twin(ID_WALK, include_str!("../lua/detach_jobs.lua")),
+        unstage_jobs: twin(&[AUDIT], include_str!("../lua/unstage_jobs.lua")),
+        drop_staged: twin(&[], include_str!("../lua/drop_staged.lua")),
+        move_exhausted: twin(
             &[BUDGET, AUDIT, HELD, CANDIDATE, REMOVAL],
             include_str!("../lua/move_exhausted.lua"),
         ),
-        drain_events: build(
+        drain_events: twin(
             &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/drain_events.lua"),
         ),
-        expire_jobs: build(
+        expire_jobs: twin(
             &[BUDGET, SLOT, AUDIT, HELD, SET_WALK],
             include_str!("../lua/expire_jobs.lua"),
         ),

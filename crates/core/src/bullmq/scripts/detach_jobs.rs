@@ -52,7 +52,7 @@ impl Scripts {
         audit_ctx: &str,
         mode: DetachMode,
     ) -> RedisResult<(BatchOutcome, Vec<StagedNow>)> {
-        let mut invocation = self.detach_jobs.prepare_invoke();
+        let mut invocation = self.detach_jobs.of(keys).prepare_invoke();
         invocation
             .key(keys.finished_set(state))
             .key(keys.events())

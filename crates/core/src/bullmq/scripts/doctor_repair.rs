@@ -64,7 +64,7 @@ impl Scripts {
         budget_us: u64,
         audit_ctx: &str,
     ) -> RedisResult<Repaired> {
-        let mut invocation = self.doctor_repair.prepare_invoke();
+        let mut invocation = self.doctor_repair.of(keys).prepare_invoke();
         invocation.key(keys.meta());
         invocation
             .arg(keys.job_prefix())

@@ -52,7 +52,7 @@ impl Scripts {
         req: &DrainRequest<'_>,
     ) -> RedisResult<DrainOutcome> {
         let bound = |b: Option<i64>| b.map(|b| b.to_string()).unwrap_or_default();
-        let mut invocation = self.drain_events.prepare_invoke();
+        let mut invocation = self.drain_events.of(keys).prepare_invoke();
         invocation
             .key(keys.events())
             .key(keys.finished_set(JobState::Completed))

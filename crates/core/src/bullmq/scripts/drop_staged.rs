@@ -38,7 +38,7 @@ impl Scripts {
         len: u64,
         tail: DropTail<'_>,
     ) -> RedisResult<DropStep> {
-        let mut invocation = self.drop_staged.prepare_invoke();
+        let mut invocation = self.drop_staged.of(keys).prepare_invoke();
         invocation
             .key(batch.list())
             .key(staging_index(keys.base()))

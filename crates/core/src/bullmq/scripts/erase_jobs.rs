@@ -32,7 +32,7 @@ impl Scripts {
         budget_us: u64,
         audit_ctx: &str,
     ) -> RedisResult<ErasureOutcome> {
-        let mut invocation = self.erase_jobs.prepare_invoke();
+        let mut invocation = self.erase_jobs.of(keys).prepare_invoke();
         invocation.key(keys.events());
         invocation
             .arg(keys.job_prefix())

@@ -108,7 +108,7 @@ impl Scripts {
     ) -> RedisResult<ExpireOutcome> {
         let (score, skip) = req.from.args();
         let ms = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
-        let mut invocation = self.expire_jobs.prepare_invoke();
+        let mut invocation = self.expire_jobs.of(keys).prepare_invoke();
         invocation
             .key(keys.finished_set(req.state))
             .arg(keys.job_prefix())

@@ -67,7 +67,7 @@ impl Scripts {
         budget_us: u64,
         audit_ctx: &str,
     ) -> RedisResult<JobRemoveOutcome> {
-        let mut invocation = self.job_remove.prepare_invoke();
+        let mut invocation = self.job_remove.of(keys).prepare_invoke();
         invocation.key(at.key);
         invocation
             .arg(keys.job_prefix())

@@ -20,7 +20,7 @@ impl Scripts {
         budget_us: u64,
         audit_ctx: &str,
     ) -> RedisResult<BatchOutcome> {
-        let mut invocation = self.move_exhausted.prepare_invoke();
+        let mut invocation = self.move_exhausted.of(from).prepare_invoke();
         invocation.key(from.finished_set(JobState::Failed));
         invocation
             .arg(from.job_prefix())

@@ -27,7 +27,7 @@ impl Scripts {
         protect_parents: bool,
     ) -> RedisResult<BatchOutcome> {
         let checked = jobs.first().is_some_and(|c| c.fingerprint.is_some());
-        let mut invocation = self.remove_ids.prepare_invoke();
+        let mut invocation = self.remove_ids.of(keys).prepare_invoke();
         invocation
             .key(keys.finished_set(state))
             .key(keys.events())

@@ -69,7 +69,7 @@ impl Scripts {
         }
         let staged = restore_staging(keys.base(), &staging_name());
         let logs = if original { job.logs } else { &[] };
-        let mut invocation = self.restore_job.prepare_invoke();
+        let mut invocation = self.restore_job.of(keys).prepare_invoke();
         invocation
             .key(keys.meta())
             .key(restore_holds(keys.base()))

@@ -36,7 +36,7 @@ impl Scripts {
         budget_us: u64,
         audit_ctx: &str,
     ) -> RedisResult<ActiveOutcome> {
-        let mut invocation = self.stalled_jobs.prepare_invoke();
+        let mut invocation = self.stalled_jobs.of(keys).prepare_invoke();
         invocation.key(keys.active());
         invocation
             .arg(keys.job_prefix())

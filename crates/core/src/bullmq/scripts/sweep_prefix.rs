@@ -40,7 +40,7 @@ impl Scripts {
     ) -> RedisResult<(BatchOutcome, bool)> {
         let sel = &batch.selection;
         let reply: Value = {
-            let mut invocation = self.sweep_prefix.prepare_invoke();
+            let mut invocation = self.sweep_prefix.of(keys).prepare_invoke();
             invocation
                 .key(keys.finished_set(state))
                 .key(keys.events())

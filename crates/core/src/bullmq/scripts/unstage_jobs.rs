@@ -30,7 +30,7 @@ impl Scripts {
         audit_ctx: &str,
         (first, last): (u64, u64),
     ) -> RedisResult<Unstaged> {
-        let mut invocation = self.unstage_jobs.prepare_invoke();
+        let mut invocation = self.unstage_jobs.of(keys).prepare_invoke();
         invocation
             .key(keys.finished_set(state))
             .key(keys.sub("waiting-children"))

@@ -39,6 +39,7 @@ fn queue_id(q: &DoctorQueue) -> QueueId {
         queue: q.queue.clone(),
         tenant: q.tenant.clone(),
         env: q.env.clone(),
+        backend: Default::default(),
     }
 }
 

@@ -179,6 +179,7 @@ fn segment_scope(
             queue: m.queue.rsplit(':').next().unwrap_or_default().to_string(),
             tenant: m.tenant.clone(),
             env: m.env.clone(),
+            backend: Default::default(),
         }),
         subjects,
         data_tenant,

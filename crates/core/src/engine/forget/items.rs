@@ -137,7 +137,7 @@ pub(super) async fn handle_queue<C: ConnectionLike>(
     ctx: &str,
     deadline: Instant,
 ) -> Handled {
-    let keys = QueueKeys::new(&q.queue.base);
+    let keys = QueueKeys::of(&q.queue);
     let mut qr = QueueReceipt {
         queue: q.queue.base.clone(),
         tenant: q.queue.tenant.clone(),

@@ -85,7 +85,7 @@ where
     let pattern = scan_pattern(
         &scoped
             .iter()
-            .map(|s| QueueKeys::new(&s.queue.base).job_prefix())
+            .map(|s| QueueKeys::of(&s.queue).job_prefix())
             .collect::<Vec<_>>(),
     );
     match con.primaries().await {
@@ -199,7 +199,7 @@ where
     let bases: HashMap<String, usize> = scoped
         .iter()
         .enumerate()
-        .map(|(i, s)| (QueueKeys::new(&s.queue.base).job_prefix(), i))
+        .map(|(i, s)| (QueueKeys::of(&s.queue).job_prefix(), i))
         .collect();
     let pattern = scan_pattern(&bases.keys().cloned().collect::<Vec<_>>());
     let mut next_scan = Some(scan_step(con, &pattern, 0));

@@ -3,6 +3,9 @@
   does it (removeJob with removeChildren). Prepended (after removal.lua) to the scripts that
   remove jobs outside the finished sets: erase_jobs.lua, stalled_jobs.lua and job_remove.lua.
   It defines functions only, and `listReach`, which a script sets to bound its list searches.
+  On a legacy Bull queue (BACKEND 'bull') it is Bull's Job.remove(): no parents or children,
+  the job also leaves `priority` and the limiter's index, its debounce key goes whoever it
+  names, and no event is written.
 ]]
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
 local LISTS = {'active', 'wait', 'paused'}
@@ -66,7 +69,17 @@ local function leaveState(p, id)
 end
 
 -- The scheduler whose current iteration the job is (BullMQ's Job.remove refuses it), or nil.
+-- On Bull, a repeatable job's next iteration (`repeat:<hash>:<millis>`, whose millis a
+-- repeat entry is due at): Bull adds the one after it only when it runs, so removing it
+-- would end the repetition.
 local function schedulerOf(p, id)
+  if BACKEND == 'bull' then
+    local millis = string.match(id, '^repeat:%x+:(%d+)$')
+    if millis and rcall('ZCOUNT', p .. 'repeat', millis, millis) > 0 then
+      return id
+    end
+    return nil
+  end
   local sid = rcall('HGET', p .. id, 'rjk')
   if not sid then
     return nil
@@ -95,6 +108,9 @@ end
 local maxLenOf = {}
 
 local function addEvent(p, ...)
+  if BACKEND == 'bull' then
+    return
+  end
   local maxLen = maxLenOf[p]
   if not maxLen then
     maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
@@ -185,7 +201,11 @@ removeTree = function(p, id, children, leave)
   releaseParent(jobKey, f[1])
   removeChildren(jobKey, children)
   local prev = leave and leave() or leaveState(p, id)
-  releaseDedup(p, id, f[2])
+  if BACKEND == 'bull' then
+    releaseBullJob(p, id, f[2])
+  else
+    releaseDedup(p, id, f[2])
+  end
   deleteJobKeys(jobKey)
   addEvent(p, 'event', 'removed', 'jobId', id, 'prev', prev)
   return prev, f[1]

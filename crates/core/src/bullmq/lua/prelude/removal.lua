@@ -10,6 +10,10 @@
     * the job hash and its :logs, :dependencies, :processed, :failed, :unsuccessful go.
   Added invariant: a job whose :lock exists is never touched (the callers test it), and a job
   whose key is not a hash, or whose hash has no finishedOn, is held back as malformed.
+  On a legacy Bull queue (BACKEND 'bull', set by the build) the semantics are those of Bull's
+  Queue.clean: the job leaves `priority` and the rate limiter's index too, its debounce key
+  stays (Bull's clean of a finished set leaves it), there are no parents, and no events are
+  written (Bull has no events stream).
   Every parent removed or released along with a job is named in the call's audit event
   (addAuditRelated). With protectParents set (policy field protectWaitingParents), a job
   whose parent still waits in waiting-children is held back instead (parentWaiting).
@@ -170,6 +174,22 @@ local function releaseDedup(queuePrefix, jobId, deid)
   end
 end
 
+-- Bull's own bookkeeping of a removed job (its Job.remove, and its clean): the job's rank in
+-- `priority` (a prioritized job sits in `wait` too), its entry in the rate limiter's index
+-- and the set that entry names, and, given `deid` (pending jobs only), its debounce key.
+local function releaseBullJob(queuePrefix, jobId, deid)
+  rcall('ZREM', queuePrefix .. 'priority', jobId)
+  local index = queuePrefix .. 'limiter:index'
+  local limited = rcall('HGET', index, jobId)
+  if limited then
+    rcall('SREM', limited, jobId)
+    rcall('HDEL', index, jobId)
+  end
+  if deid then
+    rcall('DEL', queuePrefix .. 'de:' .. deid)
+  end
+end
+
 -- Reads what removal needs. Returns nil for a malformed job (not a hash, or a hash without
 -- finishedOn), else finishedOn (false for a dangling id), parentKey, deid.
 local function readFinishedJob(jobKey)
@@ -187,6 +207,11 @@ end
 -- (parent, dedup, then keys), so pending deletes are flushed first.
 local function removeReadJob(dels, queuePrefix, jobId, parentKey, deid)
   local jobKey = queuePrefix .. jobId
+  if BACKEND == 'bull' then
+    releaseBullJob(queuePrefix, jobId, nil)
+    queueRemovedKeys(dels, jobKey)
+    return dels
+  end
   if parentKey or deid then
     dels = flushDeletes(dels)
     detachFromParent(jobKey, parentKey, deid, queuePrefix)
@@ -239,7 +264,7 @@ end
 
 -- The events a batch leaves: BullMQ's `cleaned` on the queue's stream, and its audit event.
 local function recordBatch(eventsKey, metaKey, ctx, removed)
-  if #removed > 0 then
+  if #removed > 0 and BACKEND ~= 'bull' then
     local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
     rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'cleaned', 'count', #removed)
   end
@@ -251,7 +276,7 @@ end
 -- audit event.
 local function recordIdBatch(eventsKey, metaKey, mode, ctx, removed)
   local prev = string.match(mode, '^removed:(.+)$')
-  if not prev then
+  if not prev or BACKEND == 'bull' then
     return recordBatch(eventsKey, metaKey, ctx, removed)
   end
   local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
