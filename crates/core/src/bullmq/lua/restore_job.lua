@@ -36,7 +36,8 @@
   from <base>:id, the hash, LPUSH onto wait, the marker unless the queue is paused, and the
   'added' and 'waiting' events. On a legacy Bull queue (BACKEND 'bull') it is added the way
   Bull adds one: the next id, the hash, LPUSH onto wait (onto paused while `meta-paused`
-  exists), and its `waiting` message published, with no marker and no events stream.
+  exists), with no marker and no events stream. Bull's `waiting` message is not published
+  (its workers wait on the list, not on the message; the role would need PUBLISH).
 ]]
 checkAuditWritable()
 local rcall = redis.call
@@ -151,7 +152,6 @@ if BACKEND == 'bull' then
   rcall('INCR', idKey)
   writeHash(jobKey)
   rcall('LPUSH', target, jobId)
-  rcall('PUBLISH', prefix .. 'waiting@bullsweep', jobId)
   addAuditEvent(ctx, {jobId})
   return jobId
 end

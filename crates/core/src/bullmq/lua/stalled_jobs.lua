@@ -22,7 +22,8 @@
   Job.remove() does (job_tree.lua). Every call that acts appends its audit event in the same
   call. On a legacy Bull queue (BACKEND 'bull') `retry` is Bull's stalled checker's: its
   `stalledCounter` goes up, it goes to the head of `wait` (`paused` while `meta-paused`
-  exists), and its id is published on `<base>:stalled@`.
+  exists); Bull's `stalled` message is not published (its workers do not need it, and the
+  role would need PUBLISH).
 ]]
 checkAuditWritable()
 local prefix = ARGV[1]
@@ -49,7 +50,6 @@ for i = 6, #ARGV do
     rcall('HINCRBY', jobKey, 'stalledCounter', 1)
     local target = rcall('EXISTS', prefix .. 'meta-paused') == 1 and 'paused' or 'wait'
     rcall('RPUSH', prefix .. target, id)
-    rcall('PUBLISH', prefix .. 'stalled@', id)
     acted[#acted + 1] = id
     jobs = jobs + 1
   elseif retrying then

@@ -44,6 +44,7 @@ pub use scan::ScanStats;
 
 use crate::bullmq::QueueKeys;
 use crate::lock::HeldQueueLock;
+use bullsweep_policy::Backend;
 use events::erase_events;
 use items::{Handled, handle_queue};
 use keyspace::scan;
@@ -141,12 +142,31 @@ impl AfterScan<'_> {
     /// stream, keeps its receipt, and releases its lock.
     async fn finish<C: ConnectionLike>(&mut self, con: &mut C, q: &ScopedQueue, handled: Handled) {
         let base = &q.queue.base;
-        let keys = QueueKeys::new(base);
         let jobs = handled.failure.map_or(Ok(()), Err);
         self.places.ended(PlaceKind::Jobs, base, &jobs);
         let mut qr = handled.receipt;
-        let mut erased = handled.erased;
-        if let Some(ids) = self.archived.get(base) {
+        // Bull sends its events over pub/sub: a Bull queue has no stream to search, and none
+        // is named in the receipt.
+        if q.queue.backend == Backend::Bullmq {
+            self.search_events(con, q, handled.erased, &mut qr).await;
+        }
+        if qr.found_anything() || qr.events_of_unknown_tenant > 0 {
+            self.receipts.push(qr);
+        }
+        release_lock(self.locks, base, self.places).await;
+    }
+
+    /// Searches a BullMQ queue's events stream for the jobs `erased` here and in the archive,
+    /// and for the subject's identifiers, recording the place and counting in `qr`.
+    async fn search_events<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        q: &ScopedQueue,
+        mut erased: BTreeSet<String>,
+        qr: &mut QueueReceipt,
+    ) {
+        let keys = QueueKeys::of(&q.queue);
+        if let Some(ids) = self.archived.get(&q.queue.base) {
             erased.extend(ids.iter().cloned());
         }
         let ev_ctx =
@@ -174,10 +194,6 @@ impl AfterScan<'_> {
             qr.events = ev.deleted;
             qr.events_of_unknown_tenant = ev.of_unknown_tenant;
         }
-        if qr.found_anything() || qr.events_of_unknown_tenant > 0 {
-            self.receipts.push(qr);
-        }
-        release_lock(self.locks, base, self.places).await;
     }
 }
 
