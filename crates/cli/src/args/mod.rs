@@ -159,6 +159,10 @@ pub enum Command {
     Explain {
         /// The queue's key base, e.g. `bull:acme:prod:billing-export`.
         queue_key_base: String,
+        /// The library that wrote the queue: `bull` for a legacy Bull queue (policies may
+        /// target one with `backend:`).
+        #[arg(long, value_parser = ["bullmq", "bull"], default_value = "bullmq")]
+        backend: String,
     },
     /// Run golden cases of the policy file: which policy governs each queue and what happens
     /// to each job described. No Redis (but --init).

@@ -29,7 +29,10 @@ use std::collections::BTreeMap;
 pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
     match &cli.command {
         Command::Check => policy::check(cli),
-        Command::Explain { queue_key_base } => policy::explain(cli, queue_key_base),
+        Command::Explain {
+            queue_key_base,
+            backend,
+        } => policy::explain(cli, queue_key_base, backend),
         Command::Test(args) => golden::run(cli, args).await,
         Command::Plan(args) => sweep::plan(cli, args).await,
         Command::Run(args) => sweep::run(cli, args).await,

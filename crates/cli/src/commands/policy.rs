@@ -5,7 +5,7 @@ use crate::args::Cli;
 use crate::error::{CliError, EXIT_USAGE};
 use crate::output::print_out;
 use crate::render;
-use bullsweep_policy::Resolution;
+use bullsweep_policy::{Backend, Resolution};
 
 /// `check`: validate the file (every problem at once) and print the resolved set.
 pub fn check(cli: &Cli) -> Result<i32, CliError> {
@@ -20,10 +20,12 @@ pub fn check(cli: &Cli) -> Result<i32, CliError> {
 }
 
 /// `explain`: the effective rules of one queue and where each field comes from.
-pub fn explain(cli: &Cli, queue_key_base: &str) -> Result<i32, CliError> {
+pub fn explain(cli: &Cli, queue_key_base: &str, backend: &str) -> Result<i32, CliError> {
     let set = load_policies(cli)?;
     let base = queue_key_base.trim_end_matches(':');
-    let Some(q) = set.identify(base, cli.env.as_deref()) else {
+    // clap accepts only the backends' names.
+    let backend = Backend::parse(backend).unwrap_or_default();
+    let Some(q) = set.identify_as(base, backend, cli.env.as_deref()) else {
         let layouts: Vec<&str> = set.layouts.iter().map(|l| l.as_str()).collect();
         return Err(CliError::usage(format!(
             "`{base}` matches no layout, so bullsweep never touches it"

@@ -4,7 +4,7 @@
 use crate::args::{Cli, ReportArgs};
 use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, print_text};
-use crate::render::table;
+use crate::render::{self, table};
 use bullsweep_core::ops::report::{MemoryReport, memory_report};
 use bullsweep_core::text::mib;
 
@@ -41,7 +41,7 @@ fn text(report: &MemoryReport) -> String {
     for (rank, q) in report.queues.iter().enumerate() {
         t.add_row(vec![
             (rank + 1).to_string(),
-            q.key.clone(),
+            render::queue_label(&q.key, q.backend),
             q.tenant.clone().unwrap_or_default(),
             q.env.clone().unwrap_or_default(),
             q.policy.clone(),

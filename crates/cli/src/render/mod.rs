@@ -14,3 +14,11 @@ pub use plan_diff::{Versions as DiffFiles, plan_diff_markdown, plan_diff_text};
 pub use policy::{explain_json, explain_text, policy_set_json, policy_set_text};
 pub use report::report_text;
 pub use table::table;
+
+/// A queue's cell in a table: its key base, with `(bull)` after a legacy Bull queue's.
+pub fn queue_label(key: &str, backend: bullsweep_policy::Backend) -> String {
+    match backend {
+        bullsweep_policy::Backend::Bullmq => key.to_string(),
+        bullsweep_policy::Backend::Bull => format!("{key} (bull)"),
+    }
+}

@@ -3,8 +3,8 @@
 
 use super::table::{Grid, table};
 use bullsweep_policy::{
-    DeadLetter, EffectivePolicy, EffectiveRule, EventsBound, JobState, PartialSourceLink, Policy,
-    PolicySet, QueueId, Resolution, RunMode, Schedule, Sla, Source, SourceKind, SourceLink,
+    Backend, DeadLetter, EffectivePolicy, EffectiveRule, EventsBound, JobState, PartialSourceLink,
+    Policy, PolicySet, QueueId, Resolution, RunMode, Schedule, Sla, Source, SourceKind, SourceLink,
     Sourced, StalledRule, StateRule, StateRules,
 };
 use serde_json::{Value, json};
@@ -272,6 +272,7 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
             "environment": p.environment,
             "queueNamePattern": p.queue.as_str(),
             "tenant": p.tenant.as_ref().map(|t| t.as_str()),
+            "backend": p.backend,
             "rules": rules_json(&p.rules),
             "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules), "source": partial_link_json(&j.source)})).collect::<Vec<_>>(),
             "source": partial_link_json(&p.source),
@@ -323,11 +324,16 @@ pub fn policy_set_text(set: &PolicySet) -> String {
     for p in &set.policies {
         let env = p.environment.as_deref().unwrap_or("*");
         let tenant = p.tenant.as_ref().map_or("-", |t| t.as_str());
+        // A policy for one library's queues says which.
+        let queue = match p.backend {
+            Some(b) => format!("{} ({b})", p.queue.as_str()),
+            None => p.queue.as_str().to_string(),
+        };
         for (state, rule) in &p.rules {
             t.add_row(vec![
                 &p.name,
                 env,
-                p.queue.as_str(),
+                &queue,
                 tenant,
                 state.as_str(),
                 &rule_text(rule),
@@ -335,31 +341,17 @@ pub fn policy_set_text(set: &PolicySet) -> String {
         }
         if !p.source.is_empty() {
             let text = partial_link_text(&p.source);
-            t.add_row(vec![
-                &p.name,
-                env,
-                p.queue.as_str(),
-                tenant,
-                "source",
-                &text,
-            ]);
+            t.add_row(vec![&p.name, env, &queue, tenant, "source", &text]);
         }
         for j in &p.jobs {
             if !j.source.is_empty() {
                 let scope = format!("source (job {})", j.name);
                 let text = partial_link_text(&j.source);
-                t.add_row(vec![&p.name, env, p.queue.as_str(), tenant, &scope, &text]);
+                t.add_row(vec![&p.name, env, &queue, tenant, &scope, &text]);
             }
             for (state, rule) in &j.rules {
                 let scope = format!("{state} (job {})", j.name);
-                t.add_row(vec![
-                    &p.name,
-                    env,
-                    p.queue.as_str(),
-                    tenant,
-                    &scope,
-                    &rule_text(rule),
-                ]);
+                t.add_row(vec![&p.name, env, &queue, tenant, &scope, &rule_text(rule)]);
             }
         }
     }
@@ -436,6 +428,7 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
         "queue": q.queue,
         "tenant": q.tenant,
         "env": q.env,
+        "backend": q.backend,
         "candidates": candidates,
     });
     match resolution {
@@ -509,10 +502,16 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
     let _ = writeln!(out, "queue:  {} (key base {})", q.queue, q.base);
     let _ = writeln!(out, "tenant: {}", q.tenant.as_deref().unwrap_or("-"));
     let _ = writeln!(out, "env:    {}", q.env.as_deref().unwrap_or("-"));
+    if q.backend == Backend::Bull {
+        let _ = writeln!(out, "backend: bull (legacy Bull)");
+    }
     let candidates: Vec<String> = set
         .candidates(q)
         .iter()
-        .map(|p| format!("{} ({})", p.name, p.queue.as_str()))
+        .map(|p| match p.backend {
+            Some(b) => format!("{} ({}, backend {b})", p.name, p.queue.as_str()),
+            None => format!("{} ({})", p.name, p.queue.as_str()),
+        })
         .collect();
     let _ = writeln!(
         out,

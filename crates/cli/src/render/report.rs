@@ -2,12 +2,9 @@
 //! for flows, and the summary line.
 
 use super::table::table;
-use super::thousands;
-use bullsweep_core::engine::{
-    EventsReport, Mode, QueueReport, QueueSkipped, Report, TakenAlong, TtlReport,
-};
+use super::{queue_label, thousands};
+use bullsweep_core::engine::{EventsReport, Mode, QueueSkipped, Report, TakenAlong, TtlReport};
 use bullsweep_core::text::{count, mib, rfc3339};
-use bullsweep_policy::Backend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -28,7 +25,7 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
         let env = q.env.clone().unwrap_or_else(|| "-".into());
         for (state, s) in &q.states {
             let mut row = vec![
-                queue_label(q),
+                queue_label(&q.key, q.backend),
                 tenant.clone(),
                 env.clone(),
                 q.policy.clone(),
@@ -74,7 +71,13 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
             (None, None) => None,
         };
         if let Some((cell, note)) = aside {
-            let mut row = vec![queue_label(q), tenant, env, q.policy.clone(), cell.into()];
+            let mut row = vec![
+                queue_label(&q.key, q.backend),
+                tenant,
+                env,
+                q.policy.clone(),
+                cell.into(),
+            ];
             row.resize(header.len(), String::new());
             t.add_row(row);
             notes.push(note);
@@ -117,14 +120,6 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
 /// The flow parents a state takes along, as a note: `would take along 2 flow parents: 1
 /// removed, 1 released to wait` (plan) or `took along …` (run), or the children
 /// `protectWaitingParents` leaves (plan); `None` when none.
-/// A queue's cell: its key base, with `(bull)` after a legacy Bull queue's.
-fn queue_label(q: &QueueReport) -> String {
-    match q.backend {
-        Backend::Bullmq => q.key.clone(),
-        Backend::Bull => format!("{} (bull)", q.key),
-    }
-}
-
 fn taken_text(t: &TakenAlong, mode: Mode) -> Option<String> {
     let total = t.parents_removed + t.parents_released;
     if total == 0 {

@@ -211,6 +211,8 @@ pub struct QueueInfoLabels {
     pub env: String,
     /// The policy that governs it.
     pub policy: String,
+    /// The queue library that wrote it: `bullmq` or `bull`.
+    pub backend: String,
 }
 
 /// The build, as `bullsweep_build_info` describes it.

@@ -298,6 +298,7 @@ impl Daemon {
                     tenant: String::new(),
                     env: String::new(),
                     policy: String::new(),
+                    backend: String::new(),
                 }
             } else {
                 metrics::QueueInfoLabels {
@@ -305,6 +306,7 @@ impl Daemon {
                     tenant: q.tenant.clone().unwrap_or_default(),
                     env: q.env.clone().unwrap_or_default(),
                     policy: slot.policy.name.clone(),
+                    backend: q.backend.as_str().to_string(),
                 }
             };
             self.metrics.queues.queue_info.get_or_create(&info).set(1);

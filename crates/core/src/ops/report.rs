@@ -8,7 +8,7 @@ use super::run::{RunScope, audited_sweep};
 use crate::engine::memory::{self, Estimate, QueueMemory};
 use crate::engine::{Mode, NoObserver};
 use crate::error::Error;
-use bullsweep_policy::PolicySet;
+use bullsweep_policy::{Backend, PolicySet};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -23,6 +23,8 @@ pub struct QueueCost {
     pub key: String,
     /// The queue's name.
     pub queue: String,
+    /// The queue library that wrote it.
+    pub backend: Backend,
     /// Its tenant, if the layout has one.
     pub tenant: Option<String>,
     /// Its environment, if known.
@@ -137,6 +139,7 @@ pub async fn memory_report(
         queues.push(QueueCost {
             key: q.key.clone(),
             queue: q.queue.clone(),
+            backend: q.backend,
             tenant: q.tenant.clone(),
             env: q.env.clone(),
             policy: q.policy.clone(),

@@ -131,7 +131,7 @@ fn case_name(case: &Case) -> String {
 }
 
 fn run_case(set: &PolicySet, case: &Case, default_env: Option<&str>, now_ms: i64) -> CaseResult {
-    let q = set.identify(&case.queue, default_env);
+    let q = set.identify_as(&case.queue, case.backend, default_env);
     let resolution = q.as_ref().map(|q| set.resolve(q));
     let mut mismatches = Vec::new();
     for (field, expected, pos) in &case.expect {

@@ -1,6 +1,7 @@
 //! The test file's format, read with the position of every case and expectation so that a
 //! failing case names its `file:line`, and a malformed file every problem at once.
 
+use crate::backend::Backend;
 use crate::compile::{ConfigError, ConfigErrors, pos, syntax};
 use crate::duration::{Millis, parse_duration_str};
 use crate::fields::{FIELD_NAMES, is_field_name};
@@ -29,6 +30,8 @@ pub struct Case {
     pub name: Option<String>,
     /// The queue's key base (`bull:acme:prod:billing`).
     pub queue: String,
+    /// `backend:`, the library that wrote the queue (`bullmq` when not given).
+    pub backend: Backend,
     /// The job, for a job case.
     pub job: Option<JobCase>,
     /// Each expected field (`policy`, `completed.maxAge`, `outcome`…) with its value and where
@@ -96,6 +99,7 @@ struct RawFile {
 struct RawCase {
     name: Option<String>,
     queue: String,
+    backend: Option<Spanned<String>>,
     job: Option<Spanned<RawJob>>,
     expect: BTreeMap<String, Spanned<Value>>,
 }
@@ -142,6 +146,17 @@ pub fn parse_golden(file: &str, text: &str) -> Result<GoldenFile, ConfigErrors> 
                 hint: None,
             })
         };
+        let backend = match &c.backend {
+            None => Backend::Bullmq,
+            Some(b) => Backend::parse(&b.value).unwrap_or_else(|| {
+                problem(
+                    pos(&b.referenced),
+                    ".backend",
+                    format!("unknown backend `{}`; expected bullmq or bull", b.value),
+                );
+                Backend::Bullmq
+            }),
+        };
         let is_job = c.job.is_some();
         let job = c.job.and_then(|j| {
             let jp = pos(&j.referenced);
@@ -187,6 +202,7 @@ pub fn parse_golden(file: &str, text: &str) -> Result<GoldenFile, ConfigErrors> 
             pos: at,
             name: c.name,
             queue: c.queue.trim_end_matches(':').to_string(),
+            backend,
             job,
             expect,
         });
