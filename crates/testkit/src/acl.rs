@@ -77,7 +77,8 @@ const ERASE_WRITES: &[&str] = &[
 ];
 
 /// What governing writes beyond erasure: staging, restore and records, the EXPIRE layer's
-/// TTLs and the events streams' trimming.
+/// TTLs and the events streams' trimming; and the daemon's subscription to legacy Bull's
+/// events (which go over pub/sub).
 const GOVERN_WRITES: &[&str] = &[
     "hsetnx",
     "zadd",
@@ -93,6 +94,8 @@ const GOVERN_WRITES: &[&str] = &[
     "sort",
     "pexpireat",
     "xtrim",
+    "subscribe",
+    "unsubscribe",
 ];
 
 impl Role {
@@ -161,6 +164,10 @@ impl Role {
             out.push("%R~*".into());
         }
         out.push("resetchannels".into());
+        // The daemon hears a Bull queue's events on `<prefix>:<queue>:completed` and `:failed`.
+        if self == Role::Governing {
+            out.extend(prefixes.iter().map(|p| format!("&{p}:*")));
+        }
         out.push("-@all".into());
         out.extend(self.commands(major).into_iter().map(|c| format!("+{c}")));
         out

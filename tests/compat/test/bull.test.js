@@ -9,14 +9,14 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep } = require('../lib/harness');
+const { startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, startDaemon, stopDaemons } = require('../lib/harness');
 const { BULL_QUEUES, BULL_LAYOUTS, bullQueue, buildBull } = require('../lib/bull_dataset');
 const { assertBullWhole } = require('../lib/bull_checks');
 
 let redis;
 let release = async () => {};
 before(async () => { redis = await startRedis(); });
-after(async () => { await release(); redis.stop(); });
+after(async () => { stopDaemons(); await release(); redis.stop(); });
 
 function policy(rules, { layouts = BULL_LAYOUTS, extra = [], policies } = {}) {
   return writePolicy([
@@ -274,4 +274,56 @@ test('bull: forget erases one person\'s finished and waiting jobs from every Bul
   }
   assert.equal(other.length, 1);
   for (const spec of BULL_QUEUES) await assertBullWhole(redis, 1, spec);
+});
+
+test('bull: the daemon removes jobs as Bull publishes them finished, keeps keepIf jobs, and sweeps what it missed while it was down', async () => {
+  const db = 3;
+  const client = redis.client(db);
+  await client.flushdb();
+  const spec = { prefix: 'bull', name: 'legacy-orders' };
+  const file = writePolicy(['version: 1', 'schedule: 1h', 'discovery:', '  layouts: ["bull:{queue}"]', 'policies:',
+    '  - name: orders', '    queueNamePattern: legacy-orders', '    backend: bull', '    mode: event', '    rules:',
+    '      completed: { maxCount: 0, keepIf: { path: returnvalue.status, equals: failed } }',
+    '      failed: { maxAge: 1h }', ''].join('\n'));
+  const q = bullQueue(redis.connection(db), spec);
+  await q.add('first', { i: -1 }); // the queue exists before the daemon starts
+  const status = (i) => (i % 10 === 0 ? 'failed' : 'ok');
+  let finished = 0;
+  q.on('completed', () => { finished += 1; });
+  q.on('failed', () => { finished += 1; });
+  const args = ['--redis', redis.url(db), '--config', file];
+  let d = startDaemon(args);
+  await waitFor('the Bull listener', async () => d.log().includes("bull:legacy-orders: hearing Bull's completed and failed events"));
+  await waitFor('the first sweep', async () => (await client.hget('bullsweep:lastrun', 'bull:legacy-orders')) !== null);
+  const firstRun = await client.hget('bullsweep:lastrun', 'bull:legacy-orders');
+  await sleep(300); // the subscription is made in the reader's next round
+
+  q.process('*', 5, async (job) => {
+    if (job.data.i % 50 === 1) throw new Error('boom');
+    return { status: status(job.data.i) };
+  });
+  for (let i = 0; i < 300; i++) await q.add('order', { i });
+  await waitFor('every job', async () => finished >= 301);
+  const kept = (n) => [-1, ...Array.from({ length: n }, (_, i) => i)].filter((i) => i >= 0 && i % 50 !== 1 && status(i) === 'failed').length;
+  await waitFor('removal as the jobs finish', async () => (await q.getCompletedCount()) === kept(300), 15000);
+  assert.equal(await client.hget('bullsweep:lastrun', 'bull:legacy-orders'), firstRun, 'the events did it, not a sweep');
+  const completed = await q.getCompleted(0, -1);
+  assert.ok(completed.every((j) => j.returnvalue.status === 'failed'), 'only keepIf jobs stay');
+  assert.equal(await q.getFailedCount(), 6, 'failed jobs are younger than maxAge');
+
+  // Down while 200 more finish: Bull's messages are lost, the sweep on taking over makes up
+  // for them (maxCount: 0 there).
+  await d.kill('SIGKILL');
+  for (let i = 300; i < 500; i++) await q.add('order', { i });
+  await waitFor('the jobs finished while the daemon was down', async () => finished >= 501);
+  assert.ok((await q.getCompletedCount()) > kept(500), 'nothing removed them while the daemon was down');
+  d = startDaemon(args);
+  // The sweep keeps no keepIf job: keepIf keeps a job out of the event path only.
+  await waitFor('the sweep after taking over', async () => (await q.getCompletedCount()) === 0, 15000);
+  assert.match(d.log(), /bull:legacy-orders: hearing Bull's completed and failed events/);
+  assert.notEqual(await client.hget('bullsweep:lastrun', 'bull:legacy-orders'), firstRun, 'a sweep ran');
+  assert.equal((await d.kill('SIGTERM')).code, 0, d.log());
+  await q.close();
+  assert.equal(await client.exists('bull:legacy-orders:events'), 0);
+  await assertBullWhole(redis, db, spec);
 });

@@ -206,6 +206,26 @@ impl Target {
         Ok(con)
     }
 
+    /// A connection in subscriber mode (legacy Bull sends its events over pub/sub): to the
+    /// server the URL names, the master Sentinel names now, or a Cluster's first seed node (a
+    /// Cluster passes every `PUBLISH` to every node).
+    pub async fn pubsub(&self) -> Result<redis::aio::PubSub, Error> {
+        let info = match &self.inner.endpoint {
+            Endpoint::Direct(url) => direct_info(url, &self.inner.opts),
+            Endpoint::Sentinel(s) => self.master_info(s).await,
+            Endpoint::Cluster(c) => self.cluster_seeds(c).and_then(|seeds| {
+                seeds.into_iter().next().ok_or_else(|| {
+                    RedisError::from((redis::ErrorKind::InvalidClientConfig, "no seed node"))
+                })
+            }),
+        };
+        let opened = match info.and_then(|i| self.client_for(i)) {
+            Ok(client) => client.get_async_pubsub().await,
+            Err(e) => Err(e),
+        };
+        opened.map_err(|e| describe(self.url(), &e))
+    }
+
     /// What went wrong on a first connection: for one server that answered in another
     /// protocol, or did not answer a TLS handshake, what answers on its port (a probe);
     /// otherwise the error as [`describe`] reads it.

@@ -9,10 +9,15 @@
 //! gets a full sweep at once. One replica reads a queue's stream at a time (its events lock,
 //! see `events_held`).
 //!
+//! Legacy Bull queues keep no stream: their events are heard over pub/sub (`events_bull`),
+//! at most once, and each Bull queue the reader takes over, or hears nothing from for a while
+//! it was away, gets a sweep.
+//!
 //! The task runs on the daemon's one runtime, with connections of its own (one for its
-//! removals, one for its blocking reads), so that a sweep's round trips never queue behind
-//! an `XREAD … BLOCK`.
+//! removals, one for its blocking reads, one subscriber while it holds a Bull queue), so that
+//! a sweep's round trips never queue behind an `XREAD … BLOCK`.
 
+use super::events_bull::{BullFeed, Heard};
 use super::events_held::{
     DRAIN_BUDGET_US, EVENTS_LOCK_TTL_MS, Held, HeldQueues, check_gap, refresh_locks, stream_id,
 };
@@ -33,7 +38,7 @@ use crate::health::history;
 use crate::ops::records;
 use bullsweep_base::connect::{Conn, Target};
 use bullsweep_base::log::log;
-use bullsweep_policy::JobState;
+use bullsweep_policy::{Backend, JobState};
 use redis::RedisResult;
 use redis::streams::StreamKey;
 use std::sync::Arc;
@@ -49,6 +54,9 @@ const BUDGET_US: u64 = 2_000;
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest wait after failures.
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long one `XREAD` blocks while Bull queues are held too: their messages are taken
+/// between reads, so this bounds their wait.
+const MIXED_BLOCK_MS: u64 = 25;
 
 /// The events reader and everything it owns.
 pub(super) struct EventsReader {
@@ -58,6 +66,8 @@ pub(super) struct EventsReader {
     con: Conn,
     /// The blocking reads (`XREAD … BLOCK`), connected once a queue is held.
     reader: Option<Conn>,
+    /// The subscriber to Bull's events, connected once a Bull queue is held.
+    bull: Option<BullFeed>,
     /// The queues to read, and the sweeps to ask for.
     shared: Arc<EventShared>,
     /// Where removals, lags and failures are counted.
@@ -106,6 +116,7 @@ impl EventsReader {
             target,
             con,
             reader: None,
+            bull: None,
             shared,
             metrics,
             shutdown,
@@ -212,6 +223,9 @@ impl EventsReader {
         let mut drained_any = false;
         let mut drained_full = false;
         for (base, h) in self.held.iter_mut() {
+            if h.queue.queue.backend == Backend::Bull {
+                continue;
+            }
             let Some(bounds) = score_bounds(&h.queue.policy, now) else {
                 continue;
             };
@@ -244,21 +258,34 @@ impl EventsReader {
     /// Waits for new entries on every stream held (or shutdown); the entries of queues that
     /// are not drained by script are acted on here.
     async fn read_and_act(&mut self, now: i64) {
-        let Some(r) = self.reader.as_mut() else {
-            return;
-        };
-        let all_drained = self
+        let (bull, streamed): (Vec<(&String, &Held)>, Vec<(&String, &Held)>) = self
             .held
-            .values()
-            .all(|h| score_bounds(&h.queue.policy, now).is_some());
-        let streams: Vec<(String, String)> = self
-            .held
+            .iter()
+            .partition(|(_, h)| h.queue.queue.backend == Backend::Bull);
+        let all_drained = streamed
+            .iter()
+            .all(|(_, h)| score_bounds(&h.queue.policy, now).is_some());
+        let streams: Vec<(String, String)> = streamed
             .iter()
             .map(|(base, h)| (QueueKeys::new(base).events(), h.cursor.clone()))
             .collect();
+        let bull: Vec<String> = bull.into_iter().map(|(base, _)| base.clone()).collect();
+        let mut block_ms = BLOCK_MS;
+        if !bull.is_empty() {
+            // With streams to read too, Bull's messages are taken between reads.
+            let wait = if streams.is_empty() { BLOCK_MS } else { 0 };
+            self.hear_bull(&bull, Duration::from_millis(wait)).await;
+            if streams.is_empty() {
+                return;
+            }
+            block_ms = MIXED_BLOCK_MS;
+        }
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
         let count = if all_drained { 1 } else { READ_COUNT };
         let read = tokio::select! {
-            read = events_read::read_held(r, &streams, count) => read,
+            read = events_read::read_held(r, &streams, count, block_ms) => read,
             // Only reads are cut short: the reader's connection is not used again.
             _ = self.shutdown.cancelled() => return,
         };
@@ -279,6 +306,83 @@ impl EventsReader {
         for stream in reply.keys {
             if !self.act_on(stream, now).await {
                 break;
+            }
+        }
+    }
+
+    /// Waits up to `wait` for Bull's messages on the Bull queues `bases` held, and removes the
+    /// finished jobs they name that the rules select. A message lost (the subscriber was
+    /// reconnected, or a removal failed) is made up for by a sweep of its queue.
+    async fn hear_bull(&mut self, bases: &[String], wait: Duration) {
+        let names: Vec<&str> = bases.iter().map(String::as_str).collect();
+        if self.bull.is_none() {
+            match BullFeed::open(&self.target).await {
+                Ok(feed) => self.bull = Some(feed),
+                Err(e) => {
+                    log(
+                        "warn",
+                        &format!(
+                            "events: cannot subscribe to Bull's events: {}; retrying in {:?}",
+                            e.message, self.backoff
+                        ),
+                    );
+                    self.back_off().await;
+                    return;
+                }
+            }
+            // What was published before the subscription is the sweep's.
+            for base in bases {
+                self.shared.sweep_now(base);
+            }
+        }
+        let Some(feed) = self.bull.as_mut() else {
+            return;
+        };
+        let heard = match feed.follow(&names).await {
+            Ok(()) => tokio::select! {
+                heard = feed.next(wait) => heard,
+                _ = self.shutdown.cancelled() => return,
+            },
+            Err(e) => Err(e),
+        };
+        match heard {
+            Ok(heard) => self.act_on_bull(heard).await,
+            Err(e) => {
+                log(
+                    "warn",
+                    &format!(
+                        "events: Bull's subscriber failed: {e}; reconnecting in {:?}",
+                        self.backoff
+                    ),
+                );
+                self.bull = None;
+                self.back_off().await;
+            }
+        }
+    }
+
+    /// Removes the finished jobs Bull's messages named, queue by queue.
+    async fn act_on_bull(&mut self, heard: Heard) {
+        let now = bullsweep_base::clock::now_ms();
+        for (base, finished) in heard {
+            let Some(h) = self.held.get(&base) else {
+                continue;
+            };
+            let labels = h.labels(&self.metrics, &base);
+            let opts = SweepOptions::at(now, BUDGET_US, &self.execution_id);
+            let seen = RunObserver::default();
+            let removed =
+                remove_then_expire(&mut self.con, h, &finished, &opts, &seen, &self.metrics).await;
+            match removed {
+                Ok(removed) => record(&self.metrics, &labels, &seen.spent(), removed),
+                Err(e) => {
+                    log(
+                        "warn",
+                        &format!("{base}: event removal failed: {e}; sweeping the queue instead"),
+                    );
+                    self.metrics.count_failure(&labels, e.kind);
+                    self.shared.sweep_now(&base);
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ use crate::lock::QueueLock;
 use crate::ops::records;
 use bullsweep_base::connect::Conn;
 use bullsweep_base::log::log;
+use bullsweep_policy::Backend;
 use redis::{RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -198,6 +199,20 @@ async fn take(
     else {
         return Ok(None);
     };
+    if eq.queue.backend == Backend::Bull {
+        // Bull publishes its events and keeps none: what finished before now is the sweep's.
+        shared.sweep_now(&base);
+        log(
+            "info",
+            &format!("{base}: hearing Bull's completed and failed events"),
+        );
+        return Ok(Some(Held {
+            lock,
+            cursor: String::new(),
+            queue: eq,
+            sizer: BatchSizer::new(DRAIN_BUDGET_US),
+        }));
+    }
     let saved = records::cursor(con, &base).await?;
     let first_start = saved.is_none();
     let (cursor, gap) = start_position(con, &QueueKeys::new(&base).events(), saved).await?;

@@ -17,14 +17,15 @@ pub(super) const BLOCK_MS: u64 = 500;
 const CLUSTER_POLL: Duration = Duration::from_millis(100);
 
 /// New entries after each `(events key, position)`, at most `count` per stream; `None` when
-/// nothing arrived within the wait.
+/// nothing arrived within `block_ms` (on one server).
 pub(super) async fn read_held(
     reader: &mut Conn,
     streams: &[(String, String)],
     count: usize,
+    block_ms: u64,
 ) -> RedisResult<Option<StreamReadReply>> {
     if !reader.cluster() {
-        return xread(reader, streams, count, Some(BLOCK_MS)).await;
+        return xread(reader, streams, count, Some(block_ms)).await;
     }
     let mut by_tag: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
     for (key, position) in streams {

@@ -17,6 +17,7 @@ mod discovery;
 mod doctor_run;
 mod doctor_series;
 mod events;
+mod events_bull;
 mod events_held;
 mod events_read;
 mod events_shared;

@@ -1,0 +1,133 @@
+//! Legacy Bull's events, for event-driven removal on Bull queues. Bull keeps no events stream:
+//! it publishes a finished job on the channel named after the set it joined (`<base>:completed`
+//! or `<base>:failed`), with the message `{"jobId": …, "val": …}`. Delivery is at most once: a
+//! message sent while nobody listened is lost. So a Bull queue the reader takes over gets a
+//! sweep at once (see `events_held`), and the periodic sweeps stay the safety net.
+
+use crate::bullmq::QueueKeys;
+use bullsweep_base::connect::Target;
+use bullsweep_base::error::Error;
+use bullsweep_policy::{Backend, JobState};
+use futures_util::StreamExt;
+use redis::RedisResult;
+use redis::aio::PubSub;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Messages taken in one batch at most: one batch becomes one removal call per queue and state.
+const BATCH: usize = 5_000;
+
+/// Finished jobs heard, by key base: each job's state and id.
+pub(super) type Heard = BTreeMap<String, Vec<(JobState, String)>>;
+
+/// A subscriber connection following the Bull queues the reader holds.
+pub(super) struct BullFeed {
+    pubsub: PubSub,
+    /// The channels subscribed to.
+    channels: BTreeSet<String>,
+}
+
+impl BullFeed {
+    /// Opens the subscriber connection.
+    pub(super) async fn open(target: &Target) -> Result<BullFeed, Error> {
+        Ok(BullFeed {
+            pubsub: target.pubsub().await?,
+            channels: BTreeSet::new(),
+        })
+    }
+
+    /// Subscribes to the `completed` and `failed` channels of the Bull queues `bases`, and
+    /// unsubscribes from the channels of the others.
+    pub(super) async fn follow(&mut self, bases: &[&str]) -> RedisResult<()> {
+        let wanted: BTreeSet<String> = bases
+            .iter()
+            .flat_map(|base| {
+                let keys = QueueKeys::with_backend(base, Backend::Bull);
+                JobState::FINISHED.map(|s| keys.finished_set(s))
+            })
+            .collect();
+        let gone: Vec<&String> = self.channels.difference(&wanted).collect();
+        if !gone.is_empty() {
+            self.pubsub.unsubscribe(gone).await?;
+        }
+        let new: Vec<&String> = wanted.difference(&self.channels).collect();
+        if !new.is_empty() {
+            self.pubsub.subscribe(new).await?;
+        }
+        self.channels = wanted;
+        Ok(())
+    }
+
+    /// The finished jobs published within `wait`: the first message is waited for, the ones
+    /// already there after it are taken too (up to a batch). An error when the connection is
+    /// gone.
+    pub(super) async fn next(&mut self, wait: Duration) -> RedisResult<Heard> {
+        let mut heard = Heard::new();
+        let mut stream = self.pubsub.on_message();
+        let mut taken = 0;
+        let mut within = wait;
+        while taken < BATCH {
+            let msg = match tokio::time::timeout(within, stream.next()).await {
+                Err(_) => break,
+                Ok(None) => {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "the subscriber connection closed",
+                    )));
+                }
+                Ok(Some(msg)) => msg,
+            };
+            taken += 1;
+            // After the first message, only what has already arrived.
+            within = Duration::ZERO;
+            if let Some((base, state, id)) =
+                finished_job(msg.get_channel_name(), msg.get_payload_bytes())
+            {
+                heard.entry(base).or_default().push((state, id));
+            }
+        }
+        Ok(heard)
+    }
+}
+
+/// The queue, state and job id a Bull message names; `None` for a message of another shape
+/// (which is skipped: it names no job this reader can act on).
+fn finished_job(channel: &str, payload: &[u8]) -> Option<(String, JobState, String)> {
+    let (base, set) = channel.rsplit_once(':')?;
+    let state = JobState::FINISHED.into_iter().find(|s| s.as_str() == set)?;
+    let message: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    let id = match message.get("jobId")? {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    Some((base.to_string(), state, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bull_messages_name_the_queue_state_and_job() {
+        let job = |c: &str, p: &str| finished_job(c, p.as_bytes());
+        assert_eq!(
+            job("bull:mail:completed", r#"{"jobId":"17","val":{"ok":true}}"#),
+            Some(("bull:mail".into(), JobState::Completed, "17".into()))
+        );
+        assert_eq!(
+            job(
+                "{b}:q:failed",
+                r#"{"jobId":"order:1", "val": "job stalled more than maxStalledCount"}"#
+            ),
+            Some(("{b}:q".into(), JobState::Failed, "order:1".into()))
+        );
+        assert_eq!(
+            job("bull:mail:completed", r#"{"jobId":5}"#).map(|j| j.2),
+            Some("5".into())
+        );
+        assert_eq!(job("bull:mail:waiting", r#"{"jobId":"1"}"#), None);
+        assert_eq!(job("bull:mail:completed", "not json"), None);
+        assert_eq!(job("bull:mail:completed", r#"{"val":1}"#), None);
+    }
+}
