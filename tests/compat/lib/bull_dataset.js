@@ -5,7 +5,9 @@
 // a paused queue (Bull writes `meta-paused`, and `paused` into a `meta` hash), and a job held
 // active under a worker's lock.
 'use strict';
-const Bull = require('bull');
+// The Bull build under test: `bull` (4.16) by default, or the package named by BULLSWEEP_BULL
+// (`bull3`, an alias of Bull 3.29 in package.json).
+const Bull = require(process.env.BULLSWEEP_BULL || 'bull');
 const { sleep, waitFor } = require('./harness');
 
 // The Bull queues; the key bases are `${prefix}:${name}`. `paused` is paused after it is built.

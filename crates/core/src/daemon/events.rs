@@ -311,8 +311,9 @@ impl EventsReader {
     }
 
     /// Waits up to `wait` for Bull's messages on the Bull queues `bases` held, and removes the
-    /// finished jobs they name that the rules select. A message lost (the subscriber was
-    /// reconnected, or a removal failed) is made up for by a sweep of its queue.
+    /// finished jobs they name that the rules select. What a queue published before it was
+    /// followed (taken over, or the subscriber reconnected), and a removal that failed, are
+    /// made up for by a sweep of the queue.
     async fn hear_bull(&mut self, bases: &[String], wait: Duration) {
         let names: Vec<&str> = bases.iter().map(String::as_str).collect();
         if self.bull.is_none() {
@@ -330,19 +331,22 @@ impl EventsReader {
                     return;
                 }
             }
-            // What was published before the subscription is the sweep's.
-            for base in bases {
-                self.shared.sweep_now(base);
-            }
         }
         let Some(feed) = self.bull.as_mut() else {
             return;
         };
         let heard = match feed.follow(&names).await {
-            Ok(()) => tokio::select! {
-                heard = feed.next(wait) => heard,
-                _ = self.shutdown.cancelled() => return,
-            },
+            Ok(newly) => {
+                // What a queue published before it was followed is the sweep's: asked once
+                // the subscription stands, so that nothing falls between the two.
+                for base in newly {
+                    self.shared.sweep_now(base);
+                }
+                tokio::select! {
+                    heard = feed.next(wait) => heard,
+                    _ = self.shutdown.cancelled() => return,
+                }
+            }
             Err(e) => Err(e),
         };
         match heard {

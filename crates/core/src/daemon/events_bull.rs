@@ -37,15 +37,14 @@ impl BullFeed {
     }
 
     /// Subscribes to the `completed` and `failed` channels of the Bull queues `bases`, and
-    /// unsubscribes from the channels of the others.
-    pub(super) async fn follow(&mut self, bases: &[&str]) -> RedisResult<()> {
-        let wanted: BTreeSet<String> = bases
-            .iter()
-            .flat_map(|base| {
-                let keys = QueueKeys::with_backend(base, Backend::Bull);
-                JobState::FINISHED.map(|s| keys.finished_set(s))
-            })
-            .collect();
+    /// unsubscribes from the channels of the others. Returns the bases newly followed: what
+    /// they published before is the sweep's.
+    pub(super) async fn follow<'b>(&mut self, bases: &[&'b str]) -> RedisResult<Vec<&'b str>> {
+        let channels = |base: &str| {
+            let keys = QueueKeys::with_backend(base, Backend::Bull);
+            JobState::FINISHED.map(|s| keys.finished_set(s))
+        };
+        let wanted: BTreeSet<String> = bases.iter().flat_map(|b| channels(b)).collect();
         let gone: Vec<&String> = self.channels.difference(&wanted).collect();
         if !gone.is_empty() {
             self.pubsub.unsubscribe(gone).await?;
@@ -54,8 +53,13 @@ impl BullFeed {
         if !new.is_empty() {
             self.pubsub.subscribe(new).await?;
         }
+        let newly = bases
+            .iter()
+            .filter(|b| !self.channels.contains(&channels(b)[0]))
+            .copied()
+            .collect();
         self.channels = wanted;
-        Ok(())
+        Ok(newly)
     }
 
     /// The finished jobs published within `wait`: the first message is waited for, the ones

@@ -200,8 +200,8 @@ async fn take(
         return Ok(None);
     };
     if eq.queue.backend == Backend::Bull {
-        // Bull publishes its events and keeps none: what finished before now is the sweep's.
-        shared.sweep_now(&base);
+        // Bull publishes its events and keeps none: the reader asks for a sweep once it
+        // follows the queue's channels (`events_bull`).
         log(
             "info",
             &format!("{base}: hearing Bull's completed and failed events"),
