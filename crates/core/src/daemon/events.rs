@@ -258,18 +258,20 @@ impl EventsReader {
     /// Waits for new entries on every stream held (or shutdown); the entries of queues that
     /// are not drained by script are acted on here.
     async fn read_and_act(&mut self, now: i64) {
-        let (bull, streamed): (Vec<(&String, &Held)>, Vec<(&String, &Held)>) = self
-            .held
-            .iter()
-            .partition(|(_, h)| h.queue.queue.backend == Backend::Bull);
+        let is_bull = |h: &Held| h.queue.queue.backend == Backend::Bull;
+        let streamed = self.held.iter().filter(|(_, h)| !is_bull(h));
         let all_drained = streamed
-            .iter()
+            .clone()
             .all(|(_, h)| score_bounds(&h.queue.policy, now).is_some());
         let streams: Vec<(String, String)> = streamed
-            .iter()
             .map(|(base, h)| (QueueKeys::new(base).events(), h.cursor.clone()))
             .collect();
-        let bull: Vec<String> = bull.into_iter().map(|(base, _)| base.clone()).collect();
+        let bull: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, h)| is_bull(h))
+            .map(|(base, _)| base.clone())
+            .collect();
         let mut block_ms = BLOCK_MS;
         if !bull.is_empty() {
             // With streams to read too, Bull's messages are taken between reads.

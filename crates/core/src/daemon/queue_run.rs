@@ -336,7 +336,7 @@ impl Daemon {
     /// The mean memory of a few of the queue's newest finished jobs (their hashes), from
     /// `MEMORY USAGE` where the server and user allow it.
     async fn mean_job_bytes(&mut self, q: &QueueId) -> redis::RedisResult<f64> {
-        let keys = QueueKeys::of(&q);
+        let keys = QueueKeys::of(q);
         let ids: Vec<String> = redis::cmd("ZRANGE")
             .arg(keys.sub("completed"))
             .arg(-5)

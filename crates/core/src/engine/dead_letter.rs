@@ -30,7 +30,7 @@ impl QueueRun<'_> {
         qr: &mut QueueReport,
     ) -> Result<()> {
         let now = self.opts.now_ms;
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         let sink = match self.archive {
             Some(Ok(archive)) => Some(archive),
             _ => None,

@@ -83,7 +83,7 @@ pub async fn remove_finished<C: ConnectionLike>(
     opts: &SweepOptions,
     observer: &dyn Observer,
 ) -> Result<u64> {
-    let keys = QueueKeys::of(&queue);
+    let keys = QueueKeys::of(queue);
     let mut removed = 0;
     for state in JobState::FINISHED {
         let mut ids: Vec<&str> = finished

@@ -58,7 +58,7 @@ pub(super) async fn expire_state<C: ConnectionLike>(
     audit: &AuditContext,
     sr: &mut StateReport,
 ) -> Result<()> {
-    let keys = QueueKeys::of(&step.queue);
+    let keys = QueueKeys::of(step.queue);
     let mut report = TtlReport {
         ttl_ms: ttls.default,
         ..TtlReport::default()
@@ -176,7 +176,7 @@ pub async fn expire_finished<C: ConnectionLike>(
     finished: &[(JobState, String)],
     opts: &SweepOptions,
 ) -> Result<u64> {
-    let keys = QueueKeys::of(&queue);
+    let keys = QueueKeys::of(queue);
     let mut given = 0;
     for state in JobState::FINISHED {
         let Some(ttls) = ttl_groups(policy, state) else {

@@ -42,7 +42,7 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
     sr: &mut StateReport,
 ) -> Result<()> {
     let (opts, mode, observer) = (step.opts, step.mode, step.observer);
-    let from = QueueKeys::of(&step.queue);
+    let from = QueueKeys::of(step.queue);
     let to = from.sibling(target);
     if to == from {
         return Ok(());

@@ -60,7 +60,7 @@ impl QueueRun<'_> {
         groups: &RuleGroups,
         sr: &mut StateReport,
     ) -> Result<()> {
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         let audit = self.audit(state, groups.audit_action());
         // Each action's events name that action, also when the state's groups mix them.
         let ctx = |action: Action| {

@@ -48,7 +48,7 @@ impl QueueRun<'_> {
                 ));
             }
         };
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         let mut reads: Vec<PendingRead> = Vec::with_capacity(rows.len());
         for chunk in rows.chunks(READ_JOBS) {
             let mut pipe = redis::pipe();

@@ -82,7 +82,7 @@ impl QueueRun<'_> {
         let Some(bound) = self.policy.events else {
             return Ok(());
         };
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         let now = self.opts.now_ms;
         let check = check_events(con, &keys, &bound, now).await?;
         let mut report = EventsReport {

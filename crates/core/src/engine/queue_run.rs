@@ -119,7 +119,7 @@ impl<'a> QueueRun<'a> {
             return qr;
         }
         if self.mode == Mode::Run {
-            let keys = QueueKeys::of(&self.queue);
+            let keys = QueueKeys::of(self.queue);
             if let Err(e) = super::access::check_queue(con, &keys).await {
                 qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
                 return qr;
@@ -172,7 +172,7 @@ impl<'a> QueueRun<'a> {
         if self.mode != Mode::Run {
             return Ok(());
         }
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         let pending = staging::pending(con, &keys).await?;
         if pending.is_empty() {
             return Ok(());
@@ -266,7 +266,7 @@ impl<'a> QueueRun<'a> {
         qr: &mut QueueReport,
         notices: &mut Vec<Notice>,
     ) -> std::result::Result<(), Error> {
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         for state in JobState::FINISHED {
             let Some(groups) = RuleGroups::for_state(self.policy, state, self.opts.now_ms) else {
                 continue;

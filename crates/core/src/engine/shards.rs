@@ -16,7 +16,7 @@ pub async fn by_primary<C: Topology>(
     if ordered.len() < 2 || !con.cluster() {
         return Ok(vec![(0..ordered.len()).collect()]);
     }
-    let metas: Vec<String> = ordered.iter().map(|q| QueueKeys::of(&q).meta()).collect();
+    let metas: Vec<String> = ordered.iter().map(|q| QueueKeys::of(q).meta()).collect();
     let owners = con.owners(&metas).await?;
     let mut joined = Joined::new(owners.iter().copied().max().unwrap_or(0) + 1);
     for (i, q) in ordered.iter().enumerate() {

@@ -101,7 +101,7 @@ impl QueueRun<'_> {
         state: JobState,
         sr: &mut StateReport,
     ) -> Result<()> {
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         let page = self.links_page();
         let mut skipped = Skipped::default();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
@@ -253,7 +253,7 @@ impl QueueRun<'_> {
         sizer: &mut BatchSizer,
         skipped: &mut Skipped,
     ) -> Result<u64> {
-        let keys = QueueKeys::of(&self.queue);
+        let keys = QueueKeys::of(self.queue);
         let mut removed = 0;
         // (source, reason, action) → the jobs.
         let mut groups: BTreeMap<(&str, SourceReason, Action), Vec<&Row>> = BTreeMap::new();

@@ -28,7 +28,7 @@ pub(super) async fn handle_stalled<C: ConnectionLike>(
     sr: &mut StateReport,
 ) -> Result<()> {
     let (opts, observer) = (step.opts, step.observer);
-    let keys = QueueKeys::of(&step.queue);
+    let keys = QueueKeys::of(step.queue);
     let cutoff = rule.max_age.before(opts.now_ms);
     let mut candidates = Vec::new();
     let mut start = 0isize;

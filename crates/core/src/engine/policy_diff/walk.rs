@@ -170,7 +170,7 @@ impl Versions<'_> {
         now_ms: i64,
         qd: &mut QueueDiff,
     ) -> Result<()> {
-        let keys = QueueKeys::of(&q);
+        let keys = QueueKeys::of(q);
         let mut sides = [Side::new(self.old), Side::new(self.new)];
         let linked = sides.iter().any(Side::links);
         let page = if linked { self.links_page() } else { PAGE };
