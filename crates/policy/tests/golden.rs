@@ -267,3 +267,41 @@ fn set_fields_lists_every_field_set_by_the_name_a_case_uses() {
     // Every name it lists is one a test case may name.
     assert!(fields.keys().all(|n| bullsweep_policy::is_field_name(n)));
 }
+
+#[test]
+fn a_case_names_the_queues_library_and_backend_policies_apply_to_theirs_only() {
+    let policy = r#"version: 1
+policies:
+  - { name: emails, queueNamePattern: emails, rules: { completed: { maxAge: 3d } } }
+  - { name: legacy-emails, queueNamePattern: emails, backend: bull, rules: { completed: { maxCount: 0 } } }
+  - { name: modern-only, queueNamePattern: "*", backend: bullmq, rules: { completed: { maxAge: 1d } } }
+"#;
+    let set = compile("p.yaml", policy).unwrap_or_else(|e| panic!("policy compiles:\n{e}"));
+    let cases = r#"cases:
+  - queue: bull:emails
+    expect: { policy: emails, completed.maxAge: 3d }
+  - queue: bull:emails
+    backend: bull
+    expect: { policy: legacy-emails, completed.maxCount: 0 }
+  - queue: bull:reports
+    backend: bull
+    expect: { policy: uncovered }
+  - queue: bull:reports
+    expect: { policy: modern-only }
+"#;
+    let file = parse_golden("t.yaml", cases).unwrap_or_else(|e| panic!("parses:\n{e}"));
+    for (i, c) in run_cases(&set, &file, None, NOW).iter().enumerate() {
+        assert!(c.mismatches.is_empty(), "case {i}: {:?}", c.mismatches);
+    }
+    let bad = parse_golden(
+        "t.yaml",
+        "cases:\n  - queue: bull:x\n    backend: bullz\n    expect: { policy: x }\n",
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        bad.contains("t.yaml:3:14") && bad.contains("unknown backend `bullz`"),
+        "{bad}"
+    );
+}

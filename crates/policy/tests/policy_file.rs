@@ -1,7 +1,7 @@
 //! Policy files in, validated sets or located errors out; resolution and provenance.
 
 use bullsweep_policy::{
-    Action, JobState, Millis, PolicySet, Provenance, QueueId, Resolution, compile,
+    Action, Backend, JobState, Millis, PolicySet, Provenance, QueueId, Resolution, compile,
 };
 use proptest::prelude::*;
 
@@ -509,6 +509,31 @@ fn actions_without_their_target_are_located_at_the_action() {
 fn unknown_field_suggests_the_right_name() {
     let got = errors("version: 1\npolicies:\n  - name: a\n    queueNamePatern: '*'\n");
     assert!(got.contains("did you mean `queueNamePattern`?"), "{got}");
+}
+
+#[test]
+fn an_unknown_backend_is_located_and_backends_never_tie() {
+    let got =
+        errors("version: 1\npolicies:\n  - { name: a, queueNamePattern: '*', backend: bullx }\n");
+    assert!(
+        got.contains(":3:")
+            && got.contains("unknown backend `bullx`")
+            && got.contains("bullmq, bull"),
+        "{got}"
+    );
+    // A policy per library for one pattern: two policies, no tie, each for its own queues.
+    let set = compile(
+        "p.yaml",
+        "version: 1\npolicies:\n  - { name: m, queueNamePattern: '*', backend: bullmq }\n  - { name: b, queueNamePattern: '*', backend: bull }\n  - { name: any, queueNamePattern: '*' }\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let of = |backend| match set.resolve(&set.identify_as("bull:q", backend, None).expect("layout"))
+    {
+        Resolution::Covered(e) => e.name,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(of(Backend::Bullmq), "m");
+    assert_eq!(of(Backend::Bull), "b");
 }
 
 fn policy_lines(order: &[usize]) -> String {
