@@ -935,3 +935,40 @@ test('unreadable lines in the audit trail break no queue page, which reads a bou
   }
   assert.doesNotMatch(await queuePage(TOKENS.viewer), /data-unreadable/);
 });
+
+test('a legacy Bull queue beside the BullMQ ones: the overview marks it, its page says so and previews what plan would do', async () => {
+  const { bullQueue } = require('../lib/bull_dataset');
+  const spec = { prefix: 'bull:acme', name: 'legacy-mail' };
+  const bull = bullQueue(redis.connection(0), spec);
+  let done = 0;
+  bull.on('completed', () => { done += 1; });
+  bull.process('*', 4, async (job) => ({ sent: job.data.i }));
+  for (let i = 0; i < 130; i++) await bull.add('send', { i });
+  await waitFor('Bull finishes its jobs', async () => done >= 130);
+  await bull.close();
+  await client.hset('bullsweep:lastrun', 'bull:acme:legacy-mail', Date.now());
+  const report = JSON.parse(await cli('--json', 'report'));
+  const fromCli = report.queues.find((q) => q.key === 'bull:acme:legacy-mail');
+  assert.equal(fromCli.backend, 'bull');
+  assert.ok(report.queues.filter((q) => q.key !== 'bull:acme:legacy-mail').every((q) => q.backend === 'bullmq'));
+
+  const { context, page } = await signedIn(TOKENS.acme);
+  await waitFor('the daemon finds the Bull queue', async () => {
+    await page.goto(url('/'));
+    return (await page.locator('tr[data-queue="bull:acme:legacy-mail"]').count()) === 1;
+  });
+  const row = page.locator('tr[data-queue="bull:acme:legacy-mail"]');
+  assert.equal(await row.getAttribute('data-backend'), 'bull');
+  assert.equal((await row.locator('.badge').first().textContent()).trim(), 'bull');
+  assert.equal(Number(await row.locator('td[data-state=completed]').textContent()), fromCli.states.completed.jobs);
+  assert.equal(await page.locator('tr[data-queue="bull:acme:billing"]').getAttribute('data-backend'), 'bullmq');
+  await page.screenshot({ path: path.join(SHOTS, 'bull.png'), fullPage: true });
+
+  const plan = JSON.parse(await cli('--json', 'plan', '--queue', 'bull:acme:legacy-mail'));
+  await page.goto(url('/queue?key=bull:acme:legacy-mail'));
+  assert.equal(await textOf(page, '#backend'), 'legacy Bull');
+  const shown = await page.$$eval('#plan tr[data-state]', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.state, Number(tr.dataset.matched)])));
+  assert.equal(shown.completed, plan.queues[0].states.completed.matched);
+  assert.equal(shown.completed, 30, '130 completed Bull jobs, 100 kept');
+  await context.close();
+});

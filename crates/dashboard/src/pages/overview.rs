@@ -11,7 +11,7 @@ use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::alerts::alerts_of;
 use bullsweep_core::ops::records;
 use bullsweep_core::ops::report::{MemoryReport, QueueCost, memory_report};
-use bullsweep_policy::{PolicySet, QueueId, Resolution};
+use bullsweep_policy::{Backend, PolicySet, QueueId, Resolution};
 use maud::{Markup, html};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -300,8 +300,11 @@ impl QueuesTable<'_, '_> {
             .map(|a| a.alert)
             .collect();
         html! {
-            tr data-queue=(q.key) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
-                td { a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) } }
+            tr data-queue=(q.key) data-backend=(q.backend.as_str()) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
+                td {
+                    a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) }
+                    @if q.backend == Backend::Bull { " " span.badge title="a legacy Bull queue" { "bull" } }
+                }
                 td { (q.env.as_deref().unwrap_or("")) }
                 td { (q.policy) }
                 @for s in shown { td.n data-state=(s) { (count(jobs(q, s))) } }
@@ -318,7 +321,7 @@ impl QueuesTable<'_, '_> {
     /// When `q`'s policy next sweeps it, if a policy governs it.
     fn next_sweep(&self, q: &QueueCost, last: Option<i64>) -> Option<i64> {
         let set = &self.ctx.set;
-        let id = set.identify(&q.key, self.ctx.env.as_deref())?;
+        let id = set.identify_as(&q.key, q.backend, self.ctx.env.as_deref())?;
         match set.resolve(&id) {
             Resolution::Covered(eff) => Some(eff.schedule.next_due(
                 last,

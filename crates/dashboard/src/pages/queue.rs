@@ -15,7 +15,7 @@ use bullsweep_core::engine::{Mode, NoObserver};
 use bullsweep_core::health::history;
 use bullsweep_core::ops::audited_sweep;
 use bullsweep_core::ops::trail::{AuditFilter, newest_audit_events};
-use bullsweep_policy::{EffectivePolicy, Permission, Resolution};
+use bullsweep_policy::{Backend, EffectivePolicy, Permission, Resolution};
 use maud::{Markup, html};
 
 /// Parents taken along by past sweeps shown at most, newest first.
@@ -65,7 +65,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let resolution = ctx.set.resolve(&q);
     let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
-        p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } }
+        p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { @if q.backend == Backend::Bull { "legacy Bull" } @else { "BullMQ" } } }
         @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
         h2 { "Next sweep: what plan would do" }
         @for qr in &plan.queues {
