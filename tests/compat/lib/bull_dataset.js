@@ -18,8 +18,10 @@ const BULL_QUEUES = [
 ];
 const BULL_LAYOUTS = ['bull:{queue}', 'legacy:{queue}'];
 
-// A Bull queue on `connection` (ioredis options).
+// A Bull queue on `connection`: ioredis options, or a function making a client of each kind
+// (Bull's `createClient`, as for a Redis Cluster).
 function bullQueue(connection, { prefix, name }, opts = {}) {
+  if (typeof connection === 'function') return new Bull(name, { createClient: connection, prefix, ...opts });
   return new Bull(name, { redis: { ...connection }, prefix, ...opts });
 }
 

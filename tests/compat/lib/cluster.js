@@ -41,6 +41,10 @@ async function startCluster() {
     url: () => `redis+cluster://${addresses.join(',')}`,
     // A cluster connection for BullMQ and the harness.
     connection: connect,
+    // The nodes, for clients made another way (Bull's createClient).
+    seeds,
+    // Keeps a connection made elsewhere, to close it with the cluster.
+    adopt: (c) => { c.on('error', () => {}); clusters.push(c); return c; },
     client: connect,
     // A direct client of each primary (for SCAN, which sees one node's keys).
     primaries: async () => {

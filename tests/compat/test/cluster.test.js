@@ -3,7 +3,8 @@
 // them; `{orders}` with its own tag; dedup keys, a scheduler, logs, a job held active under its
 // lock). Every key is copied (DUMP/RESTORE) into a standalone server, where BullMQ's
 // Queue.clean runs, while `bullsweep run` runs on the cluster. The two keyspaces must be
-// identical, and BullMQ's own API must find the cluster's queues consistent.
+// identical, and BullMQ's own API must find the cluster's queues consistent. Then the same
+// for legacy Bull's data, under the `{bull}` tag, against Bull's Queue.clean.
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
@@ -96,4 +97,44 @@ test('bullsweep run on a cluster leaves the keyspace Queue.clean(0, 0) leaves', 
   assert.ok(Object.keys(actual).some((k) => k.endsWith(':held-by-worker:lock')), 'the locked job stays');
 
   await assertConsistent({ client: () => cluster.client(), connection: () => cluster.connection() }, 0, CLUSTER_QUEUES);
+});
+
+test('legacy Bull on a cluster (a hash-tagged prefix): a run leaves the keyspace Bull\'s Queue.clean leaves', async () => {
+  const IORedis = require('ioredis');
+  const { bullQueue, buildBull } = require('../lib/bull_dataset');
+  // Bull's blocking and subscriber clients may not retry or check readiness.
+  const clients = () => cluster.adopt(new IORedis.Cluster(cluster.seeds, {
+    enableReadyCheck: false, redisOptions: { maxRetriesPerRequest: null, enableReadyCheck: false },
+  }));
+  const specs = [{ prefix: '{bull}', name: 'legacy-mail' }, { prefix: '{bull}', name: 'legacy-reports' }];
+  for (const node of await cluster.primaries()) await node.flushall();
+  await single.client(0).flushall();
+  const release = await buildBull(clients, { queues: specs });
+  await copyInto(await cluster.primaries(), single.client(0));
+  await sleep(20);
+  for (const spec of specs) {
+    const q = bullQueue(single.connection(0), spec);
+    await q.clean(0, 'completed');
+    await q.clean(0, 'failed');
+    await q.close();
+  }
+  const config = writePolicy(['version: 1', 'discovery:', '  layouts: ["{{bull}}:{queue}"]', 'policies:',
+    '  - { name: everything, queueNamePattern: "*", rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }', ''].join('\n'));
+  const run = await bullsweep(['--redis', cluster.url(), '--config', config, '--json', 'run']);
+  assert.equal(run.code, 0, `${run.stderr}\n${run.stdout}`);
+  const report = JSON.parse(run.stdout);
+  assert.deepEqual(report.queues.map((q) => [q.key, q.backend, q.error]), specs.map((s) => [`${s.prefix}:${s.name}`, 'bull', undefined]));
+  const done = report.queues.flatMap((q) => Object.values(q.states)).reduce((n, s) => n + (s.done || 0), 0);
+  assert.ok(done >= 40, `bullsweep removed ${done} jobs`);
+  assert.deepEqual(await clusterKeyspace(), await dumpKeyspace(single.client(0)));
+  // Bull reads the swept queues on the cluster as it reads the cleaned copy.
+  for (const spec of specs) {
+    const [onCluster, onCopy] = [bullQueue(clients, spec), bullQueue(single.connection(0), spec)];
+    assert.deepEqual(await onCluster.getJobCounts(), await onCopy.getJobCounts());
+    const waiting = await onCluster.getWaiting();
+    assert.ok(waiting.length > 0 && waiting.every((j) => j && j.id), 'every waiting job readable');
+    await onCluster.close();
+    await onCopy.close();
+  }
+  await release();
 });
