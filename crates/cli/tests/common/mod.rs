@@ -31,6 +31,8 @@ pub struct JsonReport {
 pub struct JsonQueue {
     pub key: String,
     pub queue: String,
+    /// `bullmq` or `bull`.
+    pub backend: String,
     pub tenant: Option<String>,
     pub env: Option<String>,
     pub policy: String,
