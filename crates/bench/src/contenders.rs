@@ -1,10 +1,10 @@
 //! The contenders of the sweep, archive and forget benches: bullsweep itself, BullMQ, a naive
 //! ZSCAN + UNLINK loop and a lean reference script, each measured the same way.
 
-use super::node::{NodeTarget, run_bullmq, run_node};
+use super::node::{NodeTarget, run_bull, run_bullmq, run_node};
 use super::probe::{Prober, flush, info_number, start_counters, stop_counters};
 use super::report::Measurement;
-use super::{BASE, BenchConfig, FORGET_QUEUES, FORGET_SUBJECT};
+use super::{BASE, BenchConfig, FORGET_QUEUES, FORGET_SUBJECT, Strategy};
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
@@ -12,8 +12,8 @@ use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::bullmq::QueueKeys;
 use bullsweep_core::engine::{self, Mode, SweepOptions};
 use bullsweep_core::ops::DEFAULT_BUDGET_US;
-use bullsweep_policy::JobState;
-use bullsweep_testkit::{SeedSpec, seed_queue};
+use bullsweep_policy::{Backend, JobState};
+use bullsweep_testkit::{SeedSpec, seed_queue, seed_queue_of};
 use std::time::{Duration, Instant};
 
 /// Runs bullsweep with a policy while the prober runs: the report, seconds, probe samples.
@@ -75,10 +75,15 @@ pub(crate) async fn measure(
     ))
 }
 
-/// Seeds `--jobs` completed jobs into the bench queue, then reloads Redis if `--reload`.
+/// Seeds `--jobs` completed jobs into the bench queue (in legacy Bull's format for `--strategy
+/// bull`), then reloads Redis if `--reload`.
 async fn seed_sweep(con: &mut Conn, url: &str, args: &BenchConfig) -> Result<(), Error> {
     let spec = bench_spec(BASE.to_string(), args.jobs, 0, args);
-    seed_queue(con, &spec, now_ms() - 1_000)
+    let backend = match args.strategy {
+        Strategy::Bull => Backend::Bull,
+        _ => Backend::Bullmq,
+    };
+    seed_queue_of(con, &spec, now_ms() - 1_000, backend)
         .await
         .map_err(|e| Error::redis(url, &e))?;
     if args.reload {
@@ -126,6 +131,11 @@ async fn sweep_with(
         looped if looped.starts_with("bullmq-loop-") => {
             let limit = looped["bullmq-loop-".len()..].parse().unwrap_or(250);
             run_bullmq(node, url, limit)?
+        }
+        "bull" => run_bull(node, url, 0)?,
+        looped if looped.starts_with("bull-loop-") => {
+            let limit = looped["bull-loop-".len()..].parse().unwrap_or(250);
+            run_bull(node, url, limit)?
         }
         "naive" => {
             let prober = Prober::start(url)?;

@@ -40,6 +40,8 @@ use std::process::{Command, Stdio};
 pub enum Strategy {
     /// Removing completed jobs: bullsweep vs `Queue.clean` vs a naive sweep.
     Sweep,
+    /// Removing completed legacy Bull jobs: bullsweep vs Bull's own `Queue.clean`.
+    Bull,
     /// `action: archive` to a local directory: archive, verify, then delete.
     Archive,
     /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
@@ -243,6 +245,11 @@ fn node_target(url: &str, args: &BenchConfig) -> Result<NodeTarget, Error> {
     })
 }
 
+/// Whether `compat_dir` has legacy Bull installed too, for the Bull contenders.
+fn bull_ready(compat_dir: &Path) -> bool {
+    node_ready(compat_dir) && compat_dir.join("node_modules/bull").is_dir()
+}
+
 /// Whether Node runs and `compat_dir` has BullMQ installed, for the BullMQ contenders.
 fn node_ready(compat_dir: &Path) -> bool {
     compat_dir.join("node_modules/bullmq").is_dir()
@@ -258,6 +265,11 @@ fn node_ready(compat_dir: &Path) -> bool {
 fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
     let looped = args.clean_limits.iter().map(|l| format!("bullmq-loop-{l}"));
     match args.strategy {
+        Strategy::Bull => ["bullsweep".to_string(), "bull".to_string()]
+            .into_iter()
+            .chain(args.clean_limits.iter().map(|l| format!("bull-loop-{l}")))
+            .filter(|c| c == "bullsweep" || bull_ready(&args.compat_dir))
+            .collect(),
         Strategy::Sweep => ["bullsweep", "bullmq"]
             .into_iter()
             .map(String::from)
@@ -311,7 +323,7 @@ async fn run_rounds(
             report.rounds.push(m);
         }
         let rate = |name: &str| rate_in(&report.rounds, round, name);
-        if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate("bullmq")) {
+        if let (Some(ours), Some(theirs)) = (rate("bullsweep"), rate(baseline(args.strategy))) {
             report.ratios_vs_bullmq.push(ours / theirs);
         }
         if let (Some(archive), Some(sweep)) = (rate("archive"), rate("bullsweep")) {
@@ -323,6 +335,14 @@ async fn run_rounds(
     Ok(())
 }
 
+/// The contender bullsweep is compared with: the queue library's own clean.
+fn baseline(strategy: Strategy) -> &'static str {
+    match strategy {
+        Strategy::Bull => "bull",
+        _ => "bullmq",
+    }
+}
+
 /// Each contender's medians, and the median ratios over `rounds` rounds.
 fn summarize_rounds(report: &mut BenchReport, contenders: &[String], rounds: u32) {
     report.summary = contenders
@@ -331,7 +351,7 @@ fn summarize_rounds(report: &mut BenchReport, contenders: &[String], rounds: u32
         .collect();
     report.ratio_vs_bullmq = median(report.ratios_vs_bullmq.clone());
     report.ratio_archive_vs_sweep = median(report.ratios_archive_vs_sweep.clone());
-    for looped in contenders.iter().filter(|c| c.starts_with("bullmq-loop-")) {
+    for looped in contenders.iter().filter(|c| c.contains("-loop-")) {
         let ratios: Vec<f64> = (1..=rounds.max(1))
             .filter_map(|round| {
                 Some(

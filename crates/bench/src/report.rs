@@ -40,7 +40,7 @@ pub struct Measurement {
 /// The whole run.
 #[derive(Debug, Serialize)]
 pub struct BenchReport {
-    /// What was measured (`sweep`, `archive`, `forget`).
+    /// What was measured (`sweep`, `bull`, `archive`, `forget`).
     pub strategy: String,
     /// Jobs per dataset.
     pub jobs: u64,
@@ -50,7 +50,8 @@ pub struct BenchReport {
     pub rounds: Vec<Measurement>,
     /// One row per contender: medians over rounds (maxima for the worst-case columns).
     pub summary: Vec<Measurement>,
-    /// bullsweep jobs/s divided by BullMQ jobs/s, per round.
+    /// bullsweep jobs/s divided by the queue library's own clean (BullMQ's; Bull's for
+    /// `--strategy bull`), per round.
     pub ratios_vs_bullmq: Vec<f64>,
     /// The median of `ratios_vs_bullmq`.
     pub ratio_vs_bullmq: Option<f64>,
@@ -58,7 +59,7 @@ pub struct BenchReport {
     pub ratios_archive_vs_sweep: Vec<f64>,
     /// The median of `ratios_archive_vs_sweep`.
     pub ratio_archive_vs_sweep: Option<f64>,
-    /// `--clean-limits`: per looped BullMQ contender (`bullmq-loop-L`), bullsweep jobs/s
+    /// `--clean-limits`: per looped clean contender (`bullmq-loop-L`, `bull-loop-L`), bullsweep jobs/s
     /// divided by its jobs/s, the median over rounds.
     pub ratio_vs_looped: Vec<(String, f64)>,
     /// Contenders that could not run, and why.
@@ -186,10 +187,10 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
         "{} {what} of ~{} bytes per dataset; medians of {rounds} rounds (probe max and longest call: worst round)\n{t}",
         report.jobs, report.job_bytes
     );
-    let versus = if report.strategy == "forget" {
-        "bullsweep forget / BullMQ getJobs-and-filter"
-    } else {
-        "bullsweep / BullMQ Queue.clean"
+    let versus = match report.strategy.as_str() {
+        "forget" => "bullsweep forget / BullMQ getJobs-and-filter",
+        "bull" => "bullsweep / Bull Queue.clean",
+        _ => "bullsweep / BullMQ Queue.clean",
     };
     if let Some(r) = report.ratio_vs_bullmq {
         out.push_str(&ratio_line(versus, r, &report.ratios_vs_bullmq));
@@ -202,9 +203,15 @@ pub(crate) fn bench_table(report: &BenchReport) -> String {
         ));
     }
     for (contender, r) in &report.ratio_vs_looped {
-        let limit = contender.trim_start_matches("bullmq-loop-");
+        let line = match contender.strip_prefix("bull-loop-") {
+            Some(limit) => format!("Bull Queue.clean(0, 'completed', {limit})"),
+            None => format!(
+                "BullMQ Queue.clean(0, {})",
+                contender.trim_start_matches("bullmq-loop-")
+            ),
+        };
         out.push_str(&format!(
-            "\nbullsweep / BullMQ Queue.clean(0, {limit}) called until empty ({contender}) jobs/s: {r:.2}x median"
+            "\nbullsweep / {line} called until empty ({contender}) jobs/s: {r:.2}x median"
         ));
     }
     if report.summary.iter().any(|m| m.contender == "lean") {

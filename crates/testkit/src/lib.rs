@@ -22,5 +22,5 @@ pub use damage_seed::{DamageSeed, Injected, seed_damaged};
 pub use pending_seed::{PendingSeed, seed_pending};
 pub use postgres::PrivatePostgres;
 pub use redis_server::{PrivateRedis, ServerTls};
-pub use seed::{SeedSpec, seed_queue};
+pub use seed::{SeedSpec, seed_queue, seed_queue_of};
 pub use sentinel::PrivateSentinel;

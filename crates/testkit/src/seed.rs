@@ -1,9 +1,9 @@
 //! Writes finished jobs in BullMQ 6.7's own format (the fields a real worker leaves on a
-//! completed or failed job) for `demo` and `bench`. Writing directly is what lets `bench`
+//! completed or failed job), or in legacy Bull 4's, for `demo` and `bench`. Writing directly is what lets `bench`
 //! fill 200,000 jobs in seconds; the compatibility suite uses real BullMQ instead.
 
 use bullsweep_core::bullmq::QueueKeys;
-use bullsweep_policy::JobState;
+use bullsweep_policy::{Backend, JobState};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -33,21 +33,35 @@ fn failed_slot(i: u64, spec: &SeedSpec) -> bool {
     total > 0 && (i + 1) * spec.failed / total != i * spec.failed / total
 }
 
-/// Fills one queue: its meta hash, id counter and finished jobs.
+/// Fills one BullMQ queue: its meta hash, id counter and finished jobs.
 pub async fn seed_queue<C: ConnectionLike>(
     con: &mut C,
     spec: &SeedSpec,
     now_ms: i64,
 ) -> RedisResult<()> {
-    let keys = QueueKeys::new(&spec.base);
+    seed_queue_of(con, spec, now_ms, Backend::Bullmq).await
+}
+
+/// Fills one queue of `backend`: BullMQ's meta hash (Bull writes none), the id counter and
+/// the finished jobs, with the fields that library's worker leaves (BullMQ 6 counts attempts
+/// in `ats` and `atm`, Bull in `attemptsMade`).
+pub async fn seed_queue_of<C: ConnectionLike>(
+    con: &mut C,
+    spec: &SeedSpec,
+    now_ms: i64,
+    backend: Backend,
+) -> RedisResult<()> {
+    let keys = QueueKeys::with_backend(&spec.base, backend);
     let total = spec.completed + spec.failed;
-    redis::pipe()
-        .hset_multiple(
+    let mut head = redis::pipe();
+    if backend == Backend::Bullmq {
+        head.hset_multiple(
             keys.meta(),
             &[("opts.maxLenEvents", "10000"), ("version", "bullmq:6.7.0")],
         )
-        .ignore()
-        .set(keys.sub("id"), total)
+        .ignore();
+    }
+    head.set(keys.id_counter(), total)
         .ignore()
         .query_async::<()>(con)
         .await?;
@@ -87,10 +101,15 @@ pub async fn seed_queue<C: ConnectionLike>(
                 ("delay", "0".into()),
                 ("priority", "0".into()),
                 ("processedOn", (finished - 40).to_string()),
-                ("ats", "1".into()),
-                ("atm", "1".into()),
                 ("finishedOn", finished.to_string()),
             ];
+            match backend {
+                Backend::Bullmq => fields.extend([("ats", "1".into()), ("atm", "1".into())]),
+                Backend::Bull if state == JobState::Failed => {
+                    fields.push(("attemptsMade", "1".into()));
+                }
+                Backend::Bull => {}
+            }
             match state {
                 JobState::Failed => {
                     fields.push(("failedReason", "upstream timed out".to_string()));

@@ -364,6 +364,9 @@ pub enum DiffFormat {
 pub enum StrategyArg {
     /// Removing completed jobs: bullsweep vs `Queue.clean` vs a naive sweep.
     Sweep,
+    /// Removing completed legacy Bull jobs: bullsweep vs Bull's own `Queue.clean(0,
+    /// 'completed')`, and with `--clean-limits` that clean called with a limit until empty.
+    Bull,
     /// `action: archive` to a local directory: archive, verify, then delete.
     Archive,
     /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
@@ -435,7 +438,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub reload: bool,
     /// `--strategy sweep`: also run BullMQ's `Queue.clean(0, L)` looped until empty, for each L
-    /// (comma-separated, e.g. `100,250,500`).
+    /// (comma-separated, e.g. `100,250,500`); `--strategy bull`: Bull's `Queue.clean(0,
+    /// 'completed', L)`.
     #[arg(long, value_delimiter = ',')]
     pub clean_limits: Vec<u64>,
 }

@@ -9,6 +9,7 @@ use bullsweep_bench::{BenchConfig, Strategy};
 pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
     let strategy = match args.strategy {
         StrategyArg::Sweep => Strategy::Sweep,
+        StrategyArg::Bull => Strategy::Bull,
         StrategyArg::Archive => Strategy::Archive,
         StrategyArg::Forget => Strategy::Forget,
         StrategyArg::Event => Strategy::Event,
