@@ -5,16 +5,21 @@
 //! both, from the queue's own events stream: the `removed` entry's time minus the `completed`
 //! entry's time (both Redis clock). Jobs completed but never removed are counted as missed.
 //!
+//! `--strategy bull-event` runs the same on legacy Bull: Bull's workers, the daemon hearing
+//! Bull's published events, and against it the listener Bull users write (`global:completed`
+//! -> `job.remove()`); Bull keeps no stream, so the delays are heard live (`event_bull`).
+//!
 //! In production, workers run on machines of their own. On a small bench host they would take
 //! the CPU Redis needs, so with two CPUs or more the load is pinned to the last CPU, and Redis
 //! (when the bench started it) and the contender to the others (`taskset`); the report says so.
 
+use super::event_bull;
 use super::probe::flush;
 use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
 use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::{QueueKeys, keys};
-use bullsweep_policy::JobState;
+use bullsweep_policy::{Backend, JobState};
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -51,7 +56,7 @@ pub struct EventMeasurement {
 /// The whole event run.
 #[derive(Debug, Serialize)]
 pub struct EventReport {
-    /// Always `event`.
+    /// `event`, or `bull-event` on legacy Bull.
     pub strategy: String,
     /// Completions per second asked of the load.
     pub rate: u64,
@@ -61,7 +66,8 @@ pub struct EventReport {
     pub rounds: Vec<EventMeasurement>,
     /// Medians over rounds (the worst round for max and missed).
     pub summary: Vec<EventMeasurement>,
-    /// BullMQ listener p99 divided by bullsweep p99, per round.
+    /// The queue library's listener (BullMQ's, or Bull's) p99 divided by bullsweep p99, per
+    /// round.
     pub ratios_vs_bullmq: Vec<f64>,
     /// How processes were placed on CPUs, when they were.
     pub pinning: Option<String>,
@@ -114,6 +120,7 @@ pub(crate) async fn run(
     args: &BenchConfig,
     node: &NodeTarget,
     private_redis: bool,
+    backend: Backend,
 ) -> Result<String, Error> {
     let pinning = Pinning::for_host();
     if let (Some(pin), true) = (&pinning, private_redis) {
@@ -133,8 +140,15 @@ pub(crate) async fn run(
                 .status();
         }
     }
+    let listener = match backend {
+        Backend::Bullmq => "bullmq",
+        Backend::Bull => "bull",
+    };
     let mut report = EventReport {
-        strategy: "event".into(),
+        strategy: match backend {
+            Backend::Bullmq => "event".into(),
+            Backend::Bull => "bull-event".into(),
+        },
         rate: args.rate,
         seconds: args.seconds,
         rounds: Vec::new(),
@@ -142,7 +156,12 @@ pub(crate) async fn run(
         ratios_vs_bullmq: Vec::new(),
         pinning: pinning.as_ref().map(|p| {
             format!(
-                "load (BullMQ workers) on CPU {}; contender{} on CPU {}",
+                "load ({} workers) on CPU {}; contender{} on CPU {}",
+                if backend == Backend::Bull {
+                    "Bull"
+                } else {
+                    "BullMQ"
+                },
                 p.load,
                 if private_redis { " and Redis" } else { "" },
                 p.rest
@@ -150,12 +169,17 @@ pub(crate) async fn run(
         }),
     };
     for round in 1..=args.rounds.max(1) {
-        for contender in ["bullsweep", "bullmq"] {
+        for contender in ["bullsweep", listener] {
             eprintln!(
                 "round {round}: {contender}, {} completions/s for {} s",
                 args.rate, args.seconds
             );
-            let mut m = measure(con, url, contender, args, node, pinning.as_ref()).await?;
+            let on = Target {
+                node,
+                pinning: pinning.as_ref(),
+                backend,
+            };
+            let mut m = measure(con, url, contender, args, &on).await?;
             m.round = round;
             report.rounds.push(m);
         }
@@ -166,12 +190,12 @@ pub(crate) async fn run(
                 .find(|m| m.round == round && m.contender == name)
                 .map(|m| m.p99_ms)
         };
-        if let (Some(ours), Some(theirs)) = (p99("bullsweep"), p99("bullmq")) {
+        if let (Some(ours), Some(theirs)) = (p99("bullsweep"), p99(listener)) {
             report.ratios_vs_bullmq.push(theirs / ours.max(0.001));
         }
     }
     flush(con, url).await?;
-    report.summary = ["bullsweep", "bullmq"]
+    report.summary = ["bullsweep", listener]
         .iter()
         .map(|c| summarize(c, &report.rounds))
         .collect();
@@ -229,8 +253,19 @@ fn table(report: &EventReport) -> String {
         .iter()
         .map(|r| format!("{r:.2}x"))
         .collect();
+    let (versus, listener) = if report.strategy == "bull-event" {
+        (
+            "Bull global:completed+job.remove()",
+            "bull = the listener Bull users write: queue.on('global:completed') -> getJob -> job.remove(); delays heard live (the `completed` message to the job hash's `del` keyspace event)",
+        )
+    } else {
+        (
+            "BullMQ QueueEvents+job.remove()",
+            "bullmq = the seed article's listener: QueueEvents 'completed' -> Job.fromId -> job.remove()",
+        )
+    };
     let mut out = format!(
-        "{} completions/s for {} s on one queue, removed on their `completed` events; medians of {rounds} rounds (max and missed: worst round)\n{t}\nBullMQ QueueEvents+job.remove() p99 / bullsweep daemon p99: {:.2}x median (rounds: {})\nbullmq = the seed article's listener: QueueEvents 'completed' -> Job.fromId -> job.remove()",
+        "{} completions/s for {} s on one queue, removed on their `completed` events; medians of {rounds} rounds (max and missed: worst round)\n{t}\n{versus} p99 / bullsweep daemon p99: {:.2}x median (rounds: {})\n{listener}",
         report.rate,
         report.seconds,
         median(report.ratios_vs_bullmq.clone()),
@@ -253,12 +288,43 @@ impl Drop for Contender {
     }
 }
 
-/// Starts the bullsweep daemon with an event-mode policy, and waits until it reads the stream.
+/// Where a measure runs: the Node package, the CPU placement, and the queue library.
+struct Target<'a> {
+    node: &'a NodeTarget,
+    pinning: Option<&'a Pinning>,
+    backend: Backend,
+}
+
+/// Whether the daemon started at `dir` acts on the queue's events: it reads the BullMQ stream
+/// (its saved position exists), or it follows the Bull queue's channels (its log says so,
+/// and its subscription is a round trip later).
+async fn daemon_listens(
+    con: &mut Conn,
+    dir: &std::path::Path,
+    backend: Backend,
+) -> redis::RedisResult<bool> {
+    if backend == Backend::Bull {
+        let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+        let heard = log.contains(&format!("{BASE}: hearing Bull's"));
+        if heard {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+        }
+        return Ok(heard);
+    }
+    redis::cmd("HEXISTS")
+        .arg(keys::cursor(keys::audit_tag(BASE)))
+        .arg(BASE)
+        .query_async(con)
+        .await
+}
+
+/// Starts the bullsweep daemon with an event-mode policy, and waits until it acts on events.
 async fn start_daemon(
     con: &mut Conn,
     url: &str,
     dir: &std::path::Path,
     pin: Option<&str>,
+    backend: Backend,
 ) -> Result<Contender, Error> {
     let io = |e: std::io::Error| Error::runtime(format!("cannot start the daemon: {e}"));
     let policy = dir.join("bullsweep.yaml");
@@ -283,10 +349,7 @@ async fn start_daemon(
     let daemon = Contender(child);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let reading: bool = redis::cmd("HEXISTS")
-            .arg(keys::cursor(keys::audit_tag(BASE)))
-            .arg(BASE)
-            .query_async(con)
+        let reading = daemon_listens(con, dir, backend)
             .await
             .map_err(|e| Error::redis(url, &e))?;
         if reading {
@@ -302,17 +365,21 @@ async fn start_daemon(
     }
 }
 
-/// Starts `events.js <mode> <host> <port> <db> <queue> <args…>` and waits for its `ready`.
+/// Starts `events.js <mode> <host> <port> <db> <queue> <args…>` (`bull_events.js` on Bull)
+/// and waits for its `ready`.
 fn start_node(
-    node: &NodeTarget,
+    on: &Target<'_>,
     mode: &str,
     args: &[String],
     pin: Option<&str>,
 ) -> Result<ReadyNode, Error> {
+    let node = on.node;
+    let script = match on.backend {
+        Backend::Bullmq => "bench/events.js",
+        Backend::Bull => "bench/bull_events.js",
+    };
     let mut command = Pinning::command(pin, std::path::Path::new("node"));
-    command
-        .arg(node.compat_dir.join("bench/events.js"))
-        .arg(mode);
+    command.arg(node.compat_dir.join(script)).arg(mode);
     let mut all = vec![QUEUE.to_string()];
     all.extend_from_slice(args);
     start_ready(command, node, &all)
@@ -323,37 +390,58 @@ async fn measure(
     url: &str,
     contender: &str,
     args: &BenchConfig,
-    node: &NodeTarget,
-    pinning: Option<&Pinning>,
+    on: &Target<'_>,
 ) -> Result<EventMeasurement, Error> {
+    let (pinning, backend) = (on.pinning, on.backend);
     let rest = pinning.map(|p| p.rest.as_str());
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     flush(con, url).await?;
-    redis::cmd("HSET")
-        .arg(QueueKeys::new(BASE).meta())
-        .arg("opts.maxLenEvents")
-        .arg(MAX_EVENTS)
-        .query_async::<()>(con)
-        .await
-        .map_err(redis_err)?;
+    if backend == Backend::Bullmq {
+        redis::cmd("HSET")
+            .arg(QueueKeys::new(BASE).meta())
+            .arg("opts.maxLenEvents")
+            .arg(MAX_EVENTS)
+            .query_async::<()>(con)
+            .await
+            .map_err(redis_err)?;
+    } else {
+        // The daemon finds a Bull queue by its id counter.
+        redis::cmd("SET")
+            .arg(QueueKeys::with_backend(BASE, Backend::Bull).id_counter())
+            .arg(0)
+            .query_async::<()>(con)
+            .await
+            .map_err(redis_err)?;
+    }
     let dir = tempfile::tempdir().map_err(|e| Error::runtime(e.to_string()))?;
+    let monitor = match backend {
+        Backend::Bull => Some(event_bull::start(con, url, BASE).await?),
+        Backend::Bullmq => None,
+    };
     let _contender = match contender {
-        "bullsweep" => start_daemon(con, url, dir.path(), rest).await?,
-        _ => Contender(start_node(node, "listen", &[], rest)?.child),
+        "bullsweep" => start_daemon(con, url, dir.path(), rest, backend).await?,
+        _ => Contender(start_node(on, "listen", &[], rest)?.child),
     };
     let load_args = [args.rate.to_string(), args.seconds.to_string()];
     let ReadyNode {
         child: mut load,
         mut lines,
-    } = start_node(node, "load", &load_args, pinning.map(|p| p.load.as_str()))?;
+    } = start_node(on, "load", &load_args, pinning.map(|p| p.load.as_str()))?;
     let node_err = |e: std::io::Error| Error::runtime(format!("the load failed: {e}"));
     load.stdin
         .as_mut()
         .ok_or_else(|| Error::runtime("no stdin to node"))?
         .write_all(b"go\n")
         .map_err(node_err)?;
-    let result = lines.next().transpose().map_err(node_err)?;
-    let _ = load.wait();
+    // Waited for off the runtime's thread, so that the Bull monitor hears events meanwhile.
+    let result = tokio::task::spawn_blocking(move || {
+        let line = lines.next().transpose();
+        let _ = load.wait();
+        line
+    })
+    .await
+    .map_err(|e| Error::runtime(format!("the load failed: {e}")))?
+    .map_err(node_err)?;
     let value: serde_json::Value = serde_json::from_str(result.as_deref().unwrap_or(""))
         .map_err(|e| Error::runtime(format!("the load printed no result: {e}")))?;
     let completed = value["completed"].as_u64().unwrap_or(0);
@@ -371,7 +459,10 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let delays = delays(con).await.map_err(redis_err)?;
+    let delays = match monitor {
+        Some(m) => m.finish(con, url).await?,
+        None => delays(con).await.map_err(redis_err)?,
+    };
     let mut removed: Vec<f64> = delays.iter().filter_map(|d| *d).collect();
     removed.sort_by(f64::total_cmp);
     let pct = |p: f64| {

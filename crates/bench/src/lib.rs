@@ -13,6 +13,7 @@ mod cluster;
 mod contenders;
 mod doctor;
 mod event;
+mod event_bull;
 mod events_trim;
 mod expire;
 mod memory_report;
@@ -27,6 +28,7 @@ mod source_link;
 pub use report::{BenchReport, Measurement};
 
 use bullsweep_core::Error;
+use bullsweep_policy::Backend;
 use bullsweep_testkit::PrivateRedis;
 use contenders::{measure, measure_forget};
 use node::{NodeTarget, ReadyNode, start_ready};
@@ -42,6 +44,9 @@ pub enum Strategy {
     Sweep,
     /// Removing completed legacy Bull jobs: bullsweep vs Bull's own `Queue.clean`.
     Bull,
+    /// [`Strategy::Event`] on legacy Bull: Bull's workers, the daemon hearing Bull's published
+    /// events, against a `global:completed` listener calling job.remove().
+    BullEvent,
     /// `action: archive` to a local directory: archive, verify, then delete.
     Archive,
     /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
@@ -210,7 +215,23 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             return Err(Error::config(report.skipped.join("; "))
                 .with_hint("the event bench needs Node and BullMQ for its load"));
         }
-        return event::run(&mut con, &url, args, &node, server.is_some()).await;
+        return event::run(
+            &mut con,
+            &url,
+            args,
+            &node,
+            server.is_some(),
+            Backend::Bullmq,
+        )
+        .await;
+    }
+    if args.strategy == Strategy::BullEvent {
+        if !bull_ready(&args.compat_dir) {
+            return Err(Error::config("Node or legacy Bull is missing").with_hint(
+                "run `npm ci` in the compatibility package: the load is Bull's workers",
+            ));
+        }
+        return event::run(&mut con, &url, args, &node, server.is_some(), Backend::Bull).await;
     }
     let contenders = contenders_of(args, node_ready);
     run_rounds(&mut con, &url, args, &node, &contenders, &mut report).await?;
@@ -280,6 +301,7 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         // The plain sweep runs beside the archive, so that their ratio comes from one run.
         Strategy::Archive => vec!["bullsweep".into(), "archive".into()],
         Strategy::Event
+        | Strategy::BullEvent
         | Strategy::Scale
         | Strategy::Cluster
         | Strategy::Report

@@ -375,6 +375,9 @@ pub enum StrategyArg {
     /// The daemon's event-driven removal: delay from `completed` to removal at `--rate`
     /// completions per second, against a QueueEvents listener calling job.remove().
     Event,
+    /// The same on legacy Bull: Bull's workers, the daemon hearing Bull's published events,
+    /// against a `global:completed` listener calling job.remove().
+    BullEvent,
     /// Ten million jobs (`--jobs`) over 1,000 queues of 100 tenants: `plan` and `run` (time,
     /// peak RSS, jobs/s) and the Redis CPU of an idle daemon's discovery over `--seconds`.
     Scale,

@@ -13,6 +13,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Archive => Strategy::Archive,
         StrategyArg::Forget => Strategy::Forget,
         StrategyArg::Event => Strategy::Event,
+        StrategyArg::BullEvent => Strategy::BullEvent,
         StrategyArg::Scale => Strategy::Scale,
         StrategyArg::Cluster => Strategy::Cluster,
         StrategyArg::Report => Strategy::Report,
