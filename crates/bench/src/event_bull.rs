@@ -6,6 +6,8 @@
 
 use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
+use bullsweep_core::bullmq::QueueKeys;
+use bullsweep_policy::{Backend, JobState};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -47,13 +49,14 @@ pub(crate) async fn start(con: &mut Conn, url: &str, base: &str) -> Result<Monit
     let db = con.target().db();
     let mut pubsub = con.target().pubsub().await?;
     let deleted = format!("__keyevent@{db}__:del");
-    let completed = format!("{base}:completed");
+    let keys = QueueKeys::with_backend(base, Backend::Bull);
+    let completed = keys.finished_set(JobState::Completed);
     pubsub
         .subscribe(&[deleted.as_str(), completed.as_str()])
         .await
         .map_err(redis_err)?;
     let (stop, mut stopped) = oneshot::channel();
-    let prefix = format!("{base}:");
+    let prefix = keys.job_prefix();
     let task = tokio::spawn(async move {
         let mut heard = Heard::default();
         let mut messages = pubsub.on_message();

@@ -87,6 +87,16 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
     for note in notes {
         let _ = writeln!(out, "{note}");
     }
+    left_alone(report, &mut out);
+    if let Some(hint) = protect_parents_hint(report, mode) {
+        let _ = writeln!(out, "{hint}");
+    }
+    let _ = writeln!(out, "{}", summary_line(report, mode));
+    out.trim_end().to_string()
+}
+
+/// The lines naming the queues left alone: uncovered, and unmanaged (with why, when known).
+fn left_alone(report: &Report, out: &mut String) {
     if !report.uncovered.is_empty() {
         let _ = writeln!(
             out,
@@ -110,11 +120,6 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
         let why = &report.unmanaged_reasons[base];
         let _ = writeln!(out, "unmanaged (never touched): {base}: {why}");
     }
-    if let Some(hint) = protect_parents_hint(report, mode) {
-        let _ = writeln!(out, "{hint}");
-    }
-    let _ = writeln!(out, "{}", summary_line(report, mode));
-    out.trim_end().to_string()
 }
 
 /// The flow parents a state takes along, as a note: `would take along 2 flow parents: 1
