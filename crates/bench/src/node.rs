@@ -24,33 +24,27 @@ pub(crate) fn run_bullmq(
     url: &str,
     limit: u64,
 ) -> Result<(u64, f64, Vec<Duration>), Error> {
-    run_clean(node, &node.script, url, limit)
+    run_clean(node, url, &[QUEUE.to_string(), limit.to_string()])
 }
 
-/// Legacy Bull's Queue.clean in a Node process (`bench/bull_clean.js`), as [`run_bullmq`].
+/// Legacy Bull's Queue.clean in a Node process, as [`run_bullmq`].
 pub(crate) fn run_bull(
     node: &NodeTarget,
     url: &str,
     limit: u64,
 ) -> Result<(u64, f64, Vec<Duration>), Error> {
-    run_clean(
-        node,
-        &node.compat_dir.join("bench/bull_clean.js"),
-        url,
-        limit,
-    )
+    let args = [QUEUE.to_string(), limit.to_string(), "bull".into()];
+    run_clean(node, url, &args)
 }
 
-/// A clean script (`<script> <host> <port> <db> <queue> <limit>`): jobs it removed, the
-/// seconds its clean calls took, the probe's samples.
+/// `bench/clean.js` with `args`: jobs it removed, the seconds its clean calls took, the
+/// probe's samples.
 fn run_clean(
     node: &NodeTarget,
-    script: &std::path::Path,
     url: &str,
-    limit: u64,
+    args: &[String],
 ) -> Result<(u64, f64, Vec<Duration>), Error> {
-    let args = [QUEUE.to_string(), limit.to_string()];
-    let (value, probes) = run_node(node, script, &args, url)?;
+    let (value, probes) = run_node(node, &node.script, args, url)?;
     let ms = value["ms"].as_f64().unwrap_or(f64::NAN);
     let removed = value["removed"].as_u64().unwrap_or(0);
     Ok((removed, ms / 1_000.0, probes))

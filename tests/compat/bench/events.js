@@ -9,6 +9,7 @@
 // The password, if any, comes in BULLSWEEP_BENCH_REDIS_PASSWORD.
 'use strict';
 const { Queue, Worker, QueueEvents, Job } = require('bullmq');
+const { addAtRate } = require('./pace');
 
 const MAX_EVENTS = 5_000_000;
 
@@ -26,23 +27,8 @@ async function load(connection, name, rate, seconds) {
     w.on('completed', () => { completed += 1; });
     w.run();
   }
-  const started = Date.now();
-  const total = Math.round(rate * seconds);
-  const tick = 10;
-  let added = 0;
-  while (added < total) {
-    const due = Math.min(total, Math.round(((Date.now() - started) / 1000) * rate) + Math.round((rate * tick) / 1000));
-    if (due > added) {
-      const batch = [];
-      for (; added < due; added++) batch.push({ name: 'e', data: { n: added } });
-      await queue.addBulk(batch);
-    }
-    await new Promise((r) => setTimeout(r, tick));
-  }
-  while (completed < total && Date.now() - started < seconds * 1000 + 30000) {
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  const ms = Date.now() - started;
+  const add = (ns) => queue.addBulk(ns.map((n) => ({ name: 'e', data: { n } })));
+  const { ms } = await addAtRate(add, rate, seconds, () => completed);
   await Promise.all(workers.map((w) => w.close()));
   await queue.close();
   process.stdout.write(`${JSON.stringify({ completed, ms })}\n`);

@@ -5,22 +5,12 @@
 'use strict';
 const assert = require('node:assert/strict');
 const { bullQueue } = require('./bull_dataset');
+const { keysUnder } = require('./consistency');
 
 const LISTS = ['wait', 'paused', 'active'];
 const SETS = ['delayed', 'completed', 'failed'];
 const QUEUE_KEYS = new Set([...LISTS, ...SETS, 'priority', 'id', 'meta', 'meta-paused', 'stalled',
   'stalled-check', 'repeat', 'limiter']);
-
-async function keysUnder(client, base) {
-  const out = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await client.scan(cursor, 'MATCH', `${base}:*`, 'COUNT', 1000);
-    out.push(...batch);
-    cursor = next;
-  } while (cursor !== '0');
-  return out;
-}
 
 // Asserts a Bull queue is whole; returns the ids per state.
 async function assertBullWhole(redis, db, spec) {

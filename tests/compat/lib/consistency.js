@@ -70,4 +70,4 @@ async function assertConsistent(redis, db, queues) {
   client.disconnect();
 }
 
-module.exports = { assertConsistent };
+module.exports = { assertConsistent, keysUnder };
