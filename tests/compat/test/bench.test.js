@@ -72,3 +72,21 @@ test('expire bench: every job expires and its id is repaired, the sweep removes 
   }
   assert.ok(Number.isFinite(report.cpuRatioExpireVsSweep));
 });
+
+test('bull bench: bullsweep and Bull\'s clean, whole and looped, each remove every seeded Bull job', async () => {
+  const r = await bullsweep(['--json', 'bench', '--strategy', 'bull', '--jobs', '3000', '--rounds', '1', '--clean-limits', '100', '--compat-dir', COMPAT]);
+  assert.equal(r.code, 0, r.stderr);
+  const report = JSON.parse(r.stdout);
+  // The bench fails unless a contender empties the completed set and reports every job.
+  assert.deepEqual(report.rounds.map((m) => [m.contender, m.removed]), [['bullsweep', 3000], ['bull', 3000], ['bull-loop-100', 3000]]);
+  assert.equal(report.ratios_vs_bullmq.length, 1, 'bullsweep against Bull\'s clean');
+  assert.deepEqual(report.ratio_vs_looped.map(([c]) => c), ['bull-loop-100']);
+});
+
+test('bull-event bench: every job Bull completes is heard removed, by the daemon and by the listener', async () => {
+  const r = await bullsweep(['--json', 'bench', '--strategy', 'bull-event', '--rate', '200', '--seconds', '2', '--rounds', '1', '--compat-dir', COMPAT]);
+  assert.equal(r.code, 0, r.stderr);
+  const report = JSON.parse(r.stdout);
+  assert.deepEqual(report.rounds.map((m) => [m.contender, m.completed, m.missed]), [['bullsweep', 400, 0], ['bull', 400, 0]]);
+  assert.ok(report.rounds.every((m) => Number.isFinite(m.p99_ms)), 'delays were heard');
+});
