@@ -330,3 +330,48 @@ test('bull: the daemon removes jobs as Bull publishes them finished, keeps keepI
   assert.equal(await client.exists('bull:legacy-orders:events'), 0);
   await assertBullWhole(redis, db, spec);
 });
+
+test('bull: stalled retry is Bull\'s (back to wait, stalledCounter), anonymize scrubs Bull jobs Bull still reads', async () => {
+  const db = 4;
+  const client = redis.client(db);
+  await client.flushdb();
+  const spec = { prefix: 'bull', name: 'legacy-signups' };
+  const q = bullQueue(redis.connection(db), spec);
+  let done = 0;
+  q.on('completed', () => { done += 1; });
+  q.process('*', 2, async (job) => ({ welcomed: job.data.email }));
+  for (let i = 0; i < 3; i++) await q.add('signup', { email: `new${i}@example.com`, plan: 'pro' });
+  await waitFor('the signups', async () => done >= 3);
+  await q.close();
+  // A worker took this job and vanished: its lock expires and nobody renews it.
+  const holder = bullQueue(redis.connection(db), spec, { settings: { lockDuration: 300 } });
+  const abandoned = await holder.add('import', { n: 1 });
+  const taken = await holder.getNextJob();
+  assert.equal(taken.id, abandoned.id);
+  await holder.close(true);
+  await sleep(1200);
+  assert.equal(await client.exists(`bull:legacy-signups:${abandoned.id}:lock`), 0, 'the lock expired');
+
+  const file = writePolicy(['version: 1', 'discovery:', '  layouts: ["bull:{queue}"]', 'pii: { paths: [email] }', 'policies:',
+    '  - { name: signups, queueNamePattern: legacy-signups, rules: { completed: { maxAge: 1ms, action: anonymize }, stalled: { maxAge: 1s, action: retry } } }', ''].join('\n'));
+  const run = await bullsweep(['--redis', redis.url(db), '--config', file, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  const states = JSON.parse(run.stdout).queues[0].states;
+  assert.deepEqual([states.completed.done, states.stalled.done], [3, 1], run.stdout);
+
+  const reader = bullQueue(redis.connection(db), spec);
+  const retried = await reader.getJob(abandoned.id);
+  assert.equal(await retried.getState(), 'waiting');
+  assert.equal(await client.hget(`bull:legacy-signups:${abandoned.id}`, 'stalledCounter'), '1');
+  assert.deepEqual(await client.lrange('bull:legacy-signups:active', 0, -1), []);
+  for (const job of await reader.getCompleted()) {
+    assert.equal(job.data.email, '[REDACTED]', 'Bull reads the scrubbed data');
+    assert.equal(job.data.plan, 'pro');
+  }
+  assert.deepEqual(await streams(client), [], 'no events stream');
+  // A Bull worker picks the retried job up.
+  reader.process('*', 1, async () => 'imported');
+  await waitFor('the retried job completes', async () => (await reader.getJob(abandoned.id)).finishedOn);
+  await reader.close();
+  await assertBullWhole(redis, db, spec);
+});
