@@ -37,10 +37,14 @@ end
 
 -- Queues the job's own keys for one batched UNLINK: the hash, and its five sub-keys only when
 -- one EXISTS call finds any (most finished jobs have none, and a missing key still costs
--- UNLINK a lookup).
+-- UNLINK a lookup). A Bull job has only `:logs`, which goes as Bull deletes it: unasked.
 local function queueJobKeys(dels, jobKey)
   local d = #dels
   dels[d + 1] = jobKey
+  if BACKEND == 'bull' then
+    dels[d + 2] = jobKey .. ':logs'
+    return dels
+  end
   local logs, deps = jobKey .. ':logs', jobKey .. ':dependencies'
   local processed, failed = jobKey .. ':processed', jobKey .. ':failed'
   local unsuccessful = jobKey .. ':unsuccessful'
@@ -174,13 +178,25 @@ local function releaseDedup(queuePrefix, jobId, deid)
   end
 end
 
+-- Per queue prefix: whether the queue has a `priority` set and a rate limiter index at all,
+-- looked up once per call (a call is atomic, and removal never creates either).
+local bullIndexes = {}
+
 -- Bull's own bookkeeping of a removed job (its Job.remove, and its clean): the job's rank in
 -- `priority` (a prioritized job sits in `wait` too), its entry in the rate limiter's index
 -- and the set that entry names, and, given `deid` (pending jobs only), its debounce key.
 local function releaseBullJob(queuePrefix, jobId, deid)
-  rcall('ZREM', queuePrefix .. 'priority', jobId)
+  local has = bullIndexes[queuePrefix]
   local index = queuePrefix .. 'limiter:index'
-  local limited = rcall('HGET', index, jobId)
+  if not has then
+    has = {priority = rcall('EXISTS', queuePrefix .. 'priority') == 1,
+      limiter = rcall('EXISTS', index) == 1}
+    bullIndexes[queuePrefix] = has
+  end
+  if has.priority then
+    rcall('ZREM', queuePrefix .. 'priority', jobId)
+  end
+  local limited = has.limiter and rcall('HGET', index, jobId)
   if limited then
     rcall('SREM', limited, jobId)
     rcall('HDEL', index, jobId)
