@@ -61,6 +61,8 @@ const READS: &[&str] = &[
     "pttl",
     "zrangebyscore",
     "sismember",
+    "strlen",
+    "getrange",
 ];
 
 /// Read-only scripts (`page_newest.lua`, flagged `no-writes`).

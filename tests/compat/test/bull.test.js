@@ -140,6 +140,12 @@ test('bull: a mixed Redis, Bull and BullMQ queues under one prefix, each governe
   await release();
   await build(redis.connection(0));
   release = await buildBull(redis.connection(0));
+  // Not queues, though each has an integer `:id`: a counter of the application's own, and a
+  // Bull job whose custom id is `events` does not hide its queue.
+  await admin.set('bull:orders-seq:id', '42');
+  const evq = bullQueue(redis.connection(0), { prefix: 'legacy', name: 'reports' });
+  await evq.add('named', { n: 1 }, { jobId: 'events' });
+  await evq.close();
   await copyDatabase(admin, 0, 1);
   await sleep(20);
   const layouts = [...LAYOUTS, 'legacy:{queue}'];
@@ -158,7 +164,7 @@ test('bull: a mixed Redis, Bull and BullMQ queues under one prefix, each governe
   const expectSeen = {};
   for (const s of QUEUES) expectSeen[`${s.prefix}:${s.name}`] = ['bullmq', 'modern'];
   for (const s of BULL_QUEUES) expectSeen[`${s.prefix}:${s.name}`] = ['bull', 'legacy'];
-  assert.deepEqual(seen, expectSeen);
+  assert.deepEqual(seen, expectSeen, 'bull:orders-seq is no queue; legacy:reports is found though a job is named events');
   const text = await bullsweep(['--redis', redis.url(1), '--config', split, 'plan']);
   assert.match(text.stdout, /bull:legacy-mail \(bull\)/, 'the table names the library of a Bull queue');
 
@@ -193,6 +199,7 @@ test('bull: archive leaves what clean leaves, restore --as original puts a Bull 
   const client = redis.client(1);
   const failedId = (await client.zrange('bull:legacy-mail:failed', 0, 0))[0];
   const doneId = (await client.zrange('bull:legacy-mail:completed', -1, -1))[0];
+  const other = (await client.zrange('legacy:reports:completed', 0, 0))[0];
   const hashBefore = await client.hgetall(`bull:legacy-mail:${failedId}`);
   const logsBefore = await client.lrange(`bull:legacy-mail:${failedId}:logs`, 0, -1);
   for (const spec of BULL_QUEUES) {
@@ -211,6 +218,12 @@ test('bull: archive leaves what clean leaves, restore --as original puts a Bull 
   assert.equal(original.code, 0, original.stderr);
   assert.deepEqual(await client.hgetall(`bull:legacy-mail:${failedId}`), hashBefore, 'every field as Bull wrote it');
   assert.deepEqual(await client.lrange(`bull:legacy-mail:${failedId}:logs`, 0, -1), logsBefore);
+  // Never into a queue of the other library: `legacy:reports` turned into a BullMQ queue.
+  await client.hset('legacy:reports:meta', 'opts.maxLenEvents', '10000');
+  const across = await bullsweep([...args, 'archive', 'restore', 'legacy:reports', other, '--as', 'original']);
+  assert.equal(across.code, 2, across.stderr);
+  assert.match(across.stderr, /written by bull and legacy:reports is now a bullmq queue; nothing restored/);
+  await client.hdel('legacy:reports:meta', 'opts.maxLenEvents');
   const q = bullQueue(redis.connection(1), BULL_QUEUES[0]);
   const job = await q.getJob(failedId);
   assert.equal(await job.getState(), 'failed');
@@ -374,4 +387,44 @@ test('bull: stalled retry is Bull\'s (back to wait, stalledCounter), anonymize s
   await waitFor('the retried job completes', async () => (await reader.getJob(abandoned.id)).finishedOn);
   await reader.close();
   await assertBullWhole(redis, db, spec);
+});
+
+test('bull: moveExhaustedTo moves a Bull job into a Bull dead-letter queue, and never into a BullMQ one', async () => {
+  const db = 5;
+  const client = redis.client(db);
+  await client.flushdb();
+  const q = bullQueue(redis.connection(db), { prefix: 'bull', name: 'legacy-pay' });
+  let failed = 0;
+  q.on('failed', () => { failed += 1; });
+  q.process('*', 2, async () => { throw new Error('declined'); });
+  for (let i = 0; i < 3; i++) await q.add('charge', { i });
+  await waitFor('the charges fail', async () => failed >= 3);
+  await q.close();
+  const file = (dlq) => writePolicy(['version: 1', 'discovery:', '  layouts: ["bull:{queue}"]', 'policies:',
+    `  - { name: pay, queueNamePattern: legacy-pay, moveExhaustedTo: ${dlq} }`, ''].join('\n'));
+  // Into a BullMQ queue: refused, nothing moved.
+  const { Queue: MqQueue } = require('../lib/bullmq');
+  const mq = new MqQueue('modern-dlq', { connection: redis.connection(db) });
+  await mq.add('x', {});
+  await mq.close();
+  const refused = await bullsweep(['--redis', redis.url(db), '--config', file('modern-dlq'), '--json', 'run']);
+  assert.equal(refused.code, 1);
+  assert.match(JSON.parse(refused.stdout).queues[0].error, /bull:modern-dlq is a bullmq queue and bull:legacy-pay a bull queue: a job moves only between queues of one library; nothing was moved/);
+  assert.equal(await client.zcard('bull:legacy-pay:failed'), 3);
+  // Into a new queue: a Bull one, found as Bull afterwards.
+  const moved = await bullsweep(['--redis', redis.url(db), '--config', file('legacy-pay-dlq'), '--json', 'run']);
+  assert.equal(moved.code, 0, moved.stderr);
+  assert.equal(await client.zcard('bull:legacy-pay:failed'), 0);
+  assert.equal(await client.zcard('bull:legacy-pay-dlq:failed'), 3);
+  assert.equal(await client.exists('bull:legacy-pay-dlq:meta'), 0, 'no BullMQ meta on the Bull dead-letter queue');
+  const all = writePolicy('version: 1\npolicies:\n  - { name: all, queueNamePattern: "*" }\n');
+  const plan = await bullsweep(['--redis', redis.url(db), '--config', all, '--json', 'plan']);
+  const seen = Object.fromEntries(JSON.parse(plan.stdout).queues.map((x) => [x.key, x.backend]));
+  assert.deepEqual([seen['bull:legacy-pay-dlq'], seen['bull:modern-dlq']], ['bull', 'bullmq']);
+  const dlq = bullQueue(redis.connection(db), { prefix: 'bull', name: 'legacy-pay-dlq' });
+  const jobs = await dlq.getFailed();
+  assert.equal(jobs.length, 3);
+  assert.ok(jobs.every((j) => j.failedReason === 'declined'));
+  await dlq.close();
+  assert.deepEqual(await streams(client), ['bull:modern-dlq:events'], 'only the BullMQ queue has a stream');
 });

@@ -207,23 +207,25 @@ impl Target {
     }
 
     /// A connection in subscriber mode (legacy Bull sends its events over pub/sub): to the
-    /// server the URL names, the master Sentinel names now, or a Cluster's first seed node (a
-    /// Cluster passes every `PUBLISH` to every node).
+    /// server the URL names, the master Sentinel names now, or the first seed node of a Cluster
+    /// that answers (a Cluster passes every `PUBLISH` to every node).
     pub async fn pubsub(&self) -> Result<redis::aio::PubSub, Error> {
-        let info = match &self.inner.endpoint {
-            Endpoint::Direct(url) => direct_info(url, &self.inner.opts),
-            Endpoint::Sentinel(s) => self.master_info(s).await,
-            Endpoint::Cluster(c) => self.cluster_seeds(c).and_then(|seeds| {
-                seeds.into_iter().next().ok_or_else(|| {
-                    RedisError::from((redis::ErrorKind::InvalidClientConfig, "no seed node"))
-                })
-            }),
+        let infos = match &self.inner.endpoint {
+            Endpoint::Direct(url) => direct_info(url, &self.inner.opts).map(|i| vec![i]),
+            Endpoint::Sentinel(s) => self.master_info(s).await.map(|i| vec![i]),
+            Endpoint::Cluster(c) => self.cluster_seeds(c),
         };
-        let opened = match info.and_then(|i| self.client_for(i)) {
-            Ok(client) => client.get_async_pubsub().await,
-            Err(e) => Err(e),
-        };
-        opened.map_err(|e| describe(self.url(), &e))
+        let mut last = RedisError::from((redis::ErrorKind::InvalidClientConfig, "no node"));
+        for info in infos.map_err(|e| describe(self.url(), &e))? {
+            match self.client_for(info) {
+                Ok(client) => match client.get_async_pubsub().await {
+                    Ok(pubsub) => return Ok(pubsub),
+                    Err(e) => last = e,
+                },
+                Err(e) => last = e,
+            }
+        }
+        Err(describe(self.url(), &last))
     }
 
     /// What went wrong on a first connection: for one server that answered in another

@@ -40,6 +40,14 @@ pub struct SegmentManifest {
     /// written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The queue library that wrote its jobs: `bull`, or absent for BullMQ.
+    #[serde(default, skip_serializing_if = "is_bullmq")]
+    pub backend: Backend,
+}
+
+/// Whether a manifest's backend is BullMQ's, which manifests leave out.
+fn is_bullmq(backend: &Backend) -> bool {
+    *backend == Backend::Bullmq
 }
 
 /// Where and for whom a segment is written.
@@ -220,6 +228,7 @@ pub(super) fn encode_segment(
         env: meta.env.clone(),
         state: records.first().map(|r| r.state.to_string()),
         source: meta.source.clone(),
+        backend: meta.backend,
     };
     Ok(EncodedSegment { manifest, bytes })
 }

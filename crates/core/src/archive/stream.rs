@@ -10,6 +10,7 @@ use super::staging::StagingFile;
 use super::{ArchiveSink, SegmentManifest, SegmentMeta};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use bullsweep_policy::Backend;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 
@@ -81,6 +82,9 @@ impl StreamedSegment {
         };
         segment.out.write_all(b",\"id\":")?;
         segment.text(job.id)?;
+        if meta.backend == Backend::Bull {
+            segment.out.write_all(b",\"backend\":\"bull\"")?;
+        }
         segment.out.write_all(b",\"state\":")?;
         json(&mut segment.out, job.state)?;
         write!(segment.out, ",\"finishedOn\":{}", job.finished_on)?;
@@ -190,6 +194,7 @@ impl StreamedSegment {
             env: meta.env.clone(),
             state: Some(self.state),
             source: meta.source.clone(),
+            backend: meta.backend,
         };
         let digest = (manifest.bytes, manifest.sha256.clone());
         sink.put_staged(&manifest.segment, self.staging.path(), digest)

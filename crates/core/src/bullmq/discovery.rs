@@ -1,10 +1,14 @@
 //! Finding queues: SCAN every primary for `*:meta` and `*:id`, then confirm each hit. A BullMQ
 //! queue has a meta hash holding BullMQ's fields. A legacy Bull queue has no such hash: its
-//! id counter is a string holding an integer, and its base has neither BullMQ's meta fields
-//! nor an `events` stream (Bull sends its events over pub/sub).
+//! id counter is a string holding an integer, its base has neither BullMQ's meta fields nor an
+//! `events` stream (Bull sends its events over pub/sub), and one of its keys is there with
+//! Bull's type (a list for `wait`, `paused` or `active`, a sorted set for `delayed`,
+//! `completed`, `failed` or `repeat`, Bull's stamps `stalled-check` and `meta-paused`). An
+//! application's own counter named `…:id` has none of them.
 
 use super::keys::{DISCOVERY_SCAN_PATTERN, META_MAX_LEN_EVENTS, META_VERSION, QueueKeys};
 use bullsweep_base::connect::Conn;
+use bullsweep_policy::Backend;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
@@ -162,13 +166,30 @@ fn is_permission_reply(reply: &Value) -> bool {
 /// A meta hash holds `opts.maxLenEvents` or `version`; a job hash that happens to end in
 /// `:meta` holds neither.
 fn is_bullmq_meta(key_type: &Value, fields: &Value) -> bool {
-    let is_hash = matches!(key_type, Value::SimpleString(t) if t == "hash");
-    is_hash && has_field(fields)
+    is_type(key_type, "hash") && has_field(fields)
 }
+
+/// Bull's keys and the type each has: its states, its repeatable jobs, and what its workers
+/// write while they run (the stalled check's stamp) or when the queue is paused.
+const BULL_STATES: [(&str, &str); 9] = [
+    ("wait", "list"),
+    ("paused", "list"),
+    ("active", "list"),
+    ("delayed", "zset"),
+    ("completed", "zset"),
+    ("failed", "zset"),
+    ("repeat", "zset"),
+    ("stalled-check", "string"),
+    ("meta-paused", "string"),
+];
+
+/// The longest id counter read: 20 digits hold any `u64`.
+const COUNTER_MAX_LEN: i64 = 20;
 
 /// Confirms which of `bases` (each met by its `:id` key) are Bull queues, adding them to
 /// `found.bull`: the counter holds an integer, the `meta` hash (if any) holds none of BullMQ's
-/// fields (Bull writes only `paused` there, for BullMQ's sake), and no `events` key exists.
+/// fields (Bull writes only `paused` there, for BullMQ's sake), no stream is at `events` (a
+/// Bull job may have the id `events`), and one of Bull's states is there with its type.
 async fn confirm_bull<C: ConnectionLike>(
     con: &mut C,
     bases: &[String],
@@ -180,29 +201,53 @@ async fn confirm_bull<C: ConnectionLike>(
     let mut pipe = redis::pipe();
     for base in bases {
         let keys = QueueKeys::new(base);
-        pipe.cmd("GET").arg(keys.id_counter()).ignore_errors();
+        pipe.cmd("STRLEN").arg(keys.id_counter()).ignore_errors();
+        // A prefix only: whatever the key holds, the reply stays small.
+        pipe.cmd("GETRANGE")
+            .arg(keys.id_counter())
+            .arg(0)
+            .arg(COUNTER_MAX_LEN - 1)
+            .ignore_errors();
         pipe.cmd("HMGET")
             .arg(keys.meta())
             .arg(META_MAX_LEN_EVENTS)
             .arg(META_VERSION)
             .ignore_errors();
-        pipe.cmd("EXISTS").arg(keys.events()).ignore_errors();
+        pipe.cmd("TYPE").arg(keys.events()).ignore_errors();
+        for (state, _) in BULL_STATES {
+            pipe.cmd("TYPE").arg(keys.sub(state)).ignore_errors();
+        }
     }
     let replies: Vec<Value> = pipe.query_async(con).await?;
-    for (base, r) in bases.iter().zip(replies.chunks_exact(3)) {
-        if is_bull_counter(&r[0]) && !has_field(&r[1]) && matches!(r[2], Value::Int(0)) {
+    for (base, r) in bases
+        .iter()
+        .zip(replies.chunks_exact(4 + BULL_STATES.len()))
+    {
+        let counter = matches!(r[0], Value::Int(n) if (1..=COUNTER_MAX_LEN).contains(&n))
+            && is_whole_number(&r[1]);
+        let stream = is_type(&r[3], "stream");
+        let state = BULL_STATES
+            .iter()
+            .zip(&r[4..])
+            .any(|((_, want), t)| is_type(t, want));
+        if counter && !has_field(&r[2]) && !stream && state {
             found.bull.push(base.clone());
         }
     }
     Ok(())
 }
 
-/// Whether a `GET` reply is an id counter: a string holding a whole number.
-fn is_bull_counter(reply: &Value) -> bool {
+/// Whether a reply is a string holding a whole number.
+fn is_whole_number(reply: &Value) -> bool {
     match reply {
         Value::BulkString(b) => std::str::from_utf8(b).is_ok_and(|s| s.parse::<u64>().is_ok()),
         _ => false,
     }
+}
+
+/// Whether a `TYPE` reply names `want`.
+fn is_type(reply: &Value, want: &str) -> bool {
+    matches!(reply, Value::SimpleString(t) if t == want)
 }
 
 /// Whether an `HMGET` reply holds any field.
@@ -211,4 +256,29 @@ fn has_field(fields: &Value) -> bool {
         Value::Array(values) => values.iter().any(|v| !matches!(v, Value::Nil)),
         _ => false,
     }
+}
+
+/// The library of the queue at `base`, as discovery confirms it; `None` when neither does (no
+/// such queue yet). For the steps that write into a queue they did not discover: a dead-letter
+/// queue, a restore's target.
+pub async fn backend_of<C: ConnectionLike>(
+    con: &mut C,
+    base: &str,
+) -> RedisResult<Option<Backend>> {
+    let keys = QueueKeys::new(base);
+    let (key_type, fields): (Value, Value) = redis::pipe()
+        .cmd("TYPE")
+        .arg(keys.meta())
+        .cmd("HMGET")
+        .arg(keys.meta())
+        .arg(META_MAX_LEN_EVENTS)
+        .arg(META_VERSION)
+        .query_async(con)
+        .await?;
+    if is_bullmq_meta(&key_type, &fields) {
+        return Ok(Some(Backend::Bullmq));
+    }
+    let mut found = Discovered::default();
+    confirm_bull(con, &[base.to_string()], &mut found).await?;
+    Ok((!found.bull.is_empty()).then_some(Backend::Bull))
 }

@@ -8,7 +8,7 @@ pub mod key_classes;
 pub mod keys;
 pub mod scripts;
 
-pub use discovery::{Discovered, Topology, discover_queues, discover_step};
+pub use discovery::{Discovered, Topology, backend_of, discover_queues, discover_step};
 pub use job::new_job_fields;
 pub use keys::QueueKeys;
 pub use scripts::{

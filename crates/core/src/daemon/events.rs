@@ -150,8 +150,13 @@ impl EventsReader {
             Drained::Failed => self.back_off().await,
             // More may have arrived meanwhile: drain again before waiting, after a short
             // pause when the read was small, so that a busy Redis is not asked for a handful
-            // of entries a thousand times a second.
+            // of entries a thousand times a second. Bull's messages are taken in between, so
+            // that busy streams never keep them waiting.
             Drained::Some { full } => {
+                let bull = self.bull_held();
+                if !bull.is_empty() {
+                    self.hear_bull(&bull, Duration::ZERO).await;
+                }
                 if !full {
                     tokio::time::sleep(Duration::from_millis(DRAIN_PAUSE_MS)).await;
                 }
@@ -266,12 +271,7 @@ impl EventsReader {
         let streams: Vec<(String, String)> = streamed
             .map(|(base, h)| (QueueKeys::new(base).events(), h.cursor.clone()))
             .collect();
-        let bull: Vec<String> = self
-            .held
-            .iter()
-            .filter(|(_, h)| is_bull(h))
-            .map(|(base, _)| base.clone())
-            .collect();
+        let bull = self.bull_held();
         let mut block_ms = BLOCK_MS;
         if !bull.is_empty() {
             // With streams to read too, Bull's messages are taken between reads.
@@ -310,6 +310,15 @@ impl EventsReader {
                 break;
             }
         }
+    }
+
+    /// The Bull queues held.
+    fn bull_held(&self) -> Vec<String> {
+        self.held
+            .iter()
+            .filter(|(_, h)| h.queue.queue.backend == Backend::Bull)
+            .map(|(base, _)| base.clone())
+            .collect()
     }
 
     /// Waits up to `wait` for Bull's messages on the Bull queues `bases` held, and removes the

@@ -12,10 +12,16 @@ use futures_util::StreamExt;
 use redis::RedisResult;
 use redis::aio::PubSub;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Messages taken in one batch at most: one batch becomes one removal call per queue and state.
 const BATCH: usize = 5_000;
+/// The longest a subscriber's command (connect, subscribe, ping) may take before the
+/// connection is taken for dead.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+/// After this long without a message, a `PING` proves the connection alive: a connection cut
+/// without a word (no RST) would otherwise look like a quiet queue for ever.
+const PING_EVERY: Duration = Duration::from_secs(5);
 
 /// Finished jobs heard, by key base: each job's state and id.
 pub(super) type Heard = BTreeMap<String, Vec<(JobState, String)>>;
@@ -25,14 +31,32 @@ pub(super) struct BullFeed {
     pubsub: PubSub,
     /// The channels subscribed to.
     channels: BTreeSet<String>,
+    /// When the connection last answered (a message, or a `PING`).
+    heard_at: Instant,
+}
+
+/// `step` within [`COMMAND_TIMEOUT`], or an error saying the subscriber stopped answering.
+async fn in_time<T>(step: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+    tokio::time::timeout(COMMAND_TIMEOUT, step)
+        .await
+        .unwrap_or_else(|_| {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "the subscriber did not answer in time",
+            )))
+        })
 }
 
 impl BullFeed {
     /// Opens the subscriber connection.
     pub(super) async fn open(target: &Target) -> Result<BullFeed, Error> {
+        let pubsub = tokio::time::timeout(COMMAND_TIMEOUT, target.pubsub())
+            .await
+            .map_err(|_| Error::runtime("the subscriber connection did not open in time"))??;
         Ok(BullFeed {
-            pubsub: target.pubsub().await?,
+            pubsub,
             channels: BTreeSet::new(),
+            heard_at: Instant::now(),
         })
     }
 
@@ -47,11 +71,11 @@ impl BullFeed {
         let wanted: BTreeSet<String> = bases.iter().flat_map(|b| channels(b)).collect();
         let gone: Vec<&String> = self.channels.difference(&wanted).collect();
         if !gone.is_empty() {
-            self.pubsub.unsubscribe(gone).await?;
+            in_time(self.pubsub.unsubscribe(gone)).await?;
         }
         let new: Vec<&String> = wanted.difference(&self.channels).collect();
         if !new.is_empty() {
-            self.pubsub.subscribe(new).await?;
+            in_time(self.pubsub.subscribe(new)).await?;
         }
         let newly = bases
             .iter()
@@ -64,8 +88,20 @@ impl BullFeed {
 
     /// The finished jobs published within `wait`: the first message is waited for, the ones
     /// already there after it are taken too (up to a batch). An error when the connection is
-    /// gone.
+    /// gone, or does not answer a `PING` after a quiet while.
     pub(super) async fn next(&mut self, wait: Duration) -> RedisResult<Heard> {
+        let heard = self.take(wait).await?;
+        if !heard.is_empty() {
+            self.heard_at = Instant::now();
+        } else if self.heard_at.elapsed() >= PING_EVERY {
+            in_time(self.pubsub.ping::<redis::Value>()).await?;
+            self.heard_at = Instant::now();
+        }
+        Ok(heard)
+    }
+
+    /// What [`BullFeed::next`] hears.
+    async fn take(&mut self, wait: Duration) -> RedisResult<Heard> {
         let mut heard = Heard::new();
         let mut stream = self.pubsub.on_message();
         let mut taken = 0;

@@ -143,8 +143,22 @@ pub(super) async fn refresh_locks(
     for eq in wanted {
         let base = eq.queue.base.clone();
         if let Some(h) = held.get_mut(&base) {
-            h.queue = eq;
-            continue;
+            if h.queue.queue.backend == eq.queue.backend {
+                h.queue = eq;
+                continue;
+            }
+            // Another library's queue now (moved from Bull to BullMQ in place, say): taken
+            // again, so that its events are read its new way from a position of that kind.
+            log(
+                "info",
+                &format!(
+                    "{base}: now a {} queue; taking its events again",
+                    eq.queue.backend
+                ),
+            );
+            if let Some(old) = held.remove(&base) {
+                old.lock.release(con).await?;
+            }
         }
         if let Some(h) = take(con, shared, metrics, eq, owner).await? {
             held.insert(base, h);

@@ -9,8 +9,8 @@ use super::options::Mode;
 use super::report::{Skipped, StateReport};
 use super::work::finish;
 use crate::audit::AuditContext;
-use crate::bullmq::{Candidate, QueueKeys};
-use crate::error::Result;
+use crate::bullmq::{Candidate, QueueKeys, backend_of};
+use crate::error::{Error, Result};
 use bullsweep_policy::JobState;
 use redis::aio::ConnectionLike;
 
@@ -46,6 +46,15 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
     let to = from.sibling(target);
     if to == from {
         return Ok(());
+    }
+    // One build of the script writes both queues: a job moves only within one library.
+    if let Some(other) = with_retry!(backend_of(con, to.base()))?.filter(|b| *b != from.backend()) {
+        return Err(Error::config(format!(
+            "{} is a {other} queue and {} a {} queue: a job moves only between queues of one library; nothing was moved",
+            to.base(),
+            from.base(),
+            from.backend()
+        )));
     }
     let mut sizer = BatchSizer::new(opts.budget_us);
     let ctx = audit.to_json();

@@ -63,6 +63,7 @@ impl QueueRun<'_> {
             tenant: self.queue.tenant.clone(),
             env: self.queue.env.clone(),
             policy: Some(self.policy.clone()),
+            backend: self.queue.backend,
         };
         let ctx = RepairContext {
             kinds: vec![DoctorKind::DanglingIds],

@@ -66,7 +66,9 @@ pub async fn alerts_of(
     let mut to_save: Vec<(String, Series)> = Vec::new();
     let mut queues = Vec::new();
     for (i, q) in report.queues.iter().enumerate() {
-        let Some(Resolution::Covered(eff)) = set.identify(&q.key, env).map(|id| set.resolve(&id))
+        let Some(Resolution::Covered(eff)) = set
+            .identify_as(&q.key, q.backend, env)
+            .map(|id| set.resolve(&id))
         else {
             continue;
         };

@@ -199,6 +199,7 @@ async fn queues(
             queue: q.queue,
             tenant: q.tenant,
             env: q.env,
+            backend: q.backend,
         })
         .collect();
     if scope.env.is_none() {
@@ -216,6 +217,7 @@ async fn queues(
                 tenant: None,
                 env: None,
                 policy: None,
+                backend: Backend::Bullmq,
             });
         }
     }

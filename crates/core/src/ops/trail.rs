@@ -8,7 +8,7 @@ use crate::audit::{self, AuditEvent};
 use crate::error::Error;
 use bullsweep_base::clock::now_ms;
 use bullsweep_policy::{
-    ArchiveTarget, AuditTarget, JsonPath, NamePattern, PiiRules, PolicySet, Resolution,
+    ArchiveTarget, AuditTarget, Backend, JsonPath, NamePattern, PiiRules, PolicySet, Resolution,
 };
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -144,7 +144,7 @@ pub enum Reader {
         /// The environment in force.
         env: Option<String>,
         /// Each queue's rules, once resolved.
-        rules: Mutex<HashMap<String, Option<PiiRules>>>,
+        rules: Mutex<HashMap<(String, Backend), Option<PiiRules>>>,
     },
 }
 
@@ -164,7 +164,7 @@ impl Reader {
             return record;
         };
         let resolve = || {
-            set.identify(&record.queue, env.as_deref())
+            set.identify_as(&record.queue, record.backend, env.as_deref())
                 .and_then(|q| match set.resolve(&q) {
                     Resolution::Covered(eff) => eff.pii,
                     _ => None,
@@ -173,7 +173,9 @@ impl Reader {
         let Ok(mut known) = rules.lock() else {
             return record.redacted(resolve().as_ref());
         };
-        let pii = known.entry(record.queue.clone()).or_insert_with(resolve);
+        let pii = known
+            .entry((record.queue.clone(), record.backend))
+            .or_insert_with(resolve);
         record.redacted(pii.as_ref())
     }
 }

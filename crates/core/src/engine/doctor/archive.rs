@@ -39,7 +39,7 @@ fn queue_id(q: &DoctorQueue) -> QueueId {
         queue: q.queue.clone(),
         tenant: q.tenant.clone(),
         env: q.env.clone(),
-        backend: Default::default(),
+        backend: q.backend,
     }
 }
 
@@ -52,7 +52,7 @@ pub(super) async fn copy_first<C: ConnectionLike>(
     items: &[RepairItem],
     run: (&str, u64),
 ) -> Result<(Vec<RepairItem>, u64)> {
-    let keys = QueueKeys::new(&q.base);
+    let keys = QueueKeys::with_backend(&q.base, q.backend);
     let mut copies: Vec<CopyParts> = Vec::with_capacity(items.len());
     let mut checked = Vec::with_capacity(items.len());
     let mut gone = 0;

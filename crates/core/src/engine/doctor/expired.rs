@@ -18,7 +18,7 @@ pub async fn drop_expired_ids<C: ConnectionLike>(
     ctx: &super::RepairContext,
     observer: &dyn Observer,
 ) -> crate::error::Result<u64> {
-    let keys = QueueKeys::new(&q.base);
+    let keys = QueueKeys::with_backend(&q.base, q.backend);
     let probe = Prober {
         keys: &keys,
         budget_us: ctx.budget_us,

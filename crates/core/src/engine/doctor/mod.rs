@@ -20,7 +20,7 @@ pub(crate) use repair::repair_queue;
 use super::observer::{Event, Observer};
 use crate::bullmq::keys::QueueKeys;
 use crate::bullmq::{ProbeMode, Probed, RepairItem, scripts};
-use bullsweep_policy::{DoctorKind, EffectivePolicy};
+use bullsweep_policy::{Backend, DoctorKind, EffectivePolicy};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 use serde::Serialize;
@@ -47,6 +47,9 @@ pub struct DoctorQueue {
     pub env: Option<String>,
     /// The policy governing it, if any (its audit names, archive and events bound).
     pub policy: Option<EffectivePolicy>,
+    /// The library that wrote it: the doctor examines BullMQ queues, and the `ttl` layer's
+    /// repair of expired ids runs on Bull queues too.
+    pub backend: Backend,
 }
 
 /// What one kind of damage came to in one queue.
@@ -231,7 +234,7 @@ pub async fn examine<C: crate::bullmq::Topology>(
     observer: &dyn Observer,
 ) -> (Findings, Option<redis::RedisError>) {
     let mut found = Findings::new();
-    let keys = QueueKeys::new(&q.base);
+    let keys = QueueKeys::with_backend(&q.base, q.backend);
     let probe = Prober {
         keys: &keys,
         budget_us,

@@ -39,7 +39,7 @@ pub(crate) async fn repair_queue<C: ConnectionLike>(
     archive: Option<&RunArchive>,
     observer: &dyn Observer,
 ) -> Result<()> {
-    let keys = QueueKeys::new(&q.base);
+    let keys = QueueKeys::with_backend(&q.base, q.backend);
     for &kind in &ctx.kinds {
         let finding = found.of(kind);
         if finding.found == 0 {

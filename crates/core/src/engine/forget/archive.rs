@@ -155,7 +155,7 @@ fn segment_scope(
     global: &[Subject],
     m: &SegmentManifest,
 ) -> Option<ScopedQueue> {
-    let queue = set.identify(&m.queue, req.env.as_deref());
+    let queue = set.identify_as(&m.queue, m.backend, req.env.as_deref());
     let subjects = match &queue {
         Some(q) => set
             .subjects_for(q, &req.subject)
@@ -179,7 +179,7 @@ fn segment_scope(
             queue: m.queue.rsplit(':').next().unwrap_or_default().to_string(),
             tenant: m.tenant.clone(),
             env: m.env.clone(),
-            backend: Default::default(),
+            backend: m.backend,
         }),
         subjects,
         data_tenant,

@@ -96,6 +96,9 @@ local function lockedTree(jobKey)
   if rcall('EXISTS', jobKey .. ':lock') == 1 then
     return true
   end
+  if BACKEND == 'bull' then
+    return false
+  end
   for _, childKey in ipairs(rcall('SMEMBERS', jobKey .. ':dependencies')) do
     if lockedTree(childKey) then
       return true
@@ -122,7 +125,7 @@ end
 -- Drops the job from its parent's pending dependencies; a parent left with none that waits
 -- for children goes to wait (BullMQ's non-hard removal).
 local function releaseParent(jobKey, parentKey)
-  if not parentKey or parentKey == '' then
+  if BACKEND == 'bull' or not parentKey or parentKey == '' then
     return
   end
   local parentPrefix, parentId = takeLastDependency(jobKey, parentKey)
@@ -137,6 +140,10 @@ local removeTree
 
 -- Whether a job has or had children (one EXISTS; most jobs have none).
 local function hasChildren(jobKey)
+  -- Bull has no flows; a key named like a BullMQ sub-key there is another job's.
+  if BACKEND == 'bull' then
+    return false
+  end
   return rcall('EXISTS', jobKey .. ':dependencies', jobKey .. ':processed', jobKey .. ':failed',
     jobKey .. ':unsuccessful') > 0
 end
