@@ -405,10 +405,18 @@ async fn measure(
             .await
             .map_err(redis_err)?;
     } else {
-        // The daemon finds a Bull queue by its id counter.
-        redis::cmd("SET")
-            .arg(QueueKeys::with_backend(BASE, Backend::Bull).id_counter())
-            .arg(0)
+        // The daemon finds a Bull queue by its id counter and a key of Bull's: here the
+        // stalled check's stamp, which Bull's workers write as they start.
+        let keys = QueueKeys::with_backend(BASE, Backend::Bull);
+        redis::pipe()
+            .set(keys.id_counter(), 0)
+            .ignore()
+            .cmd("SET")
+            .arg(keys.sub("stalled-check"))
+            .arg(bullsweep_base::clock::now_ms())
+            .arg("PX")
+            .arg(60_000)
+            .ignore()
             .query_async::<()>(con)
             .await
             .map_err(redis_err)?;
