@@ -54,6 +54,7 @@ promtool:
 
 compat-deps:
 	@[ -d $(COMPAT)/node_modules/bullmq ] && [ -d $(COMPAT)/node_modules/pg ] && [ -d $(COMPAT)/node_modules/ajv ] \
+		&& [ -d $(COMPAT)/node_modules/bull ] && [ -d $(COMPAT)/node_modules/bull3 ] \
 		|| (cd $(COMPAT) && npm ci --no-audit --no-fund)
 
 lint:
