@@ -428,3 +428,33 @@ test('bull: moveExhaustedTo moves a Bull job into a Bull dead-letter queue, and 
   await dlq.close();
   assert.deepEqual(await streams(client), ['bull:modern-dlq:events'], 'only the BullMQ queue has a stream');
 });
+
+test('bull: a queue moved in place from Bull to BullMQ is taken again by the daemon and its stream read', async () => {
+  const db = 6;
+  const client = redis.client(db);
+  await client.flushdb();
+  const spec = { prefix: 'bull', name: 'legacy-moving' };
+  const file = writePolicy(['version: 1', 'schedule: 1h', 'policies:',
+    '  - { name: moving, queueNamePattern: legacy-moving, mode: event, rules: { completed: { maxCount: 0 } } }', ''].join('\n'));
+  const q = bullQueue(redis.connection(db), spec);
+  await q.add('old', { n: 1 });
+  await q.close();
+  const d = startDaemon(['--redis', redis.url(db), '--config', file]);
+  await waitFor('the Bull listener', async () => d.log().includes("bull:legacy-moving: hearing Bull's completed and failed events"));
+  // The team moves the queue to BullMQ in place: BullMQ writes its meta and events stream.
+  await client.del('bull:legacy-moving:wait', 'bull:legacy-moving:1', 'bull:legacy-moving:stalled-check');
+  const { Queue: MqQueue, Worker: MqWorker } = require('../lib/bullmq');
+  const mq = new MqQueue('legacy-moving', { connection: redis.connection(db) });
+  await waitFor('the daemon takes it again as BullMQ', async () => d.log().includes('bull:legacy-moving: now a bullmq queue; taking its events again'), 20000);
+  await waitFor('reading its stream', async () => d.log().includes('bull:legacy-moving: reading events from'));
+  let done = 0;
+  const w = new MqWorker('legacy-moving', async () => 'ok', { connection: redis.connection(db) });
+  w.on('completed', () => { done += 1; });
+  for (let i = 0; i < 20; i++) await mq.add('new', { i });
+  await waitFor('the jobs complete', async () => done >= 20);
+  await waitFor('removed as their events arrive', async () => (await mq.getCompletedCount()) === 0, 15000);
+  assert.ok(!d.log().includes('Invalid stream ID'), d.log());
+  await w.close();
+  await mq.close();
+  assert.equal((await d.kill('SIGTERM')).code, 0, d.log());
+});
