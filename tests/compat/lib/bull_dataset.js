@@ -1,7 +1,8 @@
 // Builds legacy Bull (OptimalBits/bull 4.16) data with real Bull: completed and failed jobs
 // with logs and stack traces, custom ids holding ':', debounced jobs, jobs finished under
 // `removeOnComplete: { count }` (Bull trims the set as they finish), a repeatable job's
-// finished iterations and its next one (delayed), prioritized, plain and delayed waiting jobs,
+// finished iterations and its next one (delayed), prioritized, plain and delayed waiting jobs
+// (one named like a BullMQ sub-key of a finished job),
 // a paused queue (Bull writes `meta-paused`, and `paused` into a `meta` hash), and a job held
 // active under a worker's lock.
 'use strict';
@@ -72,6 +73,9 @@ async function buildBull(connection, { queues = BULL_QUEUES } = {}) {
     for (let i = 0; i < 3; i++) await adder.add('later', { i, plain: true });
     for (let i = 0; i < 2; i++) await adder.add('later', { i }, { delay: 3600 * 1000 });
     await adder.add('later', { d: 2 }, { debounce: { id: 'pending-digest' } });
+    // A waiting job whose id is a finished job's plus `:processed`: BullMQ's name for a
+    // parent's copies, only another job's hash in Bull, which has no flows.
+    await adder.add('later', { tricky: true }, { jobId: 'order:2024:1:processed' });
     if (spec.paused) await adder.pause();
     await adder.close();
   }

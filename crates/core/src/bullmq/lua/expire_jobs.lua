@@ -53,6 +53,10 @@ local clock = startBudget(tonumber(ARGV[7]))
 -- A parent's flow sub-keys expire with it; one EXISTS call finds that most jobs have none.
 local FLOW_SUBKEYS = {':dependencies', ':processed', ':failed', ':unsuccessful'}
 local function expireFlowKeys(jobKey, at)
+  -- Bull has no flows: a key named so there is another job's.
+  if BACKEND == 'bull' then
+    return
+  end
   local keys = {}
   for i, s in ipairs(FLOW_SUBKEYS) do
     keys[i] = jobKey .. s

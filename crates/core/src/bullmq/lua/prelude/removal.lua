@@ -27,6 +27,10 @@ local protectParents = false
 
 -- Queues the job's keys that hold no data of its own (not its hash and logs) for UNLINK.
 local function queueLinkKeys(dels, jobKey)
+  -- Bull has no flows: a key named so there is another job's (Bull ids may hold ':').
+  if BACKEND == 'bull' then
+    return dels
+  end
   local d = #dels
   dels[d + 1] = jobKey .. ':dependencies'
   dels[d + 2] = jobKey .. ':processed'
