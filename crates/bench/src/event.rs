@@ -385,6 +385,32 @@ fn start_node(
     start_ready(command, node, &all)
 }
 
+/// Makes the bench queue one the daemon finds before the load starts: BullMQ's keeps its
+/// whole events stream (`opts.maxLenEvents`); Bull's has its id counter and a key of Bull's,
+/// the stalled check's stamp, which Bull's workers write as they start.
+async fn prepare_queue(con: &mut Conn, backend: Backend) -> redis::RedisResult<()> {
+    if backend == Backend::Bullmq {
+        return redis::cmd("HSET")
+            .arg(QueueKeys::new(BASE).meta())
+            .arg("opts.maxLenEvents")
+            .arg(MAX_EVENTS)
+            .query_async::<()>(con)
+            .await;
+    }
+    let keys = QueueKeys::with_backend(BASE, Backend::Bull);
+    redis::pipe()
+        .set(keys.id_counter(), 0)
+        .ignore()
+        .cmd("SET")
+        .arg(keys.sub("stalled-check"))
+        .arg(bullsweep_base::clock::now_ms())
+        .arg("PX")
+        .arg(60_000)
+        .ignore()
+        .query_async::<()>(con)
+        .await
+}
+
 async fn measure(
     con: &mut Conn,
     url: &str,
@@ -396,31 +422,7 @@ async fn measure(
     let rest = pinning.map(|p| p.rest.as_str());
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     flush(con, url).await?;
-    if backend == Backend::Bullmq {
-        redis::cmd("HSET")
-            .arg(QueueKeys::new(BASE).meta())
-            .arg("opts.maxLenEvents")
-            .arg(MAX_EVENTS)
-            .query_async::<()>(con)
-            .await
-            .map_err(redis_err)?;
-    } else {
-        // The daemon finds a Bull queue by its id counter and a key of Bull's: here the
-        // stalled check's stamp, which Bull's workers write as they start.
-        let keys = QueueKeys::with_backend(BASE, Backend::Bull);
-        redis::pipe()
-            .set(keys.id_counter(), 0)
-            .ignore()
-            .cmd("SET")
-            .arg(keys.sub("stalled-check"))
-            .arg(bullsweep_base::clock::now_ms())
-            .arg("PX")
-            .arg(60_000)
-            .ignore()
-            .query_async::<()>(con)
-            .await
-            .map_err(redis_err)?;
-    }
+    prepare_queue(con, backend).await.map_err(redis_err)?;
     let dir = tempfile::tempdir().map_err(|e| Error::runtime(e.to_string()))?;
     let monitor = match backend {
         Backend::Bull => Some(event_bull::start(con, url, BASE).await?),
