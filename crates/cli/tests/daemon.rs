@@ -82,7 +82,24 @@ policies:
     assert!(!data.contains("@example.com"), "{data}");
     let stuck: bool = con.exists("bull:stuck:1").expect("exists");
     assert!(!stuck, "the abandoned active job was removed");
-    let metrics = scrape(port);
+    // A run's batch metrics are published as its queue's run ends, a moment after the run
+    // recorded itself in `lastrun`: they are waited for, then judged.
+    let batched = |m: &str| {
+        ["bull:signup", "bull:stuck", "bull:mail"].iter().all(|q| {
+            sample(
+                m,
+                "bullsweep_batch_duration_seconds_count",
+                &[&format!("queue=\"{q}\"")],
+            )
+            .is_some()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut metrics = scrape(port);
+    while !batched(&metrics) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        metrics = scrape(port);
+    }
     for queue in ["bull:signup", "bull:stuck", "bull:mail"] {
         let batches = sample(
             &metrics,
