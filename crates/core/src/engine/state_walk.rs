@@ -13,7 +13,9 @@ use redis::aio::ConnectionLike;
 /// list from an end; at this depth each costs a fraction of a millisecond.
 pub(crate) const LIST_REACH: u64 = 10_000;
 /// Jobs whose fields one pipelined round trip reads.
-const READ_ROWS: usize = 200;
+pub(crate) const READ_ROWS: usize = 200;
+/// The job fields a [`Row`] is read from, in this order (then `data` when asked for).
+pub(crate) const ROW_FIELDS: [&str; 4] = ["name", "timestamp", "processedOn", "finishedOn"];
 /// Jobs read per page of the pending rules (one `LRANGE`/`ZRANGE`, then one pipelined
 /// `HMGET` each).
 pub(crate) const PAGE: u64 = 500;
@@ -196,13 +198,7 @@ async fn read_rows<C: ConnectionLike>(
     for chunk in ids.chunks(READ_ROWS) {
         let mut pipe = redis::pipe();
         for id in chunk {
-            let c = pipe
-                .cmd("HMGET")
-                .arg(keys.job(id))
-                .arg("name")
-                .arg("timestamp")
-                .arg("processedOn")
-                .arg("finishedOn");
+            let c = pipe.cmd("HMGET").arg(keys.job(id)).arg(&ROW_FIELDS[..]);
             if with_data {
                 c.arg("data");
             }

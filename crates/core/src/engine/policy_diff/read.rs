@@ -5,14 +5,11 @@
 //! sits in `waiting-children`, or that a restore holds, is held back from removal.
 
 use crate::bullmq::QueueKeys;
-use crate::engine::state_walk::{Row, field_text};
+use crate::engine::state_walk::{READ_ROWS, ROW_FIELDS, Row, field_text};
 use bullsweep_policy::Action;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use std::collections::BTreeSet;
-
-/// Jobs whose fields one pipelined round trip reads.
-const READ_ROWS: usize = 200;
 
 /// How a job's hash stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,10 +71,7 @@ pub(super) async fn read_jobs<C: ConnectionLike>(
             let c = pipe
                 .cmd("HMGET")
                 .arg(keys.job(id))
-                .arg("name")
-                .arg("timestamp")
-                .arg("processedOn")
-                .arg("finishedOn")
+                .arg(&ROW_FIELDS[..])
                 .arg("parentKey");
             if with_data {
                 c.arg("data");
