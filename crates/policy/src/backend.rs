@@ -30,6 +30,11 @@ impl Backend {
         }
     }
 
+    /// Whether it is BullMQ, the backend records and manifests leave unsaid.
+    pub fn is_bullmq(&self) -> bool {
+        *self == Backend::Bullmq
+    }
+
     /// The backend of that name.
     pub fn parse(name: &str) -> Option<Backend> {
         Backend::ALL.into_iter().find(|b| b.as_str() == name)

@@ -21,11 +21,6 @@ pub(super) const JSON_FIELDS: [&str; 3] = ["data", "returnvalue", "stacktrace"];
 /// The `encoding` of a record whose strings are base64 of their bytes.
 pub const BASE64: &str = "base64";
 
-/// Whether a record's backend is BullMQ's, which records leave out.
-fn is_bullmq(backend: &Backend) -> bool {
-    *backend == Backend::Bullmq
-}
-
 /// One archived job, as read from a segment.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -40,7 +35,7 @@ pub struct ArchiveRecord {
     pub id: String,
     /// The queue library that wrote the job: `bull` for a legacy Bull queue's, absent for
     /// BullMQ's (and in every record written before Bull queues were governed).
-    #[serde(default, skip_serializing_if = "is_bullmq")]
+    #[serde(default, skip_serializing_if = "Backend::is_bullmq")]
     pub backend: Backend,
     /// The state it was archived from.
     pub state: String,
@@ -263,7 +258,7 @@ impl Serialize for JobCopy<'_> {
             s.serialize_entry("source", source)?;
         }
         s.serialize_entry("id", &Text(self.id, base64))?;
-        if !is_bullmq(&self.backend) {
+        if !self.backend.is_bullmq() {
             s.serialize_entry("backend", &self.backend)?;
         }
         s.serialize_entry("state", self.state)?;

@@ -41,13 +41,8 @@ pub struct SegmentManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// The queue library that wrote its jobs: `bull`, or absent for BullMQ.
-    #[serde(default, skip_serializing_if = "is_bullmq")]
+    #[serde(default, skip_serializing_if = "Backend::is_bullmq")]
     pub backend: Backend,
-}
-
-/// Whether a manifest's backend is BullMQ's, which manifests leave out.
-fn is_bullmq(backend: &Backend) -> bool {
-    *backend == Backend::Bullmq
 }
 
 /// Where and for whom a segment is written.
