@@ -132,7 +132,6 @@ pub async fn discover_step<C: ConnectionLike>(
             Err(_) => {}
         }
     }
-    confirm_bull(con, &counters, found).await?;
     if !keys.is_empty() {
         let mut pipe = redis::pipe();
         for key in &keys {
@@ -155,6 +154,12 @@ pub async fn discover_step<C: ConnectionLike>(
             }
         }
     }
+    // Every BullMQ queue has an `id` counter too: those confirmed by their meta so far are not
+    // asked again as Bull (one met in a later step is settled as BullMQ's by `settle`).
+    let confirmed: std::collections::HashSet<&str> =
+        found.bases.iter().map(String::as_str).collect();
+    counters.retain(|b| !confirmed.contains(b.as_str()));
+    confirm_bull(con, &counters, found).await?;
     Ok(next)
 }
 
