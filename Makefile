@@ -55,6 +55,7 @@ promtool:
 compat-deps:
 	@[ -d $(COMPAT)/node_modules/bullmq ] && [ -d $(COMPAT)/node_modules/pg ] && [ -d $(COMPAT)/node_modules/ajv ] \
 		&& [ -d $(COMPAT)/node_modules/bull ] && [ -d $(COMPAT)/node_modules/bull3 ] \
+		&& [ -d $(COMPAT)/node_modules/axe-core ] && [ -d $(COMPAT)/node_modules/@bull-board/express ] \
 		|| (cd $(COMPAT) && npm ci --no-audit --no-fund)
 
 lint:
