@@ -6,9 +6,8 @@ use crate::pages::overview::urlencode;
 use crate::{Ctx, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::engine::{Inventory, Mode, NoObserver};
+use bullsweep_core::engine::Inventory;
 use bullsweep_core::ops::alerts::alerts_of;
-use bullsweep_core::ops::audited_sweep;
 use bullsweep_core::ops::report::memory_report;
 use bullsweep_policy::{Backend, PolicySet, QueueId, Resolution, explain_json};
 use serde_json::{Value, json};
@@ -107,16 +106,7 @@ pub async fn plan(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         Ok(q) => q,
         Err(answer) => return Ok(answer),
     };
-    let run = scope::run_scope(&ctx, queues);
-    let report = audited_sweep(
-        &mut ctx.con,
-        &ctx.url,
-        &ctx.set,
-        run,
-        Mode::Plan,
-        &NoObserver,
-    )
-    .await?;
+    let report = scope::plan(&mut ctx, queues).await?;
     Ok(json(200, &report))
 }
 

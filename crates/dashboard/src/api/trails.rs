@@ -9,7 +9,7 @@ use crate::{Ctx, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::ops::trail::{
-    self, AuditFilter, GrepBounds, GrepFrom, GrepQuery, SegmentFilter, newest_audit_events,
+    self, AuditFilter, GrepBounds, GrepFrom, GrepQuery, newest_audit_events,
 };
 use bullsweep_policy::{JsonPath, NamePattern};
 use serde_json::json;
@@ -84,16 +84,8 @@ pub async fn archive(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         Some(Some(ms)) => Some(ms),
         None => None,
     };
-    let filter = SegmentFilter {
-        tenant: ctx.caller.token.tenant.clone().or(param(req, "tenant")),
-        queue: param(req, "queue")
-            .as_deref()
-            .map(NamePattern::new)
-            .transpose()
-            .map_err(Error::config)?,
-        since,
-        until: since.map(|s| s + 86_400_000),
-    };
+    let queue = param(req, "queue");
+    let filter = scope::segment_filter(&ctx, param(req, "tenant"), queue.as_deref(), since)?;
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
     let segments = trail::segments(&sink, &filter).await.map_err(io)?;
     let reader = reader(&ctx);

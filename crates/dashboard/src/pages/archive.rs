@@ -7,12 +7,12 @@
 
 use super::overview::urlencode;
 use crate::format::{count, time};
-use crate::{Ctx, layout};
+use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::ops::trail::{self, GrepBounds, GrepFrom, GrepQuery, Reader, SegmentFilter};
-use bullsweep_policy::{JsonPath, NamePattern, Permission, PolicySet};
+use bullsweep_policy::{JsonPath, Permission, PolicySet};
 use maud::{Markup, html};
 
 /// Records shown at most on one page.
@@ -52,16 +52,7 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let text = |k: &str| req.param(k).filter(|v| !v.is_empty()).map(str::to_string);
     let day = text("day");
     let since = day.as_deref().and_then(day_start);
-    let filter = SegmentFilter {
-        tenant: ctx.caller.token.tenant.clone().or(text("tenant")),
-        queue: text("queue")
-            .as_deref()
-            .map(NamePattern::new)
-            .transpose()
-            .map_err(Error::config)?,
-        since,
-        until: since.map(|s| s + 86_400_000),
-    };
+    let filter = scope::segment_filter(&ctx, text("tenant"), text("queue").as_deref(), since)?;
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
     let segments = trail::segments(&sink, &filter).await.map_err(io)?;
     let grep = text("grep");

@@ -11,9 +11,7 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::audit::{AuditEvent, PARENT_REMOVED};
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::engine::{Mode, NoObserver};
 use bullsweep_core::health::history;
-use bullsweep_core::ops::audited_sweep;
 use bullsweep_core::ops::trail::{AuditFilter, newest_audit_events};
 use bullsweep_policy::{Backend, EffectivePolicy, Permission, Resolution};
 use maud::{Markup, html};
@@ -35,16 +33,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             "No governed queue with that key base is in view.",
         ));
     };
-    let run = scope::run_scope(&ctx, vec![q.clone()]);
-    let plan = audited_sweep(
-        &mut ctx.con,
-        &ctx.url,
-        &ctx.set,
-        run,
-        Mode::Plan,
-        &NoObserver,
-    )
-    .await?;
+    let plan = scope::plan(&mut ctx, vec![q.clone()]).await?;
     let window = Window::of(req);
     let link = format!("/queue?key={}&", urlencode(&base));
     let charts = charts_for(&mut ctx, &history::queue_scope(&base), &window, &link).await?;
