@@ -13,6 +13,7 @@ mod auth;
 mod charts;
 mod format;
 mod layout;
+mod links;
 mod pages;
 mod scope;
 
