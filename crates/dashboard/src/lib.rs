@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 mod actions;
+mod api;
 mod assets;
 mod auth;
 mod charts;
@@ -159,6 +160,9 @@ impl Dashboard {
             return asset;
         }
         let now_s = now_ms() / 1000;
+        if req.path.starts_with("/api/") {
+            return self.api(req, now_s).await;
+        }
         match (req.method.as_str(), req.path.as_str()) {
             ("GET", "/login") => return layout::html(200, layout::login(None)),
             ("POST", "/login") => {
@@ -215,6 +219,39 @@ impl Dashboard {
                     *self.con.lock().await = None;
                 }
                 error_page(&caller, &e)
+            }
+        }
+    }
+
+    /// A request under `/api/`: the OpenAPI document for anybody, the rest for a bearer
+    /// token only (never a session cookie, so no CSRF token is needed), answered in JSON.
+    async fn api(&self, req: Request, now_s: i64) -> Response {
+        if req.path == api::OPENAPI_PATH {
+            return Response::new(200, "application/json", api::OPENAPI);
+        }
+        let key = match self.session_key().await {
+            Ok(key) => key,
+            Err(e) => return api::failure(&e, true),
+        };
+        let Some(caller) = self
+            .auth
+            .caller(&key, req.header("authorization"), None, now_s)
+        else {
+            return api::error(401, "send a dashboard token: Authorization: Bearer <token>")
+                .with("www-authenticate", "Bearer realm=\"bullsweep\"");
+        };
+        let tenant_view = caller.token.tenant.is_some();
+        let ctx = match self.context(&caller).await {
+            Ok(ctx) => ctx,
+            Err(e) => return api::failure(&e, tenant_view),
+        };
+        match api::route(ctx, &req).await {
+            Ok(r) => r,
+            Err(e) => {
+                if e.kind != ErrorKind::Config {
+                    *self.con.lock().await = None;
+                }
+                api::failure(&e, tenant_view)
             }
         }
     }

@@ -10,6 +10,7 @@ mod compile;
 mod cost;
 mod credentials;
 mod decide;
+mod describe;
 mod doctor;
 mod duration;
 mod fields;
@@ -39,6 +40,9 @@ pub use bull_board::BullBoard;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use decide::{Decision, JobFacts, decide};
+pub use describe::{
+    effective_daemon_fields, explain_json, policy_daemon_fields, policy_set_json, source_json,
+};
 pub use doctor::{DoctorKind, DoctorSettings};
 pub use duration::{BareUnit, Millis, parse_duration_str};
 pub use fields::{FIELD_NAMES, RuleField, is_field_name};

@@ -19,7 +19,7 @@ use maud::{Markup, html};
 const SHOWN: usize = 200;
 
 /// How the caller reads job data: as stored with raw access (admins), else redacted.
-fn reader(ctx: &Ctx<'_>) -> Reader {
+pub fn reader(ctx: &Ctx<'_>) -> Reader {
     if ctx.caller.token.role.allows(Permission::ReadRaw) {
         Reader::Raw
     } else {
@@ -249,7 +249,7 @@ fn fields_text(r: &ArchiveRecord) -> String {
 }
 
 /// The start of a `YYYY-MM-DD` day in UTC, in ms.
-fn day_start(day: &str) -> Option<i64> {
+pub fn day_start(day: &str) -> Option<i64> {
     let ts: jiff::Timestamp = format!("{day}T00:00:00Z").parse().ok()?;
     Some(ts.as_millisecond())
 }
