@@ -89,8 +89,11 @@ function bullsweepBoard(options = {}) {
       }
       entry.view = view;
       entry.text = describe(view, null);
-      if (view.status !== 'governed') return own(status, graceMs);
       const page = view.dashboardUrl ? ` See ${view.dashboardUrl}` : '';
+      if (view.status === 'tie') {
+        throw new BullsweepError(409, `two bullsweep policies tie on this queue: Clean is refused until one is more specific.${page}`);
+      }
+      if (view.status !== 'governed') return own(status, graceMs);
       if (mode === 'block') {
         throw new BullsweepError(409, `bullsweep's policy ${view.policy} governs this queue: Clean is blocked, and its jobs go as the policy says.${page}`);
       }

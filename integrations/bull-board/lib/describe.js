@@ -56,6 +56,9 @@ function describe(view, error) {
   if (error) return `bullsweep: policy unknown (${error})`;
   if (!view) return 'bullsweep: this queue is not in view of the token given to @bullsweep/bull-board';
   const link = view.dashboardUrl ? ` · ${view.dashboardUrl}` : '';
+  if (view.status === 'tie') {
+    return `bullsweep: two policies tie on this queue, so it is left alone and Clean is refused until one is more specific${link}`;
+  }
   if (view.status !== 'governed' || !view.effective) {
     const why = view.status === 'unmanaged' ? 'bullsweep does not manage this queue' : 'no policy governs this queue';
     return `bullsweep: ${why}; Clean is bull-board's own${link}`;

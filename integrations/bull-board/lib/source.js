@@ -7,7 +7,7 @@ const { execFile } = require('node:child_process');
  * A queue as bullsweep reports it (the API's Queue object).
  * @typedef {object} QueueView
  * @property {string} key the key base, e.g. `bull:acme:billing`
- * @property {'governed'|'uncovered'|'unmanaged'} status
+ * @property {'governed'|'uncovered'|'unmanaged'|'tie'} status
  * @property {string|null} policy the policy that governs it
  * @property {object|null} effective the effective policy as `bullsweep explain --json` prints it
  * @property {string|null} dashboardUrl the queue's dashboard page, absolute when known
@@ -71,16 +71,29 @@ class DaemonSource {
 
   /**
    * The queue of key base `key`, with its effective policy; null when the token does not see
-   * it (404).
+   * it.
    * @param {string} key
    * @returns {Promise<QueueView|null>}
    */
   async queue(key) {
     const { status, body } = await this.call('GET', `/api/v1/queue?key=${encodeURIComponent(key)}`);
-    if (status === 404) return null;
+    if (status === 404) return this.unmanaged(key);
     if (status !== 200) throw new BullsweepError(502, `bullsweep answered ${status}: ${body.error || ''}`);
     const page = body.dashboardUrl || `/queue?key=${encodeURIComponent(key)}`;
     return { ...body, dashboardUrl: /^https?:/.test(page) ? page : `${this.dashboardUrl}${page}` };
+  }
+
+  /**
+   * The queue as the list of every queue names it, for one GET /api/v1/queue does not answer:
+   * an unmanaged queue (no layout names it) is listed there; null when it is not listed either.
+   * @param {string} key
+   * @returns {Promise<QueueView|null>}
+   */
+  async unmanaged(key) {
+    const { status, body } = await this.call('GET', '/api/v1/queues');
+    if (status !== 200) throw new BullsweepError(502, `bullsweep answered ${status}: ${body.error || ''}`);
+    const found = (body.queues || []).find((q) => q.key === key && q.status === 'unmanaged');
+    return found ? { ...found, effective: null, dashboardUrl: null } : null;
   }
 
   /**
