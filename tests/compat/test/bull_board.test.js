@@ -21,6 +21,8 @@ const express = require('express');
 const { createBullBoard } = require('@bull-board/api');
 const { BullMQAdapter } = require('@bull-board/api/bullMQAdapter');
 const { ExpressAdapter } = require('@bull-board/express');
+const { FastifyAdapter } = require('@bull-board/fastify');
+const Fastify = require('fastify');
 const { chromium } = require('playwright-core');
 const {
   startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep, copyDatabase, sleep,
@@ -35,7 +37,7 @@ const ADMIN = 'admin-secret';
 const USER = 'bea@example.com';
 
 let redis; let client; let daemon; let dir; let args; let browser; let server;
-let daemonUrl; let boardUrl; let scratchDone;
+let daemonUrl; let boardUrl; let fastifyUrl; let fastifyApp; let scratchDone;
 const queues = {};
 
 // Every key of db `db` under `base`, with its content (rawDump's), by key. A stream's
@@ -81,11 +83,30 @@ function boardApp(port) {
   });
 }
 
+// The same with bull-board's Fastify adapter: `/queues` over `payroll`, Clean sweeping.
+async function fastifyBoard() {
+  const integration = bullsweepBoard({ daemon: { url: daemonUrl, token: OPS } });
+  const serverAdapter = new FastifyAdapter();
+  createBullBoard({ queues: [integration.adapt(new BullMQAdapter(queues.payroll))], serverAdapter });
+  serverAdapter.setBasePath('/queues');
+  const app = Fastify();
+  app.addHook('onRequest', async (request, reply) => {
+    const [scheme, value] = (request.headers.authorization || '').split(' ');
+    if (scheme !== 'Basic') return reply.header('www-authenticate', 'Basic realm="ops"').code(401).send();
+    request.user = Buffer.from(value, 'base64').toString().split(':')[0];
+  });
+  app.addHook('preHandler', integration.fastify());
+  await app.register(serverAdapter.registerPlugin(), { prefix: '/queues' });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  await integration.refresh();
+  return { app, url: `http://127.0.0.1:${app.server.address().port}` };
+}
+
 before(async () => {
   redis = await startRedis();
   const connection = redis.connection(0);
   client = redis.client(0);
-  for (const name of ['scratch', 'billing', 'ledger', 'exports']) {
+  for (const name of ['scratch', 'billing', 'ledger', 'exports', 'payroll']) {
     queues[name] = new Queue(name, { connection });
     await finishJobs(queues[name], connection, name === 'exports' ? 6 : 40, { fail: (i) => i % 5 === 0 });
     if (name === 'scratch') scratchDone = Date.now();
@@ -104,6 +125,7 @@ before(async () => {
     'policies:',
     '  - { name: billing, queueNamePattern: billing, rules: { completed: { maxCount: 10 }, failed: { maxCount: 3 } } }',
     '  - { name: ledger, queueNamePattern: ledger, rules: { completed: { maxCount: 5 } } }',
+    '  - { name: payroll, queueNamePattern: payroll, rules: { completed: { maxCount: 7 } } }',
     '  - { name: cold, queueNamePattern: exports, rules: { completed: { maxCount: 0, action: archive } } }',
     '',
   ].join('\n'));
@@ -129,6 +151,7 @@ before(async () => {
   let boards;
   ({ server, boards } = await boardApp(boardPort));
   await Promise.all(boards.map((b) => b.integration.refresh()));
+  ({ app: fastifyApp, url: fastifyUrl } = await fastifyBoard());
   browser = await chromium.launch({
     executablePath: process.env.BULLSWEEP_CHROMIUM || '/usr/bin/chromium',
     args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run',
@@ -139,16 +162,17 @@ before(async () => {
 after(async () => {
   if (browser) await browser.close();
   if (server) server.close();
+  if (fastifyApp) await fastifyApp.close();
   stopDaemons();
   for (const q of Object.values(queues)) await q.close();
   if (redis) redis.stop();
 });
 
-// A page of bull-board, signed in as USER.
-async function boardPage(p) {
+// A page of bull-board (the Express app's, or `at` another's), signed in as USER.
+async function boardPage(p, at = boardUrl) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, httpCredentials: { username: USER, password: 'x' } });
   const page = await context.newPage();
-  await page.goto(`${boardUrl}${p}`);
+  await page.goto(`${at}${p}`);
   return page;
 }
 
@@ -240,4 +264,18 @@ test("with clean: 'block', Clean on a governed queue removes nothing and says wh
   await toast.waitFor();
   await page.context().close();
   assert.deepEqual(await keysOf(0, 'bull:ledger'), before, 'nothing changed');
+});
+
+test("with bull-board's Fastify adapter, Clean on a governed queue is swept for the user too", async () => {
+  const page = await boardPage('/queues/queue/payroll?status=completed', fastifyUrl);
+  await page.getByText('bullsweep policy payroll').first().waitFor();
+  await cleanAll(page);
+  await waitFor('the sweep', async () => (await counts('payroll')).completed === 7);
+  await page.context().close();
+  await assertConsistent(redis, 0, [{ prefix: 'bull', name: 'payroll' }]);
+  const audit = await bullsweep([...args, '--json', 'audit', 'query', '--queue', 'payroll']);
+  assert.equal(audit.code, 0, audit.stderr);
+  const events = audit.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.ok(events.length > 0 && events.every((e) => e.actor === `bull-board-app for ${USER}`), JSON.stringify(events.map((e) => e.actor)));
+  assert.equal(events.reduce((n, e) => n + e.jobCount, 0), 25);
 });
