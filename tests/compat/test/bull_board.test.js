@@ -25,7 +25,7 @@ const { FastifyAdapter } = require('@bull-board/fastify');
 const Fastify = require('fastify');
 const { chromium } = require('playwright-core');
 const {
-  startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep, copyDatabase, sleep,
+  startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep, copyDatabase, sleep, BIN,
 } = require('../lib/harness');
 const { finishJobs } = require('../lib/dataset');
 const { rawDump } = require('../lib/snapshot');
@@ -217,6 +217,17 @@ test('bull-board shows the policy and links to bullsweep; the dashboard links to
   const opened = await boardPage('/queues/queue/billing');
   await opened.getByRole('heading', { name: 'billing' }).waitFor();
   await opened.context().close();
+});
+
+test('without a daemon, the policy is read with explain --json, and Clean can only be blocked', async () => {
+  const explain = { bin: BIN, config: args[3], args: ['--redis', redis.url(0)] };
+  assert.throws(() => bullsweepBoard({ explain }), /clean: 'sweep' needs a daemon/);
+  const integration = bullsweepBoard({ explain, clean: 'block', dashboardUrl: 'https://bullsweep.example.com/' });
+  const [billing, scratch] = [integration.adapt(new BullMQAdapter(queues.billing)), integration.adapt(new BullMQAdapter(queues.scratch))];
+  await integration.refresh();
+  assert.match(billing.getDescription(), /^bullsweep policy billing \(every 1d\): completed: remove beyond 10; failed: remove beyond 3 · https:\/\/bullsweep\.example\.com\/queue\?key=bull%3Abilling$/);
+  assert.match(scratch.getDescription(), /^bullsweep: no policy governs this queue/);
+  await assert.rejects(billing.clean('completed', 5000), { statusCode: 409, message: /Clean is blocked/ });
 });
 
 test("Clean on a governed queue is the daemon's bounded sweep, audited for the bull-board user", async () => {
