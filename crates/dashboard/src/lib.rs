@@ -14,6 +14,7 @@ mod auth;
 mod charts;
 mod format;
 mod layout;
+mod links;
 mod pages;
 mod scope;
 

@@ -5,6 +5,7 @@
 
 mod action;
 mod backend;
+mod bull_board;
 mod compile;
 mod cost;
 mod credentials;
@@ -35,6 +36,7 @@ mod tokens;
 
 pub use action::Action;
 pub use backend::Backend;
+pub use bull_board::BullBoard;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use decide::{Decision, JobFacts, decide};

@@ -210,7 +210,7 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
             thead { tr { th scope="col" { "Queue" } th scope="col" { "Job" } th scope="col" { "State" } th scope="col" { "Finished" } th scope="col" { "Fields" } @if may_restore { th scope="col" { "Restore" } } } }
             tbody { @for r in records.iter().take(SHOWN) {
                 tr data-job=(r.id) {
-                    td { (r.queue) } td { code { (r.id) } } td { (r.state) } td { (time(r.finished_on)) }
+                    td { (r.queue) } td { code { (r.id) } (crate::links::job(ctx, &r.queue, r.backend, &r.id, r.encoding.as_deref())) } td { (r.state) } td { (time(r.finished_on)) }
                     td { pre { (fields_text(r)) } }
                     @if may_restore { td {
                         form method="post" action="/archive/restore" {

@@ -55,6 +55,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
         p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { @if q.backend == Backend::Bull { "legacy Bull" } @else { "BullMQ" } } }
+        @if ctx.set.bull_board.is_some() { p #bull-board { "Browse its jobs in " (crate::links::queue(&ctx, &q.base, q.backend)) } }
         @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
         h2 { "Next sweep: what plan would do" }
         @for qr in &plan.queues {
