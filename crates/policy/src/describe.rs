@@ -221,6 +221,7 @@ pub fn policy_set_json(set: &PolicySet) -> Value {
             "daemon": fields_json(policy_daemon_fields(p)),
         })).collect::<Vec<_>>(),
         "schedule": schedule_json(&set.schedule),
+        "bullBoard": set.bull_board.as_ref().map(|b| json!({"url": b.url, "queueName": b.queue_name})),
         "doctor": set.doctor.as_ref().map(|d| json!({
             "schedule": schedule_json(&d.schedule),
             "repair": d.repair.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
