@@ -106,7 +106,8 @@ async fn restore(
     mode: RestoreMode,
 ) -> Result<Response, Error> {
     let base = base.trim_end_matches(':').to_string();
-    let Some(restored) = restore_job(&mut ctx, &base, &id, mode).await? else {
+    let actor = ctx.caller.token.name.clone();
+    let Some(restored) = restore_job(&mut ctx, &base, &id, mode, &actor).await? else {
         return Ok(layout::not_found(
             ctx.caller,
             "/archive",
@@ -120,14 +121,15 @@ async fn restore(
     ))
 }
 
-/// Restores archived job `id` of queue `base` from the policy file's sink, audited with the
-/// caller's name in the same call (an original job is held for a day); `None` when the queue
+/// Restores archived job `id` of queue `base` from the policy file's sink, audited as done
+/// by `actor` in the same call (an original job is held for a day); `None` when the queue
 /// is not in the caller's view.
 pub async fn restore_job(
     ctx: &mut Ctx<'_>,
     base: &str,
     id: &str,
     mode: RestoreMode,
+    actor: &str,
 ) -> Result<Option<Restored>, Error> {
     if scope::queue(ctx, base).await?.is_none() {
         return Ok(None);
@@ -139,7 +141,7 @@ pub async fn restore_job(
         base,
         id,
         mode,
-        actor: &ctx.caller.token.name,
+        actor,
         hold_ms: DEFAULT_HOLD_MS,
     };
     ops::restore::restore(&mut ctx.con, &sink, &ctx.set, req)
@@ -163,6 +165,11 @@ async fn erase(
     let Some(request_id) = field("request_id") else {
         return Err(Error::config("the request id is empty"));
     };
+    if request_id.chars().any(bullsweep_policy::unprintable) {
+        return Err(Error::config(
+            "the request id may not hold a control character or an invisible one",
+        ));
+    }
     let form = Form {
         subject: name.trim().to_string(),
         value: value.trim().to_string(),
@@ -170,7 +177,8 @@ async fn erase(
         tenant: ctx.caller.token.tenant.clone().or(field("tenant")),
     };
     let dry_run = field("confirm").as_deref() != Some("yes");
-    let receipt = erasure_of(&mut ctx, &form, dry_run).await?;
+    let actor = ctx.caller.token.name.clone();
+    let receipt = erasure_of(&mut ctx, &form, dry_run, actor).await?;
     let json = serde_json::to_value(&receipt).unwrap_or_default();
     let body = if dry_run {
         erasure::list(&mut ctx, Some((&form, &json))).await?
@@ -189,9 +197,14 @@ async fn erase(
 }
 
 /// Starts (or, with `dry_run`, plans) the erasure `form` asks for, with the bounds the
-/// dashboard uses (30 s for an active job, 5 s for a queue's lock), audited with the caller's
-/// name; the receipt says what was found and done.
-pub async fn erasure_of(ctx: &mut Ctx<'_>, form: &Form, dry_run: bool) -> Result<Receipt, Error> {
+/// dashboard uses (30 s for an active job, 5 s for a queue's lock), audited as done by
+/// `actor`; the receipt says what was found and done.
+pub async fn erasure_of(
+    ctx: &mut Ctx<'_>,
+    form: &Form,
+    dry_run: bool,
+    actor: String,
+) -> Result<Receipt, Error> {
     let req = ForgetRequest {
         subject: form.subject.clone(),
         value: form.value.clone(),
@@ -202,7 +215,7 @@ pub async fn erasure_of(ctx: &mut Ctx<'_>, form: &Form, dry_run: bool) -> Result
         lock_wait: Duration::from_secs(5),
         env: ctx.env.clone(),
         budget_us: DEFAULT_BUDGET_US,
-        actor: Some(ctx.caller.token.name.clone()),
+        actor: Some(actor),
     };
     ops::forget::forget(&mut ctx.con, &ctx.url, &ctx.set, req).await
 }

@@ -161,7 +161,7 @@ impl Dashboard {
         }
         let now_s = now_ms() / 1000;
         if req.path.starts_with("/api/") {
-            return self.api(req, now_s).await;
+            return self.api(req).await;
         }
         match (req.method.as_str(), req.path.as_str()) {
             ("GET", "/login") => return layout::html(200, layout::login(None)),
@@ -225,25 +225,29 @@ impl Dashboard {
 
     /// A request under `/api/`: the OpenAPI document for anybody, the rest for a bearer
     /// token only (never a session cookie, so no CSRF token is needed), answered in JSON.
-    async fn api(&self, req: Request, now_s: i64) -> Response {
+    /// Nothing but the token is looked at before the caller is known.
+    async fn api(&self, req: Request) -> Response {
         if req.path == api::OPENAPI_PATH {
-            return Response::new(200, "application/json", api::OPENAPI);
+            return match req.method.as_str() {
+                "GET" => Response::new(200, "application/json", api::OPENAPI),
+                _ => api::error(405, "only GET").with("allow", "GET"),
+            };
         }
-        let key = match self.session_key().await {
-            Ok(key) => key,
-            Err(e) => return api::failure(&e, true),
-        };
-        let Some(caller) = self
-            .auth
-            .caller(&key, req.header("authorization"), None, now_s)
-        else {
+        let presented = req
+            .header("authorization")
+            .and_then(|a| a.strip_prefix("Bearer "));
+        let Some(token) = presented.and_then(|p| self.auth.login(p)) else {
             return api::error(401, "send a dashboard token: Authorization: Bearer <token>")
                 .with("www-authenticate", "Bearer realm=\"bullsweep\"");
+        };
+        let caller = Caller {
+            token: token.clone(),
+            csrf: String::new(),
         };
         let tenant_view = caller.token.tenant.is_some();
         let ctx = match self.context(&caller).await {
             Ok(ctx) => ctx,
-            Err(e) => return api::failure(&e, tenant_view),
+            Err(e) => return api::unavailable(&e, tenant_view),
         };
         match api::route(ctx, &req).await {
             Ok(r) => r,

@@ -24,6 +24,7 @@ mod model;
 mod pattern;
 mod pii;
 mod position;
+mod printable;
 mod raw;
 mod redaction;
 mod resolve;
@@ -62,6 +63,7 @@ pub use model::{
 pub use pattern::{NamePattern, Specificity};
 pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern, Unreadable};
 pub use position::SourcePos;
+pub use printable::unprintable;
 pub use redaction::{DATA_FIELDS, JobRedaction, WITHHELD};
 pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,

@@ -174,7 +174,15 @@ test('without a bearer token the API answers 401 in JSON, and a session cookie i
   assert.deepEqual(await queues['bull:acme:billing'].getJobCounts('completed'), before);
   const unknown = await call('GET', '/api/v1/nothing', TOKENS.admin);
   assert.equal(unknown.status, 404);
-  assert.equal((await call('DELETE', '/api/v1/queues', TOKENS.admin)).status, 405);
+  for (const [method, p, allow] of [['DELETE', '/api/v1/queues', 'GET'], ['GET', '/api/v1/queue/sweep', 'POST'], ['POST', '/api/v1/openapi.json', 'GET']]) {
+    const res = await fetch(url(p), { method, headers: { authorization: `Bearer ${TOKENS.admin}` } });
+    const body = await res.text();
+    assert.equal(res.status, 405);
+    const listed = DOC.paths[p][method.toLowerCase()];
+    if (listed) conforms(method, p, { status: res.status, type: res.headers.get('content-type'), json: JSON.parse(body), text: body });
+    else assert.ok(ajv.getSchema('openapi#/components/schemas/Error')(JSON.parse(body)), body);
+    assert.equal(res.headers.get('allow'), allow);
+  }
 });
 
 test('queues: every role sees how each queue is governed; a tenant sees its own and no unmanaged one', async () => {
@@ -318,15 +326,15 @@ test('restore: operators restore an archived job of their tenant, audited; a vie
   assert.equal((await api('POST', '/api/v1/archive/restore', TOKENS.operator, { body: { queue: 'bull:acme:exports' } })).status, 400);
   assert.equal((await api('POST', '/api/v1/archive/restore', TOKENS.operator, { body: { queue: 'bull:acme:exports', id, as: 'sideways' } })).status, 400);
   assert.equal(await Job.fromId(queues['bull:acme:exports'], id), undefined);
-  const res = await api('POST', '/api/v1/archive/restore', TOKENS.acmeOps, { body: { queue: 'bull:acme:exports', id } });
+  const res = await api('POST', '/api/v1/archive/restore', TOKENS.acmeOps, { body: { queue: 'bull:acme:exports', id }, headers: { 'x-bullsweep-on-behalf-of': 'dora' } });
   assert.equal(res.status, 200, res.text);
   assert.equal(res.json.id, id);
-  assert.equal(res.json.actor, 'acme-ops');
+  assert.equal(res.json.actor, 'acme-ops for dora');
   const job = await Job.fromId(queues['bull:acme:exports'], id);
   assert.ok(job, 'the restored job is readable by BullMQ');
   assert.deepEqual(job.data, records[0].fields.data);
   const events = (await api('GET', '/api/v1/audit?action=restore', TOKENS.viewer)).json.events;
-  assert.ok(events.some((e) => e.actor === 'acme-ops' && e.jobIds.includes(id)), JSON.stringify(events));
+  assert.ok(events.some((e) => e.actor === 'acme-ops for dora' && e.jobIds.includes(id)), JSON.stringify(events));
   // An admin restores another as a new job; a tenant's token cannot reach another tenant's queue.
   const again = await api('POST', '/api/v1/archive/restore', TOKENS.admin, { body: { queue: 'bull:acme:exports', id: records[1].id, as: 'new' } });
   assert.equal(again.status, 200, again.text);
@@ -348,11 +356,38 @@ test('erasure: admins only; a dry run changes nothing; a tenant admin erases in 
   const dry = (await api('POST', '/api/v1/erasure', TOKENS.admin, { body })).json;
   assert.equal(dry.dryRun, true);
   assert.equal(await segments(), held);
-  const tenantRun = (await api('POST', '/api/v1/erasure', TOKENS.acmeAdmin, { body: { ...body, tenant: 'globex', requestId: 'api-req-2', confirm: true } })).json;
+  const tenantRun = (await api('POST', '/api/v1/erasure', TOKENS.acmeAdmin, { body: { ...body, tenant: 'globex', requestId: 'api-req-2', confirm: true }, headers: { 'x-bullsweep-on-behalf-of': 'dpo-carol' } })).json;
   assert.equal(tenantRun.dryRun, false);
   assert.equal(tenantRun.tenant, 'acme');
   assert.equal(await segments(), 0);
   const events = (await api('GET', '/api/v1/audit?request=api-req-2', TOKENS.viewer)).json.events;
   assert.ok(events.length >= 1);
-  assert.ok(events.every((e) => e.actor === 'acme-admin'));
+  assert.ok(events.every((e) => e.actor === 'acme-admin for dpo-carol'), JSON.stringify(events.map((e) => e.actor)));
+  // Another tenant's admin cannot take the request id over: its receipt stays acme's proof.
+  const taken = await api('POST', '/api/v1/erasure', TOKENS.admin, { body: { subject: 'user=u9', requestId: 'api-req-2', tenant: 'globex', confirm: true } });
+  assert.equal(taken.status, 400, taken.text);
+  assert.match(taken.json.error, /already the id of another erasure/);
+  assert.equal(JSON.parse(await client.hget('bullsweep:erasures', 'api-req-2')).tenant, 'acme');
+});
+
+test('a body or header the API cannot read exactly is refused, and invisible characters never reach the audit actor', async () => {
+  const refused = [
+    ['/api/v1/erasure', TOKENS.admin, { subject: 'user=u7', requestId: 'r-types', tenant: 7 }],
+    ['/api/v1/erasure', TOKENS.admin, { subject: 'user=u7', requestId: 'r-types', tenant: '' }],
+    ['/api/v1/erasure', TOKENS.admin, { subject: 'user=u7', requestId: 'r-types', confirm: 'true' }],
+    ['/api/v1/erasure', TOKENS.admin, { subject: 'user=u7', requestId: 'r\u001b[31m' }],
+    ['/api/v1/erasure', TOKENS.admin, { subject: 'user=u7', requestId: 'r-types', dryRun: false }],
+    ['/api/v1/archive/restore', TOKENS.operator, { queue: 'bull:acme:exports', id: '1', as: 1 }],
+    ['/api/v1/archive/restore', TOKENS.operator, { queue: 'bull:acme:exports', id: 1 }],
+  ];
+  for (const [p, token, body] of refused) {
+    const res = await api('POST', p, token, { body });
+    assert.equal(res.status, 400, `${p} ${JSON.stringify(body)}: ${res.text}`);
+  }
+  assert.equal(await client.hget('bullsweep:erasures', 'r-types'), null);
+  // UTF-8 bytes of a right-to-left override, a zero-width space and a line separator.
+  const sneaky = Buffer.from('\u202Enimda\u202C\u2028x\u200B', 'utf8').toString('latin1');
+  const res = await api('POST', '/api/v1/queue/sweep?key=bull:acme:billing', TOKENS.operator, { headers: { 'x-bullsweep-on-behalf-of': sneaky } });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.json.actor, 'olga-ops for nimdax');
 });

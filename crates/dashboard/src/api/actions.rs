@@ -12,8 +12,9 @@ use crate::scope;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_policy::{Permission, Resolution};
-use serde_json::{Value, json};
+use bullsweep_policy::{Permission, Resolution, unprintable};
+use serde::Deserialize;
+use serde_json::json;
 
 /// The header naming the user an integration acts for.
 pub const ON_BEHALF_OF: &str = "x-bullsweep-on-behalf-of";
@@ -21,14 +22,15 @@ pub const ON_BEHALF_OF: &str = "x-bullsweep-on-behalf-of";
 const USER_MAX: usize = 128;
 
 /// The audit actor: the token's name, and the user it acts for when the header names one
-/// (control characters removed, at most [`USER_MAX`] characters).
+/// (characters that do not print, or that change how the text around them reads, removed;
+/// at most [`USER_MAX`] characters).
 fn actor(ctx: &Ctx<'_>, req: &Request) -> String {
     let token = ctx.caller.token.name.clone();
     let user: String = req
         .header(ON_BEHALF_OF)
         .unwrap_or_default()
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|c| !unprintable(*c))
         .take(USER_MAX)
         .collect();
     match user.trim() {
@@ -63,13 +65,49 @@ pub async fn sweep(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     ))
 }
 
-/// A string field of a JSON body, trimmed, if present and not empty.
-fn text(body: &Value, name: &str) -> Option<String> {
-    body.get(name)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
+/// A restore's body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreBody {
+    /// The queue's key base.
+    queue: String,
+    /// The archived job's id.
+    id: String,
+    /// `original` (the default) or `new`.
+    #[serde(default, rename = "as")]
+    mode: Option<RestoreAs>,
+}
+
+/// How a job is restored.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RestoreAs {
+    /// Under its own id, in its state.
+    Original,
+    /// As a new waiting job.
+    New,
+}
+
+/// An erasure's body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ErasureBody {
+    /// `<name>=<id>`.
+    subject: String,
+    /// The request's id.
+    request_id: String,
+    /// The tenant (a tenant's token's own, whatever is sent).
+    #[serde(default)]
+    tenant: Option<String>,
+    /// Erase; without it a dry run.
+    #[serde(default)]
+    confirm: bool,
+}
+
+/// The request's JSON body as `T`, or a 400 answer saying what is wrong with it.
+fn typed<T: serde::de::DeserializeOwned>(req: &Request) -> Result<T, Response> {
+    let body = body(req)?;
+    serde_json::from_value(body).map_err(|e| error(400, &format!("the body is not right: {e}")))
 }
 
 /// `POST /api/v1/archive/restore` with `{"queue", "id", "as": "original" | "new"}`.
@@ -77,28 +115,24 @@ pub async fn restore(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error>
     if let Err(answer) = allowed(&ctx, Permission::Restore, "restore an archived job") {
         return Ok(answer);
     }
-    let body = match body(req) {
+    let body: RestoreBody = match typed(req) {
         Ok(b) => b,
         Err(answer) => return Ok(answer),
     };
-    let (Some(queue), Some(id)) = (text(&body, "queue"), text(&body, "id")) else {
+    let (queue, id) = (body.queue.trim(), body.id.trim());
+    if queue.is_empty() || id.is_empty() {
         return Ok(error(
             400,
             "name the job: {\"queue\": <key base>, \"id\": <job id>}",
         ));
-    };
-    let mode = match text(&body, "as").as_deref() {
-        None | Some("original") => RestoreMode::Original,
-        Some("new") => RestoreMode::New,
-        Some(other) => {
-            return Ok(error(
-                400,
-                &format!("`as` is original or new, not `{other}`"),
-            ));
-        }
+    }
+    let mode = match body.mode {
+        None | Some(RestoreAs::Original) => RestoreMode::Original,
+        Some(RestoreAs::New) => RestoreMode::New,
     };
     let queue = queue.trim_end_matches(':').to_string();
-    let Some(r) = restore_job(&mut ctx, &queue, &id, mode).await? else {
+    let actor = actor(&ctx, req);
+    let Some(r) = restore_job(&mut ctx, &queue, id, mode, &actor).await? else {
         return Ok(not_in_view());
     };
     Ok(json(
@@ -110,7 +144,7 @@ pub async fn restore(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error>
             "state": r.state,
             "heldUntil": r.held_until,
             "unshipped": r.unshipped,
-            "actor": ctx.caller.token.name,
+            "actor": actor,
         }),
     ))
 }
@@ -122,28 +156,45 @@ pub async fn erasure(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error>
     if let Err(answer) = allowed(&ctx, Permission::Erase, "start an erasure") {
         return Ok(answer);
     }
-    let body = match body(req) {
+    let body: ErasureBody = match typed(req) {
         Ok(b) => b,
         Err(answer) => return Ok(answer),
     };
-    let subject = text(&body, "subject").unwrap_or_default();
-    let Some((name, value)) = subject
+    let Some((name, value)) = body
+        .subject
         .split_once('=')
         .map(|(n, v)| (n.trim(), v.trim()))
         .filter(|(n, v)| !n.is_empty() && !v.is_empty())
     else {
         return Ok(error(400, "`subject` is `<name>=<id>`, e.g. user=u-1042"));
     };
-    let Some(request_id) = text(&body, "requestId") else {
-        return Ok(error(400, "`requestId` names the erasure request"));
+    let request_id = body.request_id.trim();
+    if request_id.is_empty() || request_id.chars().any(unprintable) {
+        return Ok(error(
+            400,
+            "`requestId` names the erasure request, in printable characters",
+        ));
+    }
+    let tenant = match (
+        &ctx.caller.token.tenant,
+        body.tenant.as_deref().map(str::trim),
+    ) {
+        (Some(own), _) => Some(own.clone()),
+        (None, Some("")) => {
+            return Ok(error(
+                400,
+                "`tenant` is empty; leave it out for every tenant",
+            ));
+        }
+        (None, other) => other.map(str::to_string),
     };
     let form = Form {
         subject: name.to_string(),
         value: value.to_string(),
-        request_id,
-        tenant: ctx.caller.token.tenant.clone().or(text(&body, "tenant")),
+        request_id: request_id.to_string(),
+        tenant,
     };
-    let dry_run = body.get("confirm").and_then(Value::as_bool) != Some(true);
-    let receipt = erasure_of(&mut ctx, &form, dry_run).await?;
+    let actor = actor(&ctx, req);
+    let receipt = erasure_of(&mut ctx, &form, !body.confirm, actor).await?;
     Ok(json(200, &receipt))
 }

@@ -42,11 +42,12 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         ("POST", "queue/sweep") => actions::sweep(ctx, req).await,
         ("POST", "archive/restore") => actions::restore(ctx, req).await,
         ("POST", "erasure") => actions::erasure(ctx, req).await,
-        (
-            _,
-            "queues" | "queue" | "plan" | "report" | "alerts" | "audit" | "archive" | "queue/sweep"
-            | "archive/restore" | "erasure",
-        ) => Ok(error(405, "that method is not allowed on this path")),
+        (_, "queues" | "queue" | "plan" | "report" | "alerts" | "audit" | "archive") => {
+            Ok(error(405, "only GET on this path").with("allow", "GET"))
+        }
+        (_, "queue/sweep" | "archive/restore" | "erasure") => {
+            Ok(error(405, "only POST on this path").with("allow", "POST"))
+        }
         _ => Ok(error(404, "no such API path; see /api/v1/openapi.json")),
     }
 }
@@ -65,19 +66,47 @@ pub fn error(status: u16, message: &str) -> Response {
 }
 
 /// The JSON error for `e`, with its kind: 400 for what the request asked, 503 when Redis
-/// failed or cannot be reached, 500 for the rest. A hint may name what the whole database
-/// holds, so a tenant's token gets the message alone.
+/// failed or cannot be reached, 500 for the rest. A tenant's token is told only that Redis
+/// failed (the message names the server) and gets no hint (a hint may name what the whole
+/// database holds).
 pub fn failure(e: &Error, tenant_view: bool) -> Response {
     let status = match e.kind {
         ErrorKind::Config => 400,
         ErrorKind::Redis => 503,
         _ => 500,
     };
-    let mut body = serde_json::json!({ "error": e.message, "kind": e.kind.as_str() });
+    let message = if tenant_view && e.kind == ErrorKind::Redis {
+        "Redis failed or cannot be reached; the daemon's log says why"
+    } else {
+        e.message.as_str()
+    };
+    let mut body = serde_json::json!({ "error": message, "kind": e.kind.as_str() });
     if let (Some(hint), false) = (&e.hint, tenant_view) {
         body["hint"] = serde_json::json!(hint);
     }
     json(status, &body)
+}
+
+/// The answer when what every request needs is not at hand (the policy file, Redis): the
+/// error for a token that sees every tenant; for a tenant's token only which of the two,
+/// since the policy file's errors quote other tenants' policies. Either way 503, and logged.
+pub fn unavailable(e: &Error, tenant_view: bool) -> Response {
+    bullsweep_base::log::log_repeated(
+        "dashboard-api-context",
+        "error",
+        &format!("dashboard API: {}", e.clone().with_hint_inline()),
+    );
+    let message = match (tenant_view, e.kind) {
+        (false, _) => e.message.as_str(),
+        (true, ErrorKind::Config) => {
+            "the policy file in force cannot be read; the daemon's log says why"
+        }
+        (true, _) => "Redis failed or cannot be reached; the daemon's log says why",
+    };
+    json(
+        503,
+        &serde_json::json!({ "error": message, "kind": e.kind.as_str() }),
+    )
 }
 
 /// `Err` with a 403 answer when the caller's role does not allow `needs`.
