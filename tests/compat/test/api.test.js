@@ -271,17 +271,26 @@ test('audit and archive: a tenant reads its own events and segments; a viewer re
   const all = (await api('GET', '/api/v1/audit?queue=payroll', TOKENS.viewer)).json.events;
   assert.ok(all.length >= 1);
   assert.deepEqual((await api('GET', '/api/v1/audit?queue=payroll', TOKENS.acmeOps)).json.events, []);
-  // Paging: one event a page, each page older than the last, until nextBefore is null.
+  // Paging: one event a page, each page older than the last, until nextOffset is null. A
+  // second source in the same trail (a run on database 1) interleaves its own seq numbers.
+  const elsewhere = new Queue('ledger', { connection: redis.connection(1), prefix: 'bull:acme' });
+  await finishJobs(elsewhere, redis.connection(1), 35);
+  await elsewhere.close();
+  const db1 = await bullsweep(['--redis', redis.url(1), '--config', args[3], 'run']);
+  assert.equal(db1.code, 0, db1.stderr);
+  const key = (e) => `${e.source || ''}/${e.seq}`;
   const seen = [];
-  let before = '';
+  let offset = '';
   for (let i = 0; i < 50; i += 1) {
-    const page = (await api('GET', `/api/v1/audit?limit=1${before}`, TOKENS.viewer)).json;
-    seen.push(...page.events.map((e) => e.seq));
-    if (page.nextBefore === null) break;
-    before = `&before=${page.nextBefore}`;
+    const page = (await api('GET', `/api/v1/audit?limit=1${offset}`, TOKENS.viewer)).json;
+    assert.equal(page.truncated, false);
+    seen.push(...page.events.map(key));
+    if (page.nextOffset === null) break;
+    offset = `&offset=${page.nextOffset}`;
   }
-  const whole = (await api('GET', '/api/v1/audit?limit=500', TOKENS.viewer)).json.events.map((e) => e.seq);
+  const whole = (await api('GET', '/api/v1/audit?limit=500', TOKENS.viewer)).json.events.map(key);
   assert.deepEqual(seen, whole);
+  assert.ok(new Set(whole.map((k) => k.split('/')[0])).size >= 2, JSON.stringify(whole));
   assert.equal((await api('GET', '/api/v1/audit?limit=many', TOKENS.viewer)).status, 400);
 });
 

@@ -18,6 +18,10 @@ use serde_json::json;
 const AUDIT_PAGE: usize = 100;
 /// The most events one page may ask for.
 const AUDIT_PAGE_MAX: usize = 500;
+/// The furthest a page may start from the newest event.
+const AUDIT_OFFSET_MAX: usize = 50_000;
+/// Lines of the trail read at most for one page (the file is read from its end).
+const AUDIT_LINES: usize = 100_000;
 /// Records of a search on one page.
 const GREP_PAGE: usize = 100;
 /// How long one page of a search may take.
@@ -33,12 +37,18 @@ fn number<T: std::str::FromStr>(req: &Request, name: &str) -> Result<Option<T>, 
         .transpose()
 }
 
-/// `GET /api/v1/audit?queue=&action=&since=&request=&limit=&before=`: the newest events
-/// that match, newest first; `before` (an event's `seq`) pages to older ones. The flow
-/// parents of an event are named only when the caller may see their queue.
+/// `GET /api/v1/audit?queue=&action=&since=&request=&limit=&offset=`: the newest events
+/// that match, newest first, `offset` of them skipped (`nextOffset` goes on; events written
+/// meanwhile push older ones to later offsets, so a page may repeat one, never skip one). At
+/// most [`AUDIT_LINES`] lines of the trail are read for one page (`truncated` then, with
+/// `since` or another filter to narrow the read). The flow parents of an event are named
+/// only when the caller may see their queue.
 pub async fn audit(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
-    let (limit, before) = match (number::<usize>(req, "limit"), number::<u64>(req, "before")) {
-        (Ok(l), Ok(b)) => (l.unwrap_or(AUDIT_PAGE).clamp(1, AUDIT_PAGE_MAX), b),
+    let (limit, offset) = match (number::<usize>(req, "limit"), number::<usize>(req, "offset")) {
+        (Ok(l), Ok(o)) => (
+            l.unwrap_or(AUDIT_PAGE).clamp(1, AUDIT_PAGE_MAX),
+            o.unwrap_or(0).min(AUDIT_OFFSET_MAX),
+        ),
         (Err(answer), _) | (_, Err(answer)) => return Ok(answer),
     };
     let filter = AuditFilter {
@@ -56,18 +66,22 @@ pub async fn audit(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         tenant: ctx.caller.token.tenant.clone(),
         ..AuditFilter::default()
     };
-    let older = move |e: &bullsweep_core::audit::AuditEvent| before.is_none_or(|b| e.seq < b);
-    let mut tail =
-        newest_audit_events(&ctx.set.audit, filter, older, limit + 1, usize::MAX).await?;
-    let more = tail.events.len() > limit;
-    tail.events.truncate(limit);
-    for e in &mut tail.events {
+    let want = offset + limit + 1;
+    let tail = newest_audit_events(&ctx.set.audit, filter, |_| true, want, AUDIT_LINES).await?;
+    let truncated = tail.stopped_early && tail.events.len() < want;
+    let more = tail.events.len() > offset + limit;
+    let mut events: Vec<_> = tail.events.into_iter().skip(offset).take(limit).collect();
+    for e in &mut events {
         e.related_jobs.retain(|r| scope::sees_job_key(&ctx, &r.key));
     }
-    let next = more.then(|| tail.events.last().map(|e| e.seq)).flatten();
     Ok(json(
         200,
-        &json!({ "events": tail.events, "unreadable": tail.unreadable, "nextBefore": next }),
+        &json!({
+            "events": events,
+            "unreadable": tail.unreadable,
+            "nextOffset": more.then_some(offset + limit),
+            "truncated": truncated,
+        }),
     ))
 }
 
