@@ -14,7 +14,7 @@ pub const PAGES: [(&str, &str); 7] = [
     ("/audit", "Audit"),
     ("/archive", "Archive"),
     ("/erasure", "Erasure"),
-    ("/failures", "Failures"),
+    ("/failures", "Sweep errors"),
 ];
 
 /// The content security policy: only the dashboard's own files, no inline script, no frames.
@@ -99,6 +99,29 @@ fn head(title: &str, script: bool) -> Markup {
             title { (title) " · bullsweep" }
             link rel="stylesheet" href=(assets::css());
             @if script { script src=(assets::js()) defer {} }
+        }
+    }
+}
+
+/// The page a GET of `path` answers when it took over `secs` seconds: what happened and what
+/// to try, without the navigation (who asked is not known by then).
+pub fn timed_out(path: &str, secs: u64) -> Markup {
+    let again = if path.starts_with('/') && !path.starts_with("//") {
+        path
+    } else {
+        "/"
+    };
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head("Timed out", false))
+            body {
+                main.login id="main" {
+                    h1 { "The page timed out" }
+                    p.notice.bad role="alert" data-timeout=(secs) { "Redis did not answer within " (secs) " s, so this page was stopped rather than left waiting. Redis may be busy (a long script, a large command, a paused client) or unreachable; the daemon's log says which." }
+                    p { a href=(again) { "Try again" } " · " a href="/" { "Overview" } }
+                }
+            }
         }
     }
 }

@@ -26,6 +26,10 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         "/archive/segment.jsonl" => archive::download(ctx, req).await,
         "/erasure" => erasure::page(ctx, req).await,
         "/failures" => failures::page(ctx, req).await,
-        _ => Ok(Response::text(404, "not found\n")),
+        _ => Ok(crate::layout::not_found(
+            ctx.caller,
+            "",
+            "There is no page at this address; the navigation above lists them.",
+        )),
     }
 }
