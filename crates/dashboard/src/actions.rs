@@ -14,7 +14,7 @@ use bullsweep_core::engine::forget::ForgetRequest;
 use bullsweep_core::engine::{Mode, NoObserver};
 use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest};
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
-use bullsweep_policy::Permission;
+use bullsweep_policy::{Permission, Resolution};
 use maud::html;
 use std::time::Duration;
 
@@ -67,6 +67,11 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
             "No governed queue with that key base is in view.",
         ));
     };
+    if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
+        return Err(Error::config(format!(
+            "no policy governs {base}: there is nothing to sweep; see its rules on the policies page"
+        )));
+    }
     let run = RunScope {
         lock_wait: Some(Duration::from_secs(5)),
         actor: Some(ctx.caller.token.name.clone()),

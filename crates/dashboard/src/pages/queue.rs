@@ -62,7 +62,9 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     .await?;
     let taken = taken_along(&ctx, &trail.events);
     let resolution = ctx.set.resolve(&q);
-    let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
+    // A sweep of a queue no policy governs would do nothing: it is not offered.
+    let covered = matches!(resolution, Resolution::Covered(_));
+    let may_sweep = covered && ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
         p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { @if q.backend == Backend::Bull { "legacy Bull" } @else { "BullMQ" } } }
         @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
