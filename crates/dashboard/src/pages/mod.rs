@@ -8,6 +8,7 @@ mod failures;
 pub mod overview;
 mod policies;
 mod queue;
+mod record;
 
 use crate::Ctx;
 use bullsweep_core::Error;
@@ -23,6 +24,7 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         "/audit" => audit::page(ctx, req).await,
         "/archive" => archive::page(ctx, req).await,
         "/archive/segment" => archive::segment(ctx, req).await,
+        "/archive/record" => record::page(ctx, req).await,
         "/archive/segment.jsonl" => archive::download(ctx, req).await,
         "/erasure" => erasure::page(ctx, req).await,
         "/failures" => failures::page(ctx, req).await,
