@@ -171,7 +171,8 @@ async fn erase(
         let listed = erasure::list(&mut ctx, None).await?;
         html! {
             p.notice role="status" { "Erasure " (form.request_id) ": " (receipt.status) "; audited as " (ctx.caller.token.name) "." }
-            pre id="receipt" { (serde_json::to_string_pretty(&json).unwrap_or_default()) }
+            h2 { "Receipt of " (form.request_id) }
+            (crate::pages::receipt::summary(&json, "receipt"))
             (listed)
         }
     };

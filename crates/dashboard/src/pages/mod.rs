@@ -8,6 +8,7 @@ mod failures;
 pub mod overview;
 mod policies;
 mod queue;
+pub mod receipt;
 mod record;
 
 use crate::Ctx;
