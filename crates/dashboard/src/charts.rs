@@ -261,7 +261,10 @@ mod tests {
             points: vec![(0, 0.0), (60_000, 0.0)],
         }];
         let svg = line_chart("Memory", &zero, 0, 60_000, Unit::Bytes).into_string();
-        assert!(svg.contains("every value is 0") && !svg.contains("1 B"), "{svg}");
+        assert!(
+            svg.contains("every value is 0") && !svg.contains("1 B"),
+            "{svg}"
+        );
         let labels: Vec<String> = ticks(Unit::Bytes.top(1.0).unwrap_or(0.0), Unit::Bytes)
             .into_iter()
             .map(|(_, l)| l)

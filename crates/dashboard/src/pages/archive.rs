@@ -68,7 +68,9 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     };
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
     let segments = trail::segments(&sink, &filter).await.map_err(io)?;
-    let filtered = ["tenant", "queue", "day"].into_iter().any(|k| text(k).is_some());
+    let filtered = ["tenant", "queue", "day"]
+        .into_iter()
+        .any(|k| text(k).is_some());
     let why_empty = if !segments.is_empty() {
         ""
     } else if filtered {

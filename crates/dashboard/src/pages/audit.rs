@@ -142,7 +142,13 @@ async fn tenant_events(
         tenant: filter.tenant.clone(),
         ..AuditFilter::default()
     };
-    let all = newest_audit_events(&ctx.set.audit, only_tenant, |_| true, COUNTED + 1, usize::MAX);
+    let all = newest_audit_events(
+        &ctx.set.audit,
+        only_tenant,
+        |_| true,
+        COUNTED + 1,
+        usize::MAX,
+    );
     Ok(all.await?.events.len())
 }
 

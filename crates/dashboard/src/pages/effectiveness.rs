@@ -95,16 +95,22 @@ pub async fn charts_for(
     let con = &mut ctx.con;
     let (window, points, from) = match asked {
         Some(w) => {
-            let points = history::read(con, w.tier, scope, now - w.span_ms).await.map_err(redis_err)?;
+            let points = history::read(con, w.tier, scope, now - w.span_ms)
+                .await
+                .map_err(redis_err)?;
             (w, points, now - w.span_ms)
         }
         None => {
             let day = &WINDOWS[2];
-            let mut points = history::read(con, day.tier, scope, now - day.span_ms).await.map_err(redis_err)?;
+            let mut points = history::read(con, day.tier, scope, now - day.span_ms)
+                .await
+                .map_err(redis_err)?;
             let mut chosen = day;
             if points.len() < 2 {
                 chosen = &WINDOWS[3];
-                points = history::read(con, chosen.tier, scope, now - chosen.span_ms).await.map_err(redis_err)?;
+                points = history::read(con, chosen.tier, scope, now - chosen.span_ms)
+                    .await
+                    .map_err(redis_err)?;
             }
             let oldest = points.first().map_or(now, |p| p.at_ms);
             let fits = |w: &&Window| (now - oldest) as f64 <= w.span_ms as f64 * SLACK;

@@ -7,9 +7,9 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys::AUDIT_QUARANTINE;
 use bullsweep_core::daemon::http::{Request, Response};
+use bullsweep_core::health::rules::{AlertState, Finding};
 use bullsweep_core::ops::alerts::alerts;
 use bullsweep_core::ops::records;
-use bullsweep_core::health::rules::{AlertState, Finding};
 use maud::{Markup, html};
 
 /// A stream entry: its id and fields.

@@ -4,11 +4,11 @@
 //! for the same queues. Below, the queues no policy governs: uncovered, tied, and (for a
 //! token without a tenant) unmanaged ones.
 
+use super::failures::badge;
 use crate::format::{bytes, count, money, short_time, time};
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
-use super::failures::badge;
 use bullsweep_core::engine::Inventory;
 use bullsweep_core::health::rules::{AlertState, Finding};
 use bullsweep_core::ops::alerts::AlertsReport;
@@ -348,7 +348,11 @@ fn optional(state: &str) -> bool {
 /// leaves it alone.
 fn not_governed(ctx: &Ctx<'_>, inv: &Inventory, governed: &BTreeSet<&str>) -> Markup {
     let mut others: Vec<(&str, Option<&str>, &str, String)> = Vec::new();
-    for q in inv.managed.iter().filter(|q| !governed.contains(q.base.as_str())) {
+    for q in inv
+        .managed
+        .iter()
+        .filter(|q| !governed.contains(q.base.as_str()))
+    {
         let (kind, why) = match ctx.set.resolve(q) {
             Resolution::Covered(_) => continue,
             Resolution::Uncovered => ("uncovered", "no policy matches it".to_string()),
@@ -359,7 +363,10 @@ fn not_governed(ctx: &Ctx<'_>, inv: &Inventory, governed: &BTreeSet<&str>) -> Ma
         others.push((q.base.as_str(), q.tenant.as_deref(), kind, why));
     }
     for base in &inv.unmanaged {
-        let why = inv.reasons.get(base).map_or("no layout matches its key", String::as_str);
+        let why = inv
+            .reasons
+            .get(base)
+            .map_or("no layout matches its key", String::as_str);
         others.push((base.as_str(), None, "unmanaged", why.to_string()));
     }
     html! {

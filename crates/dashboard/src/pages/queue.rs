@@ -46,7 +46,13 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     )
     .await?;
     let link = format!("/queue?key={}&", urlencode(&base));
-    let charts = charts_for(&mut ctx, &history::queue_scope(&base), Window::of(req), &link).await?;
+    let charts = charts_for(
+        &mut ctx,
+        &history::queue_scope(&base),
+        Window::of(req),
+        &link,
+    )
+    .await?;
     let filter = AuditFilter {
         tenant: ctx.caller.token.tenant.clone(),
         ..AuditFilter::default()

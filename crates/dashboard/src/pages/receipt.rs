@@ -56,8 +56,12 @@ fn status_words(status: &str, dry: bool) -> String {
         "nothingFound" if dry => "Dry run: nothing of this subject was found; nothing was changed.",
         "nothingFound" => "Nothing of this subject was found.",
         "erased" => "Erased.",
-        "pending" => "Partly erased: some jobs are still held by a worker (see below); run it again once they finish.",
-        "incomplete" => "Incomplete: some places were not searched to the end (see below); run it again to search them.",
+        "pending" => {
+            "Partly erased: some jobs are still held by a worker (see below); run it again once they finish."
+        }
+        "incomplete" => {
+            "Incomplete: some places were not searched to the end (see below); run it again to search them."
+        }
         other => return format!("Status: {other}."),
     };
     done.to_string()

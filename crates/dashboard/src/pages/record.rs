@@ -60,7 +60,13 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     };
     Ok(layout::html(
         200,
-        layout::page(&format!("Archived job {}", r.id), "/archive", ctx.caller, None, body),
+        layout::page(
+            &format!("Archived job {}", r.id),
+            "/archive",
+            ctx.caller,
+            None,
+            body,
+        ),
     ))
 }
 
