@@ -77,16 +77,16 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         h2 { "Next sweep: what plan would do" }
         @for qr in &plan.queues {
             @if let Some(e) = &qr.error { p.notice.bad { (e) } }
-            table id="plan" {
-                thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n scope="col" { "Parents removed" } th.n scope="col" { "Parents released" } } }
+            div.wrap { table id="plan" {
+                thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n.opt scope="col" { "Parents removed" } th.n.opt scope="col" { "Parents released" } } }
                 tbody { @for (state, s) in &qr.states {
                     @let along = s.taken_along.unwrap_or_default();
                     tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
                         td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
-                        td.n { (count(along.parents_removed)) } td.n { (count(along.parents_released)) }
+                        td.n.opt { (count(along.parents_removed)) } td.n.opt { (count(along.parents_released)) }
                     }
                 } }
-            }
+            } }
             (sources_unavailable(qr))
         }
         @if may_sweep {
@@ -107,16 +107,16 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         @if taken.is_empty() { p.muted { "The audit trail names no parent removed or released with this queue's jobs." } }
         @else {
             p.muted { "Removing a child removes a parent in the same queue whose last pending child it was, and releases a parent in another queue to wait (BullMQ's flow handling); the newest " (PARENTS_SHOWN) " are listed." }
-            table id="parents" {
-                thead { tr { th scope="col" { "When" } th scope="col" { "Parent" } th scope="col" { "What became of it" } th scope="col" { "Run" } } }
+            div.wrap { table id="parents" {
+                thead { tr { th.opt scope="col" { "When" } th scope="col" { "Parent" } th scope="col" { "What became of it" } th.opt scope="col" { "Run" } } }
                 tbody { @for (e, key, role) in &taken {
                     tr data-parent=(key) data-role=(role) {
-                        td { (crate::format::time(e.timestamp)) } td { code { (key) } }
+                        td.opt { (crate::format::time(e.timestamp)) } td { code { (key) } }
                         td { @if *role == PARENT_REMOVED { "removed" } @else { "released to wait" } }
-                        td { code { (e.context.execution_id) } }
+                        td.opt { code { (e.context.execution_id) } }
                     }
                 } }
-            }
+            } }
         }
         h2 { "Effective rules (explain)" }
         (explain(&resolution))
@@ -179,7 +179,7 @@ fn rules(eff: &EffectivePolicy) -> Markup {
     };
     html! {
         p { "Policy " strong { (eff.name) } ", schedule " code { (eff.schedule) } }
-        table id="explain" {
+        div.wrap { table id="explain" {
             thead { tr { th scope="col" { "State" } th scope="col" { "maxAge" } th scope="col" { "maxCount" } th scope="col" { "keepFor" } th scope="col" { "action" } } }
             tbody { @for (state, r) in &eff.states {
                 tr {
@@ -190,11 +190,11 @@ fn rules(eff: &EffectivePolicy) -> Markup {
                     (cell(Some(r.action.value.to_string()), Some(r.action.source.to_string())))
                 }
             } }
-        }
+        } }
         @if !eff.jobs.is_empty() { p.muted { (eff.jobs.len()) " job rule(s) for named jobs apply too." } }
         @let links: Vec<(&str, &bullsweep_policy::Sourced<bullsweep_policy::SourceLink>)> = eff.source.iter().map(|l| ("every job", l)).chain(eff.jobs.iter().filter_map(|j| j.source.as_ref().map(|l| (j.name.as_str(), l)))).collect();
         @if !links.is_empty() {
-            table id="source-links" {
+            div.wrap { table id="source-links" {
                 caption { "Source-linked cleanup: the plan's " code { "<state>:source" } " rows count what each source lets go" }
                 thead { tr { th scope="col" { "Jobs" } th scope="col" { "Source" } th scope="col" { "Key" } th scope="col" { "deleteWhen" } th scope="col" { "keepFor" } th scope="col" { "Action" } } }
                 tbody { @for (jobs, l) in &links {
@@ -203,7 +203,7 @@ fn rules(eff: &EffectivePolicy) -> Markup {
                         td { (l.value.delete_when) } td { (l.value.keep_for) } td { (l.value.action) br; span.muted { (l.source) } }
                     }
                 } }
-            }
+            } }
         }
         p id="sla" {
             "SLA: "
