@@ -180,10 +180,14 @@ impl Unit {
         if max <= 0.0 {
             return None;
         }
-        let top = nice(max);
         Some(match self {
-            Unit::Bytes | Unit::Count => top.max(4.0),
-            Unit::PerSecond | Unit::Millis => top,
+            // Round in the unit the ticks are read in (KiB, MiB…), not in decimal bytes.
+            Unit::Bytes => {
+                let scale = 1024f64.powf((max.log(1024.0)).floor().clamp(0.0, 3.0));
+                (nice(max / scale) * scale).max(4.0)
+            }
+            Unit::Count => nice(max).max(4.0),
+            Unit::PerSecond | Unit::Millis => nice(max),
         })
     }
 }
@@ -270,6 +274,14 @@ mod tests {
             .map(|(_, l)| l)
             .collect();
         assert_eq!(labels, ["0 B", "1 B", "2 B", "3 B", "4 B"]);
+        let kib: Vec<String> = ticks(Unit::Bytes.top(300_000.0).unwrap_or(0.0), Unit::Bytes)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        assert_eq!(
+            kib,
+            ["0 B", "125.0 KiB", "250.0 KiB", "375.0 KiB", "500.0 KiB"]
+        );
         let none = line_chart("Memory", &[], 0, 60_000, Unit::Bytes).into_string();
         assert!(none.contains("No data for this chart") && !none.contains("<svg"));
     }

@@ -6,7 +6,6 @@
 //! A search reads what its caller sees, so a redacted value cannot be guessed.
 
 use super::overview::urlencode;
-use super::record;
 use crate::format::{count, time};
 use crate::{Ctx, layout};
 use bullsweep_core::Error;
@@ -129,17 +128,7 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             @if let Some(next) = &found.next { p { a id="more" rel="next" href=(more(next)) { "More results" } } }
         }
         h2 { (count_of(segments.len(), "segment")) }
-        @if segments.is_empty() { p.notice data-empty=(why_empty) { (empty_reason(why_empty, &ctx)) } }
-        @else { div.wrap { table id="segments" {
-            thead { tr { th scope="col" { "Segment" } th.opt scope="col" { "Tenant" } th.opt scope="col" { "Queue" } th.opt scope="col" { "Jobs finished" } th.n scope="col" { "Records" } } }
-            tbody { @for m in &segments {
-                tr data-segment=(m.segment) {
-                    td { a href=(format!("/archive/segment?name={}", urlencode(&m.segment))) { code { (m.segment) } } }
-                    td.opt { (m.tenant.as_deref().unwrap_or("")) } td.opt.nowrap { (m.queue) }
-                    td.opt { (time(m.from_ms)) " – " (time(m.to_ms)) } td.n { (count(m.records)) }
-                }
-            } }
-        } } }
+        (segments_table(&ctx, &segments, why_empty))
     };
     Ok(layout::html(
         200,
@@ -238,7 +227,7 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
             thead { tr { th scope="col" { "Job" } th.opt scope="col" { "Name" } th.opt scope="col" { "Queue" } th scope="col" { "State" } th scope="col" { "Finished" } @if may_restore { th scope="col" { "Restore" } } } }
             tbody { @for r in records.iter().take(SHOWN) {
                 tr data-job=(r.id) {
-                    td.nowrap { a href=(record::link(r)) { code { (r.id) } } }
+                    td.nowrap { a href=(record_link(r)) { code { (r.id) } } }
                     td.opt { (job_name(r)) }
                     td.opt.nowrap { (r.queue) } td { (r.state) } td.nowrap { (time(r.finished_on)) }
                     @if may_restore { td.nowrap { (restore_form(ctx, r)) } }
@@ -247,6 +236,16 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
         } }
         @if records.len() > SHOWN { p.muted { "The first " (SHOWN) " of " (records.len()) " are shown." } }
     }
+}
+
+/// The link to a record's page.
+pub fn record_link(r: &ArchiveRecord) -> String {
+    format!(
+        "/archive/record?queue={}&id={}&finished={}",
+        urlencode(&r.queue),
+        urlencode(&r.id),
+        r.finished_on
+    )
 }
 
 /// The job's name, as the caller may see it.
@@ -270,6 +269,23 @@ pub fn restore_form(ctx: &Ctx<'_>, r: &ArchiveRecord) -> Markup {
             " "
             button type="submit" name="as" value="new" title="A new waiting job with the same name and data" { "Restore as new" }
         }
+    }
+}
+
+/// The segments listed, or why there is none.
+fn segments_table(ctx: &Ctx<'_>, segments: &[SegmentManifest], why_empty: &str) -> Markup {
+    html! {
+        @if segments.is_empty() { p.notice data-empty=(why_empty) { (empty_reason(why_empty, ctx)) } }
+        @else { div.wrap { table id="segments" {
+            thead { tr { th scope="col" { "Segment" } th.opt scope="col" { "Tenant" } th.opt scope="col" { "Queue" } th.opt scope="col" { "Jobs finished" } th.n scope="col" { "Records" } } }
+            tbody { @for m in segments {
+                tr data-segment=(m.segment) {
+                    td { a href=(format!("/archive/segment?name={}", urlencode(&m.segment))) { code { (m.segment) } } }
+                    td.opt { (m.tenant.as_deref().unwrap_or("")) } td.opt.nowrap { (m.queue) }
+                    td.opt { (time(m.from_ms)) " – " (time(m.to_ms)) } td.n { (count(m.records)) }
+                }
+            } }
+        } } }
     }
 }
 

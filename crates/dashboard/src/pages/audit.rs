@@ -91,18 +91,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             Err(e) => p.notice.bad data-chain="unverified" { "Cannot verify: " (e.message) },
         }
         h2 { "Events" }
-        form.filters method="get" action="/audit" {
-            label { "Queue (glob)" input name="queue" value=(queue.clone().unwrap_or_default()); }
-            label { "Action" select name="action" {
-                option value="" { "all" }
-                @for a in ["remove", "archive", "anonymize", "notify", "erase", "restore", "unstage"] {
-                    option value=(a) selected[filter.action.as_deref() == Some(a)] { (a) }
-                }
-            } }
-            label { "Since (e.g. 1h, 7d)" input name="since" value=(text("since").unwrap_or_default()); }
-            label { "Request id" input name="request" value=(filter.request_id.clone().unwrap_or_default()); }
-            button type="submit" { "Filter" }
-        }
+        (filters(req, &filter))
         @if trail.unreadable > 0 {
             p.notice.bad data-unreadable=(trail.unreadable) { (trail.unreadable) " line(s) of the trail are not audit events; they are skipped here." }
         }
@@ -124,6 +113,25 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page("Audit", "/audit", ctx.caller, None, body),
     ))
+}
+
+/// The filter form, showing what the request asked for.
+fn filters(req: &Request, filter: &AuditFilter) -> Markup {
+    let text = |k: &str| req.param(k).unwrap_or_default().to_string();
+    html! {
+        form.filters method="get" action="/audit" {
+            label { "Queue (glob)" input name="queue" value=(text("queue")); }
+            label { "Action" select name="action" {
+                option value="" { "all" }
+                @for a in ["remove", "archive", "anonymize", "notify", "erase", "restore", "unstage"] {
+                    option value=(a) selected[filter.action.as_deref() == Some(a)] { (a) }
+                }
+            } }
+            label { "Since (e.g. 1h, 7d)" input name="since" value=(text("since")); }
+            label { "Request id" input name="request" value=(filter.request_id.clone().unwrap_or_default()); }
+            button type="submit" { "Filter" }
+        }
+    }
 }
 
 /// How many events the caller's tenant has in the trail: `matched` when the page's filters

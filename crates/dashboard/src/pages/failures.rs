@@ -58,7 +58,7 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
         @if found.alerts.is_empty() { p.ok data-alerts="0" { "No alert is firing or pending." } }
         @else {
             div.wrap { table id="alerts" {
-                thead { tr { th scope="col" { "Alert" } th scope="col" { "State" } th scope="col" { "Queue or node" } th.n scope="col" { "Value" } th.n scope="col" { "Threshold" } th.opt scope="col" { "Summary" } } }
+                thead { tr { th scope="col" { "Alert" } th scope="col" { "State" } th scope="col" { "Queue or node" } th.n scope="col" { "Value" } th.n scope="col" { "Limit" } th.opt scope="col" { "Summary" } } }
                 tbody { @for a in &found.alerts {
                     tr data-alert=(a.alert) data-state=(state_name(a.state)) { td.nowrap { (short_name(a.alert)) } td { (state_badge(a.state)) }
                         td { (a.queue.as_deref().or(a.node.as_deref()).unwrap_or("")) } td.n { (measure(a.alert, a.value)) } td.n { (measure(a.alert, a.threshold)) } td.opt { (a.summary) } }

@@ -75,20 +75,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { @if q.backend == Backend::Bull { "legacy Bull" } @else { "BullMQ" } } }
         @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
         h2 { "Next sweep: what plan would do" }
-        @for qr in &plan.queues {
-            @if let Some(e) = &qr.error { p.notice.bad { (e) } }
-            div.wrap { table id="plan" {
-                thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n.opt scope="col" { "Parents removed" } th.n.opt scope="col" { "Parents released" } } }
-                tbody { @for (state, s) in &qr.states {
-                    @let along = s.taken_along.unwrap_or_default();
-                    tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
-                        td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
-                        td.n.opt { (count(along.parents_removed)) } td.n.opt { (count(along.parents_released)) }
-                    }
-                } }
-            } }
-            (sources_unavailable(qr))
-        }
+        @for qr in &plan.queues { (plan_table(qr)) }
         @if may_sweep {
             form method="post" action="/queue/sweep" {
                 input type="hidden" name="csrf" value=(ctx.caller.csrf);
@@ -127,6 +114,24 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page(&q.queue, "/", ctx.caller, None, body),
     ))
+}
+
+/// What the next sweep would do in each state of the queue, from its plan.
+fn plan_table(qr: &bullsweep_core::engine::QueueReport) -> Markup {
+    html! {
+    @if let Some(e) = &qr.error { p.notice.bad { (e) } }
+    div.wrap { table id="plan" {
+        thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n.opt scope="col" { "Parents removed" } th.n.opt scope="col" { "Parents released" } } }
+        tbody { @for (state, s) in &qr.states {
+            @let along = s.taken_along.unwrap_or_default();
+            tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
+                td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
+                td.n.opt { (count(along.parents_removed)) } td.n.opt { (count(along.parents_released)) }
+            }
+        } }
+    } }
+    (sources_unavailable(qr))
+    }
 }
 
 /// A notice for each state of the plan whose source could not be asked.

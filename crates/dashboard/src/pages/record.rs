@@ -17,16 +17,6 @@ use maud::{Markup, html};
 /// The fields BullMQ and Bull keep as ms since the epoch.
 const TIMES: [&str; 3] = ["timestamp", "processedOn", "finishedOn"];
 
-/// The link to a record's page.
-pub fn link(r: &ArchiveRecord) -> String {
-    format!(
-        "/archive/record?queue={}&id={}&finished={}",
-        urlencode(&r.queue),
-        urlencode(&r.id),
-        r.finished_on
-    )
-}
-
 /// `GET /archive/record?queue=&id=&finished=`.
 pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let Some((segment, r)) = find(&ctx, req).await? else {
