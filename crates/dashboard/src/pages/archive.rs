@@ -6,7 +6,7 @@
 //! A search reads what its caller sees, so a redacted value cannot be guessed.
 
 use super::overview::urlencode;
-use crate::format::{count, time};
+use crate::format::{count, iso, time};
 use crate::{Ctx, layout};
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
@@ -229,7 +229,7 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
                 tr data-job=(r.id) {
                     td.nowrap { a href=(record_link(r)) { code { (r.id) } } }
                     td.opt { (job_name(r)) }
-                    td.opt.nowrap { (r.queue) } td { (r.state) } td.nowrap { (time(r.finished_on)) }
+                    td.opt.nowrap { (r.queue) } td { (r.state) } td.nowrap { (iso(r.finished_on)) }
                     @if may_restore { td.nowrap { (restore_form(ctx, r)) } }
                 }
             } }

@@ -6,7 +6,7 @@
 //! event links to its queue's archive.
 
 use super::overview::urlencode;
-use crate::format::time;
+use crate::format::iso;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::audit::{AuditEvent, AuditStatus, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
@@ -100,10 +100,10 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             thead { tr { th.n.opt scope="col" { "#" } th scope="col" { "Time" } th.opt scope="col" { "Status" } th scope="col" { "Action" } th.opt scope="col" { "State" } th scope="col" { "Queue" } th.n scope="col" { "Jobs" } th.opt scope="col" { "Parents taken along" } th.opt scope="col" { "Policy" } th.opt scope="col" { "Run / request" } th.opt scope="col" { "By" } } }
             tbody { @for e in events.iter().take(PAGE) {
                 tr data-seq=(e.seq) data-source=(e.source.as_deref().unwrap_or("")) {
-                    td.n.opt { (e.seq) } td.nowrap { (time(e.timestamp)) }
+                    td.n.opt { (e.seq) } td.nowrap { (iso(e.timestamp)) }
                     td.opt class=(if e.status == AuditStatus::Success { "ok" } else { "bad" }) { (e.status) @if let Some(d) = &e.error_detail { br; span.muted { (d) } } }
                     td { (e.context.action) } td.opt { (e.context.state) }
-                    td { @if e.context.action == "archive" { a href=(format!("/archive?queue={}", urlencode(&e.context.queue_key))) { (e.context.queue_key) } } @else { (e.context.queue_key) } }
+                    td.key { @if e.context.action == "archive" { a href=(format!("/archive?queue={}", urlencode(&e.context.queue_key))) { (e.context.queue_key) } } @else { (e.context.queue_key) } }
                     td.n { (e.job_count) } td.opt { (parents(&ctx, e)) } td.opt { (e.context.policy_name) } td.opt { code { (e.context.execution_id) } } td.opt { (e.context.actor.name().unwrap_or("")) }
                 }
             } }

@@ -61,7 +61,7 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
                 thead { tr { th scope="col" { "Alert" } th scope="col" { "State" } th scope="col" { "Queue or node" } th.n scope="col" { "Value" } th.n scope="col" { "Limit" } th.opt scope="col" { "Summary" } } }
                 tbody { @for a in &found.alerts {
                     tr data-alert=(a.alert) data-state=(state_name(a.state)) { td.nowrap { (short_name(a.alert)) } td { (state_badge(a.state)) }
-                        td { (a.queue.as_deref().or(a.node.as_deref()).unwrap_or("")) } td.n { (measure(a.alert, a.value)) } td.n { (measure(a.alert, a.threshold)) } td.opt { (a.summary) } }
+                        td.key { (a.queue.as_deref().or(a.node.as_deref()).unwrap_or("")) } td.n { (measure(a.alert, a.value)) } td.n { (measure(a.alert, a.threshold)) } td.opt { (a.summary) } }
                 } }
             } }
         }
@@ -72,7 +72,7 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
             div.wrap { table id="failing" {
                 thead { tr { th scope="col" { "Queue" } th.n scope="col" { "Failed runs in a row" } th.opt scope="col" { "Next attempt" } th scope="col" { "Last error" } } }
                 tbody { @for (base, r) in &failing {
-                    tr data-queue=(base) { td { (base) } td.n { (r.failures) } td.opt { (time(r.next_at)) } td { (r.last_error) } }
+                    tr data-queue=(base) { td.key { (base) } td.n { (r.failures) } td.opt { (time(r.next_at)) } td { (r.last_error) } }
                 } }
             } }
         }

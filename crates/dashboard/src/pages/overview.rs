@@ -268,7 +268,7 @@ impl QueuesTable<'_, '_> {
                 thead { tr {
                     th scope="col" { "Queue" } th.opt scope="col" { "Env" } th.opt scope="col" { "Policy" }
                     @for s in &shown { th.n.opt[optional(s)] scope="col" { (s) } }
-                    th.n scope="col" { "Memory" } th.n.opt scope="col" { "Cost/month" } th.n.opt scope="col" { "Reclaimable" }
+                    th.n.opt2 scope="col" { "Memory" } th.n.opt scope="col" { "Cost/month" } th.n.opt scope="col" { "Reclaimable" }
                     th.opt scope="col" { "Last sweep" } th.opt scope="col" { "Next sweep" } th scope="col" { "Alerts" }
                 } }
                 tbody {
@@ -312,12 +312,12 @@ impl QueuesTable<'_, '_> {
                 td.opt { (q.env.as_deref().unwrap_or("")) }
                 td.nowrap.opt { (q.policy) }
                 @for s in shown { td.n.opt[optional(s)] data-state=(s) { (count(jobs(q, s))) } }
-                td.n.nowrap { (bytes(q.bytes)) }
+                td.n.nowrap.opt2 { (bytes(q.bytes)) }
                 td.n.opt { (money(q.monthly_cost)) }
                 td.n.opt.nowrap { (money(q.reclaimable_monthly_cost)) br; span.muted { (bytes(q.reclaimable_bytes)) } }
                 td.nowrap.opt { @if let Some(t) = last { time datetime=(time(t)) { (short_time(t)) } } @else { "never" } }
                 td.nowrap.opt { @match self.next_sweep(q, last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
-                td { @if found.is_empty() { span.ok { "none" } } @else { div.badges { @for a in &found { (badge(a)) } } } }
+                td.alerts { @if found.is_empty() { span.ok { "none" } } @else { div.badges { @for a in &found { (badge(a)) } } } }
             }
         }
     }
@@ -378,7 +378,7 @@ fn not_governed(ctx: &Ctx<'_>, inv: &Inventory, governed: &BTreeSet<&str>) -> Ma
                 thead { tr { th scope="col" { "Queue" } th.opt scope="col" { "Tenant" } th scope="col" { "Status" } th scope="col" { "Why" } } }
                 tbody { @for (base, tenant, kind, why) in &others {
                     tr data-queue=(base) data-coverage=(kind) {
-                        td.nowrap { @if *kind == "unmanaged" { (base) } @else { a href=(format!("/queue?key={}", urlencode(base))) { (base) } } }
+                        td.nowrap.key { @if *kind == "unmanaged" { (base) } @else { a href=(format!("/queue?key={}", urlencode(base))) { (base) } } }
                         td.opt { (tenant.unwrap_or("")) }
                         td { span.badge.warn { (kind) } }
                         td { (why) }

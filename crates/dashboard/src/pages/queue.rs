@@ -177,22 +177,22 @@ pub fn explain(resolution: &Resolution) -> Markup {
 }
 
 fn rules(eff: &EffectivePolicy) -> Markup {
-    let cell = |v: Option<String>, src: Option<String>| {
+    let cell = |label: &str, v: Option<String>, src: Option<String>| {
         html! {
-            td { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } }
+            td data-label=(label) { span { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } } }
         }
     };
     html! {
         p { "Policy " strong { (eff.name) } ", schedule " code { (eff.schedule) } }
-        div.wrap { table id="explain" {
+        div.wrap { table.stack id="explain" {
             thead { tr { th scope="col" { "State" } th scope="col" { "maxAge" } th scope="col" { "maxCount" } th scope="col" { "keepFor" } th scope="col" { "action" } } }
             tbody { @for (state, r) in &eff.states {
                 tr {
-                    td { (state) }
-                    (cell(r.max_age.as_ref().map(|s| s.value.to_string()), r.max_age.as_ref().map(|s| s.source.to_string())))
-                    (cell(r.max_count.as_ref().map(|s| s.value.to_string()), r.max_count.as_ref().map(|s| s.source.to_string())))
-                    (cell(r.keep_for.as_ref().map(|s| s.value.to_string()), r.keep_for.as_ref().map(|s| s.source.to_string())))
-                    (cell(Some(r.action.value.to_string()), Some(r.action.source.to_string())))
+                    th scope="row" { (state) }
+                    (cell("maxAge", r.max_age.as_ref().map(|s| s.value.to_string()), r.max_age.as_ref().map(|s| s.source.to_string())))
+                    (cell("maxCount", r.max_count.as_ref().map(|s| s.value.to_string()), r.max_count.as_ref().map(|s| s.source.to_string())))
+                    (cell("keepFor", r.keep_for.as_ref().map(|s| s.value.to_string()), r.keep_for.as_ref().map(|s| s.source.to_string())))
+                    (cell("action", Some(r.action.value.to_string()), Some(r.action.source.to_string())))
                 }
             } }
         } }

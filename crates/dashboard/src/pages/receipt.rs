@@ -32,7 +32,7 @@ pub fn summary(r: &Value, id: &str) -> Markup {
                 div.wrap { table id=(format!("{id}-found")) {
                     thead { tr { th scope="col" { "Store" } th scope="col" { "Queue" } th scope="col" { "What" } th.n scope="col" { "Count" } } }
                     tbody { @for (store, queue, what, n) in &found {
-                        tr { td { (store) } td.nowrap { (queue) } td { (what) } td.n { (count(*n)) } }
+                        tr { td { (store) } td.nowrap.key { (queue) } td { (what) } td.n { (count(*n)) } }
                     } }
                 } }
             }
