@@ -109,7 +109,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         now,
     };
     let governed: BTreeSet<&str> = rows.iter().map(|(q, _)| q.key.as_str()).collect();
-    let others = not_governed(&ctx, &inv, &governed);
+    let others = not_governed(&ctx, &inv, &filter, &governed);
     let body = html! {
         (totals(&rows, &report, &alerts))
         (filters(&ctx, &options, &filter))
@@ -343,13 +343,23 @@ fn optional(state: &str) -> bool {
 }
 
 /// The queues in view no policy governs, in a section of their own: uncovered (no policy
-/// matches) and tied ones, which the filters leave in, and for a token without a tenant the
-/// unmanaged ones (no layout names them, so they have no tenant). Each says why bullsweep
-/// leaves it alone.
-fn not_governed(ctx: &Ctx<'_>, inv: &Inventory, governed: &BTreeSet<&str>) -> Markup {
+/// matches) and tied ones of the tenant and environment filtered on, and, for a token without
+/// a tenant and with neither filter, the unmanaged ones (no layout names them, so they have
+/// no tenant). Each says why bullsweep leaves it alone.
+fn not_governed(
+    ctx: &Ctx<'_>,
+    inv: &Inventory,
+    filter: &Filter,
+    governed: &BTreeSet<&str>,
+) -> Markup {
+    let unset = |v: Option<&str>| v.is_none_or(str::is_empty);
+    let by_place = Filter {
+        policy: None,
+        ..*filter
+    };
+    let in_view = by_place.chosen(&ctx.set, &inv.managed);
     let mut others: Vec<(&str, Option<&str>, &str, String)> = Vec::new();
-    for q in inv
-        .managed
+    for q in in_view
         .iter()
         .filter(|q| !governed.contains(q.base.as_str()))
     {
@@ -362,7 +372,8 @@ fn not_governed(ctx: &Ctx<'_>, inv: &Inventory, governed: &BTreeSet<&str>) -> Ma
         };
         others.push((q.base.as_str(), q.tenant.as_deref(), kind, why));
     }
-    for base in &inv.unmanaged {
+    let unfiltered = unset(filter.tenant) && unset(filter.env);
+    for base in inv.unmanaged.iter().filter(|_| unfiltered) {
         let why = inv
             .reasons
             .get(base)
