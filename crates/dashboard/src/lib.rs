@@ -360,7 +360,7 @@ fn unavailable(e: Error) -> Response {
     layout::html(
         503,
         layout::login(Some(
-            "The dashboard cannot check sessions now (Redis is unreachable); try again shortly.",
+            "The dashboard cannot check sessions now (Redis is unreachable or did not answer in time); try again shortly.",
         )),
     )
 }
