@@ -14,9 +14,11 @@ const HOUR: i64 = 3_600_000;
 
 const POLICY: &str = r#"version: 1
 cost: { perGbMonth: 1000000, maxLeak: 0.01 }
+notify: { log: true }
 policies:
   - { name: stale, queueNamePattern: stale, schedule: 1h, rules: { completed: { maxAge: 30d } } }
   - { name: backlog, queueNamePattern: backlog, rules: { failed: { maxCount: 10 } } }
+  - { name: kept, queueNamePattern: kept, rules: { failed: { maxCount: 10, action: notify } } }
   - { name: leak, queueNamePattern: leak, rules: { completed: { maxAge: 1ms } } }
   - { name: rest, queueNamePattern: '*', rules: { completed: { maxAge: 30d } } }
 "#;
@@ -96,12 +98,14 @@ fn each_condition_fires_its_alert_and_only_there() {
     assert_eq!(names(&again), names(&list));
 }
 
-/// Seeds one queue per condition (and a fine one), their sweep and retry records, a silent
+/// Seeds one queue per condition (and a fine one, and one whose failed jobs are kept by
+/// design), their sweep and retry records, a silent
 /// daemon, a waiting audit event and memory at 80% of `maxmemory`; a connection for more.
 fn seed_every_condition(w: &World, now: i64) -> redis::Connection {
     for (base, completed, failed) in [
         ("bull:stale", 5, 0),
         ("bull:backlog", 0, 20),
+        ("bull:kept", 0, 20),
         ("bull:leak", 200, 0),
         ("bull:failing", 5, 0),
         ("bull:fine", 5, 0),
@@ -109,7 +113,13 @@ fn seed_every_condition(w: &World, now: i64) -> redis::Connection {
         w.seed(spec(base, completed, failed, 1), now);
     }
     let mut con = w.con();
-    for base in ["bull:backlog", "bull:leak", "bull:failing", "bull:fine"] {
+    for base in [
+        "bull:backlog",
+        "bull:kept",
+        "bull:leak",
+        "bull:failing",
+        "bull:fine",
+    ] {
         let _: () = con.hset("bullsweep:lastrun", base, now).expect("hset");
     }
     let _: () = con
@@ -160,6 +170,8 @@ fn assert_each_fires_or_pends_where_it_holds(list: &[Value]) -> String {
     );
     assert!(named(list, "BullsweepCostLeak").is_empty(), "{list:?}");
     assert!(list.iter().all(|a| a["queue"] != "bull:fine"), "{list:?}");
+    // Failed jobs kept by design (`notify` over maxCount) are no backlog: it never clears.
+    assert!(list.iter().all(|a| a["queue"] != "bull:kept"), "{list:?}");
     let backlog = list
         .iter()
         .find(|a| a["alert"] == "BullsweepBacklogOverPolicy")

@@ -14,7 +14,7 @@ use bullsweep_core::engine::forget::{ForgetRequest, Receipt};
 use bullsweep_core::engine::{Mode, NoObserver, Report};
 use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest, Restored};
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
-use bullsweep_policy::{Permission, QueueId};
+use bullsweep_policy::{Permission, QueueId, Resolution};
 use maud::html;
 use std::time::Duration;
 
@@ -67,6 +67,11 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
             "No governed queue with that key base is in view.",
         ));
     };
+    if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
+        return Err(Error::config(format!(
+            "no policy governs {base}: there is nothing to sweep; see its rules on the policies page"
+        )));
+    }
     let actor = ctx.caller.token.name.clone();
     let report = sweep_queue(&mut ctx, q, actor).await?;
     Ok(Response::text(303, "swept\n").with(
@@ -186,7 +191,8 @@ async fn erase(
         let listed = erasure::list(&mut ctx, None).await?;
         html! {
             p.notice role="status" { "Erasure " (form.request_id) ": " (receipt.status) "; audited as " (ctx.caller.token.name) "." }
-            pre id="receipt" { (serde_json::to_string_pretty(&json).unwrap_or_default()) }
+            h2 { "Receipt of " (form.request_id) }
+            (crate::pages::receipt::summary(&json, "receipt"))
             (listed)
         }
     };

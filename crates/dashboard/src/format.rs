@@ -34,6 +34,14 @@ pub fn short_time(ms: i64) -> String {
 
 pub use bullsweep_core::text::rfc3339 as time;
 
+/// A time (ms since the epoch) as its ISO date in UTC, in a `<time>` element that may break
+/// after the date on a narrow screen.
+pub fn iso(ms: i64) -> maud::Markup {
+    let text = time(ms);
+    let (date, clock) = text.split_once('T').unwrap_or((&text, ""));
+    maud::html! { time datetime=(text) { (date) "T" wbr; (clock) } }
+}
+
 pub use bullsweep_core::text::thousands as count;
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ pub const PAGES: [(&str, &str); 7] = [
     ("/audit", "Audit"),
     ("/archive", "Archive"),
     ("/erasure", "Erasure"),
-    ("/failures", "Failures"),
+    ("/failures", "Sweep errors"),
 ];
 
 /// The content security policy: only the dashboard's own files, no inline script, no frames.
@@ -72,21 +72,28 @@ pub fn page(
 
 /// The sign-in page.
 pub fn login(error: Option<&str>) -> Markup {
+    bare(
+        "Sign in",
+        html! {
+            h1 { "bullsweep dashboard" }
+            @if let Some(e) = error { p.notice.bad role="alert" { (e) } }
+            form.stack method="post" action="/login" {
+                label { "Token" input type="password" name="token" autocomplete="current-password" required autofocus; }
+                button type="submit" { "Sign in" }
+            }
+            p.muted { "Tokens come from the daemon's --dashboard-tokens file." }
+        },
+    )
+}
+
+/// A page without the navigation or the script, for one who is not (or not yet known to be)
+/// signed in.
+fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            (head("Sign in", false))
-            body {
-                main.login id="main" {
-                    h1 { "bullsweep dashboard" }
-                    @if let Some(e) = error { p.notice.bad role="alert" { (e) } }
-                    form.stack method="post" action="/login" {
-                        label { "Token" input type="password" name="token" autocomplete="current-password" required autofocus; }
-                        button type="submit" { "Sign in" }
-                    }
-                    p.muted { "Tokens come from the daemon's --dashboard-tokens file." }
-                }
-            }
+            (head(title, false))
+            body { main.login id="main" { (body) } }
         }
     }
 }
@@ -101,6 +108,25 @@ fn head(title: &str, script: bool) -> Markup {
             @if script { script src=(assets::js()) defer {} }
         }
     }
+}
+
+/// The page a GET of `path` answers when it took over `secs` seconds: what happened and what
+/// to try, without the navigation (who asked is not known by then).
+pub fn timed_out(path: &str, secs: u64) -> Markup {
+    // Only a path on this site: `//host` and `/\host` would lead a browser elsewhere.
+    let again = if path.starts_with('/') && !path[1..].starts_with(['/', '\\']) {
+        path
+    } else {
+        "/"
+    };
+    bare(
+        "Timed out",
+        html! {
+            h1 { "The page timed out" }
+            p.notice.bad role="alert" data-timeout=(secs) { "Redis did not answer within " (secs) " s, so this page was stopped rather than left waiting. Redis may be busy (a long script, a large command, a paused client) or unreachable; the daemon's log says which." }
+            p { a href=(again) { "Try again" } " · " a href="/" { "Overview" } }
+        },
+    )
 }
 
 /// A 404 page under `current` saying `what` is not in view.
@@ -127,4 +153,19 @@ pub fn secure(mut r: Response) -> Response {
         r = r.with("cache-control", "no-store");
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_timeout_page_links_only_to_this_site() {
+        for (path, link) in [
+            ("/audit", "href=\"/audit\""),
+            ("//evil.example", "href=\"/\""),
+            ("/\\evil.example", "href=\"/\""),
+        ] {
+            let page = super::timed_out(path, 10).into_string();
+            assert!(page.contains(link), "{path}: {page}");
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! The web dashboard `bullsweep daemon --dashboard` serves next to `/metrics`: server-rendered
-//! pages (overview, effectiveness, policies, audit, archive, erasure, failures) over the same
+//! pages (overview, effectiveness, policies, audit, archive, erasure, sweep errors) over the same
 //! `ops` functions as the command line, behind the tokens of `--dashboard-tokens`.
 //!
 //! Every request is authenticated ([`auth`]); every action is a POST carrying the caller's
@@ -33,6 +33,11 @@ use std::time::{Duration, Instant};
 /// How long a session key read from Redis is used before it is read again: a deleted key
 /// (a rotation) ends every replica's sessions within this time.
 const SHARED_KEY_FOR: Duration = Duration::from_secs(60);
+
+/// How long a page may take: past it (Redis stalled, a script running long) the caller gets
+/// a 504 page saying so instead of a browser left waiting. Actions (POST) run to their end:
+/// an erasure or a sweep cut in the middle would leave its receipt or audit unwritten.
+const PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the dashboard serves and from where.
 pub struct DashboardConfig {
@@ -152,6 +157,35 @@ impl Dashboard {
                 .and_then(|held| held.as_ref().cloned())
                 .filter(|(_, at)| at.elapsed() < SHARED_KEY_FOR)
                 .map(|(key, _)| key),
+        }
+    }
+
+    /// [`Self::answer`], a GET bounded by [`PAGE_TIMEOUT`]: past it, the connection (which may
+    /// be stalled) is dropped for the next request and a 504 page says what happened.
+    async fn answer_within(&self, req: Request) -> Response {
+        if req.method != "GET" {
+            return self.answer(req).await;
+        }
+        let path = req.path.clone();
+        match tokio::time::timeout(PAGE_TIMEOUT, self.answer(req)).await {
+            Ok(r) => r,
+            Err(_) => {
+                if let Ok(mut held) = self.con.try_lock() {
+                    *held = None;
+                }
+                bullsweep_base::log::log_repeated(
+                    "dashboard-timeout",
+                    "error",
+                    &format!(
+                        "dashboard: {path} took over {} s; Redis did not answer in time",
+                        PAGE_TIMEOUT.as_secs()
+                    ),
+                );
+                if path.starts_with("/api/") {
+                    return api::error(504, "Redis did not answer in time; try again shortly");
+                }
+                layout::html(504, layout::timed_out(&path, PAGE_TIMEOUT.as_secs()))
+            }
         }
     }
 
@@ -298,7 +332,7 @@ impl Dashboard {
 
 impl Handler for Dashboard {
     fn handle<'a>(&'a self, req: Request) -> Pin<Box<dyn Future<Output = Response> + 'a>> {
-        Box::pin(async move { layout::secure(self.answer(req).await) })
+        Box::pin(async move { layout::secure(self.answer_within(req).await) })
     }
 
     /// The metrics name every tenant's queues: only a token that sees every tenant reads them.
@@ -371,7 +405,7 @@ fn unavailable(e: Error) -> Response {
     layout::html(
         503,
         layout::login(Some(
-            "The dashboard cannot check sessions now (Redis is unreachable); try again shortly.",
+            "The dashboard cannot check sessions now (Redis is unreachable or did not answer in time); try again shortly.",
         )),
     )
 }

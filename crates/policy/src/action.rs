@@ -34,6 +34,12 @@ impl Action {
         }
     }
 
+    /// Whether the jobs it acts on stay in their state (`anonymize`, `notify`): a count over
+    /// `maxCount` is then the policy's design, not a backlog a sweep will clear.
+    pub fn keeps_jobs(self) -> bool {
+        matches!(self, Action::Anonymize | Action::Notify)
+    }
+
     /// Parses a policy-file action name.
     pub fn from_name(name: &str) -> Option<Action> {
         Action::ALL.into_iter().find(|a| a.as_str() == name)

@@ -219,6 +219,11 @@ test('a queue page previews what plan --json would do, and the policies page exp
   await page.goto(url('/effectiveness'));
   assert.equal(await page.locator('figure.chart').count(), 4);
   assert.ok(Number(await page.getAttribute('div.charts', 'data-points')) >= 36);
+  assert.equal(await page.getAttribute('div.charts', 'data-window'), '6h', 'six hours of history: the 6 h window');
+  // The 10-minute tier holds at most the point or two the daemon wrote since it started.
+  await page.goto(url('/effectiveness?range=7d'));
+  assert.match(await page.textContent('main'), /Too little data to draw: [01] points? in the last 7d/);
+  assert.equal(await page.locator('figure.chart').count(), 0, 'no blank charts');
   await page.screenshot({ path: path.join(SHOTS, 'effectiveness.png'), fullPage: true });
   await context.close();
 });
@@ -274,11 +279,13 @@ test('a tenant token never sees another tenant, and pages read without JavaScrip
     assert.ok(!/globex|secret-payroll/.test(html), `${p} names no other tenant`);
   }
   await page.goto(url('/archive?grep=queue%3Dbull:acme:exports'));
-  const records = await page.$$eval('table.records pre', (pres) => pres.map((p) => p.textContent));
-  assert.equal(records.length, 12, 'the tenant finds its own archived jobs');
-  for (const text of records) {
-    assert.match(text, /data: "\[redacted\]"/, 'a viewer sees no job data');
-    assert.doesNotMatch(text, /"u7"/);
+  const links = await page.$$eval('table.records a[href^="/archive/record"]', (as) => as.map((a) => a.getAttribute('href')));
+  assert.equal(links.length, 12, 'the tenant finds its own archived jobs');
+  for (const link of links) {
+    await page.goto(url(link));
+    const text = await textOf(page, '#fields');
+    assert.match(text, /data\s*\[redacted\]/, 'a viewer sees no job data');
+    assert.doesNotMatch(text, /u7/);
   }
   await page.goto(url('/archive?grep=fields.data.user.id%3Du7'));
   assert.match(await page.textContent('h2'), /^0 matching records/, 'nor finds it by guessing');
@@ -365,6 +372,19 @@ async function withPolicies(lines, fn) {
   } finally {
     fs.writeFileSync(file, original);
   }
+}
+
+// The HTML of an archive page and of every archived job's page it links to: a job's fields
+// are on its own page.
+async function withRecords(html, token) {
+  const links = [...html.matchAll(/href="(\/archive\/record\?[^"]+)"/g)].map((m) => m[1].replace(/&amp;/g, '&'));
+  const pages = [html];
+  for (const link of links) {
+    const r = await get(link, token);
+    assert.equal(r.status, 200, link);
+    pages.push(await r.text());
+  }
+  return pages.join('\n');
 }
 
 // Marks queues as swept just now, so that the daemon (24h schedule) leaves them to the test.
@@ -473,7 +493,7 @@ test('viewers and operators see job data redacted by pii paths and patterns on e
       assert.ok(segmentNames.length >= 1, 'the signups are archived');
 
       // The admin sees job data as stored: the checks below are not vacuous.
-      const adminView = await (await get(`/archive/segment?name=${encodeURIComponent(segmentNames[0])}`, TOKENS.admin)).text();
+      const adminView = await withRecords(await (await get(`/archive/segment?name=${encodeURIComponent(segmentNames[0])}`, TOKENS.admin)).text(), TOKENS.admin);
       assert.match(adminView, /Zelda Quuxley/);
       const adminGrep = await (await get(`/archive?${new URLSearchParams({ grep: 'fields.data.user.id=pid-7f3a-2' })}`, TOKENS.admin)).text();
       assert.match(adminGrep, /<h2>1 matching record</);
@@ -483,10 +503,11 @@ test('viewers and operators see job data redacted by pii paths and patterns on e
         for (const name of segmentNames) {
           const view = await get(`/archive/segment?name=${encodeURIComponent(name)}`, token);
           assert.equal(view.status, 200, `${role} ${name}`);
-          const html = await view.text();
+          const html = await withRecords(await view.text(), token);
           assert.doesNotMatch(html, personal, `${role}: the segment viewer redacts by path and pattern`);
           assert.match(html, /\[REDACTED\]/);
           assert.match(html, /pro/, 'data no rule marks stays readable');
+          assert.match(html, /<code>mailing \[REDACTED\]<\/code>/, 'a job\'s page shows its logs, redacted');
           const download = await get(`/archive/segment.jsonl?name=${encodeURIComponent(name)}`, token);
           assert.equal(download.status, 200);
           assert.match(download.headers.get('content-disposition'), /^attachment; filename=".+\.jsonl"$/);
@@ -508,7 +529,7 @@ test('viewers and operators see job data redacted by pii paths and patterns on e
           assert.equal(r.status, 200, grep);
           // The form repeats the search as typed; the results below it are what is checked.
           const html = await r.text();
-          const results = html.split(/matching records?/)[1] || '';
+          const results = await withRecords(html.split(/matching records?/)[1] || '', token);
           assert.doesNotMatch(results, personal, `${role}: search results are redacted (${grep})`);
           return Number((html.match(/<h2>(\d+) matching records?/) || [])[1]);
         };
@@ -782,18 +803,18 @@ test('job data the pii paths cannot be applied to is withheld, and the values th
       assert.ok(segmentNames.length >= 1, 'the profiles are archived');
       const search = async (grep, token) => {
         const html = await (await get(`/archive?${new URLSearchParams({ grep, queue: 'profiles' })}`, token)).text();
-        const results = html.split(/matching records?/)[1] || '';
+        const results = await withRecords(html.split(/matching records?/)[1] || '', token);
         return { n: Number((html.match(/<h2>(\d+) matching records?/) || [])[1]), results };
       };
       // The admin sees the data as stored: the checks below are not vacuous.
-      const adminView = await (await get(`/archive/segment?name=${encodeURIComponent(segmentNames[0])}`, TOKENS.admin)).text();
+      const adminView = await withRecords(await (await get(`/archive/segment?name=${encodeURIComponent(segmentNames[0])}`, TOKENS.admin)).text(), TOKENS.admin);
       assert.match(adminView, /Quentin Yarrow/);
       assert.equal((await search('fields.name=signup pid-5e6f-1', TOKENS.admin)).n, 1);
 
       for (const [role, token] of [['viewer', TOKENS.viewer], ['operator', TOKENS.ops]]) {
         const records = [];
         for (const name of segmentNames) {
-          const html = await (await get(`/archive/segment?name=${encodeURIComponent(name)}`, token)).text();
+          const html = await withRecords(await (await get(`/archive/segment?name=${encodeURIComponent(name)}`, token)).text(), token);
           assert.doesNotMatch(html, personal, `${role}: the segment viewer`);
           const text = await (await get(`/archive/segment.jsonl?name=${encodeURIComponent(name)}`, token)).text();
           assert.doesNotMatch(text, personal, `${role}: the download`);
@@ -971,4 +992,206 @@ test('a legacy Bull queue beside the BullMQ ones: the overview marks it, its pag
   assert.equal(shown.completed, plan.queues[0].states.completed.matched);
   assert.equal(shown.completed, 30, '130 completed Bull jobs, 100 kept');
   await context.close();
+});
+
+// --- Issue 30: the console beside bull-board ---
+
+test('queues no policy governs are on the overview in a section of their own, with no Sweep now; a tenant sees only its own', async () => {
+  const loose = new Queue('loose', { connection: redis.connection(0), prefix: 'bull' });
+  await loose.add('x', { i: 1 });
+  const file = args[3];
+  const original = fs.readFileSync(file, 'utf8');
+  fs.writeFileSync(file, original.replace('queueNamePattern: "*"', 'queueNamePattern: "b*"'));
+  const others = (html) => Object.fromEntries([...html.split('id="others"')[1]?.matchAll(/data-queue="([^"]+)" data-coverage="([^"]+)"/g) ?? []]
+    .map((m) => [m[1], m[2]]));
+  try {
+    const html = await (await get('/', TOKENS.admin)).text();
+    const left = others(html);
+    assert.deepEqual([left['bull:acme:emails'], left['bull:globex:secret-payroll'], left['bull:loose']],
+      ['uncovered', 'uncovered', 'unmanaged']);
+    assert.equal(left['bull:acme:billing'], undefined, 'a governed queue is not among them');
+    const governed = [...html.split('id="others"')[0].matchAll(/<tr data-queue="([^"]+)"/g)].map((m) => m[1]);
+    assert.ok(!governed.includes('bull:acme:emails'), 'an uncovered queue has no figures row');
+    const queuePage = await (await get('/queue?key=bull:acme:emails', TOKENS.admin)).text();
+    assert.match(queuePage, /No policy applies/);
+    assert.ok(!queuePage.includes('Sweep now'), 'no sweep is offered where no policy governs');
+    const r = await post('/queue/sweep', TOKENS.admin, { csrf: csrfOf(queuePage), key: 'bull:acme:emails' });
+    assert.equal(r.status, 400, 'nor run');
+    const filtered = others(await (await get('/?tenant=acme', TOKENS.admin)).text());
+    assert.ok(Object.keys(filtered).every((k) => k.startsWith('bull:acme:')), `the tenant filter applies: ${Object.keys(filtered)}`);
+    const tenant = await (await get('/', TOKENS.acme)).text();
+    const own = others(tenant);
+    assert.equal(own['bull:acme:emails'], 'uncovered', 'a tenant sees its uncovered queue');
+    assert.ok(Object.keys(own).every((k) => k.startsWith('bull:acme:')), `no other tenant's, no unmanaged one: ${Object.keys(own)}`);
+    assert.doesNotMatch(tenant, /loose|globex/);
+  } finally {
+    fs.writeFileSync(file, original);
+    await loose.obliterate({ force: true });
+    await loose.close();
+  }
+});
+
+test('alerts show their state, value and limit, pending apart from firing; a tenant\'s audit header counts its own events', async () => {
+  const r = await bullsweep([...args, '--json', 'alerts']);
+  const found = JSON.parse(r.stdout);
+  const html = await (await get('/', TOKENS.admin)).text();
+  const firing = found.filter((a) => a.state === 'firing' && a.queue).length;
+  const badges = [...html.matchAll(/class="badge (warn|bad)" data-alert="([^"]+)" data-state="([^"]+)"[^>]*>([^<]+)</g)];
+  assert.ok(badges.length > 0, 'the failing queue has a badge');
+  for (const [, cls, , state, text] of badges) {
+    assert.equal(cls, state === 'pending' ? 'warn' : 'bad', 'pending in amber, firing in red');
+    assert.match(text, new RegExp(`${state}: [\\d.,]+.*, limit [\\d.,]+`), text);
+  }
+  assert.equal(badges.filter((b) => b[3] === 'firing').length, firing);
+  assert.match(html, /data-total="firing"[^>]*>\d+</);
+  assert.match(html, /data-total="pending"[^>]*>\d+</);
+  const failures = await (await get('/failures', TOKENS.admin)).text();
+  assert.match(failures, /<title>Sweep errors/);
+  assert.match(failures, /aria-current="page">Sweep errors</);
+  const all = (await cli('--json', 'audit', 'query')).trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const acme = all.filter((e) => e.tenant === 'acme' || (e.queueKey || '').startsWith('bull:acme:'));
+  const audit = await (await get('/audit', TOKENS.acme)).text();
+  const visible = Number((audit.match(/data-visible="(\d+)"/) || [])[1]);
+  assert.ok(visible > 0 && visible < all.length, `the tenant's ${visible} events, not the trail's ${all.length}`);
+  assert.equal(visible, acme.length);
+});
+
+test('the audit page pages 50 events at a time, with the count and links both ways', async () => {
+  // Over 50 events: a notify policy reports the same jobs (and audits it) on every run.
+  const file = args[3];
+  const original = fs.readFileSync(file, 'utf8');
+  fs.writeFileSync(file, original.replace('policies:\n', [
+    'notify: { log: true }',
+    'policies:',
+    '  - name: ping',
+    '    queueNamePattern: billing',
+    '    rules: { failed: { maxAge: 1ms, action: notify } }',
+    ''].join('\n')));
+  try {
+    for (let k = 0; k < 52; k += 1) await cli('run', '--queue', 'bull:acme:billing');
+  } finally {
+    fs.writeFileSync(file, original);
+  }
+  const all = (await cli('--json', 'audit', 'query')).trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  assert.ok(all.length > 52, `${all.length} events`);
+  const seqs = (html) => [...html.matchAll(/<tr data-seq="(\d+)"/g)].map((m) => Number(m[1]));
+  const first = await (await get('/audit', TOKENS.admin)).text();
+  assert.equal(Number(first.match(/data-matched="(\d+)"/)[1]), all.length);
+  assert.equal(seqs(first).length, 50);
+  assert.ok(!first.includes('rel="prev"'), 'the newest page has none newer');
+  assert.match(first, /rel="next" href="\/audit\?page=2"/);
+  const second = await (await get('/audit?page=2', TOKENS.admin)).text();
+  assert.match(second, /rel="prev" href="\/audit\?page=1"/);
+  assert.equal(seqs(second).length, Math.min(50, all.length - 50));
+  assert.ok(Math.min(...seqs(first)) > Math.max(...seqs(second)), 'page 2 goes on, older');
+  const filtered = await (await get('/audit?action=notify&page=2', TOKENS.admin)).text();
+  assert.match(filtered, /rel="prev" href="\/audit\?action=notify&amp;page=1"/, 'the links keep the filters');
+  const notified = all.filter((e) => e.action === 'notify').length;
+  assert.equal(Number(filtered.match(/data-matched="(\d+)"/)[1]), notified);
+  assert.equal(seqs(filtered).length, Math.min(50, notified - 50));
+});
+
+let timedOut; // The 504 page a stalled Redis gives, for the accessibility pass below.
+
+test('a Redis stall does not hang a page: past 10 s a 504 page says what happened, and the next page answers', async () => {
+  const side = redis.client(0);
+  try {
+    // A page now reads the session key afresh if it was stale, so the next one needs Redis
+    // only for its own figures.
+    assert.equal((await get('/', TOKENS.admin)).status, 200);
+    await side.call('CLIENT', 'PAUSE', '11500', 'ALL');
+    const r = await get('/', TOKENS.admin);
+    assert.equal(r.status, 504);
+    timedOut = await r.text();
+    assert.match(timedOut, /Redis did not answer within 10 s/);
+    await waitFor('the pause ends and the overview answers', async () => (await get('/', TOKENS.admin)).status === 200, 30000);
+  } finally {
+    side.disconnect();
+  }
+});
+
+const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+// axe-core's violations on `page` (its default rules: WCAG 2 A/AA and best practices). The
+// script is evaluated through the browser's protocol, which the page's CSP does not govern.
+async function violations(page) {
+  await page.evaluate(AXE);
+  return page.evaluate(async () => (await window.axe.run(document)).violations.map((v) => ({
+    id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(' ')}: ${n.failureSummary}`),
+  })));
+}
+
+// What keeps `page` from passing: axe's violations and a page wider than the window; each
+// added to `problems`, so that one run lists them all.
+async function passes(page, label, width, scheme, problems) {
+  const where = `${label} at ${width} px, ${scheme}`;
+  for (const v of await violations(page)) problems.push(`${where}: ${JSON.stringify(v)}`);
+  const wide = await page.evaluate(() => document.scrollingElement.scrollWidth);
+  if (wide > width) problems.push(`${where}: ${wide} px wide`);
+}
+
+test('every page passes axe at 1,400 and 390 px, light and dark, and nothing scrolls sideways at 390 px', async () => {
+  const listing = await (await get('/archive', TOKENS.admin)).text();
+  const segment = listing.match(/data-segment="([^"]+)"/)[1];
+  const segmentHtml = await (await get(`/archive/segment?name=${encodeURIComponent(segment)}`, TOKENS.admin)).text();
+  const record = segmentHtml.match(/href="(\/archive\/record\?[^"]+)"/)[1].replace(/&amp;/g, '&');
+  const none = await (await get('/archive?queue=no-such-queue', TOKENS.admin)).text();
+  assert.match(none, /data-empty="filters"[^>]*>No segment matches these filters/, 'an empty archive says why');
+  const pages = ['/', '/queue?key=bull:acme:billing', '/effectiveness', '/effectiveness?range=7d', '/policies?queue=bull:acme:billing',
+    '/audit', '/archive', '/archive?grep=fields.data.i%3D5', `/archive/segment?name=${encodeURIComponent(segment)}`, record,
+    '/erasure', '/failures', '/no-such-page'];
+  const problems = [];
+  for (const [width, scheme] of [[1400, 'light'], [1400, 'dark'], [390, 'light'], [390, 'dark']]) {
+    const { context, page } = await signedIn(TOKENS.admin, { viewport: { width, height: 900 }, colorScheme: scheme });
+    const check = (label) => passes(page, label, width, scheme, problems);
+    for (const p of pages) {
+      await page.goto(url(p));
+      await check(p);
+    }
+    await page.goto(url('/erasure'));
+    await page.fill('input[name=subject]', 'user=u8');
+    await page.fill('input[name=request_id]', 'DRY-8');
+    await page.click('button[type=submit]:has-text("Dry run")');
+    await textOf(page, '#dry-run');
+    await check('the erasure dry run');
+    if (width === 1400 && scheme === 'light') {
+      assert.match(await page.textContent('#dry-run-found'), /Archive[\s\S]*bull:acme:exports/, 'the summary names the store and queue');
+      assert.equal(await page.isVisible('#dry-run'), false, 'the raw receipt is folded');
+      await page.screenshot({ path: path.join(SHOTS, 'erasure-dry-run.png'), fullPage: true });
+      await page.goto(url(record));
+      assert.match(await page.textContent('#fields'), /\d{4}-\d\d-\d\dT\d\d:\d\d/, 'times read as dates');
+      await page.screenshot({ path: path.join(SHOTS, 'archive-record.png'), fullPage: true });
+      // A chart's values show on focus, and the arrow keys move between its points.
+      await page.goto(url('/effectiveness'));
+      assert.equal(await page.locator('figure.chart details table').count(), 4, 'each chart has its table');
+      const chart = page.locator('figure.chart').first();
+      await chart.locator('.hit[tabindex="0"]').focus();
+      const last = await chart.locator('.readout').textContent();
+      assert.match(last, /UTC: .*remove [\d.]+\/s/);
+      await page.keyboard.press('ArrowLeft');
+      const before = await chart.locator('.readout').textContent();
+      assert.match(before, /UTC: .*remove/);
+      assert.notEqual(before, last);
+    }
+    if (scheme === 'dark' && width === 1400) {
+      await page.goto(url('/'));
+      await page.screenshot({ path: path.join(SHOTS, 'overview-dark.png'), fullPage: true });
+    }
+    if (scheme === 'light' && width === 390) {
+      await page.goto(url('/'));
+      await page.screenshot({ path: path.join(SHOTS, 'overview-390.png'), fullPage: true });
+    }
+    await context.close();
+    // Signed out: the sign-in page, and the 504 page a stall gives (served again as it came).
+    const out = await browser.newContext({ viewport: { width, height: 900 }, colorScheme: scheme });
+    const anon = await out.newPage();
+    await anon.goto(url('/login'));
+    await passes(anon, '/login', width, scheme, problems);
+    assert.ok(timedOut, 'the stall test ran first');
+    await anon.route(url('/timed-out'), (route) => route.fulfill({ status: 504, contentType: 'text/html; charset=utf-8', body: timedOut }));
+    await anon.goto(url('/timed-out'));
+    await passes(anon, 'the 504 page', width, scheme, problems);
+    await out.close();
+  }
+  assert.deepEqual(problems, []);
 });

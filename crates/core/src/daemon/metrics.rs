@@ -189,7 +189,7 @@ pub struct QueueSeries {
     pub queue_reclaimable_bytes: Family<QueueLabels, FloatGauge>,
     /// The monthly cost of that, every replica counted.
     pub queue_reclaimable_monthly_cost: Family<QueueLabels, FloatGauge>,
-    /// The policy's `maxCount` per finished state.
+    /// The policy's `maxCount` per finished state whose action removes jobs.
     pub policy_max_jobs: Family<StateLabels, Gauge>,
     /// The policy's `maxAge` per finished state.
     pub policy_max_age_seconds: Family<StateLabels, FloatGauge>,
@@ -316,7 +316,7 @@ impl DaemonMetrics {
         }
         self.registry.register(
             "policy_max_jobs",
-            "The policy's maxCount per finished state",
+            "The policy's maxCount per finished state whose action removes jobs (remove, archive)",
             q.policy_max_jobs.clone(),
         );
         self.registry.register(

@@ -87,7 +87,13 @@ impl Sums {
             let Some(rule) = slot.policy.states.get(&state) else {
                 continue;
             };
-            if let Some(max) = &rule.max_count {
+            // A maxCount whose action keeps the jobs (anonymize, notify) limits no backlog:
+            // BullsweepBacklogOverPolicy compares the jobs against this series.
+            if let Some(max) = rule
+                .max_count
+                .as_ref()
+                .filter(|_| !rule.action.value.keeps_jobs())
+            {
                 *self.max_count.entry(state.as_str().into()).or_default() +=
                     max.value.min(i64::MAX as u64) as i64;
             }

@@ -149,8 +149,9 @@ async fn queue_input(
     })
 }
 
-/// Each state with a `maxCount`: how many jobs it holds, and since when it is over the
-/// backlog limit (looked up only when it is).
+/// Each state with a `maxCount` whose action removes jobs: how many jobs it holds, and since
+/// when it is over the backlog limit (looked up only when it is). A state whose action keeps
+/// them (`anonymize`, `notify`) stays over its `maxCount` by design and has no backlog.
 async fn backlog(
     con: &mut Conn,
     q: &QueueCost,
@@ -158,7 +159,12 @@ async fn backlog(
 ) -> redis::RedisResult<Vec<Backlog>> {
     let mut backlog = Vec::new();
     for state in JobState::FINISHED {
-        let Some(max) = eff.states.get(&state).and_then(|r| r.max_count.as_ref()) else {
+        let Some(max) = eff
+            .states
+            .get(&state)
+            .filter(|r| !r.action.value.keeps_jobs())
+            .and_then(|r| r.max_count.as_ref())
+        else {
             continue;
         };
         let jobs = q.memory.states.get(state.as_str()).map_or(0, |s| s.jobs);

@@ -2,13 +2,11 @@
 //! its effective policy, and the plan, memory report and alerts of the caller's queues.
 
 use super::{error, json, param};
-use crate::pages::overview::urlencode;
+use crate::pages::overview::{measures, urlencode};
 use crate::{Ctx, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::engine::Inventory;
-use bullsweep_core::ops::alerts::alerts_of;
-use bullsweep_core::ops::report::memory_report;
 use bullsweep_policy::{Backend, PolicySet, QueueId, Resolution, explain_json};
 use serde_json::{Value, json};
 
@@ -110,23 +108,22 @@ pub async fn plan(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     Ok(json(200, &report))
 }
 
-/// `GET /api/v1/report`: the memory report of the caller's queues, as `report --json`.
+/// `GET /api/v1/report`: the memory report of the caller's queues, as `report --json`; the
+/// overview's measures (a minute old at most) when they are of the same queues.
 pub async fn report(mut ctx: Ctx<'_>) -> Result<Response, Error> {
     let queues = scope::inventory(&mut ctx).await?.managed;
-    let run = scope::run_scope(&ctx, queues);
-    let report = memory_report(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
+    let (report, _, _) = measures(&mut ctx, queues).await?;
     Ok(json(200, &report))
 }
 
 /// `GET /api/v1/alerts`: the alerts firing or pending on the caller's queues, as `alerts
-/// --json`, with the notes and errors of the evaluation. A tenant's token sees only alerts
-/// of its queues (no alert about the daemon or the database as a whole) and no notes.
+/// --json`, with the notes and errors of the evaluation (measured as the report is). A
+/// tenant's token sees only alerts of its queues (no alert about the daemon or the database
+/// as a whole) and no notes.
 pub async fn alerts(mut ctx: Ctx<'_>) -> Result<Response, Error> {
     let queues = scope::inventory(&mut ctx).await?.managed;
     let bases: Vec<String> = queues.iter().map(|q| q.base.clone()).collect();
-    let run = scope::run_scope(&ctx, queues);
-    let report = memory_report(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
-    let mut found = alerts_of(&mut ctx.con, &ctx.url, &ctx.set, ctx.env.as_deref(), report).await?;
+    let (_, mut found, _) = measures(&mut ctx, queues).await?;
     if ctx.caller.token.tenant.is_some() {
         found
             .alerts

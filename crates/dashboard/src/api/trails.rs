@@ -44,7 +44,10 @@ fn number<T: std::str::FromStr>(req: &Request, name: &str) -> Result<Option<T>, 
 /// `since` or another filter to narrow the read). The flow parents of an event are named
 /// only when the caller may see their queue.
 pub async fn audit(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
-    let (limit, offset) = match (number::<usize>(req, "limit"), number::<usize>(req, "offset")) {
+    let (limit, offset) = match (
+        number::<usize>(req, "limit"),
+        number::<usize>(req, "offset"),
+    ) {
         (Ok(l), Ok(o)) => (
             l.unwrap_or(AUDIT_PAGE).clamp(1, AUDIT_PAGE_MAX),
             o.unwrap_or(0).min(AUDIT_OFFSET_MAX),

@@ -6,7 +6,7 @@
 //! A search reads what its caller sees, so a redacted value cannot be guessed.
 
 use super::overview::urlencode;
-use crate::format::{count, time};
+use crate::format::{count, iso, time};
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
@@ -43,7 +43,10 @@ pub fn sink(set: &PolicySet) -> Result<Option<ArchiveSink>, Error> {
 /// `GET /archive?tenant=&queue=&day=&grep=`.
 pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let (Some(sink), Some(target)) = (sink(&ctx.set)?, ctx.set.archive.clone()) else {
-        let body = html! { p { "The policy file has no " code { "archive:" } " sink." } };
+        let body = html! {
+            h2 { "0 segments" }
+            p.notice data-empty="no-sink" { "The policy file configures no archive sink (its " code { "archive:" } " key), so nothing is archived and there is nothing to list or restore." }
+        };
         return Ok(layout::html(
             200,
             layout::page("Archive", "/archive", ctx.caller, None, body),
@@ -55,6 +58,18 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let filter = scope::segment_filter(&ctx, text("tenant"), text("queue").as_deref(), since)?;
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
     let segments = trail::segments(&sink, &filter).await.map_err(io)?;
+    let filtered = ["tenant", "queue", "day"]
+        .into_iter()
+        .any(|k| text(k).is_some());
+    let why_empty = if !segments.is_empty() {
+        ""
+    } else if filtered {
+        "filters"
+    } else if ctx.caller.token.tenant.is_some() {
+        "tenant"
+    } else {
+        "sink"
+    };
     let grep = text("grep");
     let found = match grep.as_deref().map(|g| g.split_once('=')) {
         Some(Some((path, wanted))) => {
@@ -104,16 +119,7 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             @if let Some(next) = &found.next { p { a id="more" rel="next" href=(more(next)) { "More results" } } }
         }
         h2 { (count_of(segments.len(), "segment")) }
-        div.wrap { table id="segments" {
-            thead { tr { th scope="col" { "Segment" } th scope="col" { "Tenant" } th scope="col" { "Queue" } th scope="col" { "Jobs finished" } th.n scope="col" { "Records" } } }
-            tbody { @for m in &segments {
-                tr data-segment=(m.segment) {
-                    td { a href=(format!("/archive/segment?name={}", urlencode(&m.segment))) { (m.segment) } }
-                    td { (m.tenant.as_deref().unwrap_or("")) } td { (m.queue) }
-                    td { (time(m.from_ms)) " – " (time(m.to_ms)) } td.n { (count(m.records)) }
-                }
-            } }
-        } }
+        (segments_table(&ctx, &segments, why_empty))
     };
     Ok(layout::html(
         200,
@@ -201,27 +207,21 @@ async fn segment_records(
     Ok(Some((m, records)))
 }
 
+/// The records, one line each (their fields are on each record's page), with restore for
+/// operators.
 fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
-    let raw = ctx.caller.token.role.allows(Permission::ReadRaw);
     let may_restore = ctx.caller.token.role.allows(Permission::Restore);
+    let raw = ctx.caller.token.role.allows(Permission::ReadRaw);
     html! {
         @if !raw { p.muted { "Job data is shown through the queue's pii rules (paths and patterns), and searches read it so; an admin token sees it as stored." } }
         div.wrap { table.records {
-            thead { tr { th scope="col" { "Queue" } th scope="col" { "Job" } th scope="col" { "State" } th scope="col" { "Finished" } th scope="col" { "Fields" } @if may_restore { th scope="col" { "Restore" } } } }
+            thead { tr { th scope="col" { "Job" } th.opt scope="col" { "Name" } th.opt scope="col" { "Queue" } th scope="col" { "State" } th scope="col" { "Finished" } @if may_restore { th scope="col" { "Restore" } } } }
             tbody { @for r in records.iter().take(SHOWN) {
                 tr data-job=(r.id) {
-                    td { (r.queue) } td { code { (r.id) } (crate::links::job(ctx, &r.queue, r.backend, &r.id, r.encoding.as_deref())) } td { (r.state) } td { (time(r.finished_on)) }
-                    td { pre { (fields_text(r)) } }
-                    @if may_restore { td {
-                        form method="post" action="/archive/restore" {
-                            input type="hidden" name="csrf" value=(ctx.caller.csrf);
-                            input type="hidden" name="queue" value=(r.queue);
-                            input type="hidden" name="id" value=(r.id);
-                            button type="submit" { "Restore" }
-                            " "
-                            button type="submit" name="as" value="new" title="A new waiting job with the same name and data" { "Restore as new" }
-                        }
-                    } }
+                    td.nowrap { a href=(record_link(r)) { code { (r.id) } } (crate::links::job(ctx, &r.queue, r.backend, &r.id, r.encoding.as_deref())) }
+                    td.opt { (job_name(r)) }
+                    td.opt.nowrap { (r.queue) } td { (r.state) } td.nowrap { (iso(r.finished_on)) }
+                    @if may_restore { td.nowrap { (restore_form(ctx, r)) } }
                 }
             } }
         } }
@@ -229,14 +229,67 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
     }
 }
 
-/// A record's fields, one per line, as the caller may see them (the record is already
-/// redacted for a caller without raw access).
-fn fields_text(r: &ArchiveRecord) -> String {
-    let mut out = String::new();
-    for (name, value) in &r.fields.0 {
-        out.push_str(&format!("{name}: {}\n", value.get()));
+/// The link to a record's page.
+pub fn record_link(r: &ArchiveRecord) -> String {
+    format!(
+        "/archive/record?queue={}&id={}&finished={}",
+        urlencode(&r.queue),
+        urlencode(&r.id),
+        r.finished_on
+    )
+}
+
+/// The job's name, as the caller may see it.
+fn job_name(r: &ArchiveRecord) -> String {
+    r.fields
+        .0
+        .iter()
+        .find(|(name, _)| name == "name")
+        .and_then(|(_, v)| serde_json::from_str::<String>(v.get()).ok())
+        .unwrap_or_default()
+}
+
+/// The restore buttons of record `r`: as it was, or as a new waiting job.
+pub fn restore_form(ctx: &Ctx<'_>, r: &ArchiveRecord) -> Markup {
+    html! {
+        form method="post" action="/archive/restore" {
+            input type="hidden" name="csrf" value=(ctx.caller.csrf);
+            input type="hidden" name="queue" value=(r.queue);
+            input type="hidden" name="id" value=(r.id);
+            button type="submit" { "Restore" }
+            " "
+            button type="submit" name="as" value="new" title="A new waiting job with the same name and data" { "Restore as new" }
+        }
     }
-    out
+}
+
+/// The segments listed, or why there is none.
+fn segments_table(ctx: &Ctx<'_>, segments: &[SegmentManifest], why_empty: &str) -> Markup {
+    html! {
+        @if segments.is_empty() { p.notice data-empty=(why_empty) { (empty_reason(why_empty, ctx)) } }
+        @else { div.wrap { table id="segments" {
+            thead { tr { th scope="col" { "Segment" } th.opt scope="col" { "Tenant" } th.opt scope="col" { "Queue" } th.opt scope="col" { "Jobs finished" } th.n scope="col" { "Records" } } }
+            tbody { @for m in segments {
+                tr data-segment=(m.segment) {
+                    td { a href=(format!("/archive/segment?name={}", urlencode(&m.segment))) { code { (m.segment) } } }
+                    td.opt { (m.tenant.as_deref().unwrap_or("")) } td.opt.nowrap { (m.queue) }
+                    td.opt { (time(m.from_ms)) " – " (time(m.to_ms)) } td.n { (count(m.records)) }
+                }
+            } }
+        } } }
+    }
+}
+
+/// Why the archive lists no segment: the filters match none, the caller's tenant has none
+/// (whether other tenants have some is not said), or the sink holds none yet.
+fn empty_reason(why: &str, ctx: &Ctx<'_>) -> Markup {
+    html! {
+        @match why {
+            "filters" => { "No segment matches these filters; clear them to list every segment in view." },
+            "tenant" => { "None of tenant " (ctx.caller.token.tenant.as_deref().unwrap_or("")) "'s queues has archived jobs yet. A policy whose action is " code { "archive" } " writes a segment when it sweeps." },
+            _ => { "The archive sink holds no segment yet: nothing has been archived. A policy whose action is " code { "archive" } " writes a segment when it sweeps." },
+        }
+    }
 }
 
 /// The start of a `YYYY-MM-DD` day in UTC, in ms.

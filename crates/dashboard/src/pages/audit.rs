@@ -1,12 +1,12 @@
 //! The audit trail: events filtered by queue, action, time and request id (`audit query`),
-//! the newest 500, read from the end of the trail (a line that is not an event skipped and
+//! newest first, 50 a page with the count that match, read from the end of the trail (a line that is not an event skipped and
 //! counted), with the flow parents each batch removed or released, and each source's
 //! chain status as `audit verify` gives it (`ops::verify`: every link, then the head against
 //! the checkpoint in this Redis, so a trail cut short is never shown as intact). An archive
 //! event links to its queue's archive.
 
 use super::overview::urlencode;
-use crate::format::time;
+use crate::format::iso;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::audit::{AuditEvent, AuditStatus, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
@@ -16,10 +16,13 @@ use bullsweep_core::ops::verify::{Verified, source_name};
 use bullsweep_policy::NamePattern;
 use maud::{Markup, html};
 
-/// Events shown at most, newest first.
-const SHOWN: usize = 500;
+/// Events on one page, newest first.
+const PAGE: usize = 50;
+/// Matching events counted at most (and so paged through): past this the count reads
+/// "more than", and a narrower filter finds the older ones.
+const COUNTED: usize = 10_000;
 
-/// `GET /audit?queue=&action=&since=&request=`.
+/// `GET /audit?queue=&action=&since=&request=&page=`.
 pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let text = |k: &str| req.param(k).filter(|v| !v.is_empty()).map(str::to_string);
     let queue = text("queue");
@@ -44,11 +47,27 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         &ctx.set.audit,
         filter.clone(),
         |_| true,
-        SHOWN + 1,
+        COUNTED + 1,
         usize::MAX,
     )
     .await?;
-    let events = &trail.events;
+    let pages = trail.events.len().min(COUNTED).div_ceil(PAGE).max(1);
+    let page: usize = req
+        .param("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, pages);
+    let events = &trail.events[((page - 1) * PAGE).min(trail.events.len())..];
+    let matched = trail.events.len();
+    // A tenant sees the count of its own events in the chain's line, never the trail's.
+    let visible = if ctx.caller.token.tenant.is_some() {
+        let narrowed = ["queue", "action", "since", "request"]
+            .into_iter()
+            .any(|k| text(k).is_some());
+        Some(tenant_events(&ctx, &filter, narrowed, matched).await?)
+    } else {
+        None
+    };
     let verified = match Verified::read(&ctx.set.audit).await {
         Ok(mut v) => v.check(&mut ctx.con, &ctx.url).await.map(|()| v),
         Err(e) => Err(e),
@@ -63,7 +82,8 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
                     p.notice.bad data-chain="cutShort" { "Cut short: the trail ends before the last event this Redis shipped to it; its newest events were removed or the store was replaced by an older copy." }
                     @if !tenant_view { @for line in &v.cut { p.muted { (line) } } }
                 }
-                @else { p.ok data-chain="ok" { "Every link checks out (" (v.events) " events), and the newest matches the checkpoint in Redis." } }
+                @else if let Some(n) = visible { p.ok data-chain="ok" { "Every link checks out, and the newest matches the checkpoint in Redis. " span data-visible=(n.min(COUNTED)) { (counted(n, "event")) } " of the trail are your tenant's." } }
+                @else { p.ok data-chain="ok" { "Every link checks out (" (count_of(v.events as usize, "event")) "), and the newest matches the checkpoint in Redis." } }
                 @if !tenant_view {
                     ul { @for c in &v.sources { li { (source_name(c.source.as_deref())) ": " (c.events) " events, head #" (c.head_seq) ", " (c.status) } } }
                 }
@@ -71,31 +91,20 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             Err(e) => p.notice.bad data-chain="unverified" { "Cannot verify: " (e.message) },
         }
         h2 { "Events" }
-        form.filters method="get" action="/audit" {
-            label { "Queue (glob)" input name="queue" value=(queue.clone().unwrap_or_default()); }
-            label { "Action" select name="action" {
-                option value="" { "all" }
-                @for a in ["remove", "archive", "anonymize", "notify", "erase", "restore", "unstage"] {
-                    option value=(a) selected[filter.action.as_deref() == Some(a)] { (a) }
-                }
-            } }
-            label { "Since (e.g. 1h, 7d)" input name="since" value=(text("since").unwrap_or_default()); }
-            label { "Request id" input name="request" value=(filter.request_id.clone().unwrap_or_default()); }
-            button type="submit" { "Filter" }
-        }
+        (filters(req, &filter))
         @if trail.unreadable > 0 {
             p.notice.bad data-unreadable=(trail.unreadable) { (trail.unreadable) " line(s) of the trail are not audit events; they are skipped here." }
         }
-        p.muted { @if events.len() > SHOWN { "More than " (SHOWN) " events match; the newest " (SHOWN) " are shown." } @else { (events.len()) " events match." } }
+        (pager(req, page, pages, matched))
         div.wrap { table id="events" {
-            thead { tr { th.n scope="col" { "#" } th scope="col" { "Time" } th scope="col" { "Status" } th scope="col" { "Action" } th scope="col" { "State" } th scope="col" { "Queue" } th.n scope="col" { "Jobs" } th scope="col" { "Parents taken along" } th scope="col" { "Policy" } th scope="col" { "Run / request" } th scope="col" { "By" } } }
-            tbody { @for e in events.iter().take(SHOWN) {
+            thead { tr { th.n.opt scope="col" { "#" } th scope="col" { "Time" } th.opt scope="col" { "Status" } th scope="col" { "Action" } th.opt scope="col" { "State" } th scope="col" { "Queue" } th.n scope="col" { "Jobs" } th.opt scope="col" { "Parents taken along" } th.opt scope="col" { "Policy" } th.opt scope="col" { "Run / request" } th.opt scope="col" { "By" } } }
+            tbody { @for e in events.iter().take(PAGE) {
                 tr data-seq=(e.seq) data-source=(e.source.as_deref().unwrap_or("")) {
-                    td.n { (e.seq) } td { (time(e.timestamp)) }
-                    td class=(if e.status == AuditStatus::Success { "ok" } else { "bad" }) { (e.status) @if let Some(d) = &e.error_detail { br; span.muted { (d) } } }
-                    td { (e.context.action) } td { (e.context.state) }
-                    td { @if e.context.action == "archive" { a href=(format!("/archive?queue={}", urlencode(&e.context.queue_key))) { (e.context.queue_key) } } @else { (e.context.queue_key) } }
-                    td.n { (e.job_count) } td { (parents(&ctx, e)) } td { (e.context.policy_name) } td { code { (e.context.execution_id) } } td { (e.context.actor.name().unwrap_or("")) }
+                    td.n.opt { (e.seq) } td.nowrap { (iso(e.timestamp)) }
+                    td.opt class=(if e.status == AuditStatus::Success { "ok" } else { "bad" }) { (e.status) @if let Some(d) = &e.error_detail { br; span.muted { (d) } } }
+                    td { (e.context.action) } td.opt { (e.context.state) }
+                    td.key { @if e.context.action == "archive" { a href=(format!("/archive?queue={}", urlencode(&e.context.queue_key))) { (e.context.queue_key) } } @else { (e.context.queue_key) } }
+                    td.n { (e.job_count) } td.opt { (parents(&ctx, e)) } td.opt { (e.context.policy_name) } td.opt { code { (e.context.execution_id) } } td.opt { (e.context.actor.name().unwrap_or("")) }
                 }
             } }
         } }
@@ -104,6 +113,90 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page("Audit", "/audit", ctx.caller, None, body),
     ))
+}
+
+/// The filter form, showing what the request asked for.
+fn filters(req: &Request, filter: &AuditFilter) -> Markup {
+    let text = |k: &str| req.param(k).unwrap_or_default().to_string();
+    html! {
+        form.filters method="get" action="/audit" {
+            label { "Queue (glob)" input name="queue" value=(text("queue")); }
+            label { "Action" select name="action" {
+                option value="" { "all" }
+                @for a in ["remove", "archive", "anonymize", "notify", "erase", "restore", "unstage"] {
+                    option value=(a) selected[filter.action.as_deref() == Some(a)] { (a) }
+                }
+            } }
+            label { "Since (e.g. 1h, 7d)" input name="since" value=(text("since")); }
+            label { "Request id" input name="request" value=(filter.request_id.clone().unwrap_or_default()); }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// How many events the caller's tenant has in the trail: `matched` when the page's filters
+/// are not `narrowed` (they ask for nothing but the tenant), else counted again (up to
+/// [`COUNTED`], one more telling that there are more).
+async fn tenant_events(
+    ctx: &Ctx<'_>,
+    filter: &AuditFilter,
+    narrowed: bool,
+    matched: usize,
+) -> Result<usize, Error> {
+    if !narrowed {
+        return Ok(matched);
+    }
+    let only_tenant = AuditFilter {
+        tenant: filter.tenant.clone(),
+        ..AuditFilter::default()
+    };
+    let all = newest_audit_events(
+        &ctx.set.audit,
+        only_tenant,
+        |_| true,
+        COUNTED + 1,
+        usize::MAX,
+    );
+    Ok(all.await?.events.len())
+}
+
+/// `n` events, or "more than" [`COUNTED`] when the count stopped there.
+fn counted(n: usize, noun: &str) -> String {
+    if n > COUNTED {
+        format!("More than {}", count_of(COUNTED, noun))
+    } else {
+        count_of(n, noun)
+    }
+}
+
+/// `1 event`, `2 events`.
+fn count_of(n: usize, noun: &str) -> String {
+    bullsweep_core::text::count(n as u64, noun)
+}
+
+/// The count of matching events, which of them this page shows, and links to the newer and
+/// older pages, keeping the filters.
+fn pager(req: &Request, page: usize, pages: usize, matched: usize) -> Markup {
+    let link = |to: usize| {
+        let mut link = String::from("/audit?");
+        for name in ["queue", "action", "since", "request"] {
+            if let Some(v) = req.param(name).filter(|v| !v.is_empty()) {
+                link.push_str(&format!("{name}={}&", urlencode(v)));
+            }
+        }
+        format!("{link}page={to}")
+    };
+    let first = (page - 1) * PAGE + 1;
+    let last = (page * PAGE).min(matched.min(COUNTED));
+    html! {
+        nav.pager aria-label="Pages of events" {
+            span data-matched=(matched.min(COUNTED)) { "Matching: " (counted(matched, "event"))
+                @if matched > 0 { "; " (first) "–" (last) " shown, newest first" } "." }
+            @if page > 1 { a rel="prev" href=(link(page - 1)) { "Newer events" } }
+            @if page < pages { a rel="next" href=(link(page + 1)) { "Older events" } }
+            @if pages > 1 { span.muted { "page " (page) " of " (pages) } }
+        }
+    }
 }
 
 /// The flow parents a batch took along, as its event names them: counts by role, and each

@@ -34,8 +34,7 @@ pub async fn list(
     Ok(html! {
         @if let Some((form, receipt)) = dry_run {
             h2 { "Dry run of " (form.request_id) }
-            p { "Nothing was changed. This is what the erasure would do:" }
-            pre id="dry-run" { (serde_json::to_string_pretty(receipt).unwrap_or_default()) }
+            (super::receipt::summary(receipt, "dry-run"))
             form method="post" action="/erasure" {
                 (hidden(ctx, form))
                 input type="hidden" name="confirm" value="yes";
@@ -54,17 +53,17 @@ pub async fn list(
             p.muted { "Only an admin token may start an erasure." }
         }
         h2 { "Past requests" }
-        table id="erasures" {
-            thead { tr { th scope="col" { "Request" } th scope="col" { "Subject" } th scope="col" { "Tenant" } th scope="col" { "Status" } th scope="col" { "Started" } th scope="col" { "Receipt" } } }
+        div.wrap { table id="erasures" {
+            thead { tr { th scope="col" { "Request" } th.opt scope="col" { "Subject" } th.opt scope="col" { "Tenant" } th scope="col" { "Status" } th.opt scope="col" { "Started" } th scope="col" { "Receipt" } } }
             tbody { @for r in &past {
                 tr data-request=(r["requestId"].as_str().unwrap_or("")) {
-                    td { (r["requestId"].as_str().unwrap_or("")) } td { (r["subject"].as_str().unwrap_or("")) }
-                    td { (r["tenant"].as_str().unwrap_or("")) } td { (r["status"].as_str().unwrap_or("")) }
-                    td { (time(r["startedAt"].as_i64().unwrap_or(0))) }
+                    td.nowrap { (r["requestId"].as_str().unwrap_or("")) } td.opt { (r["subject"].as_str().unwrap_or("")) }
+                    td.opt { (r["tenant"].as_str().unwrap_or("")) } td { (r["status"].as_str().unwrap_or("")) }
+                    td.opt.nowrap { (time(r["startedAt"].as_i64().unwrap_or(0))) }
                     td { details { summary { "receipt" } pre { (serde_json::to_string_pretty(r).unwrap_or_default()) } } }
                 }
             } }
-        }
+        } }
         @if past.is_empty() { p.muted { "No erasure has been recorded." } }
     })
 }

@@ -8,6 +8,8 @@ mod failures;
 pub mod overview;
 mod policies;
 mod queue;
+pub mod receipt;
+mod record;
 
 use crate::Ctx;
 use bullsweep_core::Error;
@@ -23,9 +25,14 @@ pub async fn route(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         "/audit" => audit::page(ctx, req).await,
         "/archive" => archive::page(ctx, req).await,
         "/archive/segment" => archive::segment(ctx, req).await,
+        "/archive/record" => record::page(ctx, req).await,
         "/archive/segment.jsonl" => archive::download(ctx, req).await,
         "/erasure" => erasure::page(ctx, req).await,
         "/failures" => failures::page(ctx, req).await,
-        _ => Ok(Response::text(404, "not found\n")),
+        _ => Ok(crate::layout::not_found(
+            ctx.caller,
+            "",
+            "There is no page at this address; the navigation above lists them.",
+        )),
     }
 }

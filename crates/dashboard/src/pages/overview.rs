@@ -1,12 +1,16 @@
 //! The overview: totals, then per tenant and per queue its jobs by state, memory, monthly
-//! and reclaimable cost, policy, last and next sweep and alerts; filtered by tenant,
-//! environment and policy. The figures are `report`'s and `alerts`'s, for the same queues.
+//! and reclaimable cost, policy, last and next sweep and alerts (state, value and limit);
+//! filtered by tenant, environment and policy. The figures are `report`'s and `alerts`'s,
+//! for the same queues. Below, the queues no policy governs: uncovered, tied, and (for a
+//! token without a tenant) unmanaged ones.
 
+use super::failures::badge;
 use crate::format::{bytes, count, money, short_time, time};
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::health::rules::AlertState;
+use bullsweep_core::engine::Inventory;
+use bullsweep_core::health::rules::{AlertState, Finding};
 use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::alerts::alerts_of;
 use bullsweep_core::ops::records;
@@ -43,7 +47,7 @@ pub struct Measures {
 
 /// The report and alerts of `chosen`: the last ones when they are for the same queues and
 /// policy file and younger than [`MEASURES_FOR`], else new ones; with their age.
-async fn measures(
+pub async fn measures(
     ctx: &mut Ctx<'_>,
     chosen: Vec<QueueId>,
 ) -> Result<(MemoryReport, AlertsReport, Duration), Error> {
@@ -104,6 +108,8 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         age,
         now,
     };
+    let governed: BTreeSet<&str> = rows.iter().map(|(q, _)| q.key.as_str()).collect();
+    let others = not_governed(&ctx, &inv, &filter, &governed);
     let body = html! {
         (totals(&rows, &report, &alerts))
         (filters(&ctx, &options, &filter))
@@ -114,6 +120,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             (table.markup())
         }
         @if rows.is_empty() { p { "No governed queue in view." } }
+        (others)
     };
     Ok(layout::html(
         200,
@@ -190,11 +197,8 @@ fn totals(rows: &[Row], report: &MemoryReport, alerts: &AlertsReport) -> Markup 
         .iter()
         .map(|(q, _)| STATES.iter().map(|s| jobs(q, s)).sum::<u64>())
         .sum();
-    let firing = alerts
-        .alerts
-        .iter()
-        .filter(|a| a.state == AlertState::Firing)
-        .count();
+    let of = |state| alerts.alerts.iter().filter(|a| a.state == state).count();
+    let (firing, pending) = (of(AlertState::Firing), of(AlertState::Pending));
     html! {
         ul.totals aria-label="Totals" {
             li { span.v data-total="queues" { (rows.len()) } span.k { "queues" } }
@@ -202,7 +206,8 @@ fn totals(rows: &[Row], report: &MemoryReport, alerts: &AlertsReport) -> Markup 
             li { span.v data-total="bytes" { (bytes(report.totals.bytes)) } span.k { "memory" } }
             li { span.v { (money(report.totals.monthly_cost)) } span.k { "a month" } }
             li { span.v data-total="reclaimable" { (money(report.totals.reclaimable_monthly_cost)) } span.k { "reclaimable a month (" (bytes(report.totals.reclaimable_bytes)) ")" } }
-            li { span.v class=(if firing > 0 { "bad" } else { "ok" }) { (firing) } span.k { "alerts firing" } }
+            li { span.v data-total="firing" class=(if firing > 0 { "bad" } else { "ok" }) { (firing) } span.k { "alerts firing" } }
+            li { span.v data-total="pending" class=(if pending > 0 { "warn" } else { "ok" }) { (pending) } span.k { "alerts pending" } }
         }
     }
 }
@@ -261,10 +266,10 @@ impl QueuesTable<'_, '_> {
                     "; a run frees the reclaimable bytes. Times are UTC. Measured "
                     @if age.as_secs() == 0 { "now" } @else { (age.as_secs()) " s ago" } "." }
                 thead { tr {
-                    th scope="col" { "Queue" } th scope="col" { "Env" } th scope="col" { "Policy" }
-                    @for s in &shown { th.n scope="col" { (s) } }
-                    th.n scope="col" { "Memory" } th.n scope="col" { "Cost/month" } th.n scope="col" { "Reclaimable" }
-                    th scope="col" { "Last sweep" } th scope="col" { "Next sweep" } th scope="col" { "Alerts" }
+                    th scope="col" { "Queue" } th.opt scope="col" { "Env" } th.opt scope="col" { "Policy" }
+                    @for s in &shown { th.n.opt[optional(s)] scope="col" { (s) } }
+                    th.n.opt2 scope="col" { "Memory" } th.n.opt scope="col" { "Cost/month" } th.n.opt scope="col" { "Reclaimable" }
+                    th.opt scope="col" { "Last sweep" } th.opt scope="col" { "Next sweep" } th scope="col" { "Alerts" }
                 } }
                 tbody {
                     @for (i, (q, last)) in rows.iter().enumerate() {
@@ -292,29 +297,28 @@ impl QueuesTable<'_, '_> {
     /// One queue's row.
     fn row(&self, q: &QueueCost, last: Option<i64>, shown: &[&str]) -> Markup {
         let now = self.now;
-        let firing: Vec<&str> = self
+        let found: Vec<&Finding> = self
             .alerts
             .alerts
             .iter()
             .filter(|a| a.queue.as_deref() == Some(q.key.as_str()))
-            .map(|a| a.alert)
             .collect();
         html! {
             tr data-queue=(q.key) data-backend=(q.backend.as_str()) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
-                td {
+                td.nowrap {
                     a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) }
                     (crate::links::queue(self.ctx, &q.key, q.backend))
                     @if q.backend == Backend::Bull { " " span.badge title="a legacy Bull queue" { "bull" } }
                 }
-                td { (q.env.as_deref().unwrap_or("")) }
-                td { (q.policy) }
-                @for s in shown { td.n data-state=(s) { (count(jobs(q, s))) } }
-                td.n { (bytes(q.bytes)) }
-                td.n { (money(q.monthly_cost)) }
-                td.n { (money(q.reclaimable_monthly_cost)) br; span.muted { (bytes(q.reclaimable_bytes)) } }
-                td.nowrap { @if let Some(t) = last { time datetime=(time(t)) { (short_time(t)) } } @else { "never" } }
-                td.nowrap { @match self.next_sweep(q, last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
-                td { @if firing.is_empty() { span.ok { "none" } } @else { @for a in &firing { span.badge.bad { (a) } " " } } }
+                td.opt { (q.env.as_deref().unwrap_or("")) }
+                td.nowrap.opt { (q.policy) }
+                @for s in shown { td.n.opt[optional(s)] data-state=(s) { (count(jobs(q, s))) } }
+                td.n.nowrap.opt2 { (bytes(q.bytes)) }
+                td.n.opt { (money(q.monthly_cost)) }
+                td.n.opt.nowrap { (money(q.reclaimable_monthly_cost)) br; span.muted { (bytes(q.reclaimable_bytes)) } }
+                td.nowrap.opt { @if let Some(t) = last { time datetime=(time(t)) { (short_time(t)) } } @else { "never" } }
+                td.nowrap.opt { @match self.next_sweep(q, last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
+                td.alerts { @if found.is_empty() { span.ok { "none" } } @else { div.badges { @for a in &found { (badge(a)) } } } }
             }
         }
     }
@@ -330,6 +334,69 @@ impl QueuesTable<'_, '_> {
                 bullsweep_policy::DEFAULT_SCHEDULE,
             )),
             _ => None,
+        }
+    }
+}
+
+/// Whether a state's column is hidden on a narrow screen: all but completed and failed.
+fn optional(state: &str) -> bool {
+    !matches!(state, "completed" | "failed")
+}
+
+/// The queues in view no policy governs, in a section of their own: uncovered (no policy
+/// matches) and tied ones of the tenant and environment filtered on, and, for a token without
+/// a tenant and with neither filter, the unmanaged ones (no layout names them, so they have
+/// no tenant). Each says why bullsweep leaves it alone.
+fn not_governed(
+    ctx: &Ctx<'_>,
+    inv: &Inventory,
+    filter: &Filter,
+    governed: &BTreeSet<&str>,
+) -> Markup {
+    let unset = |v: Option<&str>| v.is_none_or(str::is_empty);
+    let by_place = Filter {
+        policy: None,
+        ..*filter
+    };
+    let in_view = by_place.chosen(&ctx.set, &inv.managed);
+    let mut others: Vec<(&str, Option<&str>, &str, String)> = Vec::new();
+    for q in in_view
+        .iter()
+        .filter(|q| !governed.contains(q.base.as_str()))
+    {
+        let (kind, why) = match ctx.set.resolve(q) {
+            Resolution::Covered(_) => continue,
+            Resolution::Uncovered => ("uncovered", "no policy matches it".to_string()),
+            Resolution::Tie { first, second } => {
+                ("tied", format!("policies {first} and {second} tie"))
+            }
+        };
+        others.push((q.base.as_str(), q.tenant.as_deref(), kind, why));
+    }
+    let unfiltered = unset(filter.tenant) && unset(filter.env);
+    for base in inv.unmanaged.iter().filter(|_| unfiltered) {
+        let why = inv
+            .reasons
+            .get(base)
+            .map_or("no layout matches its key", String::as_str);
+        others.push((base.as_str(), None, "unmanaged", why.to_string()));
+    }
+    html! {
+        h2 id="not-governed" { "Queues bullsweep leaves alone" }
+        @if others.is_empty() { p.muted { "Every queue in view is governed by a policy." } }
+        @else {
+            p.muted { "No policy governs these queues, so no sweep touches them and they have no figures above. Uncovered and tied queues need a policy that matches them alone; unmanaged ones need a discovery layout." }
+            div.wrap { table id="others" {
+                thead { tr { th scope="col" { "Queue" } th.opt scope="col" { "Tenant" } th scope="col" { "Status" } th scope="col" { "Why" } } }
+                tbody { @for (base, tenant, kind, why) in &others {
+                    tr data-queue=(base) data-coverage=(kind) {
+                        td.nowrap.key { @if *kind == "unmanaged" { (base) } @else { a href=(format!("/queue?key={}", urlencode(base))) { (base) } } }
+                        td.opt { (tenant.unwrap_or("")) }
+                        td { span.badge.warn { (kind) } }
+                        td { (why) }
+                    }
+                } }
+            } }
         }
     }
 }

@@ -54,15 +54,15 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             p { a href=(format!("/queue?key={}", urlencode(&q.base))) { "Preview its next sweep" } }
         }
         h2 { "Coverage" }
-        table id="coverage" {
+        div.wrap { table id="coverage" {
             thead { tr { th scope="col" { "Queue" } th scope="col" { "Tenant" } th scope="col" { "Coverage" } } }
             tbody {
                 @for (q, policy) in &governed { tr { td { a href=(format!("/queue?key={}", urlencode(&q.base))) { (q.base) } } td { (q.tenant.as_deref().unwrap_or("")) } td.ok { "governed by " (policy) } } }
                 @for q in &uncovered { tr { td { (q.base) } td { (q.tenant.as_deref().unwrap_or("")) } td.warn { "uncovered" } } }
                 @for q in &tied { tr { td { (q.base) } td { (q.tenant.as_deref().unwrap_or("")) } td.bad { "tie: left alone" } } }
-                @for base in &inv.unmanaged { tr { td { (base) } td {} td.muted { "unmanaged: " (inv.reasons.get(base).map(String::as_str).unwrap_or("no layout matches")) } } }
+                @for base in &inv.unmanaged { tr { td.key { (base) } td {} td.muted { "unmanaged: " (inv.reasons.get(base).map(String::as_str).unwrap_or("no layout matches")) } } }
             }
-        }
+        } }
         h2 { "The policy file in force" }
         p { code { (ctx.config.display()) } ", version " code data-version=(version) { (version) } " (SHA-256 of its text)" }
         @if tenant_view {

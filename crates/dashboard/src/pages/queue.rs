@@ -34,9 +34,14 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         ));
     };
     let plan = scope::plan(&mut ctx, vec![q.clone()]).await?;
-    let window = Window::of(req);
     let link = format!("/queue?key={}&", urlencode(&base));
-    let charts = charts_for(&mut ctx, &history::queue_scope(&base), &window, &link).await?;
+    let charts = charts_for(
+        &mut ctx,
+        &history::queue_scope(&base),
+        Window::of(req),
+        &link,
+    )
+    .await?;
     let filter = AuditFilter {
         tenant: ctx.caller.token.tenant.clone(),
         ..AuditFilter::default()
@@ -52,26 +57,15 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     .await?;
     let taken = taken_along(&ctx, &trail.events);
     let resolution = ctx.set.resolve(&q);
-    let may_sweep = ctx.caller.token.role.allows(Permission::SweepNow);
+    // A sweep of a queue no policy governs would do nothing: it is not offered.
+    let covered = matches!(resolution, Resolution::Covered(_));
+    let may_sweep = covered && ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
         p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { @if q.backend == Backend::Bull { "legacy Bull" } @else { "BullMQ" } } }
         @if ctx.set.bull_board.is_some() { p #bull-board { "Browse its jobs in " (crate::links::queue(&ctx, &q.base, q.backend)) } }
         @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
         h2 { "Next sweep: what plan would do" }
-        @for qr in &plan.queues {
-            @if let Some(e) = &qr.error { p.notice.bad { (e) } }
-            table id="plan" {
-                thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n scope="col" { "Parents removed" } th.n scope="col" { "Parents released" } } }
-                tbody { @for (state, s) in &qr.states {
-                    @let along = s.taken_along.unwrap_or_default();
-                    tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
-                        td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
-                        td.n { (count(along.parents_removed)) } td.n { (count(along.parents_released)) }
-                    }
-                } }
-            }
-            (sources_unavailable(qr))
-        }
+        @for qr in &plan.queues { (plan_table(qr)) }
         @if may_sweep {
             form method="post" action="/queue/sweep" {
                 input type="hidden" name="csrf" value=(ctx.caller.csrf);
@@ -90,16 +84,16 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         @if taken.is_empty() { p.muted { "The audit trail names no parent removed or released with this queue's jobs." } }
         @else {
             p.muted { "Removing a child removes a parent in the same queue whose last pending child it was, and releases a parent in another queue to wait (BullMQ's flow handling); the newest " (PARENTS_SHOWN) " are listed." }
-            table id="parents" {
-                thead { tr { th scope="col" { "When" } th scope="col" { "Parent" } th scope="col" { "What became of it" } th scope="col" { "Run" } } }
+            div.wrap { table id="parents" {
+                thead { tr { th.opt scope="col" { "When" } th scope="col" { "Parent" } th scope="col" { "What became of it" } th.opt scope="col" { "Run" } } }
                 tbody { @for (e, key, role) in &taken {
                     tr data-parent=(key) data-role=(role) {
-                        td { (crate::format::time(e.timestamp)) } td { code { (key) } }
+                        td.opt { (crate::format::time(e.timestamp)) } td { code { (key) } }
                         td { @if *role == PARENT_REMOVED { "removed" } @else { "released to wait" } }
-                        td { code { (e.context.execution_id) } }
+                        td.opt { code { (e.context.execution_id) } }
                     }
                 } }
-            }
+            } }
         }
         h2 { "Effective rules (explain)" }
         (explain(&resolution))
@@ -110,6 +104,24 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         200,
         layout::page(&q.queue, "/", ctx.caller, None, body),
     ))
+}
+
+/// What the next sweep would do in each state of the queue, from its plan.
+fn plan_table(qr: &bullsweep_core::engine::QueueReport) -> Markup {
+    html! {
+    @if let Some(e) = &qr.error { p.notice.bad { (e) } }
+    div.wrap { table id="plan" {
+        thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n.opt scope="col" { "Parents removed" } th.n.opt scope="col" { "Parents released" } } }
+        tbody { @for (state, s) in &qr.states {
+            @let along = s.taken_along.unwrap_or_default();
+            tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
+                td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
+                td.n.opt { (count(along.parents_removed)) } td.n.opt { (count(along.parents_released)) }
+            }
+        } }
+    } }
+    (sources_unavailable(qr))
+    }
 }
 
 /// A notice for each state of the plan whose source could not be asked.
@@ -155,29 +167,29 @@ pub fn explain(resolution: &Resolution) -> Markup {
 }
 
 fn rules(eff: &EffectivePolicy) -> Markup {
-    let cell = |v: Option<String>, src: Option<String>| {
+    let cell = |label: &str, v: Option<String>, src: Option<String>| {
         html! {
-            td { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } }
+            td data-label=(label) { span { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } } }
         }
     };
     html! {
         p { "Policy " strong { (eff.name) } ", schedule " code { (eff.schedule) } }
-        table id="explain" {
+        div.wrap { table.stack id="explain" {
             thead { tr { th scope="col" { "State" } th scope="col" { "maxAge" } th scope="col" { "maxCount" } th scope="col" { "keepFor" } th scope="col" { "action" } } }
             tbody { @for (state, r) in &eff.states {
                 tr {
-                    td { (state) }
-                    (cell(r.max_age.as_ref().map(|s| s.value.to_string()), r.max_age.as_ref().map(|s| s.source.to_string())))
-                    (cell(r.max_count.as_ref().map(|s| s.value.to_string()), r.max_count.as_ref().map(|s| s.source.to_string())))
-                    (cell(r.keep_for.as_ref().map(|s| s.value.to_string()), r.keep_for.as_ref().map(|s| s.source.to_string())))
-                    (cell(Some(r.action.value.to_string()), Some(r.action.source.to_string())))
+                    th scope="row" { (state) }
+                    (cell("maxAge", r.max_age.as_ref().map(|s| s.value.to_string()), r.max_age.as_ref().map(|s| s.source.to_string())))
+                    (cell("maxCount", r.max_count.as_ref().map(|s| s.value.to_string()), r.max_count.as_ref().map(|s| s.source.to_string())))
+                    (cell("keepFor", r.keep_for.as_ref().map(|s| s.value.to_string()), r.keep_for.as_ref().map(|s| s.source.to_string())))
+                    (cell("action", Some(r.action.value.to_string()), Some(r.action.source.to_string())))
                 }
             } }
-        }
+        } }
         @if !eff.jobs.is_empty() { p.muted { (eff.jobs.len()) " job rule(s) for named jobs apply too." } }
         @let links: Vec<(&str, &bullsweep_policy::Sourced<bullsweep_policy::SourceLink>)> = eff.source.iter().map(|l| ("every job", l)).chain(eff.jobs.iter().filter_map(|j| j.source.as_ref().map(|l| (j.name.as_str(), l)))).collect();
         @if !links.is_empty() {
-            table id="source-links" {
+            div.wrap { table id="source-links" {
                 caption { "Source-linked cleanup: the plan's " code { "<state>:source" } " rows count what each source lets go" }
                 thead { tr { th scope="col" { "Jobs" } th scope="col" { "Source" } th scope="col" { "Key" } th scope="col" { "deleteWhen" } th scope="col" { "keepFor" } th scope="col" { "Action" } } }
                 tbody { @for (jobs, l) in &links {
@@ -186,7 +198,7 @@ fn rules(eff: &EffectivePolicy) -> Markup {
                         td { (l.value.delete_when) } td { (l.value.keep_for) } td { (l.value.action) br; span.muted { (l.source) } }
                     }
                 } }
-            }
+            } }
         }
         p id="sla" {
             "SLA: "
