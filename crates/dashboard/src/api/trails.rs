@@ -4,7 +4,7 @@
 //! caller's role allows raw data.
 
 use super::{error, json, param};
-use crate::pages::archive::{day_start, reader, sink};
+use crate::pages::archive::{day_start, reader, segment_records, sink};
 use crate::{Ctx, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
@@ -95,6 +95,12 @@ pub async fn archive(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let (Some(sink), Some(target)) = (sink(&ctx.set)?, ctx.set.archive.clone()) else {
         return Ok(error(404, "the policy file has no `archive:` sink"));
     };
+    if let Some(name) = param(req, "segment") {
+        let Some((m, records)) = segment_records(&ctx, &name).await? else {
+            return Ok(error(404, "no such segment in view"));
+        };
+        return Ok(json(200, &json!({ "segment": m, "records": records })));
+    }
     let day = param(req, "day");
     let since = match day.as_deref().map(day_start) {
         Some(None) => return Ok(error(400, "`day` is a date, YYYY-MM-DD")),
@@ -104,23 +110,8 @@ pub async fn archive(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let queue = param(req, "queue");
     let filter = scope::segment_filter(&ctx, param(req, "tenant"), queue.as_deref(), since)?;
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
-    let segments = trail::segments(&sink, &filter).await.map_err(io)?;
-    let reader = reader(&ctx);
-    if let Some(name) = param(req, "segment") {
-        let Some(m) = segments.into_iter().find(|m| m.segment == name) else {
-            return Ok(error(404, "no such segment in view"));
-        };
-        sink.verify(&m).await.map_err(io)?;
-        let records: Vec<_> = sink
-            .read_segment(&m.segment)
-            .await
-            .map_err(io)?
-            .into_iter()
-            .map(|r| reader.view(r))
-            .collect();
-        return Ok(json(200, &json!({ "segment": m, "records": records })));
-    }
     let Some(grep) = param(req, "grep") else {
+        let segments = trail::segments(&sink, &filter).await.map_err(io)?;
         return Ok(json(200, &json!({ "segments": segments })));
     };
     let Some((path, wanted)) = grep.split_once('=') else {
@@ -145,7 +136,7 @@ pub async fn archive(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         records: GREP_PAGE,
         budget: GREP_BUDGET,
     };
-    let page = trail::grep_page(target, filter, query, reader, from, bounds)
+    let page = trail::grep_page(target, filter, query, reader(&ctx), from, bounds)
         .await
         .map_err(io)?;
     let next = page

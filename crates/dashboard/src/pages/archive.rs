@@ -129,7 +129,8 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
 
 /// `GET /archive/segment?name=`: its records, if the segment is in the caller's scope.
 pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
-    let Some((m, records)) = segment_records(&ctx, req).await? else {
+    let Some((m, records)) = segment_records(&ctx, req.param("name").unwrap_or_default()).await?
+    else {
         return Ok(layout::not_found(
             ctx.caller,
             "/archive",
@@ -151,7 +152,8 @@ pub async fn segment(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
 /// `GET /archive/segment.jsonl?name=`: the segment's records as JSON lines, as the caller
 /// sees them (redacted unless its role allows raw data).
 pub async fn download(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
-    let Some((m, records)) = segment_records(&ctx, req).await? else {
+    let Some((m, records)) = segment_records(&ctx, req.param("name").unwrap_or_default()).await?
+    else {
         return Ok(Response::text(404, "no such segment in view\n"));
     };
     let mut body = String::new();
@@ -174,11 +176,10 @@ pub async fn download(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
 
 /// The segment `name` names, if it is in the caller's scope: its manifest and its records
 /// (checked against the manifest) as the caller may see them.
-async fn segment_records(
+pub async fn segment_records(
     ctx: &Ctx<'_>,
-    req: &Request,
+    name: &str,
 ) -> Result<Option<(SegmentManifest, Vec<ArchiveRecord>)>, Error> {
-    let name = req.param("name").unwrap_or_default();
     let Some(sink) = sink(&ctx.set)? else {
         return Ok(None);
     };
