@@ -1135,6 +1135,14 @@ test('every page passes axe at 1,400 and 390 px, light and dark, and nothing scr
   const segment = listing.match(/data-segment="([^"]+)"/)[1];
   const segmentHtml = await (await get(`/archive/segment?name=${encodeURIComponent(segment)}`, TOKENS.admin)).text();
   const record = segmentHtml.match(/href="(\/archive\/record\?[^"]+)"/)[1].replace(/&amp;/g, '&');
+  // Another tenant's archived job is not in a tenant token's view, by its link or otherwise.
+  const globexSegment = listing.match(/data-segment="(globex\/[^"]+)"/)[1];
+  const globexHtml = await (await get(`/archive/segment?name=${encodeURIComponent(globexSegment)}`, TOKENS.admin)).text();
+  const globexRecord = globexHtml.match(/href="(\/archive\/record\?[^"]+)"/)[1].replace(/&amp;/g, '&');
+  assert.equal((await get(globexRecord, TOKENS.admin)).status, 200);
+  const refused = await get(globexRecord, TOKENS.acme);
+  assert.equal(refused.status, 404);
+  assert.doesNotMatch(await refused.text(), /globex/);
   const none = await (await get('/archive?queue=no-such-queue', TOKENS.admin)).text();
   assert.match(none, /data-empty="filters"[^>]*>No segment matches these filters/, 'an empty archive says why');
   const pages = ['/', '/queue?key=bull:acme:billing', '/effectiveness', '/effectiveness?range=7d', '/policies?queue=bull:acme:billing',
