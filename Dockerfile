@@ -9,6 +9,6 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/bullsweep /usr/local/bin/bullsweep
 USER nonroot:nonroot
 WORKDIR /var/lib/bullsweep
-EXPOSE 9464
+EXPOSE 10464
 ENTRYPOINT ["/usr/local/bin/bullsweep"]
-CMD ["--config", "/etc/bullsweep/policies.yaml", "daemon", "--listen", "0.0.0.0:9464"]
+CMD ["--config", "/etc/bullsweep/policies.yaml", "daemon", "--listen", "0.0.0.0:10464"]

@@ -400,8 +400,11 @@ fn assert_the_daemon_and_each_queue_described(metrics: &str) {
     );
     for tenant in ["acme", "globex"] {
         let queue = format!("queue=\"bull:{tenant}:mail\"");
+        // Named by key base, and by name and prefix as BullMQ's own metrics name it.
         let labels = [
             queue.as_str(),
+            "queue_name=\"mail\"",
+            &format!("prefix=\"bull:{tenant}\""),
             &format!("tenant=\"{tenant}\""),
             "env=\"prod\"",
             "policy=\"mail\"",
@@ -412,7 +415,7 @@ fn assert_the_daemon_and_each_queue_described(metrics: &str) {
             "{metrics}"
         );
         assert_eq!(
-            sample(metrics, "bullsweep_alert", &[&queue]),
+            sample(metrics, "bullsweep_alert", &[&queue, "queue_name=\"mail\""]),
             Some(0.0),
             "{metrics}"
         );

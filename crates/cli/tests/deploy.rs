@@ -262,7 +262,7 @@ fn the_systemd_unit_is_hardened_and_runs_the_daemon() {
         ["--config", "/etc/bullsweep/policies.yaml"]
     );
     flags_exist(&args[daemon_at + 1..], "the systemd unit");
-    assert!(args.contains(&"127.0.0.1:9464".to_string()));
+    assert!(args.contains(&"127.0.0.1:10464".to_string()));
     // The Redis URL comes from the environment file, under the name the binary reads.
     assert!(unit.contains("BULLSWEEP_REDIS_URL"));
     assert!(

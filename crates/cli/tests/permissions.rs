@@ -240,9 +240,8 @@ fn the_daemon_counts_a_permission_error_alerts_and_backs_off() {
         body
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    let failed =
-        "bullsweep_failed_batches_total{queue=\"legacy:jobs\",tenant=\"\",reason=\"permission\"}";
-    let alert = "bullsweep_alert{queue=\"legacy:jobs\",tenant=\"\"} 1";
+    let failed = "bullsweep_failed_batches_total{queue=\"legacy:jobs\",queue_name=\"jobs\",prefix=\"legacy\",tenant=\"\",reason=\"permission\"}";
+    let alert = "bullsweep_alert{queue=\"legacy:jobs\",queue_name=\"jobs\",prefix=\"legacy\",tenant=\"\"} 1";
     loop {
         let metrics = scrape();
         let swept = admin.zcard::<_, u64>("bull:mail:completed").expect("zcard") < 40;

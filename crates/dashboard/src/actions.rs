@@ -10,11 +10,11 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response, first};
-use bullsweep_core::engine::forget::ForgetRequest;
-use bullsweep_core::engine::{Mode, NoObserver};
-use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest};
+use bullsweep_core::engine::forget::{ForgetRequest, Receipt};
+use bullsweep_core::engine::{Mode, NoObserver, Report};
+use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest, Restored};
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
-use bullsweep_policy::{Permission, Resolution};
+use bullsweep_policy::{Permission, QueueId, Resolution};
 use maud::html;
 use std::time::Duration;
 
@@ -67,6 +67,19 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
             "No governed queue with that key base is in view.",
         ));
     };
+    let actor = ctx.caller.token.name.clone();
+    let report = sweep_queue(&mut ctx, q, actor).await?;
+    Ok(Response::text(303, "swept\n").with(
+        "location",
+        format!("/queue?key={}&swept={}", urlencode(&base), report.done()),
+    ))
+}
+
+/// Sweeps `q` now under its policy, as a run does, audited as done by `actor`: one bounded,
+/// locked run (waiting 5 s for a lock held elsewhere); a queue's error is the call's. A queue
+/// no policy governs is refused (a 400): there is nothing to sweep.
+pub async fn sweep_queue(ctx: &mut Ctx<'_>, q: QueueId, actor: String) -> Result<Report, Error> {
+    let base = q.base.clone();
     if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
         return Err(Error::config(format!(
             "no policy governs {base}: there is nothing to sweep; see its rules on the policies page"
@@ -74,8 +87,8 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
     }
     let run = RunScope {
         lock_wait: Some(Duration::from_secs(5)),
-        actor: Some(ctx.caller.token.name.clone()),
-        ..scope::run_scope(&ctx, vec![q])
+        actor: Some(actor),
+        ..scope::run_scope(ctx, vec![q])
     };
     let report = audited_sweep(
         &mut ctx.con,
@@ -89,10 +102,7 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
     if let Some(e) = report.queues.iter().find_map(|r| r.error.clone()) {
         return Err(Error::runtime(format!("{base}: {e}")));
     }
-    Ok(Response::text(303, "swept\n").with(
-        "location",
-        format!("/queue?key={}&swept={}", urlencode(&base), report.done()),
-    ))
+    Ok(report)
 }
 
 async fn restore(
@@ -102,30 +112,47 @@ async fn restore(
     mode: RestoreMode,
 ) -> Result<Response, Error> {
     let base = base.trim_end_matches(':').to_string();
-    if scope::queue(&mut ctx, &base).await?.is_none() {
+    let actor = ctx.caller.token.name.clone();
+    let Some(restored) = restore_job(&mut ctx, &base, &id, mode, &actor).await? else {
         return Ok(layout::not_found(
             ctx.caller,
             "/archive",
             "No governed queue with that key base is in view.",
         ));
     };
-    let Some(sink) = sink(&ctx.set)? else {
-        return Err(Error::config("the policy file has no `archive:` sink"));
-    };
-    // Audited with the token's name in the same call; an original job is held for a day.
-    let req = RestoreRequest {
-        base: &base,
-        id: &id,
-        mode,
-        actor: &ctx.caller.token.name,
-        hold_ms: DEFAULT_HOLD_MS,
-    };
-    let restored = ops::restore::restore(&mut ctx.con, &sink, &ctx.set, req).await?;
     let body = html! { p.notice role="status" { "Restored job " code { (restored.id) } " of " code { (base) } " into " (restored.state) "; audited as " (ctx.caller.token.name) "." } };
     Ok(layout::html(
         200,
         layout::page("Restored", "/archive", ctx.caller, None, body),
     ))
+}
+
+/// Restores archived job `id` of queue `base` from the policy file's sink, audited as done
+/// by `actor` in the same call (an original job is held for a day); `None` when the queue
+/// is not in the caller's view.
+pub async fn restore_job(
+    ctx: &mut Ctx<'_>,
+    base: &str,
+    id: &str,
+    mode: RestoreMode,
+    actor: &str,
+) -> Result<Option<Restored>, Error> {
+    if scope::queue(ctx, base).await?.is_none() {
+        return Ok(None);
+    };
+    let Some(sink) = sink(&ctx.set)? else {
+        return Err(Error::config("the policy file has no `archive:` sink"));
+    };
+    let req = RestoreRequest {
+        base,
+        id,
+        mode,
+        actor,
+        hold_ms: DEFAULT_HOLD_MS,
+    };
+    ops::restore::restore(&mut ctx.con, &sink, &ctx.set, req)
+        .await
+        .map(Some)
 }
 
 async fn erase(
@@ -144,6 +171,11 @@ async fn erase(
     let Some(request_id) = field("request_id") else {
         return Err(Error::config("the request id is empty"));
     };
+    if request_id.chars().any(bullsweep_policy::unprintable) {
+        return Err(Error::config(
+            "the request id may not hold a control character or an invisible one",
+        ));
+    }
     let form = Form {
         subject: name.trim().to_string(),
         value: value.trim().to_string(),
@@ -151,19 +183,8 @@ async fn erase(
         tenant: ctx.caller.token.tenant.clone().or(field("tenant")),
     };
     let dry_run = field("confirm").as_deref() != Some("yes");
-    let req = ForgetRequest {
-        subject: form.subject.clone(),
-        value: form.value.clone(),
-        tenant: form.tenant.clone(),
-        request_id: form.request_id.clone(),
-        dry_run,
-        wait_active: Duration::from_secs(30),
-        lock_wait: Duration::from_secs(5),
-        env: ctx.env.clone(),
-        budget_us: DEFAULT_BUDGET_US,
-        actor: Some(ctx.caller.token.name.clone()),
-    };
-    let receipt = ops::forget::forget(&mut ctx.con, &ctx.url, &ctx.set, req).await?;
+    let actor = ctx.caller.token.name.clone();
+    let receipt = erasure_of(&mut ctx, &form, dry_run, actor).await?;
     let json = serde_json::to_value(&receipt).unwrap_or_default();
     let body = if dry_run {
         erasure::list(&mut ctx, Some((&form, &json))).await?
@@ -180,4 +201,28 @@ async fn erase(
         200,
         layout::page("Erasure", "/erasure", ctx.caller, None, body),
     ))
+}
+
+/// Starts (or, with `dry_run`, plans) the erasure `form` asks for, with the bounds the
+/// dashboard uses (30 s for an active job, 5 s for a queue's lock), audited as done by
+/// `actor`; the receipt says what was found and done.
+pub async fn erasure_of(
+    ctx: &mut Ctx<'_>,
+    form: &Form,
+    dry_run: bool,
+    actor: String,
+) -> Result<Receipt, Error> {
+    let req = ForgetRequest {
+        subject: form.subject.clone(),
+        value: form.value.clone(),
+        tenant: form.tenant.clone(),
+        request_id: form.request_id.clone(),
+        dry_run,
+        wait_active: Duration::from_secs(30),
+        lock_wait: Duration::from_secs(5),
+        env: ctx.env.clone(),
+        budget_us: DEFAULT_BUDGET_US,
+        actor: Some(actor),
+    };
+    ops::forget::forget(&mut ctx.con, &ctx.url, &ctx.set, req).await
 }

@@ -8,11 +8,13 @@
 #![deny(missing_docs)]
 
 mod actions;
+mod api;
 mod assets;
 mod auth;
 mod charts;
 mod format;
 mod layout;
+mod links;
 mod pages;
 mod scope;
 
@@ -189,6 +191,9 @@ impl Dashboard {
             return asset;
         }
         let now_s = now_ms() / 1000;
+        if req.path.starts_with("/api/") {
+            return self.api(req).await;
+        }
         match (req.method.as_str(), req.path.as_str()) {
             ("GET", "/login") => return layout::html(200, layout::login(None)),
             ("POST", "/login") => {
@@ -245,6 +250,43 @@ impl Dashboard {
                     *self.con.lock().await = None;
                 }
                 error_page(&caller, &e)
+            }
+        }
+    }
+
+    /// A request under `/api/`: the OpenAPI document for anybody, the rest for a bearer
+    /// token only (never a session cookie, so no CSRF token is needed), answered in JSON.
+    /// Nothing but the token is looked at before the caller is known.
+    async fn api(&self, req: Request) -> Response {
+        if req.path == api::OPENAPI_PATH {
+            return match req.method.as_str() {
+                "GET" => Response::new(200, "application/json", api::OPENAPI),
+                _ => api::error(405, "only GET").with("allow", "GET"),
+            };
+        }
+        let presented = req
+            .header("authorization")
+            .and_then(|a| a.strip_prefix("Bearer "));
+        let Some(token) = presented.and_then(|p| self.auth.login(p)) else {
+            return api::error(401, "send a dashboard token: Authorization: Bearer <token>")
+                .with("www-authenticate", "Bearer realm=\"bullsweep\"");
+        };
+        let caller = Caller {
+            token: token.clone(),
+            csrf: String::new(),
+        };
+        let tenant_view = caller.token.tenant.is_some();
+        let ctx = match self.context(&caller).await {
+            Ok(ctx) => ctx,
+            Err(e) => return api::unavailable(&e, tenant_view),
+        };
+        match api::route(ctx, &req).await {
+            Ok(r) => r,
+            Err(e) => {
+                if e.kind != ErrorKind::Config {
+                    *self.con.lock().await = None;
+                }
+                api::failure(&e, tenant_view)
             }
         }
     }

@@ -3,9 +3,10 @@
 
 use crate::Ctx;
 use bullsweep_core::Error;
-use bullsweep_core::engine::Inventory;
-use bullsweep_core::ops::{self, RunScope};
-use bullsweep_policy::QueueId;
+use bullsweep_core::engine::{Inventory, Mode, NoObserver, Report};
+use bullsweep_core::ops::trail::SegmentFilter;
+use bullsweep_core::ops::{self, RunScope, audited_sweep};
+use bullsweep_policy::{NamePattern, QueueId};
 
 /// The database's queues the caller may see; a tenant token sees no unmanaged queue (they
 /// have no tenant).
@@ -27,6 +28,40 @@ pub fn run_scope(ctx: &Ctx<'_>, queues: Vec<QueueId>) -> RunScope {
         queues: Some(queues),
         ..RunScope::default()
     }
+}
+
+/// What a run would do now to `queues` (reading only).
+pub async fn plan(ctx: &mut Ctx<'_>, queues: Vec<QueueId>) -> Result<Report, Error> {
+    let run = run_scope(ctx, queues);
+    audited_sweep(
+        &mut ctx.con,
+        &ctx.url,
+        &ctx.set,
+        run,
+        Mode::Plan,
+        &NoObserver,
+    )
+    .await
+}
+
+/// The archive segments a request asks for, within the caller's tenant: of `tenant` (a
+/// tenant's token always its own), of queues matching the glob `queue`, finished on the UTC
+/// day starting at `since` (ms).
+pub fn segment_filter(
+    ctx: &Ctx<'_>,
+    tenant: Option<String>,
+    queue: Option<&str>,
+    since: Option<i64>,
+) -> Result<SegmentFilter, Error> {
+    Ok(SegmentFilter {
+        tenant: ctx.caller.token.tenant.clone().or(tenant),
+        queue: queue
+            .map(NamePattern::new)
+            .transpose()
+            .map_err(Error::config)?,
+        since,
+        until: since.map(|s| s + 86_400_000),
+    })
 }
 
 /// The one queue of key base `base`, if the caller may see it.

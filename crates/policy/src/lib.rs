@@ -5,10 +5,12 @@
 
 mod action;
 mod backend;
+mod bull_board;
 mod compile;
 mod cost;
 mod credentials;
 mod decide;
+mod describe;
 mod doctor;
 mod duration;
 mod fields;
@@ -22,6 +24,7 @@ mod model;
 mod pattern;
 mod pii;
 mod position;
+mod printable;
 mod raw;
 mod redaction;
 mod resolve;
@@ -34,9 +37,13 @@ mod tokens;
 
 pub use action::Action;
 pub use backend::Backend;
+pub use bull_board::BullBoard;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use decide::{Decision, JobFacts, decide};
+pub use describe::{
+    effective_daemon_fields, explain_json, policy_daemon_fields, policy_set_json, source_json,
+};
 pub use doctor::{DoctorKind, DoctorSettings};
 pub use duration::{BareUnit, Millis, parse_duration_str};
 pub use fields::{FIELD_NAMES, RuleField, is_field_name};
@@ -56,6 +63,7 @@ pub use model::{
 pub use pattern::{NamePattern, Specificity};
 pub use pii::{DEFAULT_REPLACEMENT, PiiRules, TextPattern, Unreadable};
 pub use position::SourcePos;
+pub use printable::unprintable;
 pub use redaction::{DATA_FIELDS, JobRedaction, WITHHELD};
 pub use resolve::{
     EffectiveJobRule, EffectivePolicy, EffectiveRule, Provenance, QueueId, Resolution, Sourced,

@@ -396,6 +396,8 @@ pub struct PolicySet {
     pub cost: CostModel,
     /// `doctor:`: the daemon's doctor runs, when the file asks for them.
     pub doctor: Option<crate::DoctorSettings>,
+    /// `bullBoard:`: where the dashboard links queues and archived jobs to.
+    pub bull_board: Option<crate::BullBoard>,
     /// What `check` should warn about (located like errors), though the file is valid.
     pub warnings: Vec<String>,
 }

@@ -34,6 +34,15 @@ pub struct RawPolicyFile {
     #[serde(default)]
     pub sources: BTreeMap<String, Spanned<RawSource>>,
     pub doctor: Option<Spanned<RawDoctor>>,
+    pub bull_board: Option<RawBullBoard>,
+}
+
+/// `bullBoard:`: where the team's bull-board is, for the dashboard's links to it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawBullBoard {
+    pub url: Spanned<String>,
+    pub queue_name: Option<Spanned<String>>,
 }
 
 /// `doctor:`: when the daemon runs `bullsweep doctor`, and which kinds it repairs.

@@ -575,6 +575,22 @@ pub(crate) const FILE: Shape = Shape::Fields(&[
         ]),
         "Daemon: when it runs `bullsweep doctor`, and which kinds it repairs.",
     ),
+    opt(
+        "bullBoard",
+        Shape::Fields(&[
+            req(
+                "url",
+                TEXT,
+                "bull-board's base URL (where its UI is mounted), `http(s)://…/queues`.",
+            ),
+            opt(
+                "queueName",
+                TEXT,
+                "The name bull-board knows a queue by, from `{queue}`, `{tenant}`, `{env}` and `{prefix}`; default `{queue}`.",
+            ),
+        ]),
+        "Dashboard: link every queue and archived job to its bull-board page.",
+    ),
 ]);
 
 #[cfg(test)]

@@ -213,12 +213,13 @@ fn compile_token(
 /// A token's `name`: present, not blank, and printable (it goes into audit events and logs).
 fn token_name(at: &str, t: &Spanned<RawToken>, problems: &mut Problems) -> Option<String> {
     match &t.value.name {
-        Some(n) if n.value.chars().any(char::is_control) => {
+        Some(n) if n.value.chars().any(crate::unprintable) => {
             problems.add(
                 &n.referenced,
                 format!("{at}.name"),
-                "a token's name may not hold a line break or other control character: \
-                 it is written into audit events and logs"
+                "a token's name may not hold a line break, a control character or an \
+                 invisible one (a direction mark, a zero-width space): it is written into \
+                 audit events and logs"
                     .into(),
             );
             None
@@ -244,7 +245,7 @@ fn token_tenant(
     problems: &mut Problems,
 ) -> Option<Option<String>> {
     match &raw.tenant {
-        Some(t) if t.value.trim().is_empty() || t.value.chars().any(char::is_control) => {
+        Some(t) if t.value.trim().is_empty() || t.value.chars().any(crate::unprintable) => {
             problems.add(
                 &t.referenced,
                 format!("{at}.tenant"),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
     /// Serve `/metrics`, `/healthz` and `/readyz` (and the dashboard, with `--dashboard`) on
-    /// this address, e.g. 127.0.0.1:9464.
+    /// this address, e.g. 127.0.0.1:10464.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
     /// Serve the web dashboard on `--listen` too (see README "Dashboard").
@@ -48,7 +48,7 @@ pub struct DaemonArgs {
     pub metrics_max_queues: usize,
     /// Serve `/metrics`, `/healthz` and `/readyz` on this address too, never the dashboard
     /// and never behind a token (with `--dashboard` off loopback, `/metrics` on `--listen`
-    /// needs a token), e.g. 0.0.0.0:9464.
+    /// needs a token), e.g. 0.0.0.0:10464.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     /// HTTP connections open at most across both listeners, `--metrics-listen` keeping an

@@ -210,7 +210,7 @@ pub enum Command {
         keep: bool,
     },
     /// Govern queues around the clock: schedules, events, locks, metrics.
-    #[command(after_help = "Example:\n  bullsweep daemon --listen 127.0.0.1:9464")]
+    #[command(after_help = "Example:\n  bullsweep daemon --listen 127.0.0.1:10464")]
     Daemon(DaemonArgs),
     /// Erase one person's jobs and every copy of them, everywhere; prints a JSON receipt.
     #[command(

@@ -20,6 +20,14 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
         LogLevel::Info => "info",
         LogLevel::Debug => "debug",
     });
+    for (flag, addr) in [
+        ("--listen", args.listen),
+        ("--metrics-listen", args.metrics_listen),
+    ] {
+        if let Some(warning) = addr.and_then(|a| old_port_warning(flag, a)) {
+            log::log("warn", &warning);
+        }
+    }
     let config = DaemonConfig {
         target: super::connection::target(cli)?,
         config: cli.config.clone(),
@@ -113,4 +121,38 @@ fn session_secret(args: &DaemonArgs) -> Result<Option<String>, CliError> {
         .with_hint("make one with `openssl rand -hex 32`, or give none and one is kept in Redis"));
     }
     Ok(Some(secret))
+}
+
+/// bullsweep's port: a port of its own, since 9464 is the OpenTelemetry Prometheus exporter's
+/// default, which a BullMQ app beside the daemon may already serve its metrics on.
+pub const PORT: u16 = 10464;
+/// The port the documentation used to give, still served when asked for.
+const OLD_PORT: u16 = 9464;
+
+/// The warning for a listener on [`OLD_PORT`].
+fn old_port_warning(flag: &str, addr: std::net::SocketAddr) -> Option<String> {
+    (addr.port() == OLD_PORT).then(|| {
+        format!(
+            "{flag} {addr}: port {OLD_PORT} is deprecated for bullsweep: it is the OpenTelemetry \
+             Prometheus exporter's default, which a BullMQ app beside bullsweep (bullmq-otel) may \
+             already use; bullsweep's port is {PORT}. {OLD_PORT} still works."
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_old_port_is_served_with_a_deprecation_warning_and_the_new_one_without() {
+        let old = old_port_warning("--listen", "0.0.0.0:9464".parse().expect("addr"));
+        assert!(
+            old.as_deref()
+                .is_some_and(|w| w.contains("deprecated") && w.contains("10464")),
+            "{old:?}"
+        );
+        let new = old_port_warning("--listen", "0.0.0.0:10464".parse().expect("addr"));
+        assert_eq!(new, None);
+    }
 }

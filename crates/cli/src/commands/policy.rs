@@ -13,7 +13,7 @@ pub fn check(cli: &Cli) -> Result<i32, CliError> {
     for warning in &set.warnings {
         crate::output::warn(cli.json, warning);
     }
-    print_out(cli.json, &render::policy_set_json(&set), || {
+    print_out(cli.json, &bullsweep_policy::policy_set_json(&set), || {
         render::policy_set_text(&set)
     })?;
     Ok(0)
@@ -35,7 +35,7 @@ pub fn explain(cli: &Cli, queue_key_base: &str, backend: &str) -> Result<i32, Cl
     let resolution = set.resolve(&q);
     print_out(
         cli.json,
-        &render::explain_json(&set, &q, &resolution),
+        &bullsweep_policy::explain_json(&set, &q, &resolution),
         || render::explain_text(&set, &q, &resolution),
     )?;
     Ok(match resolution {

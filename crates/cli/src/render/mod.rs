@@ -11,7 +11,7 @@ pub use bullsweep_core::text::thousands;
 pub use doctor::doctor_text;
 pub use golden::{FileResults, golden_json, golden_junit, golden_starter, golden_text};
 pub use plan_diff::{Versions as DiffFiles, plan_diff_markdown, plan_diff_text};
-pub use policy::{explain_json, explain_text, policy_set_json, policy_set_text};
+pub use policy::{explain_text, policy_set_text};
 pub use report::report_text;
 pub use table::table;
 

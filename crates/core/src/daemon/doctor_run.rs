@@ -114,16 +114,12 @@ impl Daemon {
     fn publish_saved(&self, saved: &Saved) {
         let findings = &self.metrics.doctor.findings;
         findings.clear();
-        let mut seen: BTreeMap<String, Option<String>> = BTreeMap::new();
         for slot in self.slots.values() {
-            seen.insert(slot.queue.base.clone(), slot.queue.tenant.clone());
-        }
-        for (base, tenant) in &seen {
-            let labels = self.metrics.labels(base, tenant.as_deref());
+            let base = &slot.queue.base;
+            let labels = self.metrics.labels(&slot.queue);
             for kind in DoctorKind::ALL {
                 let doc = DoctorLabels {
-                    queue: labels.queue.clone(),
-                    tenant: labels.tenant.clone(),
+                    queue: labels.clone(),
                     kind: kind.as_str().to_string(),
                 };
                 let left = saved
@@ -142,14 +138,16 @@ impl Daemon {
     /// Counts what a run repaired in `bullsweep_doctor_repaired_total`.
     fn count_repairs(&self, report: &DoctorReport) {
         for q in &report.queues {
-            let labels = self.metrics.labels(&q.key, q.tenant.as_deref());
+            let Some(slot) = self.slots.get(&q.key) else {
+                continue;
+            };
+            let labels = self.metrics.labels(&slot.queue);
             for f in q.findings.iter().filter(|f| f.repaired > 0) {
                 self.metrics
                     .doctor
                     .repaired
                     .get_or_create(&DoctorLabels {
-                        queue: labels.queue.clone(),
-                        tenant: labels.tenant.clone(),
+                        queue: labels.clone(),
                         kind: f.kind.clone(),
                     })
                     .inc_by(f.repaired);

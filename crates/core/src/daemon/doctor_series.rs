@@ -2,6 +2,7 @@
 //! Redis by every replica, so that they agree), what this replica repaired, and when the
 //! last run ended.
 
+use super::metrics::QueueLabels;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -12,10 +13,9 @@ use std::sync::atomic::AtomicU64;
 /// A queue and a kind of damage (`orphanHashes`, `danglingIds`, …).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DoctorLabels {
-    /// The queue's key base (or `other`).
-    pub queue: String,
-    /// The tenant, or empty.
-    pub tenant: String,
+    /// The queue (or `other`).
+    #[prometheus(flatten)]
+    pub queue: QueueLabels,
     /// The kind, as `bullsweep doctor` names it.
     pub kind: String,
 }

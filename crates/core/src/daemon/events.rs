@@ -248,7 +248,7 @@ impl EventsReader {
                         "warn",
                         &format!("{base}: event removal failed: {e}; will read again"),
                     );
-                    m.count_failure(&h.labels(m, base), ErrorKind::of_redis(&e));
+                    m.count_failure(&h.labels(m), ErrorKind::of_redis(&e));
                     return Drained::Failed;
                 }
             }
@@ -383,7 +383,7 @@ impl EventsReader {
             let Some(h) = self.held.get(&base) else {
                 continue;
             };
-            let labels = h.labels(&self.metrics, &base);
+            let labels = h.labels(&self.metrics);
             let opts = SweepOptions::at(now, BUDGET_US, &self.execution_id);
             let seen = RunObserver::default();
             let removed =
@@ -432,7 +432,7 @@ impl EventsReader {
                 Some((state, entry.get::<String>("jobId")?))
             })
             .collect();
-        let labels = h.labels(&self.metrics, &base);
+        let labels = h.labels(&self.metrics);
         set_lag(&self.metrics, &labels, &last, now);
         let opts = SweepOptions::at(now, BUDGET_US, &self.execution_id);
         let seen = RunObserver::default();
@@ -514,7 +514,7 @@ async fn drain(
     let full = out.read >= h.sizer.limit();
     h.sizer.observe(out.read, out.batch.elapsed_us);
     if out.read > 0 {
-        let labels = h.labels(metrics, base);
+        let labels = h.labels(metrics);
         set_lag(metrics, &labels, &out.position, now_ms);
         record(metrics, &labels, &[out.batch.elapsed_us], out.batch.removed);
         h.cursor = out.position;
@@ -543,12 +543,11 @@ async fn remove_then_expire(
     let removed = remove_finished(con, queue, policy, finished, opts, seen).await?;
     let given = expire_finished(con, queue, policy, finished, opts).await?;
     if given > 0 {
-        let labels = h.labels(metrics, &queue.base);
+        let labels = h.labels(metrics);
         metrics
             .acted
             .get_or_create(&ActionLabels {
-                queue: labels.queue.clone(),
-                tenant: labels.tenant.clone(),
+                queue: labels.clone(),
                 action: "expire".into(),
             })
             .inc_by(given);
@@ -562,8 +561,7 @@ fn record(metrics: &DaemonMetrics, labels: &QueueLabels, timings: &[u64], remove
     metrics
         .acted
         .get_or_create(&ActionLabels {
-            queue: labels.queue.clone(),
-            tenant: labels.tenant.clone(),
+            queue: labels.clone(),
             action: "remove".into(),
         })
         .inc_by(removed);

@@ -40,8 +40,8 @@ pub(super) struct Held {
 
 impl Held {
     /// How the metrics label the queue.
-    pub(super) fn labels(&self, metrics: &DaemonMetrics, base: &str) -> QueueLabels {
-        metrics.labels(base, self.queue.queue.tenant.as_deref())
+    pub(super) fn labels(&self, metrics: &DaemonMetrics) -> QueueLabels {
+        metrics.labels(&self.queue.queue)
     }
 }
 
@@ -123,7 +123,7 @@ pub(super) async fn check_gap(
     h: &Held,
 ) {
     match start_position(con, &QueueKeys::new(base).events(), Some(h.cursor.clone())).await {
-        Ok((_, true)) => shared.gap_found(metrics, &h.labels(metrics, base), base),
+        Ok((_, true)) => shared.gap_found(metrics, &h.labels(metrics), base),
         Ok(_) => {}
         Err(e) => log("warn", &format!("{base}: cannot check the stream: {e}")),
     }
@@ -230,10 +230,7 @@ async fn take(
     let saved = records::cursor(con, &base).await?;
     let first_start = saved.is_none();
     let (cursor, gap) = start_position(con, &QueueKeys::new(&base).events(), saved).await?;
-    let labels = QueueLabels {
-        queue: base.clone(),
-        tenant: eq.queue.tenant.clone().unwrap_or_default(),
-    };
+    let labels = QueueLabels::of(&eq.queue);
     if first_start {
         // Everything before now is the sweep's; events after it are ours.
         records::save_cursor(con, &base, &cursor).await?;

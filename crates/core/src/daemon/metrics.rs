@@ -3,6 +3,7 @@
 
 use super::http::{Request, Response};
 use crate::error::ErrorKind;
+use bullsweep_policy::QueueId;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -12,22 +13,50 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// A queue as metrics name it.
+/// A queue as metrics name it: by its key base (`queue`), and by its name and prefix as
+/// BullMQ's own metrics (`exportPrometheusMetrics`, `bullmq-otel`) label it, so that a PromQL
+/// join needs no `label_replace`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct QueueLabels {
     /// The queue's key base, e.g. `bull:acme:prod:billing`.
     pub queue: String,
+    /// The queue's name, e.g. `billing` (BullMQ's `queue` label).
+    pub queue_name: String,
+    /// Its prefix, e.g. `bull:acme:prod`.
+    pub prefix: String,
     /// The tenant from the layout, or empty.
     pub tenant: String,
+}
+
+impl QueueLabels {
+    /// The labels of queue `q`.
+    pub fn of(q: &QueueId) -> Self {
+        QueueLabels {
+            queue: q.base.clone(),
+            queue_name: q.queue.clone(),
+            prefix: q.prefix.clone(),
+            tenant: q.tenant.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The labels the queues beyond `--metrics-max-queues` share: `queue="other"`, the rest
+    /// empty but the name.
+    fn other() -> Self {
+        QueueLabels {
+            queue: OTHER.to_string(),
+            queue_name: OTHER.to_string(),
+            prefix: String::new(),
+            tenant: String::new(),
+        }
+    }
 }
 
 /// A queue and one of its job states.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
-    /// The queue's key base.
-    pub queue: String,
-    /// The tenant, or empty.
-    pub tenant: String,
+    /// The queue.
+    #[prometheus(flatten)]
+    pub queue: QueueLabels,
     /// `wait`, `active`, `completed`, …
     pub state: String,
 }
@@ -35,10 +64,9 @@ pub struct StateLabels {
 /// A queue and an action taken on its jobs.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
-    /// The queue's key base.
-    pub queue: String,
-    /// The tenant, or empty.
-    pub tenant: String,
+    /// The queue.
+    #[prometheus(flatten)]
+    pub queue: QueueLabels,
     /// `remove`, `archive`, `anonymize`, `notify`, `retry`, `dead-letter`, …
     pub action: String,
 }
@@ -46,10 +74,9 @@ pub struct ActionLabels {
 /// A queue and why one of its runs or batches failed.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FailureLabels {
-    /// The queue's key base.
-    pub queue: String,
-    /// The tenant, or empty.
-    pub tenant: String,
+    /// The queue.
+    #[prometheus(flatten)]
+    pub queue: QueueLabels,
     /// `permission` (the Redis user lacks a command or key pattern), `redis` (unreachable,
     /// timed out, or another Redis error), or `other` (archive, audit, notify).
     pub reason: String,
@@ -58,10 +85,9 @@ pub struct FailureLabels {
 /// A queue, a source of its source links, and what failed when it was asked.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SourceLabels {
-    /// The queue's key base.
-    pub queue: String,
-    /// The tenant, or empty.
-    pub tenant: String,
+    /// The queue.
+    #[prometheus(flatten)]
+    pub queue: QueueLabels,
     /// The source's name in `sources:`.
     pub source: String,
     /// `unreachable`, `timeout`, `query` or `auth`.
@@ -203,10 +229,9 @@ pub const OTHER: &str = "other";
 /// A governed queue as `bullsweep_queue_info` describes it.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueInfoLabels {
-    /// The queue's key base.
-    pub queue: String,
-    /// The tenant, or empty.
-    pub tenant: String,
+    /// The queue.
+    #[prometheus(flatten)]
+    pub queue: QueueLabels,
     /// The environment, or empty.
     pub env: String,
     /// The policy that governs it.
@@ -421,18 +446,12 @@ impl DaemonMetrics {
 
     /// How metrics label a queue: by its key base and tenant, or `queue="other"` (tenant
     /// empty) once it is among the smallest beyond `--metrics-max-queues`.
-    pub fn labels(&self, base: &str, tenant: Option<&str>) -> QueueLabels {
-        let folded = self.folded.read().is_ok_and(|f| f.contains(base));
+    pub fn labels(&self, q: &QueueId) -> QueueLabels {
+        let folded = self.folded.read().is_ok_and(|f| f.contains(&q.base));
         if folded {
-            QueueLabels {
-                queue: OTHER.to_string(),
-                tenant: String::new(),
-            }
+            QueueLabels::other()
         } else {
-            QueueLabels {
-                queue: base.to_string(),
-                tenant: tenant.unwrap_or_default().to_string(),
-            }
+            QueueLabels::of(q)
         }
     }
 
@@ -446,8 +465,7 @@ impl DaemonMetrics {
     /// Counts one failed run or batch of a queue, labelled with why it failed.
     pub fn count_failure(&self, labels: &QueueLabels, kind: ErrorKind) {
         let labels = FailureLabels {
-            queue: labels.queue.clone(),
-            tenant: labels.tenant.clone(),
+            queue: labels.clone(),
             reason: failure_reason(kind).to_string(),
         };
         self.batches.failed_batches.get_or_create(&labels).inc();
@@ -463,8 +481,7 @@ impl DaemonMetrics {
         for source in sources {
             for kind in crate::source::SourceFailure::ALL {
                 let _ = self.batches.source_errors.get_or_create(&SourceLabels {
-                    queue: labels.queue.clone(),
-                    tenant: labels.tenant.clone(),
+                    queue: labels.clone(),
                     source: source.to_string(),
                     kind: kind.as_str().to_string(),
                 });
@@ -475,8 +492,7 @@ impl DaemonMetrics {
     /// Counts one failed lookup of `source` for a queue, by what failed.
     pub fn count_source_error(&self, labels: &QueueLabels, source: &str, kind: &str) {
         let labels = SourceLabels {
-            queue: labels.queue.clone(),
-            tenant: labels.tenant.clone(),
+            queue: labels.clone(),
             source: source.to_string(),
             kind: kind.to_string(),
         };

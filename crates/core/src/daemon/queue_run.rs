@@ -289,8 +289,7 @@ impl Daemon {
             self.metrics
                 .acted
                 .get_or_create(&ActionLabels {
-                    queue: labels.queue.clone(),
-                    tenant: labels.tenant.clone(),
+                    queue: labels.clone(),
                     action: action.clone(),
                 })
                 .inc_by(*done);

@@ -15,7 +15,7 @@ pub(super) fn publish(metrics: &DaemonMetrics, slots: &Slots, max_queues: usize)
     let mut sums: BTreeMap<QueueLabels, Sums> = BTreeMap::new();
     let now = now_ms();
     for slot in slots.values() {
-        let labels = metrics.labels(&slot.queue.base, slot.queue.tenant.as_deref());
+        let labels = metrics.labels(&slot.queue);
         sums.entry(labels).or_default().add(slot, now);
     }
     clear(metrics);
@@ -127,8 +127,7 @@ impl Sums {
     fn set(&self, m: &DaemonMetrics, labels: &QueueLabels) {
         let q = &m.queues;
         let state = |state: &str| StateLabels {
-            queue: labels.queue.clone(),
-            tenant: labels.tenant.clone(),
+            queue: labels.clone(),
             state: state.to_string(),
         };
         for (name, count) in &self.jobs {

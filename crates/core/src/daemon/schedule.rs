@@ -270,7 +270,7 @@ impl Daemon {
 
     /// How the metrics label a queue (see [`DaemonMetrics::labels`]).
     pub(super) fn labels(&self, q: &QueueId) -> QueueLabels {
-        self.metrics.labels(&q.base, q.tenant.as_deref())
+        self.metrics.labels(q)
     }
 
     /// Counts the jobs of `bases` by state (see `health`).
@@ -294,16 +294,14 @@ impl Daemon {
             let labels = self.labels(q);
             let info = if labels.queue == metrics::OTHER {
                 metrics::QueueInfoLabels {
-                    queue: labels.queue.clone(),
-                    tenant: String::new(),
+                    queue: labels.clone(),
                     env: String::new(),
                     policy: String::new(),
                     backend: String::new(),
                 }
             } else {
                 metrics::QueueInfoLabels {
-                    queue: q.base.clone(),
-                    tenant: q.tenant.clone().unwrap_or_default(),
+                    queue: labels.clone(),
                     env: q.env.clone().unwrap_or_default(),
                     policy: slot.policy.name.clone(),
                     backend: q.backend.as_str().to_string(),
@@ -319,8 +317,7 @@ impl Daemon {
                         .batches
                         .failed_batches
                         .get_or_create(&metrics::FailureLabels {
-                            queue: labels.queue.clone(),
-                            tenant: labels.tenant.clone(),
+                            queue: labels.clone(),
                             reason: reason.to_string(),
                         });
             }

@@ -38,6 +38,7 @@ pub async fn forget(
 ) -> Result<Receipt, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let servers = server_ids(con).await.map_err(redis_err)?;
+    request_id_free(con, &req).await.map_err(redis_err)??;
     let mut scoped = scoped_queues(con, url, set, &req).await?;
     let started_at = now_ms();
     if !req.dry_run {
@@ -294,6 +295,33 @@ async fn uncovered_after_restart(
             format!("a server restarted during the erasure, and discovery failed after it: {e}"),
         ),
     }
+}
+
+/// `Err` when the request id is the id of another tenant's erasure already kept: its
+/// receipt is that tenant's proof, which this request must not replace (a rerun of the same
+/// tenant's request replaces its own).
+async fn request_id_free(
+    con: &mut Conn,
+    req: &ForgetRequest,
+) -> redis::RedisResult<Result<(), Error>> {
+    let kept: Option<String> = redis::cmd("HGET")
+        .arg(ERASURES)
+        .arg(&req.request_id)
+        .query_async(con)
+        .await?;
+    let tenant_of = |json: &str| {
+        serde_json::from_str::<serde_json::Value>(json)
+            .ok()
+            .map(|v| v["tenant"].as_str().map(str::to_string))
+    };
+    Ok(match kept.as_deref().map(tenant_of) {
+        Some(Some(tenant)) if tenant == req.tenant => Ok(()),
+        None => Ok(()),
+        Some(_) => Err(Error::config(format!(
+            "request id `{}` is already the id of another erasure; give this request its own",
+            req.request_id
+        ))),
+    })
 }
 
 /// Keeps a receipt in Redis (`bullsweep:erasures`, by request id), for the dashboard's list

@@ -7,12 +7,12 @@
 
 use super::overview::urlencode;
 use crate::format::{count, iso, time};
-use crate::{Ctx, layout};
+use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::archive::{ArchiveRecord, ArchiveSink, SegmentManifest};
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::ops::trail::{self, GrepBounds, GrepFrom, GrepQuery, Reader, SegmentFilter};
-use bullsweep_policy::{JsonPath, NamePattern, Permission, PolicySet};
+use bullsweep_policy::{JsonPath, Permission, PolicySet};
 use maud::{Markup, html};
 
 /// Records shown at most on one page.
@@ -55,16 +55,7 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let text = |k: &str| req.param(k).filter(|v| !v.is_empty()).map(str::to_string);
     let day = text("day");
     let since = day.as_deref().and_then(day_start);
-    let filter = SegmentFilter {
-        tenant: ctx.caller.token.tenant.clone().or(text("tenant")),
-        queue: text("queue")
-            .as_deref()
-            .map(NamePattern::new)
-            .transpose()
-            .map_err(Error::config)?,
-        since,
-        until: since.map(|s| s + 86_400_000),
-    };
+    let filter = scope::segment_filter(&ctx, text("tenant"), text("queue").as_deref(), since)?;
     let io = |e: std::io::Error| Error::archive(format!("archive: {e}"));
     let segments = trail::segments(&sink, &filter).await.map_err(io)?;
     let filtered = ["tenant", "queue", "day"]
@@ -227,7 +218,7 @@ fn records_table(ctx: &Ctx<'_>, records: &[ArchiveRecord]) -> Markup {
             thead { tr { th scope="col" { "Job" } th.opt scope="col" { "Name" } th.opt scope="col" { "Queue" } th scope="col" { "State" } th scope="col" { "Finished" } @if may_restore { th scope="col" { "Restore" } } } }
             tbody { @for r in records.iter().take(SHOWN) {
                 tr data-job=(r.id) {
-                    td.nowrap { a href=(record_link(r)) { code { (r.id) } } }
+                    td.nowrap { a href=(record_link(r)) { code { (r.id) } } (crate::links::job(ctx, &r.queue, r.backend, &r.id, r.encoding.as_deref())) }
                     td.opt { (job_name(r)) }
                     td.opt.nowrap { (r.queue) } td { (r.state) } td.nowrap { (iso(r.finished_on)) }
                     @if may_restore { td.nowrap { (restore_form(ctx, r)) } }
@@ -302,7 +293,7 @@ fn empty_reason(why: &str, ctx: &Ctx<'_>) -> Markup {
 }
 
 /// The start of a `YYYY-MM-DD` day in UTC, in ms.
-fn day_start(day: &str) -> Option<i64> {
+pub fn day_start(day: &str) -> Option<i64> {
     let ts: jiff::Timestamp = format!("{day}T00:00:00Z").parse().ok()?;
     Some(ts.as_millisecond())
 }

@@ -307,6 +307,7 @@ impl QueuesTable<'_, '_> {
             tr data-queue=(q.key) data-backend=(q.backend.as_str()) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
                 td.nowrap {
                     a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) }
+                    (crate::links::queue(self.ctx, &q.key, q.backend))
                     @if q.backend == Backend::Bull { " " span.badge title="a legacy Bull queue" { "bull" } }
                 }
                 td.opt { (q.env.as_deref().unwrap_or("")) }

@@ -11,9 +11,7 @@ use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
 use bullsweep_core::audit::{AuditEvent, PARENT_REMOVED};
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::engine::{Mode, NoObserver};
 use bullsweep_core::health::history;
-use bullsweep_core::ops::audited_sweep;
 use bullsweep_core::ops::trail::{AuditFilter, newest_audit_events};
 use bullsweep_policy::{Backend, EffectivePolicy, Permission, Resolution};
 use maud::{Markup, html};
@@ -35,16 +33,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
             "No governed queue with that key base is in view.",
         ));
     };
-    let run = scope::run_scope(&ctx, vec![q.clone()]);
-    let plan = audited_sweep(
-        &mut ctx.con,
-        &ctx.url,
-        &ctx.set,
-        run,
-        Mode::Plan,
-        &NoObserver,
-    )
-    .await?;
+    let plan = scope::plan(&mut ctx, vec![q.clone()]).await?;
     let link = format!("/queue?key={}&", urlencode(&base));
     let charts = charts_for(
         &mut ctx,
@@ -73,6 +62,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let may_sweep = covered && ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
         p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { @if q.backend == Backend::Bull { "legacy Bull" } @else { "BullMQ" } } }
+        @if ctx.set.bull_board.is_some() { p #bull-board { "Browse its jobs in " (crate::links::queue(&ctx, &q.base, q.backend)) } }
         @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
         h2 { "Next sweep: what plan would do" }
         @for qr in &plan.queues { (plan_table(qr)) }

@@ -30,7 +30,7 @@ pub async fn page(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let body = html! {
         dl.fields id="record" {
             dt { "Queue" } dd { code { (r.queue) } }
-            dt { "Job id" } dd { code { (r.id) } }
+            dt { "Job id" } dd { code { (r.id) } (crate::links::job(&ctx, &r.queue, r.backend, &r.id, r.encoding.as_deref())) }
             dt { "State" } dd { (r.state) @if let Some(role) = &r.role { " (" (role) ")" } }
             dt { "Finished" } dd { @if r.finished_on > 0 { (time(r.finished_on)) } @else { "not finished (taken along with a child)" } }
             dt { "Segment" } dd { a href=(format!("/archive/segment?name={}", urlencode(&segment))) { (segment) } }

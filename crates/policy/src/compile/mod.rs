@@ -2,9 +2,11 @@
 //! [`compile`] reads as its list of checks; each lives in the file named after what it checks:
 //! `schema` (unknown keys, all at once), `values` (durations, counts, rules, schedules),
 //! `privacy` (`pii:`, `subjects:`), `policies` (the lists and the file's settings), `targets`
-//! (audit, archive, notify, and the action check), `expiry` (`events:`, and where a `ttl` may
+//! (audit, archive, notify, and the action check), `bull_board` (the dashboard's links to
+//! bull-board), `expiry` (`events:`, and where a `ttl` may
 //! not be), `graph` (ties, `dependsOn` cycles) and `syntax` (parser errors, "did you mean").
 
+mod bull_board;
 mod doctor;
 mod expiry;
 mod graph;
@@ -178,6 +180,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     let audit = c.audit(&raw);
     let archive = c.archive(&raw);
     let notify = c.notify(&raw);
+    let bull_board = c.bull_board(&raw);
     c.actions_have_targets(&raw);
     c.ttl_conflicts(&raw);
     match (c.errors.is_empty(), audit, schedule) {
@@ -196,6 +199,7 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
             schedule,
             cost,
             doctor,
+            bull_board,
             warnings: c.warnings,
         }),
         _ => {

@@ -98,6 +98,11 @@ fn every_level_allows_exactly_its_raw_types_fields() {
         ("notify", keys(&at(&FILE, "notify")), fields::<RawNotify>()),
         ("doctor", keys(&at(&FILE, "doctor")), fields::<RawDoctor>()),
         (
+            "bullBoard",
+            keys(&at(&FILE, "bullBoard")),
+            fields::<RawBullBoard>(),
+        ),
+        (
             "webhook",
             keys(&at(&at(&FILE, "notify"), "webhook")),
             fields::<RawWebhook>(),
