@@ -127,13 +127,7 @@ pub async fn alerts(mut ctx: Ctx<'_>) -> Result<Response, Error> {
     let run = scope::run_scope(&ctx, queues);
     let report = memory_report(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
     let mut found = alerts_of(&mut ctx.con, &ctx.url, &ctx.set, ctx.env.as_deref(), report).await?;
-    if ctx.caller.token.tenant.is_some() {
-        found
-            .alerts
-            .retain(|a| a.queue.as_ref().is_some_and(|q| bases.contains(q)));
-        found.notes.clear();
-        found.errors.retain(|q, _| bases.contains(q));
-    }
+    scope::alerts_in_view(&ctx, &mut found, &bases);
     Ok(json(
         200,
         &json!({ "alerts": found.alerts, "notes": found.notes, "errors": found.errors }),
