@@ -67,11 +67,6 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
             "No governed queue with that key base is in view.",
         ));
     };
-    if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
-        return Err(Error::config(format!(
-            "no policy governs {base}: there is nothing to sweep; see its rules on the policies page"
-        )));
-    }
     let actor = ctx.caller.token.name.clone();
     let report = sweep_queue(&mut ctx, q, actor).await?;
     Ok(Response::text(303, "swept\n").with(
@@ -81,9 +76,15 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
 }
 
 /// Sweeps `q` now under its policy, as a run does, audited as done by `actor`: one bounded,
-/// locked run (waiting 5 s for a lock held elsewhere); a queue's error is the call's.
+/// locked run (waiting 5 s for a lock held elsewhere); a queue's error is the call's. A queue
+/// no policy governs is refused (a 400): there is nothing to sweep.
 pub async fn sweep_queue(ctx: &mut Ctx<'_>, q: QueueId, actor: String) -> Result<Report, Error> {
     let base = q.base.clone();
+    if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
+        return Err(Error::config(format!(
+            "no policy governs {base}: there is nothing to sweep; see its rules on the policies page"
+        )));
+    }
     let run = RunScope {
         lock_wait: Some(Duration::from_secs(5)),
         actor: Some(actor),

@@ -161,7 +161,8 @@ impl Dashboard {
     }
 
     /// [`Self::answer`], a GET bounded by [`PAGE_TIMEOUT`]: past it, the connection (which may
-    /// be stalled) is dropped for the next request and a 504 page says what happened.
+    /// be stalled) is dropped for the next request and a 504 page (a JSON error under
+    /// `/api/`) says what happened.
     async fn answer_within(&self, req: Request) -> Response {
         if req.method != "GET" {
             return self.answer(req).await;
@@ -182,7 +183,11 @@ impl Dashboard {
                     ),
                 );
                 if path.starts_with("/api/") {
-                    return api::error(504, "Redis did not answer in time; try again shortly");
+                    let message = format!(
+                        "Redis did not answer within {} s; the request was stopped",
+                        PAGE_TIMEOUT.as_secs()
+                    );
+                    return api::error(504, &message);
                 }
                 layout::html(504, layout::timed_out(&path, PAGE_TIMEOUT.as_secs()))
             }

@@ -4,6 +4,7 @@
 use crate::Ctx;
 use bullsweep_core::Error;
 use bullsweep_core::engine::{Inventory, Mode, NoObserver, Report};
+use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::trail::SegmentFilter;
 use bullsweep_core::ops::{self, RunScope, audited_sweep};
 use bullsweep_policy::{NamePattern, QueueId};
@@ -84,4 +85,17 @@ pub fn sees_job_key(ctx: &Ctx<'_>, key: &str) -> bool {
     key.rsplit_once(':')
         .and_then(|(base, _)| ctx.set.identify(base, ctx.env.as_deref()))
         .is_some_and(|q| token.sees(q.tenant.as_deref()))
+}
+
+/// What the caller may see of `found`, the alerts of the queues of key bases `bases`: all of
+/// it without a tenant; with one, the alerts of those queues only (none about the daemon or
+/// the database as a whole, which name the Redis server) and no notes.
+pub fn alerts_in_view(ctx: &Ctx<'_>, found: &mut AlertsReport, bases: &[String]) {
+    if ctx.caller.token.tenant.is_some() {
+        found
+            .alerts
+            .retain(|a| a.queue.as_ref().is_some_and(|q| bases.contains(q)));
+        found.notes.clear();
+        found.errors.retain(|q, _| bases.contains(q));
+    }
 }

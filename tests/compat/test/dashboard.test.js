@@ -1093,17 +1093,19 @@ test('the audit page pages 50 events at a time, with the count and links both wa
 
 let timedOut; // The 504 page a stalled Redis gives, for the accessibility pass below.
 
-test('a Redis stall does not hang a page: past 10 s a 504 page says what happened, and the next page answers', async () => {
+test('a Redis stall does not hang a page: past 10 s a 504 page (JSON under /api/) says what happened, and the next page answers', async () => {
   const side = redis.client(0);
   try {
     // A page now reads the session key afresh if it was stale, so the next one needs Redis
     // only for its own figures.
     assert.equal((await get('/', TOKENS.admin)).status, 200);
     await side.call('CLIENT', 'PAUSE', '11500', 'ALL');
-    const r = await get('/', TOKENS.admin);
+    const [r, api] = await Promise.all([get('/', TOKENS.admin), get('/api/v1/queues', TOKENS.admin)]);
     assert.equal(r.status, 504);
     timedOut = await r.text();
     assert.match(timedOut, /Redis did not answer within 10 s/);
+    assert.equal(api.status, 504, 'the JSON API too');
+    assert.match((await api.json()).error, /Redis did not answer within 10 s/);
     await waitFor('the pause ends and the overview answers', async () => (await get('/', TOKENS.admin)).status === 200, 30000);
   } finally {
     side.disconnect();
@@ -1135,6 +1137,14 @@ test('every page passes axe at 1,400 and 390 px, light and dark, and nothing scr
   const segment = listing.match(/data-segment="([^"]+)"/)[1];
   const segmentHtml = await (await get(`/archive/segment?name=${encodeURIComponent(segment)}`, TOKENS.admin)).text();
   const record = segmentHtml.match(/href="(\/archive\/record\?[^"]+)"/)[1].replace(/&amp;/g, '&');
+  // Another tenant's archived job is not in a tenant token's view, by its link or otherwise.
+  const globexSegment = listing.match(/data-segment="(globex\/[^"]+)"/)[1];
+  const globexHtml = await (await get(`/archive/segment?name=${encodeURIComponent(globexSegment)}`, TOKENS.admin)).text();
+  const globexRecord = globexHtml.match(/href="(\/archive\/record\?[^"]+)"/)[1].replace(/&amp;/g, '&');
+  assert.equal((await get(globexRecord, TOKENS.admin)).status, 200);
+  const refused = await get(globexRecord, TOKENS.acme);
+  assert.equal(refused.status, 404);
+  assert.doesNotMatch(await refused.text(), /globex/);
   const none = await (await get('/archive?queue=no-such-queue', TOKENS.admin)).text();
   assert.match(none, /data-empty="filters"[^>]*>No segment matches these filters/, 'an empty archive says why');
   const pages = ['/', '/queue?key=bull:acme:billing', '/effectiveness', '/effectiveness?range=7d', '/policies?queue=bull:acme:billing',

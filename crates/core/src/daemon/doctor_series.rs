@@ -2,7 +2,7 @@
 //! Redis by every replica, so that they agree), what this replica repaired, and when the
 //! last run ended.
 
-use super::metrics::QueueLabels;
+use super::queue_labels::QueueLabels;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -27,6 +27,7 @@ pub mod http;
 mod listeners;
 pub mod metrics;
 mod process;
+mod queue_labels;
 mod queue_run;
 mod queue_series;
 mod run_observer;

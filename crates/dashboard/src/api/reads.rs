@@ -124,13 +124,7 @@ pub async fn alerts(mut ctx: Ctx<'_>) -> Result<Response, Error> {
     let queues = scope::inventory(&mut ctx).await?.managed;
     let bases: Vec<String> = queues.iter().map(|q| q.base.clone()).collect();
     let (_, mut found, _) = measures(&mut ctx, queues).await?;
-    if ctx.caller.token.tenant.is_some() {
-        found
-            .alerts
-            .retain(|a| a.queue.as_ref().is_some_and(|q| bases.contains(q)));
-        found.notes.clear();
-        found.errors.retain(|q, _| bases.contains(q));
-    }
+    scope::alerts_in_view(&ctx, &mut found, &bases);
     Ok(json(
         200,
         &json!({ "alerts": found.alerts, "notes": found.notes, "errors": found.errors }),

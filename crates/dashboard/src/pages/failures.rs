@@ -32,7 +32,9 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
         }
     }
     let run = scope::run_scope(&ctx, inv.managed.clone());
-    let found = alerts(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
+    let mut found = alerts(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
+    let bases: Vec<String> = inv.managed.iter().map(|q| q.base.clone()).collect();
+    scope::alerts_in_view(&ctx, &mut found, &bases);
     let quarantined: Option<(u64, Vec<Entry>)> = if ctx.caller.token.tenant.is_none() {
         let n: u64 = redis::cmd("XLEN")
             .arg(AUDIT_QUARANTINE)

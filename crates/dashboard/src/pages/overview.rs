@@ -92,8 +92,9 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     };
     let options = FilterOptions::of(&ctx.set, &inv.managed);
     let chosen = filter.chosen(&ctx.set, &inv.managed);
-    let (report, alerts, age) = measures(&mut ctx, chosen).await?;
+    let (report, mut alerts, age) = measures(&mut ctx, chosen).await?;
     let bases: Vec<String> = report.queues.iter().map(|q| q.key.clone()).collect();
+    scope::alerts_in_view(&ctx, &mut alerts, &bases);
     let last = records::last_runs(&mut ctx.con, &bases)
         .await
         .map_err(|e| Error::redis(&ctx.url, &e))?;
