@@ -23,7 +23,7 @@ const { BullMQAdapter } = require('@bull-board/api/bullMQAdapter');
 const { ExpressAdapter } = require('@bull-board/express');
 const { FastifyAdapter } = require('@bull-board/fastify');
 const Fastify = require('fastify');
-const { chromium } = require('playwright-core');
+const { launchChromium } = require('../lib/browser');
 const {
   startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep, copyDatabase, sleep, BIN,
 } = require('../lib/harness');
@@ -152,11 +152,7 @@ before(async () => {
   ({ server, boards } = await boardApp(boardPort));
   await Promise.all(boards.map((b) => b.integration.refresh()));
   ({ app: fastifyApp, url: fastifyUrl } = await fastifyBoard());
-  browser = await chromium.launch({
-    executablePath: process.env.BULLSWEEP_CHROMIUM || '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {

@@ -10,7 +10,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Queue } = require('bullmq');
-const { chromium } = require('playwright-core');
+const { launchChromium } = require('../lib/browser');
 const {
   startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep,
 } = require('../lib/harness');
@@ -112,11 +112,7 @@ before(async () => {
   port = await freePort();
   daemon = startDaemon([...args, '--listen', `127.0.0.1:${port}`, '--dashboard', '--dashboard-tokens', tokens]);
   await waitFor('the dashboard answers', async () => (await get('/login').catch(() => ({}))).status === 200);
-  browser = await chromium.launch({
-    executablePath: process.env.BULLSWEEP_CHROMIUM || '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 
 // Everything opened is closed, so that the suite's next file runs.
