@@ -44,8 +44,17 @@ function defaultKeyOf(queue) {
   return `${prefix}:${queue.name}`;
 }
 
-/** A user name that can travel in an HTTP header (Latin-1, no control characters). */
-const HEADER_SAFE = /^[\x20-\x7e\u00a0-\u00ff]+$/;
+/** A character a user name may not hold: control characters (a line break would end the header). */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * A user name as a header value: its UTF-8 bytes, one character each (fetch sends a header's
+ * characters as bytes; the daemon reads the bytes as UTF-8).
+ * @param {string} user
+ */
+function headerValue(user) {
+  return Buffer.from(user, 'utf8').toString('latin1');
+}
 
 /**
  * Creates the integration.
@@ -101,10 +110,10 @@ function bullsweepBoard(options = {}) {
       if (!user) {
         throw new BullsweepError(401, 'Clean on a queue bullsweep governs is audited with the signed-in user, and bull-board names none (see userOf).');
       }
-      if (!HEADER_SAFE.test(user)) {
-        throw new BullsweepError(400, `the user name ${JSON.stringify(user)} cannot be sent to bullsweep (Latin-1 only)`);
+      if (CONTROL.test(user)) {
+        throw new BullsweepError(400, 'the signed-in user\'s name holds a control character, so it cannot be sent to bullsweep');
       }
-      const swept = await source.sweep(entry.key, user);
+      const swept = await source.sweep(entry.key, headerValue(user));
       // Not governed any more (the policy file changed since it was read): bull-board's own.
       if (!swept) return own(status, graceMs);
     };

@@ -11,7 +11,7 @@ use bullsweep_core::Error;
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response, first};
 use bullsweep_core::engine::forget::{ForgetRequest, Receipt};
-use bullsweep_core::engine::{Mode, NoObserver, Report};
+use bullsweep_core::engine::{Mode, NoObserver, QueueSkipped, Report};
 use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest, Restored};
 use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
 use bullsweep_policy::{Permission, QueueId, Resolution};
@@ -68,7 +68,13 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
         ));
     };
     let actor = ctx.caller.token.name.clone();
-    let report = sweep_queue(&mut ctx, q, actor).await?;
+    let Swept::Done(report) = sweep_queue(&mut ctx, q, actor).await? else {
+        let body = html! { p.notice.bad role="alert" { "Not swept: " (LOCKED) "." } };
+        return Ok(layout::html(
+            409,
+            layout::page("Not swept", "/", ctx.caller, None, body),
+        ));
+    };
     Ok(Response::text(303, "swept\n").with(
         "location",
         format!("/queue?key={}&swept={}", urlencode(&base), report.done()),
@@ -78,7 +84,7 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
 /// Sweeps `q` now under its policy, as a run does, audited as done by `actor`: one bounded,
 /// locked run (waiting 5 s for a lock held elsewhere); a queue's error is the call's. A queue
 /// no policy governs is refused (a 400): there is nothing to sweep.
-pub async fn sweep_queue(ctx: &mut Ctx<'_>, q: QueueId, actor: String) -> Result<Report, Error> {
+pub async fn sweep_queue(ctx: &mut Ctx<'_>, q: QueueId, actor: String) -> Result<Swept, Error> {
     let base = q.base.clone();
     if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
         return Err(Error::config(format!(
@@ -102,8 +108,28 @@ pub async fn sweep_queue(ctx: &mut Ctx<'_>, q: QueueId, actor: String) -> Result
     if let Some(e) = report.queues.iter().find_map(|r| r.error.clone()) {
         return Err(Error::runtime(format!("{base}: {e}")));
     }
-    Ok(report)
+    if report
+        .queues
+        .iter()
+        .any(|r| r.skipped == Some(QueueSkipped::Locked))
+    {
+        return Ok(Swept::Locked);
+    }
+    Ok(Swept::Done(report))
 }
+
+/// What a sweep asked for now did.
+pub enum Swept {
+    /// It ran; what it did.
+    Done(Report),
+    /// Another sweep (the daemon's, or another person's) held the queue's lock past the wait:
+    /// nothing was done.
+    Locked,
+}
+
+/// What a caller is told when [`Swept::Locked`].
+pub const LOCKED: &str = "another sweep holds this queue's lock (the daemon's scheduled sweep, \
+                          or another person's); nothing was done; try again in a moment";
 
 async fn restore(
     mut ctx: Ctx<'_>,

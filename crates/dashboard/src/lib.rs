@@ -245,6 +245,18 @@ impl Dashboard {
         }
         let ctx = match self.context(&caller).await {
             Ok(ctx) => ctx,
+            Err(e) if caller.token.tenant.is_some() && e.kind == ErrorKind::Config => {
+                // The policy file's errors quote every tenant's policies and the file's path.
+                bullsweep_base::log::log_repeated(
+                    "dashboard-policy-file",
+                    "error",
+                    &format!("dashboard: {}", e.clone().with_hint_inline()),
+                );
+                let e = Error::config(
+                    "the policy file in force cannot be read; the daemon's log says why",
+                );
+                return error_page(&caller, &e);
+            }
             Err(e) => return error_page(&caller, &e),
         };
         let result = match req.method.as_str() {
@@ -418,16 +430,24 @@ fn unavailable(e: Error) -> Response {
 /// A page saying what went wrong and what to try: 400 for what the request asked (a bad
 /// filter, an erasure without a subject), 500 for the rest. A hint may name what the whole
 /// database and policy file hold (every tenant, another tenant's key bases: "did you mean
-/// `bull:globex:mail`"), so a token with a tenant is shown the message alone.
+/// `bull:globex:mail`"), so a token with a tenant is shown the message alone, and of a Redis
+/// error only that Redis failed.
 fn error_page(caller: &Caller, e: &Error) -> Response {
     let status = if e.kind == ErrorKind::Config {
         400
     } else {
         500
     };
-    let hint = e.hint.as_ref().filter(|_| caller.token.tenant.is_none());
+    let tenant_view = caller.token.tenant.is_some();
+    let hint = e.hint.as_ref().filter(|_| !tenant_view);
+    // Redis's messages name the server; a tenant is told only that it failed.
+    let message = if tenant_view && e.kind == ErrorKind::Redis {
+        "Redis failed or cannot be reached; the daemon's log says why."
+    } else {
+        e.message.as_str()
+    };
     let body = maud::html! {
-        p.notice.bad role="alert" { (e.message) }
+        p.notice.bad role="alert" { (message) }
         @if let Some(hint) = hint { p { (hint) } }
     };
     layout::html(

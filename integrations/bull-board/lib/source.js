@@ -26,8 +26,20 @@ class BullsweepError extends Error {
   }
 }
 
-/** How long one call to the daemon or the binary may take before it counts as failed. */
+/** How long one read from the daemon or the binary may take before it counts as failed. */
 const DEFAULT_TIMEOUT_MS = 10000;
+/** How long a sweep may take: up to 5 s waiting for the queue's lock, then the sweep. */
+const DEFAULT_SWEEP_TIMEOUT_MS = 120000;
+
+/**
+ * Logs what went wrong for the app's operators; bull-board's users are told less (an address
+ * or a command line may hold credentials).
+ * @param {string} what
+ * @param {unknown} detail
+ */
+function logDetail(what, detail) {
+  console.error(`@bullsweep/bull-board: ${what}:`, detail);
+}
 
 /**
  * The daemon's API (`bullsweep daemon --dashboard`): reads with GET /api/v1/queue, sweeps with
@@ -40,24 +52,33 @@ class DaemonSource {
    */
   constructor(daemon, dashboardUrl) {
     if (!daemon.url || !daemon.token) throw new TypeError('daemon needs { url, token }');
+    const parsed = new URL(daemon.url);
+    if (parsed.username || parsed.password) {
+      throw new TypeError('daemon.url may not hold a user or password: the token is the credential');
+    }
     this.url = daemon.url.replace(/\/+$/, '');
     this.token = daemon.token;
     this.timeoutMs = daemon.timeoutMs || DEFAULT_TIMEOUT_MS;
+    this.sweepTimeoutMs = daemon.sweepTimeoutMs || DEFAULT_SWEEP_TIMEOUT_MS;
     this.dashboardUrl = dashboardUrl.replace(/\/+$/, '');
     this.canSweep = true;
   }
 
   /** @returns {Promise<{status: number, body: any}>} */
-  async call(method, path, headers = {}) {
+  async call(method, path, headers = {}, timeoutMs = this.timeoutMs) {
     let res;
     try {
       res = await fetch(`${this.url}${path}`, {
         method,
         headers: { authorization: `Bearer ${this.token}`, accept: 'application/json', ...headers },
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (e) {
-      throw new BullsweepError(503, `bullsweep at ${this.url} did not answer: ${e.message}`);
+      logDetail(`${method} ${this.url}${path}`, e);
+      const late = e.name === 'TimeoutError'
+        ? `did not answer within ${Math.round(timeoutMs / 1000)} s${method === 'POST' ? ' (a sweep may still be running)' : ''}`
+        : 'cannot be reached';
+      throw new BullsweepError(503, `bullsweep ${late}; the app's log says more`);
     }
     const text = await res.text();
     let body;
@@ -97,16 +118,18 @@ class DaemonSource {
   }
 
   /**
-   * One bounded, audited sweep of `key` under its policy, on behalf of `user`; null when the
-   * queue is not governed (409), so there is nothing to sweep by.
+   * One bounded, audited sweep of `key` under its policy, on behalf of `user` (as a header
+   * value); null when the queue is not governed (409), so there is nothing to sweep by; an
+   * error when another sweep holds the queue's lock (423), so nothing was done.
    * @param {string} key
    * @param {string} user
    * @returns {Promise<{done: number}|null>}
    */
   async sweep(key, user) {
     const { status, body } = await this.call('POST', `/api/v1/queue/sweep?key=${encodeURIComponent(key)}`,
-      { 'x-bullsweep-on-behalf-of': user });
+      { 'x-bullsweep-on-behalf-of': user }, this.sweepTimeoutMs);
     if (status === 409) return null;
+    if (status === 423) throw new BullsweepError(409, `not swept: ${body.error || 'another sweep holds the queue'}`);
     if (status !== 200) throw new BullsweepError(status === 403 ? 403 : 502, `bullsweep refused the sweep (${status}): ${body.error || ''}`);
     return body;
   }
@@ -136,20 +159,24 @@ class ExplainSource {
     const args = [...this.args, 'explain', '--json', '--backend', backend, key];
     return new Promise((resolve, reject) => {
       execFile(this.bin, args, { timeout: this.timeoutMs }, (err, stdout, stderr) => {
-        if (err) {
-          reject(new BullsweepError(503, `bullsweep explain failed: ${(stderr || err.message).trim()}`));
-          return;
-        }
+        // A tie exits 2 with its JSON on stdout; any other failure is told by its exit alone
+        // (the command line may hold a Redis URL, stderr its host), with the rest in the log.
         let effective;
         try {
           effective = JSON.parse(stdout);
-        } catch (e) {
-          reject(new BullsweepError(502, `bullsweep explain printed no JSON: ${e.message}`));
+        } catch {
+          effective = null;
+        }
+        if (!effective || typeof effective !== 'object') {
+          logDetail(`${this.bin} explain ${key}`, (stderr || (err && err.message) || 'no JSON').trim());
+          const how = err && err.killed ? 'timed out' : `failed${err && err.code !== undefined ? ` (exit ${err.code})` : ''}`;
+          reject(new BullsweepError(503, `bullsweep explain ${how}; the app's log says why`));
           return;
         }
+        const tie = Array.isArray(effective.tie);
         resolve({
           key,
-          status: effective.policy ? 'governed' : 'uncovered',
+          status: tie ? 'tie' : effective.policy ? 'governed' : 'uncovered',
           policy: effective.policy || null,
           effective: effective.policy ? effective : null,
           dashboardUrl: this.dashboardUrl ? `${this.dashboardUrl}/queue?key=${encodeURIComponent(key)}` : null,

@@ -249,6 +249,8 @@ test('audit and archive: a tenant reads its own events and segments; a viewer re
   for (const role of ROLES) {
     const { json } = await api('GET', '/api/v1/audit?action=archive', TOKENS[role]);
     assert.ok(json.events.length >= 1, role);
+    // The trail's numbers count every tenant's events: a tenant is not shown them.
+    assert.equal(json.events.every((e) => e.seq === undefined), role === 'acmeOps', role);
     assert.ok(json.events.every((e) => e.queueKey === 'bull:acme:exports'));
     const segments = (await api('GET', '/api/v1/archive', TOKENS[role])).json.segments;
     assert.deepEqual([...new Set(segments.map((s) => s.queue))], ['bull:acme:exports'], role);
@@ -305,6 +307,11 @@ test('sweep now: operators only, audited as the token for the user an integratio
   assert.equal((await api('POST', '/api/v1/queue/sweep?key=bull:globex:payroll', TOKENS.acmeOps)).status, 404);
   assert.equal((await api('POST', '/api/v1/queue/sweep?key=bull:acme:adhoc', TOKENS.operator)).status, 409);
   assert.equal((await api('POST', '/api/v1/queue/sweep', TOKENS.operator)).status, 400);
+  // Another sweep holds the queue's lock past the 5 s wait: nothing is done, and it says so.
+  await client.set('bullsweep:lock:bull:acme:billing', 'another-run', 'PX', 60000);
+  const held = await api('POST', '/api/v1/queue/sweep?key=bull:acme:billing', TOKENS.operator);
+  await client.del('bullsweep:lock:bull:acme:billing');
+  assert.equal(held.status, 423, held.text);
   assert.deepEqual(await billing.getJobCounts('completed', 'failed'), before);
   const res = await api('POST', '/api/v1/queue/sweep?key=bull:acme:billing', TOKENS.acmeOps, { headers: { 'x-bullsweep-on-behalf-of': 'bob\n' } });
   assert.equal(res.status, 200, res.text);

@@ -286,3 +286,31 @@ test("with bull-board's Fastify adapter, Clean on a governed queue is swept for 
   assert.ok(events.length > 0 && events.every((e) => e.actor === `bull-board-app for ${USER}`), JSON.stringify(events.map((e) => e.actor)));
   assert.equal(events.reduce((n, e) => n + e.jobCount, 0), 25);
 });
+
+test('a user name beyond Latin-1 is audited intact, and a failed explain shows no command line', async () => {
+  await finishJobs(queues.billing, redis.connection(0), 5);
+  const integration = bullsweepBoard({ daemon: { url: daemonUrl, token: OPS } });
+  const billing = integration.adapt(new BullMQAdapter(queues.billing));
+  const user = 'Łukasz Żółć';
+  // The middleware carries the signed-in user to Clean, as in an Express app.
+  await new Promise((resolve, reject) => {
+    integration.express()({ user }, {}, (e) => (e ? reject(e) : billing.clean('completed', 5000).then(resolve, reject)));
+  });
+  const audit = await bullsweep([...args, '--json', 'audit', 'query', '--queue', 'billing']);
+  const events = audit.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(events.filter((e) => e.actor === `bull-board-app for ${user}`).reduce((n, e) => n + e.jobCount, 0), 5,
+    JSON.stringify(events.map((e) => e.actor)));
+  // The command line of `explain` may hold a Redis URL: bull-board's users never see it.
+  const leaky = bullsweepBoard({
+    explain: { bin: BIN, config: path.join(dir, 'missing.yaml'), args: ['--redis', 'redis://:SuperSecretPw@127.0.0.1:1/0'] },
+    clean: 'block',
+  });
+  const adapter = leaky.adapt(new BullMQAdapter(queues.billing));
+  await leaky.refresh();
+  const rejected = await adapter.clean('completed', 5000).then(() => null, (e) => e);
+  assert.ok(rejected, 'Clean is refused when bullsweep cannot be asked');
+  for (const text of [rejected.message, adapter.getDescription()]) {
+    assert.doesNotMatch(text, /SuperSecretPw|--redis|missing\.yaml/, text);
+  }
+  assert.throws(() => bullsweepBoard({ daemon: { url: 'http://u:p@127.0.0.1:1', token: OPS } }), /may not hold a user or password/);
+});

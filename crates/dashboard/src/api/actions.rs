@@ -6,7 +6,7 @@
 use super::reads::not_in_view;
 use super::{allowed, body, error, json, param};
 use crate::Ctx;
-use crate::actions::{erasure_of, restore_job, sweep_queue};
+use crate::actions::{LOCKED, Swept, erasure_of, restore_job, sweep_queue};
 use crate::pages::erasure::Form;
 use crate::scope;
 use bullsweep_core::Error;
@@ -40,7 +40,7 @@ fn actor(ctx: &Ctx<'_>, req: &Request) -> String {
 }
 
 /// `POST /api/v1/queue/sweep?key=`: one bounded, audited sweep of a governed queue under its
-/// policy; 409 for a queue no policy governs.
+/// policy; 409 for a queue no policy governs, 423 while another sweep holds its lock.
 pub async fn sweep(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     if let Err(answer) = allowed(&ctx, Permission::SweepNow, "sweep a queue") {
         return Ok(answer);
@@ -58,7 +58,9 @@ pub async fn sweep(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         ));
     }
     let actor = actor(&ctx, req);
-    let report = sweep_queue(&mut ctx, q, actor.clone()).await?;
+    let Swept::Done(report) = sweep_queue(&mut ctx, q, actor.clone()).await? else {
+        return Ok(error(423, LOCKED));
+    };
     Ok(json(
         200,
         &json!({ "queue": key, "done": report.done(), "actor": actor, "report": report }),

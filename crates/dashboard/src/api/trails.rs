@@ -42,7 +42,7 @@ fn number<T: std::str::FromStr>(req: &Request, name: &str) -> Result<Option<T>, 
 /// meanwhile push older ones to later offsets, so a page may repeat one, never skip one). At
 /// most [`AUDIT_LINES`] lines of the trail are read for one page (`truncated` then, with
 /// `since` or another filter to narrow the read). The flow parents of an event are named
-/// only when the caller may see their queue.
+/// only when the caller may see their queue; a tenant gets no `seq` nor `source`.
 pub async fn audit(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let (limit, offset) = match (
         number::<usize>(req, "limit"),
@@ -76,6 +76,16 @@ pub async fn audit(ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let mut events: Vec<_> = tail.events.into_iter().skip(offset).take(limit).collect();
     for e in &mut events {
         e.related_jobs.retain(|r| scope::sees_job_key(&ctx, &r.key));
+    }
+    let mut events = serde_json::to_value(events).unwrap_or_default();
+    if ctx.caller.token.tenant.is_some() {
+        // A tenant is not shown the trail's numbers: they count every tenant's events.
+        for e in events.as_array_mut().into_iter().flatten() {
+            if let Some(e) = e.as_object_mut() {
+                e.remove("seq");
+                e.remove("source");
+            }
+        }
     }
     Ok(json(
         200,

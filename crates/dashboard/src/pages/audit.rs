@@ -97,10 +97,11 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
         }
         (pager(req, page, pages, matched))
         div.wrap { table id="events" {
-            thead { tr { th.n.opt scope="col" { "#" } th scope="col" { "Time" } th.opt scope="col" { "Status" } th scope="col" { "Action" } th.opt scope="col" { "State" } th scope="col" { "Queue" } th.n scope="col" { "Jobs" } th.opt scope="col" { "Parents taken along" } th.opt scope="col" { "Policy" } th.opt scope="col" { "Run / request" } th.opt scope="col" { "By" } } }
+            thead { tr { @if !tenant_view { th.n.opt scope="col" { "#" } } th scope="col" { "Time" } th.opt scope="col" { "Status" } th scope="col" { "Action" } th.opt scope="col" { "State" } th scope="col" { "Queue" } th.n scope="col" { "Jobs" } th.opt scope="col" { "Parents taken along" } th.opt scope="col" { "Policy" } th.opt scope="col" { "Run / request" } th.opt scope="col" { "By" } } }
             tbody { @for e in events.iter().take(PAGE) {
-                tr data-seq=(e.seq) data-source=(e.source.as_deref().unwrap_or("")) {
-                    td.n.opt { (e.seq) } td.nowrap { (iso(e.timestamp)) }
+                // A tenant is not shown the trail's numbers: they count every tenant's events.
+                tr data-seq=[(!tenant_view).then_some(e.seq)] data-source=[(!tenant_view).then(|| e.source.as_deref().unwrap_or(""))] {
+                    @if !tenant_view { td.n.opt { (e.seq) } } td.nowrap { (iso(e.timestamp)) }
                     td.opt class=(if e.status == AuditStatus::Success { "ok" } else { "bad" }) { (e.status) @if let Some(d) = &e.error_detail { br; span.muted { (d) } } }
                     td { (e.context.action) } td.opt { (e.context.state) }
                     td.key { @if e.context.action == "archive" { a href=(format!("/archive?queue={}", urlencode(&e.context.queue_key))) { (e.context.queue_key) } } @else { (e.context.queue_key) } }
