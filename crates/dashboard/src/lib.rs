@@ -245,19 +245,14 @@ impl Dashboard {
         }
         let ctx = match self.context(&caller).await {
             Ok(ctx) => ctx,
-            Err(e) if caller.token.tenant.is_some() && e.kind == ErrorKind::Config => {
-                // The policy file's errors quote every tenant's policies and the file's path.
+            Err(e) => {
                 bullsweep_base::log::log_repeated(
-                    "dashboard-policy-file",
+                    "dashboard-context",
                     "error",
                     &format!("dashboard: {}", e.clone().with_hint_inline()),
                 );
-                let e = Error::config(
-                    "the policy file in force cannot be read; the daemon's log says why",
-                );
-                return error_page(&caller, &e);
+                return error_page(&caller, &e, true);
             }
-            Err(e) => return error_page(&caller, &e),
         };
         let result = match req.method.as_str() {
             "POST" => actions::route(ctx, &req).await,
@@ -269,7 +264,7 @@ impl Dashboard {
                 if e.kind != ErrorKind::Config {
                     *self.con.lock().await = None;
                 }
-                error_page(&caller, &e)
+                error_page(&caller, &e, false)
             }
         }
     }
@@ -430,9 +425,9 @@ fn unavailable(e: Error) -> Response {
 /// A page saying what went wrong and what to try: 400 for what the request asked (a bad
 /// filter, an erasure without a subject), 500 for the rest. A hint may name what the whole
 /// database and policy file hold (every tenant, another tenant's key bases: "did you mean
-/// `bull:globex:mail`"), so a token with a tenant is shown the message alone, and of a Redis
-/// error only that Redis failed.
-fn error_page(caller: &Caller, e: &Error) -> Response {
+/// `bull:globex:mail`"), so a token with a tenant is shown the message alone, as
+/// [`scope::told`] words it (`reading_policy`: the policy file in force could not be read).
+fn error_page(caller: &Caller, e: &Error, reading_policy: bool) -> Response {
     let status = if e.kind == ErrorKind::Config {
         400
     } else {
@@ -440,12 +435,7 @@ fn error_page(caller: &Caller, e: &Error) -> Response {
     };
     let tenant_view = caller.token.tenant.is_some();
     let hint = e.hint.as_ref().filter(|_| !tenant_view);
-    // Redis's messages name the server; a tenant is told only that it failed.
-    let message = if tenant_view && e.kind == ErrorKind::Redis {
-        "Redis failed or cannot be reached; the daemon's log says why."
-    } else {
-        e.message.as_str()
-    };
+    let message = scope::told(e, tenant_view, reading_policy);
     let body = maud::html! {
         p.notice.bad role="alert" { (message) }
         @if let Some(hint) = hint { p { (hint) } }

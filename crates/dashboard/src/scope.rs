@@ -99,3 +99,19 @@ pub fn alerts_in_view(ctx: &Ctx<'_>, found: &mut AlertsReport, bases: &[String])
         found.errors.retain(|q, _| bases.contains(q));
     }
 }
+
+/// What a reader is told of `e`: a token that sees every tenant, the message; a tenant's
+/// token, of a Redis error only that Redis failed (the message names the server) and, when
+/// the policy file in force could not be read (`reading_policy`), only that (its errors quote
+/// every tenant's policies and the file's path); its other errors (what it asked) as they are.
+pub fn told(e: &Error, tenant_view: bool, reading_policy: bool) -> &str {
+    match (tenant_view, e.kind) {
+        (true, bullsweep_core::ErrorKind::Redis) => {
+            "Redis failed or cannot be reached; the daemon's log says why"
+        }
+        (true, bullsweep_core::ErrorKind::Config) if reading_policy => {
+            "the policy file in force cannot be read; the daemon's log says why"
+        }
+        _ => e.message.as_str(),
+    }
+}

@@ -75,11 +75,7 @@ pub fn failure(e: &Error, tenant_view: bool) -> Response {
         ErrorKind::Redis => 503,
         _ => 500,
     };
-    let message = if tenant_view && e.kind == ErrorKind::Redis {
-        "Redis failed or cannot be reached; the daemon's log says why"
-    } else {
-        e.message.as_str()
-    };
+    let message = crate::scope::told(e, tenant_view, false);
     let mut body = serde_json::json!({ "error": message, "kind": e.kind.as_str() });
     if let (Some(hint), false) = (&e.hint, tenant_view) {
         body["hint"] = serde_json::json!(hint);
@@ -96,13 +92,7 @@ pub fn unavailable(e: &Error, tenant_view: bool) -> Response {
         "error",
         &format!("dashboard API: {}", e.clone().with_hint_inline()),
     );
-    let message = match (tenant_view, e.kind) {
-        (false, _) => e.message.as_str(),
-        (true, ErrorKind::Config) => {
-            "the policy file in force cannot be read; the daemon's log says why"
-        }
-        (true, _) => "Redis failed or cannot be reached; the daemon's log says why",
-    };
+    let message = crate::scope::told(e, tenant_view, true);
     json(
         503,
         &serde_json::json!({ "error": message, "kind": e.kind.as_str() }),
