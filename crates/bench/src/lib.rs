@@ -5,12 +5,13 @@
 //!
 //! The contenders are in `contenders`, the probe and Redis counters in `probe`, the Node
 //! runner in `node`, the figures and their table in `report`, and `--strategy event`, `scale`,
-//! `cluster`, `report`, `pending`, `source` (in `source_link`), `doctor`, `expire` (with its
+//! `cluster`, `daemon-cluster`, `report`, `pending`, `source` (in `source_link`), `doctor`, `expire` (with its
 //! memory series in `series`) and `trim` (in `events_trim`) in their own modules.
 #![deny(missing_docs)]
 
 mod cluster;
 mod contenders;
+mod daemon_cluster;
 mod doctor;
 mod event;
 mod event_bull;
@@ -61,6 +62,9 @@ pub enum Strategy {
     /// The same sweep on one Redis and on a 3-primary Redis Cluster (queues on different
     /// primaries swept in parallel): jobs/s, and each primary's bystander p99.
     Cluster,
+    /// `bullsweep daemon` on a 3-primary Redis Cluster with 300 due queues: seconds until all
+    /// are swept, one primary at a time against side by side.
+    DaemonCluster,
     /// `report` on `--jobs` jobs: its Redis CPU and longest call, against the exact measure
     /// (`MEMORY USAGE … SAMPLES 0` of every key).
     Report,
@@ -152,6 +156,9 @@ pub(crate) const BASE: &str = "bull:bench";
 pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     if args.strategy == Strategy::Cluster {
         return cluster::run(args).await;
+    }
+    if args.strategy == Strategy::DaemonCluster {
+        return daemon_cluster::run(args).await;
     }
     let (server, url) = match &args.redis {
         Some(url) => (None, url.clone()),
@@ -304,6 +311,7 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         | Strategy::BullEvent
         | Strategy::Scale
         | Strategy::Cluster
+        | Strategy::DaemonCluster
         | Strategy::Report
         | Strategy::Pending
         | Strategy::Source

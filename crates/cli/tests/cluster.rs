@@ -9,6 +9,7 @@ mod common;
 
 use bullsweep_testkit::redis_server::ROLE_PASSWORD;
 use bullsweep_testkit::{PrivateCluster, PrivateRedis, Role, SeedSpec, seed_queue};
+use common::cluster::*;
 use common::*;
 use redis::{Commands, Value};
 use std::collections::BTreeMap;
@@ -35,18 +36,6 @@ policies:
   - { name: rest, queueNamePattern: '*', rules: { completed: { maxAge: 2d } } }
 ";
 
-fn bullsweep(dir: &Path, url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-        .arg("--redis")
-        .arg(url)
-        .arg("--config")
-        .arg(dir.join("bullsweep.yaml"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("bullsweep runs")
-}
-
 /// A directory with the policy file, its archive inside.
 fn workdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("dir");
@@ -55,32 +44,6 @@ fn workdir() -> tempfile::TempDir {
     let text = POLICY.replace("ARCHIVE", &archive.display().to_string());
     std::fs::write(dir.path().join("bullsweep.yaml"), text).expect("policy");
     dir
-}
-
-/// Runs `f` to its end on a runtime of its own.
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
-/// Seeds hash-tagged queues into the cluster (each pipeline stays in its queue's slot).
-fn seed_cluster(cluster: &PrivateCluster, specs: &[SeedSpec], now: i64) {
-    block_on(async {
-        let mut con = cluster
-            .client()
-            .expect("client")
-            .get_async_connection()
-            .await
-            .expect("cluster connection");
-        for s in specs {
-            seed_queue(&mut con, s, now)
-                .await
-                .expect("seed the cluster");
-        }
-    });
 }
 
 /// Seeds every queue into a standalone server.
@@ -94,48 +57,6 @@ fn seed_all(client: &redis::Client, now: i64) {
             seed_queue(&mut con, &s, now).await.expect("seed");
         }
     });
-}
-
-/// Every key of the tagged queues with what it holds, comparable across servers: sorted sets
-/// and lists by their members, hashes by their fields; the events streams by what their
-/// events add up to (their ids carry the time, and a batch's size its time budget).
-fn keyspace(con: &mut impl redis::ConnectionLike, keys: Vec<String>) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for key in keys {
-        let kind: String = redis::cmd("TYPE").arg(&key).query(con).expect("type");
-        let value = match kind.as_str() {
-            "zset" => format!(
-                "{:?}",
-                con.zrange_withscores::<_, Vec<(String, i64)>>(&key, 0, -1)
-            ),
-            "list" => format!("{:?}", con.lrange::<_, Vec<String>>(&key, 0, -1)),
-            "hash" => {
-                let mut h: Vec<(String, String)> = con.hgetall(&key).expect("hash");
-                h.sort();
-                format!("{h:?}")
-            }
-            // Events per batch follow the time budget: what they add up to is compared.
-            "stream" => {
-                let entries: redis::streams::StreamRangeReply =
-                    con.xrange_all(&key).expect("xrange");
-                let mut sums: BTreeMap<String, u64> = BTreeMap::new();
-                for e in &entries.ids {
-                    let field = |name: &str| -> Option<String> {
-                        e.map
-                            .get(name)
-                            .and_then(|v| redis::from_redis_value(v.clone()).ok())
-                    };
-                    let event = field("event").unwrap_or_default();
-                    let count = field("count").and_then(|c| c.parse().ok()).unwrap_or(1);
-                    *sums.entry(event).or_default() += count;
-                }
-                format!("{sums:?}")
-            }
-            other => other.to_string(),
-        };
-        out.insert(key, value);
-    }
-    out
 }
 
 /// The tagged queues' keys on every primary of the cluster, read through the cluster.
@@ -432,168 +353,6 @@ fn assert_forget_erases_on_every_primary(
     );
 }
 
-/// A daemon on the cluster, logging to a file in `dir`; killed when dropped.
-struct ClusterDaemon {
-    child: std::process::Child,
-    log: std::path::PathBuf,
-}
-
-impl ClusterDaemon {
-    fn start(dir: &Path, url: &str, n: u32) -> Self {
-        let log = dir.join(format!("daemon-{n}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_bullsweep"))
-            .arg("--redis")
-            .arg(url)
-            .arg("--config")
-            .arg(dir.join("bullsweep.yaml"))
-            .args(["daemon", "--discover-every", "1s"])
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
-            .spawn()
-            .expect("daemon starts");
-        ClusterDaemon { child, log }
-    }
-
-    /// SIGTERM, a clean exit, and the log.
-    fn stop(mut self) -> String {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let status = self.child.wait().expect("daemon exits");
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        assert!(status.success(), "{log}");
-        log
-    }
-}
-
-impl Drop for ClusterDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Waits for `ok`, failing with the daemons' logs in `dir`.
-fn wait_until(dir: &Path, what: &str, timeout: std::time::Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + timeout;
-    while !ok() {
-        if std::time::Instant::now() > deadline {
-            let logs: Vec<String> = (1..=2)
-                .map(|n| {
-                    std::fs::read_to_string(dir.join(format!("daemon-{n}.log"))).unwrap_or_default()
-                })
-                .collect();
-            panic!("timed out waiting for {what}; logs: {logs:#?}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
-#[test]
-fn two_daemons_govern_every_primary_by_schedule_and_events() {
-    let cluster = PrivateCluster::start(3, 1).expect("cluster");
-    let now = now_ms();
-    let bases = ["{bull}:mail", "{bull}:sms", "{orders}:orders"];
-    let specs: Vec<SeedSpec> = bases.iter().map(|b| spec(b, 1_000, 0, 3)).collect();
-    seed_cluster(&cluster, &specs, now);
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::write(
-        dir.path().join("bullsweep.yaml"),
-        format!(
-            "version: 1\nschedule: 1h\naudit: {{ url: \"file://{}/audit.jsonl\" }}\ndiscovery: {{ layouts: ['{{{{bull}}}}:{{queue}}', '{{{{orders}}}}:{{queue}}'] }}\npolicies: [{{ name: all, queueNamePattern: '*', mode: both, rules: {{ completed: {{ maxAge: 1ms }} }} }}]\n",
-            dir.path().display()
-        ),
-    )
-    .expect("policy");
-    let url = cluster.url_as(Role::Governing);
-    let daemons = [
-        ClusterDaemon::start(dir.path(), &url, 1),
-        ClusterDaemon::start(dir.path(), &url, 2),
-    ];
-    let mut con = cluster
-        .client()
-        .expect("client")
-        .get_connection()
-        .expect("connection");
-    wait_until(
-        dir.path(),
-        "a sweep of every queue, recorded",
-        std::time::Duration::from_secs(60),
-        || {
-            bases.iter().all(|b| {
-                con.zcard::<_, u64>(format!("{b}:completed"))
-                    .is_ok_and(|n| n == 0)
-                    && con
-                        .hexists::<_, _, bool>("bullsweep:lastrun", *b)
-                        .unwrap_or(false)
-            })
-        },
-    );
-    // The event path: a job finished long ago, announced on its queue's events stream, goes
-    // without waiting for the next scheduled sweep (an hour away).
-    for base in bases {
-        announce_a_late_job(&mut con, base, now - 2 * DAY);
-    }
-    wait_until(
-        dir.path(),
-        "the events path to remove the announced jobs",
-        std::time::Duration::from_secs(30),
-        || {
-            bases
-                .iter()
-                .all(|b| con.exists::<_, bool>(format!("{b}:5000")).is_ok_and(|e| !e))
-        },
-    );
-    let logs: Vec<String> = daemons.into_iter().map(ClusterDaemon::stop).collect();
-    assert_one_chain_auditing_each_removal_exactly_once(dir.path(), &url, &logs);
-}
-
-/// Job 5000 of `base`, finished at `old`, in its completed set and announced on its events
-/// stream.
-fn announce_a_late_job(con: &mut redis::cluster::ClusterConnection, base: &str, old: i64) {
-    late_job(con, base, "5000", old);
-    let _: String = redis::cmd("XADD")
-        .arg(format!("{base}:events"))
-        .arg("*")
-        .arg("event")
-        .arg("completed")
-        .arg("jobId")
-        .arg("5000")
-        .query(con)
-        .expect("xadd");
-}
-
-/// One chain, with every removal of the two daemons (3 × 1,001 jobs) audited exactly once;
-/// `logs` are the daemons', shown when the chain does not verify.
-fn assert_one_chain_auditing_each_removal_exactly_once(dir: &Path, url: &str, logs: &[String]) {
-    let verify = bullsweep(dir, url, &["audit", "verify"]);
-    assert!(verify.status.success(), "{}\n{logs:?}", stderr(&verify));
-    let trail = bullsweep(dir, url, &["--json", "audit", "query"]);
-    assert!(trail.status.success(), "{}", stderr(&trail));
-    let mut audited: BTreeMap<(String, String), u32> = BTreeMap::new();
-    for line in String::from_utf8_lossy(&trail.stdout).lines() {
-        let e: serde_json::Value = serde_json::from_str(line).expect("event");
-        if e["action"] != "remove" {
-            continue;
-        }
-        let queue = e["queueKey"].as_str().expect("queue").to_string();
-        for id in e["jobIds"].as_array().expect("ids") {
-            *audited
-                .entry((queue.clone(), id.as_str().expect("id").to_string()))
-                .or_default() += 1;
-        }
-    }
-    assert_eq!(audited.len(), 3 * 1_001, "every removal is audited");
-    assert!(
-        audited.values().all(|n| *n == 1),
-        "none twice: {:?}",
-        audited.iter().find(|(_, n)| **n > 1)
-    );
-}
-
 /// Jobs archived through each fault.
 const FAULT_JOBS: u64 = 30_000;
 /// The queue `archive_through_a_fault` archives.
@@ -620,19 +379,6 @@ fn archived_records(dir: &Path, url: &str) -> Vec<(String, String)> {
             );
             out.push((id, r["finishedOn"].to_string()));
         }
-    }
-    out
-}
-
-/// Keys matching `pattern` on every primary.
-fn keys_everywhere(cluster: &PrivateCluster, pattern: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for node in cluster.primaries().expect("primaries") {
-        let mut con = node
-            .client(0)
-            .and_then(|c| c.get_connection())
-            .expect("node");
-        out.extend(con.keys::<_, Vec<String>>(pattern).expect("keys"));
     }
     out
 }

@@ -46,6 +46,10 @@ pub struct DaemonArgs {
     /// `queue="other"` series in the metrics.
     #[arg(long, default_value_t = 500)]
     pub metrics_max_queues: usize,
+    /// On a Redis Cluster, sweep one primary's queues after another's instead of side by
+    /// side: for primaries that share a host with other work.
+    #[arg(long)]
+    pub one_primary_at_a_time: bool,
     /// Serve `/metrics`, `/healthz` and `/readyz` on this address too, never the dashboard
     /// and never behind a token (with `--dashboard` off loopback, `/metrics` on `--listen`
     /// needs a token), e.g. 0.0.0.0:10464.

@@ -384,6 +384,10 @@ pub enum StrategyArg {
     /// The same sweep on one Redis and on a private 3-primary Redis Cluster (six queues, two
     /// per primary, swept in parallel): jobs/s and each primary's bystander p99.
     Cluster,
+    /// `bullsweep daemon` on a private 3-primary Redis Cluster with 300 due queues (`--jobs`
+    /// completed jobs over them): seconds until all are swept, one primary at a time
+    /// (`--one-primary-at-a-time`) against side by side.
+    DaemonCluster,
     /// `report` on `--jobs` jobs in ten queues: its Redis CPU seconds and longest call,
     /// against the exact measure it estimates (`MEMORY USAGE … SAMPLES 0` of every key).
     Report,

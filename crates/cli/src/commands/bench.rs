@@ -16,6 +16,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::BullEvent => Strategy::BullEvent,
         StrategyArg::Scale => Strategy::Scale,
         StrategyArg::Cluster => Strategy::Cluster,
+        StrategyArg::DaemonCluster => Strategy::DaemonCluster,
         StrategyArg::Report => Strategy::Report,
         StrategyArg::Pending => Strategy::Pending,
         StrategyArg::Source => Strategy::Source,

@@ -38,6 +38,7 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
         max_connections: usize::from(args.max_connections),
         discover_every,
         metrics_max_queues: args.metrics_max_queues,
+        one_primary_at_a_time: args.one_primary_at_a_time,
         pages: None,
     };
     let config = DaemonConfig {

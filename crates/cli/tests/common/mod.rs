@@ -2,6 +2,7 @@
 //! and the JSON report as a consumer would read it.
 #![allow(dead_code)] // each test binary uses a different part of it
 
+pub mod cluster;
 pub mod daemon;
 pub mod moto;
 pub mod postgres;

@@ -135,22 +135,31 @@ const SHIP_PAGE: usize = 200;
 /// How long a writer waits for another to finish with the store.
 const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Why a writer gave up waiting.
+const BUSY: &str = "another writer held the audit store for 30 s";
+
+/// The turn of this process's tasks at the store (the daemon's groups of queues, the
+/// dashboard's actions): they queue here, in order, instead of polling the lock in Redis.
+static STORE_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Opens the durable store under the audit lock and runs `f` with it, so that every process
 /// appending to one store (daemon replicas, a CLI run beside the daemon) extends one chain:
 /// the head is read after the lock is taken, and nobody else appends until it is released.
+/// Within one process, tasks take their turn first (see `STORE_TURN`).
 pub async fn with_store<C: ConnectionLike, T>(
     con: &mut C,
     target: &AuditTarget,
     f: impl AsyncFnOnce(&mut C, &mut AuditStore) -> Result<T, ShipError>,
 ) -> Result<T, ShipError> {
+    let waited = std::time::Instant::now();
+    let _turn = tokio::time::timeout(STORE_WAIT, STORE_TURN.lock())
+        .await
+        .map_err(|_| ShipError::Store(std::io::Error::other(BUSY)))?;
     let owner = format!("audit-{}", std::process::id());
-    let lock = crate::lock::QueueLock::acquire_within(con, AUDIT_LOCK, &owner, STORE_WAIT)
+    let wait = STORE_WAIT.saturating_sub(waited.elapsed());
+    let lock = crate::lock::QueueLock::acquire_within(con, AUDIT_LOCK, &owner, wait)
         .await?
-        .ok_or_else(|| {
-            ShipError::Store(std::io::Error::other(
-                "another writer held the audit store for 30 s",
-            ))
-        })?;
+        .ok_or_else(|| ShipError::Store(std::io::Error::other(BUSY)))?;
     let result = match source_of(con).await {
         Err(e) => Err(ShipError::Redis(e)),
         Ok(source) => match AuditStore::open(target, &source).await {

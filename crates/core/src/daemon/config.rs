@@ -33,4 +33,7 @@ pub struct DaemonConfig {
     pub metrics_max_queues: usize,
     /// How often to look for new queues.
     pub discover_every: Millis,
+    /// On a Redis Cluster, sweep the queues of one primary after those of another, not side
+    /// by side.
+    pub one_primary_at_a_time: bool,
 }

@@ -71,7 +71,7 @@ impl Daemon {
         let taken = QueueLock::acquire(
             &mut self.con,
             DOCTOR_LOCK.to_string(),
-            &self.owner,
+            &self.runs.owner,
             lock::LOCK_TTL_MS,
         )
         .await
@@ -83,14 +83,14 @@ impl Daemon {
         let stop = self.shutdown.child();
         let keeper = tokio::spawn(keep_lock(self.con.clone(), lock.clone(), stop.clone()));
         let scope = DoctorScope {
-            env: self.env.clone(),
+            env: self.runs.env.clone(),
             queue_glob: self.discovery.glob().cloned(),
             repair: settings.repair.clone(),
             cancel: stop.clone(),
             lock_wait: Some(std::time::Duration::from_secs(2)),
             ..DoctorScope::default()
         };
-        let ran = doctor(&mut self.con, &self.url, &self.set, scope, &NoObserver).await;
+        let ran = doctor(&mut self.con, &self.runs.url, &self.set, scope, &NoObserver).await;
         keeper.abort();
         let outcome = match ran {
             Ok(report) if !stop.is_cancelled() => {

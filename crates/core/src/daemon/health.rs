@@ -9,7 +9,7 @@ use super::metrics::{DaemonMetrics, NodeLabels};
 use super::queue_series;
 use super::slot::{Measured, Slot, Slots};
 use crate::audit;
-use crate::bullmq::QueueKeys;
+use crate::bullmq::{QueueKeys, Topology};
 use crate::health::history::{self, Point};
 use crate::health::readings::{self, Series};
 use crate::health::server;
@@ -234,13 +234,15 @@ fn queue_point(slot: &Slot, minute: i64, totals: history::Totals) -> Point {
     }
 }
 
-/// The queues' jobs by state, `COUNT_CHUNK` queues per pipeline.
+/// The queues' jobs by state, `COUNT_CHUNK` queues per pipeline (one on a Redis Cluster,
+/// where a pipeline stays in one queue's slot).
 pub(super) async fn count_queues(
     con: &mut Conn,
     slots: &mut Slots,
     bases: &[String],
 ) -> redis::RedisResult<()> {
-    for chunk in bases.chunks(COUNT_CHUNK) {
+    let per_pipeline = if con.cluster() { 1 } else { COUNT_CHUNK };
+    for chunk in bases.chunks(per_pipeline) {
         let mut pipe = redis::pipe();
         for base in chunk {
             let keys = QueueKeys::new(base);

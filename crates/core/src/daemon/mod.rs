@@ -16,6 +16,7 @@ mod descriptors;
 mod discovery;
 mod doctor_run;
 mod doctor_series;
+mod due_round;
 mod events;
 mod events_bull;
 mod events_held;
@@ -86,6 +87,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         discover_every: cfg.discover_every,
         metrics_max_queues: cfg.metrics_max_queues,
         serving: cfg.listen.is_some() || cfg.metrics_listen.is_some(),
+        per_primary: !cfg.one_primary_at_a_time,
     };
     let reader = EventsReader::run(
         cfg.target.clone(),
@@ -101,7 +103,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         metrics,
     };
     let mut daemon = Daemon::new(settings, set, con, owner, wiring);
-    log("info", &format!("daemon started as {}", daemon.owner));
+    log("info", &format!("daemon started as {}", daemon.runs.owner));
     // Both in this task: the reader stops after its round in progress and releases its
     // locks, the schedule after the batch in progress.
     tokio::join!(daemon.run(), reader);

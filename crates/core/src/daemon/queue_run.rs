@@ -1,10 +1,13 @@
-//! One queue's run: under its lock, re-checked under the lock, swept through the audited
-//! run (which records a success), and a failure recorded (a retry record), with metrics and
-//! log; the lock is renewed meanwhile.
+//! One queue's turn in a round ([`QueueTurn`]): under its lock, re-checked under the lock,
+//! swept through the audited run (which records a success), and a failure recorded (a retry
+//! record), with metrics and log; the lock is renewed meanwhile. A turn owns a connection
+//! and reads only what the round shares ([`Turns`]), so that the turns of different
+//! primaries run side by side (see `due_round`); what it changes in its queue's slot comes
+//! back as a [`SlotChange`].
 
-use super::metrics::ActionLabels;
+use super::jitter;
+use super::metrics::{ActionLabels, DaemonMetrics, QueueLabels};
 use super::run_observer::RunObserver;
-use super::{Daemon, jitter};
 use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::sweep_lock;
@@ -15,16 +18,57 @@ use crate::error::ErrorKind;
 use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::records;
+use crate::ops::{RunScope, audited_sweep};
+use bullsweep_base::clock::now_ms;
+use bullsweep_base::connect::Conn;
 use bullsweep_base::log::{clear_repeated, log, log_repeated};
+use bullsweep_policy::{Millis, PolicySet, QueueId, Schedule};
+use std::time::{Duration, Instant};
 
 /// Bytes a small Redis hash costs beyond its fields and values (key, dict entries, object
 /// headers), for the estimate where `MEMORY USAGE` is not allowed.
 const HASH_OVERHEAD: u64 = 96;
-use crate::ops::{RunScope, audited_sweep};
-use bullsweep_base::clock::now_ms;
-use bullsweep_base::connect::Conn;
-use bullsweep_policy::{Millis, QueueId, Schedule};
-use std::time::{Duration, Instant};
+
+/// What every turn of a round reads: the daemon's settings, policies and metrics.
+pub(super) struct Turns<'a> {
+    /// The policies in force.
+    pub set: &'a PolicySet,
+    /// The daemon's metrics.
+    pub metrics: &'a DaemonMetrics,
+    /// The Redis URL, for the runs' reports.
+    pub url: &'a str,
+    /// The environment in force.
+    pub env: Option<&'a str>,
+    /// This replica, in lock tokens.
+    pub owner: &'a str,
+    /// The daemon's token: a group stops between two queues once it is cancelled.
+    pub shutdown: &'a Cancel,
+}
+
+/// A due queue as its slot stood when the round began.
+pub(super) struct Turn {
+    /// The queue.
+    pub queue: QueueId,
+    /// Its policy's schedule.
+    pub schedule: Schedule,
+    /// The interval `schedule: auto` last computed.
+    pub auto: Millis,
+    /// A full sweep is owed, whatever the schedule says.
+    pub forced: bool,
+}
+
+/// What a turn changes in its queue's slot.
+#[derive(Debug, Default)]
+pub(super) struct SlotChange {
+    /// When the queue is due next.
+    pub due_ms: Option<i64>,
+    /// The interval `schedule: auto` computed.
+    pub auto: Option<Millis>,
+    /// When its sweep succeeded.
+    pub succeeded_at: Option<i64>,
+    /// Redis failed the turn (it is retried a second later).
+    pub redis_failed: bool,
+}
 
 /// When a queue found due under its lock is due again, once swept.
 struct Due {
@@ -45,70 +89,115 @@ struct Swept {
     started: Instant,
 }
 
-impl Daemon {
-    /// Locks a queue, re-checks under the lock that it is still due, sweeps it, and records
+impl Turns<'_> {
+    /// Runs a group's turns one after another on `con` (the group's own connection), until
+    /// the daemon is told to stop; returns what each changed.
+    pub(super) async fn run_group(
+        &self,
+        con: Conn,
+        group: Vec<Turn>,
+    ) -> Vec<(QueueId, SlotChange)> {
+        let mut changes = Vec::new();
+        for turn in group {
+            if self.shutdown.is_cancelled() {
+                break;
+            }
+            let mut t = QueueTurn {
+                turns: self,
+                con: con.clone(),
+                turn,
+                change: SlotChange::default(),
+            };
+            if let Err(e) = t.run().await {
+                let base = &t.turn.queue.base;
+                log_repeated(
+                    &format!("run:{base}"),
+                    "warn",
+                    &format!("{base}: {e}; retrying later"),
+                );
+                t.change.redis_failed = true;
+                t.change.due_ms = Some(now_ms() + 1_000 + jitter(Millis(1_000)));
+            }
+            changes.push((t.turn.queue, t.change));
+        }
+        changes
+    }
+}
+
+/// One queue's turn: the round's shared reads, a connection, the queue, and what it changed.
+struct QueueTurn<'a> {
+    turns: &'a Turns<'a>,
+    con: Conn,
+    turn: Turn,
+    change: SlotChange,
+}
+
+impl QueueTurn<'_> {
+    /// Locks the queue, re-checks under the lock that it is still due, sweeps it, and records
     /// the outcome (lastRunAt, or a retry record).
-    pub(super) async fn run_queue(&mut self, q: &QueueId, forced: bool) -> redis::RedisResult<()> {
-        let labels = self.labels(q);
+    async fn run(&mut self) -> redis::RedisResult<()> {
+        let q = self.turn.queue.clone();
         let Some(lock) = QueueLock::acquire(
             &mut self.con,
             sweep_lock(&q.base),
-            &self.owner,
+            self.turns.owner,
             lock::LOCK_TTL_MS,
         )
         .await?
         else {
-            self.metrics.lock_contention.get_or_create(&labels).inc();
-            if let Some(slot) = self.slots.get_mut(&q.base) {
-                slot.due_ms = now_ms() + 2_000 + jitter(Millis(3_000));
-            }
+            self.turns
+                .metrics
+                .lock_contention
+                .get_or_create(&self.labels())
+                .inc();
+            self.set_due(now_ms() + 2_000 + jitter(Millis(3_000)));
             return Ok(());
         };
-        let outcome = self.run_locked(q, &lock, forced).await;
+        let outcome = self.run_locked(&lock).await;
         let released = lock.release(&mut self.con).await;
         outcome?;
         released.map(|_| ())
     }
 
-    async fn run_locked(
-        &mut self,
-        q: &QueueId,
-        lock: &QueueLock,
-        forced: bool,
-    ) -> redis::RedisResult<()> {
-        let Some(due) = self.due_under_lock(q, forced).await? else {
+    async fn run_locked(&mut self, lock: &QueueLock) -> redis::RedisResult<()> {
+        let Some(due) = self.due_under_lock().await? else {
             return Ok(());
         };
-        let swept = self.sweep_locked(q, lock).await;
-        self.record_outcome(q, swept, due).await
+        let swept = self.sweep_locked(lock).await;
+        self.record_outcome(swept, due).await
+    }
+
+    /// How the metrics label this queue.
+    fn labels(&self) -> QueueLabels {
+        self.turns.metrics.labels(&self.turn.queue)
+    }
+
+    /// Sets when the queue is due next.
+    fn set_due(&mut self, due_ms: i64) {
+        self.change.due_ms = Some(due_ms);
     }
 
     /// Re-checks under the lock that the queue is still due (another replica may have run it
     /// meanwhile, a retry record may hold it back, `auto` may want to wait); when it is not,
     /// sets when it is and returns `None`.
-    async fn due_under_lock(
-        &mut self,
-        q: &QueueId,
-        forced: bool,
-    ) -> redis::RedisResult<Option<Due>> {
-        let Some(slot) = self.slots.get(&q.base) else {
-            return Ok(None);
-        };
-        let schedule = slot.policy.schedule.clone();
-        let mut auto = slot.auto;
+    async fn due_under_lock(&mut self) -> redis::RedisResult<Option<Due>> {
+        let base = self.turn.queue.base.clone();
+        let schedule = self.turn.schedule.clone();
+        let forced = self.turn.forced;
+        let mut auto = self.turn.auto;
         let now = now_ms();
-        let last = records::last_runs(&mut self.con, std::slice::from_ref(&q.base))
+        let last = records::last_runs(&mut self.con, std::slice::from_ref(&base))
             .await?
             .pop()
             .flatten();
-        if let Some(retry) = records::retry_record(&mut self.con, &q.base).await?
+        if let Some(retry) = records::retry_record(&mut self.con, &base).await?
             && retry.next_at > now
         {
-            self.set_due(q, retry.next_at);
+            self.set_due(retry.next_at);
             return Ok(None);
         }
         if schedule == Schedule::Auto && !forced {
-            auto = self.auto_interval(q, last, now).await?;
+            auto = self.auto_interval(last, now).await?;
         }
         let due = schedule.next_due(last, now, auto);
         if due > now && !forced {
@@ -118,10 +207,8 @@ impl Daemon {
             } else {
                 due + jitter(schedule.max_jitter(auto))
             };
-            if let Some(slot) = self.slots.get_mut(&q.base) {
-                slot.auto = auto;
-            }
-            self.set_due(q, next);
+            self.change.auto = Some(auto);
+            self.set_due(next);
             return Ok(None);
         }
         Ok(Some(Due {
@@ -131,22 +218,27 @@ impl Daemon {
         }))
     }
 
+    /// The scope of a run of this queue alone.
+    fn scope(&self, cancel: Cancel) -> RunScope {
+        RunScope {
+            env: self.turns.env.map(str::to_string),
+            queues: Some(vec![self.turn.queue.clone()]),
+            cancel,
+            ..RunScope::default()
+        }
+    }
+
     /// Sweeps the queue through the audited run, its lock renewed meanwhile; a lost lock or
     /// the daemon's shutdown stops it after the batch in progress.
-    async fn sweep_locked(&mut self, q: &QueueId, lock: &QueueLock) -> Swept {
+    async fn sweep_locked(&mut self, lock: &QueueLock) -> Swept {
         let started = Instant::now();
         // A child of the daemon's token: shutdown stops the run too, a lost lock only this one.
-        let stop = self.shutdown.child();
+        let stop = self.turns.shutdown.child();
         let keeper = tokio::spawn(keep_lock(self.con.clone(), lock.clone(), stop.clone()));
-        let scope = RunScope {
-            env: self.env.clone(),
-            queues: Some(vec![q.clone()]),
-            cancel: stop.clone(),
-            ..RunScope::default()
-        };
+        let scope = self.scope(stop.clone());
         let seen = RunObserver::default();
-        let result =
-            audited_sweep(&mut self.con, &self.url, &self.set, scope, Mode::Run, &seen).await;
+        let (url, set) = (self.turns.url, self.turns.set);
+        let result = audited_sweep(&mut self.con, url, set, scope, Mode::Run, &seen).await;
         keeper.abort();
         Swept {
             result,
@@ -158,103 +250,91 @@ impl Daemon {
 
     /// Records what a sweep did (batch metrics, warnings, jobs acted on, history), then its
     /// failure (a retry record) or its success (the next due time).
-    async fn record_outcome(
-        &mut self,
-        q: &QueueId,
-        swept: Swept,
-        due: Due,
-    ) -> redis::RedisResult<()> {
-        let labels = self.labels(q);
+    async fn record_outcome(&mut self, swept: Swept, due: Due) -> redis::RedisResult<()> {
+        let base = self.turn.queue.base.clone();
+        let labels = self.labels();
+        let metrics = self.turns.metrics;
         let spent = swept.seen.spent();
-        self.metrics.observe_batches(&labels, &spent);
+        metrics.observe_batches(&labels, &spent);
         for (source, kind) in swept.seen.source_failures() {
-            self.metrics.count_source_error(&labels, &source, &kind);
+            metrics.count_source_error(&labels, &source, &kind);
             log(
                 "warn",
                 &format!(
-                    "{}: source {source} could not be asked ({kind}); the jobs it covers were left alone",
-                    q.base
+                    "{base}: source {source} could not be asked ({kind}); the jobs it covers were left alone"
                 ),
             );
         }
         let error = match &swept.result {
             Ok(report) => {
                 for warning in &report.warnings {
-                    log("warn", &format!("{}: {warning}", q.base));
+                    log("warn", &format!("{base}: {warning}"));
                 }
                 let acted = swept.seen.acted();
-                self.count_actions(q, &acted);
+                self.count_actions(&acted);
                 let longest = spent.iter().max().copied();
                 let ms = swept.started.elapsed().as_millis() as u64;
                 if let Err(e) =
-                    history::record_sweep(&mut self.con, &q.base, &acted, Some(ms), longest).await
+                    history::record_sweep(&mut self.con, &base, &acted, Some(ms), longest).await
                 {
-                    log("warn", &format!("{}: history not recorded: {e}", q.base));
+                    log("warn", &format!("{base}: history not recorded: {e}"));
                 }
                 report.queues.iter().find_map(|r| r.error.clone())
             }
             Err(e) => Some(QueueError::new(e.kind, e.message.clone())),
         };
         match error {
-            Some(error) => self.record_failure(q, &error, due.now).await,
+            Some(error) => self.record_failure(&error, due.now).await,
             None if swept.interrupted => {
                 log(
                     "info",
-                    &format!("{}: stopped after the batch in progress", q.base),
+                    &format!("{base}: stopped after the batch in progress"),
                 );
                 Ok(())
             }
-            None => self.record_success(q, &swept, due).await,
+            None => {
+                self.record_success(&swept, due);
+                Ok(())
+            }
         }
     }
 
     /// A failed run: its retry record, the failure metric and alert, and the next attempt.
-    async fn record_failure(
-        &mut self,
-        q: &QueueId,
-        error: &QueueError,
-        now: i64,
-    ) -> redis::RedisResult<()> {
-        let labels = self.labels(q);
-        let record = records::record_failure(&mut self.con, &q.base, now, &error.message).await?;
-        self.metrics.count_failure(&labels, error.kind);
+    async fn record_failure(&mut self, error: &QueueError, now: i64) -> redis::RedisResult<()> {
+        let base = self.turn.queue.base.clone();
+        let labels = self.labels();
+        let record = records::record_failure(&mut self.con, &base, now, &error.message).await?;
+        self.turns.metrics.count_failure(&labels, error.kind);
         // A missing permission is a configuration problem: retrying will not fix it, so the
         // alert is raised at once, not after five failures.
         let permission = error.kind == ErrorKind::Permission;
-        self.metrics
+        self.turns
+            .metrics
             .alert
             .get_or_create(&labels)
             .set(i64::from(record.alerting() || permission));
         log(
             "error",
             &format!(
-                "{}: run failed ({} in a row): {}; next attempt in {} ms",
-                q.base,
+                "{base}: run failed ({} in a row): {}; next attempt in {} ms",
                 record.failures,
                 error.message,
                 record.next_at - now
             ),
         );
-        self.set_due(q, record.next_at);
+        self.set_due(record.next_at);
         Ok(())
     }
 
     /// A successful run (the audited run recorded it: last run, retry record cleared): the
     /// queue's success metrics, its log line and its next due time.
-    async fn record_success(
-        &mut self,
-        q: &QueueId,
-        swept: &Swept,
-        due: Due,
-    ) -> redis::RedisResult<()> {
-        let labels = self.labels(q);
+    fn record_success(&mut self, swept: &Swept, due: Due) {
+        let labels = self.labels();
         let now = due.now;
-        if let Some(slot) = self.slots.get_mut(&q.base) {
-            slot.owed = false;
-            slot.last_success_ms = Some(now);
-        }
-        self.metrics.alert.get_or_create(&labels).set(0);
-        self.metrics
+        self.change.succeeded_at = Some(now);
+        let metrics = self.turns.metrics;
+        metrics.alert.get_or_create(&labels).set(0);
+        metrics
             .last_success
             .get_or_create(&labels)
             .set(now as f64 / 1e3);
@@ -263,30 +343,22 @@ impl Daemon {
             "info",
             &format!(
                 "{}: swept, {} acted on in {:.1?}",
-                q.base,
+                self.turn.queue.base,
                 crate::text::count(done, "job"),
                 swept.started.elapsed()
             ),
         );
         let (schedule, auto) = (&due.schedule, due.auto);
         let next = schedule.next_due(Some(now), now, auto) + jitter(schedule.max_jitter(auto));
-        self.set_due(q, next);
-        self.count_queues(std::slice::from_ref(&q.base)).await?;
-        self.publish_queue_series();
-        Ok(())
-    }
-
-    pub(super) fn set_due(&mut self, q: &QueueId, due_ms: i64) {
-        if let Some(slot) = self.slots.get_mut(&q.base) {
-            slot.due_ms = due_ms;
-        }
+        self.set_due(next);
     }
 
     /// Counts the jobs each step acted on, by action.
-    fn count_actions(&self, q: &QueueId, acted: &[(String, u64)]) {
-        let labels = self.labels(q);
+    fn count_actions(&self, acted: &[(String, u64)]) {
+        let labels = self.labels();
         for (action, done) in acted.iter().filter(|(_, done)| *done > 0) {
-            self.metrics
+            self.turns
+                .metrics
                 .acted
                 .get_or_create(&ActionLabels {
                     queue: labels.clone(),
@@ -297,45 +369,32 @@ impl Daemon {
     }
 
     /// `schedule: auto`: the reclaimable memory grown since the last run, per day, priced.
-    async fn auto_interval(
-        &mut self,
-        q: &QueueId,
-        last: Option<i64>,
-        now: i64,
-    ) -> redis::RedisResult<Millis> {
+    async fn auto_interval(&mut self, last: Option<i64>, now: i64) -> redis::RedisResult<Millis> {
         let Some(last) = last.filter(|l| now > *l) else {
             return Ok(bullsweep_policy::DEFAULT_SCHEDULE);
         };
-        let scope = RunScope {
-            env: self.env.clone(),
-            queues: Some(vec![q.clone()]),
-            ..RunScope::default()
-        };
-        let plan = audited_sweep(
-            &mut self.con,
-            &self.url,
-            &self.set,
-            scope,
-            Mode::Count,
-            &NoObserver,
-        )
-        .await
-        .map_err(|e| redis::RedisError::from((redis::ErrorKind::Io, "plan failed", e.message)))?;
+        let scope = self.scope(Cancel::new());
+        let (url, set) = (self.turns.url, self.turns.set);
+        let plan = audited_sweep(&mut self.con, url, set, scope, Mode::Count, &NoObserver)
+            .await
+            .map_err(|e| {
+                redis::RedisError::from((redis::ErrorKind::Io, "plan failed", e.message))
+            })?;
         let matched: u64 = plan
             .queues
             .iter()
             .flat_map(|r| r.states.values())
             .map(|s| s.matched)
             .sum();
-        let bytes = matched as f64 * self.mean_job_bytes(q).await?;
+        let bytes = matched as f64 * self.mean_job_bytes().await?;
         let per_day = bytes / (now - last) as f64 * 86_400_000.0;
-        Ok(self.set.cost.interval(per_day))
+        Ok(set.cost.interval(per_day))
     }
 
     /// The mean memory of a few of the queue's newest finished jobs (their hashes), from
     /// `MEMORY USAGE` where the server and user allow it.
-    async fn mean_job_bytes(&mut self, q: &QueueId) -> redis::RedisResult<f64> {
-        let keys = QueueKeys::of(q);
+    async fn mean_job_bytes(&mut self) -> redis::RedisResult<f64> {
+        let keys = QueueKeys::of(&self.turn.queue);
         let ids: Vec<String> = redis::cmd("ZRANGE")
             .arg(keys.sub("completed"))
             .arg(-5)
@@ -377,26 +436,25 @@ impl Daemon {
             known.iter().sum::<u64>() as f64 / known.len() as f64
         })
     }
+}
 
-    /// Ships audit events the event path left in Redis to the durable store.
-    pub(super) async fn ship_audit(&mut self) {
-        self.last_ship = Instant::now();
-        let pending = audit::backlog(&mut self.con).await.map_or(0, |b| b.events);
-        if pending == 0 {
-            return;
-        }
-        let shipped = audit::with_store(&mut self.con, &self.set.audit, async |con, store| {
-            audit::ship(con, store).await
-        })
-        .await;
-        match shipped {
-            Ok(_) => clear_repeated("audit-ship"),
-            Err(e) => log_repeated(
-                "audit-ship",
-                "warn",
-                &format!("cannot ship audit events: {e}; they stay in Redis"),
-            ),
-        }
+/// Ships audit events the event path left in Redis to the durable store.
+pub(super) async fn ship_audit(con: &mut Conn, set: &PolicySet) {
+    let pending = audit::backlog(con).await.map_or(0, |b| b.events);
+    if pending == 0 {
+        return;
+    }
+    let shipped = audit::with_store(con, &set.audit, async |con, store| {
+        audit::ship(con, store).await
+    })
+    .await;
+    match shipped {
+        Ok(_) => clear_repeated("audit-ship"),
+        Err(e) => log_repeated(
+            "audit-ship",
+            "warn",
+            &format!("cannot ship audit events: {e}; they stay in Redis"),
+        ),
     }
 }
 

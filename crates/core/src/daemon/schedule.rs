@@ -8,14 +8,14 @@ use super::discovery::Discovery;
 use super::events_shared::{EventQueue, EventShared};
 use super::health::{self, HealthTick, Tick};
 use super::metrics::{self, DaemonMetrics, QueueLabels};
+use super::queue_run;
 use super::queue_series;
-use super::slot::{Slots, jitter};
+use super::slot::Slots;
 use crate::cancel::Cancel;
-use crate::engine;
 use crate::ops::load_policy_file;
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::Conn;
-use bullsweep_base::log::{log, log_repeated};
+use bullsweep_base::log::log;
 use bullsweep_policy::{Millis, NamePattern, PolicySet, QueueId};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,10 +28,8 @@ const SHIP_EVERY: Duration = Duration::from_secs(5);
 
 /// The schedule task's state.
 pub(super) struct Daemon {
-    /// The Redis URL, for the runs' reports.
-    pub url: String,
-    /// The environment in force.
-    pub env: Option<String>,
+    /// Who runs the sweeps, against what, and how.
+    pub runs: RunSettings,
     /// The policy file, read again on SIGHUP.
     config: PathBuf,
     /// The policies in force.
@@ -45,11 +43,9 @@ pub(super) struct Daemon {
     /// Bumped on each SIGHUP.
     reload: watch::Receiver<u64>,
     /// What the events reader shares with this task.
-    events: Arc<EventShared>,
+    pub events: Arc<EventShared>,
     /// The daemon's metrics.
     pub metrics: Arc<DaemonMetrics>,
-    /// This replica, in lock tokens and the heartbeat.
-    pub owner: String,
     /// When audit events were last shipped.
     pub last_ship: Instant,
     /// The discovery's state.
@@ -58,6 +54,19 @@ pub(super) struct Daemon {
     pub doctor_next_ms: i64,
     /// The health tick's state.
     health: HealthTick,
+}
+
+/// Who runs the sweeps, against what, and how.
+pub(super) struct RunSettings {
+    /// The Redis URL, for the runs' reports.
+    pub url: String,
+    /// The environment in force.
+    pub env: Option<String>,
+    /// This replica, in lock tokens and the heartbeat.
+    pub owner: String,
+    /// The queues of a Cluster's primaries are swept side by side (not with
+    /// `--one-primary-at-a-time`).
+    pub per_primary: bool,
 }
 
 /// What the schedule task is given besides its own state.
@@ -88,6 +97,8 @@ pub(super) struct Settings {
     pub metrics_max_queues: usize,
     /// Whether metrics are served.
     pub serving: bool,
+    /// Sweep the queues of a Cluster's primaries side by side.
+    pub per_primary: bool,
 }
 
 impl Daemon {
@@ -101,8 +112,12 @@ impl Daemon {
     ) -> Self {
         let every = Duration::from_millis(settings.discover_every.as_millis());
         Daemon {
-            url: settings.url,
-            env: settings.env,
+            runs: RunSettings {
+                url: settings.url,
+                env: settings.env,
+                owner,
+                per_primary: settings.per_primary,
+            },
             config: settings.config,
             set,
             con,
@@ -111,7 +126,6 @@ impl Daemon {
             reload: wiring.reload,
             events: wiring.events,
             metrics: wiring.metrics,
-            owner,
             last_ship: Instant::now(),
             discovery: Discovery::new(settings.queue_glob, every),
             doctor_next_ms: 0,
@@ -137,7 +151,7 @@ impl Daemon {
             return Duration::from_secs(1);
         }
         if self.discovery.due() {
-            let env = self.env.as_deref();
+            let env = self.runs.env.as_deref();
             let step = self
                 .discovery
                 .step(&mut self.con, &self.set, env, &mut self.slots);
@@ -160,9 +174,9 @@ impl Daemon {
                     con: &mut self.con,
                     slots: &mut self.slots,
                     set: &self.set,
-                    env: self.env.as_deref(),
-                    url: &self.url,
-                    owner: &self.owner,
+                    env: self.runs.env.as_deref(),
+                    url: &self.runs.url,
+                    owner: &self.runs.owner,
                     metrics: &self.metrics,
                 })
                 .await;
@@ -345,41 +359,9 @@ impl Daemon {
         );
     }
 
-    /// Runs every due queue (and every queue the events reader asked for), in dependency order.
-    async fn run_due(&mut self) {
-        let asked = self.events.take_asked();
-        let now = now_ms();
-        for base in &asked {
-            if let Some(slot) = self.slots.get_mut(base) {
-                slot.owed = true;
-                slot.due_ms = slot.due_ms.min(now);
-            }
-        }
-        let due: Vec<QueueId> = self
-            .slots
-            .values()
-            .filter(|s| s.due_ms <= now)
-            .map(|s| s.queue.clone())
-            .collect();
-        if due.is_empty() {
-            return;
-        }
-        for q in engine::in_dependency_order(&self.set, due) {
-            if self.shutdown.is_cancelled() {
-                break;
-            }
-            let forced = self.slots.get(&q.base).is_some_and(|s| s.owed);
-            if let Err(e) = self.run_queue(&q, forced).await {
-                self.metrics.redis_up.store(false, Ordering::Relaxed);
-                log_repeated(
-                    &format!("run:{}", q.base),
-                    "warn",
-                    &format!("{}: {e}; retrying later", q.base),
-                );
-                if let Some(slot) = self.slots.get_mut(&q.base) {
-                    slot.due_ms = now_ms() + 1_000 + jitter(Millis(1_000));
-                }
-            }
-        }
+    /// Ships audit events the event path left in Redis to the durable store.
+    pub(super) async fn ship_audit(&mut self) {
+        self.last_ship = Instant::now();
+        queue_run::ship_audit(&mut self.con, &self.set).await;
     }
 }

@@ -57,4 +57,5 @@ pub use report::{
     TtlReport,
 };
 pub(crate) use run_archive::{RunArchive, open_run_archive};
+pub use shards::by_primary;
 pub use sweep::{finish_staged, sweep};
