@@ -2,14 +2,16 @@
 //! Redis Cluster (`engine::by_primary`; queues a `dependsOn` links share a group, in order),
 //! the groups swept side by side and each group's queues one after another, each under its
 //! own lock and budget (see `queue_run`). One server, or `--one-primary-at-a-time`, is one
-//! group. What each turn changed in its slot is applied once every group has ended; then the
-//! swept queues are counted and the series published.
+//! group. The audit store is opened once for the round, and the runs' events shipped once
+//! after it (see `ops::OpenedAudit`). What each turn changed in its slot is applied once
+//! every group has ended; then the swept queues are counted and the series published.
 
 use super::Daemon;
 use super::queue_run::{SlotChange, Turn, Turns};
 use crate::engine;
+use crate::ops::OpenedAudit;
 use bullsweep_base::clock::now_ms;
-use bullsweep_base::log::log_repeated;
+use bullsweep_base::log::{clear_repeated, log_repeated};
 use bullsweep_policy::QueueId;
 use futures_util::future::join_all;
 use std::sync::atomic::Ordering;
@@ -34,6 +36,7 @@ impl Daemon {
         if due.is_empty() {
             return;
         }
+        let audit = self.open_audit().await;
         let ordered = engine::in_dependency_order(&self.set, due);
         let groups = self.groups(&ordered).await;
         let groups: Vec<Vec<Turn>> = groups
@@ -51,6 +54,7 @@ impl Daemon {
             env: self.runs.env.as_deref(),
             owner: &self.runs.owner,
             shutdown: &self.shutdown,
+            audit: audit.as_ref(),
         };
         let con = &self.con;
         let changes = join_all(
@@ -61,11 +65,28 @@ impl Daemon {
         .await;
         let swept = self.apply(changes.into_iter().flatten());
         if !swept.is_empty() {
+            // The runs' events, each written to its stream with its change, go to the store.
+            self.ship_audit().await;
             if let Err(e) = self.count_queues(&swept).await {
                 log_repeated("count", "warn", &format!("cannot count the jobs: {e}"));
             }
             self.publish_queue_series();
         }
+    }
+
+    /// Opens the audit store once for the round's runs (see [`OpenedAudit`]); `None` when
+    /// bullsweep's own keys cannot be checked, so that each run meets the failure itself and
+    /// records it.
+    async fn open_audit(&mut self) -> Option<OpenedAudit> {
+        let opened = OpenedAudit::open(&mut self.con, &self.runs.url, &self.set).await;
+        let (opened, warnings) = opened.ok()?;
+        for warning in warnings {
+            log_repeated("round-audit", "warn", &warning);
+        }
+        if opened.unavailable.is_none() {
+            clear_repeated("round-audit");
+        }
+        Some(opened)
     }
 
     /// The round's groups, as indexes into `ordered`: one per primary unless the daemon runs

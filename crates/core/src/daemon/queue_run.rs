@@ -18,7 +18,7 @@ use crate::error::ErrorKind;
 use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::records;
-use crate::ops::{RunScope, audited_sweep};
+use crate::ops::{OpenedAudit, RunScope, audited_sweep};
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::Conn;
 use bullsweep_base::log::{clear_repeated, log, log_repeated};
@@ -43,6 +43,8 @@ pub(super) struct Turns<'a> {
     pub owner: &'a str,
     /// The daemon's token: a group stops between two queues once it is cancelled.
     pub shutdown: &'a Cancel,
+    /// The audit store as the round opened it (each run opens it itself when `None`).
+    pub audit: Option<&'a OpenedAudit>,
 }
 
 /// A due queue as its slot stood when the round began.
@@ -224,6 +226,7 @@ impl QueueTurn<'_> {
             env: self.turns.env.map(str::to_string),
             queues: Some(vec![self.turn.queue.clone()]),
             cancel,
+            opened_audit: self.turns.audit.cloned(),
             ..RunScope::default()
         }
     }

@@ -19,7 +19,7 @@ pub mod verify;
 
 pub use config::{load_golden_file, load_policy_file, load_token_file, read_policy_file};
 pub use plan_diff::plan_against;
-pub use run::{RunScope, audited_sweep};
+pub use run::{OpenedAudit, RunScope, audited_sweep};
 
 use bullsweep_base::connect::Conn;
 

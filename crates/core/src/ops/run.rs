@@ -30,6 +30,32 @@ pub struct RunScope {
     pub lock_wait: Option<std::time::Duration>,
     /// Who asked for the run, for its audit events (the dashboard token's name).
     pub actor: Option<String>,
+    /// The audit store as the caller opened it for several runs (see [`OpenedAudit`]).
+    pub opened_audit: Option<OpenedAudit>,
+}
+
+/// The durable audit store, opened once for several runs (the daemon's round of due queues):
+/// bullsweep's own keys checked and earlier events shipped. A run given one does not open
+/// the store again, and ships only when it has more to record than its streams hold (a
+/// failed queue, a notice delivered): each destructive call wrote its event to its stream in
+/// the same atomic call, and the caller ships those after the runs.
+#[derive(Clone, Debug, Default)]
+pub struct OpenedAudit {
+    /// Why the store cannot be used, if it cannot.
+    pub unavailable: Option<String>,
+}
+
+impl OpenedAudit {
+    /// Opens the store for several runs; returns it with the warning for the user, if any.
+    pub async fn open(
+        con: &mut Conn,
+        url: &str,
+        set: &PolicySet,
+    ) -> Result<(OpenedAudit, Vec<String>), Error> {
+        let mut warnings = Vec::new();
+        let unavailable = open_audit(con, url, set, &mut warnings).await?;
+        Ok((OpenedAudit { unavailable }, warnings))
+    }
 }
 
 /// Plans, or runs with every change audited (see the module doc). `url` names Redis in
@@ -44,9 +70,11 @@ pub async fn audited_sweep(
 ) -> Result<Report, Error> {
     let execution_id = execution_id();
     let mut warnings = Vec::new();
-    let audit_unavailable = match mode {
-        Mode::Run => open_audit(con, url, set, &mut warnings).await?,
-        _ => None,
+    let opened = scope.opened_audit.filter(|_| mode == Mode::Run);
+    let audit_unavailable = match (&opened, mode) {
+        (Some(opened), _) => opened.unavailable.clone(),
+        (None, Mode::Run) => open_audit(con, url, set, &mut warnings).await?,
+        (None, _) => None,
     };
     let opts = SweepOptions {
         env: scope.env,
@@ -77,7 +105,9 @@ pub async fn audited_sweep(
     for notice in &report.notices {
         deliveries.push(notify::deliver(notice, &set.notify).await);
     }
-    if mode == Mode::Run && audit_unavailable.is_none() {
+    let more_than_streams =
+        !report.notices.is_empty() || report.queues.iter().any(|q| q.error.is_some());
+    if mode == Mode::Run && audit_unavailable.is_none() && (opened.is_none() || more_than_streams) {
         ship_run_events(con, set, &report, &deliveries, &opts).await?;
     }
     if let Some(failure) = deliveries.into_iter().find_map(Result::err) {
