@@ -60,10 +60,10 @@ compat-deps:
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --all-targets
+	$(CARGO) test --workspace --all-targets
 
 compat: build
 	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep $(NODE_TEST) test/
@@ -91,7 +91,7 @@ matrix-deps: moto
 # daemons) run with `make test`; on every server of the matrix the compatibility suite's
 # Cluster differential test runs.
 MATRIX_RUST := package(bullsweep) & !(binary(tls) | binary(sentinel) | binary(snapshots) \
-	| binary(audit_postgres) | binary(cluster) \
+	| binary(audit_postgres) | binary(cluster) | binary(cluster_daemon) \
 	| test(archive_runs_killed_at_random_points_never_lose_a_job))
 # Servers `make test` already covered (CI sets MATRIX_SKIP=redis-7.0).
 MATRIX_SKIP ?=
@@ -105,7 +105,7 @@ test-matrix: redis-server matrix-deps compat-deps build
 	@set -e; tests/matrix/servers $(VENV) | while read -r name bin; do \
 		case " $(MATRIX_SKIP) " in *" $$name "*) echo "== $$name: skipped"; continue;; esac; \
 		echo "== $$name ($$($$bin --version | head -c 40))"; \
-		BULLSWEEP_REDIS_SERVER=$$bin $(CARGO) nextest run --no-fail-fast -E '$(MATRIX_RUST)'; \
+		BULLSWEEP_REDIS_SERVER=$$bin $(CARGO) nextest run --workspace --no-fail-fast -E '$(MATRIX_RUST)'; \
 		(cd $(COMPAT) && BULLSWEEP_REDIS_SERVER=$$bin BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
 			$(NODE_TEST) $$(ls test/*.test.js | grep -v -e dashboard -e bull_board -e bench)); \
 	done

@@ -330,7 +330,7 @@ fn server_command(
 
 /// Installs rustls's crypto provider for the harness's own TLS connections.
 fn install_crypto_provider() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 impl Drop for PrivateRedis {

@@ -15,7 +15,7 @@ pub use describe::{at_url, describe, redact};
 pub use endpoint::{ClusterUrl, Endpoint, SentinelUrl};
 pub use link::Node;
 pub use sort_get::SortGetMemory;
-pub use tls::TlsOptions;
+pub use tls::{TlsOptions, install_crypto_provider};
 
 use crate::error::{Error, error_text, is_permission};
 use link::Link;

@@ -65,12 +65,12 @@ fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
-/// Installs the process's rustls crypto provider, once: more than one is linked in (the S3
-/// client brings its own), and rustls will not pick between them.
-fn install_crypto_provider() {
+/// Installs the process's rustls crypto provider (ring), once: Redis's TLS and the S3
+/// client's both use it, and the S3 client has none of its own.
+pub fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // Another part of the process may have installed one first; that one serves as well.
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }

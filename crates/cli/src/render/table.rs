@@ -5,6 +5,7 @@
 
 use comfy_table::{ContentArrangement, Table, presets::UTF8_BORDERS_ONLY};
 use std::fmt;
+use std::io::IsTerminal;
 
 /// A table's header and rows, laid out when printed.
 pub struct Grid {
@@ -20,8 +21,16 @@ pub fn table(header: &[&str]) -> Grid {
     Grid {
         header: header.iter().map(|h| h.to_string()).collect(),
         rows: Vec::new(),
-        width: columns.or_else(|| Table::new().width().map(usize::from)),
+        width: columns.or_else(terminal_width),
     }
+}
+
+/// The terminal's width, when standard output is one.
+fn terminal_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
 }
 
 impl Grid {

@@ -26,6 +26,8 @@ pub struct S3Archive {
 impl S3Archive {
     /// A client for `s3://<bucket>/<prefix>`, configured from the environment.
     pub fn new(bucket: &str, prefix: &str) -> io::Result<Self> {
+        // The HTTP client brings no TLS provider of its own: the process's serves it.
+        bullsweep_base::connect::install_crypto_provider();
         // Bounded retries: a sink that stays down fails the run in seconds, not minutes.
         let retry = RetryConfig {
             max_retries: 4,
