@@ -185,47 +185,97 @@ pub(super) fn embeddable(v: &str) -> Option<&RawValue> {
         .filter(|raw| raw.get().len() == v.len())
 }
 
-impl JobCopy<'_> {
-    /// Whether every string of the job is UTF-8 (else it is written as base64).
-    fn is_text(&self) -> bool {
-        std::str::from_utf8(self.id).is_ok()
-            && self
-                .hash
-                .iter()
-                .all(|(k, v)| std::str::from_utf8(k).is_ok() && std::str::from_utf8(v).is_ok())
-            && self.logs.iter().all(|l| std::str::from_utf8(l).is_ok())
-    }
+/// One string of a record: text as it is, or the base64 of bytes that are not all UTF-8.
+#[derive(Clone, Copy)]
+enum Str<'a> {
+    Text(&'a str),
+    Bytes(&'a [u8]),
 }
 
-/// A string of the record: its text, or base64 of its bytes.
-struct Text<'a>(&'a [u8], bool);
-
-impl Serialize for Text<'_> {
+impl Serialize for Str<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match (self.1, std::str::from_utf8(self.0)) {
-            (false, Ok(s)) => serializer.serialize_str(s),
-            _ => serializer.serialize_str(&STANDARD.encode(self.0)),
+        match self {
+            Str::Text(s) => serializer.serialize_str(s),
+            Str::Bytes(b) => serializer.serialize_str(&STANDARD.encode(b)),
         }
     }
 }
 
-/// Per hash field, the JSON it is embedded as, parsed once; `None` for a field written as a
-/// string.
-type Embedded<'a> = Vec<Option<&'a RawValue>>;
+/// A job's strings, each checked as UTF-8 once: all as text, or (when any is not UTF-8) all
+/// as base64.
+struct Strings<'a> {
+    id: Str<'a>,
+    /// Per hash field: its name, its value, and the JSON it is embedded as (`None` for a
+    /// field written as a string).
+    fields: Vec<(Str<'a>, Str<'a>, Option<&'a RawValue>)>,
+    logs: Vec<Str<'a>>,
+    /// JSON fields held as text because they are not exactly one JSON value.
+    text_fields: Vec<&'a str>,
+    base64: bool,
+}
 
-/// The hash of a [`JobCopy`] as the record's `fields` object: values embedded where
-/// `embedded` says so, the rest as strings.
-struct CopiedFields<'a>(&'a [(Vec<u8>, Vec<u8>)], &'a [Option<&'a RawValue>], bool);
+impl<'a> JobCopy<'a> {
+    /// The job's strings as text, when every one of them is UTF-8; each JSON field parsed
+    /// once, for `fields` and `textFields` both.
+    fn text(&self) -> Option<Strings<'a>> {
+        let utf8 = |b: &'a [u8]| std::str::from_utf8(b).ok();
+        let id = utf8(self.id)?;
+        let mut text_fields = Vec::new();
+        let mut fields = Vec::with_capacity(self.hash.len());
+        for (k, v) in self.hash {
+            let (k, v) = (utf8(k)?, utf8(v)?);
+            let raw = if JSON_FIELDS.contains(&k) {
+                let raw = embeddable(v);
+                if raw.is_none() {
+                    text_fields.push(k);
+                }
+                raw
+            } else {
+                None
+            };
+            fields.push((Str::Text(k), Str::Text(v), raw));
+        }
+        let logs = self
+            .logs
+            .iter()
+            .map(|l| utf8(l).map(Str::Text))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Strings {
+            id: Str::Text(id),
+            fields,
+            logs,
+            text_fields,
+            base64: false,
+        })
+    }
 
-impl Serialize for CopiedFields<'_> {
+    /// The job's strings as base64 of their bytes.
+    fn bytes(&self) -> Strings<'a> {
+        Strings {
+            id: Str::Bytes(self.id),
+            fields: self
+                .hash
+                .iter()
+                .map(|(k, v)| (Str::Bytes(k), Str::Bytes(v), None))
+                .collect(),
+            logs: self.logs.iter().map(|l| Str::Bytes(l)).collect(),
+            text_fields: Vec::new(),
+            base64: true,
+        }
+    }
+}
+
+/// A record's `fields` object: values embedded where parsed as JSON, the rest as strings.
+struct CopiedFields<'s, 'a>(&'s [(Str<'a>, Str<'a>, Option<&'a RawValue>)]);
+
+impl Serialize for CopiedFields<'_, '_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let base64 = self.2;
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for ((k, v), raw) in self.0.iter().zip(self.1) {
+        for (k, v, raw) in self.0 {
             match raw {
-                Some(raw) => map.serialize_entry(&Text(k, base64), raw)?,
-                None => map.serialize_entry(&Text(k, base64), &Text(v, base64))?,
+                Some(raw) => map.serialize_entry(k, raw)?,
+                None => map.serialize_entry(k, v)?,
             }
         }
         map.end()
@@ -235,29 +285,13 @@ impl Serialize for CopiedFields<'_> {
 impl Serialize for JobCopy<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let base64 = !self.is_text();
-        // Each JSON field is parsed once: for `fields` and for `textFields`.
-        let mut text_fields: Vec<&str> = Vec::new();
-        let embedded: Embedded<'_> = self
-            .hash
-            .iter()
-            .map(|(k, v)| {
-                let k = std::str::from_utf8(k)
-                    .ok()
-                    .filter(|k| !base64 && JSON_FIELDS.contains(k))?;
-                let raw = std::str::from_utf8(v).ok().and_then(embeddable);
-                if raw.is_none() {
-                    text_fields.push(k);
-                }
-                raw
-            })
-            .collect();
+        let strings = self.text().unwrap_or_else(|| self.bytes());
         let mut s = serializer.serialize_map(None)?;
         s.serialize_entry("queue", self.queue)?;
         if let Some(source) = self.source {
             s.serialize_entry("source", source)?;
         }
-        s.serialize_entry("id", &Text(self.id, base64))?;
+        s.serialize_entry("id", &strings.id)?;
         if !self.backend.is_bullmq() {
             s.serialize_entry("backend", &self.backend)?;
         }
@@ -266,15 +300,14 @@ impl Serialize for JobCopy<'_> {
         if let Some(role) = self.role {
             s.serialize_entry("role", role)?;
         }
-        if base64 {
+        if strings.base64 {
             s.serialize_entry("encoding", BASE64)?;
         }
-        s.serialize_entry("fields", &CopiedFields(self.hash, &embedded, base64))?;
-        if !text_fields.is_empty() {
-            s.serialize_entry("textFields", &text_fields)?;
+        s.serialize_entry("fields", &CopiedFields(&strings.fields))?;
+        if !strings.text_fields.is_empty() {
+            s.serialize_entry("textFields", &strings.text_fields)?;
         }
-        let logs: Vec<Text<'_>> = self.logs.iter().map(|l| Text(l, base64)).collect();
-        s.serialize_entry("logs", &logs)?;
+        s.serialize_entry("logs", &strings.logs)?;
         s.end()
     }
 }

@@ -12,7 +12,7 @@ use super::batch::{BatchSizer, run_batches};
 use super::observer::{Event, WithoutProgress};
 use super::options::SweepOptions;
 use super::report::Skipped;
-use super::run_archive::{RunArchive, SEGMENT_JOBS};
+use super::run_archive::RunArchive;
 use super::staging::{self, StagedCopies};
 use super::sys::yield_cpu_to_redis;
 use super::work::StateWork;
@@ -22,7 +22,7 @@ use crate::archive::{
 use crate::bullmq::DetachMode;
 use crate::bullmq::keys::StagedBatch;
 use crate::error::{Error, Result};
-use bullsweep_policy::{Backend, QueueId, Selection};
+use bullsweep_policy::{Backend, QueueId};
 use redis::aio::ConnectionLike;
 
 /// Log lines read per round trip when streaming.
@@ -136,8 +136,17 @@ impl ArchiveWriter<'_> {
     }
 }
 
+/// A batch detached by this run, its copies not read yet.
+pub(super) struct Detached {
+    pub(super) batch: StagedBatch,
+    /// Jobs of the set it detached (parents taken along are not counted).
+    pub(super) detached: u64,
+    /// What the detach calls reported staging.
+    staged: Vec<crate::bullmq::StagedNow>,
+}
+
 /// A detached batch whose segment is being written in the background.
-struct InFlight {
+pub(super) struct InFlight {
     batch: StagedBatch,
     /// Jobs of the set it detached (parents taken along are not counted).
     detached: u64,
@@ -158,63 +167,6 @@ impl StateWork<'_> {
             self.state.as_str(),
             self.opts,
         )
-    }
-
-    /// Archives the selected prefix of the set, oldest first, one segment per batch. Jobs
-    /// that are locked, malformed or changed stay at the head and are read past.
-    pub(super) async fn archive_prefix<C: ConnectionLike>(
-        &self,
-        con: &mut C,
-        archive: &RunArchive,
-        sel: &Selection,
-        skipped: &mut Skipped,
-    ) -> Result<u64> {
-        let mut writer = self.archive_writer(archive);
-        if self.cold.is_some() {
-            return self.cold_prefix(con, writer, sel, skipped).await;
-        }
-        let (mut offset, mut done) = (0u64, 0u64);
-        let mut in_flight: Option<InFlight> = None;
-        loop {
-            // Ids as bytes: one that is not UTF-8 is archived like any other.
-            let rows: Vec<(Vec<u8>, i64)> =
-                self.prefix_page(con, sel, offset, SEGMENT_JOBS).await?;
-            let next = if rows.is_empty() {
-                None
-            } else {
-                match self.start_batch(con, &mut writer, &rows, skipped).await {
-                    Ok(next) => {
-                        // What was not detached stays at the head of the set; read past it.
-                        offset += rows.len() as u64 - next.detached;
-                        Some(next)
-                    }
-                    Err(e) => {
-                        // Its jobs count as done through the observer's progress.
-                        if let Some(prev) = in_flight.take() {
-                            self.finish_batch(con, &mut writer, prev).await?;
-                        }
-                        return Err(e);
-                    }
-                }
-            };
-            if let Some(prev) = in_flight.take() {
-                match self.finish_batch(con, &mut writer, prev).await {
-                    Ok(n) => done += n,
-                    Err(e) => {
-                        // The batch read meanwhile goes back too: nothing is left detached.
-                        if let Some(next) = next {
-                            self.abandon_batch(con, next).await?;
-                        }
-                        return Err(e);
-                    }
-                }
-            }
-            let Some(next) = next else { return Ok(done) };
-            if self.opts.stopping() {
-                return Ok(done + self.finish_batch(con, &mut writer, next).await?);
-            }
-            in_flight = Some(next);
-        }
     }
 
     /// Archives the given jobs as one segment: detach, write, verify, drop. Returns how many
@@ -246,6 +198,21 @@ impl StateWork<'_> {
         rows: &[(Vec<u8>, i64)],
         skipped: &mut Skipped,
     ) -> Result<InFlight> {
+        let detached = self
+            .detach_rows(con, &mut writer.sizer, rows, skipped)
+            .await?;
+        let (detached, copies) = self.read_detached(con, detached).await?;
+        Ok(self.in_flight(writer, detached.batch, detached.detached, copies))
+    }
+
+    /// Detaches the rows into one staged batch (the detach calls' time sized by `sizer`).
+    pub(super) async fn detach_rows<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sizer: &mut BatchSizer,
+        rows: &[(Vec<u8>, i64)],
+        skipped: &mut Skipped,
+    ) -> Result<Detached> {
         let n = BATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let name = format!("{}-{}-{n}", self.opts.execution_id, self.state.as_str());
         let batch = StagedBatch::new(self.keys.base(), &name);
@@ -267,19 +234,37 @@ impl StateWork<'_> {
         let detached = run_batches(
             con,
             rows,
-            &mut writer.sizer,
+            sizer,
             self.opts.batching(&observer),
             skipped,
             &mut action,
         )
         .await?;
-        let staged = action.staged;
-        // The copies are read as the detach calls reported them, unless the server's list
-        // says otherwise (a failover since, or a call whose reply was lost): then as it says.
-        match staging::read_detached(con, &batch, self.state, staged).await? {
-            Some(copies) => Ok(self.in_flight(writer, batch, detached, copies)),
-            None => self.read_staged(con, writer, batch).await,
-        }
+        Ok(Detached {
+            staged: action.staged,
+            batch,
+            detached,
+        })
+    }
+
+    /// Reads a detached batch's copies: as the detach calls reported them, unless the
+    /// server's list says otherwise (a failover since, or a call whose reply was lost), then
+    /// as it says.
+    pub(super) async fn read_detached<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        mut detached: Detached,
+    ) -> Result<(Detached, staging::StagedRead)> {
+        let staged = std::mem::take(&mut detached.staged);
+        let copies = match staging::read_detached(con, &detached.batch, self.state, staged).await? {
+            Some(copies) => copies,
+            None => {
+                let copies = staging::read(con, &detached.batch, self.state).await?;
+                detached.detached = copies.jobs;
+                copies
+            }
+        };
+        Ok((detached, copies))
     }
 
     /// Finishes a batch an earlier run detached and did not drop: its copies are written and
@@ -316,7 +301,7 @@ impl StateWork<'_> {
     }
 
     /// A batch whose copies were read, with their segment being written.
-    fn in_flight(
+    pub(super) fn in_flight(
         &self,
         writer: &mut ArchiveWriter<'_>,
         batch: StagedBatch,
@@ -348,7 +333,7 @@ impl StateWork<'_> {
     /// it was read (a failover meanwhile) is read and written again once before it is left
     /// staged. When the archive fails, the batch is put back. Returns how many jobs of the set
     /// were archived.
-    async fn finish_batch<C: ConnectionLike>(
+    pub(super) async fn finish_batch<C: ConnectionLike>(
         &self,
         con: &mut C,
         writer: &mut ArchiveWriter<'_>,
@@ -399,7 +384,11 @@ impl StateWork<'_> {
     }
 
     /// Puts back a batch whose segment is no longer wanted (an earlier batch failed).
-    async fn abandon_batch<C: ConnectionLike>(&self, con: &mut C, batch: InFlight) -> Result<()> {
+    pub(super) async fn abandon_batch<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        batch: InFlight,
+    ) -> Result<()> {
         if let Some(write) = batch.write {
             let _ = write.await;
         }

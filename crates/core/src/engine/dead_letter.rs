@@ -23,7 +23,7 @@ use redis::aio::ConnectionLike;
 impl QueueRun<'_> {
     /// Runs the phases for both finished sets, then the archive purge; each phase's counts go
     /// into the queue report as `<state>:deadLetter-<phase>`.
-    pub(super) async fn dead_letter_phases<C: ConnectionLike>(
+    pub(super) async fn dead_letter_phases<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         phases: DeadLetter,
@@ -79,7 +79,7 @@ impl QueueRun<'_> {
     }
 
     /// One phase over the prefix of a finished set that finished at or before `cutoff`.
-    async fn phase<C: ConnectionLike>(
+    async fn phase<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         keys: &QueueKeys,

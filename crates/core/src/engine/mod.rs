@@ -10,6 +10,7 @@ mod actions;
 mod anonymize;
 mod archive_cold;
 mod archive_path;
+mod archive_pipeline;
 mod batch;
 mod context;
 mod dead_letter;

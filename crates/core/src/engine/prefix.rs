@@ -16,7 +16,7 @@ use redis::aio::ConnectionLike;
 
 impl StateWork<'_> {
     /// Counts the selected prefix, and for a run acts on it with the group's action.
-    pub(super) async fn sweep_prefix<C: ConnectionLike>(
+    pub(super) async fn sweep_prefix<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         group: &RuleGroup,

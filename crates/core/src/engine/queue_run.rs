@@ -108,7 +108,7 @@ impl<'a> QueueRun<'a> {
 
     /// Runs the queue's steps in order; the first that fails ends the queue's run, with its
     /// error in the report.
-    pub(super) async fn govern<C: ConnectionLike>(
+    pub(super) async fn govern<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         notices: &mut Vec<Notice>,
@@ -146,7 +146,7 @@ impl<'a> QueueRun<'a> {
     }
 
     /// The dead-letter phases, then stalled jobs; the first error.
-    async fn dead_letter_then_stalled<C: ConnectionLike>(
+    async fn dead_letter_then_stalled<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         qr: &mut QueueReport,
@@ -248,7 +248,7 @@ impl<'a> QueueRun<'a> {
     }
 
     /// The rules of each finished state, then of each pending state, then source links.
-    async fn finished_then_pending<C: ConnectionLike>(
+    async fn finished_then_pending<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         qr: &mut QueueReport,
@@ -260,7 +260,7 @@ impl<'a> QueueRun<'a> {
     }
 
     /// The rules of each finished state; the error names the state.
-    async fn finished_states<C: ConnectionLike>(
+    async fn finished_states<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         qr: &mut QueueReport,
@@ -301,7 +301,7 @@ impl<'a> QueueRun<'a> {
     }
 
     /// `deadLetter`.
-    async fn dead_letter<C: ConnectionLike>(
+    async fn dead_letter<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
         qr: &mut QueueReport,

@@ -15,9 +15,17 @@ use redis::aio::ConnectionLike;
 
 /// Entries put back per call.
 const UNSTAGE_ENTRIES: u64 = 200;
-/// Entries freed per `drop_staged.lua` call (two keys each): small enough that one call stays
-/// well under a millisecond.
-const DROP_ENTRIES: u64 = 100;
+/// Entries freed per `drop_staged.lua` call (two keys each): about a millisecond of Redis's
+/// time (four such calls free a segment's jobs), under the sweep's 2 ms budget.
+const DROP_ENTRIES: u64 = 250;
+/// Staged entries read per round trip at most (a whole segment's).
+const READ_ROUND_JOBS: usize = 1_000;
+/// The replies of one read round, about: a few MiB, whatever the jobs' sizes.
+const READ_ROUND_BYTES: u64 = 4 << 20;
+/// A staged job's bytes beyond its payload (its other fields, the reply's framing), and a
+/// log line's, for sizing read rounds.
+const ENTRY_BYTES: u64 = 512;
+const LOG_LINE_BYTES: u64 = 256;
 /// How often a drop follows a list that is not as expected before it leaves the batch staged.
 const DROP_SURPRISES: u32 = 3;
 
@@ -201,6 +209,7 @@ async fn read_copies<C: ConnectionLike>(
         entries,
     };
     let mut whole = Vec::with_capacity(staged.len());
+    let mut bytes = Vec::with_capacity(staged.len());
     for s in staged {
         let entry = StagedEntry {
             n: s.n,
@@ -213,6 +222,7 @@ async fn read_copies<C: ConnectionLike>(
         if s.payload_bytes > LARGE_JOB_BYTES || s.logs > LARGE_JOB_LOGS {
             out.large.push(entry);
         } else {
+            bytes.push(s.payload_bytes + ENTRY_BYTES + s.logs * LOG_LINE_BYTES);
             whole.push(entry);
         }
     }
@@ -221,7 +231,7 @@ async fn read_copies<C: ConnectionLike>(
         let held = entries_held(con, batch).await?;
         return Ok((held == out.entries).then_some(out));
     }
-    for (i, chunk) in whole.chunks(READ_JOBS).enumerate() {
+    for (i, chunk) in read_rounds(&whole, &bytes).into_iter().enumerate() {
         let (lo, hi) = match (chunk.first(), chunk.last()) {
             (Some(f), Some(l)) if i > 0 => (f.n, l.n),
             _ => (1, out.entries.len() as u64),
@@ -258,6 +268,25 @@ async fn read_copies<C: ConnectionLike>(
         }
     }
     Ok(Some(out))
+}
+
+/// The staged entries read in one pipelined round trip each: up to `READ_ROUND_JOBS`, and
+/// (from their sizes as the detach reported them) about `READ_ROUND_BYTES` of replies, so
+/// a batch of small jobs is read in one round trip and one of large jobs in bounded memory.
+fn read_rounds<'e>(whole: &'e [StagedEntry], bytes: &[u64]) -> Vec<&'e [StagedEntry]> {
+    let mut rounds = Vec::new();
+    let (mut start, mut sum) = (0, 0u64);
+    for (i, b) in bytes.iter().enumerate() {
+        if i > start && (i - start == READ_ROUND_JOBS || sum + b > READ_ROUND_BYTES) {
+            rounds.push(&whole[start..i]);
+            (start, sum) = (i, 0);
+        }
+        sum += b;
+    }
+    if start < whole.len() {
+        rounds.push(&whole[start..]);
+    }
+    rounds
 }
 
 /// Frees a batch whose copies of `entries` (the whole list, in order) are durable: from the

@@ -100,7 +100,13 @@ fn in_order<T>(mut entries: Vec<(usize, T)>) -> Vec<T> {
 
 impl Sweep<'_> {
     /// Governs queue `q`, the `i`-th of the run, under its lock when the run takes locks.
-    async fn queue<C: ConnectionLike>(&self, con: &mut C, i: usize, q: &QueueId, part: &mut Part) {
+    async fn queue<C: ConnectionLike + Clone>(
+        &self,
+        con: &mut C,
+        i: usize,
+        q: &QueueId,
+        part: &mut Part,
+    ) {
         let eff = match self.set.resolve(q) {
             Resolution::Uncovered => {
                 part.uncovered.push((i, q.base.clone()));

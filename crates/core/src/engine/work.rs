@@ -45,7 +45,11 @@ pub(crate) struct StateWork<'a> {
 impl<'a> StateWork<'a> {
     /// Plans or sweeps the state: the selected prefix of the set when only the default rule
     /// applies, else a walk that picks each job's rule by its name.
-    pub async fn govern<C: ConnectionLike>(&self, con: &mut C, sr: &mut StateReport) -> Result<()> {
+    pub async fn govern<C: ConnectionLike + Clone>(
+        &self,
+        con: &mut C,
+        sr: &mut StateReport,
+    ) -> Result<()> {
         match (&self.groups.default, self.groups.by_name.is_empty()) {
             (Some(group), true) => self.sweep_prefix(con, group, sr).await,
             _ => self.walk(con, sr).await,

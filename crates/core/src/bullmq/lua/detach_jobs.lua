@@ -48,8 +48,9 @@ local indexed = false
 local stagedNow = {}
 
 -- Moves a job's hash and logs under the batch (entry `tag .. id`), and notes what the client
--- needs to read them; `finishedOn` when the caller has read it already.
-local function stage(jobKey, tag, jobId, finishedOn)
+-- needs to read them; `finishedOn` when the caller has read it already, and the logs' type
+-- when it has looked it up (a job without logs then costs no second lookup).
+local function stage(jobKey, tag, jobId, finishedOn, logsType)
   if not indexed then
     rcall('HSET', indexKey, ARGV[4], ARGV[5])
     indexed = true
@@ -67,7 +68,10 @@ local function stage(jobKey, tag, jobId, finishedOn)
   -- Logs that are not a list (nothing BullMQ writes) cannot be copied: a job of the set with
   -- such logs is held back before this; a parent taken along leaves them where they are.
   local logsKey = jobKey .. ':logs'
-  local logs = redis.pcall('LLEN', logsKey)
+  local logs = 0
+  if logsType ~= 'none' then
+    logs = redis.pcall('LLEN', logsKey)
+  end
   if type(logs) ~= 'number' then
     logs = 0
   elseif logs > 0 then
@@ -76,10 +80,9 @@ local function stage(jobKey, tag, jobId, finishedOn)
   stagedNow[s + 5] = logs
 end
 
--- Whether the job's logs are a list or absent: what the archive can copy.
-local function logsReadable(jobKey)
-  local t = rcall('TYPE', jobKey .. ':logs')['ok']
-  return t == 'list' or t == 'none'
+-- The type of the job's logs key: a list or none is what the archive can copy.
+local function logsType(jobKey)
+  return rcall('TYPE', jobKey .. ':logs')['ok']
 end
 
 queueRemovedKeys = function(dels)
@@ -94,10 +97,11 @@ end
 local batch = walkIdBatch(setKey, queuePrefix, 8, false, LOOK_EVERY, clock,
   function(batch, jobId, jobKey)
     local finishedOn, parentKey, deid = readFinishedJob(jobKey)
+    local logs = finishedOn and logsType(jobKey)
     if finishedOn == false then
       -- A dangling id (no job hash): there is nothing to copy, so it is not archived.
       batch.dangling = batch.dangling + 1
-    elseif finishedOn and not logsReadable(jobKey) then
+    elseif finishedOn and logs ~= 'list' and logs ~= 'none' then
       -- Logs of a type BullMQ never writes cannot be copied, so the job is not taken.
       batch.malformed = batch.malformed + 1
     else
@@ -106,7 +110,7 @@ local batch = walkIdBatch(setKey, queuePrefix, 8, false, LOOK_EVERY, clock,
       if #batch.removed > before then
         -- takeReadJob queued none of the job's keys (queueRemovedKeys): stage its hash and
         -- logs, and queue the rest.
-        stage(jobKey, 'j', jobId, finishedOn)
+        stage(jobKey, 'j', jobId, finishedOn, logs)
         queueLinkKeys(batch.dels, jobKey)
       end
     end
