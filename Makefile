@@ -15,7 +15,7 @@ export PATH := $(VENV)/bin:$(PATH)
 	matrix-deps test-matrix
 
 demo: redis-server
-	@echo "building bullsweep (release; the first build takes a few minutes)"
+	@echo "building bullsweep (release; the first build takes about 4 minutes on two cores)"
 	$(CARGO) build --release
 	./target/release/bullsweep demo
 
