@@ -116,7 +116,8 @@ fn two_daemons_govern_every_primary_by_schedule_and_events() {
         },
     );
     let logs: Vec<String> = daemons.into_iter().map(ClusterDaemon::stop).collect();
-    assert_one_chain_auditing_each_removal_exactly_once(dir.path(), &url, &logs);
+    // One chain, with every removal of the two daemons (3 × 1,001 jobs) audited exactly once.
+    audited_removals(dir.path(), &url, 3 * 1_001, &logs.join("\n"));
 }
 
 /// Job 5000 of `base`, finished at `old`, in its completed set and announced on its events
@@ -132,34 +133,6 @@ fn announce_a_late_job(con: &mut redis::cluster::ClusterConnection, base: &str, 
         .arg("5000")
         .query(con)
         .expect("xadd");
-}
-
-/// One chain, with every removal of the two daemons (3 × 1,001 jobs) audited exactly once;
-/// `logs` are the daemons', shown when the chain does not verify.
-fn assert_one_chain_auditing_each_removal_exactly_once(dir: &Path, url: &str, logs: &[String]) {
-    let verify = bullsweep(dir, url, &["audit", "verify"]);
-    assert!(verify.status.success(), "{}\n{logs:?}", stderr(&verify));
-    let trail = bullsweep(dir, url, &["--json", "audit", "query"]);
-    assert!(trail.status.success(), "{}", stderr(&trail));
-    let mut audited: BTreeMap<(String, String), u32> = BTreeMap::new();
-    for line in String::from_utf8_lossy(&trail.stdout).lines() {
-        let e: serde_json::Value = serde_json::from_str(line).expect("event");
-        if e["action"] != "remove" {
-            continue;
-        }
-        let queue = e["queueKey"].as_str().expect("queue").to_string();
-        for id in e["jobIds"].as_array().expect("ids") {
-            *audited
-                .entry((queue.clone(), id.as_str().expect("id").to_string()))
-                .or_default() += 1;
-        }
-    }
-    assert_eq!(audited.len(), 3 * 1_001, "every removal is audited");
-    assert!(
-        audited.values().all(|n| *n == 1),
-        "none twice: {:?}",
-        audited.iter().find(|(_, n)| **n > 1)
-    );
 }
 
 /// Queues per primary in the side-by-side test.

@@ -80,11 +80,11 @@ impl Daemon {
     async fn open_audit(&mut self) -> Option<OpenedAudit> {
         let opened = OpenedAudit::open(&mut self.con, &self.runs.url, &self.set).await;
         let (opened, warnings) = opened.ok()?;
+        if warnings.is_empty() {
+            clear_repeated("round-audit");
+        }
         for warning in warnings {
             log_repeated("round-audit", "warn", &warning);
-        }
-        if opened.unavailable.is_none() {
-            clear_repeated("round-audit");
         }
         Some(opened)
     }

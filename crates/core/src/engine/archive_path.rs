@@ -383,19 +383,6 @@ impl StateWork<'_> {
         Ok(())
     }
 
-    /// Puts back a batch whose segment is no longer wanted (an earlier batch failed).
-    pub(super) async fn abandon_batch<C: ConnectionLike>(
-        &self,
-        con: &mut C,
-        batch: InFlight,
-    ) -> Result<()> {
-        if let Some(write) = batch.write {
-            let _ = write.await;
-        }
-        staging::put_back(con, self.keys, self.state, &batch.batch, self.audit).await?;
-        Ok(())
-    }
-
     /// Archives one oversized staged entry as a segment of its own, streamed.
     async fn stream_entry<C: ConnectionLike>(
         &self,

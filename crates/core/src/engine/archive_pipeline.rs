@@ -2,15 +2,18 @@
 //! written on a blocking thread, batch N+1's staged copies are read and batch N+2 is
 //! detached, the read and the detach on two clones of the connection (so the client parses
 //! one batch's copies while Redis runs the next batch's detach calls); then N is verified
-//! and dropped. At most three batches are detached and not dropped at once, their copies
-//! held in bounded memory (see `staging::read_rounds`). On an error, what was detached and
-//! not written is put back; a batch a killed run leaves staged is finished by the next run.
+//! and dropped. At most three batches are detached and not dropped at once (each read in
+//! round trips of a few MiB, see `staging::read_rounds`; a batch's copies are held until its
+//! segment is written). On an error, what was detached and not written is put back and the
+//! batch being written is finished; a batch a killed run leaves staged is finished by the
+//! next run.
 
-use super::archive_path::{Detached, InFlight};
+use super::archive_path::{ArchiveWriter, Detached, InFlight};
 use super::report::Skipped;
 use super::run_archive::{RunArchive, SEGMENT_JOBS};
 use super::staging;
 use super::work::StateWork;
+use crate::bullmq::keys::StagedBatch;
 use crate::error::{Error, Result};
 use bullsweep_policy::Selection;
 use futures_util::future::join;
@@ -39,7 +42,14 @@ impl StateWork<'_> {
             let rows: Vec<(Vec<u8>, i64)> = if self.opts.stopping() {
                 Vec::new()
             } else {
-                self.prefix_page(con, sel, offset, SEGMENT_JOBS).await?
+                match self.prefix_page(con, sel, offset, SEGMENT_JOBS).await {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        let back = to_read.map(|d| d.batch);
+                        let e = e.into();
+                        return Err(self.unwind(con, &mut writer, back, in_flight, e).await);
+                    }
+                }
             };
             if rows.is_empty() && to_read.is_none() && in_flight.is_none() {
                 return Ok(done);
@@ -62,51 +72,60 @@ impl StateWork<'_> {
                 },
             )
             .await;
-            // The copies read go to their writer first: whatever else failed, that batch can
-            // then be finished or put back.
-            let written = match read {
-                Ok(Some((d, copies))) => Ok(Some(self.in_flight(
-                    &mut writer,
-                    d.batch,
-                    d.detached,
-                    copies,
-                ))),
-                Ok(None) => Ok(None),
-                Err(e) => Err(e),
-            };
-            let finished = match in_flight.take() {
-                Some(prev) => self.finish_batch(con, &mut writer, prev).await.map(Some),
-                None => Ok(None),
-            };
-            match (detached, written, finished) {
-                (Ok(detached), Ok(written), Ok(finished)) => {
-                    if let Some(d) = &detached {
-                        // What was not detached stays at the head of the set; read past it.
-                        offset += rows.len() as u64 - d.detached;
-                    }
-                    done += finished.unwrap_or(0);
-                    to_read = detached;
-                    in_flight = written;
+            // On an error nothing more is written: the batch detached or read goes back, the
+            // one being written is finished.
+            let (detached, read) = match (detached, read) {
+                (Ok(detached), Ok(read)) => (detached, read),
+                (Err(e), read) => {
+                    let back = read.ok().flatten().map(|(d, _)| d.batch);
+                    return Err(self.unwind(con, &mut writer, back, in_flight, e).await);
                 }
-                (detached, written, finished) => {
-                    // Nothing is left detached: each batch under way goes back.
-                    let mut error = finished.err();
-                    match detached {
-                        Ok(Some(d)) => {
-                            staging::put_back(con, self.keys, self.state, &d.batch, self.audit)
-                                .await?;
-                        }
-                        Ok(None) => {}
-                        Err(e) => error = error.or(Some(e)),
+                (Ok(detached), Err(e)) => {
+                    let back = detached.map(|d| d.batch);
+                    return Err(self.unwind(con, &mut writer, back, in_flight, e).await);
+                }
+            };
+            if let Some(d) = &detached {
+                // What was not detached stays at the head of the set; read past it.
+                offset += rows.len() as u64 - d.detached;
+            }
+            let written =
+                read.map(|(d, copies)| self.in_flight(&mut writer, d.batch, d.detached, copies));
+            if let Some(prev) = in_flight.take() {
+                match self.finish_batch(con, &mut writer, prev).await {
+                    Ok(n) => done += n,
+                    Err(e) => {
+                        // The batches behind it go back too: nothing is left detached.
+                        let back = detached.map(|d| d.batch);
+                        return Err(self.unwind(con, &mut writer, back, written, e).await);
                     }
-                    match written {
-                        Ok(Some(w)) => self.abandon_batch(con, w).await?,
-                        Ok(None) => {}
-                        Err(e) => error = error.or(Some(e)),
-                    }
-                    return Err(error.unwrap_or_else(|| Error::archive("an archive batch failed")));
                 }
             }
+            to_read = detached;
+            in_flight = written;
         }
+    }
+
+    /// After `error`: puts back each batch detached and not written, and finishes the one
+    /// being written (put back if that fails too), so that nothing is left detached when the
+    /// error can be helped; returns the first error. What cannot be put back stays staged, and
+    /// the next run finishes it.
+    async fn unwind<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        writer: &mut ArchiveWriter<'_>,
+        detached: Option<StagedBatch>,
+        written: Option<InFlight>,
+        error: Error,
+    ) -> Error {
+        if let Some(batch) = detached {
+            // A failure here leaves the batch staged for the next run; the first error is
+            // the one to tell.
+            let _ = staging::put_back(con, self.keys, self.state, &batch, self.audit).await;
+        }
+        if let Some(written) = written {
+            let _ = self.finish_batch(con, writer, written).await;
+        }
+        error
     }
 }

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::notify;
 use bullsweep_base::clock::{execution_id, now_ms};
 use bullsweep_base::connect::{Conn, at_url, describe};
-use bullsweep_policy::{PolicySet, QueueId};
+use bullsweep_policy::{PolicySet, QueueId, Resolution};
 
 /// Which queues a plan or run covers, and how it is stopped early.
 #[derive(Clone, Debug, Default)]
@@ -36,13 +36,15 @@ pub struct RunScope {
 
 /// The durable audit store, opened once for several runs (the daemon's round of due queues):
 /// bullsweep's own keys checked and earlier events shipped. A run given one does not open
-/// the store again, and ships only when it has more to record than its streams hold (a
-/// failed queue, a notice delivered): each destructive call wrote its event to its stream in
-/// the same atomic call, and the caller ships those after the runs.
-#[derive(Clone, Debug, Default)]
+/// the store again, and ships at its end only when it has more to record than its streams
+/// hold (a failed queue, a notice delivered) or a queue of its requires the audit
+/// (`sla.auditRequired`, whose run fails when its events cannot be stored): each destructive
+/// call wrote its event to its stream in the same atomic call, and the caller ships the rest
+/// after the runs. Made only by [`OpenedAudit::open`].
+#[derive(Clone, Debug)]
 pub struct OpenedAudit {
     /// Why the store cannot be used, if it cannot.
-    pub unavailable: Option<String>,
+    unavailable: Option<String>,
 }
 
 impl OpenedAudit {
@@ -105,8 +107,9 @@ pub async fn audited_sweep(
     for notice in &report.notices {
         deliveries.push(notify::deliver(notice, &set.notify).await);
     }
-    let more_than_streams =
-        !report.notices.is_empty() || report.queues.iter().any(|q| q.error.is_some());
+    let more_than_streams = !report.notices.is_empty()
+        || report.queues.iter().any(|q| q.error.is_some())
+        || audit_required(set, opts.queues.as_deref());
     if mode == Mode::Run && audit_unavailable.is_none() && (opened.is_none() || more_than_streams) {
         ship_run_events(con, set, &report, &deliveries, &opts).await?;
     }
@@ -119,6 +122,16 @@ pub async fn audited_sweep(
         record_swept(con, url, &mut report, opts.now_ms).await;
     }
     Ok(report)
+}
+
+/// Whether any of `queues` (every queue when `None`) is under a policy whose
+/// `sla.auditRequired` is set.
+fn audit_required(set: &PolicySet, queues: Option<&[QueueId]>) -> bool {
+    let Some(queues) = queues else { return true };
+    queues.iter().any(|q| match set.resolve(q) {
+        Resolution::Covered(eff) => eff.sla.as_ref().is_some_and(|s| s.audit_required),
+        _ => false,
+    })
 }
 
 /// Before a run: checks bullsweep's own keys and ships what earlier runs left; returns why
