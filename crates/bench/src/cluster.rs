@@ -74,12 +74,7 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
     let per_queue = (args.jobs / bases.len() as u64).max(1);
     let jobs = per_queue * bases.len() as u64;
     let one_url = one.url(0);
-    let seeds: Vec<String> = cluster
-        .nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
-    let cluster_url = format!("redis+cluster://{}", seeds.join(","));
+    let cluster_url = cluster.url();
     let node_urls: Vec<String> = cluster.nodes.iter().map(|n| n.url(0)).collect();
 
     let mut report = ClusterReport {

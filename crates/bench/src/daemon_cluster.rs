@@ -62,12 +62,7 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
         .flat_map(|t| (0..QUEUES_PER_PRIMARY).map(move |q| format!("{{{t}}}:q{q:03}")))
         .collect();
     let per_queue = (args.jobs / bases.len() as u64).max(1);
-    let seeds: Vec<String> = cluster
-        .nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
-    let url = format!("redis+cluster://{}", seeds.join(","));
+    let url = cluster.url();
     let dir = tempfile::tempdir().map_err(|e| Error::runtime(format!("temp dir: {e}")))?;
     let policy = write_policy(dir.path(), &tags)?;
     let bin = std::env::current_exe().map_err(|e| Error::runtime(format!("own binary: {e}")))?;

@@ -259,12 +259,7 @@ fn due_queues_on_different_primaries_are_swept_side_by_side_in_dependency_order(
     let now = now_ms();
     let (expected, removed) = standalone_result(&bases, now);
     // The default user: the roles' key patterns name other prefixes than these tags.
-    let nodes: Vec<String> = cluster
-        .nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
-    let url = format!("redis+cluster://{}", nodes.join(","));
+    let url = cluster.url();
     for extra in [&[][..], &["--one-primary-at-a-time"][..]] {
         for node in cluster.primaries().expect("primaries") {
             let mut con = node

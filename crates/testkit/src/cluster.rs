@@ -129,6 +129,17 @@ impl PrivateCluster {
     /// A `redis+cluster://` URL (`rediss+cluster://` over TLS) with every node as a seed, as
     /// `role`'s user.
     pub fn url_as(&self, role: Role) -> String {
+        self.url_of(&format!("{}:{ROLE_PASSWORD}@", role.user()))
+    }
+
+    /// The same URL as the `default` user (every key and command), for benches and tests
+    /// whose keys no role's patterns name.
+    pub fn url(&self) -> String {
+        self.url_of("")
+    }
+
+    /// The URL with `user` (`name:password@`, or empty) before the seeds.
+    fn url_of(&self, user: &str) -> String {
         let seeds: Vec<String> = self
             .nodes
             .iter()
@@ -139,11 +150,7 @@ impl PrivateCluster {
         } else {
             "redis+cluster"
         };
-        format!(
-            "{scheme}://{}:{ROLE_PASSWORD}@{}",
-            role.user(),
-            seeds.join(",")
-        )
+        format!("{scheme}://{user}{}", seeds.join(","))
     }
 
     /// A cluster client of the `default` user, for the harness.
