@@ -60,7 +60,7 @@ struct ClusterReport {
 }
 
 /// A node the bench reads counters from and probes.
-struct Probed {
+pub(super) struct Probed {
     url: String,
     con: MultiplexedConnection,
 }
@@ -151,19 +151,9 @@ async fn measure(
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let mut con = connect_url(url, "bullsweep-bench").await?;
     let mut nodes = flushed_nodes(probed).await?;
-    for base in bases {
-        let spec = SeedSpec {
-            base: base.clone(),
-            completed: per_queue,
-            failed: 0,
-            spread_ms: 3_600_000,
-            names: vec!["bench-job".into()],
-            job_bytes: args.job_bytes,
-        };
-        seed_queue(&mut con, &spec, now_ms() - 1_000)
-            .await
-            .map_err(redis_err)?;
-    }
+    seed_completed(&mut con, bases, per_queue, args.job_bytes)
+        .await
+        .map_err(redis_err)?;
     let set = sweep_policy(bases)?;
     // SLOWLOG records every call of 1 ms or more, from empty (private servers: the settings
     // are not restored).
@@ -211,8 +201,30 @@ async fn measure(
     })
 }
 
+/// Seeds `per_queue` completed jobs of about `job_bytes` into each queue of `bases`, finished
+/// over the last hour.
+pub(super) async fn seed_completed(
+    con: &mut Conn,
+    bases: &[String],
+    per_queue: u64,
+    job_bytes: usize,
+) -> redis::RedisResult<()> {
+    for base in bases {
+        let spec = SeedSpec {
+            base: base.clone(),
+            completed: per_queue,
+            failed: 0,
+            spread_ms: 3_600_000,
+            names: vec!["bench-job".into()],
+            job_bytes,
+        };
+        seed_queue(con, &spec, now_ms() - 1_000).await?;
+    }
+    Ok(())
+}
+
 /// A connection to each node of `probed`, each node flushed.
-async fn flushed_nodes(probed: &[String]) -> Result<Vec<Probed>, Error> {
+pub(super) async fn flushed_nodes(probed: &[String]) -> Result<Vec<Probed>, Error> {
     let mut nodes = Vec::new();
     for node in probed {
         let client = redis::Client::open(node.as_str()).map_err(|e| Error::redis(node, &e))?;

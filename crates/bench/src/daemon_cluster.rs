@@ -5,12 +5,13 @@
 //! side by side. Reports each way's seconds and the speed-up.
 
 use super::BenchConfig;
-use super::report::median;
+use super::cluster::{flushed_nodes, seed_completed};
+use super::report::{json_or_table, median};
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::connect_url;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::keys::LAST_RUN;
-use bullsweep_testkit::{PrivateCluster, SeedSpec, seed_queue};
+use bullsweep_testkit::PrivateCluster;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use std::path::Path;
@@ -63,6 +64,7 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
         .collect();
     let per_queue = (args.jobs / bases.len() as u64).max(1);
     let url = cluster.url();
+    let node_urls: Vec<String> = cluster.nodes.iter().map(|n| n.url(0)).collect();
     let dir = tempfile::tempdir().map_err(|e| Error::runtime(format!("temp dir: {e}")))?;
     let policy = write_policy(dir.path(), &tags)?;
     let bin = std::env::current_exe().map_err(|e| Error::runtime(format!("own binary: {e}")))?;
@@ -79,8 +81,11 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
         let mut seconds = Vec::new();
         for (way, flags) in WAYS {
             eprintln!("round {round}: {way}, seeding {} jobs", report.jobs);
-            flush(&cluster).await?;
-            seed(&url, &bases, per_queue, args.job_bytes).await?;
+            flushed_nodes(&node_urls).await?;
+            let mut con = connect_url(&url, "bullsweep-bench").await?;
+            seed_completed(&mut con, &bases, per_queue, args.job_bytes)
+                .await
+                .map_err(|e| Error::redis(&url, &e))?;
             let _ = std::fs::remove_file(dir.path().join("audit.jsonl"));
             let s = time_daemon(&bin, &url, dir.path(), &policy, flags, &bases).await?;
             eprintln!("round {round}: {way}: {s:.2} s");
@@ -94,11 +99,7 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
         report.speedups.push(seconds[0] / seconds[1].max(1e-9));
     }
     report.speedup = median(report.speedups.clone());
-    if args.json {
-        serde_json::to_string(&report).map_err(Error::runtime)
-    } else {
-        Ok(table(&report))
-    }
+    json_or_table(&report, args.json, table)
 }
 
 /// Hash tags, one served by each primary.
@@ -135,38 +136,6 @@ fn write_policy(dir: &Path, tags: &[String]) -> Result<std::path::PathBuf, Error
     );
     std::fs::write(&path, text).map_err(|e| Error::runtime(format!("policy file: {e}")))?;
     Ok(path)
-}
-
-/// Empties every node.
-async fn flush(cluster: &PrivateCluster) -> Result<(), Error> {
-    for node in &cluster.nodes {
-        let url = node.url(0);
-        let mut con = connect_url(&url, "bullsweep-bench").await?;
-        redis::cmd("FLUSHALL")
-            .query_async::<()>(&mut con)
-            .await
-            .map_err(|e| Error::redis(&url, &e))?;
-    }
-    Ok(())
-}
-
-/// Seeds `per_queue` completed jobs into each queue, over the last hour.
-async fn seed(url: &str, bases: &[String], per_queue: u64, job_bytes: usize) -> Result<(), Error> {
-    let mut con = connect_url(url, "bullsweep-bench").await?;
-    for base in bases {
-        let spec = SeedSpec {
-            base: base.clone(),
-            completed: per_queue,
-            failed: 0,
-            spread_ms: 3_600_000,
-            names: vec!["bench-job".into()],
-            job_bytes,
-        };
-        seed_queue(&mut con, &spec, now_ms() - 1_000)
-            .await
-            .map_err(|e| Error::redis(url, &e))?;
-    }
-    Ok(())
 }
 
 /// Starts the daemon with `flags` and returns the seconds until a sweep of each of `bases`
