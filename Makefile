@@ -110,8 +110,10 @@ test-matrix: redis-server matrix-deps compat-deps build
 			$(NODE_TEST) $$(ls test/*.test.js | grep -v -e dashboard -e bull_board -e bench)); \
 	done
 
+# The CLI and the test kit's binary (the compatibility suite seeds and damages data with it);
+# a plain `cargo build` builds only the CLI (the workspace's default member).
 build:
-	$(CARGO) build --quiet
+	$(CARGO) build --quiet -p bullsweep -p bullsweep-testkit
 
 release:
 	$(CARGO) build --release --quiet
