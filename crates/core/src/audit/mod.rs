@@ -135,8 +135,11 @@ const SHIP_PAGE: usize = 200;
 /// How long a writer waits for another to finish with the store.
 const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Why a writer gave up waiting.
+/// Why a writer gave up waiting for another process (its audit lock in Redis).
 const BUSY: &str = "another writer held the audit store for 30 s";
+
+/// Why a writer gave up waiting for this process's other tasks at the store.
+const BUSY_HERE: &str = "this process's other tasks held the audit store for 30 s";
 
 /// The turn of this process's tasks at the store (the daemon's groups of queues, the
 /// dashboard's actions): they queue here, in order, instead of polling the lock in Redis.
@@ -154,7 +157,7 @@ pub async fn with_store<C: ConnectionLike, T>(
     let waited = std::time::Instant::now();
     let _turn = tokio::time::timeout(STORE_WAIT, STORE_TURN.lock())
         .await
-        .map_err(|_| ShipError::Store(std::io::Error::other(BUSY)))?;
+        .map_err(|_| ShipError::Store(std::io::Error::other(BUSY_HERE)))?;
     let owner = format!("audit-{}", std::process::id());
     let wait = STORE_WAIT.saturating_sub(waited.elapsed());
     let lock = crate::lock::QueueLock::acquire_within(con, AUDIT_LOCK, &owner, wait)
