@@ -7,6 +7,7 @@
 use super::BenchConfig;
 use super::cluster::{flushed_nodes, seed_completed};
 use super::report::{json_or_table, median};
+use super::scale::spawn;
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::connect_url;
 use bullsweep_core::Error;
@@ -15,7 +16,7 @@ use bullsweep_testkit::PrivateCluster;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Primaries of the cluster, and due queues on each.
@@ -163,19 +164,11 @@ async fn time_daemon(
             .map_err(redis_err)?;
     }
     let started = Instant::now();
-    let mut daemon = Daemon(
-        Command::new(bin)
-            .args(["--redis", url, "--config"])
-            .arg(policy)
-            .args(["daemon", "--discover-every", "1h"])
-            .args(flags)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| Error::runtime(format!("cannot start the daemon: {e}")))?,
-    );
+    let args: Vec<&str> = ["daemon", "--discover-every", "1h"]
+        .into_iter()
+        .chain(flags.iter().copied())
+        .collect();
+    let mut daemon = Daemon(spawn(bin, url, dir, policy, &args)?);
     loop {
         let runs: Vec<i64> = redis::cmd("HVALS")
             .arg(LAST_RUN)

@@ -213,7 +213,15 @@ async fn seed(con: &Conn, url: &str, per_queue: u64, job_bytes: usize) -> Result
     Ok(())
 }
 
-fn spawn(bin: &Path, url: &str, dir: &Path, policy: &Path, args: &[&str]) -> Result<Child, Error> {
+/// Starts `bullsweep --redis <url> --config <policy> <args…>` in `dir`, its standard output
+/// piped (a `--json` run's report; the daemon writes nothing there) and its log discarded.
+pub(super) fn spawn(
+    bin: &Path,
+    url: &str,
+    dir: &Path,
+    policy: &Path,
+    args: &[&str],
+) -> Result<Child, Error> {
     Command::new(bin)
         .arg("--redis")
         .arg(url)
