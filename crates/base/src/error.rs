@@ -134,9 +134,8 @@ impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         if ErrorKind::of_redis(&e) == ErrorKind::Permission {
             let text = error_text(&e);
-            Error::new(ErrorKind::Permission, format!("Redis: {text}")).with_hint(
-                "grant the Redis user the role's commands and key patterns (README, \"Permissions\")",
-            )
+            let hint = permission_hint(&text, None);
+            Error::new(ErrorKind::Permission, format!("Redis: {text}")).with_hint(hint)
         } else {
             Error::new(ErrorKind::Redis, format!("Redis: {e}"))
         }
@@ -155,6 +154,31 @@ pub fn error_text(e: &redis::RedisError) -> String {
     match (e.code(), e.detail()) {
         (Some("NOPERM"), Some(detail)) => detail.to_string(),
         _ => e.to_string(),
+    }
+}
+
+/// The command a refusal says the user may not run (`evalsha` in Redis's "this user has no
+/// permissions to run the 'evalsha' command"), when it names one.
+pub fn refused_command(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once("permissions to run the '")?;
+    let (command, _) = rest.split_once('\'')?;
+    Some(command)
+}
+
+/// What to do about a refusal for lack of permission (its words in `text`): the command the
+/// user lacks, when the refusal names one, and the ACL line of the role the work needs in
+/// README "Permissions" (`role`: `read-only`, `governing` or `erasure`, when the caller knows
+/// which).
+pub fn permission_hint(text: &str, role: Option<&str>) -> String {
+    let line = match role {
+        Some(role) => format!("the {role} role's ACL line (README, \"Permissions\")"),
+        None => "its role's ACL line (README, \"Permissions\": read-only for plan, explain, report, alerts and doctor; governing for run, the daemon and archive restore; erasure for forget)".to_string(),
+    };
+    match refused_command(text) {
+        Some(command) => {
+            format!("the user may not run {command}: give it {line}, which has `+{command}`")
+        }
+        None => format!("give the user {line}: its commands and key patterns"),
     }
 }
 

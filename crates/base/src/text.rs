@@ -25,8 +25,42 @@ pub fn thousands(n: u64) -> String {
 /// A count and its noun, plural unless the count is one: `1 job`, `12,345 jobs` (nouns with a
 /// regular plural only).
 pub fn count(n: u64, noun: &str) -> String {
+    format!("{} {}", thousands(n), plural(n, noun))
+}
+
+/// The noun for a count of `n`: `job` for one, `jobs` otherwise (nouns with a regular plural
+/// only), for a count shown apart from its noun.
+pub fn plural(n: u64, noun: &str) -> String {
     let s = if n == 1 { "" } else { "s" };
-    format!("{} {noun}{s}", thousands(n))
+    format!("{noun}{s}")
+}
+
+/// A name that may not be UTF-8 (a Redis key), as one line of text that tells it apart from
+/// every other name: valid UTF-8 as it is, each byte that is not as `\xNN`, a backslash as
+/// `\\` and control characters escaped (`\n`, `\u{0}`). `bull:other:\xff` is the key
+/// `bull:other:` followed by the byte 0xFF.
+pub fn escaped(name: &[u8]) -> String {
+    let mut out = String::with_capacity(name.len() + 8);
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' || c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// A name read from Redis as text: itself when it is UTF-8, else [`escaped`]. A job id that
+/// is not UTF-8 (no BullMQ client writes one) so reads as a name no job hash has, and is
+/// left alone wherever it is met.
+pub fn text_of(raw: Vec<u8>) -> String {
+    String::from_utf8(raw).unwrap_or_else(|e| escaped(e.as_bytes()))
 }
 
 /// Bytes in MiB with two decimals: `3.20`.
@@ -36,7 +70,7 @@ pub fn mib(bytes: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{count, mib, rfc3339, thousands};
+    use super::{count, escaped, mib, rfc3339, text_of, thousands};
 
     #[test]
     fn times_have_fixed_milliseconds() {
@@ -64,5 +98,19 @@ mod tests {
         assert_eq!(count(1, "job"), "1 job");
         assert_eq!(count(0, "queue"), "0 queues");
         assert_eq!(count(2_000, "job"), "2,000 jobs");
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_escaped_on_one_line() {
+        assert_eq!(escaped(b"bull:other:\xff"), "bull:other:\\xff");
+        assert_eq!(escaped("bull:caf\u{e9}:1".as_bytes()), "bull:caf\u{e9}:1");
+        assert_eq!(escaped(b"a\\b\nc\0"), "a\\\\b\\nc\\u{0}");
+        assert_ne!(
+            escaped(b"\xff"),
+            escaped(b"\\xff"),
+            "a backslash is told apart"
+        );
+        assert_eq!(text_of(b"42".to_vec()), "42");
+        assert_eq!(text_of(b"4\xff".to_vec()), "4\\xff");
     }
 }

@@ -23,11 +23,13 @@ policies:
   - { name: rest, queueNamePattern: '*', rules: { completed: { maxAge: 30d } } }
 "#;
 
-/// `alerts --json` as `url`'s user: its exit code, its list, its stderr.
-fn alerts(w: &World, url: &str, policy: &std::path::Path) -> (i32, Vec<Value>, String) {
+/// `alerts --json` as `url`'s user (with `--save-readings` when `save`): its exit code, its
+/// list, its stderr.
+fn alerts(w: &World, url: &str, policy: &std::path::Path, save: bool) -> (i32, Vec<Value>, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_bullsweep"))
         .args(["--json", "alerts", "--redis", url, "--config"])
         .arg(policy)
+        .args(save.then_some("--save-readings"))
         .current_dir(w.dir.path())
         .env_remove("BULLSWEEP_REDIS_URL")
         .output()
@@ -71,23 +73,29 @@ fn each_condition_fires_its_alert_and_only_there() {
     let mut con = seed_every_condition(&w, now);
 
     let policy = w.policy(POLICY);
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy, false);
     assert_eq!(code, 1, "an alert fires: {stderr}");
     let node = assert_each_fires_or_pends_where_it_holds(&list);
+    let saved: bool = con.exists("bullsweep:readings").expect("exists");
+    assert!(
+        !saved,
+        "alerts reads only: it saves readings only when asked"
+    );
 
     // Memory has been high for six minutes, and the leaking queue's reclaimable cost has
     // grown for twelve hours (its readings, as the daemon and earlier runs leave them).
     let cost = list_cost(&w, &policy);
     assert!(cost > 0.05, "the leaking queue's reclaimable cost: {cost}");
     write_history(&mut con, &node, now, cost);
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy, false);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(named(&list, "BullsweepRedisMemoryHigh"), firing(&node));
     assert_eq!(named(&list, "BullsweepCostLeak"), firing("bull:leak"));
 
-    // As the read-only user: the same alerts, and a note that the readings were not saved.
+    // As the read-only user asked to save the readings: the same alerts, and a note that the
+    // readings were not saved.
     let read_only = w.redis.url_as(Role::ReadOnly, w.db);
-    let (code, again, stderr) = alerts(&w, &read_only, &policy);
+    let (code, again, stderr) = alerts(&w, &read_only, &policy, true);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("the readings were not saved"), "{stderr}");
     let names = |l: &[Value]| -> Vec<String> {
@@ -258,7 +266,7 @@ fn a_healthy_redis_has_no_alert_and_exits_0() {
         .expect("hset");
     let _: () = con.hset("bullsweep:daemons", "d1", now).expect("hset");
     let policy = w.policy(POLICY);
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy, false);
     assert_eq!((code, list.len()), (0, 0), "{list:?} {stderr}");
 }
 
@@ -267,7 +275,8 @@ fn evictions_between_two_runs_fire() {
     let w = World::with(PrivateRedis::start().expect("redis-server starts"));
     let mut con = w.con();
     let policy = w.policy(POLICY);
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    // A Redis no daemon watches: the first run saves its readings for the next.
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy, true);
     assert_eq!((code, list.len()), (0, 0), "{list:?} {stderr}");
     // Keys with a TTL, then a limit below what they take: Redis evicts some.
     let blob = "x".repeat(10_000);
@@ -288,7 +297,7 @@ fn evictions_between_two_runs_fire() {
             .expect("config set");
     }
     let _: () = con.set_ex("cache:more", &blob, 3_600).expect("set");
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy, false);
     assert_eq!(code, 1, "{list:?} {stderr}");
     let evictions = list
         .iter()
@@ -326,7 +335,7 @@ fn a_run_records_its_sweep_so_cron_users_get_no_stale_alert() {
     let policy = w.policy(
         "version: 1\npolicies: [{ name: all, queueNamePattern: '*', schedule: 1h, rules: { completed: { maxAge: 30d } } }]\n",
     );
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy, false);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(named(&list, "BullsweepSweepStale"), firing("bull:stale"));
     assert_eq!(named(&list, "BullsweepQueueFailing"), firing("bull:stale"));
@@ -365,7 +374,7 @@ fn a_run_records_its_sweep_so_cron_users_get_no_stale_alert() {
             .expect("exists"),
         "the run's success clears the failure record"
     );
-    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy);
+    let (code, list, stderr) = alerts(&w, &w.url_for(&["alerts"]), &policy, false);
     assert_eq!(code, 0, "{list:?} {stderr}");
     assert!(named(&list, "BullsweepSweepStale").is_empty(), "{list:?}");
     assert!(named(&list, "BullsweepQueueFailing").is_empty(), "{list:?}");

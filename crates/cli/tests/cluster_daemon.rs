@@ -336,3 +336,141 @@ fn audited_removals(dir: &Path, url: &str, removed: u64, log: &str) -> Vec<(Stri
     assert_eq!(ids.len() as u64, removed, "every removal is audited once");
     events
 }
+
+/// Issue 42, red team F2, on a Cluster: the registry of expiring queues sits in its own slot,
+/// each queue's expiry indexes in the queue's. A daemon whose policy governs none of the
+/// queues runs while a `run` gives expiries (`failed: { ttl: 10s }`) to two queues on each
+/// primary; its watch reads the registry on the registry's node and each queue's stream and
+/// indexes on the queue's, and ends the expiry of every retried job, one retried with
+/// BullMQ's `waiting` event and one silently, before Redis deletes it, while the job still
+/// failed expires. Every ended expiry is audited under the run's policy.
+#[test]
+fn the_watch_follows_the_expiries_a_run_gave_on_every_primary() {
+    let cluster = PrivateCluster::start(3, 0).expect("cluster");
+    let bases = spread(&cluster);
+    let registry = cluster
+        .owner_of("bullsweep:expiring")
+        .expect("owner")
+        .port();
+    assert!(
+        bases
+            .iter()
+            .any(|b| cluster.owner_of(b).expect("owner").port() != registry),
+        "some queue is on another primary than the registry"
+    );
+    let mut con = cluster
+        .client()
+        .expect("client")
+        .get_connection()
+        .expect("connection");
+    let now = now_ms();
+    for base in &bases {
+        let _: () = con
+            .hset(format!("{base}:meta"), "version", "bullmq:6.7.0")
+            .expect("meta");
+        for id in ["streamed", "silent", "left"] {
+            finished_job(&mut con, base, "failed", id, "job", now - 1_000);
+        }
+    }
+    let (run_dir, daemon_dir) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    write_ttl_policies(run_dir.path(), daemon_dir.path(), &bases);
+    // The roles' key patterns name the `{bull}` prefix alone: these tags need the default user.
+    let url = cluster.url();
+    let daemon = ClusterDaemon::start(daemon_dir.path(), &url, 1, &[]);
+    let started = std::time::Duration::from_secs(30);
+    wait_until(daemon_dir.path(), "the daemon to start", started, || {
+        std::fs::read_to_string(&daemon.log).is_ok_and(|l| l.contains("daemon started"))
+    });
+    let out = bullsweep(run_dir.path(), &url, &["run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for base in &bases {
+        for id in ["streamed", "silent", "left"] {
+            let pttl: i64 = con.pttl(format!("{base}:{id}")).expect("pttl");
+            assert!(pttl > 0, "{base}:{id} carries the run's expiry");
+        }
+        retry(&mut con, base, "failed", "streamed");
+        let _: String = redis::cmd("XADD")
+            .arg(format!("{base}:events"))
+            .arg("*")
+            .arg(&["event", "waiting", "jobId", "streamed", "prev", "failed"])
+            .query(&mut con)
+            .expect("xadd");
+        retry(&mut con, base, "failed", "silent");
+    }
+    let within = std::time::Duration::from_secs(30);
+    let all = |con: &mut redis::cluster::ClusterConnection, id: &str, pttl: i64| {
+        bases.iter().all(|b| {
+            con.pttl::<_, i64>(format!("{b}:{id}"))
+                .is_ok_and(|t| t == pttl)
+        })
+    };
+    let ended = "the streamed retries' expiries to end";
+    wait_until(daemon_dir.path(), ended, within, || {
+        all(&mut con, "streamed", -1)
+    });
+    let fell = "the failed jobs to expire";
+    wait_until(daemon_dir.path(), fell, within, || {
+        all(&mut con, "left", -2)
+    });
+    // By then (the same instant) the silent retries kept their hashes and lost their expiries.
+    assert!(all(&mut con, "silent", -1));
+    for base in &bases {
+        let data: String = con.hget(format!("{base}:silent"), "data").expect("data");
+        assert_eq!(data, "{\"id\":\"silent\"}");
+    }
+    let log = daemon.stop();
+    assert!(!log.contains("the expiry watch failed"), "{log}");
+    let persisted = persisted_under_p(run_dir.path(), &url);
+    for base in &bases {
+        let ids = persisted.get(base).cloned().unwrap_or_default();
+        assert_eq!(ids, ["silent", "streamed"], "{base}: {log}");
+    }
+}
+
+/// The run's policy in `run_dir` (`failed: { ttl: 10s }` on every queue of `bases`) and the
+/// daemon's in `daemon_dir` (one other queue, no ttl), with one audit trail in `run_dir`.
+fn write_ttl_policies(run_dir: &Path, daemon_dir: &Path, bases: &[String]) {
+    let layouts: Vec<String> = bases
+        .iter()
+        .filter_map(|b| b.split_once(':'))
+        .map(|(tag, _)| format!("'{}:{{queue}}'", tag.replace('{', "{{").replace('}', "}}")))
+        .collect();
+    let write = |dir: &Path, rules: &str| {
+        let policy = format!(
+            "version: 1\nschedule: 1h\naudit: {{ url: 'file://{}/audit.jsonl' }}\ndiscovery: {{ layouts: [{}] }}\npolicies:\n  - {rules}\n",
+            run_dir.display(),
+            layouts.join(", ")
+        );
+        std::fs::write(dir.join("bullsweep.yaml"), policy).expect("policy")
+    };
+    write(
+        run_dir,
+        "{ name: p, queueNamePattern: '*', rules: { failed: { ttl: 10s } } }",
+    );
+    write(
+        daemon_dir,
+        "{ name: elsewhere, queueNamePattern: elsewhere, rules: { completed: { maxAge: 1h } } }",
+    );
+}
+
+/// The jobs the audit trail in `dir` says were persisted, by queue key, sorted; each event
+/// names policy `p`.
+fn persisted_under_p(dir: &Path, url: &str) -> BTreeMap<String, Vec<String>> {
+    let args = ["--json", "audit", "query", "--action", "persist"];
+    let trail = bullsweep(dir, url, &args);
+    assert!(trail.status.success(), "{}", stderr(&trail));
+    let mut persisted = BTreeMap::<String, Vec<String>>::new();
+    for line in String::from_utf8_lossy(&trail.stdout).lines() {
+        let e: serde_json::Value = serde_json::from_str(line).expect("event");
+        assert_eq!(e["policyName"], "p", "{e}");
+        let queue = e["queueKey"].as_str().expect("queue").to_string();
+        let ids = e["jobIds"].as_array().expect("ids").iter();
+        let ids = ids.map(|v| v.as_str().expect("id").to_string());
+        persisted.entry(queue).or_default().extend(ids);
+    }
+    persisted.values_mut().for_each(|ids| ids.sort());
+    persisted
+}

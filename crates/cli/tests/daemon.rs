@@ -672,6 +672,49 @@ fn the_dashboard_needs_a_token_file_off_loopback_refuses_a_bad_one_and_makes_one
 }
 
 #[test]
+fn the_dashboard_explains_every_rule_field_and_setting_with_its_origin() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 10, 3, 1), now_ms());
+    // Swept just now: with `schedule: 24h` the daemon does not sweep while we read.
+    let _: () = w
+        .con()
+        .hset("bullsweep:lastrun", "bull:mail", now_ms())
+        .expect("lastrun");
+    let policy = w.policy(
+        "version: 1\nschedule: 24h\nnotify: { log: true }\npolicies:\n  - name: mail\n    queueNamePattern: mail\n    childrenInOtherQueues: remove\n    rules:\n      completed: { maxAge: 30d }\n      failed: { maxAge: 30d, action: notify, remindEvery: 1d }\n",
+    );
+    let port = free_port();
+    let daemon = Daemon::with_dashboard(&w, &policy, port);
+    let token = Some(ADMIN_TOKEN);
+    wait_until("the dashboard", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            && status_of(port, "/queue?key=bull:mail", token) == "200"
+    });
+    let page = http_get(port, "/queue?key=bull:mail", token);
+    for shown in [
+        // Every field of a rule has its column, remindEvery and ttl included.
+        r#"<th scope="col">remindEvery</th>"#,
+        r#"<th scope="col">ttl</th>"#,
+        r#"<td data-label="remindEvery"><span>1d<br><span class="muted">policy mail</span></span></td>"#,
+        // The settings beside the rules, a default said to be one.
+        r#"schedule <code>every 1d</code> <span class="muted">(the file's top level)</span>"#,
+        r#"protectWaitingParents <code>false</code> <span class="muted">(default)</span>"#,
+        r#"childrenInOtherQueues <code>remove</code> <span class="muted">(policy mail)</span>"#,
+    ] {
+        assert!(page.contains(shown), "{shown:?} in:\n{page}");
+    }
+    // One queue is one queue, and no alert is "0 alerts".
+    let overview = http_get(port, "/", token);
+    for shown in [
+        r#"<span class="k">queue</span>"#,
+        r#"<span class="k">alerts firing</span>"#,
+    ] {
+        assert!(overview.contains(shown), "{shown:?} in:\n{overview}");
+    }
+    daemon.stop();
+}
+
+#[test]
 fn metrics_list_each_familys_series_in_a_stable_sorted_order() {
     const QUEUES: usize = 24;
     let w = World::new();

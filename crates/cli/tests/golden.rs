@@ -81,6 +81,102 @@ fn a_failing_case_names_its_line_what_was_expected_and_the_layer_that_decided() 
 }
 
 #[test]
+fn a_case_written_from_explain_passes_with_explains_spelling_of_the_policy() {
+    let dir = tempfile::tempdir().expect("dir");
+    failing(dir.path());
+    let config = ["--config", "policy.yaml"];
+    let explain = bullsweep(
+        dir.path(),
+        &[&config[..], &["explain", "bull:trial:billing"]].concat(),
+    );
+    assert_eq!(explain.status.code(), Some(0), "{}", text(&explain));
+    let shown = String::from_utf8_lossy(&explain.stdout).to_string();
+    let policy = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("policy: "))
+        .unwrap_or_else(|| panic!("explain names the policy:\n{shown}"))
+        .to_string();
+    // A tenant override is merged in: explain, plan and run call the policy so.
+    assert_eq!(policy, "billing->override:trial");
+    let json = bullsweep(
+        dir.path(),
+        &[&config[..], &["--json", "explain", "bull:trial:billing"]].concat(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(
+        v["policy"],
+        policy.as_str(),
+        "explain --json spells it alike"
+    );
+    std::fs::write(
+        dir.path().join("explained.test.yaml"),
+        format!("policy: policy.yaml\ncases:\n  - queue: bull:trial:billing\n    expect: {{ policy: \"{policy}\", completed.maxAge: 1d }}\n"),
+    )
+    .expect("test file");
+    let out = bullsweep(dir.path(), &["--json", "test", "explained.test.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        (v["passed"].as_u64(), v["failed"].as_u64()),
+        (Some(1), Some(0)),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_schedule_compares_by_its_length_and_names_the_layer_that_set_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dir.path().join("policy.yaml"),
+        "version: 1\nschedule: 1h\nnotify: { log: true }\npolicies:\n  - name: mail\n    queueNamePattern: mail\n    rules: { failed: { maxAge: 1d, action: notify, remindEvery: 1d } }\n  - name: nightly\n    queueNamePattern: nightly\n    schedule: 2h\n    childrenInOtherQueues: remove\n    rules: { completed: { maxAge: 1d } }\n",
+    )
+    .expect("policy");
+    std::fs::write(dir.path().join("default.yaml"), "version: 1\npolicies:\n  - { name: all, queueNamePattern: '*', rules: { completed: { maxAge: 1d } } }\n").expect("policy");
+    // Every way a length is written passes: as the file writes it, in other units, in ms, and
+    // as explain shows it; the flow settings at their defaults and as written pass too.
+    std::fs::write(
+        dir.path().join("lengths.test.yaml"),
+        "policy: policy.yaml\ncases:\n  - queue: bull:mail\n    expect: { schedule: 1h, failed.remindEvery: 24h, childrenInOtherQueues: keepParent, protectWaitingParents: false }\n  - queue: bull:mail\n    expect: { schedule: 3600000, failed.remindEvery: 86400000 }\n  - queue: bull:mail\n    expect: { schedule: 60m }\n  - queue: bull:mail\n    expect: { schedule: every 1h }\n  - queue: bull:nightly\n    expect: { schedule: 120m, childrenInOtherQueues: remove }\n",
+    )
+    .expect("test file");
+    let out = bullsweep(dir.path(), &["--json", "test", "lengths.test.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        (v["passed"].as_u64(), v["failed"].as_u64()),
+        (Some(5), Some(0)),
+        "{v}"
+    );
+    // A mismatch names the layer that set the value: the policy, the file's top level, the
+    // default.
+    std::fs::write(
+        dir.path().join("layers.test.yaml"),
+        "policy: policy.yaml\ncases:\n  - queue: bull:mail\n    expect: { schedule: 2h, childrenInOtherQueues: remove }\n  - queue: bull:nightly\n    expect: { schedule: 1h, childrenInOtherQueues: keepParent }\n",
+    )
+    .expect("test file");
+    std::fs::write(
+        dir.path().join("default.test.yaml"),
+        "policy: default.yaml\ncases:\n  - queue: bull:mail\n    expect: { schedule: 2h }\n",
+    )
+    .expect("test file");
+    let out = bullsweep(
+        dir.path(),
+        &["test", "layers.test.yaml", "default.test.yaml"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "layers.test.yaml:4:25 schedule: expected 2h, got every 1h (decided by the file's top level)",
+        "layers.test.yaml:4:52 childrenInOtherQueues: expected remove, got keepParent (decided by default)",
+        "layers.test.yaml:6:25 schedule: expected 1h, got every 2h (decided by policy nightly)",
+        "layers.test.yaml:6:52 childrenInOtherQueues: expected keepParent, got remove (decided by policy nightly)",
+        "default.test.yaml:4:25 schedule: expected 2h, got every 1h (decided by default)",
+    ] {
+        assert!(shown.contains(line), "missing {line:?} in:\n{shown}");
+    }
+}
+
+#[test]
 fn junit_xml_reads_back_in_junitparser_with_each_case_and_failure() {
     let dir = tempfile::tempdir().expect("dir");
     failing(dir.path());
@@ -158,7 +254,7 @@ fn init_writes_a_case_per_queue_that_passes_as_written() {
         w.seed(spec(base, 3, 1, 1), now);
     }
     let policy = w.policy(
-        "version: 1\ndiscovery: { layouts: [\"bull:{tenant}:{queue}\"] }\npolicies:\n  - name: billing\n    queueNamePattern: billing\n    rules:\n      completed: { maxAge: 7d, maxCount: 10 }\n      failed: { maxAge: 30d, action: archive }\narchive: { url: \"file:///tmp/bullsweep-golden-init\" }\ntenants:\n  - tenantId: trial\n    overrides:\n      completed: { maxAge: 1d }\n",
+        "version: 1\ndiscovery: { layouts: [\"bull:{tenant}:{queue}\"] }\npolicies:\n  - name: billing\n    queueNamePattern: billing\n    childrenInOtherQueues: remove\n    rules:\n      completed: { maxAge: 7d, maxCount: 10 }\n      failed: { maxAge: 30d, action: archive }\n    jobs:\n      - name: digest\n        completed: { maxAge: 1h }\narchive: { url: \"file:///tmp/bullsweep-golden-init\" }\ntenants:\n  - tenantId: trial\n    overrides:\n      completed: { maxAge: 1d }\n",
     );
     let out = w.run(&policy, &["test", "--init"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -168,7 +264,14 @@ fn init_writes_a_case_per_queue_that_passes_as_written() {
         "      \"completed.maxAge\": \"7d\"",
         "      \"completed.maxCount\": \"10\"",
         "      \"failed.action\": \"archive\"",
+        // What explain shows beside the state rules: job rules, the flow settings, the
+        // schedule.
+        "      \"jobs.digest.completed.maxAge\": \"1h\"",
+        "      \"childrenInOtherQueues\": \"remove\"",
+        "      \"protectWaitingParents\": \"false\"",
+        "      \"schedule\": \"every 1h\"",
         "  - queue: \"bull:trial:billing\"",
+        "      \"policy\": \"billing->override:trial\"",
         "      \"completed.maxAge\": \"1d\"",
         "  - queue: \"bull:acme:mail\"",
         "      \"policy\": \"uncovered\"",

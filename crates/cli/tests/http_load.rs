@@ -42,18 +42,19 @@ fn idle_connections(port: u16, n: u64) -> Vec<TcpStream> {
         .collect()
 }
 
-/// `GET /healthz`'s status line, or what went wrong; a reply not within 5 s is a failure
-/// (a Kubernetes probe gives 1 s).
+/// `GET /healthz`'s status line, or what went wrong.
 fn health(port: u16) -> String {
     status_line(port, "/healthz")
 }
 
-/// `GET path`'s status line, or what went wrong (within 5 s).
+/// `GET path`'s status line, or what went wrong. The read gives up after 60 s, so that a test
+/// never hangs; that it answered in time is not asserted by a clock but by what the daemon did
+/// meanwhile (see [`CLOSED_FOR_A_NEW_ONE`]).
 fn status_line(port: u16, path: &str) -> String {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return "cannot connect".into();
     };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
     if write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").is_err() {
         return "closed before the request".into();
     }
@@ -67,6 +68,12 @@ fn status_line(port: u16, path: &str) -> String {
             .into(),
     }
 }
+
+/// What the daemon logs when it closes the oldest connection still reading its request to let
+/// a new one in: the work that keeps a probe answering at once, where without it the probe
+/// would wait for a client's time to send its request (10 s) to run out.
+const CLOSED_FOR_A_NEW_ONE: &str =
+    "the oldest one whose request had not all arrived was closed for a new one";
 
 /// The connection cap the daemon says it keeps.
 fn logged_cap(daemon: &Daemon) -> usize {
@@ -116,11 +123,17 @@ policies:
         (cap as u64) < NOFILE,
         "the cap {cap} leaves descriptors for the work"
     );
-    // Within the 10 s a client has to send its request: the excess were closed at once.
+    // The excess were closed to make room, each as a newer one came (the daemon says so),
+    // not when their time to send a request ran out: then every one would be closed.
     wait_until(
         "the idle connections past the cap to be closed",
-        Duration::from_secs(5),
+        Duration::from_secs(60),
         || idle.iter().filter(|s| still_open(s)).count() < cap,
+    );
+    assert!(
+        daemon.log().contains(CLOSED_FOR_A_NEW_ONE),
+        "closed to make room:\n{}",
+        daemon.log()
     );
     assert!(
         idle.iter().filter(|s| still_open(s)).count() > cap / 2,
@@ -246,5 +259,12 @@ fn heads_without_their_bodies_keep_no_health_check_out_on_either_listener() {
     }
     stop.store(true, Ordering::Relaxed);
     attack.join().expect("the attack thread");
+    // Each probe got in by the daemon closing a head whose body had not come, not by waiting
+    // for one to run out of time.
+    assert!(
+        daemon.log().contains(CLOSED_FOR_A_NEW_ONE),
+        "heads without bodies closed to let the probes in:\n{}",
+        daemon.log()
+    );
     daemon.stop();
 }

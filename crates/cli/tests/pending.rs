@@ -27,10 +27,14 @@ fn job(pipe: &mut redis::Pipeline, id: &str, age_ms: i64) {
     .ignore();
 }
 
+/// BullMQ's meta hash, and its events stream (every job BullMQ adds writes an event there).
 fn meta(con: &mut redis::Connection) {
     let _: () = con
         .hset(format!("{BASE}:meta"), "opts.maxLenEvents", 10_000)
         .expect("meta");
+    let _: String = con
+        .xadd(format!("{BASE}:events"), "*", &[("event", "added")])
+        .expect("events");
 }
 
 fn policy(w: &World, rules: &str, extra: &str) -> std::path::PathBuf {
@@ -113,6 +117,12 @@ fn locked_and_scheduler_jobs_stay_and_paused_jobs_go() {
         .ignore();
     pipe.zadd(format!("{BASE}:repeat"), "every-hour", 1000)
         .ignore();
+    // The scheduler's template, as BullMQ 6 writes it beside its entry.
+    pipe.hset_multiple(
+        format!("{BASE}:repeat:every-hour"),
+        &[("name", "tick"), ("every", "3600000")],
+    )
+    .ignore();
     pipe.zadd(format!("{BASE}:delayed"), sched, 4096).ignore();
     let _: () = pipe.query(&mut con).expect("seed");
     let p = policy(&w, "waiting: { maxAge: 1h }, delayed: { maxAge: 1h }", "");

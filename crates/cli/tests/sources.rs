@@ -6,7 +6,7 @@
 mod common;
 
 use bullsweep_base::connect::{Conn, connect_url};
-use bullsweep_core::source::{SourceClients, SourceError, SourceFailure};
+use bullsweep_core::source::{Lookup, SourceClients, SourceError, SourceFailure};
 use bullsweep_policy::{KeyTemplate, Millis, Source, SourceAnswer, SourceKind, SourcePos};
 use bullsweep_testkit::{PrivateRedis, Role};
 use common::postgres::{PrivatePostgres, query};
@@ -87,19 +87,19 @@ impl Lookups {
         }
     }
 
-    fn ask(
-        &mut self,
-        source: &str,
-        list: &[&str],
-    ) -> Result<HashMap<String, SourceAnswer>, SourceError> {
+    fn ask(&mut self, source: &str, list: &[&str]) -> Result<Lookup, SourceError> {
         let keys = keys(list);
         self.rt
             .block_on(self.clients.lookup(&mut self.governed, source, &keys))
     }
 
+    /// The answers of a lookup that refused no key.
     fn answers(&mut self, source: &str, list: &[&str]) -> HashMap<String, SourceAnswer> {
-        self.ask(source, list)
-            .unwrap_or_else(|e| panic!("{source}: {e}"))
+        let lookup = self
+            .ask(source, list)
+            .unwrap_or_else(|e| panic!("{source}: {e}"));
+        assert!(lookup.refused.is_empty(), "{source}: {lookup:?}");
+        lookup.answers
     }
 
     fn failure(&mut self, source: &str, list: &[&str]) -> SourceError {
@@ -382,6 +382,164 @@ fn a_wrong_postgres_password_is_an_auth_failure() {
     );
 }
 
+/// Issue 42, break 3: an answer in another form than the keys asked (a `char(n)` column's
+/// blanks, a case, another type's text) fails its batch, naming a key and the likely cause.
+#[test]
+fn an_answer_naming_keys_not_asked_fails_with_an_example_and_the_cause() {
+    let pg = orders_database();
+    pg.admin(
+        "CREATE TABLE codes (code char(6) PRIMARY KEY); INSERT INTO codes VALUES ('a'), ('b');",
+    )
+    .expect("codes");
+    let redis = PrivateRedis::start().expect("redis-server");
+    let url = pg.url("postgres");
+    let mut l = Lookups::new(
+        vec![
+            postgres(
+                "padded",
+                &url,
+                "SELECT code AS key FROM codes WHERE code = ANY($1)",
+                2000,
+            ),
+            postgres(
+                "upper",
+                &url,
+                "SELECT upper(id) AS key FROM orders WHERE id = ANY($1)",
+                2000,
+            ),
+            postgres(
+                "dotted",
+                &url,
+                "SELECT id || '.0' AS key FROM orders WHERE id = ANY($1)",
+                2000,
+            ),
+        ],
+        &redis,
+    );
+    let cases = [
+        (
+            "padded",
+            r#"e.g. "a     ""#,
+            r#"it is the key "a" padded with blanks"#,
+        ),
+        (
+            "upper",
+            r#"e.g. "A""#,
+            r#"differs from the key "a" only in case"#,
+        ),
+        (
+            "dotted",
+            r#"e.g. "a.0""#,
+            "likely causes: a `char(n)` column",
+        ),
+    ];
+    for (name, example, cause) in cases {
+        let e = l.failure(name, &["a", "gone"]);
+        assert_eq!(e.kind, SourceFailure::Query, "{name}: {}", e.message);
+        for words in [
+            "not asked about",
+            "nothing of this batch is acted on",
+            example,
+            cause,
+        ] {
+            assert!(e.message.contains(words), "{name}, {words}: {}", e.message);
+        }
+    }
+}
+
+/// Issue 42, break 13: a key PostgreSQL cannot take (a NUL byte) is refused before the query,
+/// and one the query refuses (found by asking in halves) is refused alone while the rest is
+/// answered; a query that fails whatever it is asked, or on too many keys, fails the batch.
+/// Redis keys are bytes: nothing is refused there.
+#[test]
+fn a_key_postgres_refuses_is_refused_alone_and_the_rest_answered() {
+    let pg = orders_database();
+    pg.admin(
+        "CREATE FUNCTION picky(k text) RETURNS boolean LANGUAGE plpgsql AS $$
+         BEGIN
+             IF k LIKE 'bad%' OR k = 'all' THEN
+                 RAISE EXCEPTION 'cannot take %', k USING ERRCODE = '22023';
+             END IF;
+             RETURN true;
+         END $$;",
+    )
+    .expect("picky");
+    let redis = PrivateRedis::start().expect("redis-server");
+    let url = pg.url("postgres");
+    let picky =
+        "SELECT o.id AS key FROM unnest($1) k LEFT JOIN orders o ON o.id = k WHERE picky(k)";
+    let mut l = Lookups::new(
+        vec![
+            postgres(
+                "orders",
+                &url,
+                "SELECT id AS key FROM orders WHERE id = ANY($1)",
+                2000,
+            ),
+            postgres("picky", &url, picky, 2000),
+            postgres(
+                "never",
+                &url,
+                &picky.replace("picky(k)", "picky('all')"),
+                2000,
+            ),
+            redis_source("carts", None, None),
+        ],
+        &redis,
+    );
+    let nul = l.ask("orders", &["a", "x\0y", "gone"]).expect("answered");
+    assert_eq!(
+        nul.answers,
+        answers_of(&[("a", found(None, None)), ("gone", SourceAnswer::Missing)])
+    );
+    assert!(
+        nul.refusal("x\0y").is_some_and(|w| w.contains("NUL byte")),
+        "{nul:?}"
+    );
+    assert_eq!(
+        nul.answer("x\0y"),
+        None,
+        "a refused key is never taken as gone"
+    );
+
+    // One key of a hundred makes the query fail: it alone is refused.
+    let mut hundred: Vec<String> = (0..97).map(|i| format!("k{i}")).collect();
+    hundred.extend(["a", "b", "bad-1"].map(String::from));
+    let list: Vec<&str> = hundred.iter().map(String::as_str).collect();
+    let one = l.ask("picky", &list).expect("answered");
+    assert_eq!(one.refused.keys().collect::<Vec<_>>(), ["bad-1"], "{one:?}");
+    assert!(
+        one.refused["bad-1"].contains("cannot take bad-1"),
+        "{one:?}"
+    );
+    assert_eq!(one.answers.len(), 99);
+    assert_eq!(one.answer("a"), Some(found(None, None)));
+    assert_eq!(one.answer("k3"), Some(SourceAnswer::Missing));
+
+    // Alone, a failing key cannot be told from a failing query; a query that fails whatever
+    // it is asked blames no key; forty bad keys of a hundred take more queries than allowed.
+    let e = l.failure("picky", &["bad-1"]);
+    assert_eq!(e.kind, SourceFailure::Query, "{}", e.message);
+    let e = l.failure("never", &list);
+    assert!(e.message.contains("cannot take all"), "{}", e.message);
+    let many: Vec<String> = (0..100)
+        .map(|i| {
+            if i % 5 < 2 {
+                format!("bad-{i}")
+            } else {
+                format!("k{i}")
+            }
+        })
+        .collect();
+    let list: Vec<&str> = many.iter().map(String::as_str).collect();
+    let e = l.failure("picky", &list);
+    assert!(e.message.contains("cannot take bad-"), "{}", e.message);
+
+    let carts = l.ask("carts", &["x\0y", "1"]).expect("answered");
+    assert!(carts.refused.is_empty(), "{carts:?}");
+    assert_eq!(carts.answer("x\0y"), Some(SourceAnswer::Missing));
+}
+
 /// Records on a source server's database 2: an open cart, a closed one, a string, a hash
 /// without the field; `cart:5` is absent.
 fn seed_carts(server: &PrivateRedis) {
@@ -506,7 +664,7 @@ fn a_redis_source_down_paused_or_refusing_fails_and_recovers() {
             Err(e) => panic!("no reconnection: {failures:?} then {e}"),
         }
     };
-    assert_eq!(answered, open);
+    assert_eq!(answered.answers, open);
     for e in &failures {
         assert_eq!(e.kind, SourceFailure::Unreachable, "{}", e.message);
     }

@@ -8,7 +8,7 @@ mod common;
 
 use bullsweep_testkit::SeedSpec;
 use common::daemon::{Daemon, wait_until};
-use common::{World, assert_exit, now_ms, stderr};
+use common::{World, assert_exit, finished_job, now_ms, retry, stderr};
 use redis::Commands;
 use std::time::Duration;
 
@@ -68,6 +68,31 @@ fn policy_text(rules: &str) -> String {
     format!(
         "version: 1\naudit: {{ url: file://audit.jsonl }}\npolicies:\n  - name: p\n    queueNamePattern: \"*\"\n{rules}"
     )
+}
+
+/// Job `id` of `base` retried from `failed`, then failed again at `finished` (its keys keep
+/// the TTL its first finish took).
+fn fails_again(con: &mut redis::Connection, base: &str, id: &str, finished: i64) {
+    retry(con, base, "failed", id);
+    let _: () = con
+        .hset(format!("{base}:{id}"), "finishedOn", finished)
+        .expect("finishedOn");
+    let _: () = con.lrem(format!("{base}:wait"), 1, id).expect("lrem");
+    let _: () = con
+        .zadd(format!("{base}:failed"), id, finished)
+        .expect("zadd");
+}
+
+/// The jobs of a policy's audit events under `action`, sorted.
+fn audited_ids(w: &World, policy: &std::path::PathBuf, action: &str) -> Vec<String> {
+    let mut ids: Vec<String> = w
+        .audit_events(policy, &["--action", action])
+        .iter()
+        .flat_map(|e| e["jobIds"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids
 }
 
 #[test]
@@ -321,19 +346,7 @@ fn the_event_path_gives_jobs_their_ttl_as_they_finish() {
     let mut con = w.con();
     let finished = now - 3_600_000;
     for (id, name) in [("50", "send-email"), ("51", "render")] {
-        let fields = [
-            ("name", name.to_string()),
-            ("data", "{}".to_string()),
-            ("opts", "{}".to_string()),
-            ("timestamp", (finished - 10).to_string()),
-            ("processedOn", (finished - 5).to_string()),
-            ("finishedOn", finished.to_string()),
-            ("returnvalue", "null".to_string()),
-        ];
-        let _: () = con
-            .hset_multiple(format!("bull:live:{id}"), &fields)
-            .expect("job");
-        let _: () = con.zadd("bull:live:completed", id, finished).expect("zadd");
+        finished_job(&mut con, "bull:live", "completed", id, name, finished);
         let _: String = redis::cmd("XADD")
             .arg("bull:live:events")
             .arg("*")
@@ -445,4 +458,380 @@ fn a_failed_child_its_parent_still_waits_for_gets_no_ttl() {
     assert_eq!(held, 1, "{state:?}");
     assert_eq!(expires_at(&mut con, &format!("bull:kids:{waited}")), -1);
     assert!(expires_at(&mut con, &format!("bull:kids:{released}")).at > 0);
+}
+
+#[test]
+fn a_job_added_again_under_a_custom_id_whose_job_expired_gets_no_ttl() {
+    let w = World::new();
+    let now = now_ms();
+    seed(&w, "bull:orders", 3, 0, now);
+    let mut con = w.con();
+    // `1` expired (Redis deleted its hash, its id stays in `completed` with the old score),
+    // then the producer added the same id again: a waiting job with no finishedOn.
+    let _: () = con.del("bull:orders:1").expect("del");
+    let _: () = con
+        .hset_multiple(
+            "bull:orders:1",
+            &[
+                ("name", "render"),
+                ("data", "{\"v\":2}"),
+                ("opts", "{}"),
+                ("timestamp", "1"),
+            ],
+        )
+        .expect("new job");
+    let _: () = con.lpush("bull:orders:wait", "1").expect("wait");
+    let policy = w.policy(&policy_text("    rules:\n      completed: { ttl: 1s }\n"));
+    let plan = w.report(&policy, "plan");
+    let report = w.report(&policy, "run");
+    // Its hash has no TTL and its data; the old entry is left for BullMQ, never the hash.
+    assert_eq!(expires_at(&mut con, "bull:orders:1"), -1);
+    let data: String = con.hget("bull:orders:1", "data").expect("data");
+    assert_eq!(data, "{\"v\":2}");
+    // The plan said so: two to give a TTL, one entry naming another job.
+    let ttl = plan.queue("orders").states["completed:ttl"]
+        .ttl
+        .clone()
+        .expect("ttl");
+    assert_eq!(ttl["notFinished"], 1, "{ttl}");
+    assert_eq!(ttl["without"], 2, "{ttl}");
+    let state = &report.queue("orders").states["completed:ttl"];
+    assert_eq!(state.done, Some(2), "{state:?}");
+    assert_eq!(state.ttl.as_ref().expect("ttl")["notFinished"], 1);
+    assert!(
+        con.zscore::<_, _, Option<i64>>("bull:orders:completed", "1")
+            .expect("zscore")
+            .is_some()
+    );
+    assert!(!audited_ids(&w, &policy, "expire").contains(&"1".to_string()));
+    // The others expired (their finish + 1s had passed); a run drops their ids and leaves
+    // job 1 whole, its old entry too.
+    wait_until("the others to expire", Duration::from_secs(30), || {
+        let mut con = w.con();
+        ["2", "3"].iter().all(|id| {
+            !con.exists::<_, bool>(format!("bull:orders:{id}"))
+                .unwrap_or(true)
+        })
+    });
+    w.report(&policy, "run");
+    let left: Vec<String> = con.zrange("bull:orders:completed", 0, -1).expect("zrange");
+    assert_eq!(left, ["1"]);
+    let data: String = con.hget("bull:orders:1", "data").expect("data");
+    assert_eq!(data, "{\"v\":2}");
+    let waiting: Vec<String> = con.lrange("bull:orders:wait", 0, -1).expect("wait");
+    assert_eq!(waiting, ["1"]);
+}
+
+#[test]
+fn a_retried_job_keeps_no_expiry_and_one_that_finished_again_gets_its_new_finishs() {
+    let w = World::new();
+    let now = now_ms();
+    seed(&w, "bull:jobs", 0, 4, now);
+    let mut con = w.con();
+    let policy = w.policy(&policy_text("    rules:\n      failed: { ttl: 1d }\n"));
+    let _: () = con.rpush("bull:jobs:1:logs", "attempt 1").expect("logs");
+    w.report(&policy, "run");
+    let failed = members(&mut con, "bull:jobs:failed");
+    let (again, finished_again) = (&failed[1].0, failed[1].1 + 60_000);
+    // Job 1 is retried (its keys keep the TTL); another is retried and fails again later.
+    retry(&mut con, "bull:jobs", "failed", "1");
+    fails_again(&mut con, "bull:jobs", again, finished_again);
+    assert!(expires_at(&mut con, "bull:jobs:1").at > 0);
+    // A plan says what a run does, and changes nothing.
+    let plan = w.report(&policy, "plan");
+    assert!(
+        expires_at(&mut con, "bull:jobs:1").at > 0,
+        "plan changed nothing"
+    );
+    let report = w.report(&policy, "run");
+    assert_eq!(expires_at(&mut con, "bull:jobs:1"), -1);
+    assert_eq!(expires_at(&mut con, "bull:jobs:1:logs"), -1);
+    assert_eq!(
+        expires_at(&mut con, &format!("bull:jobs:{again}")),
+        finished_again + DAY
+    );
+    for r in [&plan, &report] {
+        let ttl = r.queue("jobs").states["failed:ttl"]
+            .ttl
+            .clone()
+            .expect("ttl");
+        let counts = (ttl["expiriesEnded"].as_u64(), ttl["expiriesMoved"].as_u64());
+        assert_eq!(counts, (Some(1), Some(1)), "{ttl}");
+    }
+    assert_eq!(audited_ids(&w, &policy, "persist"), ["1"]);
+    // A second run finds nothing more to end or move.
+    let second = w.report(&policy, "run");
+    let ttl = second.queue("jobs").states["failed:ttl"]
+        .ttl
+        .clone()
+        .expect("ttl");
+    assert_eq!(
+        (ttl["expiriesEnded"].as_u64(), ttl["expiriesMoved"].as_u64()),
+        (Some(0), Some(0)),
+        "{ttl}"
+    );
+    // A policy that no longer takes a ttl still ends the expiries it gave.
+    let third_id = &failed[2].0;
+    retry(&mut con, "bull:jobs", "failed", third_id);
+    let no_ttl = w.policy(&policy_text(
+        "    rules:\n      failed: { maxCount: 1000 }\n",
+    ));
+    let report = w.report(&no_ttl, "run");
+    let ttl = report.queue("jobs").states["failed:ttl"]
+        .ttl
+        .clone()
+        .expect("ttl");
+    assert_eq!(ttl["expiriesEnded"], 1, "{ttl}");
+    assert_eq!(expires_at(&mut con, &format!("bull:jobs:{third_id}")), -1);
+}
+
+/// The last line of a command's output: its summary.
+fn summary(out: &std::process::Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().last().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_summary_names_every_expiry_a_run_gives_ends_and_moves_as_its_plan_does() {
+    let w = World::new();
+    seed(&w, "bull:jobs", 0, 4, now_ms());
+    let mut con = w.con();
+    let policy = w.policy(&policy_text("    rules:\n      failed: { ttl: 1d }\n"));
+    let (first_plan, first_run) = (w.run(&policy, &["plan"]), w.run(&policy, &["run"]));
+    // Three jobs are retried (their keys keep the TTL), and the fourth is retried and fails
+    // again later: the next run ends three expiries (audited `persist`) and moves one, and
+    // acts on no job.
+    let failed = members(&mut con, "bull:jobs:failed");
+    for (id, _) in &failed[..3] {
+        retry(&mut con, "bull:jobs", "failed", id);
+    }
+    let (again, finished_again) = (&failed[3].0, failed[3].1 + 60_000);
+    fails_again(&mut con, "bull:jobs", again, finished_again);
+    let pending = w.run(&policy, &["plan", "--detailed-exitcode"]);
+    let run = w.run(&policy, &["run"]);
+    assert_eq!(
+        summary(&run),
+        "Run: acted on 0 jobs in 1 queue; expiries: 3 ended, 1 moved.",
+        "the summary hides no change"
+    );
+    assert_eq!(
+        summary(&pending),
+        "Plan: 0 jobs to act on in 1 queue; expiries: 3 to end, 1 to move; nothing was changed."
+    );
+    assert_eq!(pending.status.code(), Some(2), "changes are pending");
+    assert_eq!(audited_ids(&w, &policy, "persist").len(), 3);
+    let settled = w.run(&policy, &["plan", "--detailed-exitcode"]);
+    assert_eq!(settled.status.code(), Some(0), "{}", summary(&settled));
+    // The first run gave four expiries, as its plan said.
+    assert_eq!(
+        summary(&first_plan),
+        "Plan: 4 jobs to act on (expire 4) in 1 queue; expiries: 4 to give; nothing was changed."
+    );
+    assert_eq!(
+        summary(&first_run),
+        "Run: acted on 4 jobs (expire 4) in 1 queue; expiries: 4 given."
+    );
+}
+
+#[test]
+fn a_plan_counts_the_expiries_its_run_gives_and_leaves_what_the_run_leaves() {
+    let w = World::new();
+    let now = now_ms();
+    seed(&w, "bull:jobs", 10, 4, now);
+    let mut con = w.con();
+    // Completed jobs take a ttl by their job rule alone (`render`, five of ten); a restore
+    // holds one of them. A failed child's parent still waits for it.
+    let completed = members(&mut con, "bull:jobs:completed");
+    let render: Vec<&String> = completed
+        .iter()
+        .map(|(id, _)| id)
+        .filter(|id| {
+            let name: String = con.hget(format!("bull:jobs:{id}"), "name").expect("name");
+            name == "render"
+        })
+        .collect();
+    let _: () = con
+        .zadd("bullsweep:{bull:jobs}:held:bull:jobs", render[0], now + DAY)
+        .expect("hold");
+    let failed: Vec<String> = con.zrange("bull:jobs:failed", 0, -1).expect("ids");
+    let _: () = con
+        .hset_multiple("bull:jobs:p1", &[("name", "parent"), ("timestamp", "1")])
+        .expect("parent");
+    let _: () = con.zadd("bull:jobs:waiting-children", "p1", 1).expect("wc");
+    let child = format!("bull:jobs:{}", failed[0]);
+    let _: () = con.sadd("bull:jobs:p1:dependencies", &child).expect("deps");
+    let _: () = con
+        .hset(&child, "parentKey", "bull:jobs:p1")
+        .expect("parentKey");
+    let policy = w.policy(&policy_text(
+        "    rules:\n      completed: { maxCount: 1000 }\n      failed: { ttl: 1d }\n    jobs:\n      - name: render\n        completed: { ttl: 1d }\n",
+    ));
+    let plan = w.report(&policy, "plan");
+    let plan_text = w.run(&policy, &["plan"]);
+    let run = w.report(&policy, "run");
+    let run_text = w.run(&policy, &["run"]);
+    for state in ["completed:ttl", "failed:ttl"] {
+        let (p, r) = (
+            &plan.queue("jobs").states[state],
+            &run.queue("jobs").states[state],
+        );
+        let planned = p.to_act_on.unwrap_or(p.matched);
+        assert_eq!(
+            Some(planned),
+            r.done,
+            "{state}: the plan counts what the run gives: {p:?}"
+        );
+    }
+    let given = |state: &str| run.queue("jobs").states[state].done;
+    assert_eq!(
+        (given("completed:ttl"), given("failed:ttl")),
+        (Some(4), Some(3))
+    );
+    let left = |state: &str| {
+        plan.queue("jobs").states[state]
+            .skipped
+            .as_ref()
+            .map(|k| (k.restored, k.parent_waiting))
+    };
+    assert_eq!(
+        left("completed:ttl"),
+        Some((1, 0)),
+        "the plan says the hold stays"
+    );
+    assert_eq!(left("failed:ttl"), Some((0, 1)), "and the waited-for child");
+    assert_eq!(
+        summary(&plan_text),
+        "Plan: 7 jobs to act on (expire 7) in 1 queue; expiries: 7 to give; nothing was changed."
+    );
+    assert_eq!(
+        summary(&run_text),
+        "Run: acted on 0 jobs in 1 queue.",
+        "the second run finds nothing more: {}",
+        String::from_utf8_lossy(&run_text.stdout)
+    );
+}
+
+#[test]
+fn the_daemon_ends_the_expiry_of_a_job_retried_in_any_mode() {
+    let w = World::new();
+    let now = now_ms();
+    let mut con = w.con();
+    let _: () = con
+        .hset("bull:watch:meta", "version", "bullmq:6.7.0")
+        .expect("meta");
+    // `quick` jobs expire 10 s after they fail, `slow` ones after a week.
+    finished_job(
+        &mut con,
+        "bull:watch",
+        "failed",
+        "streamed",
+        "slow",
+        now - 1_000,
+    );
+    finished_job(
+        &mut con,
+        "bull:watch",
+        "failed",
+        "silent",
+        "quick",
+        now - 1_000,
+    );
+    finished_job(
+        &mut con,
+        "bull:watch",
+        "failed",
+        "left",
+        "quick",
+        now - 1_000,
+    );
+    let policy = w.policy(
+        "version: 1\nschedule: 24h\naudit: { url: file://audit.jsonl }\npolicies:\n  - name: p\n    queueNamePattern: \"*\"\n    rules:\n      failed: { ttl: 10s }\n    jobs:\n      - name: slow\n        failed: { ttl: 7d }\n",
+    );
+    let report = w.report(&policy, "run");
+    assert_eq!(report.queue("watch").states["failed:ttl"].done, Some(3));
+    // `mode` is left at `schedule`: the watch follows every queue whose policy takes a ttl.
+    let daemon = Daemon::start(&w, &policy, None, &[]);
+    wait_until("the watch", Duration::from_secs(30), || {
+        daemon
+            .log()
+            .contains("bull:watch: watching the expiries its ttl gave")
+    });
+    // `streamed` is retried as BullMQ does it, with its `waiting` event: its expiry, a week
+    // away, ends at once. `silent` is retried with no event (as Bull does): its expiry ends
+    // in the seconds before it would fall.
+    retry(&mut con, "bull:watch", "failed", "streamed");
+    let _: String = redis::cmd("XADD")
+        .arg("bull:watch:events")
+        .arg("*")
+        .arg(&["event", "waiting", "jobId", "streamed", "prev", "failed"])
+        .query(&mut con)
+        .expect("xadd");
+    retry(&mut con, "bull:watch", "failed", "silent");
+    wait_until(
+        "the streamed retry's expiry to end",
+        Duration::from_secs(30),
+        || expires_at(&mut w.con(), "bull:watch:streamed").at == -1,
+    );
+    wait_until("the failed job to expire", Duration::from_secs(30), || {
+        expires_at(&mut w.con(), "bull:watch:left").at == -2
+    });
+    // By the time the job still failed expired (at the same instant), the silent retry kept
+    // its hash and lost its expiry.
+    assert_eq!(expires_at(&mut con, "bull:watch:silent"), -1);
+    let data: String = con.hget("bull:watch:silent", "data").expect("data");
+    assert_eq!(data, "{\"id\":\"silent\"}");
+    let log = daemon.stop();
+    assert!(!log.contains("the expiry watch failed"), "{log}");
+    assert_eq!(audited_ids(&w, &policy, "persist"), ["silent", "streamed"]);
+}
+
+/// The registry of expiring queues the daemons' watch follows (issue 42, red team F2): a run
+/// registers each queue it gives expiries, with its library and policy, and a plan none; the
+/// queue's indexes are empty only once its last expiry ended; an entry is dropped only while
+/// it is the one read, so a giver that registered the queue again since keeps it.
+#[test]
+fn a_run_registers_the_queues_it_gives_expiries_and_an_entry_is_dropped_only_as_read() {
+    use bullsweep_core::bullmq::expiring::{Registered, indexes_empty, registered, unregister};
+    let w = World::new();
+    let now = now_ms();
+    let mut con = w.con();
+    let _: () = con
+        .hset("bull:reg:meta", "version", "bullmq:6.7.0")
+        .expect("meta");
+    finished_job(&mut con, "bull:reg", "failed", "1", "job", now - 1_000);
+    let policy = w.policy(&policy_text("    rules:\n      failed: { ttl: 1h }\n"));
+    w.report(&policy, "plan");
+    let exists: bool = con.exists("bullsweep:expiring").expect("exists");
+    assert!(!exists, "a plan registers nothing");
+    w.report(&policy, "run");
+    let (first, empty) = w.block_on_con(async |c| {
+        let entries = registered(c).await.expect("registry");
+        (entries, indexes_empty(c, "bull:reg").await.expect("exists"))
+    });
+    assert_eq!(first.len(), 1, "{first:?}");
+    let r = first[0].registration.clone().expect("a readable entry");
+    assert_eq!(
+        (first[0].base.as_str(), r.queue.as_str(), r.policy.as_str()),
+        ("bull:reg", "reg", "p")
+    );
+    assert!(r.backend.is_bullmq());
+    assert!(!empty, "the job's expiry is indexed");
+    // Retried, and its expiry ended by the next run, which registers the queue again.
+    retry(&mut con, "bull:reg", "failed", "1");
+    w.report(&policy, "run");
+    let (dropped, empty) = w.block_on_con(async |c| {
+        (
+            unregister(c, &first[0]).await.expect("unregister"),
+            indexes_empty(c, "bull:reg").await.expect("exists"),
+        )
+    });
+    assert!(empty, "no expiry left");
+    assert!(!dropped, "an entry written since the read is kept");
+    let now_read: Vec<Registered> = w.block_on_con(async |c| registered(c).await.expect("read"));
+    assert_eq!(now_read.len(), 1);
+    assert_ne!(now_read[0].entry, first[0].entry);
+    let dropped = w.block_on_con(async |c| unregister(c, &now_read[0]).await.expect("drop"));
+    assert!(dropped, "the entry as read is dropped");
+    let exists: bool = con.exists("bullsweep:expiring").expect("exists");
+    assert!(!exists);
 }

@@ -11,10 +11,10 @@ use bullsweep_core::Error;
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response, first};
 use bullsweep_core::engine::forget::{ForgetRequest, Receipt};
-use bullsweep_core::engine::{Mode, NoObserver, QueueSkipped, Report};
+use bullsweep_core::engine::{NoObserver, QueueSkipped, Report};
 use bullsweep_core::ops::restore::{DEFAULT_HOLD_MS, RestoreRequest, Restored};
-use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_sweep};
-use bullsweep_policy::{Permission, QueueId, Resolution};
+use bullsweep_core::ops::{self, DEFAULT_BUDGET_US, RunScope, audited_run};
+use bullsweep_policy::{JobState, Permission, QueueId, Resolution};
 use maud::html;
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
         ));
     };
     let actor = ctx.caller.token.name.clone();
-    let Swept::Done(report) = sweep_queue(&mut ctx, q, actor).await? else {
+    let Swept::Done(report) = sweep_queue(&mut ctx, q, None, actor).await? else {
         let body = html! { p.notice.bad role="alert" { "Not swept: " (LOCKED) "." } };
         return Ok(layout::html(
             409,
@@ -81,10 +81,16 @@ async fn sweep(mut ctx: Ctx<'_>, base: String) -> Result<Response, Error> {
     ))
 }
 
-/// Sweeps `q` now under its policy, as a run does, audited as done by `actor`: one bounded,
-/// locked run (waiting 5 s for a lock held elsewhere); a queue's error is the call's. A queue
-/// no policy governs is refused (a 400): there is nothing to sweep.
-pub async fn sweep_queue(ctx: &mut Ctx<'_>, q: QueueId, actor: String) -> Result<Swept, Error> {
+/// Sweeps `q` now under its policy (`state`'s rules alone when given, as
+/// `EffectivePolicy::of_state` says), as a run does, audited as done by `actor`: one
+/// bounded, locked run (waiting 5 s for a lock held elsewhere); a queue's error is the call's.
+/// A queue no policy governs is refused (a 400): there is nothing to sweep.
+pub async fn sweep_queue(
+    ctx: &mut Ctx<'_>,
+    q: QueueId,
+    state: Option<JobState>,
+    actor: String,
+) -> Result<Swept, Error> {
     let base = q.base.clone();
     if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
         return Err(Error::config(format!(
@@ -94,17 +100,10 @@ pub async fn sweep_queue(ctx: &mut Ctx<'_>, q: QueueId, actor: String) -> Result
     let run = RunScope {
         lock_wait: Some(Duration::from_secs(5)),
         actor: Some(actor),
+        state,
         ..scope::run_scope(ctx, vec![q])
     };
-    let report = audited_sweep(
-        &mut ctx.con,
-        &ctx.url,
-        &ctx.set,
-        run,
-        Mode::Run,
-        &NoObserver,
-    )
-    .await?;
+    let report = audited_run(&mut ctx.con, &ctx.url, &ctx.set, run, &NoObserver).await?;
     if let Some(e) = report.queues.iter().find_map(|r| r.error.clone()) {
         return Err(Error::runtime(format!("{base}: {e}")));
     }

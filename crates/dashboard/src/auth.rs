@@ -15,6 +15,19 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bullsweep_policy::{Token, TokenSet};
 use sha2::{Digest, Sha256};
 
+/// Where the tokens that sign in come from, as the sign-in page tells whoever signs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokensFrom {
+    /// The `--dashboard-tokens` file.
+    File,
+    /// One admin token made for this run (a loopback `--listen` without `--dashboard-tokens`),
+    /// written to the daemon's log and nowhere else.
+    Log,
+}
+
+/// The start of the log line that holds a token of [`TokensFrom::Log`], the token after it.
+pub const TOKEN_LOGGED: &str = "dashboard: no --dashboard-tokens, so this run's admin token is";
+
 /// The session cookie's name.
 pub const COOKIE: &str = "bullsweep_session";
 /// How long a session lasts.

@@ -2,7 +2,7 @@
 //! response carries.
 
 use crate::assets;
-use crate::auth::Caller;
+use crate::auth::{Caller, TokensFrom};
 use bullsweep_core::daemon::http::Response;
 use maud::{DOCTYPE, Markup, html};
 
@@ -70,8 +70,9 @@ pub fn page(
     }
 }
 
-/// The sign-in page.
-pub fn login(error: Option<&str>) -> Markup {
+/// The sign-in page, saying where a token is found: the `--dashboard-tokens` file, or (a
+/// loopback daemon without one) the line of the daemon's log that holds this run's token.
+pub fn login(error: Option<&str>, tokens: TokensFrom) -> Markup {
     bare(
         "Sign in",
         html! {
@@ -81,9 +82,24 @@ pub fn login(error: Option<&str>) -> Markup {
                 label { "Token" input type="password" name="token" autocomplete="current-password" required autofocus; }
                 button type="submit" { "Sign in" }
             }
-            p.muted { "Tokens come from the daemon's --dashboard-tokens file." }
+            @match tokens {
+                TokensFrom::File => p.muted id="tokens-from" { "Tokens come from the daemon's --dashboard-tokens file; whoever runs the daemon gives them out." },
+                TokensFrom::Log => p.muted id="tokens-from" {
+                    "This daemon runs without --dashboard-tokens, so it made one admin token for this run and wrote it to its log only, on the line "
+                    code { (crate::auth::TOKEN_LOGGED) " …" }
+                    ". A new one is made at every start; to keep tokens, start the daemon with --dashboard-tokens FILE."
+                },
+            }
         },
     )
+}
+
+/// What the sign-in page says of a token that does not sign in.
+pub fn wrong_token(tokens: TokensFrom) -> &'static str {
+    match tokens {
+        TokensFrom::File => "That token is not in the token file.",
+        TokensFrom::Log => "That is not this run's token; the daemon's log holds it.",
+    }
 }
 
 /// A page without the navigation or the script, for one who is not (or not yet known to be)

@@ -19,6 +19,7 @@ mod pages;
 mod scope;
 
 use auth::{Auth, COOKIE, Caller, SESSION_SECS, SessionKey};
+pub use auth::{TOKEN_LOGGED, TokensFrom};
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::{Conn, Target};
 use bullsweep_core::daemon::http::{Handler, Request, Response};
@@ -49,6 +50,8 @@ pub struct DashboardConfig {
     pub env: Option<String>,
     /// Who may sign in.
     pub tokens: TokenSet,
+    /// Where `tokens` come from, for the sign-in page.
+    pub tokens_from: TokensFrom,
     /// The secret sessions are signed with (`--dashboard-secret-file`,
     /// `BULLSWEEP_DASHBOARD_SECRET`); `None`: the one kept in Redis, made by the first replica.
     pub secret: Option<String>,
@@ -65,6 +68,7 @@ enum KeySource {
 /// The dashboard, answering every path the daemon does not.
 pub struct Dashboard {
     auth: Auth,
+    tokens_from: TokensFrom,
     key: KeySource,
     target: Target,
     config: PathBuf,
@@ -83,7 +87,7 @@ pub(crate) struct Ctx<'a> {
     pub policy_text: String,
     /// The environment in force.
     pub env: Option<String>,
-    /// Redis.
+    /// Redis: read-only for a GET.
     pub con: Conn,
     /// Redis's URL, for messages.
     pub url: String,
@@ -98,6 +102,7 @@ impl Dashboard {
     pub fn new(cfg: DashboardConfig) -> Self {
         Dashboard {
             auth: Auth::new(cfg.tokens),
+            tokens_from: cfg.tokens_from,
             key: match cfg.secret {
                 Some(secret) => KeySource::Given(SessionKey::from_secret(secret.as_bytes())),
                 None => KeySource::Shared(tokio::sync::Mutex::new(None)),
@@ -203,21 +208,21 @@ impl Dashboard {
             return self.api(req).await;
         }
         match (req.method.as_str(), req.path.as_str()) {
-            ("GET", "/login") => return layout::html(200, layout::login(None)),
+            ("GET", "/login") => return layout::html(200, layout::login(None, self.tokens_from)),
             ("POST", "/login") => {
                 if let Err(refused) = same_origin(&req) {
                     return refused;
                 }
                 return match self.session_key().await {
                     Ok(key) => self.login(&key, &req, now_s),
-                    Err(e) => unavailable(e),
+                    Err(e) => self.unavailable(e),
                 };
             }
             _ => {}
         }
         let key = match self.session_key().await {
             Ok(key) => key,
-            Err(e) => return unavailable(e),
+            Err(e) => return self.unavailable(e),
         };
         let Some(caller) = self.auth.caller(
             &key,
@@ -225,7 +230,10 @@ impl Dashboard {
             req.header("cookie"),
             now_s,
         ) else {
-            let page = layout::login(Some("Sign in with a dashboard token to see this page."));
+            let page = layout::login(
+                Some("Sign in with a dashboard token to see this page."),
+                self.tokens_from,
+            );
             return layout::html(401, page).with("www-authenticate", "Bearer realm=\"bullsweep\"");
         };
         if req.method == "POST" {
@@ -243,7 +251,7 @@ impl Dashboard {
         } else if req.method != "GET" {
             return Response::text(405, "only GET and POST\n");
         }
-        let ctx = match self.context(&caller).await {
+        let ctx = match self.context(&caller, &req.method).await {
             Ok(ctx) => ctx,
             Err(e) => {
                 bullsweep_base::log::log_repeated(
@@ -291,7 +299,7 @@ impl Dashboard {
             csrf: String::new(),
         };
         let tenant_view = caller.token.tenant.is_some();
-        let ctx = match self.context(&caller).await {
+        let ctx = match self.context(&caller, &req.method).await {
             Ok(ctx) => ctx,
             Err(e) => return api::unavailable(&e, tenant_view),
         };
@@ -306,9 +314,15 @@ impl Dashboard {
         }
     }
 
-    async fn context<'a>(&'a self, caller: &'a Caller) -> Result<Ctx<'a>, Error> {
+    /// What a request of `method` by `caller` is given: a GET reads, so its connection is
+    /// read-only (a command that could change data is refused before it is sent); only a
+    /// POST (an action, with its permission checked) may change anything.
+    async fn context<'a>(&'a self, caller: &'a Caller, method: &str) -> Result<Ctx<'a>, Error> {
         let (set, policy_text) = ops::read_policy_file(&self.config)?;
-        let con = self.connection().await?;
+        let con = match method {
+            "POST" => self.connection().await?,
+            _ => self.connection().await?.read_only(),
+        };
         Ok(Ctx {
             caller,
             set,
@@ -336,9 +350,31 @@ impl Dashboard {
                 ),
             None => layout::html(
                 401,
-                layout::login(Some("That token is not in the token file.")),
+                layout::login(
+                    Some(layout::wrong_token(self.tokens_from)),
+                    self.tokens_from,
+                ),
             ),
         }
+    }
+
+    /// 503 while the session key cannot be read: nobody can be told apart, so nothing is
+    /// shown but that; the cause goes to the log (once a minute while it lasts).
+    fn unavailable(&self, e: Error) -> Response {
+        bullsweep_base::log::log_repeated(
+            "dashboard-session-key",
+            "error",
+            &format!("dashboard: no session key: {}", e.with_hint_inline()),
+        );
+        layout::html(
+            503,
+            layout::login(
+                Some(
+                    "The dashboard cannot check sessions now (Redis is unreachable or did not answer in time); try again shortly.",
+                ),
+                self.tokens_from,
+            ),
+        )
     }
 }
 
@@ -404,22 +440,6 @@ fn check_post(req: &Request, caller: &Caller) -> Result<(), Response> {
         ));
     }
     Ok(())
-}
-
-/// 503 while the session key cannot be read: nobody can be told apart, so nothing is shown
-/// but that; the cause goes to the log (once a minute while it lasts).
-fn unavailable(e: Error) -> Response {
-    bullsweep_base::log::log_repeated(
-        "dashboard-session-key",
-        "error",
-        &format!("dashboard: no session key: {}", e.with_hint_inline()),
-    );
-    layout::html(
-        503,
-        layout::login(Some(
-            "The dashboard cannot check sessions now (Redis is unreachable or did not answer in time); try again shortly.",
-        )),
-    )
 }
 
 /// A page saying what went wrong and what to try: 400 for what the request asked (a bad

@@ -3,10 +3,10 @@
 
 use crate::Ctx;
 use bullsweep_core::Error;
-use bullsweep_core::engine::{Inventory, Mode, NoObserver, Report};
+use bullsweep_core::engine::{Inventory, NoObserver, Report};
 use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::trail::SegmentFilter;
-use bullsweep_core::ops::{self, RunScope, audited_sweep};
+use bullsweep_core::ops::{self, Reading, RunScope, read_sweep};
 use bullsweep_policy::{NamePattern, QueueId};
 
 /// The database's queues the caller may see; a tenant token sees no unmanaged queue (they
@@ -31,15 +31,15 @@ pub fn run_scope(ctx: &Ctx<'_>, queues: Vec<QueueId>) -> RunScope {
     }
 }
 
-/// What a run would do now to `queues` (reading only).
+/// What a run would do now to `queues` (reading only, on a read-only connection).
 pub async fn plan(ctx: &mut Ctx<'_>, queues: Vec<QueueId>) -> Result<Report, Error> {
     let run = run_scope(ctx, queues);
-    audited_sweep(
-        &mut ctx.con,
+    read_sweep(
+        &ctx.con,
         &ctx.url,
         &ctx.set,
         run,
-        Mode::Plan,
+        Reading::Plan,
         &NoObserver,
     )
     .await

@@ -35,6 +35,15 @@ impl Backend {
         *self == Backend::Bullmq
     }
 
+    /// Whether its jobs form flows (parents, children) that a removal can take along: BullMQ's
+    /// do; legacy Bull has no flows.
+    pub fn has_flows(self) -> bool {
+        match self {
+            Backend::Bullmq => true,
+            Backend::Bull => false,
+        }
+    }
+
     /// The backend of that name.
     pub fn parse(name: &str) -> Option<Backend> {
         Backend::ALL.into_iter().find(|b| b.as_str() == name)

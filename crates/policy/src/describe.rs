@@ -3,10 +3,11 @@
 //! triples the command line's tables show too.
 
 use crate::{
-    DeadLetter, EffectivePolicy, EffectiveRule, EventsBound, JobState, PartialSourceLink, Policy,
-    PolicySet, QueueId, Resolution, RunMode, Schedule, Sla, Source, SourceKind, SourceLink,
-    Sourced, StalledRule, StateRules,
+    Backend, DeadLetter, EffectivePolicy, EffectiveRule, EventsBound, FlowSettings, JobState,
+    PartialSourceLink, Policy, PolicySet, QueueId, Resolution, RunMode, Schedule, Sla, Source,
+    SourceKind, SourceLink, Sourced, StalledRule, StateRules,
 };
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -94,7 +95,7 @@ pub fn policy_daemon_fields(p: &Policy) -> Vec<(&'static str, String, Value)> {
 /// An effective policy's daemon settings and `events` bound, as `(field, text, JSON)`.
 pub fn effective_daemon_fields(eff: &EffectivePolicy) -> Vec<(&'static str, String, Value)> {
     daemon_fields(
-        Some(&eff.schedule),
+        Some(&eff.schedule.value),
         eff.mode,
         eff.stalled.as_ref(),
         eff.dead_letter.as_ref(),
@@ -127,6 +128,7 @@ fn rules_json(rules: &StateRules) -> Value {
                     "action": r.action.map(|a| a.as_str()),
                     "keepIf": r.keep_if.as_ref().map(|k| json!({"path": k.path.to_string(), "equals": k.equals})),
                     "ttlMs": r.ttl.map(|d| d.as_millis()),
+                    "remindEveryMs": r.remind_every.map(|d| d.as_millis()),
                 }),
             )
         })
@@ -201,38 +203,100 @@ pub fn source_json(s: &Source) -> Value {
     })
 }
 
-/// `check --json`.
-pub fn policy_set_json(set: &PolicySet) -> Value {
+/// `check --json`: the policy set, written out one policy at a time.
+pub fn policy_set_json(set: &PolicySet) -> PolicySetJson<'_> {
+    PolicySetJson(set)
+}
+
+/// The JSON document of `check --json`, made as it is written. Why: the whole document as one
+/// JSON tree took about 5 KB per policy (250 MB for a file of 50,000 policies), and `check`
+/// built it even to print text.
+pub struct PolicySetJson<'a>(&'a PolicySet);
+
+/// The policies of `check --json`, each made into JSON as it is written.
+struct EachPolicy<'a>(&'a [Policy]);
+
+impl Serialize for EachPolicy<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(policy_json))
+    }
+}
+
+impl Serialize for PolicySetJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let set = self.0;
+        let layouts: Vec<&str> = set.layouts.iter().map(|l| l.as_str()).collect();
+        let bull_board = set
+            .bull_board
+            .as_ref()
+            .map(|b| json!({"url": b.url, "queueName": b.queue_name}));
+        let doctor = set.doctor.as_ref().map(|d| {
+            json!({
+                "schedule": schedule_json(&d.schedule),
+                "repair": d.repair.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            })
+        });
+        let sources: BTreeMap<&str, Value> = set
+            .sources
+            .iter()
+            .map(|(n, s)| (n.as_str(), source_json(s)))
+            .collect();
+        let tenants: Vec<Value> = set
+            .tenants
+            .iter()
+            .map(|t| {
+                json!({
+                    "tenantId": t.tenant_id,
+                    "environment": t.environment,
+                    "overrides": rules_json(&t.overrides),
+                })
+            })
+            .collect();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("file", &set.source)?;
+        m.serialize_entry("environment", &set.environment)?;
+        m.serialize_entry("aliases", &set.aliases)?;
+        m.serialize_entry("layouts", &layouts)?;
+        m.serialize_entry("policies", &EachPolicy(&set.policies))?;
+        m.serialize_entry("schedule", &schedule_json(&set.file_schedule().value))?;
+        m.serialize_entry("bullBoard", &bull_board)?;
+        m.serialize_entry("doctor", &doctor)?;
+        m.serialize_entry("sources", &sources)?;
+        m.serialize_entry("tenants", &tenants)?;
+        m.end()
+    }
+}
+
+/// One policy of `check --json`.
+fn policy_json(p: &Policy) -> Value {
     json!({
-        "file": set.source,
-        "environment": set.environment,
-        "aliases": set.aliases,
-        "layouts": set.layouts.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
-        "policies": set.policies.iter().map(|p| json!({
-            "name": p.name,
-            "environment": p.environment,
-            "queueNamePattern": p.queue.as_str(),
-            "tenant": p.tenant.as_ref().map(|t| t.as_str()),
-            "backend": p.backend,
-            "rules": rules_json(&p.rules),
-            "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules), "source": partial_link_json(&j.source)})).collect::<Vec<_>>(),
-            "source": partial_link_json(&p.source),
-            "sla": p.sla.as_ref().map(sla_json),
-            "daemon": fields_json(policy_daemon_fields(p)),
-        })).collect::<Vec<_>>(),
-        "schedule": schedule_json(&set.schedule),
-        "bullBoard": set.bull_board.as_ref().map(|b| json!({"url": b.url, "queueName": b.queue_name})),
-        "doctor": set.doctor.as_ref().map(|d| json!({
-            "schedule": schedule_json(&d.schedule),
-            "repair": d.repair.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-        })),
-        "sources": set.sources.iter().map(|(n, s)| (n.clone(), source_json(s))).collect::<BTreeMap<_, _>>(),
-        "tenants": set.tenants.iter().map(|t| json!({
-            "tenantId": t.tenant_id,
-            "environment": t.environment,
-            "overrides": rules_json(&t.overrides),
-        })).collect::<Vec<_>>(),
+        "name": p.name,
+        "environment": p.environment,
+        "queueNamePattern": p.queue.as_str(),
+        "tenant": p.tenant.as_ref().map(|t| t.as_str()),
+        "backend": p.backend,
+        "rules": rules_json(&p.rules),
+        "jobs": p.jobs.iter().map(|j| json!({"name": j.name, "rules": rules_json(&j.rules), "source": partial_link_json(&j.source)})).collect::<Vec<_>>(),
+        "source": partial_link_json(&p.source),
+        "sla": p.sla.as_ref().map(sla_json),
+        "daemon": fields_json(policy_daemon_fields(p)),
+        "flows": written_flows_json(&p.flows),
     })
+}
+
+/// A policy's flow settings as it writes them, `null` for one it leaves at its default.
+fn written_flows_json(flows: &FlowSettings) -> Value {
+    let map: serde_json::Map<String, Value> = flows
+        .fields()
+        .into_iter()
+        .map(|f| {
+            (
+                f.name.to_string(),
+                if f.written { f.json } else { Value::Null },
+            )
+        })
+        .collect();
+    Value::Object(map)
 }
 
 fn effective_json(rule: &EffectiveRule) -> Value {
@@ -257,6 +321,29 @@ fn states_json(states: &BTreeMap<JobState, EffectiveRule>) -> Value {
     json!(map)
 }
 
+/// The policy that would govern `q` were it a queue of the other library, when that is not
+/// the policy that governs it as it is (none, or another): the backend and the policy's name.
+/// `explain` reads no Redis, so it cannot know a queue's library; this says what `--backend`
+/// would change.
+pub fn other_backend_policy(set: &PolicySet, q: &QueueId) -> Option<(Backend, String)> {
+    let name = |r: Resolution| match r {
+        Resolution::Covered(eff) => Some(eff.name),
+        Resolution::Uncovered | Resolution::Tie { .. } => None,
+    };
+    let own = name(set.resolve(q));
+    Backend::ALL
+        .into_iter()
+        .filter(|b| *b != q.backend)
+        .find_map(|backend| {
+            let other = QueueId {
+                backend,
+                ..q.clone()
+            };
+            let policy = name(set.resolve(&other))?;
+            (own.as_ref() != Some(&policy)).then_some((backend, policy))
+        })
+}
+
 /// `explain --json`.
 pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Value {
     let candidates: Vec<&str> = set.candidates(q).iter().map(|p| p.name.as_str()).collect();
@@ -268,6 +355,10 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
         "backend": q.backend,
         "candidates": candidates,
     });
+    v["otherBackend"] = match other_backend_policy(set, q) {
+        Some((backend, policy)) => json!({ "backend": backend, "policy": policy }),
+        None => Value::Null,
+    };
     match resolution {
         Resolution::Covered(eff) => {
             v["policy"] = json!(eff.name);
@@ -287,6 +378,16 @@ pub fn explain_json(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> Va
             );
             v["source"] = eff.source.as_ref().map_or(Value::Null, link_json);
             v["daemon"] = fields_json(effective_daemon_fields(eff));
+            v["scheduleFrom"] = json!(eff.schedule.source.to_string());
+            let flows: serde_json::Map<String, Value> = FlowSettings::NAMES
+                .iter()
+                .filter_map(|name| eff.field(name))
+                .map(|f| {
+                    let field = json!({ "value": f.json, "from": f.from.to_string() });
+                    (f.name.to_string(), field)
+                })
+                .collect();
+            v["flows"] = Value::Object(flows);
             v["sla"] = eff.sla.as_ref().map_or(Value::Null, sla_json);
         }
         Resolution::Uncovered => v["policy"] = Value::Null,

@@ -18,7 +18,8 @@ pub enum DoctorKind {
     OrphanSubkeys,
     /// A parent in `waiting-children` none of whose dependencies is a job that exists.
     StuckParents,
-    /// A job whose parent's hash is gone.
+    /// A job in a live state whose parent's hash is gone (a finished one is what BullMQ's own
+    /// removal of a finished parent leaves, and no damage).
     OrphanChildren,
     /// A job scheduler's template (`repeat:<id>`) with no entry in the `repeat` set.
     OrphanSchedulers,

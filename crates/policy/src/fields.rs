@@ -5,6 +5,7 @@
 use crate::duration::Millis;
 use crate::model::JobState;
 use crate::resolve::{EffectivePolicy, EffectiveRule, Provenance, Sourced};
+use crate::schedule::Schedule;
 use crate::source::SourceLink;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -74,6 +75,9 @@ impl EffectiveRule {
         if let Some(v) = &self.ttl {
             fields.push(duration("ttl", "ttlMs", v));
         }
+        if let Some(v) = &self.remind_every {
+            fields.push(duration("remindEvery", "remindEveryMs", v));
+        }
         let action = self.action.value.as_str();
         fields.push(plain(
             "action",
@@ -113,13 +117,23 @@ fn link_fields(link: &Sourced<SourceLink>) -> Vec<RuleField> {
 }
 
 /// Why a field name names nothing: the message for a test file.
-pub const FIELD_NAMES: &str = "`<state>.<field>` (completed, failed, waiting, delayed, prioritized, waiting-children; maxAge, maxCount, keepFor, keepIf, ttl, action), `jobs.<name>.<state>.<field>`, `source.<field>` and `jobs.<name>.source.<field>` (source, key, deleteWhen, keepFor, action), `sla.auditRequired`, `sla.maxDataAgeHours`, `sla.complianceTag`, `events.maxLen`, `events.maxAge`, `schedule`, `mode`, `stalled.maxAge`, `stalled.action`, `deadLetter.warm`, `deadLetter.cold`, `deadLetter.purgeAfter`, `protectWaitingParents`, `moveExhaustedTo`, `dependsOn`, `pii.replacement`";
+pub const FIELD_NAMES: &str = "`<state>.<field>` (completed, failed, waiting, delayed, prioritized, waiting-children; maxAge, maxCount, keepFor, keepIf, ttl, remindEvery, action), `jobs.<name>.<state>.<field>`, `source.<field>` and `jobs.<name>.source.<field>` (source, key, deleteWhen, keepFor, action), `sla.auditRequired`, `sla.maxDataAgeHours`, `sla.complianceTag`, `events.maxLen`, `events.maxAge`, `schedule`, `mode`, `stalled.maxAge`, `stalled.action`, `deadLetter.warm`, `deadLetter.cold`, `deadLetter.purgeAfter`, `protectWaitingParents`, `childrenInOtherQueues`, `moveExhaustedTo`, `dependsOn`, `pii.replacement`";
+
+/// The fields of a state's rule, by name, in the order `explain` lists them.
+pub const RULE_FIELDS: [&str; 7] = [
+    "maxAge",
+    "maxCount",
+    "keepFor",
+    "keepIf",
+    "ttl",
+    "remindEvery",
+    "action",
+];
 
 /// Whether `name` is a field [`EffectivePolicy::field`] knows (set or not).
 pub fn is_field_name(name: &str) -> bool {
     let parts: Vec<&str> = name.split('.').collect();
-    let rule_field =
-        |f: &str| ["maxAge", "maxCount", "keepFor", "keepIf", "ttl", "action"].contains(&f);
+    let rule_field = |f: &str| RULE_FIELDS.contains(&f);
     let link_field = |f: &str| ["source", "key", "deleteWhen", "keepFor", "action"].contains(&f);
     let state_field = |s: &str, f: &str| JobState::from_name(s).is_some() && rule_field(f);
     match parts.as_slice() {
@@ -135,6 +149,7 @@ pub fn is_field_name(name: &str) -> bool {
             "schedule",
             "mode",
             "protectWaitingParents",
+            "childrenInOtherQueues",
             "moveExhaustedTo",
             "dependsOn",
         ]
@@ -201,22 +216,19 @@ impl EffectivePolicy {
                 Some(plain("replacement", json!(r), r.clone(), &own))
             }
             [s, f] => of_rule(self.states.get(&JobState::from_name(s)?), f),
-            ["schedule"] => {
-                let s = self.schedule.to_string();
-                Some(plain("schedule", json!(s), s, &own))
-            }
+            ["schedule"] => Some(self.schedule_field()),
             ["mode"] => {
                 let m = self.mode.as_str();
                 Some(plain("mode", json!(m), m.into(), &own))
             }
-            ["protectWaitingParents"] => {
-                let p = self.protect_waiting_parents;
-                Some(plain(
-                    "protectWaitingParents",
-                    json!(p),
-                    p.to_string(),
-                    &own,
-                ))
+            [f @ ("protectWaitingParents" | "childrenInOtherQueues")] => {
+                let flow = self.flows.fields().into_iter().find(|x| x.name == *f)?;
+                let from = if flow.written {
+                    own
+                } else {
+                    Provenance::Default
+                };
+                Some(plain(flow.name, flow.json, flow.shown, &from))
             }
             ["moveExhaustedTo"] => self
                 .move_exhausted_to
@@ -227,6 +239,25 @@ impl EffectivePolicy {
                 Some(plain("dependsOn", json!(self.depends_on), d, &own))
             }
             _ => None,
+        }
+    }
+
+    /// `schedule`, from the layer that set it: an interval is a duration (`every 1h`, compared
+    /// by its length), a cron expression or `auto` is text.
+    fn schedule_field(&self) -> RuleField {
+        let s = &self.schedule;
+        let shown = s.value.to_string();
+        let millis = match s.value {
+            Schedule::Every(every) => Some(every),
+            Schedule::Cron(_) | Schedule::Auto => None,
+        };
+        RuleField {
+            name: "schedule",
+            key: "schedule",
+            json: json!(shown),
+            shown,
+            millis,
+            from: s.source.clone(),
         }
     }
 
@@ -272,13 +303,12 @@ impl EffectivePolicy {
     /// Every field that is set, by its name (see [`FIELD_NAMES`]): what `plan --against`
     /// compares between two versions of a policy file.
     pub fn set_fields(&self) -> BTreeMap<String, RuleField> {
-        const RULE: [&str; 6] = ["maxAge", "maxCount", "keepFor", "keepIf", "ttl", "action"];
         const LINK: [&str; 5] = ["source", "key", "deleteWhen", "keepFor", "action"];
         let mut names: Vec<String> = Vec::new();
         let rules = |prefix: &str, states: &BTreeMap<JobState, EffectiveRule>| {
             states
                 .keys()
-                .flat_map(|s| RULE.map(|f| format!("{prefix}{}.{f}", s.as_str())))
+                .flat_map(|s| RULE_FIELDS.map(|f| format!("{prefix}{}.{f}", s.as_str())))
                 .collect::<Vec<_>>()
         };
         names.extend(rules("", &self.states));
@@ -307,6 +337,7 @@ impl EffectivePolicy {
                 "schedule",
                 "mode",
                 "protectWaitingParents",
+                "childrenInOtherQueues",
                 "moveExhaustedTo",
                 "dependsOn",
             ]

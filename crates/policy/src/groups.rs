@@ -4,6 +4,7 @@
 //! group and decide on it here, so a golden case and a run cannot disagree.
 
 use crate::action::Action;
+use crate::duration::Millis;
 use crate::model::{JobState, KeepIf};
 use crate::resolve::{EffectivePolicy, EffectiveRule};
 use crate::selection::Selection;
@@ -18,6 +19,9 @@ pub struct RuleGroup {
     pub action: Action,
     /// Jobs the event path leaves alone.
     pub keep_if: Option<KeepIf>,
+    /// Under `action: notify`: how long after its last notice a job still selected is
+    /// noticed again (`remindEvery`); `None`: once.
+    pub remind_every: Option<Millis>,
 }
 
 impl RuleGroup {
@@ -31,6 +35,7 @@ impl RuleGroup {
             },
             action,
             keep_if: None,
+            remind_every: None,
         }
     }
 
@@ -39,6 +44,7 @@ impl RuleGroup {
             selection: Selection::at(rule, now_ms),
             action: rule.action.value,
             keep_if: rule.keep_if.as_ref().map(|k| k.value.clone()),
+            remind_every: rule.remind_every.as_ref().map(|r| r.value),
         }
     }
 }

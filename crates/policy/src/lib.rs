@@ -14,6 +14,7 @@ mod describe;
 mod doctor;
 mod duration;
 mod fields;
+mod flows;
 mod golden;
 mod groups;
 mod json_schema;
@@ -21,6 +22,7 @@ mod json_walk;
 mod jsonpath;
 mod layout;
 mod model;
+mod one_state;
 mod pattern;
 mod pii;
 mod position;
@@ -42,11 +44,13 @@ pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
 pub use decide::{Decision, JobFacts, decide};
 pub use describe::{
-    effective_daemon_fields, explain_json, policy_daemon_fields, policy_set_json, source_json,
+    PolicySetJson, effective_daemon_fields, explain_json, other_backend_policy,
+    policy_daemon_fields, policy_set_json, source_json,
 };
 pub use doctor::{DoctorKind, DoctorSettings};
 pub use duration::{BareUnit, Millis, parse_duration_str};
-pub use fields::{FIELD_NAMES, RuleField, is_field_name};
+pub use fields::{FIELD_NAMES, RULE_FIELDS, RuleField, is_field_name};
+pub use flows::{ChildrenInOtherQueues, FlowField, FlowSettings, FlowsWritten};
 pub use golden::{
     Case, CaseResult, GoldenFile, JobCase, Mismatch, SourceSaid, Via, parse_golden, run_cases,
 };

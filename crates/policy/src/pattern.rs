@@ -44,7 +44,11 @@ impl PartialOrd for Specificity {
 #[derive(Clone, Debug)]
 pub struct NamePattern {
     text: String,
-    matcher: GlobMatcher,
+    /// The glob's matcher, for a pattern with classes, alternations, escapes or `**`; `None`
+    /// for a name and for a pattern of literals, `*` and `?`, which [`wildcard`] matches as the
+    /// matcher would. Why: a compiled matcher is a regex of about 4 KB, so a file of 50,000
+    /// one-queue policies held 220 MB of them.
+    matcher: Option<Box<GlobMatcher>>,
     specificity: Specificity,
 }
 
@@ -65,9 +69,10 @@ impl NamePattern {
         } else {
             Specificity::Glob { literals }
         };
+        let plain = !text.contains(['[', ']', '{', '}', '\\']) && !text.contains("**");
         Ok(NamePattern {
             text: text.to_string(),
-            matcher: glob.compile_matcher(),
+            matcher: (!plain).then(|| Box::new(glob.compile_matcher())),
             specificity,
         })
     }
@@ -79,9 +84,10 @@ impl NamePattern {
 
     /// Whether `name` matches.
     pub fn matches(&self, name: &str) -> bool {
-        match self.specificity {
-            Specificity::Exact => self.text == name,
-            _ => self.matcher.is_match(name),
+        match (&self.matcher, self.specificity) {
+            (_, Specificity::Exact) => self.text == name,
+            (Some(m), _) => m.is_match(name),
+            (None, _) => wildcard(self.text.as_bytes(), name.as_bytes()),
         }
     }
 
@@ -95,6 +101,36 @@ impl NamePattern {
     pub fn may_overlap(&self, other: &NamePattern) -> bool {
         globs_intersect(&tokens(&self.text), &tokens(&other.text))
     }
+}
+
+/// Whether `name` matches `pattern`, whose only special bytes are `*` (any bytes) and `?` (one
+/// byte), as the glob's matcher reads them (a regex over bytes).
+fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n) = (0, 0);
+    // The last star seen, and where in `name` its match currently ends.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p + 1, n));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                // Let the last star take one more byte, and try again after it.
+                Some((after, end)) => {
+                    star = Some((after, end + 1));
+                    p = after;
+                    n = end + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// Literal characters outside of `[...]` and `{...}` groups.
@@ -227,6 +263,54 @@ mod tests {
         assert!(!p("a?c").may_overlap(&p("abcd")));
         assert!(p("*x*").may_overlap(&p("*y*")));
         assert!(!p("x*x").may_overlap(&p("y*")));
+    }
+
+    #[test]
+    fn plain_patterns_match_as_the_globs_matcher_does() {
+        let patterns = [
+            "billing", "billing*", "*export", "b*l*g", "a?c", "*", "?", "a*b*c", "caf?", "caf??",
+            "*-*-*", "x*x", "a/*", "*?", "??*", "é*", "*é",
+        ];
+        let names = [
+            "",
+            "billing",
+            "billing-export",
+            "bill",
+            "abc",
+            "ac",
+            "abbc",
+            "café",
+            "cafe",
+            "a-b-c",
+            "xx",
+            "xax",
+            "x",
+            "a/b/c",
+            "é",
+            "aé",
+            "éa",
+            "a*b*c",
+            "aXbYc",
+            "bilg",
+        ];
+        for text in patterns {
+            let pattern = p(text);
+            assert!(
+                pattern.matcher.is_none(),
+                "{text} is matched without a regex"
+            );
+            let glob = Glob::new(text).expect("glob").compile_matcher();
+            for name in names {
+                assert_eq!(
+                    pattern.matches(name),
+                    glob.is_match(name),
+                    "`{text}` on `{name}`"
+                );
+            }
+        }
+        for text in ["[ab]c", "{a,b}*", "a**", "a\\*b"] {
+            assert!(p(text).matcher.is_some(), "{text} keeps the glob's matcher");
+        }
     }
 
     #[test]

@@ -433,9 +433,14 @@ mod properties {
                 replacement: DEFAULT_REPLACEMENT.into(),
             };
             let text = format!("{pre} {user}@example.com{post} 4111 1111 1111 1111{post}");
-            let out = r.scrub_text(&text).unwrap_or_default();
+            // Nothing found is a failure, not an empty text that holds neither value.
+            let out = r.scrub_text(&text);
+            prop_assert!(out.is_some(), "nothing found in {:?}", text);
+            let out = out.unwrap_or_default();
             prop_assert!(!out.contains("example.com"), "{}", out);
             prop_assert!(!out.contains("4111"), "{}", out);
+            // Both the address and the card number were replaced.
+            prop_assert_eq!(out.matches(DEFAULT_REPLACEMENT).count(), 2, "{}", out);
         }
     }
 }

@@ -79,8 +79,10 @@ impl JobRedaction<'_> {
         Some(scrubbed.unwrap_or_else(|| text.to_string()))
     }
 
-    /// How one of the job's log lines reads: the patterns, and the values the paths hold.
-    pub fn line(&self, text: &str) -> String {
+    /// How free text the job carries beside its fields reads (one of its log lines, its id):
+    /// the patterns, and the values the paths hold, each replaced where it stands, so what
+    /// matches no rule stays (`welcome-[REDACTED]` for the id `welcome-zoe@example.com`).
+    pub fn text(&self, text: &str) -> String {
         let after = self.rules.scrub_text(text);
         let shown = after.as_deref().unwrap_or(text);
         self.hide(shown).unwrap_or_else(|| shown.to_string())
@@ -270,7 +272,7 @@ mod tests {
         );
         let huge = deep(100_000);
         assert_eq!(
-            r.redaction([huge.as_str()]).line("for u-deep-7"),
+            r.redaction([huge.as_str()]).text("for u-deep-7"),
             "for [REDACTED]"
         );
         // Not JSON: no path applies, so the field is withheld; the rest reads as ever.
@@ -281,7 +283,7 @@ mod tests {
             plain.field("failedReason", "a@b.io").as_deref(),
             Some("[REDACTED]")
         );
-        assert_eq!(plain.line("a line"), "a line");
+        assert_eq!(plain.text("a line"), "a line");
         // Without paths there is nothing to apply: the patterns alone decide.
         let patterns_only = rules(&[], &[TextPattern::Email]);
         assert_eq!(
@@ -335,7 +337,7 @@ mod tests {
             );
         }
         assert_eq!(
-            job.line("mailing Zelda Quuxley, id pid-7f3a"),
+            job.text("mailing Zelda Quuxley, id pid-7f3a"),
             "mailing [REDACTED], id [REDACTED]"
         );
         assert_eq!(
@@ -344,6 +346,24 @@ mod tests {
                 r#"{"user":{"id":"[REDACTED]","name":"[REDACTED]","n":"[REDACTED]"},"contact":"[REDACTED]","i":7}"#
             )
         );
+    }
+
+    /// Red team (issue 42, F6): a custom job id carries personal data into a notice. It reads
+    /// as free text does, keeping what no rule matches for an operator to correlate.
+    #[test]
+    fn a_job_id_reads_through_the_patterns_and_the_values_the_paths_hold() {
+        let r = rules(&["user.name", "user.id"], &[TextPattern::Email]);
+        let job = r.redaction([r#"{"user":{"name":"Zoë Müller","id":"u7"}}"#]);
+        for (id, want) in [
+            ("welcome-zoe@example.com", "[REDACTED]"),
+            ("welcome:zoe@example.com", "welcome:[REDACTED]"),
+            ("welcome-Zoë Müller", "welcome-[REDACTED]"),
+            ("u7", "[REDACTED]"),
+            ("order-u7", "order-u7"),
+            ("order-1042", "order-1042"),
+        ] {
+            assert_eq!(job.text(id), want, "{id}");
+        }
     }
 
     #[test]

@@ -74,6 +74,8 @@ impl PolicySet {
 pub enum Provenance {
     /// The built-in default.
     Default,
+    /// The policy file's top level (its `schedule:`, for policies that set none).
+    TopLevel,
     /// A policy's `rules`.
     Policy {
         /// Policy name.
@@ -97,6 +99,7 @@ impl fmt::Display for Provenance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Provenance::Default => f.write_str("default"),
+            Provenance::TopLevel => f.write_str("the file's top level"),
             Provenance::Policy { policy } => write!(f, "policy {policy}"),
             Provenance::JobRule { policy, job } => write!(f, "policy {policy}, job {job}"),
             Provenance::TenantOverride { tenant } => write!(f, "tenant override {tenant}"),
@@ -129,6 +132,9 @@ pub struct EffectiveRule {
     /// How long after it finished a job's hash, logs and flow sub-keys expire (finished
     /// states only).
     pub ttl: Option<Sourced<Millis>>,
+    /// Under `action: notify`: how long after its last notice a job still selected is
+    /// noticed again; `None`: once.
+    pub remind_every: Option<Sourced<Millis>>,
 }
 
 /// Effective rules for jobs of one name.
@@ -159,8 +165,9 @@ pub struct EffectivePolicy {
     pub sla: Option<Sla>,
     /// Scrubbing rules for `action: anonymize`.
     pub pii: Option<PiiRules>,
-    /// When the daemon sweeps the queue: the policy's schedule, else the file's.
-    pub schedule: Schedule,
+    /// When the daemon sweeps the queue: the policy's schedule, else the file's, else the
+    /// default, with which of them it is.
+    pub schedule: Sourced<Schedule>,
     /// Whether the daemon also acts on the queue's events.
     pub mode: RunMode,
     /// `rules.stalled`.
@@ -171,9 +178,10 @@ pub struct EffectivePolicy {
     pub dead_letter: Option<DeadLetter>,
     /// Where failed jobs with no attempts left move.
     pub move_exhausted_to: Option<String>,
-    /// Leave finished children whose parent still waits in `waiting-children`
-    /// (`protectWaitingParents`); by default they go as with `Queue.clean`.
-    pub protect_waiting_parents: bool,
+    /// What a removal does around flows: `protectWaitingParents` (leave finished children
+    /// whose parent still waits) and `childrenInOtherQueues` (take a removed job's children
+    /// from other queues, or leave it).
+    pub flows: crate::FlowSettings,
     /// The bound of the queue's events stream (`events:`).
     pub events: Option<EventsBound>,
 }
@@ -226,6 +234,21 @@ fn applies(p: &Policy, q: &QueueId) -> bool {
 }
 
 impl PolicySet {
+    /// The schedule of policies that set none: the file's `schedule:`, else the default
+    /// (`1h`), with which of the two it is.
+    pub fn file_schedule(&self) -> Sourced<Schedule> {
+        match &self.schedule {
+            Some(s) => Sourced {
+                value: s.clone(),
+                source: Provenance::TopLevel,
+            },
+            None => Sourced {
+                value: Schedule::Every(crate::schedule::DEFAULT_SCHEDULE),
+                source: Provenance::Default,
+            },
+        }
+    }
+
     /// Policies that apply to the queue, most specific first (ties keep file order).
     pub fn candidates(&self, q: &QueueId) -> Vec<&Policy> {
         let mut out: Vec<&Policy> = self.policies.iter().filter(|p| applies(p, q)).collect();
@@ -302,18 +325,22 @@ impl PolicySet {
             jobs,
             source: policy_source,
             sla: winner.sla.clone(),
-            pii: winner.pii.clone(),
-            schedule: winner
-                .daemon
-                .schedule
-                .clone()
-                .unwrap_or_else(|| self.schedule.clone()),
+            pii: winner.pii.as_deref().cloned(),
+            schedule: match &winner.daemon.schedule {
+                Some(own) => Sourced {
+                    value: own.clone(),
+                    source: Provenance::Policy {
+                        policy: winner.name.clone(),
+                    },
+                },
+                None => self.file_schedule(),
+            },
             mode: winner.daemon.mode,
             stalled: winner.daemon.stalled,
             depends_on: winner.daemon.depends_on.clone(),
             dead_letter: winner.daemon.dead_letter,
             move_exhausted_to: winner.daemon.move_exhausted_to.clone(),
-            protect_waiting_parents: winner.protect_waiting_parents,
+            flows: winner.flows,
             events: winner.events,
         })
     }
@@ -334,7 +361,7 @@ impl PolicySet {
                 for state in JobState::ALL {
                     let job_layer = job.rules.get(&state).map(|r| {
                         (
-                            r.clone(),
+                            &**r,
                             Provenance::JobRule {
                                 policy: winner.name.clone(),
                                 job: job.name.clone(),
@@ -390,10 +417,10 @@ impl PolicySet {
 }
 
 /// The policy's own rule for `state`, as a layer.
-fn policy_layer(winner: &Policy, state: JobState) -> Option<(StateRule, Provenance)> {
+fn policy_layer(winner: &Policy, state: JobState) -> Option<(&StateRule, Provenance)> {
     winner.rules.get(&state).map(|r| {
         (
-            r.clone(),
+            &**r,
             Provenance::Policy {
                 policy: winner.name.clone(),
             },
@@ -405,11 +432,11 @@ fn policy_layer(winner: &Policy, state: JobState) -> Option<(StateRule, Provenan
 fn override_layers<'o>(
     overrides: &'o [&'o TenantOverride],
     state: JobState,
-) -> impl Iterator<Item = (StateRule, Provenance)> + 'o {
+) -> impl Iterator<Item = (&'o StateRule, Provenance)> + 'o {
     overrides.iter().filter_map(move |o| {
         o.overrides.get(&state).map(|r| {
             (
-                r.clone(),
+                &**r,
                 Provenance::TenantOverride {
                     tenant: o.tenant_id.clone(),
                 },
@@ -427,13 +454,14 @@ fn sourced<T>(value: T, source: &Provenance) -> Sourced<T> {
 }
 
 /// Field-by-field merge: the last layer that sets a field wins.
-fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<EffectiveRule> {
+fn merge<'r>(layers: impl Iterator<Item = (&'r StateRule, Provenance)>) -> Option<EffectiveRule> {
     let mut any = false;
     let mut max_age = None;
     let mut max_count = None;
     let mut keep_for = None;
     let mut keep_if = None;
     let mut ttl = None;
+    let mut remind_every = None;
     let mut action = Sourced {
         value: Action::Remove,
         source: Provenance::Default,
@@ -449,11 +477,14 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
         if let Some(v) = rule.keep_for {
             keep_for = Some(sourced(v, &source));
         }
-        if let Some(v) = rule.keep_if {
-            keep_if = Some(sourced(v, &source));
+        if let Some(v) = &rule.keep_if {
+            keep_if = Some(sourced(v.clone(), &source));
         }
         if let Some(v) = rule.ttl {
             ttl = Some(sourced(v, &source));
+        }
+        if let Some(v) = rule.remind_every {
+            remind_every = Some(sourced(v, &source));
         }
         if let Some(v) = rule.action {
             action = sourced(v, &source);
@@ -466,6 +497,7 @@ fn merge(layers: impl Iterator<Item = (StateRule, Provenance)>) -> Option<Effect
         action,
         keep_if,
         ttl,
+        remind_every,
     })
 }
 

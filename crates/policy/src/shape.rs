@@ -13,9 +13,11 @@ use crate::pii::TextPattern;
 use crate::source::{DeleteWhen, SOURCE_ACTIONS};
 
 mod kinds;
+mod source;
 
 use kinds::{BOOL, MILLISECONDS, NUMBER, SCHEDULE, SECONDS, TEXT, TEXTS, def, opt, req};
 pub(crate) use kinds::{Field, Presence, Shape, Value};
+use source::SOURCE;
 
 fn actions() -> Vec<&'static str> {
     Action::ALL.map(Action::as_str).to_vec()
@@ -31,6 +33,12 @@ fn stalled_actions() -> Vec<&'static str> {
 
 fn backends() -> Vec<&'static str> {
     Backend::ALL.map(Backend::as_str).to_vec()
+}
+
+fn children_in_other_queues() -> Vec<&'static str> {
+    crate::ChildrenInOtherQueues::ALL
+        .map(crate::ChildrenInOtherQueues::as_str)
+        .to_vec()
 }
 
 fn modes() -> Vec<&'static str> {
@@ -102,6 +110,11 @@ const STATE_RULE: Shape = Shape::Named(
             "ttl",
             SECONDS,
             "Redis itself deletes each finished job's hash and logs this long after it finished (`PEXPIREAT`). Completed and failed only.",
+        ),
+        opt(
+            "remindEvery",
+            SECONDS,
+            "With `action: notify` in the same rule: a job still selected is noticed again this long after its last notice. Without it, each job is noticed once (until it leaves the state or its id is reused).",
         ),
     ]),
 );
@@ -344,6 +357,11 @@ const POLICY: Shape = Shape::Fields(&[
         "Leave finished children whose parent still waits (flows).",
     ),
     opt(
+        "childrenInOtherQueues",
+        Shape::Value(Value::Name(children_in_other_queues)),
+        "Flows: `keepParent` (default) leaves a job with a child in another queue alone with its children; `remove` removes it with its children wherever they are, as BullMQ's Job.remove() does.",
+    ),
+    opt(
         "source",
         SOURCE_LINK,
         "The source link of every job of the policy's queues without a job rule of its own.",
@@ -365,54 +383,6 @@ const POLICY: Shape = Shape::Fields(&[
             ),
         ]),
         "The bound of the queues' events streams, by length, by age, or both.",
-    ),
-]);
-
-const LOOKUP_TIMEOUT_DOC: &str = "How long one lookup may take, connecting included; default `2s`.";
-const BATCH_SIZE_DOC: &str = "How many keys one lookup asks about; default 1,000, at most 100,000.";
-
-const SOURCE: Shape = Shape::OneOf(&[
-    opt(
-        "postgres",
-        Shape::Fields(&[
-            req("url", TEXT, "`postgres://` or `postgresql://`."),
-            req(
-                "query",
-                TEXT,
-                "Takes the keys as a text array (`$1`) and returns a `key` column, an optional boolean `matching` and an optional `changed_at`.",
-            ),
-            opt("timeout", MILLISECONDS, LOOKUP_TIMEOUT_DOC),
-            opt("batchSize", Shape::Value(Value::Count(1)), BATCH_SIZE_DOC),
-        ]),
-        "Records in PostgreSQL.",
-    ),
-    opt(
-        "redis",
-        Shape::Fields(&[
-            opt(
-                "url",
-                TEXT,
-                "`redis://` or `rediss://`; absent = the governed Redis.",
-            ),
-            req(
-                "key",
-                TEXT,
-                "A key template with one placeholder: `cart:{key}`, or a path such as `order:{data.orderId}`.",
-            ),
-            opt(
-                "field",
-                TEXT,
-                "A hash field; with `equals`, the record matches while it holds that value.",
-            ),
-            opt(
-                "equals",
-                TEXT,
-                "The value `field` holds while the record matches.",
-            ),
-            opt("timeout", MILLISECONDS, LOOKUP_TIMEOUT_DOC),
-            opt("batchSize", Shape::Value(Value::Count(1)), BATCH_SIZE_DOC),
-        ]),
-        "Records in Redis.",
     ),
 ]);
 

@@ -3,7 +3,7 @@
 //! path; anonymize's result), what a failing case names, and the located errors of a
 //! malformed test file.
 
-use bullsweep_policy::{CaseResult, PolicySet, compile, parse_golden, run_cases};
+use bullsweep_policy::{CaseResult, PolicySet, Resolution, compile, parse_golden, run_cases};
 
 const POLICY: &str = r#"version: 1
 environments: { production: [prod] }
@@ -67,8 +67,13 @@ fn failures(cases: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Every case of `cases` ran (one result per `  - ` entry) and passed.
 fn all_pass(cases: &str) {
-    for (i, f) in failures(cases).iter().enumerate() {
+    let written = cases.lines().filter(|l| l.starts_with("  - ")).count();
+    let results = failures(cases);
+    assert!(written > 0, "no case in {cases}");
+    assert_eq!(results.len(), written, "one result per case written");
+    for (i, f) in results.iter().enumerate() {
         assert!(f.is_empty(), "case {i} failed: {f:?}");
     }
 }
@@ -103,10 +108,61 @@ fn a_failing_field_names_what_was_expected_what_is_and_the_layer_that_set_it() {
         f[0],
         [
             "completed.maxAge: 7d → 1d (tenant override trial)",
-            "policy: reminders → billing (billing->override:trial)",
+            "policy: reminders → billing->override:trial (policy billing, tenant override trial)",
             "sla.maxDataAgeHours: 24 → none (-)",
         ]
     );
+}
+
+#[test]
+fn policy_is_spelled_as_explain_and_plan_spell_it_with_the_tenant_override() {
+    let q = set()
+        .identify("bull:trial:prod:billing", None)
+        .expect("layout matches");
+    let Resolution::Covered(eff) = set().resolve(&q) else {
+        panic!("billing governs the queue");
+    };
+    // The spelling `explain` prints (`policy: …`) and `plan`, `run` and the audit trail use.
+    assert_eq!(eff.name, "billing->override:trial");
+    all_pass(
+        r#"
+  - queue: bull:trial:prod:billing
+    expect: { policy: "billing->override:trial", tenant: trial }
+  - queue: bull:acme:prod:billing
+    expect: { policy: billing }
+"#,
+    );
+    // One spelling: the bare name is not the queue's policy once an override is merged in.
+    let f = failures(
+        r#"
+  - queue: bull:trial:prod:billing
+    expect: { policy: billing }
+"#,
+    );
+    assert_eq!(
+        f,
+        [["policy: billing → billing->override:trial (policy billing, tenant override trial)"]]
+    );
+}
+
+#[test]
+fn a_test_files_env_is_the_one_its_cases_run_in() {
+    let policy = r#"version: 1
+discovery: { layouts: ["bull:{queue}"] }
+policies:
+  - { name: prod, queueNamePattern: "*", environment: production, rules: { completed: { maxAge: 1d } } }
+  - { name: staging, queueNamePattern: "*", environment: staging, rules: { completed: { maxAge: 1h } } }
+"#;
+    let set = compile("p.yaml", policy).unwrap_or_else(|e| panic!("policy compiles:\n{e}"));
+    let file = parse_golden(
+        "t.yaml",
+        "env: staging\ncases:\n  - queue: bull:mail\n    expect: { policy: staging, env: staging }\n",
+    )
+    .unwrap_or_else(|e| panic!("parses:\n{e}"));
+    // `--env production` is given; the file says staging, and its cases run there.
+    let results = run_cases(&set, &file, Some("production"), NOW);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].passed(), "{:?}", results[0].mismatches);
 }
 
 #[test]
@@ -290,7 +346,9 @@ policies:
     expect: { policy: modern-only }
 "#;
     let file = parse_golden("t.yaml", cases).unwrap_or_else(|e| panic!("parses:\n{e}"));
-    for (i, c) in run_cases(&set, &file, None, NOW).iter().enumerate() {
+    let results = run_cases(&set, &file, None, NOW);
+    assert_eq!(results.len(), 4, "one result per case");
+    for (i, c) in results.iter().enumerate() {
         assert!(c.mismatches.is_empty(), "case {i}: {:?}", c.mismatches);
     }
     let bad = parse_golden(

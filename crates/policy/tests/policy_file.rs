@@ -635,7 +635,7 @@ fn daemon_settings_resolve_per_queue() {
     let s = set(DAEMON);
     assert_eq!(s.cost.per_gb_month, 20.0);
     let billing = covered(&s, "bull:billing");
-    assert!(matches!(&billing.schedule, Schedule::Cron(c) if c.timezone == "Europe/Paris"));
+    assert!(matches!(&billing.schedule.value, Schedule::Cron(c) if c.timezone == "Europe/Paris"));
     assert_eq!(billing.mode, RunMode::Both);
     assert_eq!(billing.depends_on, vec!["ledger".to_string()]);
     let stalled = billing.stalled.expect("stalled rule");
@@ -657,24 +657,25 @@ fn daemon_settings_resolve_per_queue() {
             .holds(&serde_json::json!({"returnvalue": {"status": "ok"}}))
     );
     assert_eq!(
-        covered(&s, "bull:ledger").schedule,
+        covered(&s, "bull:ledger").schedule.value,
         Schedule::Every(Millis(86_400_000))
     );
     let dlq = covered(&s, "bull:orders-dlq");
-    assert_eq!(dlq.schedule, Schedule::Auto);
+    assert_eq!(dlq.schedule.value, Schedule::Auto);
     assert_eq!(
         dlq.dead_letter.expect("deadLetter").cold,
         Millis(30 * 86_400_000)
     );
     let rest = covered(&s, "bull:emails");
-    assert_eq!(rest.schedule, Schedule::Every(Millis(43_200_000)));
+    assert_eq!(rest.schedule.value, Schedule::Every(Millis(43_200_000)));
     assert_eq!(rest.mode, RunMode::Schedule);
     assert_eq!(rest.move_exhausted_to.as_deref(), Some("all-dlq"));
-    // No schedule anywhere: one hour.
+    // No schedule anywhere: one hour, by default.
     let plain = set("version: 1\npolicies: [{ name: a, queueNamePattern: '*' }]\n");
+    let schedule = covered(&plain, "bull:x").schedule;
     assert_eq!(
-        covered(&plain, "bull:x").schedule,
-        Schedule::Every(Millis(3_600_000))
+        (schedule.value, schedule.source),
+        (Schedule::Every(Millis(3_600_000)), Provenance::Default)
     );
 }
 

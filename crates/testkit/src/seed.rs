@@ -33,7 +33,14 @@ fn failed_slot(i: u64, spec: &SeedSpec) -> bool {
     total > 0 && (i + 1) * spec.failed / total != i * spec.failed / total
 }
 
-/// Fills one BullMQ queue: its meta hash, id counter and finished jobs.
+/// The name of job `i`: the spec's names in turn.
+fn name_of(spec: &SeedSpec, i: u64) -> &str {
+    spec.names
+        .get(i as usize % spec.names.len().max(1))
+        .map_or("job", String::as_str)
+}
+
+/// Fills one BullMQ queue: its meta hash, events stream, id counter and finished jobs.
 pub async fn seed_queue<C: ConnectionLike>(
     con: &mut C,
     spec: &SeedSpec,
@@ -42,9 +49,11 @@ pub async fn seed_queue<C: ConnectionLike>(
     seed_queue_of(con, spec, now_ms, Backend::Bullmq).await
 }
 
-/// Fills one queue of `backend`: BullMQ's meta hash (Bull writes none), the id counter and
-/// the finished jobs, with the fields that library's worker leaves (BullMQ 6 counts attempts
-/// in `ats` and `atm`, Bull in `attemptsMade`).
+/// Fills one queue of `backend`: BullMQ's meta hash and events stream (Bull writes neither;
+/// BullMQ's add writes an `added` event for every job, and the stream is what tells its queue
+/// from a Bull queue a BullMQ `Queue` object was opened on: here one trimmed to the last
+/// job's), the id counter and the finished jobs, with the fields that library's worker
+/// leaves (BullMQ 6 counts attempts in `ats` and `atm`, Bull in `attemptsMade`).
 pub async fn seed_queue_of<C: ConnectionLike>(
     con: &mut C,
     spec: &SeedSpec,
@@ -58,6 +67,14 @@ pub async fn seed_queue_of<C: ConnectionLike>(
         head.hset_multiple(
             keys.meta(),
             &[("opts.maxLenEvents", "10000"), ("version", "bullmq:6.7.0")],
+        )
+        .ignore();
+        let last = total.to_string();
+        let name = name_of(spec, total.saturating_sub(1));
+        head.xadd(
+            keys.events(),
+            "*",
+            &[("event", "added"), ("jobId", &last), ("name", name)],
         )
         .ignore();
     }
@@ -84,10 +101,7 @@ pub async fn seed_queue_of<C: ConnectionLike>(
                 spec.spread_ms
             };
             let finished = now_ms - age.max(1);
-            let name = spec
-                .names
-                .get(i as usize % spec.names.len().max(1))
-                .map_or("job", String::as_str);
+            let name = name_of(spec, i);
             let data = format!(
                 r#"{{"user":{{"id":"u{n}","email":"user{n}@example.com"}},"tenantRef":"{base}","payload":"{filler}"}}"#,
                 n = i % 9973,

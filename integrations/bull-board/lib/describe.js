@@ -20,7 +20,8 @@ function duration(ms) {
 const valueOf = (field) => (field && typeof field === 'object' && 'value' in field ? field.value : field);
 
 /**
- * One state's rule: `completed: remove after 1h, beyond 100`.
+ * One state's rule: `completed: remove after 1h, beyond 100`; `delayed: notify after 2d,
+ * remind every 1d`.
  * @param {string} state
  * @param {object} rule the state's entry of `explain --json`'s `states`
  * @returns {string}
@@ -30,9 +31,11 @@ function ruleText(state, rule) {
   const maxAge = valueOf(rule.maxAgeMs);
   const maxCount = valueOf(rule.maxCount);
   const keepFor = valueOf(rule.keepForMs);
+  const remindEvery = valueOf(rule.remindEveryMs);
   if (maxAge != null) parts.push(`after ${duration(maxAge)}`);
   if (maxCount != null) parts.push(`beyond ${maxCount}`);
   if (keepFor != null) parts.push(`archive kept ${duration(keepFor)}`);
+  if (remindEvery != null) parts.push(`remind every ${duration(remindEvery)}`);
   return `${state}: ${valueOf(rule.action) || 'remove'}${parts.length ? ` ${parts.join(', ')}` : ''}`;
 }
 
@@ -70,4 +73,51 @@ function describe(view, error) {
   return `${head}: ${rules.join('; ') || 'no state rules'}${link}`;
 }
 
-module.exports = { describe, duration };
+/** How each action's jobs read after their count: `removed`, `noticed`, … */
+const DONE = {
+  remove: 'removed',
+  archive: 'archived',
+  anonymize: 'anonymized',
+  notify: 'noticed',
+  retry: 'retried',
+  expire: 'given an expiry',
+};
+
+/** `1 job`, `5 jobs`. */
+const jobs = (n) => (n === 1 ? '1 job' : `${n} jobs`);
+
+/**
+ * What a sweep did, action by action: `removed 5 jobs`, or `noticed 161 jobs, removed 0` (a
+ * Clean that removed nothing says so); `acted on 5 jobs` from a daemon that does not split
+ * its count.
+ * @param {{done: number, doneByAction?: Object<string, number>}} swept the daemon's answer
+ * @returns {string}
+ */
+function doneText(swept) {
+  const by = swept.doneByAction;
+  if (!by) return `acted on ${jobs(swept.done)}`;
+  const counts = Object.entries(by);
+  if (!('remove' in by)) counts.push(['remove', 0]);
+  return counts
+    .map(([action, n], i) => `${DONE[action] || action} ${i === 0 ? jobs(n) : n}`)
+    .join(', ');
+}
+
+/**
+ * What the last Clean of a state did, shown after the queue's description: `last Clean of
+ * failed by bea: bullsweep removed 5 jobs under failed: remove beyond 3`, `… bullsweep noticed
+ * 161 jobs, removed 0 under failed: notify` (removed 0 jobs when the rule keeps every job the
+ * state holds).
+ * @param {{state: string, done: number, doneByAction?: Object<string, number>}} swept the
+ *   daemon's answer
+ * @param {string} user who asked for it
+ * @param {import('./source').QueueView|null} view what bullsweep said of the queue
+ * @returns {string}
+ */
+function cleanText(swept, user, view) {
+  const states = (view && view.effective && view.effective.states) || {};
+  const rule = states[swept.state];
+  return `last Clean of ${swept.state} by ${user}: bullsweep ${doneText(swept)}${rule ? ` under ${ruleText(swept.state, rule)}` : ''}`;
+}
+
+module.exports = { describe, cleanText, duration };

@@ -42,8 +42,8 @@ function logDetail(what, detail) {
 }
 
 /**
- * The daemon's API (`bullsweep daemon --dashboard`): reads with GET /api/v1/queue, sweeps with
- * POST /api/v1/queue/sweep on behalf of a user.
+ * The daemon's API (`bullsweep daemon --dashboard`): reads with GET /api/v1/queue, sweeps one
+ * state with POST /api/v1/queue/sweep?state= on behalf of a user.
  */
 class DaemonSource {
   /**
@@ -118,18 +118,25 @@ class DaemonSource {
   }
 
   /**
-   * One bounded, audited sweep of `key` under its policy, on behalf of `user` (as a header
-   * value); null when the queue is not governed (409), so there is nothing to sweep by; an
-   * error when another sweep holds the queue's lock (423), so nothing was done.
+   * One bounded, audited sweep of state `state` of `key` under the policy's rule for it, on
+   * behalf of `user` (as a header value): the daemon's answer (`done`, the jobs acted on,
+   * and `doneByAction`, the same by action);
+   * null when the queue is not governed (409), so there is nothing to sweep by. An error,
+   * with nothing done, when the policy has no rule for the state (409 naming it), when
+   * another sweep holds the queue's lock (423), or when the daemon refuses the request.
    * @param {string} key
    * @param {string} user
-   * @returns {Promise<{done: number}|null>}
+   * @param {string} state
+   * @returns {Promise<{state: string, done: number, policy: string, report: any}|null>}
    */
-  async sweep(key, user) {
-    const { status, body } = await this.call('POST', `/api/v1/queue/sweep?key=${encodeURIComponent(key)}`,
+  async sweep(key, user, state) {
+    const query = `key=${encodeURIComponent(key)}&state=${encodeURIComponent(state)}`;
+    const { status, body } = await this.call('POST', `/api/v1/queue/sweep?${query}`,
       { 'x-bullsweep-on-behalf-of': user }, this.sweepTimeoutMs);
+    if (status === 409 && body.state) throw new BullsweepError(409, `bullsweep: ${body.error}`);
     if (status === 409) return null;
     if (status === 423) throw new BullsweepError(409, `not swept: ${body.error || 'another sweep holds the queue'}`);
+    if (status === 400) throw new BullsweepError(400, `bullsweep refused the Clean: ${body.error || ''}`);
     if (status !== 200) throw new BullsweepError(status === 403 ? 403 : 502, `bullsweep refused the sweep (${status}): ${body.error || ''}`);
     return body;
   }

@@ -194,9 +194,9 @@ async function copyDatabase(client, from, to) {
 }
 
 // Runs bullsweep with arguments; resolves {code, stdout, stderr}.
-// Runs in a fresh temporary directory, where its default audit file goes.
-function bullsweep(args, env = {}) {
-  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-run-'));
+// Runs in `cwd`, or a fresh temporary directory, where its default audit file goes.
+function bullsweep(args, env = {}, { cwd } = {}) {
+  cwd = cwd || fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-run-'));
   return new Promise((resolve) => {
     execFile(BIN, asRole(args), { cwd, env: { ...process.env, ...tlsEnv(), ...env }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
@@ -263,6 +263,6 @@ async function httpGet(port, urlPath) {
 
 module.exports = {
   TLS,
-  startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN, startDaemon, stopDaemons,
+  startRedis, dumpKeyspace, copyDatabase, bullsweep, writePolicy, sleep, waitFor, BIN, TESTKIT, startDaemon, stopDaemons,
   httpGet, freePort,
 };

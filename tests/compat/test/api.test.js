@@ -10,6 +10,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const Ajv2020 = require('ajv/dist/2020');
+const addFormats = require('ajv-formats');
 const { Queue, Job } = require('bullmq');
 const {
   startRedis, writePolicy, waitFor, startDaemon, stopDaemons, freePort, bullsweep,
@@ -29,6 +30,7 @@ const ROLES = ['admin', 'operator', 'viewer', 'acmeOps'];
 let redis; let client; let port; let args; let dir;
 const queues = {};
 const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
 ajv.addSchema(DOC, 'openapi');
 
 const url = (p) => `http://127.0.0.1:${port}${p}`;
@@ -333,6 +335,52 @@ test('sweep now: operators only, audited as the token for the user an integratio
   assert.deepEqual(await queues['bull:globex:payroll'].getJobCounts('completed'), { completed: 30 });
 });
 
+test('a sweep of one state applies that state\'s rule alone and says what it did; a state the policy has no rule for is refused (issue 42, break 11)', async () => {
+  // `mail` (keep-30: completed beyond 30, failed beyond 5), swept just now as far as the
+  // daemon's schedule knows.
+  const sweptAt = String(Date.now());
+  await client.hset('bullsweep:lastrun', 'bull:acme:mail', sweptAt);
+  const mail = new Queue('mail', { connection: redis.connection(0), prefix: 'bull:acme' });
+  queues['bull:acme:mail'] = mail;
+  await finishJobs(mail, redis.connection(0), 60, { fail: (i) => i % 5 === 0 });
+  await mail.add('later', {}, { delay: 3600000 });
+  await waitFor('the daemon sees mail', async () => (await call('GET', '/api/v1/queue?key=bull:acme:mail', TOKENS.admin)).status === 200);
+  const counts = () => mail.getJobCounts('completed', 'failed', 'delayed');
+  assert.deepEqual(await counts(), { completed: 48, failed: 12, delayed: 1 });
+  const completed = await mail.getCompleted(0, -1).then((jobs) => jobs.map((j) => j.id).sort());
+
+  const failed = await api('POST', '/api/v1/queue/sweep?key=bull:acme:mail&state=failed', TOKENS.operator, { headers: { 'x-bullsweep-on-behalf-of': 'bea' } });
+  assert.equal(failed.status, 200, failed.text);
+  assert.deepEqual({ state: failed.json.state, policy: failed.json.policy, done: failed.json.done, actor: failed.json.actor },
+    { state: 'failed', policy: 'keep-30', done: 7, actor: 'olga-ops for bea' });
+  assert.deepEqual(Object.keys(failed.json.report.queues[0].states), ['failed']);
+  assert.deepEqual(await counts(), { completed: 48, failed: 5, delayed: 1 }, 'the failed jobs beyond 5 went, and nothing else');
+  assert.deepEqual(await mail.getCompleted(0, -1).then((jobs) => jobs.map((j) => j.id).sort()), completed);
+  assert.equal(await client.hget('bullsweep:lastrun', 'bull:acme:mail'), sweptAt, 'not recorded as the queue\'s sweep');
+
+  // A state the policy has no rule for: 409 naming it, nothing done; a state bullsweep does
+  // not know by that name: 400.
+  const delayed = await api('POST', '/api/v1/queue/sweep?key=bull:acme:mail&state=delayed', TOKENS.operator);
+  assert.equal(delayed.status, 409, delayed.text);
+  assert.deepEqual({ policy: delayed.json.policy, state: delayed.json.state }, { policy: 'keep-30', state: 'delayed' });
+  assert.match(delayed.json.error, /keep-30 has no rule for delayed jobs.*nothing was done/);
+  assert.equal((await api('POST', '/api/v1/queue/sweep?key=bull:acme:mail&state=active', TOKENS.operator)).status, 400);
+  // An empty state, or two, is no state: 400 and nothing done, never the whole policy nor
+  // the first one given (red team, F3).
+  for (const query of ['state=', 'state=%20', 'state=completed&state=failed', 'state=failed&state=']) {
+    const res = await api('POST', `/api/v1/queue/sweep?key=bull:acme:mail&${query}`, TOKENS.operator);
+    assert.equal(res.status, 400, `${query}: ${res.text}`);
+    assert.match(res.json.error, /`state`/, res.text);
+  }
+  const twice = await api('POST', '/api/v1/queue/sweep?key=bull:acme:mail&key=bull:acme:billing&state=failed', TOKENS.operator);
+  assert.equal(twice.status, 400, twice.text);
+  assert.match(twice.json.error, /`key` is given more than once/);
+  assert.deepEqual(await counts(), { completed: 48, failed: 5, delayed: 1 });
+
+  const events = (await api('GET', '/api/v1/audit?queue=bull:acme:mail', TOKENS.viewer)).json.events;
+  assert.deepEqual(events.map((e) => `${e.state} ${e.action} ${e.jobCount} ${e.actor}`), ['failed remove 7 olga-ops for bea']);
+});
+
 test('restore: operators restore an archived job of their tenant, audited; a viewer may not', async () => {
   const segments = (await api('GET', '/api/v1/archive?queue=exports', TOKENS.admin)).json.segments;
   const { records } = (await api('GET', `/api/v1/archive?segment=${encodeURIComponent(segments[0].segment)}`, TOKENS.admin)).json;
@@ -401,9 +449,120 @@ test('a body or header the API cannot read exactly is refused, and invisible cha
     assert.equal(res.status, 400, `${p} ${JSON.stringify(body)}: ${res.text}`);
   }
   assert.equal(await client.hget('bullsweep:erasures', 'r-types'), null);
-  // UTF-8 bytes of a right-to-left override, a zero-width space and a line separator.
-  const sneaky = Buffer.from('\u202Enimda\u202C\u2028x\u200B', 'utf8').toString('latin1');
-  const res = await api('POST', '/api/v1/queue/sweep?key=bull:acme:billing', TOKENS.operator, { headers: { 'x-bullsweep-on-behalf-of': sneaky } });
+  // A name the audit actor could not hold exactly is refused, never changed: `b\u200Bob`
+  // would read as `bob`, and two names cut at 128 characters would be one (issue 42).
+  const utf8 = (text) => Buffer.from(text, 'utf8').toString('latin1');
+  const completed = () => queues['bull:acme:billing'].getJobCounts('completed', 'failed');
+  await finishJobs(queues['bull:acme:billing'], redis.connection(0), 5);
+  const before = await completed();
+  const long = 'a'.repeat(128);
+  for (const user of ['\u202Enimda\u202C', 'b\u200Bob', 'bob\u2028x', `${long}b`, `${long}c`]) {
+    const res = await api('POST', '/api/v1/queue/sweep?key=bull:acme:billing', TOKENS.operator, { headers: { 'x-bullsweep-on-behalf-of': utf8(user) } });
+    assert.equal(res.status, 400, `${JSON.stringify(user)}: ${res.text}`);
+    assert.match(res.json.error, /^X-Bullsweep-On-Behalf-Of .*; nothing was done$/);
+  }
+  const notUtf8 = await api('POST', '/api/v1/queue/sweep?key=bull:acme:billing', TOKENS.operator, { headers: { 'x-bullsweep-on-behalf-of': 'b\xffob' } });
+  assert.equal(notUtf8.status, 400, notUtf8.text);
+  const restore = await api('POST', '/api/v1/archive/restore', TOKENS.operator, { body: { queue: 'bull:acme:exports', id: '1' }, headers: { 'x-bullsweep-on-behalf-of': utf8('b\u200Bob') } });
+  assert.equal(restore.status, 400, restore.text);
+  const erasure = await api('POST', '/api/v1/erasure', TOKENS.admin, { body: { subject: 'user=u7', requestId: 'r-header', confirm: true }, headers: { 'x-bullsweep-on-behalf-of': utf8(`${long}b`) } });
+  assert.equal(erasure.status, 400, erasure.text);
+  assert.equal(await client.hget('bullsweep:erasures', 'r-header'), null);
+  assert.deepEqual(await completed(), before, 'nothing was swept');
+  // 128 characters (not bytes) is a name, audited whole.
+  const whole = 'Ł'.repeat(128);
+  const res = await api('POST', '/api/v1/queue/sweep?key=bull:acme:billing', TOKENS.operator, { headers: { 'x-bullsweep-on-behalf-of': utf8(` ${whole} `) } });
   assert.equal(res.status, 200, res.text);
-  assert.equal(res.json.actor, 'olga-ops for nimdax');
+  assert.equal(res.json.actor, `olga-ops for ${whole}`);
+  assert.equal(res.json.done, 5);
+});
+
+// What the document says of each request parameter, tried on the daemon: a request it calls
+// wrong (a required parameter left out, a value its schema refuses) is answered 400 naming
+// the parameter, and one at the edge of what it allows is not refused. Each sample is judged
+// by the document first, so that a sample cannot disagree with it; and every parameter the
+// document constrains has a wrong sample here, so that a constraint added to the document is
+// tried too (issue 42: the document and the API had drifted apart).
+test('the API refuses exactly the requests the OpenAPI document calls wrong (issue 42)', async () => {
+  const utf8 = (text) => Buffer.from(text, 'utf8').toString('latin1');
+  const adhoc = { key: 'bull:acme:adhoc' };
+  // [method, path, parameter, value (undefined: left out), right by the document, other parameters]
+  const samples = [
+    ['GET', '/api/v1/queue', 'key', undefined, false],
+    ['GET', '/api/v1/queue', 'key', '  ', false],
+    ['GET', '/api/v1/queue', 'key', 'bull:acme:billing', true],
+    ['POST', '/api/v1/queue/sweep', 'key', undefined, false],
+    ['POST', '/api/v1/queue/sweep', 'key', '', false],
+    ['POST', '/api/v1/queue/sweep', 'state', 'active', false, adhoc],
+    ['POST', '/api/v1/queue/sweep', 'state', 'paused', false, adhoc],
+    ['POST', '/api/v1/queue/sweep', 'state', '', false, adhoc],
+    ...DOC.paths['/api/v1/queue/sweep'].post.parameters.find((p) => p.name === 'state').schema.enum
+      .map((state) => ['POST', '/api/v1/queue/sweep', 'state', state, true, adhoc]),
+    ...['/api/v1/queue/sweep', '/api/v1/archive/restore', '/api/v1/erasure'].flatMap((p) => [
+      ['POST', p, 'X-Bullsweep-On-Behalf-Of', 'b\u200Bob', false, p.endsWith('sweep') ? adhoc : {}],
+      ['POST', p, 'X-Bullsweep-On-Behalf-Of', 'x'.repeat(129), false, p.endsWith('sweep') ? adhoc : {}],
+    ]),
+    ['POST', '/api/v1/queue/sweep', 'X-Bullsweep-On-Behalf-Of', 'bob\u202E', false, adhoc],
+    ['POST', '/api/v1/queue/sweep', 'X-Bullsweep-On-Behalf-Of', 'x'.repeat(128), true, adhoc],
+    ['POST', '/api/v1/queue/sweep', 'X-Bullsweep-On-Behalf-Of', 'Łukasz Żółć', true, adhoc],
+    ['GET', '/api/v1/archive', 'day', '20260105', false],
+    ['GET', '/api/v1/archive', 'day', '2026-1-5', false],
+    ['GET', '/api/v1/archive', 'day', '2026-02-30', false],
+    ['GET', '/api/v1/archive', 'day', '+002026-01-05', false],
+    ['GET', '/api/v1/archive', 'day', '2026-01-05', true],
+    ['GET', '/api/v1/archive', 'at', '-1', false, { grep: 'fields.data.i=5' }],
+    ['GET', '/api/v1/archive', 'at', 'x', false, { grep: 'fields.data.i=5' }],
+    ['GET', '/api/v1/archive', 'at', '0', true, { grep: 'fields.data.i=5' }],
+    ['GET', '/api/v1/audit', 'limit', 'many', false],
+    ['GET', '/api/v1/audit', 'limit', '-1', false],
+    ['GET', '/api/v1/audit', 'limit', '0', true],
+    ['GET', '/api/v1/audit', 'offset', '1.5', false],
+    ['GET', '/api/v1/audit', 'offset', '-1', false],
+    ['GET', '/api/v1/audit', 'offset', '60000', true],
+  ];
+  const CONSTRAINTS = ['pattern', 'format', 'maxLength', 'minLength', 'minimum', 'maximum', 'enum'];
+  const constrained = (prm) => prm.required || prm.schema.type === 'integer' || CONSTRAINTS.some((c) => c in prm.schema);
+  // Every constrained parameter has a wrong sample.
+  for (const [route, ops] of Object.entries(DOC.paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      for (const prm of (op.parameters || []).filter(constrained)) {
+        assert.ok(samples.some(([m, p, name, , right]) => m === method.toUpperCase() && p === route && name === prm.name && !right),
+          `no wrong sample for ${prm.name} of ${method.toUpperCase()} ${route}`);
+      }
+    }
+  }
+  const byCase = { body: { '/api/v1/archive/restore': { queue: 'bull:acme:exports', id: '1' }, '/api/v1/erasure': { subject: 'user=u-none', requestId: 'r-samples' } } };
+  const keys = await client.dbsize();
+  for (const [method, route, name, value, right, others = {}] of samples) {
+    const prm = DOC.paths[route][method.toLowerCase()].parameters.find((p) => p.name === name);
+    assert.ok(prm, `${name} is not a parameter of ${method} ${route} in the document`);
+    // The document's judgement of the sample.
+    let judged;
+    if (value === undefined) {
+      judged = !prm.required;
+    } else {
+      const typed = prm.schema.type === 'integer' && /^-?\d+$/.test(value) ? Number(value) : value;
+      judged = ajv.validate(prm.schema, typed);
+    }
+    assert.equal(judged, right, `the document calls ${name}=${JSON.stringify(value)} of ${method} ${route} ${judged ? 'right' : 'wrong'}`);
+    // The daemon's.
+    const query = new URLSearchParams(others);
+    const headers = {};
+    if (value !== undefined && prm.in === 'query') query.set(name, value);
+    if (value !== undefined && prm.in === 'header') headers[name] = utf8(value);
+    const p = `${route}${query.size ? `?${query}` : ''}`;
+    const res = await api(method, p, TOKENS.admin, { headers, body: byCase.body[route] });
+    const what = `${method} ${p} ${prm.in === 'header' ? `${name}: ${JSON.stringify(value)}` : ''} answered ${res.status}: ${res.text.slice(0, 300)}`;
+    if (right) {
+      assert.notEqual(res.status, 400, what);
+    } else {
+      assert.equal(res.status, 400, what);
+      assert.ok(res.json.error.toLowerCase().includes(name.toLowerCase()), `the error names ${name}: ${what}`);
+    }
+  }
+  assert.equal(await client.dbsize(), keys, 'no sample changed anything');
+  // The names the daemon gives for `state` are the document's.
+  const listed = (await call('POST', '/api/v1/queue/sweep?key=bull:acme:adhoc&state=x', TOKENS.admin)).json.error;
+  const names = listed.replace(/^`state` is one of /, '').replace(/, not `x`$/, '').split(', ');
+  assert.deepEqual(names, DOC.paths['/api/v1/queue/sweep'].post.parameters.find((p) => p.name === 'state').schema.enum);
 });

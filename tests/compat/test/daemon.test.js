@@ -60,6 +60,7 @@ policies:
       completed: { maxCount: 0 }
 `);
   const port = await freePort();
+  const started = Date.now();
   const d = startDaemon(['--redis', redis.url(db), '--config', policy, '--listen', `127.0.0.1:${port}`]);
   await waitFor('readyz', async () => (await httpGet(port, '/readyz').catch(() => ({}))).status === 200);
   assert.equal((await httpGet(port, '/healthz')).status, 200);
@@ -67,20 +68,21 @@ policies:
   // The run is recorded once it has finished, a moment after its last removal.
   await waitFor('the run recorded', async () => (await client.hget('bullsweep:lastrun', 'bull:sched')) !== null);
   const last = Number(await client.hget('bullsweep:lastrun', 'bull:sched'));
-  assert.ok(last > Date.now() - 60000, `lastRunAt ${last}`);
+  assert.ok(started <= last && last <= Date.now(), `lastRunAt ${last} is a time of this daemon's run, in ms`);
   await waitFor('metrics', async () => {
     const { body } = await httpGet(port, '/metrics');
     return metric(body, 'bullsweep_jobs_acted_total', { queue: 'bull:sched', action: 'remove' }) === 50
       && metric(body, 'bullsweep_jobs', { queue: 'bull:sched', state: 'completed' }) === 0
       && metric(body, 'bullsweep_last_success_timestamp_seconds', { queue: 'bull:sched' }) > 0;
   });
-  const stopping = Date.now();
   const { code } = await d.kill('SIGTERM');
   assert.equal(code, 0, d.log());
-  assert.ok(Date.now() - stopping < 10000);
+  assert.match(d.log().trim().split('\n').pop(), /\bstopped$/, 'an orderly stop is its last word');
   assert.deepEqual(await client.keys('bullsweep:lock:*'), [], 'locks released');
 
-  // A restart with a 1h schedule finds the recent lastRunAt and does not sweep again.
+  // A restart with a 1h schedule finds the recent lastRunAt and does not sweep again: the
+  // next sweep it schedules for the queue (and logs) is an hour after the recorded run, where
+  // a queue with no recorded run would be due within its jitter (5 min) of the start.
   await finishJobs(queue, connection, 10);
   const hourly = writePolicy(`version: 1
 schedule: 1h
@@ -88,8 +90,12 @@ policies:
   - { name: all, queueNamePattern: "*", rules: { completed: { maxCount: 0 } } }
 `);
   const again = startDaemon(['--redis', redis.url(db), '--config', hourly]);
-  await waitFor('the daemon to start', async () => again.log().includes('daemon started'));
-  await sleep(1500);
+  const scheduled = /discovery: bull:sched: policy all, every 1h, next sweep (\S+)/;
+  await waitLogged(again, 'the next sweep of bull:sched', async () => scheduled.test(again.log()));
+  const next = Date.parse(again.log().match(scheduled)[1]);
+  const [HOUR, JITTER] = [3600000, 300000];
+  assert.ok(next >= last + HOUR && next <= last + HOUR + JITTER,
+    `next sweep ${new Date(next).toISOString()} is an hour after the recorded run ${new Date(last).toISOString()}`);
   assert.equal(await queue.getCompletedCount(), 10, again.log());
   assert.equal(Number(await client.hget('bullsweep:lastrun', 'bull:sched')), last);
   assert.equal((await again.kill('SIGTERM')).code, 0);
@@ -366,7 +372,12 @@ policies:
   await waitLogged(d, 'two failures in a row', async () => Number(await client.hget('bullsweep:retry:bull:audited', 'failures')) >= 2);
   const record = await client.hgetall('bullsweep:retry:bull:audited');
   assert.match(record.lastError, /auditRequired/);
-  assert.ok(Number(record.nextAt) > Date.now(), 'the next attempt waits');
+  // The wait the failure set, as the daemon logs it: 2^failures s (a tenth more at most).
+  const failed = new RegExp(`bull:audited: run failed \\(${record.failures} in a row\\).*next attempt in (\\d+) ms`);
+  await waitLogged(d, 'the failure logged', async () => failed.test(d.log()));
+  const waits = Number(d.log().match(failed)[1]);
+  const backoff = 1000 * 2 ** Number(record.failures);
+  assert.ok(waits >= backoff && waits <= backoff * 1.1, `the next attempt waits ${waits} ms`);
   assert.equal(await audited.getCompletedCount(), 5, 'nothing removed without its audit record');
   await waitLogged(d, 'the other queue swept', async () => (await plain.getCompletedCount()) === 0);
   const { body } = await httpGet(port, '/metrics');

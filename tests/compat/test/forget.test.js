@@ -35,6 +35,21 @@ async function streamsText(client) {
   return out.join('\n');
 }
 
+// A policy for an erasure test: keys by tenant (`bull:<tenant>:<queue>`) and without one
+// (`bull:<queue>`), the audit file in a fresh temporary directory, `subjects` as the
+// `subjects:` value, finished jobs kept 30 days.
+function layeredPolicy(subjects) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-forget-'));
+  return writePolicy([
+    'version: 1',
+    'discovery: { layouts: ["bull:{tenant}:{queue}", "bull:{queue}"] }',
+    `audit: { url: "file://${dir}/audit.jsonl" }`,
+    `subjects: ${subjects}`,
+    'policies: [{ name: keep, queueNamePattern: "*", rules: { completed: { maxAge: 30d }, failed: { maxAge: 30d } } }]',
+    '',
+  ].join('\n'));
+}
+
 test('forget erases one person everywhere, once, and BullMQ keeps working', async () => {
   const connection = redis.connection(0);
   const client = redis.client(0);
@@ -360,7 +375,7 @@ test('a queue with a wrong-typed key is named and skipped, the others are erased
   for (const queue of [mail, broken, deep, deeparch]) await queue.close();
 });
 
-test('a tenant no queue key names is refused with nothing changed, and a queue without a tenant keeps what it cannot attribute, named as remaining', async () => {
+test('a tenant no queue key names is refused with nothing changed; a queue without a tenant keeps another tenant\'s entries and says erased, and names what it cannot attribute as remaining', async () => {
   const db = 2;
   const connection = redis.connection(db);
   const client = redis.client(db);
@@ -368,34 +383,31 @@ test('a tenant no queue key names is refused with nothing changed, and a queue w
   const legacy = new Queue('legacy-mail', { connection, prefix: 'bull' });
   const user = (tenantId) => ({ user: { id: 'u-1', email: 'ann@example.com' }, tenantId });
   const acmeJob = await acme.add('send', user('acme-corp'));
-  // The legacy queue's jobs say they belong to no tenant; one failed naming the user.
+  // The legacy queue's jobs say they belong to no tenant ("none") or to globex; one of each
+  // fails naming the user, so its `failed` entry names u-1.
   const legacyJob = await legacy.add('send', user('none'));
   const failing = await legacy.add('fail', user('none'), { attempts: 1 });
+  const globexFailing = await legacy.add('fail', user('globex'), { attempts: 1 });
   const w = new Worker('legacy-mail', async (job) => {
     if (job.name === 'fail') throw new Error('mailbox of u-1 is full');
     return { ok: true };
   }, { connection, prefix: 'bull', autorun: false });
-  // Only the failing job is processed: take it by id order (added second).
+  // Only the failing jobs are processed: the first job is taken out of the list meanwhile.
   await legacy.pause();
   await client.lrem('bull:legacy-mail:paused', 0, legacyJob.id);
   await legacy.resume();
   w.run();
-  await waitFor('the legacy job to fail', async () => (await legacy.getJobState(failing.id)) === 'failed');
+  await waitFor('the legacy jobs to fail', async () => (await legacy.getJobState(failing.id)) === 'failed'
+    && (await legacy.getJobState(globexFailing.id)) === 'failed');
   await w.close();
   await client.rpush('bull:legacy-mail:wait', legacyJob.id);
 
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-forget-tenant-'));
-  const policy = writePolicy([
-    'version: 1',
-    'discovery: { layouts: ["bull:{tenant}:{queue}", "bull:{queue}"] }',
-    `audit: { url: "file://${dir}/audit.jsonl" }`,
-    'subjects: [{ name: user, paths: [user.id], tenantPath: tenantId }]',
-    'policies: [{ name: keep, queueNamePattern: "*", rules: { completed: { maxAge: 30d }, failed: { maxAge: 30d } } }]',
-    '',
-  ].join('\n'));
+  const policy = layeredPolicy('[{ name: user, paths: [user.id], tenantPath: tenantId }]');
   const args = ['--redis', redis.url(db), '--config', policy];
   const legacyEvents = async () => JSON.stringify(await client.xrange('bull:legacy-mail:events', '-', '+'));
-  assert.ok((await legacyEvents()).includes('mailbox of u-1 is full'));
+  const namingU1 = async () => (await client.xrange('bull:legacy-mail:events', '-', '+'))
+    .filter(([, fields]) => fields.some((v) => v.includes('u-1'))).length;
+  assert.equal(await namingU1(), 2, 'two failed entries name u-1');
   const keyspace = await dumpKeyspace(client);
   const events = await legacyEvents();
   const acmeEvents = JSON.stringify(await client.xrange('bull:acme-corp:mail:events', '-', '+'));
@@ -409,30 +421,47 @@ test('a tenant no queue key names is refused with nothing changed, and a queue w
   assert.equal(await legacyEvents(), events);
   assert.equal(JSON.stringify(await client.xrange('bull:acme-corp:mail:events', '-', '+')), acmeEvents);
 
-  // The right tenant: its job goes; the legacy queue's jobs (tenant "none") and its entries,
-  // whose tenant cannot be told, stay. The receipt counts them and names the stream as
-  // remaining, so the status is incomplete (exit 1), never erased.
+  // The right tenant: its job goes. The legacy queue's jobs (tenant "none" and globex) stay,
+  // and so do their entries naming u-1: their jobs exist and their data names another
+  // tenant, so they are provably not acme-corp's. The receipt counts them as another
+  // tenant's and says erased (exit 0): the stream was searched to the end.
   const right = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--tenant', 'acme-corp', '--request-id', 'T-2']);
-  assert.equal(right.code, 1, right.stderr);
+  assert.equal(right.code, 0, right.stderr);
   const r = JSON.parse(right.stdout);
-  assert.equal(r.status, 'incomplete', right.stdout);
-  assert.deepEqual(r.remaining.map((x) => [x.kind, x.name]), [['events', 'bull:legacy-mail:events']], right.stdout);
-  assert.ok(r.remaining[0].reason.includes('without --tenant'), right.stdout);
-  assert.ok(right.stderr.includes('bull:legacy-mail:events'), right.stderr);
+  assert.equal(r.status, 'erased', right.stdout);
+  assert.deepEqual(r.remaining, [], right.stdout);
+  assert.ok(r.searched.some((x) => x.kind === 'events' && x.name === 'bull:legacy-mail:events'), right.stdout);
   assert.equal(await client.exists(`bull:acme-corp:mail:${acmeJob.id}`), 0);
-  assert.equal(await client.exists(`bull:legacy-mail:${legacyJob.id}`), 1);
-  assert.equal(await client.exists(`bull:legacy-mail:${failing.id}`), 1);
-  assert.equal(await legacyEvents(), events, 'another tenant\'s events stay');
+  assert.equal(await acme.getJob(acmeJob.id), undefined, 'BullMQ finds no acme-corp job of u-1');
+  for (const id of [legacyJob.id, failing.id, globexFailing.id]) {
+    assert.equal((await legacy.getJob(id)).data.user.id, 'u-1', `BullMQ still reads job ${id}`);
+  }
+  assert.equal(await legacyEvents(), events, 'another tenant\'s events stay, byte for byte');
   const legacyReceipt = r.queues.find((x) => x.queue === 'bull:legacy-mail');
-  assert.ok(legacyReceipt && legacyReceipt.eventsOfUnknownTenant > 0, right.stdout);
-  assert.equal(legacyReceipt.events, 0);
+  assert.ok(legacyReceipt, right.stdout);
+  assert.deepEqual([legacyReceipt.events, legacyReceipt.eventsOfOtherTenants, legacyReceipt.eventsOfUnknownTenant], [0, 2, 0], right.stdout);
+
+  // Once a job is gone its entry cannot be told to be anyone's: the stream remains
+  // (incomplete, exit 1), never called erased; globex's entry is still counted as another's.
+  await (await legacy.getJob(failing.id)).remove();
+  const after = await legacyEvents();
+  const gone = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--tenant', 'acme-corp', '--request-id', 'T-3']);
+  assert.equal(gone.code, 1, gone.stderr);
+  const g = JSON.parse(gone.stdout);
+  assert.equal(g.status, 'incomplete', gone.stdout);
+  assert.deepEqual(g.remaining.map((x) => [x.kind, x.name]), [['events', 'bull:legacy-mail:events']], gone.stdout);
+  assert.ok(g.remaining[0].reason.includes('without --tenant'), gone.stdout);
+  assert.ok(gone.stderr.includes('bull:legacy-mail:events'), gone.stderr);
+  const gq = g.queues.find((x) => x.queue === 'bull:legacy-mail');
+  assert.deepEqual([gq.events, gq.eventsOfOtherTenants, gq.eventsOfUnknownTenant], [0, 1, 1], gone.stdout);
+  assert.equal(await legacyEvents(), after, 'nothing of the stream went');
 
   // Without --tenant, as the reason says, the person goes from every tenant, entries too.
-  const everywhere = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--request-id', 'T-3']);
+  const everywhere = await bullsweep([...args, 'forget', '--subject', 'user=u-1', '--request-id', 'T-4']);
   assert.equal(everywhere.code, 0, everywhere.stderr);
   assert.equal(JSON.parse(everywhere.stdout).status, 'erased', everywhere.stdout);
   assert.ok(!(await legacyEvents()).includes('u-1'), await legacyEvents());
-  assert.equal(await client.exists(`bull:legacy-mail:${failing.id}`), 0);
+  assert.equal(await client.exists(`bull:legacy-mail:${globexFailing.id}`), 0);
   await acme.close();
   await legacy.close();
 });
@@ -516,4 +545,76 @@ test('a job whose data names the subject but is not strict JSON is named as rema
   assert.equal(await client.exists(`bull:odd:${bobOdd.id}`), 1);
   assert.equal(await client.exists(`bull:odd:${annPlain.id}`), 0);
   await odd.close();
+});
+
+test('a key whose name is not UTF-8 stops nothing: it is skipped, or named as remaining where it holds the subject, and everything else is erased', async () => {
+  const db = 5;
+  const connection = redis.connection(db);
+  const client = redis.client(db);
+  const key = (text, ...bytes) => Buffer.concat([Buffer.from(text), Buffer.from(bytes)]);
+  const good = new Queue('good', { connection, prefix: 'bull' });
+  const other = new Queue('other', { connection, prefix: 'bull' });
+  const acme = new Queue('mail', { connection, prefix: 'bull:acme' });
+  const globex = new Queue('mail', { connection, prefix: 'bull:globex' });
+  const u8 = { user: { id: 'u8' } };
+  const goodJobs = [];
+  for (let i = 0; i < 50; i++) goodJobs.push((await good.add('send', u8)).id);
+  const otherJob = await other.add('send', { user: { id: 'u9' } });
+  // The issue's key: a string whose name ends in the byte 0xFF, in another queue.
+  await client.set(key('bull:other:', 0xff), 'x');
+
+  const policy = layeredPolicy('[{ name: user, paths: [user.id] }]');
+  const args = ['--redis', redis.url(db), '--config', policy];
+  const forget = async (id, ...more) => {
+    const out = await bullsweep([...args, 'forget', '--subject', 'user=u8', '--request-id', id, ...more]);
+    return { ...out, r: JSON.parse(out.stdout) };
+  };
+
+  // The key holds no job data to read: the subject's 50 jobs are erased, the status says so.
+  const first = await forget('BIN-1');
+  assert.equal(first.code, 0, first.stderr);
+  assert.equal(first.r.status, 'erased', first.stdout);
+  assert.deepEqual(first.r.remaining, [], first.stdout);
+  assert.equal(first.r.queues.find((q) => q.queue === 'bull:good').states.wait.length, 50, first.stdout);
+  assert.ok(Object.values(await good.getJobCounts()).every((n) => n === 0), 'BullMQ counts no job in bull:good');
+  for (const id of goodJobs) assert.equal(await client.exists(`bull:good:${id}`), 0);
+  assert.equal((await other.getJob(otherJob.id)).data.user.id, 'u9', 'the other queue\'s job stays');
+  assert.equal(await client.get(key('bull:other:', 0xff)), 'x', 'the key stays');
+
+  // Under a covered queue, a job hash whose name is not UTF-8 is read: one that names the
+  // subject cannot be erased by name, so it is kept and named (escaped) as remaining; one
+  // that names another person, and a job's log list, are no reason to stop. The subject's
+  // new jobs are erased all the same.
+  await client.hset(key('bull:good:', 0xfe), 'name', 'send', 'data', JSON.stringify(u8), 'timestamp', Date.now(), 'opts', '{}');
+  await client.hset(key('bull:good:', 0xfd), 'name', 'send', 'data', JSON.stringify({ user: { id: 'u9' } }), 'timestamp', Date.now(), 'opts', '{}');
+  await client.rpush(key('bull:good:', 0xfc, 0x3a, 0x6c, 0x6f, 0x67, 0x73), 'a log line');
+  const again = [];
+  for (let i = 0; i < 5; i++) again.push((await good.add('send', u8)).id);
+  const second = await forget('BIN-2');
+  assert.equal(second.code, 1, second.stderr);
+  assert.equal(second.r.status, 'incomplete', second.stdout);
+  assert.deepEqual(second.r.remaining.map((x) => [x.kind, x.name]), [['key', 'bull:good:\\xfe']], second.stdout);
+  assert.ok(second.r.remaining[0].reason.includes('not UTF-8'), second.stdout);
+  assert.ok(second.stderr.includes('bull:good:\\xfe'), second.stderr);
+  assert.deepEqual(second.r.queues.find((q) => q.queue === 'bull:good').states.wait.sort(), again.sort(), second.stdout);
+  assert.equal((await good.getJobCounts()).waiting, 0);
+  assert.equal(await client.exists(key('bull:good:', 0xfe)), 1, 'kept, never claimed erased');
+  assert.equal(await client.exists(key('bull:good:', 0xfd)), 1);
+
+  // Once it is removed by hand, as the reason says, the erasure completes.
+  await client.del(key('bull:good:', 0xfe));
+  const third = await forget('BIN-3');
+  assert.equal(third.code, 0, third.stderr);
+  assert.equal(third.r.status, 'nothingFound', third.stdout);
+
+  // Under --tenant, a key in another tenant's queue is out of scope, whatever it holds.
+  const acmeJob = await acme.add('send', u8);
+  await client.hset(key('bull:globex:mail:', 0xff), 'name', 'send', 'data', JSON.stringify(u8), 'timestamp', Date.now(), 'opts', '{}');
+  await globex.add('send', { user: { id: 'u9' } });
+  const tenant = await forget('BIN-4', '--tenant', 'acme');
+  assert.equal(tenant.code, 0, tenant.stderr);
+  assert.equal(tenant.r.status, 'erased', tenant.stdout);
+  assert.equal(await acme.getJob(acmeJob.id), undefined);
+  assert.equal(await client.exists(key('bull:globex:mail:', 0xff)), 1, 'another tenant\'s key is not touched');
+  for (const q of [good, other, acme, globex]) await q.close();
 });

@@ -12,7 +12,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Queue, Worker, FlowProducer } = require('../lib/bullmq');
-const { startRedis, copyDatabase, bullsweep, writePolicy } = require('../lib/harness');
+const { startRedis, copyDatabase, bullsweep, writePolicy, sleep } = require('../lib/harness');
 const { finishJobs } = require('../lib/dataset');
 const { assertConsistent } = require('../lib/consistency');
 
@@ -266,4 +266,27 @@ test('plan --against: no change exits 0; Markdown for a pull request; a broken o
   const bad = await bullsweep(['--config', newFile, 'plan', '--redis', redis.url(1), '--against', broken]);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, new RegExp(`${broken.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+:\\d+`));
+});
+
+// Issue 42, follow-up (invariant 117): a repeat chain's next iteration, which no run removes,
+// is not counted as newly acted on.
+test('plan --against counts what the new run removes, not a repeat chain\'s next iteration', async () => {
+  const db = 5;
+  await redis.client(db).flushdb();
+  const ticks = new Queue('ticks', { connection: redis.connection(db) });
+  opened.push(ticks);
+  await ticks.upsertJobScheduler('every-hour', { every: HOUR }, { name: 'tick', data: {} });
+  // The scheduler's first iteration waits beside three plain jobs added two days ago.
+  for (let i = 0; i < 3; i++) await ticks.add('plain', { i }, { timestamp: Date.now() - 2 * DAY });
+  const oldFile = writePolicy('version: 1\npolicies:\n  - { name: ticks, queueNamePattern: ticks, rules: { completed: { maxAge: 1d } } }\n');
+  const newFile = writePolicy('version: 1\npolicies:\n  - { name: ticks, queueNamePattern: ticks, rules: { completed: { maxAge: 1d }, waiting: { maxAge: 1ms } } }\n');
+  await sleep(5); // every waiting job is older than 1ms
+  const plan = await bullsweep(['--json', '--config', newFile, 'plan', '--redis', redis.url(db), '--against', oldFile]);
+  assert.equal(plan.code, 2, plan.stderr);
+  const waiting = JSON.parse(plan.stdout).queues[0].states.waiting;
+  const run = await bullsweep(['--json', '--config', newFile, 'run', '--redis', redis.url(db)]);
+  assert.equal(run.code, 0, run.stderr);
+  const done = JSON.parse(run.stdout).queues[0].states.waiting;
+  assert.deepEqual([done.done, done.skipped && done.skipped.scheduler], [3, 1], run.stdout);
+  assert.equal(waiting.acted.remove.jobs, done.done, `newly acted on is what the new run removes: ${plan.stdout}`);
 });

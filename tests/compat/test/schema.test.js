@@ -103,16 +103,36 @@ function readmeExamples() {
   return { policies, skipped };
 }
 
-// Every policy file the repository ships: YAML files git tracks that are policy files, the
-// policy files inside a Kubernetes ConfigMap, and the demo's sample policy. The others (the
-// Prometheus rules and their test, the other Kubernetes manifests) are skipped, named.
+// The YAML files the repository ships that are not policy files, each with what it is. Every
+// other YAML file git tracks is judged as a policy file (or as a ConfigMap holding some), so a
+// policy file with a misspelled top-level key fails below instead of being skipped.
+const NOT_POLICY_FILES = {
+  'deploy/kubernetes/deployment.yaml': 'a Kubernetes Deployment',
+  'deploy/kubernetes/poddisruptionbudget.yaml': 'a Kubernetes PodDisruptionBudget',
+  'deploy/kubernetes/secret.yaml': 'a Kubernetes Secret',
+  'deploy/kubernetes/service.yaml': 'a Kubernetes Service',
+  'deploy/kubernetes/servicemonitor.yaml': "the Prometheus operator's ServiceMonitor",
+  'deploy/prometheus/bullsweep.rules.yml': 'the Prometheus alerting rules',
+  'deploy/prometheus/bullsweep.rules.test.yml': "promtool's unit tests of the rules",
+  'examples/bullsweep.test.yaml': 'a `bullsweep test` file of golden cases',
+};
+
+// Every policy file the repository ships: YAML files git tracks but those listed above, the
+// policy files inside a Kubernetes ConfigMap, and the demo's sample policy.
 function shippedExamples() {
   const policies = [];
   const skipped = [];
   const tracked = execFileSync('git', ['ls-files', '*.yaml', '*.yml'], { cwd: ROOT, encoding: 'utf8' })
     .split('\n').filter(Boolean);
+  for (const file of Object.keys(NOT_POLICY_FILES)) {
+    assert.ok(tracked.includes(file), `${file} is listed as not a policy file but is not in the repository`);
+  }
   for (const file of tracked) {
     const text = fs.readFileSync(path.join(ROOT, file), 'utf8');
+    if (NOT_POLICY_FILES[file]) {
+      skipped.push(`${file} (${NOT_POLICY_FILES[file]}: not a policy file)`);
+      continue;
+    }
     YAML.parseAllDocuments(text).forEach((d, n) => {
       const doc = d.toJS({ merge: true });
       const name = `${file}${n > 0 ? ` (document ${n + 1})` : ''}`;
@@ -120,11 +140,8 @@ function shippedExamples() {
         for (const [key, value] of Object.entries(doc.data || {})) {
           if (/\.(ya?ml|json)$/.test(key)) policies.push({ name: `${name} data.${key}`, text: value });
         }
-      } else if (doc && typeof doc === 'object' && 'version' in doc && Object.keys(doc).every((k) => POLICY_KEYS.has(k))) {
-        policies.push({ name, text: d.toString() });
       } else {
-        const what = doc && doc.kind ? `a Kubernetes ${doc.kind}` : `top-level keys ${Object.keys(doc || {}).join(', ')}`;
-        skipped.push(`${name} (${what}: not a policy file)`);
+        policies.push({ name, text: d.toString() });
       }
     });
   }

@@ -19,7 +19,10 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { startRedis, dumpKeyspace, bullsweep, writePolicy, sleep, waitFor } = require('../lib/harness');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { startRedis, dumpKeyspace, bullsweep, writePolicy, sleep, waitFor, startDaemon, stopDaemons } = require('../lib/harness');
 const { assertConsistent } = require('../lib/consistency');
 
 const VERSIONS = (process.env.BULLSWEEP_BULLMQ ? [process.env.BULLSWEEP_BULLMQ] : ['bullmq', 'bullmq5'])
@@ -35,6 +38,7 @@ const opened = [];
 const track = (x) => { opened.push(x); return x; };
 before(async () => { redis = await startRedis(); });
 after(async () => {
+  stopDaemons();
   await Promise.all(opened.map((x) => x.close(true).catch(() => {})));
   redis.stop();
 });
@@ -392,5 +396,348 @@ for (const v of VERSIONS) {
     assert.ok(await client.xlen('bull:busy:events') <= 500);
     await other.close();
     await producer.close();
+  });
+}
+
+// Issue 42, breaks 1 and 2: a job that leaves its finished state, or a job added again under
+// a custom id whose job Redis expired, never loses its data to an expiry `ttl` gave.
+
+// A policy with `rules` for every queue and a file audit trail in its own directory.
+// `audit` is the audit line, for another policy file that shares the trail.
+function auditedPolicy(rules, extra = []) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-ttl-'));
+  const audit = `audit: { url: "file://${dir}/audit.jsonl" }`;
+  const policy = writePolicy(['version: 1', audit, ...extra, 'policies:',
+    `  - { name: p, queueNamePattern: "*", rules: ${rules} }`, ''].join('\n'));
+  return { policy, audit, trail: () => {
+    const file = path.join(dir, 'audit.jsonl');
+    if (!fs.existsSync(file)) return [];
+    return fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  } };
+}
+
+// The ids an audit trail names under `action` for queue `name`.
+const auditedIds = (trail, action, name) => trail
+  .filter((e) => e.action === action && e.queueName === name).flatMap((e) => e.jobIds).sort();
+
+// Every job of `ids` in queue `base` carries a TTL (PTTL > 0): the expiry `ttl` gave.
+async function assertExpiring(client, base, ids, what) {
+  for (const id of ids) assert.ok((await client.pttl(`${base}:${id}`)) > 0, `${what}: job ${id} carries its TTL`);
+}
+
+// Until every job of `ids` has its hash and no TTL on it or its logs (PTTL -1); fails at
+// once when a worker meanwhile saw something go wrong (`failures`).
+async function waitPersisted(client, base, ids, what, failures) {
+  await waitFor(what, async () => {
+    assert.deepEqual(failures, [], `${what}: no job failed, no "Missing key"`);
+    for (const id of ids) {
+      if ((await client.pttl(`${base}:${id}`)) !== -1) return false;
+      if ((await client.pttl(`${base}:${id}:logs`)) >= 0) return false;
+    }
+    return true;
+  }, 20000);
+}
+
+// A BullMQ worker that runs each job `ms` long and records its data; `failures` collects
+// every error and failure it sees (BullMQ's "Missing key for job …" among them).
+function slowWorker(mq, name, connection, ms, seen, failures) {
+  const w = track(new mq.Worker(name, async (job) => {
+    await sleep(ms);
+    seen[job.id] = job.data;
+    return job.data && job.data.i;
+  }, { connection, concurrency: 2 }));
+  w.on('failed', (job, err) => failures.push(`failed ${job && job.id}: ${err.message}`));
+  w.on('error', (err) => failures.push(`error: ${err.message}`));
+  return w;
+}
+
+// `n` jobs of queue `name` (data {i}) that failed once; returns the queue and their ids.
+async function failedJobs(mq, name, connection, n) {
+  const queue = track(new mq.Queue(name, { connection }));
+  const ids = (await queue.addBulk(Array.from({ length: n }, (_, i) => ({ name: 'job', data: { i } })))).map((j) => j.id);
+  const failer = track(new mq.Worker(name, async (job) => {
+    await job.log(`attempt of ${job.id}`);
+    throw new Error('first attempt');
+  }, { connection, concurrency: 8 }));
+  await waitFor('every job to fail', async () => (await queue.getFailedCount()) === n);
+  await failer.close();
+  return { queue, ids };
+}
+
+// Waits until the worker completed every job of `ids` or saw a failure, then asserts it ran
+// each with its own data and saw nothing go wrong.
+async function assertRanWhole(queue, ids, seen, failures, what) {
+  await waitFor(`${what}: every job to complete`, async () => failures.length > 0
+    || (await queue.getCompletedCount()) === ids.length, 60000);
+  assert.deepEqual(failures, [], `${what}: no job failed, no "Missing key"`);
+  for (const id of ids) {
+    const job = await queue.getJob(id);
+    assert.ok(job, `${what}: job ${id} is still there`);
+    assert.equal(await job.getState(), 'completed', `${what}: job ${id}`);
+    assert.deepEqual(seen[id], job.data, `${what}: job ${id} ran with its own data`);
+    assert.equal(typeof job.data.i, 'number', `${what}: job ${id} kept its data`);
+  }
+}
+
+for (const [n, v] of VERSIONS.entries()) {
+  test(`${v.label}: Queue.retryJobs beside a slow worker: the daemon's expiry watch ends the failed jobs' TTLs, and every job runs whole`, async () => {
+    const db = 3 + n;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const { queue, ids } = await failedJobs(v.mq, 'retried', connection, 30);
+    // `mode` is left at `schedule`: the watch follows every queue whose policy takes a ttl.
+    const { policy, trail } = auditedPolicy('{ failed: { ttl: 8s } }', ['schedule: 24h']);
+    await run(db, policy);
+    await assertExpiring(client, 'bull:retried', ids, 'after the first run');
+    const daemon = startDaemon(['--redis', redis.url(db), '--config', policy]);
+    await waitFor('the daemon to start', async () => daemon.log().includes('daemon started'));
+    // bull-board's "Retry all": every failed job back to wait, each keeping its TTL in Redis;
+    // 30 jobs of 500 ms two at a time: most run after their old expiry.
+    await assertExpiring(client, 'bull:retried', ids, 'before the retry');
+    await queue.retryJobs({ state: 'failed' });
+    const seen = {};
+    const failures = [];
+    const worker = slowWorker(v.mq, 'retried', connection, 500, seen, failures);
+    await waitPersisted(client, 'bull:retried', ids, 'the watch to end every retried job\'s TTL', failures);
+    await assertRanWhole(queue, ids, seen, failures, 'retried by retryJobs');
+    assert.ok(daemon.log().includes('bull:retried: watching the expiries its ttl gave'), daemon.log());
+    await worker.close();
+    await daemon.kill();
+    assert.deepEqual(auditedIds(trail(), 'persist', 'retried'), [...ids].sort(), 'each TTL ended is audited as persist');
+    await queue.close();
+  });
+}
+
+for (const [n, v] of VERSIONS.entries()) {
+  test(`${v.label}: Queue.retryJobs and Job.retry, then a run before the expiry: the run ends the TTLs, the jobs run after it would have fallen`, async () => {
+    const db = 5 + n;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const { queue, ids } = await failedJobs(v.mq, 'rerun', connection, 12);
+    const { policy, trail } = auditedPolicy('{ failed: { ttl: 6s } }');
+    await run(db, policy);
+    // One job retried by Job.retry, the others by retryJobs; two stay failed.
+    const [single, ...rest] = ids;
+    const kept = rest.slice(0, 2);
+    await (await queue.getJob(single)).retry('failed');
+    for (const id of rest.slice(2)) await (await queue.getJob(id)).retry('failed');
+    const retried = ids.filter((id) => !kept.includes(id));
+    const fell = Math.max(...await Promise.all(ids.map(async (id) => Date.now() + await client.pttl(`bull:rerun:${id}`))));
+    const report = await run(db, policy);
+    // Past every expiry the first run gave: the failed ones went, the retried ones are whole.
+    await waitFor('the old expiries to fall', async () => Date.now() > fell + 500, 20000);
+    for (const id of retried) assert.equal(await client.pttl(`bull:rerun:${id}`), -1, `retried job ${id} has its hash and no TTL`);
+    for (const id of kept) assert.equal(await queue.getJob(id), undefined, `failed job ${id} expired`);
+    const seen = {};
+    const failures = [];
+    const worker = slowWorker(v.mq, 'rerun', connection, 0, seen, failures);
+    await assertRanWhole(queue, retried, seen, failures, 'retried before a run');
+    await worker.close();
+    const failedTtl = report.queues.find((q) => q.queue === 'rerun').states['failed:ttl'].ttl;
+    assert.equal(failedTtl.expiriesEnded, retried.length, JSON.stringify(failedTtl));
+    assert.deepEqual(auditedIds(trail(), 'persist', 'rerun'), [...retried].sort());
+    await queue.close();
+  });
+}
+
+// A Bull worker on `queue` that runs each job `ms` long and records its data; `failures`
+// collects every error and failure it sees.
+function bullWorker(queue, ms) {
+  const seen = {};
+  const failures = [];
+  queue.on('failed', (job, err) => failures.push(`failed ${job && job.id}: ${err.message}`));
+  queue.on('error', (err) => failures.push(`error: ${err.message}`));
+  queue.process(2, async (job) => {
+    await sleep(ms);
+    seen[job.id] = job.data;
+    return job.data.i;
+  });
+  return { seen, failures };
+}
+
+// Waits until the Bull worker completed every job of `ids` or saw a failure, then asserts it
+// ran each with its own data and saw nothing go wrong.
+async function assertBullRanWhole(queue, ids, seen, failures) {
+  await waitFor('every retried Bull job to complete', async () => failures.length > 0
+    || (await queue.getCompletedCount()) === ids.length, 60000);
+  assert.deepEqual(failures, []);
+  for (const id of ids) {
+    const job = await queue.getJob(id);
+    assert.ok(job, `job ${id} is still there`);
+    assert.equal(await job.getState(), 'completed');
+    assert.deepEqual(seen[id], job.data);
+    assert.equal(typeof job.data.i, 'number');
+  }
+}
+
+// A daemon's policy that governs one other queue, without a ttl, sharing the trail of `audit`.
+const elsewherePolicy = (audit) => writePolicy(['version: 1', audit, 'policies:',
+  '  - { name: elsewhere, queueNamePattern: elsewhere, rules: { completed: { maxAge: 1h } } }', ''].join('\n'));
+
+// Issue 42, red team F2: the watch follows every queue bullsweep gave expiries, from the
+// registry the givers write (`bullsweep:expiring`), not only those the daemon's discovery
+// found under a policy that takes a ttl. Here the daemon's policy governs one other queue,
+// without a ttl, so neither its discovery nor its policy ever reaches the queues a `run`
+// gave expiries: one before the daemon started (its first walks), one beside it.
+for (const [n, v] of VERSIONS.entries()) {
+  test(`${v.label}: expiries runs gave before and beside a daemon whose policy never reaches their queues: the watch ends them on Queue.retryJobs, every job runs whole`, async () => {
+    const db = 10 + n;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const { policy, audit, trail } = auditedPolicy('{ failed: { ttl: 12s } }');
+    const daemonPolicy = elsewherePolicy(audit);
+    const queues = { early: await failedJobs(v.mq, 'early', connection, 20) };
+    await run(db, policy);
+    const daemon = startDaemon(['--redis', redis.url(db), '--config', daemonPolicy]);
+    await waitFor('the daemon to start', async () => daemon.log().includes('daemon started'));
+    queues.beside = await failedJobs(v.mq, 'beside', connection, 20);
+    await run(db, policy);
+    let fell = 0;
+    for (const [name, { ids }] of Object.entries(queues)) {
+      await assertExpiring(client, `bull:${name}`, ids, `${name} before the retry`);
+      for (const id of ids) fell = Math.max(fell, Date.now() + await client.pttl(`bull:${name}:${id}`));
+    }
+    // bull-board's "Retry all" on both, beside slow workers: most jobs run after their old
+    // expiry would have fallen.
+    for (const { queue } of Object.values(queues)) await queue.retryJobs({ state: 'failed' });
+    const seen = { early: {}, beside: {} };
+    const failures = [];
+    const workers = Object.keys(queues).map((name) => slowWorker(v.mq, name, connection, 300, seen[name], failures));
+    for (const [name, { ids }] of Object.entries(queues)) {
+      await waitPersisted(client, `bull:${name}`, ids, `the watch to end every retried ${name} job's TTL`, failures);
+    }
+    await waitFor('the old expiries to fall', async () => Date.now() > fell + 500, 30000);
+    for (const [name, { queue, ids }] of Object.entries(queues)) {
+      await assertRanWhole(queue, ids, seen[name], failures, `${name}, retried by retryJobs`);
+      assert.ok(daemon.log().includes(`bull:${name}: watching the expiries`), daemon.log());
+    }
+    await Promise.all(workers.map((w) => w.close()));
+    await daemon.kill();
+    for (const [name, { ids }] of Object.entries(queues)) {
+      assert.deepEqual(auditedIds(trail(), 'persist', name), [...ids].sort(), `each ${name} TTL ended is audited as persist`);
+      const policies = new Set(trail().filter((e) => e.action === 'persist' && e.queueName === name).map((e) => e.policyName));
+      assert.deepEqual([...policies], ['p'], `${name}: under the policy that gave the expiries`);
+    }
+    for (const { queue } of Object.values(queues)) await queue.close();
+  });
+}
+
+test('Bull 4: Queue.retryJobs and Job.retry beside a slow worker: the daemon ends the TTLs, every job runs whole', async () => {
+  const Bull = require(process.env.BULLSWEEP_BULL || 'bull');
+  const db = 7;
+  const client = redis.client(db);
+  await client.flushdb();
+  const opts = { redis: { ...redis.connection(db) } };
+  const producer = track(new Bull('legacy-retried', opts));
+  const ids = [];
+  for (let i = 0; i < 20; i++) ids.push(String((await producer.add({ i }, { attempts: 1 })).id));
+  producer.process(8, async () => { throw new Error('first attempt'); });
+  await waitFor('every Bull job to fail', async () => (await producer.getFailedCount()) === 20);
+  await producer.close();
+  const { policy, trail } = auditedPolicy('{ failed: { ttl: 8s } }', ['schedule: 24h']);
+  await run(db, policy);
+  await assertExpiring(client, 'bull:legacy-retried', ids, 'after the first run');
+  const daemon = startDaemon(['--redis', redis.url(db), '--config', policy]);
+  await waitFor('the daemon to start', async () => daemon.log().includes('daemon started'));
+  const queue = track(new Bull('legacy-retried', opts));
+  await (await queue.getJob(ids[0])).retry();
+  await queue.retryJobs();
+  const { seen, failures } = bullWorker(queue, 500);
+  await waitPersisted(client, 'bull:legacy-retried', ids, 'the watch to end every retried Bull job\'s TTL', failures);
+  await assertBullRanWhole(queue, ids, seen, failures);
+  await queue.close();
+  await daemon.kill();
+  assert.deepEqual(auditedIds(trail(), 'persist', 'legacy-retried'), [...ids].sort());
+});
+
+test('Bull 4: expiries a run gave beside a daemon whose policy never reaches the queue: the watch ends them on Queue.retryJobs, every job runs whole', async () => {
+  const Bull = require(process.env.BULLSWEEP_BULL || 'bull');
+  const db = 12;
+  const client = redis.client(db);
+  await client.flushdb();
+  const opts = { redis: { ...redis.connection(db) } };
+  const { policy, audit, trail } = auditedPolicy('{ failed: { ttl: 12s } }');
+  const daemonPolicy = elsewherePolicy(audit);
+  const daemon = startDaemon(['--redis', redis.url(db), '--config', daemonPolicy]);
+  await waitFor('the daemon to start', async () => daemon.log().includes('daemon started'));
+  const queue = track(new Bull('legacy-beside', opts));
+  const ids = [];
+  for (let i = 0; i < 20; i++) ids.push(String((await queue.add({ i }, { attempts: 1 })).id));
+  const failer = track(new Bull('legacy-beside', opts));
+  failer.process(8, async () => { throw new Error('first attempt'); });
+  await waitFor('every Bull job to fail', async () => (await queue.getFailedCount()) === 20);
+  await failer.close();
+  await run(db, policy);
+  await assertExpiring(client, 'bull:legacy-beside', ids, 'after the run');
+  let fell = 0;
+  for (const id of ids) fell = Math.max(fell, Date.now() + await client.pttl(`bull:legacy-beside:${id}`));
+  // Bull writes no events stream: the watch finds these retries in its walk of the expiries
+  // due, seconds before they would fall.
+  await queue.retryJobs();
+  const { seen, failures } = bullWorker(queue, 300);
+  await waitPersisted(client, 'bull:legacy-beside', ids, 'the watch to end every retried Bull job\'s TTL', failures);
+  await waitFor('the old expiries to fall', async () => Date.now() > fell + 500, 30000);
+  await assertBullRanWhole(queue, ids, seen, failures);
+  await queue.close();
+  await daemon.kill();
+  assert.ok(daemon.log().includes('bull:legacy-beside: watching the expiries'), daemon.log());
+  assert.deepEqual(auditedIds(trail(), 'persist', 'legacy-beside'), [...ids].sort());
+});
+
+for (const [n, v] of VERSIONS.entries()) {
+  test(`${v.label}: custom ids added again after their jobs expired keep the new jobs whole through the next run`, async () => {
+    const db = 8 + n;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const queue = track(new v.mq.Queue('orders', { connection }));
+    const ids = Array.from({ length: 20 }, (_, i) => `order-${i}`);
+    for (const id of ids) await queue.add('order', { v: 1, id }, { jobId: id });
+    const first = track(new v.mq.Worker('orders', async (job) => job.data.v, { connection, concurrency: 4 }));
+    await waitFor('the first orders to complete', async () => (await queue.getCompletedCount()) === 20);
+    await first.close();
+    const { policy, trail } = auditedPolicy('{ completed: { ttl: 1s } }');
+    await run(db, policy);
+    await waitFor('Redis to expire the first orders', async () => {
+      for (const id of ids) if (await client.exists(`bull:orders:${id}`)) return false;
+      return true;
+    });
+    // Their ids are still in `completed` (the next run drops them) when the producer adds
+    // the same idempotency keys again.
+    assert.equal(await client.zcard('bull:orders:completed'), 20);
+    for (const id of ids) {
+      const job = await queue.add('order', { v: 2, id }, { jobId: id });
+      assert.equal(job.id, id);
+    }
+    const expiredBefore = auditedIds(trail(), 'expire', 'orders');
+    const report = await run(db, policy);
+    // (BullMQ's getState() says `completed` while the old entry is there; the job waits.)
+    const waiting = (await queue.getWaiting()).map((j) => j.id);
+    for (const id of ids) {
+      assert.equal(await client.pttl(`bull:orders:${id}`), -1, `the new ${id} has its hash and no TTL`);
+      assert.ok(waiting.includes(id), `${id} waits`);
+      assert.deepEqual((await queue.getJob(id)).data, { v: 2, id });
+    }
+    const ttl = report.queues.find((q) => q.queue === 'orders').states['completed:ttl'];
+    assert.equal(ttl.done, 0, JSON.stringify(ttl));
+    assert.equal(ttl.ttl.notFinished, 20, JSON.stringify(ttl));
+    assert.deepEqual(auditedIds(trail(), 'expire', 'orders'), expiredBefore, 'the second run gave no TTL');
+    assert.deepEqual(trail().filter((e) => e.queueName === 'orders' && e.action !== 'expire'), [], 'nothing of the new jobs repaired or removed');
+    // A third run, the orders still waiting, changes nothing either.
+    await run(db, policy);
+    const seen = {};
+    const failures = [];
+    const worker = track(new v.mq.Worker('orders', async (job) => { seen[job.id] = job.data; return job.data.v; }, { connection, concurrency: 4 }));
+    worker.on('failed', (job, err) => failures.push(`failed ${job && job.id}: ${err.message}`));
+    worker.on('error', (err) => failures.push(`error: ${err.message}`));
+    await waitFor('the new orders to complete', async () => failures.length > 0
+      || Object.keys(seen).length === 20 && (await queue.getCompletedCount()) === 20, 30000);
+    await worker.close();
+    assert.deepEqual(failures, []);
+    for (const id of ids) assert.deepEqual(seen[id], { v: 2, id }, `${id} ran with the new data`);
+    await queue.close();
   });
 }

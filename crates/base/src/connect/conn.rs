@@ -6,6 +6,7 @@
 //! connected (then waiting could only time out, on every write).
 
 use super::link::{Link, Node, key_slot, primaries};
+use super::reads::writes;
 use super::{SortGetMemory, Target};
 use crate::error::is_permission;
 use crate::log::log;
@@ -22,6 +23,9 @@ use tokio::sync::Mutex;
 pub struct Conn {
     shared: Arc<Shared>,
     node: Option<Arc<Node>>,
+    /// Whether every command that could change data is refused before it is sent
+    /// ([`Conn::read_only`]).
+    read_only: bool,
 }
 
 struct Shared {
@@ -63,6 +67,17 @@ impl Conn {
                 replicas: std::sync::Mutex::new(Replicas::default()),
             }),
             node: None,
+            read_only: false,
+        }
+    }
+
+    /// The same connection for a read: every command that could change data (anything not
+    /// known to only read, see `reads.rs`) is refused before it is sent, with an error that
+    /// names it. Its clones and [`Conn::primaries`] read only too.
+    pub fn read_only(&self) -> Conn {
+        Conn {
+            read_only: true,
+            ..self.clone()
         }
     }
 
@@ -82,6 +97,7 @@ impl Conn {
             .map(|node| Conn {
                 shared: self.shared.clone(),
                 node: Some(Arc::new(node)),
+                read_only: self.read_only,
             })
             .collect())
     }
@@ -182,6 +198,16 @@ fn refusal(e: &RedisError, what: &str) -> RedisError {
     redis::make_extension_error(
         "NOPERM".into(),
         Some(format!("this Redis user may not run {what}: {detail}")),
+    )
+}
+
+/// The error a read-only connection answers a command that could change data with, naming it.
+fn refused_write(what: &str) -> RedisError {
+    redis::make_extension_error(
+        "READONLYCONN".into(),
+        Some(format!(
+            "bullsweep refused to send {what}: a read changes nothing, and this command could"
+        )),
     )
 }
 
@@ -310,53 +336,6 @@ fn connected_replicas(info: &str) -> Option<u64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-/// Whether a command may change data (anything not known to only read).
-fn writes(cmd: &Cmd) -> bool {
-    const READS: &[&str] = &[
-        "PING",
-        "SELECT",
-        "CLIENT",
-        "SCAN",
-        "TYPE",
-        "EXISTS",
-        "GET",
-        "ZCARD",
-        "ZCOUNT",
-        "ZRANGE",
-        "ZREVRANGEBYSCORE",
-        "ZSCORE",
-        "LLEN",
-        "LRANGE",
-        "LPOS",
-        "HGET",
-        "HMGET",
-        "HGETALL",
-        "HKEYS",
-        "HLEN",
-        "HSTRLEN",
-        "HEXISTS",
-        "SCARD",
-        "SMEMBERS",
-        "XLEN",
-        "XRANGE",
-        "XINFO",
-        "XREAD",
-        "EVALSHA_RO",
-        "EVAL_RO",
-        "INFO",
-        "MEMORY",
-        "DUMP",
-        "WAIT",
-        "SENTINEL",
-        "SCRIPT",
-    ];
-    let name = cmd.args_iter().next().and_then(|a| match a {
-        redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok().map(str::to_uppercase),
-        _ => None,
-    });
-    name.is_some_and(|n| !READS.contains(&n.as_str()))
-}
-
 /// Whether `e` means the connection (or the server it reaches) can no longer be used.
 fn needs_reconnect(e: &RedisError) -> bool {
     e.is_io_error()
@@ -374,6 +353,9 @@ fn needs_reconnect_code(code: &str) -> bool {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            if self.read_only && writes(cmd) {
+                return Err(refused_write(&command_and_key(cmd)));
+            }
             let (generation, mut con) = self.live().await?;
             // Error replies arrive as values: they are read here too.
             let result = con.command(cmd, self.node()).await.and_then(|v| match v {
@@ -401,6 +383,9 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            if let Some(cmd) = pipeline.cmd_iter().find(|c| self.read_only && writes(c)) {
+                return Err(refused_write(&command_and_key(cmd)));
+            }
             let (generation, mut con) = self.live().await?;
             let result = con.pipeline(pipeline, offset, count, self.node()).await;
             if result.is_ok() && self.shared.target.replicated() && pipeline.cmd_iter().any(writes)

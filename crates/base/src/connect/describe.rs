@@ -69,7 +69,7 @@ pub fn describe(url: &str, e: &redis::RedisError) -> Error {
         (
             ErrorKind::Permission,
             format!("Redis at {shown} refused a command for lack of permission: {text}"),
-            "grant the user the role's commands and key patterns (README, \"Permissions\")".into(),
+            crate::error::permission_hint(&text, None),
         )
     } else if let Some((cause, fix)) = tls_cause(&lower) {
         (

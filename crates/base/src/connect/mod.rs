@@ -1,12 +1,14 @@
 //! Connecting to Redis: the URL forms ([`endpoint`]), TLS ([`tls`]), credentials outside the
-//! URL, Sentinel, timeouts and the connection itself ([`Conn`]); and describing what went
-//! wrong in words that point at the fix ([`describe`]).
+//! URL, Sentinel, timeouts and the connection itself ([`Conn`], which a read makes read-only:
+//! see `reads.rs` for which commands only read); and describing what went wrong in words that
+//! point at the fix ([`describe`]).
 
 mod conn;
 mod describe;
 mod endpoint;
 mod link;
 mod probe;
+mod reads;
 mod sort_get;
 mod tls;
 
@@ -14,6 +16,7 @@ pub use conn::Conn;
 pub use describe::{at_url, describe, redact};
 pub use endpoint::{ClusterUrl, Endpoint, SentinelUrl};
 pub use link::Node;
+pub use reads::declare_read_only_script;
 pub use sort_get::SortGetMemory;
 pub use tls::{TlsOptions, install_crypto_provider};
 

@@ -328,6 +328,11 @@ pub struct AlertsArgs {
     /// Which queues.
     #[command(flatten)]
     pub queues: QueueArgs,
+    /// Also save the readings taken (evictions, memory, reclaimable cost) in
+    /// bullsweep:readings, for later runs to judge growth from: a write, for a Redis no daemon
+    /// watches (the daemon saves its own). Without it, alerts changes nothing.
+    #[arg(long)]
+    pub save_readings: bool,
 }
 
 /// `plan` options.

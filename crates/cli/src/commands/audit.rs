@@ -113,7 +113,8 @@ async fn read_events(target: &AuditTarget) -> Result<Vec<AuditEvent>, CliError> 
     Ok(audit::read_events(target).await.map_err(Error::audit)?)
 }
 
-/// One event per line: JSON with `--json`, else a short summary with an RFC 3339 time.
+/// One event per line: JSON with `--json`, else a short summary with an RFC 3339 time and,
+/// when somebody is named, who acted (`by alice`).
 fn print_events(json: bool, events: &[AuditEvent]) -> Result<(), CliError> {
     let mut out = String::new();
     for e in events {
@@ -132,6 +133,9 @@ fn print_events(json: bool, events: &[AuditEvent]) -> Result<(), CliError> {
                 e.context.policy_name,
                 e.context.execution_id
             ));
+            if let Some(actor) = e.context.actor.name() {
+                out.push_str(&format!(", by {actor}"));
+            }
             if let Some(err) = &e.error_detail {
                 out.push_str(&format!(": {err}"));
             }

@@ -6,7 +6,7 @@ use crate::error::CliError;
 use bullsweep_base::log;
 use bullsweep_core::daemon::{self, DaemonConfig, http::Handler};
 use bullsweep_core::ops;
-use bullsweep_dashboard::{Dashboard, DashboardConfig};
+use bullsweep_dashboard::{Dashboard, DashboardConfig, TOKEN_LOGGED, TokensFrom};
 use std::sync::Arc;
 
 /// Runs the daemon until SIGTERM or SIGINT; with `--json` its log lines are JSON objects.
@@ -61,19 +61,17 @@ fn dashboard(
     }
     let secret = session_secret(args)?;
     let loopback = args.listen.is_some_and(|a| a.ip().is_loopback());
-    let tokens = match &args.dashboard_tokens {
-        Some(path) => ops::load_token_file(path)?,
+    let (tokens, tokens_from) = match &args.dashboard_tokens {
+        Some(path) => (ops::load_token_file(path)?, TokensFrom::File),
         None if loopback => {
             let secret = ops::secret::random_hex()
                 .map_err(|e| CliError::runtime(format!("cannot read /dev/urandom: {e}")))?;
-            log::log(
-                "info",
-                &format!("dashboard: no --dashboard-tokens, so this run's admin token is {secret}"),
-            );
+            log::log("info", &format!("{TOKEN_LOGGED} {secret}"));
             let file =
                 format!("tokens:\n  - name: local\n    token: \"{secret}\"\n    role: admin\n");
-            bullsweep_policy::compile_tokens("(generated)", &file)
-                .map_err(|e| CliError::runtime(format!("cannot make a token: {e}")))?
+            let tokens = bullsweep_policy::compile_tokens("(generated)", &file)
+                .map_err(|e| CliError::runtime(format!("cannot make a token: {e}")))?;
+            (tokens, TokensFrom::Log)
         }
         None => {
             return Err(CliError::usage(
@@ -87,6 +85,7 @@ fn dashboard(
         config: cli.config.clone(),
         env: cli.env.clone(),
         tokens,
+        tokens_from,
         secret,
     }))))
 }

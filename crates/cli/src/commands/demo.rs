@@ -10,7 +10,7 @@ use bullsweep_base::connect::{Conn, connect_url};
 use bullsweep_core::archive::{ArchiveSink, LocalArchive};
 use bullsweep_core::audit;
 use bullsweep_core::engine::{Mode, NoObserver, Report};
-use bullsweep_core::ops::{self, RunScope};
+use bullsweep_core::ops::{self, Reading, RunScope};
 use bullsweep_core::text::count;
 use bullsweep_core::{Error, bullmq::QueueKeys};
 use bullsweep_policy::JobState;
@@ -207,8 +207,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
     }
     let before = snapshot(&mut con, &specs, &url).await?;
     let scope = RunScope::default();
-    let plan =
-        ops::audited_sweep(&mut con, &url, &set, scope.clone(), Mode::Plan, &NoObserver).await?;
+    let plan = ops::read_sweep(&con, &url, &set, scope.clone(), Reading::Plan, &NoObserver).await?;
     if !json {
         crate::output::print_text(&format!(
             "$ bullsweep plan\n{}\n",
@@ -216,7 +215,7 @@ pub async fn run(jobs: u64, keep: bool, json: bool) -> Result<i32, CliError> {
         ))?;
     }
     let started = std::time::Instant::now();
-    let done = ops::audited_sweep(&mut con, &url, &set, scope, Mode::Run, &NoObserver).await?;
+    let done = ops::audited_run(&mut con, &url, &set, scope, &NoObserver).await?;
     let seconds = started.elapsed().as_secs_f64();
     if !json {
         crate::output::print_text(&format!(

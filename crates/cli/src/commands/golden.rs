@@ -70,7 +70,13 @@ async fn init(cli: &Cli) -> Result<i32, CliError> {
         .filter(|b| !inventory.reasons.contains_key(b))
         .collect();
     let config = cli.config.display().to_string();
-    let text = render::golden_starter(&set, &config, &inventory.managed, &unmatched);
+    let text = render::golden_starter(
+        &set,
+        &config,
+        cli.env.as_deref(),
+        &inventory.managed,
+        &unmatched,
+    );
     print_text(&text)?;
     Ok(0)
 }

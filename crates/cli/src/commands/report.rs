@@ -10,8 +10,8 @@ use bullsweep_core::text::mib;
 
 /// `report`: exit 1 when a queue could not be measured.
 pub async fn report(cli: &Cli, args: &ReportArgs) -> Result<i32, CliError> {
-    let (set, scope, mut con) = super::survey(cli, &args.queues, "report").await?;
-    let report = memory_report(&mut con, cli.redis_url(), &set, scope).await?;
+    let (set, scope, con) = super::survey(cli, &args.queues, "report").await?;
+    let report = memory_report(&con, cli.redis_url(), &set, scope).await?;
     super::warn_survey(cli.json, &report.warnings, &report.errors);
     if args.csv {
         print_text(&csv(&report))?;

@@ -7,7 +7,7 @@ use crate::error::{CliError, EXIT_FAILURE, EXIT_USAGE};
 use crate::output::{print_out, warn};
 use crate::render;
 use bullsweep_core::engine::{Event, Mode, Observer, Report};
-use bullsweep_core::ops::{self, RunScope};
+use bullsweep_core::ops::{self, Reading, RunScope};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
     let report = sweep(cli, &args.queues, Mode::Plan, None).await?;
     Ok(if report.has_errors() || report.source_unavailable() > 0 {
         EXIT_FAILURE
-    } else if args.detailed_exitcode && report.matched() > 0 {
+    } else if args.detailed_exitcode && report.changes_pending() {
         EXIT_USAGE
     } else {
         0
@@ -79,7 +79,13 @@ async fn sweep(
     });
     let started = Instant::now();
     let progress = Progress(bar.as_ref());
-    let report = ops::audited_sweep(&mut con, cli.redis_url(), &set, scope, mode, &progress).await;
+    let url = cli.redis_url();
+    let report = match mode {
+        Mode::Run => ops::audited_run(&mut con, url, &set, scope, &progress).await,
+        Mode::Plan | Mode::Count => {
+            ops::read_sweep(&con, url, &set, scope, Reading::Plan, &progress).await
+        }
+    };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -1,7 +1,7 @@
 //! `test`'s output: a line per failing case with each expectation that did not hold, a
 //! summary per file, the JSON document, JUnit XML, and the starter file of `--init`.
 
-use bullsweep_policy::{CaseResult, PolicySet, QueueId, Resolution};
+use bullsweep_policy::{Backend, CaseResult, PolicySet, QueueId, Resolution};
 use serde_json::{Value, json};
 use std::fmt::Write;
 
@@ -180,6 +180,7 @@ fn scalar(text: &str) -> String {
 pub fn golden_starter(
     set: &PolicySet,
     policy_file: &str,
+    env: Option<&str>,
     managed: &[QueueId],
     unmanaged: &[String],
 ) -> String {
@@ -189,29 +190,37 @@ pub fn golden_starter(
         "# Written by `bullsweep test --init`: what the policy file gives each queue found in\n# Redis today. Keep the lines that state what you expect, add job cases, and run\n# `bullsweep test` in CI. `policy:` is relative to this file."
     );
     let _ = writeln!(out, "policy: {}", scalar(policy_file));
+    // The environment the queues were read in (`--env`), so that the cases run in it too.
+    if let Some(env) = env {
+        let _ = writeln!(out, "env: {}", scalar(env));
+    }
     let _ = writeln!(out, "cases:");
     if managed.is_empty() && unmanaged.is_empty() {
         let _ = writeln!(out, "  []  # no BullMQ queue was found");
     }
     for q in managed {
         let _ = writeln!(out, "  - queue: {}", scalar(&q.base));
+        // A Bull queue is identified as one, as `plan` identifies it.
+        if q.backend != Backend::Bullmq {
+            let _ = writeln!(out, "    backend: {}", q.backend);
+        }
         let _ = writeln!(out, "    expect:");
         let mut expect = |k: &str, v: &str| {
             let _ = writeln!(out, "      {}: {}", scalar(k), scalar(v));
         };
         match set.resolve(q) {
             Resolution::Covered(eff) => {
-                expect("policy", &eff.policy);
+                expect("policy", &eff.name);
                 if let Some(t) = &q.tenant {
                     expect("tenant", t);
                 }
                 if let Some(e) = &q.env {
                     expect("env", e);
                 }
-                for (state, rule) in &eff.states {
-                    for f in rule.fields() {
-                        expect(&format!("{state}.{}", f.name), &f.shown);
-                    }
+                // Every field `explain` shows: the state rules, the job rules, source links,
+                // the SLA, the schedule, the flow settings and the rest.
+                for (name, f) in eff.set_fields() {
+                    expect(&name, &f.shown);
                 }
             }
             Resolution::Uncovered => expect("policy", "uncovered"),

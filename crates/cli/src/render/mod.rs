@@ -6,6 +6,7 @@ mod plan_diff;
 mod policy;
 mod report;
 mod table;
+mod taken;
 
 pub use bullsweep_core::text::thousands;
 pub use doctor::doctor_text;

@@ -3,8 +3,9 @@
 
 use super::table::{Grid, table};
 use bullsweep_policy::{
-    Backend, EffectiveRule, JobState, PartialSourceLink, PolicySet, QueueId, Resolution, Sla,
-    SourceLink, Sourced, StateRule, effective_daemon_fields, policy_daemon_fields, source_json,
+    Backend, EffectiveRule, FlowSettings, JobState, PartialSourceLink, PolicySet, Provenance,
+    QueueId, Resolution, Sla, SourceLink, Sourced, StateRule, effective_daemon_fields,
+    other_backend_policy, policy_daemon_fields, source_json,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -28,6 +29,9 @@ fn rule_text(rule: &StateRule) -> String {
     }
     if let Some(v) = rule.ttl {
         parts.push(format!("ttl {v}"));
+    }
+    if let Some(v) = rule.remind_every {
+        parts.push(format!("remindEvery {v}"));
     }
     parts.join(", ")
 }
@@ -81,6 +85,44 @@ fn doctor_line(set: &PolicySet) -> Option<String> {
     Some(format!("doctor: {}, repairs {repair}", d.schedule))
 }
 
+/// `check`'s lines for what policies that set none take: the file's schedule (or the default)
+/// and the flow settings' defaults.
+fn defaults_lines(set: &PolicySet, out: &mut String) {
+    let schedule = set.file_schedule();
+    let _ = match schedule.source {
+        Provenance::Default => writeln!(out, "schedule: {} (default)", schedule.value),
+        _ => writeln!(out, "schedule: {}", schedule.value),
+    };
+    let defaults: Vec<String> = FlowSettings::default()
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name, f.shown))
+        .collect();
+    let _ = writeln!(
+        out,
+        "flows (default, for policies that set none): {}",
+        defaults.join(", ")
+    );
+}
+
+/// `check`'s table of each policy's own settings (daemon settings, `events`, the flow
+/// settings it writes); `None` when no policy sets one.
+fn settings_table(set: &PolicySet) -> Option<Grid> {
+    let mut t = table(&["policy", "setting", "value"]);
+    let mut any = false;
+    for p in &set.policies {
+        for (name, text, _) in policy_daemon_fields(p) {
+            any = true;
+            t.add_row(vec![p.name.clone(), name.to_string(), text]);
+        }
+        for f in p.flows.fields().into_iter().filter(|f| f.written) {
+            any = true;
+            t.add_row(vec![p.name.clone(), f.name.to_string(), f.shown]);
+        }
+    }
+    any.then_some(t)
+}
+
 /// `check` for people.
 pub fn policy_set_text(set: &PolicySet) -> String {
     let mut out = String::new();
@@ -92,7 +134,7 @@ pub fn policy_set_text(set: &PolicySet) -> String {
         set.environment.as_deref().unwrap_or("(any)")
     );
     let _ = writeln!(out, "layouts: {}", layouts.join(", "));
-    let _ = writeln!(out, "schedule: {}", set.schedule);
+    defaults_lines(set, &mut out);
     if let Some(line) = doctor_line(set) {
         let _ = writeln!(out, "{line}");
     }
@@ -146,16 +188,8 @@ pub fn policy_set_text(set: &PolicySet) -> String {
         }
         let _ = writeln!(out, "{t}");
     }
-    let mut daemon = table(&["policy", "daemon setting", "value"]);
-    let mut any = false;
-    for p in &set.policies {
-        for (name, text, _) in policy_daemon_fields(p) {
-            any = true;
-            daemon.add_row(vec![p.name.clone(), name.to_string(), text]);
-        }
-    }
-    if any {
-        let _ = writeln!(out, "{daemon}");
+    if let Some(settings) = settings_table(set) {
+        let _ = writeln!(out, "{settings}");
     }
     if !set.tenants.is_empty() {
         let mut t = table(&["tenant override", "env", "state", "rule"]);
@@ -246,8 +280,19 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
                 link_rows(&mut t, &format!("job {}: ", j.name), j.source.as_ref());
             }
             let _ = writeln!(out, "{t}");
+            // Each setting with where it comes from: the schedule from the policy, the file's
+            // top level or the default, the flow settings from the policy or the default, the
+            // others from the policy alone.
+            let own = format!("policy {}", eff.policy);
             for (name, text, _) in effective_daemon_fields(eff) {
-                let _ = writeln!(out, "{name}: {text}");
+                let from = match eff.field(name) {
+                    Some(f) if name == "schedule" => f.from.to_string(),
+                    _ => own.clone(),
+                };
+                let _ = writeln!(out, "{name}: {text} ({from})");
+            }
+            for f in FlowSettings::NAMES.iter().filter_map(|n| eff.field(n)) {
+                let _ = writeln!(out, "{}: {} ({})", f.name, f.shown, f.from);
             }
             let sla = eff
                 .sla
@@ -280,6 +325,17 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
                 "policy: none; `{first}` and `{second}` tie (fix the policy file)"
             );
         }
+    }
+    // explain reads no Redis, so it takes the queue for the library `--backend` names.
+    if let Some((backend, policy)) = other_backend_policy(set, q) {
+        let library = match backend {
+            Backend::Bull => "a legacy Bull queue",
+            Backend::Bullmq => "a BullMQ queue",
+        };
+        let _ = writeln!(
+            out,
+            "hint: as {library}, policy `{policy}` (backend {backend}) would govern it; pass `--backend {backend}` (explain reads no Redis, so it cannot tell the queue's library; `plan` does)"
+        );
     }
     out.trim_end().to_string()
 }

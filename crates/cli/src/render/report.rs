@@ -2,22 +2,26 @@
 //! for flows, and the summary line.
 
 use super::table::table;
+use super::taken::{summary_part, taken_table, taken_text, uncovered_lines};
 use super::{queue_label, thousands};
-use bullsweep_core::engine::{EventsReport, Mode, QueueSkipped, Report, TakenAlong, TtlReport};
+use bullsweep_core::engine::{EventsReport, Mode, QueueSkipped, Report, StateReport, TtlReport};
 use bullsweep_core::text::{count, mib, rfc3339};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// `plan` and `run` for people: one row per queue and state, then what was skipped, the flow
-/// parents taken along, and errors, under the table so that it fits the terminal; then the
-/// hint for flows and the one-line summary.
+/// jobs taken along, and errors, under the table so that it fits the terminal; then where the
+/// flow jobs are taken from, the queues left alone, the hints for flows and the one-line
+/// summary.
 pub fn report_text(report: &Report, mode: Mode) -> String {
     let mut header = vec![
         "queue", "tenant", "env", "policy", "state", "jobs", "matched", "action",
     ];
-    if mode == Mode::Run {
-        header.extend(["done", "skipped"]);
-    }
+    // What the run did, or what its plan says it will do, and the selected jobs it left.
+    header.extend(match mode {
+        Mode::Run => ["done", "skipped"],
+        Mode::Plan | Mode::Count => ["to act on", "will skip"],
+    });
     let mut t = table(&header);
     let mut notes = Vec::new();
     for q in &report.queues {
@@ -34,12 +38,13 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
                 thousands(s.matched),
                 s.action.clone(),
             ];
-            if mode == Mode::Run {
-                row.push(thousands(s.done.unwrap_or(0)));
-                let skipped = s.skipped.as_ref().map_or(0, |k| k.total());
-                row.push(thousands(skipped));
-            }
-            // A plan knows some skips ahead (jobs a restore holds).
+            row.push(thousands(match mode {
+                Mode::Run => s.done.unwrap_or(0),
+                Mode::Plan | Mode::Count => s.planned(),
+            }));
+            row.push(thousands(s.skipped.as_ref().map_or(0, |k| k.total())));
+            // A plan knows the skips it can read ahead (a restore's holds, repeat chains,
+            // children in another queue, jobs already noticed, …).
             let verb = if mode == Mode::Run {
                 "skipped"
             } else {
@@ -52,7 +57,7 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
                 notes.push(format!("{} {state}: {taken}", q.key));
             }
             if let Some(ttl) = &s.ttl {
-                notes.push(format!("{} {state}: {}", q.key, ttl_text(ttl)));
+                notes.push(format!("{} {state}: {}", q.key, ttl_text(ttl, mode)));
             }
             t.add_row(row);
         }
@@ -87,23 +92,25 @@ pub fn report_text(report: &Report, mode: Mode) -> String {
     for note in notes {
         let _ = writeln!(out, "{note}");
     }
-    left_alone(report, &mut out);
-    if let Some(hint) = protect_parents_hint(report, mode) {
+    out.push_str(&taken_table(report, mode));
+    left_alone(report, mode, &mut out);
+    for hint in [
+        protect_parents_hint(report, mode),
+        children_elsewhere_hint(report, mode),
+    ]
+    .into_iter()
+    .flatten()
+    {
         let _ = writeln!(out, "{hint}");
     }
     let _ = writeln!(out, "{}", summary_line(report, mode));
     out.trim_end().to_string()
 }
 
-/// The lines naming the queues left alone: uncovered, and unmanaged (with why, when known).
-fn left_alone(report: &Report, out: &mut String) {
-    if !report.uncovered.is_empty() {
-        let _ = writeln!(
-            out,
-            "uncovered (no policy, left alone): {}",
-            report.uncovered.join(", ")
-        );
-    }
+/// The lines naming the queues left alone: uncovered (those flows reach say so), and
+/// unmanaged (with why, when known).
+fn left_alone(report: &Report, mode: Mode, out: &mut String) {
+    uncovered_lines(report, mode, out);
     let (with_reason, plain): (Vec<&String>, Vec<&String>) = report
         .unmanaged
         .iter()
@@ -122,36 +129,9 @@ fn left_alone(report: &Report, out: &mut String) {
     }
 }
 
-/// The flow parents a state takes along, as a note: `would take along 2 flow parents: 1
-/// removed, 1 released to wait` (plan) or `took along …` (run), or the children
-/// `protectWaitingParents` leaves (plan); `None` when none.
-fn taken_text(t: &TakenAlong, mode: Mode) -> Option<String> {
-    let total = t.parents_removed + t.parents_released;
-    if total == 0 {
-        return (t.parent_waiting > 0).then(|| {
-            let n = t.parent_waiting;
-            format!(
-                "{} selected {} left for a parent that still waits for children (protectWaitingParents)",
-                thousands(n),
-                if n == 1 { "child" } else { "children" }
-            )
-        });
-    }
-    let verb = if mode == Mode::Run {
-        "took along"
-    } else {
-        "would take along"
-    };
-    Some(format!(
-        "{verb} {}: {} removed (same queue), {} released to wait (other queues)",
-        count(total, "flow parent"),
-        thousands(t.parents_removed),
-        thousands(t.parents_released)
-    ))
-}
-
-/// A finished state's TTLs: `12 jobs carry a TTL, 3 have none; the next expires at …`.
-fn ttl_text(t: &TtlReport) -> String {
+/// A finished state's TTLs: `12 jobs carry a TTL, 3 have none; the next expires at …`, and
+/// what became of the expiries of jobs that left the state or finished again.
+fn ttl_text(t: &TtlReport, mode: Mode) -> String {
     let next = t
         .next_expiry_ms
         .map(|ms| format!("; the next expires at {}", rfc3339(ms)))
@@ -161,8 +141,28 @@ fn ttl_text(t: &TtlReport) -> String {
         .filter(|n| *n > 0)
         .map(|n| format!("; {} of jobs Redis expired dropped", count(n, "id")))
         .unwrap_or_default();
+    let (end, mov) = if mode == Mode::Run {
+        ("ended", "moved")
+    } else {
+        ("to end", "to move")
+    };
+    let mut left = String::new();
+    if let Some(n) = t.expiries_ended.filter(|n| *n > 0) {
+        let jobs = count(n, "job");
+        left.push_str(&format!("; expiry {end} on {jobs} that left the state"));
+    }
+    if let Some(n) = t.expiries_moved.filter(|n| *n > 0) {
+        let jobs = count(n, "job");
+        left.push_str(&format!("; expiry {mov} on {jobs} that finished again"));
+    }
+    if t.not_finished > 0 {
+        let ids = count(t.not_finished, "id");
+        left.push_str(&format!(
+            "; {ids} naming another job (retried, or added again) left alone"
+        ));
+    }
     format!(
-        "{} a TTL, {} none{next}{dropped}",
+        "{} a TTL, {} none{next}{dropped}{left}",
         count_verb(t.carrying, "carries", "carry"),
         thousands(t.without),
     )
@@ -207,36 +207,48 @@ fn entries(n: u64) -> String {
     )
 }
 
-/// The parents a report's states take along, summed.
-fn taken_along(report: &Report) -> TakenAlong {
-    let mut sum = TakenAlong::default();
-    for t in report
-        .queues
-        .iter()
-        .flat_map(|q| q.states.values())
-        .filter_map(|s| s.taken_along.as_ref())
-    {
-        sum.parents_removed += t.parents_removed;
-        sum.parents_released += t.parents_released;
-    }
-    sum
-}
-
 /// `plan`: when running would release flow parents, the policies that would, and the setting
 /// that keeps their children instead.
 fn protect_parents_hint(report: &Report, mode: Mode) -> Option<String> {
+    policies_hint(
+        report,
+        mode,
+        |s| {
+            s.taken_along
+                .as_ref()
+                .is_some_and(|t| t.parents_released > 0)
+        },
+        "a run would release flow parents that still wait for children; to keep the children until their parent finishes, set protectWaitingParents: true",
+    )
+}
+
+/// `plan`: when a run would leave flow parents alone because a child sits in another queue
+/// (`childrenInOtherQueues: keepParent`), the policies that would, and the setting that
+/// removes them with their children instead.
+fn children_elsewhere_hint(report: &Report, mode: Mode) -> Option<String> {
+    policies_hint(
+        report,
+        mode,
+        |s| s.skipped.as_ref().is_some_and(|k| k.children_elsewhere > 0),
+        "a run would leave flow parents alone because children of theirs sit in another queue, which no removal reaches unasked; to remove them with their children wherever these are, as BullMQ's Job.remove() does, set childrenInOtherQueues: remove",
+    )
+}
+
+/// `plan`: `hint: <advice> in policy `a`` naming the policies with a state that `shows` the
+/// hint's case; `None` in a run or when none does.
+fn policies_hint(
+    report: &Report,
+    mode: Mode,
+    shows: impl Fn(&StateReport) -> bool,
+    advice: &str,
+) -> Option<String> {
     if mode == Mode::Run {
         return None;
     }
     let policies: BTreeSet<&str> = report
         .queues
         .iter()
-        .filter(|q| {
-            q.states
-                .values()
-                .filter_map(|s| s.taken_along.as_ref())
-                .any(|t| t.parents_released > 0)
-        })
+        .filter(|q| q.states.values().any(&shows))
         .map(|q| q.policy.as_str())
         .collect();
     if policies.is_empty() {
@@ -244,7 +256,7 @@ fn protect_parents_hint(report: &Report, mode: Mode) -> Option<String> {
     }
     let names: Vec<String> = policies.iter().map(|p| format!("`{p}`")).collect();
     Some(format!(
-        "hint: a run would release flow parents that still wait for children; to keep the children until their parent finishes, set protectWaitingParents: true in {} {}",
+        "hint: {advice} in {} {}",
         if names.len() == 1 {
             "policy"
         } else {
@@ -255,7 +267,7 @@ fn protect_parents_hint(report: &Report, mode: Mode) -> Option<String> {
 }
 
 /// The last line of `plan` and `run`: what would be, or was, done, by action, and the flow
-/// parents taken along.
+/// jobs taken along.
 fn summary_line(report: &Report, mode: Mode) -> String {
     let swept = report.queues.iter().filter(|q| q.skipped.is_none()).count() as u64;
     let failed = report.queues.iter().filter(|q| q.error.is_some()).count();
@@ -267,58 +279,70 @@ fn summary_line(report: &Report, mode: Mode) -> String {
     if locked > 0 {
         tail.push_str(&format!(", {} skipped (locked)", count(locked, "queue")));
     }
-    let taken = taken_along(report);
-    let parents = match (taken.parents_removed, taken.parents_released) {
-        (0, 0) => String::new(),
-        (removed, released) => format!(
-            "; flow parents {}: {} removed, {} released",
-            if mode == Mode::Run {
-                "taken along"
-            } else {
-                "it would take along"
-            },
-            thousands(removed),
-            thousands(released)
-        ),
+    let parents = summary_part(report, mode);
+    let more = changes_part(report, mode);
+    let (total, by) = match mode {
+        Mode::Plan | Mode::Count => (report.to_act_on(), report.to_act_on_by_action()),
+        Mode::Run => (report.done(), report.done_by_action()),
     };
+    let split = if by.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", by_action(&by))
+    };
+    let (jobs, queues) = (count(total, "job"), count(swept, "queue"));
     match mode {
-        Mode::Plan | Mode::Count => {
-            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
-            for s in report.queues.iter().flat_map(|q| q.states.values()) {
-                if s.matched > 0 {
-                    *by.entry(s.action.as_str()).or_default() += s.matched;
-                }
-            }
-            let split = if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by_action(by.into_iter()))
-            };
-            format!(
-                "Plan: {} to act on{split} in {}{tail}{parents}; nothing was changed.",
-                count(report.matched(), "job"),
-                count(swept, "queue")
-            )
-        }
-        Mode::Run => {
-            let by = report.done_by_action();
-            let split = if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by_action(by.iter().map(|(a, n)| (a.as_str(), *n))))
-            };
-            format!(
-                "Run: acted on {}{split} in {}{tail}{parents}.",
-                count(report.done(), "job"),
-                count(swept, "queue")
-            )
-        }
+        Mode::Plan | Mode::Count => format!(
+            "Plan: {jobs} to act on{split} in {queues}{tail}{parents}{more}; nothing was changed."
+        ),
+        Mode::Run => format!("Run: acted on {jobs}{split} in {queues}{tail}{parents}{more}."),
     }
 }
 
 /// `remove 5, archive 2`.
-fn by_action<'a>(by: impl Iterator<Item = (&'a str, u64)>) -> String {
-    by.map(|(action, n)| format!("{action} {}", thousands(n)))
+fn by_action(by: &BTreeMap<String, u64>) -> String {
+    by.iter()
+        .map(|(action, n)| format!("{action} {}", thousands(*n)))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The summary's changes beside the jobs acted on, when any, so that it hides none: the
+/// expiries given, ended (audited `persist`) and moved under `ttl:`, the ids of jobs Redis
+/// expired dropped, and the events entries trimmed (`; expiries: 4 ended; events trimmed:
+/// 120 entries`); a plan's as what its run would do.
+fn changes_part(report: &Report, mode: Mode) -> String {
+    let e = report.expiries();
+    let run = mode == Mode::Run;
+    let mut out = String::new();
+    if !e.is_empty() {
+        let words = if run {
+            ["given", "ended", "moved"]
+        } else {
+            ["to give", "to end", "to move"]
+        };
+        let mut parts: Vec<String> = [e.given, e.ended, e.moved]
+            .into_iter()
+            .zip(words)
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, word)| format!("{} {word}", thousands(n)))
+            .collect();
+        if e.dropped > 0 {
+            parts.push(format!(
+                "{} of jobs Redis expired dropped",
+                count(e.dropped, "id")
+            ));
+        }
+        let _ = write!(out, "; expiries: {}", parts.join(", "));
+    }
+    let trimmed = report.events_trimmed();
+    if trimmed > 0 {
+        let verb = if run {
+            "events trimmed"
+        } else {
+            "events to trim"
+        };
+        let _ = write!(out, "; {verb}: {}", entries(trimmed));
+    }
+    out
 }

@@ -5,6 +5,9 @@ use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The admin token of [`Daemon::with_dashboard`].
+pub const ADMIN_TOKEN: &str = "an-admin-token";
+
 /// A daemon process, stopped with SIGTERM (then killed) when dropped.
 pub struct Daemon {
     child: Child,
@@ -68,6 +71,23 @@ impl Daemon {
             child: cmd.spawn().expect("daemon starts"),
             log,
         }
+    }
+
+    /// A daemon serving the dashboard on `port`, with one admin token, [`ADMIN_TOKEN`].
+    pub fn with_dashboard(w: &World, policy: &std::path::Path, port: u16) -> Self {
+        let tokens = w.dir.path().join("tokens.yaml");
+        std::fs::write(
+            &tokens,
+            format!("tokens:\n  - name: admin\n    token: {ADMIN_TOKEN}\n    role: admin\n"),
+        )
+        .expect("tokens");
+        let file = tokens.display().to_string();
+        Self::start(
+            w,
+            policy,
+            Some(port),
+            &["--dashboard", "--dashboard-tokens", &file],
+        )
     }
 
     /// The daemon's process id, for signals.

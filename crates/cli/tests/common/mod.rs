@@ -56,6 +56,9 @@ pub struct JsonQueue {
 pub struct JsonState {
     pub jobs: u64,
     pub matched: u64,
+    /// A plan's jobs its run acts on: `matched` less those it says the run leaves.
+    #[serde(default, rename = "toActOn")]
+    pub to_act_on: Option<u64>,
     pub action: String,
     #[serde(default)]
     pub done: Option<u64>,
@@ -91,7 +94,13 @@ pub struct JsonSkipped {
     #[serde(default)]
     pub source_unavailable: u64,
     #[serde(default)]
+    pub refused_source_key: u64,
+    #[serde(default)]
     pub parent_waiting: u64,
+    #[serde(default)]
+    pub already_noticed: u64,
+    #[serde(default)]
+    pub notice_later: u64,
     #[serde(default)]
     pub reasons: Vec<String>,
 }
@@ -332,6 +341,49 @@ pub fn spec(base: &str, completed: u64, failed: u64, spread_days: i64) -> SeedSp
         names: vec!["send-email".into(), "render".into()],
         job_bytes: 400,
     }
+}
+
+/// A job of `base` named `name` that finished into `state` at `finished`, as BullMQ writes it.
+pub fn finished_job(
+    con: &mut impl redis::ConnectionLike,
+    base: &str,
+    state: &str,
+    id: &str,
+    name: &str,
+    finished: i64,
+) {
+    let result = match state {
+        "failed" => ("failedReason", "boom".to_string()),
+        _ => ("returnvalue", "null".to_string()),
+    };
+    let fields = [
+        ("name", name.to_string()),
+        ("data", format!("{{\"id\":\"{id}\"}}")),
+        ("opts", "{}".to_string()),
+        ("timestamp", (finished - 10).to_string()),
+        ("processedOn", (finished - 5).to_string()),
+        ("finishedOn", finished.to_string()),
+        result,
+    ];
+    let _: () = con
+        .hset_multiple(format!("{base}:{id}"), &fields)
+        .expect("job");
+    let _: () = con
+        .zadd(format!("{base}:{state}"), id, finished)
+        .expect("zadd");
+}
+
+/// Does to job `id` of `base` what BullMQ's `Job.retry()` does: out of its finished set,
+/// `finishedOn` and its result deleted, back to `wait`. Nothing else: its keys keep any TTL.
+pub fn retry(con: &mut impl redis::ConnectionLike, base: &str, state: &str, id: &str) {
+    let _: () = con.zrem(format!("{base}:{state}"), id).expect("zrem");
+    let _: () = con
+        .hdel(
+            format!("{base}:{id}"),
+            &["finishedOn", "processedOn", "failedReason", "returnvalue"],
+        )
+        .expect("hdel");
+    let _: () = con.lpush(format!("{base}:wait"), id).expect("lpush");
 }
 
 /// Writes job `id` of `base` as finished at `finished` (name `late`, data `{}`) and lists it

@@ -41,7 +41,7 @@ impl ArchiveRecord {
             *raw = shown(self, name, job.field(name, text));
         }
         for line in &mut out.logs {
-            *line = job.line(line);
+            *line = job.text(line);
         }
         out
     }

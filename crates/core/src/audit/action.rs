@@ -37,6 +37,9 @@ pub enum AuditAction {
     Repair,
     /// `expire`: finished jobs' hashes and logs given a TTL (`ttl:`), which Redis acts on.
     Expire,
+    /// `persist`: the TTL `ttl:` gave a job ended, as the job left its finished state (a
+    /// retry) before Redis deleted it.
+    Persist,
     /// A name none of the above has, as read from a trail (another version's, or the empty
     /// context of a stream entry that could not be read); written back as it was read.
     Other(String),
@@ -47,7 +50,7 @@ const MOVE_TO: &str = "move to ";
 
 impl AuditAction {
     /// Every action whose name is fixed, for reading names back.
-    const NAMED: [AuditAction; 13] = [
+    const NAMED: [AuditAction; 14] = [
         AuditAction::Remove,
         AuditAction::Archive,
         AuditAction::Anonymize,
@@ -61,6 +64,7 @@ impl AuditAction {
         AuditAction::Mixed,
         AuditAction::Repair,
         AuditAction::Expire,
+        AuditAction::Persist,
     ];
 
     /// The fixed name of an action that has one.
@@ -79,6 +83,7 @@ impl AuditAction {
             AuditAction::Mixed => "mixed",
             AuditAction::Repair => "repair",
             AuditAction::Expire => "expire",
+            AuditAction::Persist => "persist",
             AuditAction::MoveTo(_) | AuditAction::Other(_) => return None,
         })
     }
@@ -171,6 +176,8 @@ mod tests {
             "restore",
             "mixed",
             "repair",
+            "expire",
+            "persist",
             "",
             "something else",
         ];

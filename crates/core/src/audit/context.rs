@@ -114,6 +114,24 @@ impl AuditContext {
         }
     }
 
+    /// `action` (`persist`, `expire`) on the jobs in `state` of a queue the daemon's expiry
+    /// watch follows though no policy of the daemon's governs it (a `run` beside it gave the
+    /// expiries): the context names `policy_name`, the policy whose `ttl` gave them, as the
+    /// queue's entry in the registry of expiring queues records it; no version is known.
+    pub fn for_given_expiries(
+        q: &QueueId,
+        policy_name: &str,
+        state: JobState,
+        action: AuditAction,
+        execution_id: &str,
+    ) -> Self {
+        AuditContext {
+            policy_name: policy_name.to_string(),
+            execution_id: execution_id.to_string(),
+            ..AuditContext::of(q.into(), action, state.as_str(), Actor::Unnamed)
+        }
+    }
+
     /// A queue whose work in run `execution_id` failed, as the run's report names it: no
     /// state and no policy version are known there, and the action is `remove`.
     pub fn for_failed_queue(
@@ -290,6 +308,17 @@ mod tests {
         assert_eq!(
             failed.to_json(),
             r#"{"policyName":"p","policyVersion":"","queueName":"mail","queueKey":"bull:acme:mail","tenant":"acme","environment":"prod","action":"remove","state":"","complianceTag":null,"executionId":"x3"}"#
+        );
+        let given = AuditContext::for_given_expiries(
+            &q,
+            "p",
+            JobState::Failed,
+            AuditAction::Persist,
+            "daemon-x",
+        );
+        assert_eq!(
+            given.to_json(),
+            r#"{"policyName":"p","policyVersion":"","queueName":"mail","queueKey":"bull:acme:mail","tenant":"acme","environment":"prod","action":"persist","state":"failed","complianceTag":null,"executionId":"daemon-x"}"#
         );
         let repair = AuditContext::for_repair(
             (&q).into(),

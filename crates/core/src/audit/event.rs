@@ -2,6 +2,7 @@
 //! canonical order that is hashed, and the jobs a removal took along ([`RelatedJob`]).
 
 use super::context::AuditContext;
+use crate::bullmq::TakenRole;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -30,7 +31,8 @@ pub struct AuditEvent {
     /// reversible form of a binary id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub job_ids_base64: Vec<String>,
-    /// Jobs BullMQ's parent handling took along with these: removed or released parents.
+    /// Jobs BullMQ's flow handling took along with these: removed or released parents and
+    /// removed children.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related_jobs: Vec<RelatedJob>,
     /// Whether it was done.
@@ -63,15 +65,22 @@ impl fmt::Display for AuditStatus {
 pub struct RelatedJob {
     /// Its full key (`<prefix>:<queue>:<id>`).
     pub key: String,
-    /// `parentRemoved` (a same-queue parent removed with its last child; archived with the
-    /// batch under `action: archive`) or `parentReleased` (a parent moved to wait).
+    /// Why it was taken ([`TakenRole`]): `parentRemoved` (a same-queue parent removed with
+    /// its last child; archived with the batch under `action: archive`), `parentReleased` (a
+    /// parent moved to wait, and not removed by the same call) or `childRemoved` (a child
+    /// removed with its removed parent).
     pub role: String,
+    /// The state it was taken from; absent in events written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 /// [`RelatedJob::role`] of a same-queue parent removed with its last child.
-pub const PARENT_REMOVED: &str = "parentRemoved";
-/// [`RelatedJob::role`] of a parent in another queue released to wait.
-pub const PARENT_RELEASED: &str = "parentReleased";
+pub const PARENT_REMOVED: &str = TakenRole::ParentRemoved.as_str();
+/// [`RelatedJob::role`] of a parent released to wait.
+pub const PARENT_RELEASED: &str = TakenRole::ParentReleased.as_str();
+/// [`RelatedJob::role`] of a child removed with its removed parent.
+pub const CHILD_REMOVED: &str = TakenRole::ChildRemoved.as_str();
 
 impl AuditEvent {
     /// A successful event of `source` for `job_ids`.

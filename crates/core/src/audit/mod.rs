@@ -21,7 +21,9 @@ pub use action::AuditAction;
 pub use actor::Actor;
 pub use chain::{AuditLine, ChainReport, FileAuditStore, GENESIS_HASH, VerifyReport};
 pub use context::{AuditContext, QueueNames};
-pub use event::{AuditEvent, AuditStatus, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
+pub use event::{
+    AuditEvent, AuditStatus, CHILD_REMOVED, PARENT_RELEASED, PARENT_REMOVED, RelatedJob,
+};
 pub use postgres::PostgresAuditStore;
 pub use source::{Checkpoint, Source, checkpoint, source_of};
 pub use streams::{Backlog, backlog};

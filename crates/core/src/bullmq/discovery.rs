@@ -4,8 +4,12 @@
 //! `events` stream (Bull sends its events over pub/sub), and one of its keys is there with
 //! Bull's type (a list for `wait`, `paused` or `active`, a sorted set for `delayed`,
 //! `completed`, `failed` or `repeat`, Bull's stamps `stalled-check` and `meta-paused`). An
-//! application's own counter named `…:id` has none of them.
+//! application's own counter named `…:id` has none of them. A base with BullMQ's meta fields
+//! is BullMQ's unless its data shows Bull's use ([`libraries_of`]): a BullMQ `Queue` object
+//! opened on a Bull queue's name writes that hash and nothing else, so jobs there without an
+//! events stream (which every BullMQ add writes) are Bull's.
 
+use super::contested::{Library, is_type, libraries_of};
 use super::keys::{DISCOVERY_SCAN_PATTERN, META_MAX_LEN_EVENTS, META_VERSION, QueueKeys};
 use bullsweep_base::connect::Conn;
 use bullsweep_policy::Backend;
@@ -22,6 +26,8 @@ pub struct Discovered {
     pub bases: Vec<String>,
     /// The key bases of every legacy Bull queue, sorted; none is also in `bases`.
     pub bull: Vec<String>,
+    /// Key bases both libraries used ([`Library::Both`]), sorted; in neither list above.
+    pub both: Vec<String>,
     /// Keys matching `*:meta` or `*:id` whose name is not UTF-8: no queue has such a name,
     /// so they are skipped (and counted) instead of stopping discovery.
     pub non_utf8: u64,
@@ -80,15 +86,18 @@ pub async fn discover_queues<C: Topology>(con: &mut C) -> RedisResult<Discovered
 }
 
 impl Discovered {
-    /// Sorts both lists, drops repeats, and drops from `bull` a base BullMQ's meta confirmed
-    /// (discovery confirms each key on its own, so a base can be met both ways).
+    /// Sorts the lists, drops repeats, drops from `bull` a base BullMQ's meta confirmed
+    /// (discovery confirms each key on its own, so a base can be met both ways), and from both
+    /// a base found written by both libraries.
     pub fn settle(&mut self) {
-        self.bases.sort();
-        self.bases.dedup();
-        self.bull.sort();
-        self.bull.dedup();
-        let bases = &self.bases;
-        self.bull.retain(|b| bases.binary_search(b).is_err());
+        for list in [&mut self.bases, &mut self.bull, &mut self.both] {
+            list.sort();
+            list.dedup();
+        }
+        let (bases, both) = (&self.bases, &self.both);
+        self.bull
+            .retain(|b| bases.binary_search(b).is_err() && both.binary_search(b).is_err());
+        self.bases.retain(|b| both.binary_search(b).is_err());
     }
 }
 
@@ -143,21 +152,37 @@ pub async fn discover_step<C: ConnectionLike>(
                 .ignore_errors();
         }
         let replies: Vec<Value> = pipe.query_async(con).await?;
+        let mut metas = Vec::new();
         for (key, pair) in keys.iter().zip(replies.chunks_exact(2)) {
+            let Some(base) = QueueKeys::base_of_meta_key(key) else {
+                continue;
+            };
             // A queue whose keys this user may not read is still a queue: it is governed
             // like the others, and its run fails with the permission it lacks.
-            let denied = pair.iter().any(is_permission_reply);
-            if (denied || is_bullmq_meta(&pair[0], &pair[1]))
-                && let Some(base) = QueueKeys::base_of_meta_key(key)
-            {
+            if pair.iter().any(is_permission_reply) {
                 found.bases.push(base.to_string());
+            } else if is_bullmq_meta(&pair[0], &pair[1]) {
+                metas.push(base.to_string());
+            }
+        }
+        let libraries = libraries_of(con, &metas).await?;
+        for (base, library) in metas.into_iter().zip(libraries) {
+            match library {
+                Library::One(Backend::Bull) => found.bull.push(base),
+                Library::Both => found.both.push(base),
+                Library::One(Backend::Bullmq) | Library::None => found.bases.push(base),
             }
         }
     }
-    // Every BullMQ queue has an `id` counter too: those confirmed by their meta so far are not
-    // asked again as Bull (one met in a later step is settled as BullMQ's by `settle`).
-    let confirmed: std::collections::HashSet<&str> =
-        found.bases.iter().map(String::as_str).collect();
+    // Every BullMQ queue has an `id` counter too: those told apart by their meta so far are
+    // not asked again as Bull (one met in a later step is settled by `settle`).
+    let confirmed: std::collections::HashSet<&str> = found
+        .bases
+        .iter()
+        .chain(&found.bull)
+        .chain(&found.both)
+        .map(String::as_str)
+        .collect();
     counters.retain(|b| !confirmed.contains(b.as_str()));
     confirm_bull(con, &counters, found).await?;
     Ok(next)
@@ -250,11 +275,6 @@ fn is_whole_number(reply: &Value) -> bool {
     }
 }
 
-/// Whether a `TYPE` reply names `want`.
-fn is_type(reply: &Value, want: &str) -> bool {
-    matches!(reply, Value::SimpleString(t) if t == want)
-}
-
 /// Whether an `HMGET` reply holds any field.
 fn has_field(fields: &Value) -> bool {
     match fields {
@@ -263,13 +283,10 @@ fn has_field(fields: &Value) -> bool {
     }
 }
 
-/// The library of the queue at `base`, as discovery confirms it; `None` when neither does (no
-/// such queue yet). For the steps that write into a queue they did not discover: a dead-letter
-/// queue, a restore's target.
-pub async fn backend_of<C: ConnectionLike>(
-    con: &mut C,
-    base: &str,
-) -> RedisResult<Option<Backend>> {
+/// The library of the queue at `base`, as discovery tells it: [`Library::None`] when neither
+/// library's queue is there yet. For the steps that write into a queue they did not discover:
+/// a dead-letter queue, a restore's target.
+pub async fn library_of<C: ConnectionLike>(con: &mut C, base: &str) -> RedisResult<Library> {
     let keys = QueueKeys::new(base);
     let (key_type, fields): (Value, Value) = redis::pipe()
         .cmd("TYPE")
@@ -280,10 +297,16 @@ pub async fn backend_of<C: ConnectionLike>(
         .arg(META_VERSION)
         .query_async(con)
         .await?;
+    let base = [base.to_string()];
     if is_bullmq_meta(&key_type, &fields) {
-        return Ok(Some(Backend::Bullmq));
+        let verdict = libraries_of(con, &base).await?;
+        return Ok(verdict.first().copied().unwrap_or(Library::None));
     }
     let mut found = Discovered::default();
-    confirm_bull(con, &[base.to_string()], &mut found).await?;
-    Ok((!found.bull.is_empty()).then_some(Backend::Bull))
+    confirm_bull(con, &base, &mut found).await?;
+    Ok(if found.bull.is_empty() {
+        Library::None
+    } else {
+        Library::One(Backend::Bull)
+    })
 }

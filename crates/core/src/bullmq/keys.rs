@@ -337,6 +337,12 @@ pub const DOCTOR_FINDINGS: &str = "bullsweep:doctor:findings";
 pub const DOCTOR_LOCK: &str = "bullsweep:lock:doctor";
 /// Hash: queue key base → when its last sweep started (ms since the epoch).
 pub const LAST_RUN: &str = "bullsweep:lastrun";
+/// Hash: queue key base → the queue whose expiry indexes ([`expiry_index`]) may hold entries,
+/// as JSON (`bullmq::expiring::Registration`): written by whoever gives a base's expiries
+/// (a run, a daemon's sweep or event path) before it gives them, read by every daemon's expiry
+/// watch each second. Outside any queue's slot: on a Cluster it is written and read in calls
+/// of its own, never from a queue's script.
+pub const EXPIRING: &str = "bullsweep:expiring";
 /// Hash: daemon replica → when it last said it was alive (ms since the epoch).
 pub const DAEMONS: &str = "bullsweep:daemons";
 /// Hash: series name → its recent readings, as JSON `[[ms, value], …]` (see `health`).
@@ -392,6 +398,12 @@ pub fn parent_wait_keys(parent_key: &str) -> Option<(String, String, &str, &str)
     ))
 }
 
+/// The key base of the queue a job's full key belongs to: the text before the key's last `:`
+/// (as BullMQ reads it); the whole key when it has no `:`.
+pub fn base_of_job_key(job_key: &str) -> &str {
+    job_key.rfind(':').map_or(job_key, |at| &job_key[..at])
+}
+
 /// The hash tag Redis Cluster places `base`'s keys by: the text in its first `{…}` when that
 /// is not empty, else the whole base (which has no usable tag then).
 pub fn hash_tag(base: &str) -> &str {
@@ -416,6 +428,33 @@ pub fn explicit_tag(base: &str) -> Option<&str> {
 /// the queue's slot.
 pub fn restore_holds(base: &str) -> String {
     format!("bullsweep:{{{}}}:held:{base}", hash_tag(base))
+}
+
+/// Sorted set of the jobs of queue `base`'s finished `state` that carry an expiry bullsweep
+/// gave or found (`ttl:`), each scored by that expiry (ms since the epoch): what is walked to
+/// end the expiry of a job that left the state (a retry) before Redis deletes it
+/// (`lua/prelude/expiry.lua`). It carries the queue's hash tag, so a Cluster keeps it in the
+/// queue's slot.
+pub fn expiry_index(base: &str, state: JobState) -> String {
+    format!("bullsweep:{{{}}}:expiring:{state}:{base}", hash_tag(base))
+}
+
+/// Hash of the jobs of legacy Bull queue `base` that bullsweep's last stalled check saw
+/// unlocked in `active`: id → the attempt the job was in (`bull_stalled::attempt_of`), and ''
+/// → that check's token (`lua/bull_stalled_marks.lua`). A later check takes a job only while
+/// it is still in that attempt, so a job a worker took or failed since (a new attempt, still
+/// in the first half of Bull's two-call fetch) is never taken. It carries the queue's hash
+/// tag, so a Cluster keeps it in the queue's slot.
+pub fn bull_seen_unlocked(base: &str) -> String {
+    format!("bullsweep:{{{}}}:unlocked:{base}", hash_tag(base))
+}
+
+/// Hash of the jobs of queue `base` that notices named (`action: notify`): `<place>|<id>` →
+/// `<c|n>:<ms>:<instance>` (claimed by a run delivering a notice, or noticed; when; the job's
+/// instance, `lua/claim_notices.lua`). One per queue base, so unique by construction; it
+/// carries the queue's hash tag, so a Cluster keeps it in the queue's slot.
+pub fn notice_record(base: &str) -> String {
+    format!("bullsweep:{{{}}}:noticed:{base}", hash_tag(base))
 }
 
 /// List of the log lines of a job being restored into queue `base`, pushed a chunk at a time

@@ -238,8 +238,8 @@ async fn reconcile(
             continue;
         };
         let auto = bullsweep_policy::DEFAULT_SCHEDULE;
-        let due =
-            policy.schedule.next_due(last, now, auto) + jitter(policy.schedule.max_jitter(auto));
+        let due = policy.schedule.value.next_due(last, now, auto)
+            + jitter(policy.schedule.value.max_jitter(auto));
         slots.insert(
             base.clone(),
             Slot {
@@ -286,7 +286,7 @@ fn log_found(slots: &Slots, uncovered: &[String], unmanaged: &[String]) {
             "info",
             &format!(
                 "discovery: {base}: policy {}, {}, next sweep {due}",
-                slot.policy.name, slot.policy.schedule
+                slot.policy.name, slot.policy.schedule.value
             ),
         );
     }

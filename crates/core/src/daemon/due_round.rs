@@ -117,7 +117,7 @@ impl Daemon {
         let slot = self.slots.get(&q.base)?;
         Some(Turn {
             queue: q.clone(),
-            schedule: slot.policy.schedule.clone(),
+            schedule: slot.policy.schedule.value.clone(),
             auto: slot.auto,
             forced: slot.owed,
         })

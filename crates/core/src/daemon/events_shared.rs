@@ -1,6 +1,6 @@
-//! What the events reader and the schedule task share: the queues to read (the schedule
-//! publishes them after each discovery), and the queues to sweep at once (the reader asks
-//! for them after a gap in a stream, or a first read).
+//! What the events reader and the expiry watch share with the schedule task: the queues to
+//! read and to watch (the schedule publishes them after each discovery), and the queues to
+//! sweep at once (the reader asks for them after a gap in a stream, or a first read).
 
 use super::metrics::{DaemonMetrics, QueueLabels};
 use bullsweep_base::log::log;
@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use tokio::sync::Notify;
 
-/// A queue whose events the daemon acts on.
+/// A queue whose events (or expiries) the daemon acts on.
 #[derive(Clone, Debug)]
 pub(super) struct EventQueue {
     /// The queue.
@@ -18,11 +18,14 @@ pub(super) struct EventQueue {
     pub policy: EffectivePolicy,
 }
 
-/// What the events reader shares with the schedule task.
+/// What the events reader and the expiry watch share with the schedule task.
 #[derive(Default)]
 pub(super) struct EventShared {
     /// The queues to read, as the schedule last resolved them.
     queues: Mutex<Vec<EventQueue>>,
+    /// The queues whose policy takes a `ttl`, whose expiries the expiry watch follows under
+    /// that policy (besides every queue the registry of expiring queues names).
+    expiring: Mutex<Vec<EventQueue>>,
     /// Key bases the schedule should sweep at once (a gap, or a first start).
     asked: Mutex<BTreeSet<String>>,
     /// Wakes the schedule.
@@ -46,6 +49,18 @@ impl EventShared {
     /// Sets the queues the reader should hold.
     pub(super) fn publish(&self, queues: Vec<EventQueue>) {
         if let Ok(mut q) = self.queues.lock() {
+            *q = queues;
+        }
+    }
+
+    /// The queues the expiry watch follows.
+    pub(super) fn expiring(&self) -> Vec<EventQueue> {
+        self.expiring.lock().map(|q| q.clone()).unwrap_or_default()
+    }
+
+    /// Sets the queues the expiry watch follows.
+    pub(super) fn publish_expiring(&self, queues: Vec<EventQueue>) {
+        if let Ok(mut q) = self.expiring.lock() {
             *q = queues;
         }
     }

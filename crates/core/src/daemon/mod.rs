@@ -7,9 +7,10 @@
 //!
 //! The daemon is a few tasks, each a struct that owns its state, all stopped by one
 //! cancellation token ([`Cancel`]): the signals (`signals`), the schedule with discovery and
-//! the health tick (`schedule`, `discovery`, `health`), the events reader (`events`), and
-//! the HTTP listeners (`listeners`). The first three run on the caller's runtime; the
-//! listeners have threads of their own, for the reason [`http`] gives.
+//! the health tick (`schedule`, `discovery`, `health`), the events reader (`events`), the
+//! expiry watch (`expiry_watch`), and the HTTP listeners (`listeners`). The first three run
+//! on the caller's runtime; the expiry watch has a thread of its own, so that nothing the
+//! schedule does holds it back, and so have the listeners, for the reason [`http`] gives.
 
 mod config;
 mod descriptors;
@@ -22,6 +23,7 @@ mod events_bull;
 mod events_held;
 mod events_read;
 mod events_shared;
+mod expiry_watch;
 mod exposition;
 mod health;
 pub mod http;
@@ -45,6 +47,7 @@ use crate::ops::load_policy_file;
 use bullsweep_base::log::log;
 use events::EventsReader;
 use events_shared::EventShared;
+use expiry_watch::ExpiryWatch;
 use listeners::Listeners;
 use metrics::DaemonMetrics;
 use process::connect_with_backoff;
@@ -72,7 +75,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         return Ok(());
     };
     // A user who may not write bullsweep's own keys could change nothing safely: say so now.
-    crate::ops::access::check_own_keys(&mut con, cfg.target.url()).await?;
+    crate::ops::access::check_own_keys(&mut con, cfg.target.url(), "governing").await?;
     let owner = format!(
         "{}-{}",
         std::env::var("HOSTNAME").unwrap_or_else(|_| "bullsweep".into()),
@@ -96,6 +99,13 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
         shutdown.clone(),
         owner.clone(),
     );
+    let watch = ExpiryWatch::spawn(
+        cfg.target.clone(),
+        events.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+        owner.clone(),
+    )?;
     let wiring = Wiring {
         shutdown,
         reload,
@@ -104,9 +114,9 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     };
     let mut daemon = Daemon::new(settings, set, con, owner, wiring);
     log("info", &format!("daemon started as {}", daemon.runs.owner));
-    // Both in this task: the reader stops after its round in progress and releases its
-    // locks, the schedule after the batch in progress.
-    tokio::join!(daemon.run(), reader);
+    // The reader stops after its round in progress and releases its locks, the watch (on its
+    // thread) after its walk, the schedule after the batch in progress.
+    tokio::join!(daemon.run(), reader, watch);
     daemon.ship_audit().await;
     log("info", "stopped");
     Ok(())

@@ -12,13 +12,13 @@ use crate::audit;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::sweep_lock;
 use crate::cancel::Cancel;
-use crate::engine::{Mode, NoObserver, QueueError, Report};
+use crate::engine::{NoObserver, QueueError, Report};
 use crate::error::Error;
 use crate::error::ErrorKind;
 use crate::health::history;
 use crate::lock::{self, QueueLock};
 use crate::ops::records;
-use crate::ops::{OpenedAudit, RunScope, audited_sweep};
+use crate::ops::{OpenedAudit, Reading, RunScope, audited_run, read_sweep};
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::Conn;
 use bullsweep_base::log::{clear_repeated, log, log_repeated};
@@ -241,7 +241,7 @@ impl QueueTurn<'_> {
         let scope = self.scope(stop.clone());
         let seen = RunObserver::default();
         let (url, set) = (self.turns.url, self.turns.set);
-        let result = audited_sweep(&mut self.con, url, set, scope, Mode::Run, &seen).await;
+        let result = audited_run(&mut self.con, url, set, scope, &seen).await;
         keeper.abort();
         Swept {
             result,
@@ -378,18 +378,20 @@ impl QueueTurn<'_> {
         };
         let scope = self.scope(Cancel::new());
         let (url, set) = (self.turns.url, self.turns.set);
-        let plan = audited_sweep(&mut self.con, url, set, scope, Mode::Count, &NoObserver)
+        let plan = read_sweep(&self.con, url, set, scope, Reading::Count, &NoObserver)
             .await
             .map_err(|e| {
                 redis::RedisError::from((redis::ErrorKind::Io, "plan failed", e.message))
             })?;
-        let matched: u64 = plan
+        // The jobs a run would free: those it acts on in states whose action frees memory.
+        let freed: u64 = plan
             .queues
             .iter()
             .flat_map(|r| r.states.values())
-            .map(|s| s.matched)
+            .filter(|s| s.frees_memory())
+            .map(|s| s.planned())
             .sum();
-        let bytes = matched as f64 * self.mean_job_bytes().await?;
+        let bytes = freed as f64 * self.mean_job_bytes().await?;
         let per_day = bytes / (now - last) as f64 * 86_400_000.0;
         Ok(set.cost.interval(per_day))
     }

@@ -116,6 +116,7 @@ impl Sums {
         let interval = slot
             .policy
             .schedule
+            .value
             .interval_after(slot.last_success_ms.unwrap_or(now), slot.auto);
         self.interval = self.interval.max(interval.as_millis() as f64 / 1e3);
         if let Some(last) = slot.last_success_ms {

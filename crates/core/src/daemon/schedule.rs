@@ -12,11 +12,12 @@ use super::queue_run;
 use super::queue_series;
 use super::slot::Slots;
 use crate::cancel::Cancel;
+use crate::engine::expire::takes_ttl;
 use crate::ops::load_policy_file;
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::connect::Conn;
 use bullsweep_base::log::log;
-use bullsweep_policy::{Millis, NamePattern, PolicySet, QueueId};
+use bullsweep_policy::{EffectivePolicy, Millis, NamePattern, PolicySet, QueueId};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -345,18 +346,21 @@ impl Daemon {
         }
     }
 
-    /// Tells the events reader which queues it reads.
+    /// Tells the events reader which queues it reads, and the expiry watch which it follows
+    /// (those whose policy takes a `ttl`, in every mode).
     fn publish_event_queues(&self) {
-        self.events.publish(
+        let queues = |keep: &dyn Fn(&EffectivePolicy) -> bool| {
             self.slots
                 .values()
-                .filter(|s| s.policy.mode.reads_events())
+                .filter(|s| keep(&s.policy))
                 .map(|s| EventQueue {
                     queue: s.queue.clone(),
                     policy: s.policy.clone(),
                 })
-                .collect(),
-        );
+                .collect()
+        };
+        self.events.publish(queues(&|p| p.mode.reads_events()));
+        self.events.publish_expiring(queues(&takes_ttl));
     }
 
     /// Ships audit events the event path left in Redis to the durable store.

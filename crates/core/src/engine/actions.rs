@@ -4,10 +4,11 @@
 
 use super::batch::{BatchAction, BatchStep};
 use crate::bullmq::ErasureItem;
+use crate::bullmq::bull_stalled::BullCheck;
 use crate::bullmq::keys::StagedBatch;
 use crate::bullmq::{
-    Candidate, ColdMarker, DetachMode, NamedJob, QueueKeys, ScrubbedJob, StagedNow, StateKey,
-    scripts,
+    Candidate, ColdMarker, DetachMode, NamedJob, QueueKeys, ScrubbedJob, StagedNow, StalledRequest,
+    StateKey, scripts,
 };
 use bullsweep_policy::JobState;
 use redis::RedisResult;
@@ -203,10 +204,9 @@ impl BatchAction for DetachJobs<'_> {
 pub(crate) struct StalledJobs<'a> {
     /// The queue's keys.
     pub keys: &'a QueueKeys,
-    /// Retry (back to wait) rather than remove.
-    pub retry: bool,
-    /// Jobs started at or before this instant (ms) are abandoned.
-    pub cutoff_ms: i64,
+    /// Retry or remove, the cutoff, whether children are taken from other queues, and on a
+    /// legacy Bull queue the run's part in Bull's stalled check.
+    pub request: StalledRequest<'a>,
     /// The audit context, as JSON.
     pub audit_ctx: &'a str,
 }
@@ -221,17 +221,38 @@ impl BatchAction for StalledJobs<'_> {
         budget_us: u64,
     ) -> RedisResult<BatchStep> {
         let out = scripts()
-            .stalled_jobs(
-                con,
-                self.keys,
-                self.retry,
-                self.cutoff_ms,
-                ids,
-                budget_us,
-                self.audit_ctx,
-            )
+            .stalled_jobs(con, self.keys, self.request, ids, budget_us, self.audit_ctx)
             .await?;
         Ok(out.into())
+    }
+}
+
+/// `bull_stalled_marks.lua`: marks unlocked active jobs of a legacy Bull queue in Bull's
+/// `stalled` set under the run's check, for a later check to confirm; acts on no job.
+pub(crate) struct BullStalledMarks<'a> {
+    /// The queue's keys.
+    pub keys: &'a QueueKeys,
+    /// The run's part in Bull's stalled check.
+    pub check: &'a BullCheck,
+}
+
+impl BatchAction for BullStalledMarks<'_> {
+    type Item = String;
+
+    async fn call<C: ConnectionLike>(
+        &mut self,
+        con: &mut C,
+        ids: &[String],
+        budget_us: u64,
+    ) -> RedisResult<BatchStep> {
+        let out = scripts()
+            .bull_stalled_marks(con, self.keys, self.check, ids, budget_us)
+            .await?;
+        Ok(BatchStep {
+            handled: out.handled,
+            elapsed_us: out.elapsed_us,
+            ..BatchStep::default()
+        })
     }
 }
 

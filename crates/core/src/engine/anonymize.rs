@@ -88,7 +88,7 @@ impl StateWork<'_> {
     ) -> Result<u64> {
         let (mut offset, mut done) = (0u64, 0u64);
         loop {
-            let rows: Vec<(String, i64)> = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
+            let rows = self.text_page(con, sel, offset, PAGE_JOBS).await?;
             if rows.is_empty() || self.opts.stopping() {
                 return Ok(done);
             }
@@ -106,7 +106,7 @@ impl StateWork<'_> {
     ) -> RedisResult<u64> {
         let (mut offset, mut marked) = (0u64, 0u64);
         loop {
-            let rows: Vec<(String, i64)> = self.prefix_page(con, sel, offset, PAGE_JOBS).await?;
+            let rows = self.text_page(con, sel, offset, PAGE_JOBS).await?;
             if rows.is_empty() {
                 return Ok(marked);
             }

@@ -2,9 +2,10 @@
 //! by time ([`BatchSizer`]): each call's size follows the rate Redis reported for the last
 //! one, so a call takes about the time budget whatever the jobs cost.
 
+use super::flow_ledger::FlowLedger;
 use super::observer::{Event, Observer, SkipReason};
 use super::report::{Skipped, TakenAlong};
-use crate::bullmq::{ActiveOutcome, BatchOutcome, JobRemoveOutcome, ScrubOutcome};
+use crate::bullmq::{ActiveOutcome, BatchOutcome, JobRemoveOutcome, ScrubOutcome, TakenRow};
 use crate::cancel::Cancel;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -65,36 +66,25 @@ impl BatchSizer {
 }
 
 /// What one call of an id-batch script did, in the terms the loop counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct BatchStep {
     /// Items the call looked at before its budget ran out.
     pub handled: u64,
     /// Jobs acted on (removed, archived, scrubbed, moved, retried, turned cold).
     pub acted: u64,
-    /// Jobs held back because a worker's lock exists.
-    pub locked: u64,
-    /// Jobs held back because their hash is malformed.
-    pub malformed: u64,
-    /// Jobs left alone because they changed since they were selected or read.
-    pub changed: u64,
-    /// Jobs an earlier run already scrubbed.
-    pub already: u64,
-    /// Jobs whose parent still waits for children (`protectWaitingParents`).
-    pub parent_waiting: u64,
-    /// Jobs held back on a Redis Cluster because their parent lives in another slot.
-    pub cross_slot: u64,
-    /// Jobs held back because a restore holds them.
-    pub restored: u64,
-    /// Archive: ids without a job hash, left in their set.
-    pub dangling: u64,
-    /// A job scheduler's current iteration, which `Job.remove()` refuses.
-    pub scheduler: u64,
-    /// Further into a long list than a bounded removal looks.
-    pub out_of_reach: u64,
-    /// Flow parents the call took along: removed (same queue) and released (other queues).
-    pub taken_along: TakenAlong,
+    /// Jobs the call left alone, by reason, and the flow jobs it took along.
+    pub skipped: Skipped,
+    /// Full keys of the parents the call released to wait.
+    pub released: Vec<String>,
     /// Time the call held Redis, measured by Redis itself.
     pub elapsed_us: u64,
+}
+
+/// The jobs a call's reply says it took along.
+fn taken(rows: &[TakenRow]) -> TakenAlong {
+    let mut t = TakenAlong::default();
+    t.add_rows(rows);
+    t
 }
 
 impl From<BatchOutcome> for BatchStep {
@@ -102,21 +92,18 @@ impl From<BatchOutcome> for BatchStep {
         BatchStep {
             handled: o.handled,
             acted: o.removed,
-            locked: o.locked,
-            malformed: o.malformed,
-            changed: o.changed,
-            already: 0,
-            parent_waiting: o.parent_waiting,
-            cross_slot: o.cross_slot,
-            restored: o.restored,
-            dangling: o.dangling,
-            scheduler: 0,
-            out_of_reach: 0,
-            taken_along: TakenAlong {
-                parents_removed: o.parents_removed,
-                parents_released: o.parents_released,
-                parent_waiting: 0,
+            skipped: Skipped {
+                locked: o.locked,
+                malformed: o.malformed,
+                changed: o.changed,
+                parent_waiting: o.parent_waiting,
+                cross_slot: o.cross_slot,
+                restored: o.restored,
+                dangling: o.dangling,
+                taken_along: taken(&o.taken.rows),
+                ..Skipped::default()
             },
+            released: o.taken.released,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -127,17 +114,14 @@ impl From<ScrubOutcome> for BatchStep {
         BatchStep {
             handled: o.handled,
             acted: o.scrubbed,
-            locked: o.locked,
-            malformed: 0,
-            changed: o.changed,
-            already: o.already,
-            parent_waiting: 0,
-            cross_slot: 0,
-            restored: o.restored,
-            dangling: 0,
-            scheduler: 0,
-            out_of_reach: 0,
-            taken_along: TakenAlong::default(),
+            skipped: Skipped {
+                locked: o.locked,
+                changed: o.changed,
+                already_anonymized: o.already,
+                restored: o.restored,
+                ..Skipped::default()
+            },
+            released: Vec::new(),
             elapsed_us: o.elapsed_us,
         }
     }
@@ -148,17 +132,15 @@ impl From<ActiveOutcome> for BatchStep {
         BatchStep {
             handled: o.handled,
             acted: o.acted,
-            locked: o.locked,
-            malformed: 0,
-            changed: o.changed,
-            already: 0,
-            parent_waiting: 0,
-            cross_slot: 0,
-            restored: 0,
-            dangling: 0,
-            scheduler: 0,
-            out_of_reach: 0,
-            taken_along: TakenAlong::default(),
+            skipped: Skipped {
+                locked: o.locked,
+                changed: o.changed,
+                children_elsewhere: o.elsewhere,
+                unconfirmed: o.unconfirmed,
+                taken_along: taken(&o.taken.rows),
+                ..Skipped::default()
+            },
+            released: o.taken.released,
             elapsed_us: o.elapsed_us,
         }
     }
@@ -169,56 +151,44 @@ impl From<JobRemoveOutcome> for BatchStep {
         BatchStep {
             handled: o.handled,
             acted: o.removed,
-            locked: o.locked,
-            changed: o.changed,
-            restored: o.restored,
-            scheduler: o.scheduler,
-            out_of_reach: o.out_of_reach,
+            skipped: Skipped {
+                locked: o.locked,
+                changed: o.changed,
+                restored: o.restored,
+                scheduler: o.scheduler,
+                out_of_reach: o.out_of_reach,
+                children_elsewhere: o.elsewhere,
+                taken_along: taken(&o.taken.rows),
+                ..Skipped::default()
+            },
+            released: o.taken.released,
             elapsed_us: o.elapsed_us,
-            ..BatchStep::default()
         }
     }
 }
 
-impl BatchStep {
-    /// The jobs the call left alone, by reason.
-    fn skips(&self) -> [(SkipReason, u64); 10] {
-        [
-            (SkipReason::Locked, self.locked),
-            (SkipReason::Malformed, self.malformed),
-            (SkipReason::Changed, self.changed),
-            (SkipReason::ParentWaiting, self.parent_waiting),
-            (SkipReason::CrossSlot, self.cross_slot),
-            (SkipReason::Restored, self.restored),
-            (SkipReason::Dangling, self.dangling),
-            (SkipReason::AlreadyAnonymized, self.already),
-            (SkipReason::Scheduler, self.scheduler),
-            (SkipReason::OutOfReach, self.out_of_reach),
-        ]
-    }
-}
-
 /// Counts one batch into the state's tally of what it skipped and took along, and tells the
-/// observer: the batch, its skips by reason, the parents taken along, its progress.
+/// observer: the batch, its skips by reason, the jobs taken along, its progress.
 pub(crate) fn account(step: &BatchStep, observer: &dyn Observer, skipped: &mut Skipped) {
     observer.event(&Event::BatchDone {
         handled: step.handled,
         acted: step.acted,
         elapsed_us: step.elapsed_us,
     });
-    for (reason, count) in step.skips() {
+    for reason in SkipReason::ALL {
+        let count = step.skipped.count(reason);
         if count > 0 {
             skipped.add(reason, count);
             observer.event(&Event::Skipped { reason, count });
         }
     }
-    let taken = &step.taken_along;
-    if taken.parents_removed > 0 || taken.parents_released > 0 {
-        skipped.taken_along.parents_removed += taken.parents_removed;
-        skipped.taken_along.parents_released += taken.parents_released;
+    let taken = &step.skipped.taken_along;
+    if !taken.is_empty() {
+        skipped.taken_along.merge(taken);
         observer.event(&Event::TakenAlong {
-            removed: taken.parents_removed,
-            released: taken.parents_released,
+            parents_removed: taken.parents_removed,
+            parents_released: taken.parents_released,
+            children_removed: taken.children_removed,
         });
     }
     observer.event(&Event::Progress { acted: step.acted });
@@ -251,6 +221,8 @@ pub(crate) struct Batching<'a> {
     pub cancel: &'a Cancel,
     /// Told of each batch.
     pub observer: &'a dyn Observer,
+    /// Learns the parents each batch released, which the same run leaves where they are.
+    pub flows: &'a FlowLedger,
 }
 
 /// One batch loop's source of calls: each round is one atomic, time-bounded script call over
@@ -282,6 +254,9 @@ pub(crate) async fn run_rounds<R: Rounds, C: ConnectionLike>(
     while let Some(step) = with_retry!(rounds.next(con, sizer.limit(), run.budget_us))? {
         sizer.observe(step.handled, step.elapsed_us);
         account(&step, run.observer, skipped);
+        if !step.released.is_empty() {
+            run.flows.lock().released.extend(step.released);
+        }
         done += step.acted;
         if run.cancel.is_cancelled() {
             break;

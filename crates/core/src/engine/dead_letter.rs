@@ -177,7 +177,7 @@ impl StateWork<'_> {
         let mut sizer = BatchSizer::new(self.opts.budget_us);
         let (mut offset, mut done) = (0u64, 0u64);
         loop {
-            let rows: Vec<(String, i64)> = self.prefix_page(con, sel, offset, 1_000).await?;
+            let rows = self.text_page(con, sel, offset, 1_000).await?;
             if rows.is_empty() || self.opts.stopping() {
                 break;
             }

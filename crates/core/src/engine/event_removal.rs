@@ -22,7 +22,7 @@ use redis::aio::ConnectionLike;
 pub fn score_bounds(policy: &EffectivePolicy, now_ms: i64) -> Option<(Option<i64>, Option<i64>)> {
     // protectWaitingParents needs each job's parent looked at: left to the path that does.
     let plain = policy.jobs.is_empty()
-        && !policy.protect_waiting_parents
+        && !policy.flows.protect_waiting_parents
         && policy
             .states
             .values()
@@ -118,7 +118,7 @@ pub async fn remove_finished<C: ConnectionLike>(
             state,
             audit_ctx: &audit_ctx,
             per_job_events: true,
-            protect_parents: policy.protect_waiting_parents,
+            protect_parents: policy.flows.protect_waiting_parents,
         };
         let mut skipped = Skipped::default();
         removed += run_batches(

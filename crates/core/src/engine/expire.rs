@@ -3,25 +3,26 @@
 //! deletes them even when no bullsweep runs.
 //! The sweep walks a state's set in bounded pages for jobs found without one
 //! ([`expire_state`]); the daemon's event path gives one to jobs as they finish
-//! ([`expire_finished`]). The ids stay in the set until the doctor's `danglingIds` repair
-//! removes them with BullMQ's bookkeeping. A plan counts the jobs that carry a TTL and the
-//! soonest expiry (read-only).
+//! ([`expire_finished`]). Each registers the queue (`bullmq::expiring`) before a call that
+//! may give an expiry, so that every daemon's expiry watch follows it. The ids stay in the
+//! set until the doctor's `danglingIds` repair removes them with BullMQ's bookkeeping. A plan
+//! counts the jobs that carry a TTL and the soonest expiry (read-only).
 
 use super::context::StepContext;
 use super::observer::Event;
 use super::options::{Mode, SweepOptions};
 use super::report::{Skipped, StateReport, TtlReport};
 use crate::audit::{Actor, AuditAction, AuditContext};
-use crate::bullmq::{ExpireRequest, QueueKeys, SetCursor, TtlGroups, scripts};
+use crate::bullmq::{ExpireRequest, QueueKeys, SetCursor, TtlGroups, expiring, scripts};
 use crate::error::Result;
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
 use redis::aio::ConnectionLike;
 
 /// Entries one call looks at, at most; the time budget usually stops it first.
 const PAGE: u64 = 2_000;
-/// Entries one census call reads: a PTTL each, about a millisecond for the page (the
-/// read-only script keeps no clock).
-const CENSUS_PAGE: u64 = 1_000;
+/// Entries one census call reads: a PTTL and an HGET each, up to four reads more for a job
+/// without a TTL, about a millisecond for the page (the read-only script keeps no clock).
+const CENSUS_PAGE: u64 = 500;
 
 /// The ttl of each group of `state` (jobs no job rule names, and each job rule whose ttl
 /// differs, grouped by name as `bullsweep_policy::RuleGroups` groups them); `None` when no group of the
@@ -45,6 +46,14 @@ pub fn ttl_groups(policy: &EffectivePolicy, state: JobState) -> Option<TtlGroups
     any.then_some(TtlGroups { default, by_name })
 }
 
+/// Whether any finished state of `policy` takes a ttl (a queue the daemon's expiry watch
+/// follows).
+pub fn takes_ttl(policy: &EffectivePolicy) -> bool {
+    JobState::FINISHED
+        .into_iter()
+        .any(|state| ttl_groups(policy, state).is_some())
+}
+
 /// What the report says of a state's ttl: `expire` (the default group's ttl is in `ttl`).
 pub const ACTION: &str = "expire";
 
@@ -65,7 +74,9 @@ pub(super) async fn expire_state<C: ConnectionLike>(
     };
     match step.mode {
         Mode::Run => run(con, step, &keys, state, ttls, audit, sr, &mut report).await?,
-        Mode::Plan | Mode::Count => census(con, step, &keys, state, sr, &mut report).await?,
+        Mode::Plan | Mode::Count => {
+            census(con, step, &keys, (state, ttls), sr, &mut report).await?
+        }
     }
     sr.ttl = Some(report);
     Ok(())
@@ -103,6 +114,7 @@ async fn run<C: ConnectionLike>(
             budget_us: step.opts.budget_us,
             audit_ctx: &audit_ctx,
         };
+        with_retry!(expiring::register(con, step.queue, &audit.policy_name))?;
         let out = with_retry!(scripts().expire_jobs(con, keys, &req))?;
         step.observer.event(&Event::BatchDone {
             handled: out.looked,
@@ -121,6 +133,7 @@ async fn run<C: ConnectionLike>(
         skipped.parent_waiting += out.parent_waiting;
         report.carrying += out.had_ttl + out.expiring;
         report.without += out.locked + out.restored + out.ruled_out + out.parent_waiting;
+        report.not_finished += out.not_finished;
         from = out.next;
         if out.finished {
             break;
@@ -133,26 +146,35 @@ async fn run<C: ConnectionLike>(
     Ok(())
 }
 
-/// The read-only count of a plan: jobs carrying a TTL, jobs without, the soonest expiry.
+/// The read-only count of a plan: jobs carrying a TTL, jobs without, and of those the jobs
+/// the run gives one and those it leaves (counted as the run counts them), the soonest expiry.
 async fn census<C: ConnectionLike>(
     con: &mut C,
     step: StepContext<'_>,
     keys: &QueueKeys,
-    state: JobState,
+    (state, ttls): (JobState, &TtlGroups),
     sr: &mut StateReport,
     report: &mut TtlReport,
 ) -> Result<()> {
     let mut from = SetCursor::default();
     let mut soonest: Option<u64> = None;
+    let mut skipped = Skipped::default();
+    let now = step.opts.now_ms;
     loop {
         if step.opts.stopping() {
             break;
         }
-        let out = with_retry!(scripts().ttl_census(con, keys, state, from, CENSUS_PAGE))?;
+        let page = (from, CENSUS_PAGE);
+        let out = with_retry!(scripts().ttl_census(con, keys, (state, ttls), page, now))?;
         sr.jobs += out.looked;
-        sr.matched += out.without;
+        sr.matched += out.without + out.locked + out.restored + out.parent_waiting;
+        skipped.locked += out.locked;
+        skipped.restored += out.restored;
+        skipped.parent_waiting += out.parent_waiting;
         report.carrying += out.carrying;
-        report.without += out.without;
+        report.without +=
+            out.without + out.locked + out.restored + out.ruled_out + out.parent_waiting;
+        report.not_finished += out.not_finished;
         soonest = match (soonest, out.soonest_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -163,6 +185,8 @@ async fn census<C: ConnectionLike>(
         }
     }
     report.next_expiry_ms = soonest.map(|ms| step.opts.now_ms + ms as i64);
+    // Counted as the run counts them (its TTL report says why: `without`).
+    sr.skipped = (!skipped.is_empty()).then_some(skipped);
     Ok(())
 }
 
@@ -209,6 +233,7 @@ pub async fn expire_finished<C: ConnectionLike>(
                 budget_us: opts.budget_us,
                 audit_ctx: &audit,
             };
+            with_retry!(expiring::register(con, queue, &policy.name))?;
             let out = with_retry!(scripts().expire_jobs(con, &keys, &req))?;
             given += out.expiring;
         }

@@ -1,9 +1,8 @@
 //! What a plan says about jobs a restore holds (`archive restore --hold`): the scripts of a
 //! run leave them alone (`lua/prelude/held.lua`), so a plan counts them as `skipped.restored`
-//! among the jobs its rules select.
+//! among the jobs its rules select (but those a notice names: a notice changes no job).
 
-use super::report::{Skipped, StateReport};
-use super::work::{StateWork, described};
+use super::work::StateWork;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::restore_holds;
 use redis::RedisResult;
@@ -71,12 +70,4 @@ impl StateWork<'_> {
         };
         Ok(scores.into_iter().flatten().filter(|s| s <= bound).count() as u64)
     }
-}
-
-/// Puts `restored` held jobs in a plan's state report as `skipped.restored`.
-pub(super) fn report_held(sr: &mut StateReport, restored: u64) {
-    sr.skipped = described(Skipped {
-        restored,
-        ..Skipped::default()
-    });
 }

@@ -2,7 +2,7 @@
 //! order `dependsOn` asks for.
 
 use crate::bullmq::keys::explicit_tag;
-use crate::bullmq::{Discovered, Topology, discover_queues};
+use crate::bullmq::{BOTH_LIBRARIES, Discovered, Topology, discover_queues};
 use bullsweep_policy::{Backend, NamePattern, PolicySet, QueueId, Resolution};
 use redis::RedisResult;
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,8 +57,9 @@ pub async fn inventory<C: Topology>(
     Ok(sort_found(set, found, env, con.cluster()))
 }
 
-/// Sorts what discovery found. On a Cluster, a queue whose prefix has no hash tag is
-/// unmanaged, with [`NO_HASH_TAG`].
+/// Sorts what discovery found. A key base both libraries used is unmanaged, with
+/// [`BOTH_LIBRARIES`]; on a Cluster, so is a queue whose prefix has no hash tag, with
+/// [`NO_HASH_TAG`].
 pub fn sort_found(
     set: &PolicySet,
     mut found: Discovered,
@@ -74,6 +75,10 @@ pub fn sort_found(
         bull: bull_bases,
         ..classify(set, bullmq.chain(bull), env)
     };
+    for base in found.both {
+        inv.reasons.insert(base.clone(), BOTH_LIBRARIES.to_string());
+        inv.unmanaged.push(base);
+    }
     inv.managed.sort_by(|a, b| a.base.cmp(&b.base));
     inv.unmanaged.sort();
     if cluster {

@@ -302,7 +302,8 @@ async fn usage<C: ConnectionLike>(
 }
 
 /// A state's size and up to [`SAMPLE`] of its ids, one at random in each of as many equal
-/// strata (windows of 100 for a list): every id of a small state;
+/// strata (windows of 100 for a list), an id that is not UTF-8 escaped (it names no job
+/// hash, so it weighs nothing): every id of a small state;
 /// for a sorted set, one `ZRANGE` per sampled rank; for a long list, [`LIST_WINDOWS`] runs.
 async fn sample_ids<C: ConnectionLike>(
     con: &mut C,
@@ -321,13 +322,13 @@ async fn sample_ids<C: ConnectionLike>(
         StateKind::List => "LRANGE",
     };
     if len <= SAMPLE {
-        let ids: Vec<String> = redis::cmd(range)
+        let ids: Vec<Vec<u8>> = redis::cmd(range)
             .arg(key)
             .arg(0)
             .arg(-1)
             .query_async(con)
             .await?;
-        return Ok((len, ids));
+        return Ok((len, ids.into_iter().map(crate::text::text_of).collect()));
     }
     let mut ids = Vec::with_capacity(SAMPLE as usize);
     let (picks, width) = match kind {
@@ -352,8 +353,8 @@ async fn sample_ids<C: ConnectionLike>(
         for &start in chunk {
             pipe.cmd(range).arg(key).arg(start).arg(start + width - 1);
         }
-        let runs: Vec<Vec<String>> = pipe.query_async(con).await?;
-        ids.extend(runs.into_iter().flatten());
+        let runs: Vec<Vec<Vec<u8>>> = pipe.query_async(con).await?;
+        ids.extend(runs.into_iter().flatten().map(crate::text::text_of));
     }
     Ok((len, ids))
 }

@@ -9,7 +9,7 @@ use super::options::Mode;
 use super::report::{Skipped, StateReport};
 use super::work::finish;
 use crate::audit::AuditContext;
-use crate::bullmq::{Candidate, QueueKeys, backend_of};
+use crate::bullmq::{Candidate, QueueKeys, library_of};
 use crate::error::{Error, Result};
 use bullsweep_policy::JobState;
 use redis::aio::ConnectionLike;
@@ -48,9 +48,9 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
         return Ok(());
     }
     // One build of the script writes both queues: a job moves only within one library.
-    if let Some(other) = with_retry!(backend_of(con, to.base()))?.filter(|b| *b != from.backend()) {
+    if let Some(other) = with_retry!(library_of(con, to.base()))?.refuses(from.backend()) {
         return Err(Error::config(format!(
-            "{} is a {other} queue and {} a {} queue: a job moves only between queues of one library; nothing was moved",
+            "{} is {other} and {} a {} queue: a job moves only between queues of one library; nothing was moved",
             to.base(),
             from.base(),
             from.backend()
@@ -66,14 +66,19 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
     let mut skipped = Skipped::default();
     let (mut offset, mut done) = (0isize, 0u64);
     loop {
-        let rows: Vec<(String, f64)> = with_retry!(
+        let rows: Vec<(Vec<u8>, f64)> = with_retry!(
             redis::cmd("ZRANGE")
                 .arg(from.finished_set(JobState::Failed))
                 .arg(offset)
                 .arg(offset + PAGE - 1)
                 .arg("WITHSCORES")
-                .query_async::<Vec<(String, f64)>>(con)
+                .query_async::<Vec<(Vec<u8>, f64)>>(con)
         )?;
+        // An id that is not UTF-8 is escaped: it names no job hash, so it is not exhausted.
+        let rows: Vec<(String, f64)> = rows
+            .into_iter()
+            .map(|(id, score)| (crate::text::text_of(id), score))
+            .collect();
         if rows.is_empty() || opts.stopping() {
             break;
         }

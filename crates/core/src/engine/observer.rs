@@ -22,7 +22,8 @@ pub enum SkipReason {
     Dangling,
     /// Anonymize: scrubbed by an earlier run.
     AlreadyAnonymized,
-    /// A job scheduler's current iteration (`Job.remove()` refuses it too).
+    /// A repeat chain's next iteration: a job scheduler's current one (`Job.remove()` refuses
+    /// it too) or a repeatable job's of either library, whose chain would end with it.
     Scheduler,
     /// Further into a long wait list than a bounded removal looks.
     OutOfReach,
@@ -30,11 +31,24 @@ pub enum SkipReason {
     NoSourceKey,
     /// A source-linked job whose source could not be asked (down, slow or failing).
     SourceUnavailable,
+    /// A flow parent with a child in another queue, under `childrenInOtherQueues: keepParent`.
+    ChildrenElsewhere,
+    /// An unlocked active job of a legacy Bull queue that Bull's stalled check has not
+    /// confirmed yet (a worker may be taking it).
+    Unconfirmed,
+    /// A source-linked job whose key its source refuses (a NUL byte, a value the query
+    /// cannot take).
+    RefusedSourceKey,
+    /// Notify: named by an earlier notice (or by one another run is delivering), and not due
+    /// for a reminder.
+    AlreadyNoticed,
+    /// Notify: past the jobs one notice names; the next run's notice names it.
+    NoticeLater,
 }
 
 impl SkipReason {
     /// Every reason, in the order the report lists them.
-    pub const ALL: [SkipReason; 12] = [
+    pub const ALL: [SkipReason; 17] = [
         SkipReason::Locked,
         SkipReason::Malformed,
         SkipReason::Changed,
@@ -47,6 +61,11 @@ impl SkipReason {
         SkipReason::OutOfReach,
         SkipReason::NoSourceKey,
         SkipReason::SourceUnavailable,
+        SkipReason::ChildrenElsewhere,
+        SkipReason::Unconfirmed,
+        SkipReason::RefusedSourceKey,
+        SkipReason::AlreadyNoticed,
+        SkipReason::NoticeLater,
     ];
 
     /// The reason as the report words it after the count (`3 held by a worker's lock`).
@@ -71,7 +90,7 @@ impl SkipReason {
             }
             SkipReason::AlreadyAnonymized => "already anonymized by an earlier run",
             SkipReason::Scheduler => {
-                "the current iteration of a job scheduler (BullMQ's Job.remove refuses it too)"
+                "the next iteration of a repeat chain (a job scheduler's, which BullMQ's Job.remove refuses too, or a repeatable job's of BullMQ or Bull): the library adds the one after it only when it runs, so taking it would end the chain"
             }
             SkipReason::OutOfReach => {
                 "further into a long wait list than a bounded removal looks; met by a later run"
@@ -79,6 +98,21 @@ impl SkipReason {
             SkipReason::NoSourceKey => "hold no key at the source link's path; left alone",
             SkipReason::SourceUnavailable => {
                 "their source could not be asked (down, slow or failing); nothing was done to them"
+            }
+            SkipReason::ChildrenElsewhere => {
+                "have flow children in another queue, which their removal would take along; left alone with their children (childrenInOtherQueues: keepParent)"
+            }
+            SkipReason::Unconfirmed => {
+                "not confirmed stalled by Bull's own rule yet: a Bull worker takes a job into active before it locks it, so a job is taken only when a stalled check (a Bull worker's, or a run's, at most one per 30 s) finds it still unlocked in active after an earlier check marked it there and no worker took it since; a later run confirms them"
+            }
+            SkipReason::RefusedSourceKey => {
+                "have a key their source refuses (a NUL byte, or a value the query cannot take); nothing was done to them"
+            }
+            SkipReason::AlreadyNoticed => {
+                "already noticed: each job is noticed once, and again only when it comes back as another job (retried into this state, or its id reused) or, with remindEvery on its rule, when a reminder is due"
+            }
+            SkipReason::NoticeLater => {
+                "past the 1,000 jobs one notice names; the next run notices them"
             }
         }
     }
@@ -116,12 +150,14 @@ pub enum Event<'a> {
         /// What failed (`unreachable`, `timeout`, `query`, `auth`).
         kind: &'a str,
     },
-    /// Flow parents a call took along with the jobs it removed.
+    /// Flow jobs a call took along with the jobs it acted on.
     TakenAlong {
         /// Parents removed with their last child (same queue).
-        removed: u64,
-        /// Parents in other queues released from waiting on the removed children.
-        released: u64,
+        parents_removed: u64,
+        /// Parents released to wait (moved, not removed).
+        parents_released: u64,
+        /// Children removed with their removed parent.
+        children_removed: u64,
     },
     /// A step of one queue (a state, `stalled`, `failed:exhausted`, …) is done, failed or
     /// not: its action and how many jobs it acted on (0 in a plan).

@@ -1,10 +1,12 @@
 //! What one plan or run is asked to do.
 
 use super::batch::Batching;
+use super::flow_ledger::FlowLedger;
 use super::observer::Observer;
 use bullsweep_base::cancel::Cancel;
 use bullsweep_base::connect::SortGetMemory;
-use bullsweep_policy::{NamePattern, QueueId};
+use bullsweep_policy::{JobState, NamePattern, QueueId};
+use std::sync::Arc;
 
 /// Whether to only count (`plan`) or also act (`run`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +49,11 @@ pub struct SweepOptions {
     pub sort_get: SortGetMemory,
     /// Who asked for the run, for its audit events (the dashboard token's name).
     pub actor: Option<String>,
+    /// What this one plan or run has taken along around flows so far (start it empty).
+    pub flows: Arc<FlowLedger>,
+    /// Only this state's rules (see `EffectivePolicy::of_state`): a Clean of one state from
+    /// the bull-board integration. `None` applies each queue's whole policy.
+    pub state: Option<JobState>,
 }
 
 impl SweepOptions {
@@ -65,6 +72,8 @@ impl SweepOptions {
             sort_get: SortGetMemory::default(),
             locking: None,
             actor: None,
+            flows: Arc::default(),
+            state: None,
         }
     }
 
@@ -74,6 +83,7 @@ impl SweepOptions {
             budget_us: self.budget_us,
             cancel: &self.cancel,
             observer,
+            flows: &self.flows,
         }
     }
 

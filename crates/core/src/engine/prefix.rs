@@ -3,16 +3,21 @@
 //! time-bounded script calls (`sweep_prefix.lua`) that select and remove in one atomic step.
 
 use super::batch::{BatchSizer, BatchStep, Rounds, run_rounds};
-use super::held::report_held;
+use super::notice::{NoticeGather, Offered};
+use super::observer::SkipReason;
 use super::options::Mode;
 use super::report::{Skipped, StateReport};
-use super::work::{StateWork, finish, not_implemented_reason, prefix_counts};
+use super::work::{StateWork, finish, finish_plan, not_implemented_reason, prefix_counts};
 use crate::bullmq::{PrefixBatch, scripts};
 use crate::error::Result;
+use crate::notify::Notice;
 use bullsweep_policy::RuleGroup;
-use bullsweep_policy::{Action, Selection};
+use bullsweep_policy::{Action, Millis, Selection};
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
+
+/// Selected jobs read per page while a notice is gathered.
+const NOTICE_PAGE: u64 = 500;
 
 impl StateWork<'_> {
     /// Counts the selected prefix, and for a run acts on it with the group's action.
@@ -41,8 +46,17 @@ impl StateWork<'_> {
             sr.taken_along = self.count_taken_along(con, &sel).await?;
         }
         if self.mode == Mode::Plan && sr.matched > 0 {
-            let held = self.held_in_prefix(con, sr.matched).await?;
-            report_held(sr, held);
+            let mut skipped = Skipped::default();
+            if group.action == Action::Notify {
+                // The jobs the run's notice would name, judged as the run claims them.
+                let (matched, remind) = (sr.matched, group.remind_every);
+                self.notice_prefix(con, &sel, matched, remind, &mut skipped)
+                    .await?;
+            } else {
+                // A notice names a held job; every other action leaves it.
+                skipped.restored = self.held_in_prefix(con, sr.matched).await?;
+            }
+            finish_plan(sr, skipped);
         }
         if self.mode != Mode::Run || !sel.selects_anything() {
             if self.mode == Mode::Run {
@@ -61,11 +75,13 @@ impl StateWork<'_> {
                     0
                 }
             },
+            // A notice's jobs count as done once it is delivered.
             (Action::Notify, _) => {
-                let notice = self.collect_notice(con, &sel, sr.matched).await?;
-                let count = notice.count;
-                sr.notice = Some(notice);
-                count
+                let matched = sr.matched;
+                sr.notice = self
+                    .notice_prefix(con, &sel, matched, group.remind_every, &mut skipped)
+                    .await?;
+                0
             }
             (Action::Anonymize, Some(rules)) => {
                 self.anonymize_prefix(con, rules, &sel, &mut skipped)
@@ -79,6 +95,45 @@ impl StateWork<'_> {
         };
         finish(sr, done, skipped);
         Ok(())
+    }
+
+    /// The notice of the selected prefix: its jobs offered oldest first, a page at a time,
+    /// until the notice is full or the prefix ends (see [`NoticeGather`]); the jobs it does
+    /// not name are counted in `skipped`. A plan counts them alike, and makes no notice.
+    async fn notice_prefix<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sel: &Selection,
+        matched: u64,
+        remind_every: Option<Millis>,
+        skipped: &mut Skipped,
+    ) -> Result<Option<Notice>> {
+        let of = (self.state, false);
+        let mut notice = NoticeGather::new(self.keys, of, self.pii, self.opts, self.mode);
+        let mut offset = 0;
+        while offset < matched && !notice.is_full() {
+            let rows = self.text_page(con, sel, offset, NOTICE_PAGE).await?;
+            if rows.is_empty() {
+                break;
+            }
+            offset += rows.len() as u64;
+            let offered: Vec<Offered> = rows
+                .into_iter()
+                .map(|(id, at)| Offered {
+                    id,
+                    at,
+                    remind_every,
+                    reason: None,
+                })
+                .collect();
+            notice.offer(con, &offered).await?;
+        }
+        notice.tally(skipped);
+        if notice.is_full() {
+            // Not even read: the next run's notice names them.
+            skipped.add(SkipReason::NoticeLater, matched.saturating_sub(offset));
+        }
+        Ok(notice.finish(con, self.audit.clone()).await?)
     }
 
     /// Removes the selected prefix with `sweep_prefix.lua` through the one batch loop, one

@@ -1,21 +1,27 @@
 //! A queue's run, its last steps before the dead-letter phases: the EXPIRE layer for each
-//! finished state with a `ttl` (`completed:ttl`, `failed:ttl` in the report) and the events
+//! finished state with a `ttl` or an expiry index (`completed:ttl`, `failed:ttl` in the
+//! report: the expiries of jobs that left the state ended, then the TTL step) and the events
 //! stream's bound (`events:`).
 
 use super::doctor::{DoctorQueue, RepairContext, drop_expired_ids};
 use super::events_bound::{check_events, trim_events};
 use super::expire::{self, expire_state, ttl_groups};
+use super::expiry_end::{EndAudit, end_state};
 use super::options::Mode;
 use super::queue_run::QueueRun;
-use super::report::{EventsReport, QueueReport, StateReport};
+use super::report::{EventsReport, QueueReport, StateReport, TtlReport};
 use crate::audit::{Actor, AuditAction};
-use crate::bullmq::QueueKeys;
+use crate::bullmq::keys::expiry_index;
+use crate::bullmq::{QueueKeys, TtlGroups, expiring};
 use crate::error::Result;
 use bullsweep_policy::{DoctorKind, JobState};
 use redis::aio::ConnectionLike;
 
 impl QueueRun<'_> {
     /// The TTL step of each finished state whose rules take a ttl, then the events bound.
+    /// First, in every state with an expiry index, the expiries of jobs that left the state
+    /// end (and those an earlier finish set move), so that the TTL step then gives a job
+    /// retried from one state and finished in the other the expiry of its new finish.
     pub(super) async fn expiry<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -26,25 +32,42 @@ impl QueueRun<'_> {
         if self.mode == Mode::Count {
             return Ok(());
         }
+        let mut walked = Vec::new();
         for state in JobState::FINISHED {
-            let Some(ttls) = ttl_groups(self.policy, state) else {
+            let ttls = ttl_groups(self.policy, state);
+            // A policy that no longer takes a ttl still watches the expiries it gave.
+            if ttls.is_none() && !self.indexed(con, state).await? {
                 continue;
+            }
+            let mut ended = TtlReport::default();
+            let audit = EndAudit {
+                persist: self.audit(state, AuditAction::Persist).to_json(),
+                expire: self.audit(state, AuditAction::Expire).to_json(),
             };
-            let audit = self.audit(state, AuditAction::Expire);
+            let groups = ttls.clone().unwrap_or_default();
+            // An index of an earlier version, or of a run that stopped before it registered
+            // the queue, is followed by the daemons' watch from now on.
+            if self.mode == Mode::Run {
+                with_retry!(expiring::register(con, self.queue, &self.policy.name))?;
+            }
+            end_state(con, self.step(), state, &groups, &audit, &mut ended)
+                .await
+                .map_err(|e| e.context(format!("{state} ttl")))?;
+            walked.push((state, ttls, ended));
+        }
+        for (state, ttls, ended) in walked {
             let mut sr = StateReport {
                 action: expire::ACTION.to_string(),
+                ttl: Some(ended.clone()),
                 ..StateReport::default()
             };
-            let mut result = expire_state(con, self.step(), state, &ttls, &audit, &mut sr).await;
-            if result.is_ok() && self.mode == Mode::Run {
-                match self.drop_expired(con, state).await {
-                    Ok(dropped) => {
-                        if let Some(t) = sr.ttl.as_mut() {
-                            t.expired_ids_dropped = Some(dropped);
-                        }
-                    }
-                    Err(e) => result = Err(e),
-                }
+            let result = match &ttls {
+                Some(ttls) => self.expire_and_drop(con, state, ttls, &mut sr).await,
+                None => Ok(()),
+            };
+            if let Some(t) = sr.ttl.as_mut() {
+                t.expiries_ended = ended.expiries_ended;
+                t.expiries_moved = ended.expiries_moved;
             }
             self.close(qr, format!("{state}:ttl"), sr);
             result.map_err(|e| e.context(format!("{state} ttl")))?;
@@ -52,6 +75,33 @@ impl QueueRun<'_> {
         self.events_bound(con, qr)
             .await
             .map_err(|e| e.context("events"))
+    }
+
+    /// Whether `state` has an expiry index (expiries given under a ttl the policy no longer
+    /// takes, still watched).
+    async fn indexed<C: ConnectionLike>(&self, con: &mut C, state: JobState) -> Result<bool> {
+        let key = expiry_index(&self.queue.base, state);
+        let n: u64 = with_retry!(redis::cmd("EXISTS").arg(&key).query_async(con))?;
+        Ok(n > 0)
+    }
+
+    /// The TTL step of one state, then (a run) the drop of the ids Redis already expired.
+    async fn expire_and_drop<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        state: JobState,
+        ttls: &TtlGroups,
+        sr: &mut StateReport,
+    ) -> Result<()> {
+        let audit = self.audit(state, AuditAction::Expire);
+        expire_state(con, self.step(), state, ttls, &audit, sr).await?;
+        if self.mode == Mode::Run {
+            let dropped = self.drop_expired(con, state).await?;
+            if let Some(t) = sr.ttl.as_mut() {
+                t.expired_ids_dropped = Some(dropped);
+            }
+        }
+        Ok(())
     }
 
     /// Drops the ids of `state` whose jobs Redis already expired, as the doctor's

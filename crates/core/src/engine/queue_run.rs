@@ -1,6 +1,7 @@
 //! One governed queue's run ([`QueueRun`]): its steps in order (archive batches left staged,
-//! exhausted jobs, each finished state, the dead-letter lifecycle, stalled jobs), the first
-//! failure ending it with the error in its report.
+//! exhausted jobs, each finished state, each pending state, source links, the record of
+//! noticed jobs kept to the jobs it names, ttl and the events bound, the dead-letter
+//! lifecycle, stalled jobs), the first failure ending it with the error in its report.
 
 use super::context::StepContext;
 use super::observer::{Event, Observer};
@@ -101,7 +102,7 @@ impl<'a> QueueRun<'a> {
             audit_ctx,
             archive: self.archive,
             pii,
-            protect_parents: self.policy.protect_waiting_parents,
+            protect_parents: self.policy.flows.protect_waiting_parents,
             cold,
         }
     }
@@ -173,7 +174,9 @@ impl<'a> QueueRun<'a> {
             return Ok(());
         }
         let keys = QueueKeys::of(self.queue);
-        let pending = staging::pending(con, &keys).await?;
+        let mut pending = staging::pending(con, &keys).await?;
+        // A sweep of one state finishes that state's batches alone.
+        pending.retain(|(_, state)| self.opts.state.is_none_or(|only| only == *state));
         if pending.is_empty() {
             return Ok(());
         }
@@ -205,8 +208,13 @@ impl<'a> QueueRun<'a> {
         result
     }
 
-    /// Puts a finished step's report in the queue's, telling the observer.
-    pub(super) fn close(&self, qr: &mut QueueReport, state: String, sr: StateReport) {
+    /// Puts a finished step's report in the queue's, telling the observer; a plan's with the
+    /// jobs its run acts on (`toActOn`: the selected, less those the plan says it leaves).
+    pub(super) fn close(&self, qr: &mut QueueReport, state: String, mut sr: StateReport) {
+        if self.mode != Mode::Run {
+            let left = sr.skipped.as_ref().map_or(0, |k| k.among_selected());
+            sr.to_act_on = Some(sr.matched.saturating_sub(left));
+        }
         self.observer.event(&Event::StateDone {
             queue: &self.queue.base,
             state: &state,
@@ -247,7 +255,8 @@ impl<'a> QueueRun<'a> {
         result
     }
 
-    /// The rules of each finished state, then of each pending state, then source links.
+    /// The rules of each finished state, then of each pending state, then source links,
+    /// then the record of noticed jobs kept to the jobs it names.
     async fn finished_then_pending<C: ConnectionLike + Clone>(
         &self,
         con: &mut C,
@@ -256,7 +265,10 @@ impl<'a> QueueRun<'a> {
     ) -> std::result::Result<(), Error> {
         self.finished_states(con, qr, notices).await?;
         self.pending_states(con, qr, notices).await?;
-        self.source_linked(con, qr, notices).await
+        self.source_linked(con, qr, notices).await?;
+        self.prune_notices(con)
+            .await
+            .map_err(|e| e.context("the record of noticed jobs"))
     }
 
     /// The rules of each finished state; the error names the state.
@@ -322,6 +334,7 @@ impl<'a> QueueRun<'a> {
             ..StateReport::default()
         };
         let audit = self.audit(JobState::Failed, rule.action.into());
+        let rule = (rule, self.policy.flows);
         let result = stalled::handle_stalled(con, self.step(), rule, audit, &mut sr).await;
         self.close(qr, "stalled".into(), sr);
         result

@@ -2,6 +2,7 @@
 //! drawn from the same value.
 
 use super::observer::SkipReason;
+pub use super::taken_along::{TakenAlong, TakenCounts};
 use crate::error::{Error, ErrorKind};
 use crate::notify::Notice;
 use bullsweep_policy::Backend;
@@ -26,7 +27,8 @@ pub struct Report {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub unmanaged_reasons: BTreeMap<String, String>,
-    /// Notices that `action: notify` produced, for the caller to deliver.
+    /// Notices that `action: notify` produced in a run, for the run to deliver (a plan has
+    /// none).
     #[serde(skip)]
     pub notices: Vec<Notice>,
     /// What the caller should tell the user (no queue found, a policy that matches none, an
@@ -103,6 +105,18 @@ pub struct TtlReport {
     /// (a run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expired_ids_dropped: Option<u64>,
+    /// Entries of the set whose job is not the finished job they name (a retried job, or
+    /// another added under the same id): left alone, hash and entry.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_finished: u64,
+    /// Jobs that left the state (a retry) or whose parent waits for them again, whose expiry
+    /// was ended (a run) or would be (a plan), before Redis deleted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiries_ended: Option<u64>,
+    /// Jobs that finished again whose expiry, set at an earlier finish, was moved (or would
+    /// be) to this finish plus the ttl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiries_moved: Option<u64>,
 }
 
 /// Why work on a queue stopped: the failure's kind and its one-line message.
@@ -155,9 +169,16 @@ pub struct StateReport {
     pub jobs: u64,
     /// Jobs the policy selects.
     pub matched: u64,
+    /// A plan's count of the jobs its run acts on: `matched` less the selected jobs the plan
+    /// says the run will leave (`skipped`: held by a restore or a repeat chain, children in
+    /// another queue, not confirmed stalled, already noticed, waiting for their parent's other
+    /// children, …). `None` in a run, which says what it did (`done`).
+    #[serde(default, rename = "toActOn", skip_serializing_if = "Option::is_none")]
+    pub to_act_on: Option<u64>,
     /// The action for the selected jobs (`mixed` when job rules choose several).
     pub action: String,
-    /// Jobs acted on (`run` only).
+    /// Jobs acted on (`run` only); under `action: notify`, the jobs its delivered notice
+    /// named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done: Option<u64>,
     /// Selected jobs left alone, and why (`run` only, when any).
@@ -174,48 +195,43 @@ pub struct StateReport {
     /// Under `ttl:`: how many jobs carry a TTL and when the next expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<TtlReport>,
-    /// The notice for `action: notify`, moved into [`Report::notices`].
+    /// The notice for `action: notify` (a run's only), moved into [`Report::notices`].
     #[serde(skip)]
     pub notice: Option<Notice>,
 }
 
 impl StateReport {
-    /// Closes a walked state's report: what was done (`None` in a plan), what was left alone
-    /// (kept only when there is something to say) and the notice of its `notified` jobs
-    /// (`listed` are the first of them), when any; `context` is the notice's audit context.
+    /// The jobs of the state a plan counts its run acting on: `toActOn`, or `matched` in a
+    /// report without it (a run's, or one from a version before it).
+    pub fn planned(&self) -> u64 {
+        self.to_act_on.unwrap_or(self.matched)
+    }
+
+    /// Whether acting on the state's jobs frees memory: `remove` and `archive` do, and job
+    /// rules that mix actions may (anonymizing and notifying keep the jobs).
+    pub fn frees_memory(&self) -> bool {
+        matches!(self.action.as_str(), "remove" | "archive" | "mixed")
+    }
+
+    /// Closes a walked state's report: what was done (`None` in a plan; a notice's jobs are
+    /// counted once it is delivered), what was left alone (kept only when there is something
+    /// to say) and its notice, when a run gathered one.
     pub(crate) fn settle(
         &mut self,
         done: Option<u64>,
-        skipped: Skipped,
-        (notified, listed): (u64, Vec<crate::notify::NoticeJob>),
-        context: impl FnOnce() -> crate::audit::AuditContext,
+        mut skipped: Skipped,
+        notice: Option<Notice>,
     ) {
-        if notified > 0 {
-            self.notice = Some(Notice {
-                context: context(),
-                count: notified,
-                jobs: listed,
-            });
-        }
+        self.notice = notice;
         self.done = done;
-        if !skipped.is_empty() || !skipped.reasons.is_empty() {
-            self.skipped = Some(skipped);
+        let taken = std::mem::take(&mut skipped.taken_along);
+        if !taken.is_empty() {
+            self.taken_along
+                .get_or_insert_with(TakenAlong::default)
+                .merge(&taken);
         }
+        self.skipped = skipped.described();
     }
-}
-
-/// The flow jobs a sweep of the selected jobs would touch (`plan`) or touched (`run`) besides
-/// them.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct TakenAlong {
-    /// Same-queue parents that would be removed (archived first under `action: archive`).
-    pub parents_removed: u64,
-    /// Parents in other queues that would be released to `wait`.
-    pub parents_released: u64,
-    /// With `protectWaitingParents`: selected children left because their parent waits.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub parent_waiting: u64,
 }
 
 /// Selected jobs that `run` did not act on.
@@ -247,7 +263,8 @@ pub struct Skipped {
     /// so they are not archived (and not counted as archived); they stay in the set.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dangling: u64,
-    /// A job scheduler's current iteration, which BullMQ's `Job.remove()` refuses too.
+    /// A repeat chain's next iteration: a job scheduler's (BullMQ's `Job.remove()` refuses it
+    /// too) or a repeatable job's of BullMQ or Bull, whose chain would end with it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub scheduler: u64,
     /// Further into a long wait list than a bounded removal looks; a later run meets them.
@@ -259,6 +276,27 @@ pub struct Skipped {
     /// Source-linked jobs whose source could not be asked: nothing was done to them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub source_unavailable: u64,
+    /// Jobs left alone with their whole flow tree because a child sits in another queue and
+    /// the policy does not take children from other queues (`childrenInOtherQueues`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub children_elsewhere: u64,
+    /// Unlocked active jobs of a legacy Bull queue that Bull's stalled check has not
+    /// confirmed yet (a worker may be taking them); a later run confirms them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unconfirmed: u64,
+    /// Source-linked jobs whose key their source refuses (a NUL byte PostgreSQL's text cannot
+    /// hold, a value the query cannot take): nothing is known of their record, so nothing
+    /// was done to them; the rest of their batch was asked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_source_key: u64,
+    /// Under `action: notify`: named by an earlier notice (or one another run is
+    /// delivering) and not due for a reminder.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub already_noticed: u64,
+    /// Under `action: notify`: past the 1,000 jobs one notice names; the next run's notice
+    /// names them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub notice_later: u64,
     /// Human-readable reasons, when any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
@@ -293,6 +331,11 @@ impl Skipped {
             SkipReason::OutOfReach => self.out_of_reach,
             SkipReason::NoSourceKey => self.no_source_key,
             SkipReason::SourceUnavailable => self.source_unavailable,
+            SkipReason::ChildrenElsewhere => self.children_elsewhere,
+            SkipReason::Unconfirmed => self.unconfirmed,
+            SkipReason::RefusedSourceKey => self.refused_source_key,
+            SkipReason::AlreadyNoticed => self.already_noticed,
+            SkipReason::NoticeLater => self.notice_later,
         }
     }
 
@@ -311,13 +354,49 @@ impl Skipped {
             SkipReason::OutOfReach => &mut self.out_of_reach,
             SkipReason::NoSourceKey => &mut self.no_source_key,
             SkipReason::SourceUnavailable => &mut self.source_unavailable,
+            SkipReason::ChildrenElsewhere => &mut self.children_elsewhere,
+            SkipReason::Unconfirmed => &mut self.unconfirmed,
+            SkipReason::RefusedSourceKey => &mut self.refused_source_key,
+            SkipReason::AlreadyNoticed => &mut self.already_noticed,
+            SkipReason::NoticeLater => &mut self.notice_later,
         };
         *count += n;
+    }
+
+    /// Adds every count and reason of `other`.
+    pub fn merge(&mut self, other: &Skipped) {
+        self.not_implemented += other.not_implemented;
+        for reason in SkipReason::ALL {
+            self.add(reason, other.count(reason));
+        }
+        self.reasons.extend(other.reasons.iter().cloned());
+    }
+
+    /// Of the jobs left alone, those among the selected (`matched`) as a plan counts them:
+    /// every reason but those a plan meets before it selects a job, a pending job's hash
+    /// without a `timestamp` (`malformed`) and a source-linked job its source gave no answer
+    /// for (`noSourceKey`, `sourceUnavailable`, `refusedSourceKey`).
+    pub fn among_selected(&self) -> u64 {
+        let unselected =
+            self.malformed + self.no_source_key + self.source_unavailable + self.refused_source_key;
+        self.total().saturating_sub(unselected)
     }
 
     /// Whether nothing was skipped.
     pub fn is_empty(&self) -> bool {
         self.total() == 0
+    }
+
+    /// What was skipped, with a reason for each count; `None` when nothing was and no reason
+    /// was given.
+    pub(crate) fn described(mut self) -> Option<Skipped> {
+        for reason in SkipReason::ALL {
+            let count = self.count(reason);
+            if count > 0 {
+                self.reasons.push(format!("{count} {}", reason.text()));
+            }
+        }
+        (!self.is_empty() || !self.reasons.is_empty()).then_some(self)
     }
 }
 
@@ -358,13 +437,75 @@ impl Report {
         by
     }
 
-    /// Jobs selected across every queue and state.
-    pub fn matched(&self) -> u64 {
+    /// A plan's jobs its run acts on across every queue and state ([`StateReport::planned`]).
+    pub fn to_act_on(&self) -> u64 {
         self.queues
             .iter()
             .flat_map(|q| q.states.values())
-            .map(|s| s.matched)
+            .map(StateReport::planned)
             .sum()
+    }
+
+    /// A plan's jobs its run acts on per action, across every queue and state (`mixed`
+    /// states are counted under `mixed`).
+    pub fn to_act_on_by_action(&self) -> BTreeMap<String, u64> {
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for s in self.queues.iter().flat_map(|q| q.states.values()) {
+            let n = s.planned();
+            if n > 0 {
+                *by.entry(s.action.clone()).or_default() += n;
+            }
+        }
+        by
+    }
+
+    /// What `ttl:` does (a run) or would do (a plan) to expiries, across every queue.
+    pub fn expiries(&self) -> ExpiryTotals {
+        let mut out = ExpiryTotals::default();
+        for s in self.queues.iter().flat_map(|q| q.states.values()) {
+            let Some(t) = &s.ttl else { continue };
+            out.given += s.done.unwrap_or_else(|| s.planned());
+            out.ended += t.expiries_ended.unwrap_or(0);
+            out.moved += t.expiries_moved.unwrap_or(0);
+            out.dropped += t.expired_ids_dropped.unwrap_or(0);
+        }
+        out
+    }
+
+    /// Entries of the events streams that trimming frees (a plan) or freed (a run).
+    pub fn events_trimmed(&self) -> u64 {
+        self.queues
+            .iter()
+            .filter_map(|q| q.events.as_ref())
+            .map(|e| e.frees)
+            .sum()
+    }
+
+    /// Whether the run a plan plans would change anything: a job to act on, an expiry to end
+    /// or move, or an events entry to trim (`plan --detailed-exitcode`).
+    pub fn changes_pending(&self) -> bool {
+        let expiries = self.expiries();
+        self.to_act_on() > 0 || expiries.ended + expiries.moved > 0 || self.events_trimmed() > 0
+    }
+}
+
+/// What `ttl:` did (a run) or would do (a plan) to expiries, across every queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpiryTotals {
+    /// Jobs given an expiry (also counted as the action `expire`).
+    pub given: u64,
+    /// Jobs that left their state (a retry) whose expiry was ended (audited `persist`).
+    pub ended: u64,
+    /// Jobs that finished again whose expiry was moved to this finish plus the ttl.
+    pub moved: u64,
+    /// Ids of jobs Redis had expired, dropped from their set (a run).
+    pub dropped: u64,
+}
+
+impl ExpiryTotals {
+    /// Whether nothing was, or would be, done to an expiry.
+    pub fn is_empty(&self) -> bool {
+        *self == ExpiryTotals::default()
     }
 }
 

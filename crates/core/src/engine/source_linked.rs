@@ -2,29 +2,33 @@
 //! in every state but `active`, is walked with its data, its key read at the link's path, the
 //! keys looked up in batches (one question to the source per batch), and the jobs whose
 //! source lets them go (`deleteWhen`, after `keepFor`) removed as `Job.remove()` does, archived
-//! first, or listed in a notice. The removal re-checks each job in `job_remove.lua`: still in
-//! its state, same `timestamp`, same `data` as when its key was looked up.
+//! first, or listed in a notice (a run's; a plan counts the jobs it would name). The removal
+//! re-checks each job in `job_remove.lua`: still in its state, same `timestamp`, same `data`
+//! as when its key was looked up.
 //!
-//! Fail safe: a source that is down, slow or answers with an error acts on nothing of that
-//! batch; the jobs are counted (`sourceUnavailable`), the failure is told to the observer
-//! ([`Event::SourceFailed`]) and named in the report.
+//! Fail safe: a source that is down, slow or answers with an error (or with keys it was not
+//! asked about) acts on nothing of that batch; the jobs are counted (`sourceUnavailable`),
+//! the failure is told to the observer ([`Event::SourceFailed`]) and named in the report. A
+//! key the source refuses (a NUL byte PostgreSQL cannot take, a value the query cannot cast)
+//! leaves its job alone, counted (`refusedSourceKey`), and the rest of its batch is governed.
 
 use super::actions::JobRemove;
 use super::batch::{BatchSizer, run_batches};
+use super::notice::{NoticeGather, Offered};
 use super::observer::Event;
 use super::options::Mode;
+use super::pending_flows::PendingFlows;
 use super::queue_run::QueueRun;
 use super::report::{QueueReport, Skipped, StateReport};
-use super::state_walk::{LIST_REACH, Row, StateCursor};
-use crate::audit::AuditAction;
+use super::state_walk::{Row, StateCursor};
 use crate::bullmq::fingerprint::data_check;
 use crate::bullmq::{NamedJob, QueueKeys, StateKey};
 use crate::error::{Error, Result};
-use crate::notify::{Notice, NoticeJob};
+use crate::notify::Notice;
 use crate::source::{SourceClients, SourceFailure};
 use bullsweep_policy::{Action, JobState, SourceLink, SourceReason};
 use redis::aio::ConnectionLike;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Most jobs one page of the walk reads (and so the most keys of one lookup).
 const MAX_PAGE: u64 = 5_000;
@@ -34,6 +38,25 @@ const MAX_PAGE: u64 = 5_000;
 struct Asking {
     clients: SourceClients,
     down: BTreeMap<String, String>,
+}
+
+/// The id of a job a verdict removes or archives; `None` for one only listed in a notice.
+fn taken<'v>(v: &'v Verdict<'_>) -> Option<&'v str> {
+    (v.link.action != Action::Notify).then_some(v.row.id.as_str())
+}
+
+/// The verdicts whose link notifies, offered to the state's notice.
+fn offered(verdicts: &[Verdict<'_>]) -> Vec<Offered> {
+    verdicts
+        .iter()
+        .filter(|v| v.link.action == Action::Notify)
+        .map(|v| Offered {
+            id: v.row.id.clone(),
+            at: v.row.times.finished_on.max(v.row.times.timestamp),
+            remind_every: None,
+            reason: Some(v.reason.as_str().to_string()),
+        })
+        .collect()
 }
 
 /// A job a source lets go, with why and under which link.
@@ -105,7 +128,9 @@ impl QueueRun<'_> {
         let page = self.links_page();
         let mut skipped = Skipped::default();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
-        let (mut notice, mut notified) = (Vec::new(), 0u64);
+        let pii = self.policy.pii.as_ref();
+        let mut notice = NoticeGather::new(&keys, (state, true), pii, self.opts, self.mode);
+        let mut flows = PendingFlows::default();
         let mut done = 0;
         for (key, suffix) in keys.state_keys(state) {
             let is_list = suffix == "wait" || suffix == "paused";
@@ -116,30 +141,30 @@ impl QueueRun<'_> {
                 if rows.is_empty() {
                     break;
                 }
-                let verdicts = self.judge(con, clients, &rows, &mut skipped).await;
-                sr.matched += verdicts.len() as u64;
-                let at = StateKey {
-                    key: &key,
-                    suffix,
-                    reach: LIST_REACH,
-                    head_first: cursor.at_head(),
-                };
+                let mut verdicts = self.judge(con, clients, &rows, &mut skipped).await;
+                let held = self.hold_repeat_chains(con, &mut verdicts, taken, &mut skipped);
+                sr.matched += held.await? + verdicts.len() as u64;
+                let at = self.state_key(&key, suffix, &cursor);
                 let mut removed = 0;
-                for v in verdicts.iter().filter(|v| v.link.action == Action::Notify) {
-                    notified += 1;
-                    if notice.len() < super::notice::NOTICE_JOBS as usize {
-                        notice.push(NoticeJob {
-                            id: v.row.id.clone(),
-                            failed_reason: Some(v.reason.as_str().to_string()),
-                            finished_on: v.row.times.finished_on.max(v.row.times.timestamp),
-                        });
+                // A plan counts what the run's notice would name, as the run claims.
+                notice.offer(con, &offered(&verdicts)).await?;
+                match self.mode {
+                    Mode::Run => {
+                        removed = self
+                            .act(con, state, at, &verdicts, &mut sizer, &mut skipped)
+                            .await?;
+                        done += removed;
                     }
-                }
-                if self.mode == Mode::Run {
-                    removed = self
-                        .act(con, state, at, &verdicts, &mut sizer, &mut skipped)
-                        .await?;
-                    done += removed;
+                    Mode::Plan => {
+                        // What removing the jobs let go would take along, as in a run.
+                        let ids: Vec<String> = verdicts
+                            .iter()
+                            .filter_map(taken)
+                            .map(String::from)
+                            .collect();
+                        sr.matched -= self.plan_flows(con, at, &ids, &mut flows).await?;
+                    }
+                    Mode::Count => {}
                 }
                 cursor.advance(rows.len() as u64, removed);
                 if self.opts.stopping() {
@@ -148,9 +173,19 @@ impl QueueRun<'_> {
             }
         }
         let done = (self.mode == Mode::Run).then_some(done);
-        sr.settle(done, skipped, (notified, notice), || {
-            self.audit(state, AuditAction::Notify)
-        });
+        notice.tally(&mut skipped);
+        let notice = match self.mode {
+            Mode::Run => {
+                let context = self.audit(state, Action::Notify.into());
+                notice.finish(con, context).await?
+            }
+            Mode::Plan | Mode::Count => None,
+        };
+        if self.mode == Mode::Plan {
+            skipped.merge(&flows.held);
+            sr.taken_along = (!flows.taken.is_empty()).then_some(flows.taken);
+        }
+        sr.settle(done, skipped, notice);
         Ok(())
     }
 
@@ -205,9 +240,8 @@ impl QueueRun<'_> {
                 }
                 continue;
             }
-            let answers: HashMap<String, _> = match clients.clients.lookup(con, source, &keys).await
-            {
-                Ok(a) => a,
+            let lookup = match clients.clients.lookup(con, source, &keys).await {
+                Ok(lookup) => lookup,
                 Err(e) => {
                     skipped.source_unavailable += covered.len() as u64;
                     let reason = format!(
@@ -230,10 +264,11 @@ impl QueueRun<'_> {
                 }
             };
             for (row, link, k) in covered {
-                let answer = answers
-                    .get(&k)
-                    .copied()
-                    .unwrap_or(bullsweep_policy::SourceAnswer::Missing);
+                // A key the source refused says nothing of its record: the job stays.
+                let Some(answer) = lookup.answer(&k) else {
+                    refused(skipped, source, &k, lookup.refusal(&k));
+                    continue;
+                };
                 if let Some(reason) = link.decide(answer, row.times, self.opts.now_ms) {
                     out.push(Verdict { row, link, reason });
                 }
@@ -312,6 +347,19 @@ pub(super) fn job_key(row: &Row, link: &SourceLink) -> Option<String> {
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,
     })
+}
+
+/// Counts a job whose key `key` the source refused (`why`), and names the source with the
+/// first such key in the report's reasons.
+fn refused(skipped: &mut Skipped, source: &str, key: &str, why: Option<&str>) {
+    skipped.refused_source_key += 1;
+    let named = format!("the jobs of source {source} whose key it refuses");
+    if !skipped.reasons.iter().any(|r| r.starts_with(&named)) {
+        let why = why.unwrap_or("it was not answered");
+        skipped
+            .reasons
+            .push(format!("{named}, e.g. {key:?} ({why}); left alone"));
+    }
 }
 
 /// The step's action as reports show it: `mixed` when links differ.

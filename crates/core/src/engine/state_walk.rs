@@ -99,7 +99,9 @@ impl StateCursor {
         read_rows(con, keys, ids, with_data).await
     }
 
-    /// The ids of the next page of at most `n` jobs; empty when the walk is done.
+    /// The ids of the next page of at most `n` jobs; empty when the walk is done. An id that
+    /// is not UTF-8 comes back escaped ([`crate::text::text_of`]): no job hash has that
+    /// name, so the job reads as malformed and is left alone, and the walk goes on.
     pub async fn next_page_ids<C: ConnectionLike>(
         &mut self,
         con: &mut C,
@@ -108,7 +110,7 @@ impl StateCursor {
         loop {
             // `None`: the tail part of a long list is done; go on from its head.
             if let Some(ids) = self.next_ids(con, n).await? {
-                return Ok(ids);
+                return Ok(ids.into_iter().map(crate::text::text_of).collect());
             }
         }
     }
@@ -118,7 +120,7 @@ impl StateCursor {
         &mut self,
         con: &mut C,
         n: u64,
-    ) -> RedisResult<Option<Vec<String>>> {
+    ) -> RedisResult<Option<Vec<Vec<u8>>>> {
         let o = self.offset as i64;
         let n = n.max(1) as i64;
         match self.side {
@@ -145,7 +147,7 @@ impl StateCursor {
             }
             Side::Tail { depth, .. } => {
                 let last = (o + n).min(depth as i64);
-                let mut ids: Vec<String> = redis::cmd("LRANGE")
+                let mut ids: Vec<Vec<u8>> = redis::cmd("LRANGE")
                     .arg(&self.key)
                     .arg(-last)
                     .arg(-o - 1)

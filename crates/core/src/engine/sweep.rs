@@ -9,8 +9,8 @@ use super::queue_run::{QueueRun, queue_report};
 use super::report::{QueueError, QueueReport, QueueSkipped, Report};
 use super::run_archive::{RunArchive, open_run_archive};
 use super::shards;
-use crate::bullmq::Topology;
 use crate::bullmq::keys::sweep_lock;
+use crate::bullmq::{BOTH_LIBRARIES, Topology};
 use crate::error::{ErrorKind, Result};
 use crate::notify::Notice;
 use bullsweep_policy::{PolicySet, QueueId, Resolution};
@@ -124,6 +124,18 @@ impl Sweep<'_> {
                 return;
             }
             Resolution::Covered(eff) => eff,
+        };
+        // A sweep of one state applies that state's rules alone; a policy with none for it
+        // leaves the queue as it is.
+        let eff = match self.opts.state {
+            None => eff,
+            Some(state) => match eff.of_state(state) {
+                Some(only) => only,
+                None => {
+                    part.queues.push((i, queue_report(q, eff.name.clone())));
+                    return;
+                }
+            },
         };
         let held = match &self.opts.locking {
             None => None,
@@ -250,6 +262,11 @@ fn coverage_warnings(set: &PolicySet, inv: &Inventory, opts: &SweepOptions) -> V
             if n == 1 { "" } else { "s" },
             if n == 1 { "its" } else { "their" },
         ));
+    }
+    for (base, why) in &inv.reasons {
+        if why == BOTH_LIBRARIES && inv.unmanaged.contains(base) {
+            warnings.push(format!("{base}: {why}"));
+        }
     }
     warnings.extend(coverage_gaps(set, inv, opts));
     warnings

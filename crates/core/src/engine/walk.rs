@@ -1,17 +1,18 @@
 //! With job rules, selection depends on each job's name, so the set is walked from its newest
 //! end (`page_newest.lua`), counting the newest N per group; selected jobs are then acted on
-//! by id, each re-checked against its score.
+//! by id, each re-checked against its score (or, under `action: notify`, offered to the run's
+//! notice page by page).
 
 use super::batch::BatchSizer;
-use super::held::report_held;
+use super::flows::FinishedFlows;
+use super::notice::{NoticeGather, Offered};
 use super::options::Mode;
 use super::report::{Skipped, StateReport};
-use super::work::{StateWork, finish, not_implemented_reason};
+use super::work::{StateWork, finish, finish_plan, not_implemented_reason};
 use crate::bullmq::{Candidate, FinishedEntry, scripts};
 use crate::error::Result;
-use bullsweep_policy::Action;
+use bullsweep_policy::{Action, RuleGroup};
 use redis::aio::ConnectionLike;
-use std::collections::VecDeque;
 
 /// Entries one page of a newest-first walk reads.
 const WALK_PAGE: u64 = 500;
@@ -19,28 +20,40 @@ const WALK_PAGE: u64 = 500;
 const GATHER_JOBS: usize = 1_000;
 
 /// What a walk has selected and not acted on yet, by action.
-#[derive(Default)]
-struct Selected {
+struct Selected<'w> {
     remove: Vec<Candidate>,
     archive: Vec<(String, i64)>,
     anonymize: Vec<(String, i64)>,
-    /// The oldest selected for notify (the walk runs newest first), at most `NOTICE_JOBS`.
-    notify: VecDeque<(String, i64)>,
-    notify_count: u64,
+    /// Selected for notify, not offered to the notice yet.
+    notify: Vec<Offered>,
+    /// The run's notice of the state.
+    notice: NoticeGather<'w>,
 }
 
-impl Selected {
-    /// Gathers one selected job `(id, score)` for `action`; `able` says whether the state can
-    /// archive (a sink) and anonymize (pii rules). An action it cannot perform is skipped.
+impl<'w> Selected<'w> {
+    /// Nothing selected yet, with an empty `notice`.
+    fn new(notice: NoticeGather<'w>) -> Self {
+        Selected {
+            remove: Vec::new(),
+            archive: Vec::new(),
+            anonymize: Vec::new(),
+            notify: Vec::new(),
+            notice,
+        }
+    }
+
+    /// Gathers one selected job `(id, score)` for its `group`'s action; `able` says whether
+    /// the state can archive (a sink) and anonymize (pii rules). An action it cannot perform
+    /// is skipped.
     fn gather(
         &mut self,
         row: (String, i64),
-        action: Action,
+        group: &RuleGroup,
         able: (bool, bool),
         skipped: &mut Skipped,
     ) {
         let (can_archive, can_anonymize) = able;
-        match action {
+        match group.action {
             Action::Remove => self.remove.push(Candidate {
                 id: row.0,
                 score: row.1,
@@ -48,13 +61,12 @@ impl Selected {
             }),
             Action::Archive if can_archive => self.archive.push(row),
             Action::Anonymize if can_anonymize => self.anonymize.push(row),
-            Action::Notify => {
-                self.notify_count += 1;
-                self.notify.push_back(row);
-                if self.notify.len() as u64 > super::notice::NOTICE_JOBS {
-                    self.notify.pop_front();
-                }
-            }
+            Action::Notify => self.notify.push(Offered {
+                id: row.0,
+                at: row.1,
+                remind_every: group.remind_every,
+                reason: None,
+            }),
             action => {
                 skipped.not_implemented += 1;
                 let reason = not_implemented_reason(action);
@@ -76,7 +88,9 @@ impl StateWork<'_> {
         let groups = self.groups;
         let mut newer = vec![0u64; groups.by_name.len() + 1];
         let mut below: Option<i64> = None;
-        let mut selected = Selected::default();
+        let of = (self.state, false);
+        let notice = NoticeGather::new(self.keys, of, self.pii, self.opts, self.mode);
+        let mut selected = Selected::new(notice);
         let mut skipped = Skipped::default();
         let mut sizer = BatchSizer::new(self.opts.budget_us);
         let mut done = 0;
@@ -91,6 +105,7 @@ impl StateWork<'_> {
             _ => Default::default(),
         };
         let mut restored = 0;
+        let mut flows = FinishedFlows::default();
         loop {
             let page: Vec<FinishedEntry> =
                 with_retry!(scripts().page_newest(con, self.keys, self.state, below, WALK_PAGE))?;
@@ -103,8 +118,9 @@ impl StateWork<'_> {
             }
             sr.jobs += page.len() as u64;
             // In a plan, the page's jobs an anonymize rule selects, to leave out those an
-            // earlier run scrubbed.
+            // earlier run scrubbed, and those a removal selects, for the flows it touches.
             let mut to_check: Vec<String> = Vec::new();
+            let mut to_remove: Vec<String> = Vec::new();
             for entry in page {
                 let Some((idx, group)) = groups.group_of(&entry.name) else {
                     continue;
@@ -115,21 +131,34 @@ impl StateWork<'_> {
                     continue;
                 }
                 sr.matched += 1;
-                restored += u64::from(held.contains(&entry.id));
+                // A notice names a held job; every other action leaves it.
+                if group.action != Action::Notify {
+                    restored += u64::from(held.contains(&entry.id));
+                }
                 // A plan only counts; collecting would hold every selected id.
                 if self.mode != Mode::Run {
-                    if group.action == Action::Anonymize {
-                        to_check.push(entry.id);
+                    match group.action {
+                        Action::Anonymize => to_check.push(entry.id),
+                        Action::Remove | Action::Archive if self.mode == Mode::Plan => {
+                            to_remove.push(entry.id)
+                        }
+                        Action::Notify if self.mode == Mode::Plan => {
+                            let row = (entry.id, entry.score);
+                            selected.gather(row, group, (false, false), &mut skipped);
+                        }
+                        _ => {}
                     }
                     continue;
                 }
                 let row = (entry.id, entry.score);
                 let able = (writer.is_some(), self.pii.is_some());
-                selected.gather(row, group.action, able, &mut skipped);
+                selected.gather(row, group, able, &mut skipped);
             }
-            if !to_check.is_empty() {
-                let ids: Vec<&str> = to_check.iter().map(String::as_str).collect();
-                sr.matched -= self.count_marked(con, &ids).await?;
+            if self.mode != Mode::Run {
+                let page = (to_check.as_slice(), to_remove.as_slice());
+                sr.matched -= self
+                    .count_page(con, page, &mut selected, &mut flows)
+                    .await?;
             }
             if self.mode == Mode::Run {
                 let (writer, sizer) = (&mut writer, &mut sizer);
@@ -143,28 +172,69 @@ impl StateWork<'_> {
         }
         match self.mode {
             Mode::Run => self.close_run(con, sr, selected, done, skipped).await?,
-            Mode::Plan => report_held(sr, restored),
+            Mode::Plan => {
+                skipped.restored += restored;
+                self.close_plan(con, sr, selected, skipped, flows).await?
+            }
             Mode::Count => {}
         }
         Ok(())
     }
 
-    /// Closes a run's walk: the notice of the jobs `action: notify` selected (they count as
-    /// done), then the state's report.
+    /// A plan's (or a count's) page: the jobs an anonymize rule selects (`to_check`) that an
+    /// earlier run scrubbed, returned to be left out; the flows of those a removal selects
+    /// (`to_remove`); and the jobs a run's notice would name, offered as it claims them.
+    async fn count_page<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        (to_check, to_remove): (&[String], &[String]),
+        selected: &mut Selected<'_>,
+        flows: &mut FinishedFlows,
+    ) -> Result<u64> {
+        let mut scrubbed = 0;
+        if !to_check.is_empty() {
+            let ids: Vec<&str> = to_check.iter().map(String::as_str).collect();
+            scrubbed = self.count_marked(con, &ids).await?;
+        }
+        flows.add_page(con, self.keys, to_remove).await?;
+        if !selected.notify.is_empty() {
+            let offered = std::mem::take(&mut selected.notify);
+            selected.notice.offer(con, &offered).await?;
+        }
+        Ok(scrubbed)
+    }
+
+    /// Closes a plan's walk: the flow jobs its removals take along, and what the run will
+    /// leave (`skipped`, with the jobs its notice would not name).
+    async fn close_plan<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sr: &mut StateReport,
+        selected: Selected<'_>,
+        mut skipped: Skipped,
+        flows: FinishedFlows,
+    ) -> Result<()> {
+        let ledger = Some(&*self.opts.flows);
+        sr.taken_along = flows
+            .judge(con, self.keys, self.protect_parents, ledger)
+            .await?;
+        selected.notice.tally(&mut skipped);
+        finish_plan(sr, skipped);
+        Ok(())
+    }
+
+    /// Closes a run's walk: the notice of the jobs `action: notify` selected (counted as
+    /// done once it is delivered), then the state's report.
     async fn close_run<C: ConnectionLike>(
         &self,
         con: &mut C,
         sr: &mut StateReport,
-        mut selected: Selected,
-        mut done: u64,
-        skipped: Skipped,
+        selected: Selected<'_>,
+        done: u64,
+        mut skipped: Skipped,
     ) -> Result<()> {
-        if selected.notify_count > 0 {
-            let rows: Vec<(String, i64)> = selected.notify.drain(..).rev().collect();
-            let notice = self.notice_for(con, &rows, selected.notify_count).await?;
-            done += notice.count;
-            sr.notice = Some(notice);
-        }
+        selected.notice.tally(&mut skipped);
+        sr.notice = selected.notice.finish(con, self.audit.clone()).await?;
         finish(sr, done, skipped);
         Ok(())
     }
@@ -174,13 +244,17 @@ impl StateWork<'_> {
     async fn act_on_selected<C: ConnectionLike>(
         &self,
         con: &mut C,
-        selected: &mut Selected,
+        selected: &mut Selected<'_>,
         writer: &mut Option<super::archive_path::ArchiveWriter<'_>>,
         sizer: &mut BatchSizer,
         skipped: &mut Skipped,
         last: bool,
     ) -> Result<u64> {
         let mut done = 0;
+        if !selected.notify.is_empty() {
+            let offered = std::mem::take(&mut selected.notify);
+            selected.notice.offer(con, &offered).await?;
+        }
         if let Some(w) = writer.as_mut()
             && (selected.archive.len() >= GATHER_JOBS || last && !selected.archive.is_empty())
         {

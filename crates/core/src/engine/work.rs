@@ -5,7 +5,7 @@
 
 use super::actions::{ColdJobs, RemoveIds};
 use super::batch::{BatchSizer, run_batches};
-use super::observer::{Observer, SkipReason};
+use super::observer::Observer;
 use super::options::{Mode, SweepOptions};
 use super::report::{Skipped, StateReport, TakenAlong};
 use super::run_archive::RunArchive;
@@ -86,6 +86,23 @@ impl<'a> StateWork<'a> {
         Ok(rows.into_iter().map(|(id, s)| (id, s as i64)).collect())
     }
 
+    /// [`StateWork::prefix_page`] with each id as text: escaped when it is not UTF-8
+    /// ([`crate::text::text_of`]), so that it names no job hash and every id script it
+    /// reaches leaves it alone (the prefix sweep removes such ids by rank, as bytes).
+    pub async fn text_page<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        sel: &Selection,
+        offset: u64,
+        max: u64,
+    ) -> RedisResult<Vec<(String, i64)>> {
+        let rows: Vec<(Vec<u8>, i64)> = self.prefix_page(con, sel, offset, max).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, score)| (crate::text::text_of(id), score))
+            .collect())
+    }
+
     /// Removes the candidates by id (or turns them into cold markers), each re-checked in
     /// the script against its score and, when it carries one, its fingerprint. Returns how
     /// many were acted on.
@@ -155,6 +172,15 @@ pub(crate) fn not_implemented_reason(action: Action) -> String {
     format!("action `{action}` is accepted but not performed by this version; jobs left in place")
 }
 
+/// Closes a state's report in a plan with what the plan knows its run will leave
+/// (`skipped`), and with `protectWaitingParents` the selected children whose parent waits
+/// (counted in `takenAlong.parentWaiting` too), as the run counts them.
+pub(crate) fn finish_plan(sr: &mut StateReport, mut skipped: Skipped) {
+    let waiting = sr.taken_along.as_ref().map_or(0, |t| t.parent_waiting);
+    skipped.parent_waiting += waiting;
+    sr.skipped = skipped.described();
+}
+
 /// Closes a state's report after a run: what was done, and why the rest was left.
 pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
     sr.done = Some(done);
@@ -162,16 +188,5 @@ pub(crate) fn finish(sr: &mut StateReport, done: u64, mut skipped: Skipped) {
     if taken != TakenAlong::default() {
         sr.taken_along = Some(taken);
     }
-    sr.skipped = described(skipped);
-}
-
-/// What was skipped, with a reason for each count; `None` when nothing was.
-pub(crate) fn described(mut skipped: Skipped) -> Option<Skipped> {
-    for reason in SkipReason::ALL {
-        let count = skipped.count(reason);
-        if count > 0 {
-            skipped.reasons.push(format!("{count} {}", reason.text()));
-        }
-    }
-    (!skipped.is_empty()).then_some(skipped)
+    sr.skipped = skipped.described();
 }

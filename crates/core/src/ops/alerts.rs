@@ -1,8 +1,10 @@
 //! `alerts`: the conditions of the Prometheus rules (see `health::rules`), evaluated from what
 //! Redis holds now: the memory report of every governed queue, their sweep and retry records,
-//! each primary's `INFO`, the daemons' heartbeats and the audit backlog. The readings the
-//! conditions look back on (evictions, memory, reclaimable cost) are saved for the next run;
-//! a user who may not write them still gets every alert that needs no history.
+//! each primary's `INFO`, the daemons' heartbeats and the audit backlog, on a read-only
+//! connection: evaluating alerts changes nothing. The readings the conditions look back on
+//! (evictions, memory, reclaimable cost) are those the daemon saved, with this evaluation's
+//! own; [`save_readings`] saves this evaluation's too, as a separate write (`alerts
+//! --save-readings`, for a Redis no daemon watches).
 
 use super::report::{MemoryReport, QueueCost, memory_report};
 use super::run::RunScope;
@@ -30,11 +32,14 @@ pub struct AlertsReport {
     pub notes: Vec<String>,
     /// Queues that could not be measured, with why.
     pub errors: BTreeMap<String, String>,
+    /// The series this evaluation read, its own readings added (see [`save_readings`]).
+    #[serde(skip)]
+    pub readings: Vec<(String, Series)>,
 }
 
-/// Evaluates every alert for the queues `scope` covers, and saves the readings it took.
+/// Evaluates every alert for the queues `scope` covers. Reads only.
 pub async fn alerts(
-    con: &mut Conn,
+    con: &Conn,
     url: &str,
     set: &PolicySet,
     scope: RunScope,
@@ -45,14 +50,15 @@ pub async fn alerts(
 }
 
 /// Evaluates every alert for the queues of a memory report already taken (the dashboard
-/// shows both), and saves the readings it took.
+/// shows both). Reads only, on a read-only connection.
 pub async fn alerts_of(
-    con: &mut Conn,
+    con: &Conn,
     url: &str,
     set: &PolicySet,
     env: Option<&str>,
     report: MemoryReport,
 ) -> Result<AlertsReport, Error> {
+    let con = &mut con.read_only();
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let now = now_ms();
     let mut notes = report.warnings.clone();
@@ -88,12 +94,6 @@ pub async fn alerts_of(
         notes.push("BullsweepDown: no daemon has run against this Redis".into());
     }
     let backlog = audit::backlog(con).await.map_err(redis_err)?;
-    if let Err(e) = readings::write(con, &to_save).await {
-        notes.push(format!(
-            "the readings were not saved ({}): evictions, memory and cost growth are judged from earlier readings only",
-            crate::error::error_text(&e)
-        ));
-    }
     let inputs = Inputs {
         now_ms: now,
         heartbeats,
@@ -107,7 +107,16 @@ pub async fn alerts_of(
         alerts: rules::evaluate(&inputs),
         notes,
         errors: report.errors,
+        readings: to_save,
     })
+}
+
+/// Saves the readings an evaluation took (`HSET bullsweep:readings`), for the evaluations
+/// after it to look back on: a write, which only `alerts --save-readings` asks for.
+pub async fn save_readings(con: &mut Conn, url: &str, found: &AlertsReport) -> Result<(), Error> {
+    readings::write(con, &found.readings)
+        .await
+        .map_err(|e| Error::redis(url, &e))
 }
 
 /// What the rules need of one governed queue: its sweep and retry records, its backlog, and
@@ -135,6 +144,7 @@ async fn queue_input(
         last_success_ms: last_success,
         interval_ms: Some(
             eff.schedule
+                .value
                 .interval_after(last_success.unwrap_or(now), AUTO_MAX)
                 .as_millis() as i64,
         ),

@@ -42,7 +42,7 @@ pub async fn forget(
     let mut scoped = scoped_queues(con, url, set, &req).await?;
     let started_at = now_ms();
     if !req.dry_run {
-        super::access::check_own_keys(con, url).await?;
+        super::access::check_own_keys(con, url, "erasure").await?;
         // Erasure is always audited: with no store to record it in, nothing is erased.
         ship(con, set).await.map_err(|e| {
             Error::audit(format!("audit store unavailable: {e}"))

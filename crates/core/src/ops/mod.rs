@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod config;
 pub mod doctor;
 pub mod forget;
+mod notices;
 pub mod plan_diff;
 pub mod records;
 pub mod report;
@@ -19,7 +20,7 @@ pub mod verify;
 
 pub use config::{load_golden_file, load_policy_file, load_token_file, read_policy_file};
 pub use plan_diff::plan_against;
-pub use run::{OpenedAudit, RunScope, audited_sweep};
+pub use run::{OpenedAudit, Reading, RunScope, audited_run, read_sweep};
 
 use bullsweep_base::connect::Conn;
 

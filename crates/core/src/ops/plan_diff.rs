@@ -31,6 +31,8 @@ pub async fn plan_against(
         audit_unavailable: None,
         sort_get: con.sort_get(),
         actor: scope.actor,
+        flows: Default::default(),
+        state: scope.state,
     };
     diff_policies(con, new, old, &opts)
         .await

@@ -4,9 +4,9 @@
 //! replica's copy counted), the queues ranked by what a run would save.
 
 use super::Conn;
-use super::run::{RunScope, audited_sweep};
+use super::run::{Reading, RunScope, read_sweep};
+use crate::engine::NoObserver;
 use crate::engine::memory::{self, Estimate, QueueMemory};
-use crate::engine::{Mode, NoObserver};
 use crate::error::Error;
 use bullsweep_policy::{Backend, PolicySet};
 use serde::Serialize;
@@ -101,14 +101,15 @@ pub struct Totals {
     pub reclaimable_monthly_cost: f64,
 }
 
-/// Measures and prices every queue `scope` covers. Reads only.
+/// Measures and prices every queue `scope` covers. Reads only, on a read-only connection.
 pub async fn memory_report(
-    con: &mut Conn,
+    con: &Conn,
     url: &str,
     set: &PolicySet,
     scope: RunScope,
 ) -> Result<MemoryReport, Error> {
-    let plan = audited_sweep(con, url, set, scope, Mode::Count, &NoObserver).await?;
+    let plan = read_sweep(con, url, set, scope, Reading::Count, &NoObserver).await?;
+    let con = &mut con.read_only();
     let cost = set.cost;
     let mut queues = Vec::new();
     let mut errors = BTreeMap::new();
@@ -125,10 +126,10 @@ pub async fn memory_report(
             let (Some(sr), Some(sm)) = (q.states.get(state), measured.states.get(state)) else {
                 continue;
             };
-            // Anonymizing and notifying keep the jobs; job rules that mix actions may free.
-            let frees = matches!(sr.action.as_str(), "remove" | "archive" | "mixed");
-            if frees && sm.jobs > 0 && sr.matched > 0 {
-                let share = (sr.matched as f64 / sm.jobs as f64).min(1.0);
+            // What the run acts on: the selected jobs less those it leaves.
+            let acted = sr.planned();
+            if sr.frees_memory() && sm.jobs > 0 && acted > 0 {
+                let share = (acted as f64 / sm.jobs as f64).min(1.0);
                 // The jobs' own keys, and their share of the set holding their ids.
                 reclaimable.insert(state.to_string(), sm.total.plus(sm.set).scaled(share));
             }

@@ -4,7 +4,7 @@
 
 use crate::archive::ArchiveSink;
 use crate::audit::{self, Actor, AuditContext};
-use crate::bullmq::{QueueKeys, RestoreMode, RestoredJob, backend_of, new_job_fields, scripts};
+use crate::bullmq::{QueueKeys, RestoreMode, RestoredJob, library_of, new_job_fields, scripts};
 use crate::error::Error;
 use bullsweep_base::clock::{execution_id, now_ms};
 use bullsweep_policy::{Backend, PolicySet};
@@ -66,12 +66,9 @@ pub async fn restore<C: ConnectionLike>(
         return Err(not_archived(sink, base, req.id).await);
     };
     // A job goes back only into a queue of the library that wrote it (or into none yet).
-    if let Some(live) = backend_of(con, base)
-        .await?
-        .filter(|live| *live != record.backend)
-    {
+    if let Some(live) = library_of(con, base).await?.refuses(record.backend) {
         return Err(Error::config(format!(
-            "the archived job was written by {} and {base} is now a {live} queue; nothing restored",
+            "the archived job was written by {} and {base} is now {live}; nothing restored",
             record.backend
         ))
         .with_hint("restore it into a queue of its own library"));

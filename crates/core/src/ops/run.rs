@@ -1,18 +1,25 @@
-//! The audited run, used by `plan`, `run`, `demo` and the daemon alike: the durable store is
-//! opened first (policies with `sla.auditRequired` do nothing when it cannot be), events left
-//! in Redis by an earlier run are shipped, the sweep runs, notices are delivered, the run's
-//! events are shipped, with one `failed` event per queue that failed, and each queue swept
-//! without error is recorded as swept (`ops::records`), whoever ran it.
+//! The two ways to sweep: a read ([`read_sweep`]: `plan`, `report`, `alerts`, the dashboard's
+//! pages and GETs, `schedule: auto`) on a connection that cannot write, which opens, locks,
+//! records and sends nothing; and the audited run ([`audited_run`]: `run`, `demo`, the
+//! dashboard's sweep, the daemon), the only way to a change or a notice. In a run the durable
+//! store is opened first (policies with `sla.auditRequired` do nothing when it cannot be),
+//! events left in Redis by an earlier run are shipped, the sweep runs, notices are delivered
+//! and recorded (`ops::notices`), the run's events are shipped, with one `failed` event per
+//! queue that failed, a queue whose notice was not delivered is marked failed in the report
+//! (`errorKind: notify`, the run goes on), and each queue swept without error is recorded as
+//! swept
+//! (`ops::records`), whoever ran it (a run of one state is not: the rest of the
+//! policy is still due).
 
 use super::DEFAULT_BUDGET_US;
+use super::notices::Unsettled;
 use crate::audit::{self, Actor, AuditContext, QueueNames};
 use crate::cancel::Cancel;
 use crate::engine::{self, Mode, Observer, QueueReport, Report, SweepOptions};
 use crate::error::Error;
-use crate::notify;
 use bullsweep_base::clock::{execution_id, now_ms};
 use bullsweep_base::connect::{Conn, at_url, describe};
-use bullsweep_policy::{PolicySet, QueueId, Resolution};
+use bullsweep_policy::{JobState, PolicySet, QueueId, Resolution};
 
 /// Which queues a plan or run covers, and how it is stopped early.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +39,10 @@ pub struct RunScope {
     pub actor: Option<String>,
     /// The audit store as the caller opened it for several runs (see [`OpenedAudit`]).
     pub opened_audit: Option<OpenedAudit>,
+    /// Only this state's rules (bull-board's Clean of one state); each queue's whole policy
+    /// when `None`. A run of one state is not recorded as the queue's sweep: the rest of its
+    /// policy is still due on its schedule.
+    pub state: Option<JobState>,
 }
 
 /// The durable audit store, opened once for several runs (the daemon's round of due queues):
@@ -60,68 +71,104 @@ impl OpenedAudit {
     }
 }
 
-/// Plans, or runs with every change audited (see the module doc). `url` names Redis in
-/// messages; `observer` is told what happens as it happens.
-pub async fn audited_sweep(
+/// What a read asks of the queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// What a run would do now (`plan`, the dashboard's pages, `GET /api/v1/plan`).
+    Plan,
+    /// The selected jobs counted, without what only a plan adds (`report`, `alerts`,
+    /// `schedule: auto`): see [`Mode::Count`].
+    Count,
+}
+
+/// Reads what a run would do, on a read-only connection ([`Conn::read_only`]: a command that
+/// could change data is refused before it is sent): nothing is changed, locked, opened,
+/// recorded or sent, and a read has no notice to send. `url` names Redis in messages.
+pub async fn read_sweep(
+    con: &Conn,
+    url: &str,
+    set: &PolicySet,
+    scope: RunScope,
+    reading: Reading,
+    observer: &dyn Observer,
+) -> Result<Report, Error> {
+    let mut con = con.read_only();
+    let mode = match reading {
+        Reading::Plan => Mode::Plan,
+        Reading::Count => Mode::Count,
+    };
+    let opts = sweep_options(&con, scope, None, None);
+    engine::sweep(&mut con, set, &opts, mode, observer)
+        .await
+        .map_err(|e| at_url(e, url))
+}
+
+/// Runs with every change audited (see the module doc): the only way to a change, and the
+/// only one to a notice. `url` names Redis in messages; `observer` is told what happens as it
+/// happens.
+pub async fn audited_run(
     con: &mut Conn,
     url: &str,
     set: &PolicySet,
     scope: RunScope,
-    mode: Mode,
     observer: &dyn Observer,
 ) -> Result<Report, Error> {
-    let execution_id = execution_id();
     let mut warnings = Vec::new();
-    let opened = scope.opened_audit.filter(|_| mode == Mode::Run);
-    let audit_unavailable = match (&opened, mode) {
-        (Some(opened), _) => opened.unavailable.clone(),
-        (None, Mode::Run) => open_audit(con, url, set, &mut warnings).await?,
-        (None, _) => None,
+    let opened = scope.opened_audit.clone();
+    let audit_unavailable = match &opened {
+        Some(opened) => opened.unavailable.clone(),
+        None => open_audit(con, url, set, &mut warnings).await?,
     };
-    let opts = SweepOptions {
-        env: scope.env,
-        queues: scope.queues,
-        queue_glob: scope.queue_glob,
-        cancel: scope.cancel,
-        locking: scope.lock_wait.filter(|_| mode == Mode::Run).map(|wait| {
-            crate::lock::QueueLocking {
-                owner: format!("run-{}", std::process::id()),
-                wait,
-                con: con.clone(),
-            }
-        }),
-        now_ms: now_ms(),
-        budget_us: DEFAULT_BUDGET_US,
-        execution_id: execution_id.clone(),
-        audit_unavailable: audit_unavailable.clone(),
-        sort_get: con.sort_get(),
-        actor: scope.actor.clone(),
-    };
-    let mut report = engine::sweep(con, set, &opts, mode, observer)
+    let locking = scope.lock_wait.map(|wait| crate::lock::QueueLocking {
+        owner: format!("run-{}", std::process::id()),
+        wait,
+        con: con.clone(),
+    });
+    let opts = sweep_options(con, scope, audit_unavailable.clone(), locking);
+    let mut report = engine::sweep(con, set, &opts, Mode::Run, observer)
         .await
         .map_err(|e| at_url(e, url))?;
     warnings.append(&mut report.warnings);
     report.warnings = warnings;
-    // Notices go out whatever the audit store's state; each delivery is then audited.
-    let mut deliveries = Vec::new();
-    for notice in &report.notices {
-        deliveries.push(notify::deliver(notice, &set.notify).await);
-    }
-    let more_than_streams = !report.notices.is_empty()
+    // Notices go out whatever the audit store's state: each delivered one is recorded with
+    // its audit event in Redis, in one call; one not delivered is audited below.
+    let undelivered = super::notices::deliver(con, url, set, &mut report).await;
+    let more_than_streams = !undelivered.is_empty()
         || report.queues.iter().any(|q| q.error.is_some())
         || audit_required(set, opts.queues.as_deref());
-    if mode == Mode::Run && audit_unavailable.is_none() && (opened.is_none() || more_than_streams) {
-        ship_run_events(con, set, &report, &deliveries, &opts).await?;
+    if audit_unavailable.is_none() && (opened.is_none() || more_than_streams) {
+        ship_run_events(con, set, &report, &undelivered, &opts).await?;
     }
-    if let Some(failure) = deliveries.into_iter().find_map(Result::err) {
-        return Err(failure
-            .context("notify")
-            .with_hint("the jobs were left in place; the next run notifies again"));
-    }
-    if mode == Mode::Run && !opts.stopping() {
+    // A notice not delivered fails its queue, not the run: the report says which.
+    super::notices::mark_undelivered(&mut report, &undelivered);
+    if !opts.stopping() && opts.state.is_none() {
         record_swept(con, url, &mut report, opts.now_ms).await;
     }
     Ok(report)
+}
+
+/// The options of a sweep over `scope`, now.
+fn sweep_options(
+    con: &Conn,
+    scope: RunScope,
+    audit_unavailable: Option<String>,
+    locking: Option<crate::lock::QueueLocking>,
+) -> SweepOptions {
+    SweepOptions {
+        env: scope.env,
+        queues: scope.queues,
+        queue_glob: scope.queue_glob,
+        cancel: scope.cancel,
+        locking,
+        now_ms: now_ms(),
+        budget_us: DEFAULT_BUDGET_US,
+        execution_id: execution_id(),
+        audit_unavailable,
+        sort_get: con.sort_get(),
+        actor: scope.actor,
+        flows: Default::default(),
+        state: scope.state,
+    }
 }
 
 /// Whether any of `queues` (every queue when `None`) is under a policy whose
@@ -142,7 +189,7 @@ pub(super) async fn open_audit(
     set: &PolicySet,
     warnings: &mut Vec<String>,
 ) -> Result<Option<String>, Error> {
-    super::access::check_own_keys(con, url).await?;
+    super::access::check_own_keys(con, url, "governing").await?;
     let shipped = audit::with_store(con, &set.audit, async |con, store| {
         audit::ship(con, store).await
     })
@@ -157,12 +204,12 @@ pub(super) async fn open_audit(
 }
 
 /// After a run: ships its events, then one `failed` event per failed queue and one event per
-/// notice delivered (or not).
+/// notice not recorded in Redis (not delivered, or delivered and its record not written).
 async fn ship_run_events(
     con: &mut Conn,
     set: &PolicySet,
     report: &Report,
-    deliveries: &[Result<(), Error>],
+    undelivered: &[Unsettled],
     opts: &SweepOptions,
 ) -> Result<(), Error> {
     let execution_id = &opts.execution_id;
@@ -173,10 +220,10 @@ async fn ship_run_events(
             let error = q.error.as_ref().map(|e| e.message.as_str());
             audit::record_event(con, store, ctx, Vec::new(), error).await?;
         }
-        for (n, delivered) in report.notices.iter().zip(deliveries) {
-            let ids = n.jobs.iter().map(|j| j.id.clone()).collect();
-            let error = delivered.as_ref().err().map(|e| e.message.as_str());
-            audit::record_event(con, store, n.context.clone(), ids, error).await?;
+        for u in undelivered {
+            let ids = u.notice.job_ids();
+            let error = u.error.as_ref().map(|e| e.message.as_str());
+            audit::record_event(con, store, u.notice.context.clone(), ids, error).await?;
         }
         Ok(())
     });

@@ -71,6 +71,9 @@ pub(super) struct Failure {
     pub(super) kind: SourceFailure,
     /// What went wrong and, where it helps, what to check.
     pub(super) detail: String,
+    /// Whether a key asked about may have caused it (PostgreSQL's data exceptions: a value
+    /// the query cannot take): the batch is then asked again in parts to find the key.
+    pub(super) of_a_key: bool,
 }
 
 impl Failure {
@@ -79,6 +82,15 @@ impl Failure {
         Failure {
             kind,
             detail: detail.into(),
+            of_a_key: false,
+        }
+    }
+
+    /// A query error that a key asked about may have caused.
+    pub(super) fn of_a_key(detail: impl Into<String>) -> Self {
+        Failure {
+            of_a_key: true,
+            ..Failure::new(SourceFailure::Query, detail)
         }
     }
 }
@@ -119,15 +131,23 @@ impl Whereabouts {
 
     /// The error `failure` makes for the source `name`.
     pub(super) fn error(&self, name: &str, failure: Failure) -> SourceError {
-        let mut detail = failure.detail;
-        for secret in &self.secrets {
-            detail = detail.replace(secret.as_str(), "***");
-        }
         SourceError {
             source: name.to_string(),
             kind: failure.kind,
-            message: format!("source `{name}` ({}): {detail}", self.shown),
+            message: format!(
+                "source `{name}` ({}): {}",
+                self.shown,
+                self.masked(failure.detail)
+            ),
         }
+    }
+
+    /// `detail` with the URL's passwords masked wherever a driver's words repeat them.
+    pub(super) fn masked(&self, mut detail: String) -> String {
+        for secret in &self.secrets {
+            detail = detail.replace(secret.as_str(), "***");
+        }
+        detail
     }
 }
 

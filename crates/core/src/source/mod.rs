@@ -2,7 +2,10 @@
 //! client per source of the policy file (`sources:`) for a run, each opening its connection at
 //! its first lookup and keeping it for the next ones; [`SourceClients::lookup`] asks about one
 //! batch of keys in one round trip, within the source's `timeout`, and answers each key with a
-//! [`SourceAnswer`] or the whole batch with a [`SourceError`].
+//! [`SourceAnswer`] or refuses it (a key the source cannot take: [`Lookup`]), or the whole
+//! batch with a [`SourceError`]. One bad key never fails its batch: a key the source's kind
+//! cannot carry is refused before the query, and a query that fails on a value is asked again
+//! in halves until the keys at fault are found (bounded by [`MAX_PARTS`]).
 //!
 //! The kinds: PostgreSQL (`postgres_client`: the source's query, `$1` the keys as `text[]`)
 //! and Redis (`redis_client`: a record per key, on the governed Redis or another server).
@@ -14,17 +17,19 @@
 //! server went away, the lookup timed out) is dropped, and the next lookup opens another.
 
 mod error;
+mod lookup;
 mod postgres_client;
 mod redis_client;
 
 pub use error::{SourceError, SourceFailure};
+pub use lookup::Lookup;
 
 use bullsweep_policy::{Millis, Source, SourceAnswer, SourceKind};
 use error::{Failure, Whereabouts};
 use postgres_client::PostgresClient;
 use redis::aio::ConnectionLike;
 use redis_client::RedisClient;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 /// One client per declared source, for one run.
@@ -51,6 +56,21 @@ enum Client {
     Redis(RedisClient),
 }
 
+impl Client {
+    /// Why the source's kind cannot be asked about `key` at all, when it cannot.
+    fn refuses(&self, key: &str) -> Option<&'static str> {
+        match self {
+            Client::Postgres(_) => postgres_client::refuses(key),
+            // Redis keys are bytes: any key can be asked about.
+            Client::Redis(_) => None,
+        }
+    }
+}
+
+/// How many more queries one batch may take to find the keys that make its query fail (each
+/// key at fault costs about two per halving of the batch).
+pub const MAX_PARTS: usize = 64;
+
 impl SourceClients {
     /// A client for each of `sources`; nothing is connected until a lookup needs it.
     pub fn new(sources: &BTreeMap<String, Source>) -> Self {
@@ -61,15 +81,20 @@ impl SourceClients {
         SourceClients { clients }
     }
 
-    /// What the source named `source` says of each of `keys` (at most its `batchSize`), in one
-    /// round trip within its `timeout`: every key of `keys` is in the answer. A Redis source
-    /// without a URL looks in `governed`.
+    /// What the source named `source` says of each of `keys` (at most its `batchSize`): every
+    /// key of `keys` is answered or refused in the [`Lookup`]. A key the source's kind cannot
+    /// carry (a NUL byte, for PostgreSQL) is refused before anything is sent. The keys are
+    /// asked in one round trip within the source's `timeout`; when the query fails in a way a
+    /// key may cause (a value it cannot take), the batch is asked again in halves, down to the
+    /// keys at fault, which are refused (at most [`MAX_PARTS`] more queries; past them, or
+    /// when no part is answered, the batch fails). A Redis source without a URL looks in
+    /// `governed`.
     pub async fn lookup<C: ConnectionLike>(
         &mut self,
         governed: &mut C,
         source: &str,
         keys: &[String],
-    ) -> Result<HashMap<String, SourceAnswer>, SourceError> {
+    ) -> Result<Lookup, SourceError> {
         let Some(entry) = self.clients.get_mut(source) else {
             return Err(SourceError {
                 source: source.to_string(),
@@ -77,29 +102,50 @@ impl SourceClients {
                 message: format!("source `{source}` is not declared under `sources:`"),
             });
         };
-        if keys.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let limit = Duration::from_millis(entry.timeout.as_millis());
-        let asked = match &mut entry.client {
-            Client::Postgres(c) => tokio::time::timeout(limit, c.lookup(keys)).await,
-            Client::Redis(c) => tokio::time::timeout(limit, c.lookup(governed, keys)).await,
-        };
-        let failure = match asked {
-            Ok(Ok(answers)) => return Ok(answers),
-            Ok(Err(failure)) => failure,
-            Err(_elapsed) => {
-                entry.abandon(limit);
-                Failure::new(
-                    SourceFailure::Timeout,
-                    format!(
-                        "no answer within {} (the source's `timeout`)",
-                        entry.timeout
-                    ),
-                )
+        let mut out = Lookup::default();
+        let mut asked = Vec::with_capacity(keys.len());
+        for key in keys {
+            match entry.client.refuses(key) {
+                Some(why) => {
+                    out.refused.insert(key.clone(), why.to_string());
+                }
+                None => asked.push(key.clone()),
             }
-        };
-        Err(entry.at.error(source, failure))
+        }
+        let mut parts = VecDeque::from([asked]);
+        let mut spare = MAX_PARTS;
+        let mut first_failure = None;
+        while let Some(part) = parts.pop_front() {
+            if part.is_empty() {
+                continue;
+            }
+            let failure = match entry.ask(governed, &part).await {
+                Ok(answers) => {
+                    out.answers.extend(answers);
+                    continue;
+                }
+                Err(failure) => failure,
+            };
+            if !failure.of_a_key || (part.len() > 1 && spare < 2) {
+                return Err(entry.at.error(source, failure));
+            }
+            if let [key] = part.as_slice() {
+                out.refused
+                    .insert(key.clone(), entry.at.masked(failure.detail.clone()));
+                first_failure.get_or_insert(failure);
+                continue;
+            }
+            spare -= 2;
+            let (a, b) = part.split_at(part.len() / 2);
+            parts.push_back(a.to_vec());
+            parts.push_back(b.to_vec());
+        }
+        // Keys are told apart only by keys that were answered: when none was, the query
+        // fails whatever it is asked (a division by zero), and no key is to blame.
+        match first_failure {
+            Some(failure) if out.answers.is_empty() => Err(entry.at.error(source, failure)),
+            _ => Ok(out),
+        }
     }
 }
 
@@ -132,6 +178,29 @@ impl Entry {
             client,
             timeout: source.timeout,
             at: Whereabouts::new(source.kind.as_str(), url),
+        }
+    }
+
+    /// Asks about `keys` in one round trip within the source's `timeout`.
+    async fn ask<C: ConnectionLike>(
+        &mut self,
+        governed: &mut C,
+        keys: &[String],
+    ) -> Result<HashMap<String, SourceAnswer>, Failure> {
+        let limit = Duration::from_millis(self.timeout.as_millis());
+        let asked = match &mut self.client {
+            Client::Postgres(c) => tokio::time::timeout(limit, c.lookup(keys)).await,
+            Client::Redis(c) => tokio::time::timeout(limit, c.lookup(governed, keys)).await,
+        };
+        match asked {
+            Ok(answered) => answered,
+            Err(_elapsed) => {
+                self.abandon(limit);
+                Err(Failure::new(
+                    SourceFailure::Timeout,
+                    format!("no answer within {} (the source's `timeout`)", self.timeout),
+                ))
+            }
         }
     }
 

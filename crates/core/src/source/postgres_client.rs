@@ -113,10 +113,14 @@ impl PostgresClient {
 
 /// Prepares `query` with `$1` as `text[]` and checks its columns' names and types.
 async fn prepare(client: &Client, query: &str) -> Result<Prepared, Failure> {
+    // No key is sent to prepare: whatever fails here is the query's own.
     let statement = client
         .prepare_typed(query, &[Type::TEXT_ARRAY])
         .await
-        .map_err(query_failure)?;
+        .map_err(|e| Failure {
+            of_a_key: false,
+            ..query_failure(e)
+        })?;
     let columns = columns(&statement)?;
     Ok(Prepared { statement, columns })
 }
@@ -164,9 +168,18 @@ fn columns(statement: &Statement) -> Result<Columns, Failure> {
     })
 }
 
+/// Why a key cannot be sent to PostgreSQL at all: its text type cannot hold a NUL byte, and
+/// the server refuses the whole query for one.
+pub(super) fn refuses(key: &str) -> Option<&'static str> {
+    key.contains('\0')
+        .then_some("it holds a NUL byte, which PostgreSQL's text cannot hold")
+}
+
 /// Every key of `keys` with what `rows` say of it. A key in several rows is found, matching
-/// if any row matches, changed at the latest `changed_at`; rows naming a key that was not
-/// asked about, or none, are ignored.
+/// if any row matches, changed at the latest `changed_at`; rows naming no key are ignored. A
+/// row naming a key that was not asked about fails the lookup (nothing of the batch is acted
+/// on): the query answers in another form than it was asked (a `char(n)` column's blanks, a
+/// case, another type's text), so the keys asked would all read as gone.
 fn answers(
     keys: &[String],
     rows: &[Row],
@@ -182,6 +195,7 @@ fn answers(
             format!("cannot read a row of the query's answer: {e}"),
         )
     };
+    let mut unasked: (u64, Option<String>) = (0, None);
     for row in rows {
         let Some(key) = row
             .try_get::<_, Option<String>>(columns.key)
@@ -190,6 +204,8 @@ fn answers(
             continue;
         };
         let Some(slot) = answers.get_mut(&key) else {
+            unasked.0 += 1;
+            unasked.1.get_or_insert(key);
             continue;
         };
         let matching = match columns.matching {
@@ -217,7 +233,42 @@ fn answers(
             },
         };
     }
-    Ok(answers)
+    match unasked {
+        (n, Some(example)) => Err(Failure::new(
+            SourceFailure::Query,
+            unasked_detail(n, &example, keys),
+        )),
+        _ => Ok(answers),
+    }
+}
+
+/// Why an answer naming keys that were not asked about fails, with `example` (one of them,
+/// quoted so that blanks show) and the likeliest cause: the asked key it pads, or differs
+/// from in case, when there is one.
+fn unasked_detail(n: u64, example: &str, keys: &[String]) -> String {
+    let trimmed = example.trim_end();
+    let cause = if let Some(k) = keys.iter().find(|k| k.as_str() == trimmed) {
+        format!(
+            "it is the key {k:?} padded with blanks, as a `char(n)` column pads its values: return and compare the column without them, e.g. `SELECT rtrim(code) AS key … WHERE rtrim(code) = ANY($1)` (or make it `varchar`/`text`)"
+        )
+    } else if let Some(k) = keys
+        .iter()
+        .find(|k| k.to_lowercase() == example.to_lowercase())
+    {
+        format!(
+            "it differs from the key {k:?} only in case: return the key as the jobs hold it, or compare both in one case"
+        )
+    } else {
+        "likely causes: a `char(n)` column that pads its values with blanks, another case, or another type's text (`7.0` for `7`, a UUID's case); the `key` column must be the key asked, as text".to_string()
+    };
+    let rows = if n == 1 {
+        "1 row naming a key".to_string()
+    } else {
+        format!("{} rows naming keys", crate::text::thousands(n))
+    };
+    format!(
+        "the query answered {rows} not asked about, e.g. {example:?}; nothing of this batch is acted on, since every key asked would read as gone: {cause}"
+    )
 }
 
 /// `f(a, b)` when both are known, else whichever is.
@@ -315,11 +366,6 @@ fn query_failure(e: tokio_postgres::Error) -> Failure {
         );
     };
     let code = db.code().code();
-    let kind = if code.starts_with("28") || code == "42501" {
-        SourceFailure::Auth
-    } else {
-        SourceFailure::Query
-    };
     let hint = match db.hint() {
         // `$1` compared with a column of another type.
         _ if code == "42883" => {
@@ -329,5 +375,16 @@ fn query_failure(e: tokio_postgres::Error) -> Failure {
         Some(h) => format!(" (hint: {h})"),
         None => String::new(),
     };
-    Failure::new(kind, format!("the query failed: {}{hint}", db.message()))
+    let detail = format!("the query failed: {}{hint}", db.message());
+    // Class 22, a data exception: a value the query cannot take, such as a key cast to a
+    // type it is not (`invalid input syntax for type bigint`).
+    if code.starts_with("22") {
+        return Failure::of_a_key(detail);
+    }
+    let kind = if code.starts_with("28") || code == "42501" {
+        SourceFailure::Auth
+    } else {
+        SourceFailure::Query
+    };
+    Failure::new(kind, detail)
 }

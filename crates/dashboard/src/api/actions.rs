@@ -4,7 +4,7 @@
 //! integration acts for one of its users (`X-Bullsweep-On-Behalf-Of`).
 
 use super::reads::not_in_view;
-use super::{allowed, body, error, json, param};
+use super::{allowed, body, error, json, single};
 use crate::Ctx;
 use crate::actions::{LOCKED, Swept, erasure_of, restore_job, sweep_queue};
 use crate::pages::erasure::Form;
@@ -12,59 +12,127 @@ use crate::scope;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::RestoreMode;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_policy::{Permission, Resolution, unprintable};
+use bullsweep_policy::{JobState, Permission, Resolution, unprintable};
 use serde::Deserialize;
 use serde_json::json;
 
 /// The header naming the user an integration acts for.
 pub const ON_BEHALF_OF: &str = "x-bullsweep-on-behalf-of";
-/// The longest user name taken from [`ON_BEHALF_OF`].
+/// The longest user name [`ON_BEHALF_OF`] may give, in characters.
 const USER_MAX: usize = 128;
 
-/// The audit actor: the token's name, and the user it acts for when the header names one
-/// (characters that do not print, or that change how the text around them reads, removed;
-/// at most [`USER_MAX`] characters).
-fn actor(ctx: &Ctx<'_>, req: &Request) -> String {
+/// The audit actor: the token's name, and the user it acts for when [`ON_BEHALF_OF`] names
+/// one (`<token> for <user>`, the value without the spaces around it). A name that could be
+/// audited as another's is refused with a 400, never changed: one with a character that does
+/// not print or that changes how the text around it reads (`b\u{200B}ob` would read as
+/// `bob`), one that is not UTF-8, one over [`USER_MAX`] characters (cut, two names could
+/// become one).
+fn actor(ctx: &Ctx<'_>, req: &Request) -> Result<String, Response> {
     let token = ctx.caller.token.name.clone();
-    let user: String = req
-        .header(ON_BEHALF_OF)
-        .unwrap_or_default()
-        .chars()
-        .filter(|c| !unprintable(*c))
-        .take(USER_MAX)
-        .collect();
-    match user.trim() {
+    let user = req.header(ON_BEHALF_OF).unwrap_or_default().trim();
+    let refused = |why: String| {
+        Err(error(
+            400,
+            &format!("X-Bullsweep-On-Behalf-Of {why}; nothing was done"),
+        ))
+    };
+    if let Some(c) = user.chars().find(|c| unprintable(*c) || *c == '\u{FFFD}') {
+        return refused(if c == '\u{FFFD}' {
+            "is not UTF-8 (or holds U+FFFD)".to_string()
+        } else {
+            format!(
+                "holds U+{:04X}, a character that does not print or that changes how the name reads",
+                c as u32
+            )
+        });
+    }
+    let length = user.chars().count();
+    if length > USER_MAX {
+        return refused(format!(
+            "is {length} characters long; a user name may have {USER_MAX} at most"
+        ));
+    }
+    Ok(match user {
         "" => token,
         user => format!("{token} for {user}"),
-    }
+    })
 }
 
-/// `POST /api/v1/queue/sweep?key=`: one bounded, audited sweep of a governed queue under its
-/// policy; 409 for a queue no policy governs, 423 while another sweep holds its lock.
+/// `POST /api/v1/queue/sweep?key=[&state=]`: one bounded, audited sweep of a governed queue
+/// under its policy, or under its rules for `state` alone (bull-board's Clean of one state);
+/// 409 for a queue no policy governs or a state its policy has no rule for (nothing is done),
+/// 423 while another sweep holds its lock.
 pub async fn sweep(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     if let Err(answer) = allowed(&ctx, Permission::SweepNow, "sweep a queue") {
         return Ok(answer);
     }
-    let Some(key) = param(req, "key") else {
-        return Ok(error(400, "say which queue: ?key=<key base>"));
+    let (key, state) = match (single(req, "key"), sweep_state(req)) {
+        (Ok(Some(key)), Ok(state)) if !key.is_empty() => (key, state),
+        (Err(answer), _) | (_, Err(answer)) => return Ok(answer),
+        _ => return Ok(error(400, "say which queue: ?key=<key base>")),
+    };
+    let actor = match actor(&ctx, req) {
+        Ok(actor) => actor,
+        Err(answer) => return Ok(answer),
     };
     let Some(q) = scope::queue(&mut ctx, &key).await? else {
         return Ok(not_in_view());
     };
-    if !matches!(ctx.set.resolve(&q), Resolution::Covered(_)) {
+    let Resolution::Covered(eff) = ctx.set.resolve(&q) else {
         return Ok(error(
             409,
             "no policy governs this queue, so there is nothing to sweep it by",
         ));
+    };
+    if let Some(state) = state
+        && eff.of_state(state).is_none()
+    {
+        let message = format!(
+            "policy {} has no rule for {state} jobs, so a sweep of them would act on none; nothing was done",
+            eff.name
+        );
+        return Ok(json(
+            409,
+            &json!({ "error": message, "policy": eff.name, "state": state.as_str() }),
+        ));
     }
-    let actor = actor(&ctx, req);
-    let Swept::Done(report) = sweep_queue(&mut ctx, q, actor.clone()).await? else {
+    let Swept::Done(report) = sweep_queue(&mut ctx, q, state, actor.clone()).await? else {
         return Ok(error(423, LOCKED));
     };
     Ok(json(
         200,
-        &json!({ "queue": key, "done": report.done(), "actor": actor, "report": report }),
+        &json!({
+            "queue": key,
+            "state": state.map(JobState::as_str),
+            "policy": eff.name,
+            "done": report.done(),
+            "doneByAction": report.done_by_action(),
+            "actor": actor,
+            "report": report,
+        }),
     ))
+}
+
+/// The state a sweep is asked to keep to: `None` (the whole policy) when `state` is not
+/// given; a 400 when it is given empty, more than once, or naming no state bullsweep governs
+/// by that name. A sweep acts on one state or on the whole policy, never on a guess.
+fn sweep_state(req: &Request) -> Result<Option<JobState>, Response> {
+    let Some(name) = single(req, "state")? else {
+        return Ok(None);
+    };
+    let names: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+    let names = names.join(", ");
+    if name.is_empty() {
+        return Err(error(
+            400,
+            &format!(
+                "`state` is one of {names}, not empty (leave it out to sweep under the whole policy); nothing was done"
+            ),
+        ));
+    }
+    JobState::from_name(&name)
+        .map(Some)
+        .ok_or_else(|| error(400, &format!("`state` is one of {names}, not `{name}`")))
 }
 
 /// A restore's body.
@@ -133,7 +201,10 @@ pub async fn restore(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error>
         Some(RestoreAs::New) => RestoreMode::New,
     };
     let queue = queue.trim_end_matches(':').to_string();
-    let actor = actor(&ctx, req);
+    let actor = match actor(&ctx, req) {
+        Ok(actor) => actor,
+        Err(answer) => return Ok(answer),
+    };
     let Some(r) = restore_job(&mut ctx, &queue, id, mode, &actor).await? else {
         return Ok(not_in_view());
     };
@@ -196,7 +267,10 @@ pub async fn erasure(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error>
         request_id: request_id.to_string(),
         tenant,
     };
-    let actor = actor(&ctx, req);
+    let actor = match actor(&ctx, req) {
+        Ok(actor) => actor,
+        Err(answer) => return Ok(answer),
+    };
     let receipt = erasure_of(&mut ctx, &form, !body.confirm, actor).await?;
     Ok(json(200, &receipt))
 }

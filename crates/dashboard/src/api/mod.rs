@@ -128,6 +128,21 @@ fn body(req: &Request) -> Result<serde_json::Value, Response> {
         })
 }
 
+/// A query parameter an action takes at most once, spaces around it trimmed: `None` when it is
+/// not there (an empty value is returned as it is, for the caller to refuse), a 400 when it
+/// is there more than once (an action never picks one of two values).
+fn single(req: &Request, name: &str) -> Result<Option<String>, Response> {
+    let mut given = req.query.iter().filter(|(k, _)| k == name);
+    let first = given.next().map(|(_, v)| v.trim().to_string());
+    if given.next().is_some() {
+        return Err(error(
+            400,
+            &format!("`{name}` is given more than once; give it once (nothing was done)"),
+        ));
+    }
+    Ok(first)
+}
+
 /// A request's non-empty query parameter.
 fn param(req: &Request, name: &str) -> Option<String> {
     req.param(name)

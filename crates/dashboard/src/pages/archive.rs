@@ -293,8 +293,22 @@ fn empty_reason(why: &str, ctx: &Ctx<'_>) -> Markup {
     }
 }
 
-/// The start of a `YYYY-MM-DD` day in UTC, in ms.
+/// The start of a day in UTC, in ms, when `day` is written `YYYY-MM-DD` (four digits, two,
+/// two) and exists; `None` for any other form (`20261201`, `2026-1-5`, `+002026-12-01`,
+/// `2026-02-30`), as `docs/openapi.json` says.
 pub fn day_start(day: &str) -> Option<i64> {
+    let b = day.as_bytes();
+    let shaped = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    if !shaped {
+        return None;
+    }
     let ts: jiff::Timestamp = format!("{day}T00:00:00Z").parse().ok()?;
     Some(ts.as_millisecond())
 }
@@ -302,4 +316,24 @@ pub fn day_start(day: &str) -> Option<i64> {
 /// `1 segment`, `2 segments`: a count read in the singular for one.
 fn count_of(n: usize, noun: &str) -> String {
     bullsweep_core::text::count(n as u64, noun)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::day_start;
+
+    #[test]
+    fn a_day_is_yyyy_mm_dd_and_exists() {
+        assert_eq!(day_start("1970-01-02"), Some(86_400_000));
+        for other in [
+            "19700102",
+            "1970-1-2",
+            "+001970-01-02",
+            "1970-02-30",
+            "1970-01-02T00:00:00Z",
+            "",
+        ] {
+            assert_eq!(day_start(other), None, "{other}");
+        }
+    }
 }

@@ -9,7 +9,9 @@ use super::overview::urlencode;
 use crate::format::iso;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
-use bullsweep_core::audit::{AuditEvent, AuditStatus, PARENT_RELEASED, PARENT_REMOVED, RelatedJob};
+use bullsweep_core::audit::{
+    AuditEvent, AuditStatus, CHILD_REMOVED, PARENT_RELEASED, PARENT_REMOVED, RelatedJob,
+};
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::ops::trail::{self, AuditFilter, newest_audit_events};
 use bullsweep_core::ops::verify::{Verified, source_name};
@@ -200,22 +202,23 @@ fn pager(req: &Request, page: usize, pages: usize, matched: usize) -> Markup {
     }
 }
 
-/// The flow parents a batch took along, as its event names them: counts by role, and each
-/// parent's key in a disclosure (a parent in a queue outside the caller's view is counted,
-/// not named).
+/// The flow jobs a batch took along, as its event names them: counts by role, and each job's
+/// key in a disclosure (a job in a queue outside the caller's view is counted, not named).
 fn parents(ctx: &Ctx<'_>, e: &AuditEvent) -> Markup {
     let of = |role: &str| -> Vec<&RelatedJob> {
         e.related_jobs.iter().filter(|r| r.role == role).collect()
     };
     let named = |r: &RelatedJob| scope::sees_job_key(ctx, &r.key);
     let (removed, released) = (of(PARENT_REMOVED), of(PARENT_RELEASED));
+    let children = of(CHILD_REMOVED);
     html! {
         @if !e.related_jobs.is_empty() {
-            details data-parents-removed=(removed.len()) data-parents-released=(released.len()) {
-                summary { (removed.len()) " removed, " (released.len()) " released" }
+            details data-parents-removed=(removed.len()) data-parents-released=(released.len()) data-children-removed=(children.len()) {
+                summary { (removed.len()) " parent(s) removed, " (released.len()) " released, " (children.len()) " child(ren) removed" }
                 ul {
-                    @for r in removed.iter().filter(|r| named(r)) { li data-role=(PARENT_REMOVED) { "removed " code { (r.key) } } }
-                    @for r in released.iter().filter(|r| named(r)) { li data-role=(PARENT_RELEASED) { "released to wait " code { (r.key) } } }
+                    @for r in removed.iter().filter(|r| named(r)) { li data-role=(PARENT_REMOVED) { "parent removed " code { (r.key) } } }
+                    @for r in released.iter().filter(|r| named(r)) { li data-role=(PARENT_RELEASED) { "parent released to wait " code { (r.key) } } }
+                    @for r in children.iter().filter(|r| named(r)) { li data-role=(CHILD_REMOVED) { "child removed with its parent " code { (r.key) } } }
                 }
             }
         }

@@ -32,7 +32,7 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
         }
     }
     let run = scope::run_scope(&ctx, inv.managed.clone());
-    let mut found = alerts(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
+    let mut found = alerts(&ctx.con, &ctx.url, &ctx.set, run).await?;
     let bases: Vec<String> = inv.managed.iter().map(|q| q.base.clone()).collect();
     scope::alerts_in_view(&ctx, &mut found, &bases);
     let quarantined: Option<(u64, Vec<Entry>)> = if ctx.caller.token.tenant.is_none() {
@@ -62,7 +62,7 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
             div.wrap { table id="alerts" {
                 thead { tr { th scope="col" { "Alert" } th scope="col" { "State" } th scope="col" { "Queue or node" } th.n scope="col" { "Value" } th.n scope="col" { "Limit" } th.opt scope="col" { "Summary" } } }
                 tbody { @for a in &found.alerts {
-                    tr data-alert=(a.alert) data-state=(state_name(a.state)) { td.nowrap { (short_name(a.alert)) } td { (state_badge(a.state)) }
+                    tr data-alert=(a.alert) data-state=(state_name(a.state)) { td.nowrap { (breakable(short_name(a.alert))) } td { (state_badge(a.state)) }
                         td.key { (a.queue.as_deref().or(a.node.as_deref()).unwrap_or("")) } td.n { (measure(a.alert, a.value)) } td.n { (measure(a.alert, a.threshold)) } td.opt { (a.summary) } }
                 } }
             } }
@@ -100,6 +100,17 @@ pub async fn page(mut ctx: Ctx<'_>, _req: &Request) -> Result<Response, Error> {
 /// An alert's name without the `Bullsweep` every one starts with.
 pub fn short_name(alert: &str) -> &str {
     alert.strip_prefix("Bullsweep").unwrap_or(alert)
+}
+
+/// An alert's name that may break between its words on a narrow screen
+/// (`Backlog<wbr>Over<wbr>Policy`).
+fn breakable(name: &str) -> Markup {
+    html! {
+        @for (i, c) in name.char_indices() {
+            @if i > 0 && c.is_ascii_uppercase() { wbr; }
+            (c)
+        }
+    }
 }
 
 /// `pending` or `firing`.

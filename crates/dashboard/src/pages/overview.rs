@@ -15,6 +15,7 @@ use bullsweep_core::ops::alerts::AlertsReport;
 use bullsweep_core::ops::alerts::alerts_of;
 use bullsweep_core::ops::records;
 use bullsweep_core::ops::report::{MemoryReport, QueueCost, memory_report};
+use bullsweep_core::text::plural;
 use bullsweep_policy::{Backend, PolicySet, QueueId, Resolution};
 use maud::{Markup, html};
 use std::collections::BTreeSet;
@@ -61,9 +62,9 @@ pub async fn measures(
         return Ok((m.report.clone(), m.alerts.clone(), m.at.elapsed()));
     }
     let run = scope::run_scope(ctx, chosen);
-    let report = memory_report(&mut ctx.con, &ctx.url, &ctx.set, run).await?;
+    let report = memory_report(&ctx.con, &ctx.url, &ctx.set, run).await?;
     let alerts = alerts_of(
-        &mut ctx.con,
+        &ctx.con,
         &ctx.url,
         &ctx.set,
         ctx.env.as_deref(),
@@ -202,13 +203,13 @@ fn totals(rows: &[Row], report: &MemoryReport, alerts: &AlertsReport) -> Markup 
     let (firing, pending) = (of(AlertState::Firing), of(AlertState::Pending));
     html! {
         ul.totals aria-label="Totals" {
-            li { span.v data-total="queues" { (rows.len()) } span.k { "queues" } }
-            li { span.v data-total="jobs" { (count(total_jobs)) } span.k { "jobs" } }
+            li { span.v data-total="queues" { (rows.len()) } span.k { (plural(rows.len() as u64, "queue")) } }
+            li { span.v data-total="jobs" { (count(total_jobs)) } span.k { (plural(total_jobs, "job")) } }
             li { span.v data-total="bytes" { (bytes(report.totals.bytes)) } span.k { "memory" } }
             li { span.v { (money(report.totals.monthly_cost)) } span.k { "a month" } }
             li { span.v data-total="reclaimable" { (money(report.totals.reclaimable_monthly_cost)) } span.k { "reclaimable a month (" (bytes(report.totals.reclaimable_bytes)) ")" } }
-            li { span.v data-total="firing" class=(if firing > 0 { "bad" } else { "ok" }) { (firing) } span.k { "alerts firing" } }
-            li { span.v data-total="pending" class=(if pending > 0 { "warn" } else { "ok" }) { (pending) } span.k { "alerts pending" } }
+            li { span.v data-total="firing" class=(if firing > 0 { "bad" } else { "ok" }) { (firing) } span.k { (plural(firing as u64, "alert")) " firing" } }
+            li { span.v data-total="pending" class=(if pending > 0 { "warn" } else { "ok" }) { (pending) } span.k { (plural(pending as u64, "alert")) " pending" } }
         }
     }
 }
@@ -256,10 +257,10 @@ struct QueuesTable<'p, 'c> {
 }
 
 impl QueuesTable<'_, '_> {
-    /// The table: a row per queue under a row per tenant.
+    /// The table: a row per queue under a row per tenant, with a column for every state
+    /// (those with no job in any queue too: a column does not come and go with the data).
     fn markup(&self) -> Markup {
         let (rows, report, age) = (self.rows, self.report, self.age);
-        let shown = self.shown_states();
         html! {
             table id="queues" {
                 caption.muted { "Memory and cost from the memory report, at $" (report.price.per_gb_month) " per GiB-month"
@@ -268,35 +269,24 @@ impl QueuesTable<'_, '_> {
                     @if age.as_secs() == 0 { "now" } @else { (age.as_secs()) " s ago" } "." }
                 thead { tr {
                     th scope="col" { "Queue" } th.opt scope="col" { "Env" } th.opt scope="col" { "Policy" }
-                    @for s in &shown { th.n.opt[optional(s)] scope="col" { (s) } }
+                    @for s in STATES { th.n.state.opt[optional(s)] scope="col" { (s) } }
                     th.n.opt2 scope="col" { "Memory" } th.n.opt scope="col" { "Cost/month" } th.n.opt scope="col" { "Reclaimable" }
                     th.opt scope="col" { "Last sweep" } th.opt scope="col" { "Next sweep" } th scope="col" { "Alerts" }
                 } }
                 tbody {
                     @for (i, (q, last)) in rows.iter().enumerate() {
                         @if i == 0 || rows[i - 1].0.tenant != q.tenant {
-                            tr.tenant { th colspan=(shown.len() + 9) scope="rowgroup" { "Tenant: " (q.tenant.as_deref().unwrap_or("(none)")) } }
+                            tr.tenant { th colspan=(STATES.len() + 9) scope="rowgroup" { "Tenant: " (q.tenant.as_deref().unwrap_or("(none)")) } }
                         }
-                        (self.row(q, *last, &shown))
+                        (self.row(q, *last))
                     }
                 }
             }
         }
     }
 
-    /// Completed and failed always; the other states only where some queue has jobs in them.
-    fn shown_states(&self) -> Vec<&'static str> {
-        STATES
-            .into_iter()
-            .filter(|s| {
-                matches!(*s, "completed" | "failed")
-                    || self.rows.iter().any(|(q, _)| jobs(q, s) > 0)
-            })
-            .collect()
-    }
-
     /// One queue's row.
-    fn row(&self, q: &QueueCost, last: Option<i64>, shown: &[&str]) -> Markup {
+    fn row(&self, q: &QueueCost, last: Option<i64>) -> Markup {
         let now = self.now;
         let found: Vec<&Finding> = self
             .alerts
@@ -306,19 +296,19 @@ impl QueuesTable<'_, '_> {
             .collect();
         html! {
             tr data-queue=(q.key) data-backend=(q.backend.as_str()) data-reclaimable-bytes=(format!("{:.0}", q.reclaimable_bytes)) data-bytes=(format!("{:.0}", q.bytes)) {
-                td.nowrap {
+                td.queue {
                     a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) }
                     (crate::links::queue(self.ctx, &q.key, q.backend))
                     @if q.backend == Backend::Bull { " " span.badge title="a legacy Bull queue" { "bull" } }
                 }
                 td.opt { (q.env.as_deref().unwrap_or("")) }
                 td.nowrap.opt { (q.policy) }
-                @for s in shown { td.n.opt[optional(s)] data-state=(s) { (count(jobs(q, s))) } }
+                @for s in STATES { td.n.opt[optional(s)] data-state=(s) { (count(jobs(q, s))) } }
                 td.n.nowrap.opt2 { (bytes(q.bytes)) }
                 td.n.opt { (money(q.monthly_cost)) }
                 td.n.opt.nowrap { (money(q.reclaimable_monthly_cost)) br; span.muted { (bytes(q.reclaimable_bytes)) } }
-                td.nowrap.opt { @if let Some(t) = last { time datetime=(time(t)) { (short_time(t)) } } @else { "never" } }
-                td.nowrap.opt { @match self.next_sweep(q, last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
+                td.when.opt { @if let Some(t) = last { time datetime=(time(t)) { (short_time(t)) } } @else { "never" } }
+                td.when.opt { @match self.next_sweep(q, last) { Some(t) if t <= now => "due now", Some(t) => time datetime=(time(t)) { (short_time(t)) }, None => "" } }
                 td.alerts { @if found.is_empty() { span.ok { "none" } } @else { div.badges { @for a in &found { (badge(a)) } } } }
             }
         }
@@ -329,7 +319,7 @@ impl QueuesTable<'_, '_> {
         let set = &self.ctx.set;
         let id = set.identify_as(&q.key, q.backend, self.ctx.env.as_deref())?;
         match set.resolve(&id) {
-            Resolution::Covered(eff) => Some(eff.schedule.next_due(
+            Resolution::Covered(eff) => Some(eff.schedule.value.next_due(
                 last,
                 self.now,
                 bullsweep_policy::DEFAULT_SCHEDULE,

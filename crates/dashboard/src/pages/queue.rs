@@ -1,22 +1,26 @@
 //! One queue: its jobs by state, its charts, `explain` (the effective rules and where each
-//! comes from), the next sweep's preview (what `plan` would do, with the flow parents it
-//! would remove or release), the parents past sweeps took along (from the newest events of
-//! the audit trail, by key; a line that is not an event is skipped and counted) and, for
-//! operators, a button to sweep it now.
+//! comes from), the next sweep's preview (what `plan` would do, with the flow jobs it would
+//! take along), the flow jobs past sweeps took along (from the newest events of the audit
+//! trail, by key, each as removed or released; a line that is not an event is skipped and
+//! counted) and, for operators, a button to sweep it now.
 
 use super::effectiveness::{Window, charts_for};
 use super::overview::urlencode;
 use crate::format::count;
 use crate::{Ctx, layout, scope};
 use bullsweep_core::Error;
-use bullsweep_core::audit::{AuditEvent, PARENT_REMOVED};
+use bullsweep_core::audit::{
+    AuditEvent, CHILD_REMOVED, PARENT_RELEASED, PARENT_REMOVED, RelatedJob,
+};
 use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::health::history;
 use bullsweep_core::ops::trail::{AuditFilter, newest_audit_events};
-use bullsweep_policy::{Backend, EffectivePolicy, Permission, Resolution};
+use bullsweep_policy::{
+    Backend, EffectivePolicy, FlowSettings, Permission, RULE_FIELDS, Resolution, RuleField,
+};
 use maud::{Markup, html};
 
-/// Parents taken along by past sweeps shown at most, newest first.
+/// Flow jobs taken along by past sweeps shown at most, newest first.
 const PARENTS_SHOWN: usize = 100;
 
 /// Audit events a queue page reads at the most, from the newest, to find them: a page costs
@@ -74,22 +78,23 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
                 span.muted { " Runs the policy on this queue now, under its lock, audited as " (ctx.caller.token.name) "." }
             }
         }
-        h2 { "Flow parents taken along by past sweeps" }
+        h2 { "Flow jobs taken along by past sweeps" }
         @if trail.unreadable > 0 {
             p.notice.bad data-unreadable=(trail.unreadable) { "The audit trail has " (count(trail.unreadable)) " unreadable line(s) among those read; they are skipped here. The audit page's chain check says where it breaks." }
         }
         @if trail.stopped_early && trail.events.len() < PARENTS_SHOWN {
             p.muted { "The newest " (count(TRAIL_READ as u64)) " events of the trail were read." }
         }
-        @if taken.is_empty() { p.muted { "The audit trail names no parent removed or released with this queue's jobs." } }
+        @if taken.is_empty() { p.muted { "The audit trail names no flow job removed or released with this queue's jobs." } }
         @else {
-            p.muted { "Removing a child removes a parent in the same queue whose last pending child it was, and releases a parent in another queue to wait (BullMQ's flow handling); the newest " (PARENTS_SHOWN) " are listed." }
+            p.muted { "Removing a finished child removes a parent in the same queue whose last pending child it was and releases one in another queue to wait (Queue.clean); removing a pending job removes its children and releases its parent when it was the last (Job.remove). The newest " (PARENTS_SHOWN) " are listed." }
             div.wrap { table id="parents" {
-                thead { tr { th.opt scope="col" { "When" } th scope="col" { "Parent" } th scope="col" { "What became of it" } th.opt scope="col" { "Run" } } }
-                tbody { @for (e, key, role) in &taken {
-                    tr data-parent=(key) data-role=(role) {
-                        td.opt { (crate::format::time(e.timestamp)) } td { code { (key) } }
-                        td { @if *role == PARENT_REMOVED { "removed" } @else { "released to wait" } }
+                thead { tr { th.opt scope="col" { "When" } th scope="col" { "Job" } th scope="col" { "What became of it" } th.opt scope="col" { "From" } th.opt scope="col" { "Run" } } }
+                tbody { @for (e, r) in &taken {
+                    tr data-parent=(r.key) data-role=(r.role) {
+                        td.opt { (crate::format::time(e.timestamp)) } td { code { (r.key) } }
+                        td { (role_text(&r.role)) }
+                        td.opt { (r.state.as_deref().unwrap_or("")) }
                         td.opt { code { (e.context.execution_id) } }
                     }
                 } }
@@ -111,12 +116,14 @@ fn plan_table(qr: &bullsweep_core::engine::QueueReport) -> Markup {
     html! {
     @if let Some(e) = &qr.error { p.notice.bad { (e) } }
     div.wrap { table id="plan" {
-        thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n.opt scope="col" { "Parents removed" } th.n.opt scope="col" { "Parents released" } } }
+        thead { tr { th scope="col" { "State" } th.n scope="col" { "Jobs" } th.n scope="col" { "Selected" } th scope="col" { "Action" } th.n scope="col" { "To act on" } th.n.opt scope="col" { "Will skip" } th.n.opt scope="col" { "Parents removed" } th.n.opt scope="col" { "Parents released" } th.n.opt scope="col" { "Children removed" } } }
         tbody { @for (state, s) in &qr.states {
-            @let along = s.taken_along.unwrap_or_default();
-            tr data-state=(state) data-matched=(s.matched) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) {
+            @let along = s.taken_along.clone().unwrap_or_default();
+            @let skipped = s.skipped.as_ref().map_or(0, |k| k.total());
+            tr data-state=(state) data-matched=(s.matched) data-to-act-on=(s.planned()) data-skipped=(skipped) data-jobs=(s.jobs) data-parents-removed=(along.parents_removed) data-parents-released=(along.parents_released) data-children-removed=(along.children_removed) {
                 td { (state) } td.n { (count(s.jobs)) } td.n { (count(s.matched)) } td { (s.action) }
-                td.n.opt { (count(along.parents_removed)) } td.n.opt { (count(along.parents_released)) }
+                td.n { (count(s.planned())) } td.n.opt title=(s.skipped.as_ref().map(|k| k.reasons.join("; ")).unwrap_or_default()) { (count(skipped)) }
+                td.n.opt { (count(along.parents_removed)) } td.n.opt { (count(along.parents_released)) } td.n.opt { (count(along.children_removed)) }
             }
         } }
     } }
@@ -138,19 +145,29 @@ fn sources_unavailable(qr: &bullsweep_core::engine::QueueReport) -> Markup {
     }
 }
 
-/// The parents the queue's `events` (newest first) name as taken along with its jobs, each
-/// with its event, key and role; a parent in a queue outside the caller's view is left out.
+/// The flow jobs the queue's `events` (newest first) name as taken along with its jobs, each
+/// with its event; a job in a queue outside the caller's view is left out.
 fn taken_along<'e>(
     ctx: &Ctx<'_>,
     events: &'e [AuditEvent],
-) -> Vec<(&'e AuditEvent, &'e str, &'e str)> {
+) -> Vec<(&'e AuditEvent, &'e RelatedJob)> {
     events
         .iter()
         .flat_map(|e| e.related_jobs.iter().map(move |r| (e, r)))
         .filter(|(_, r)| scope::sees_job_key(ctx, &r.key))
-        .map(|(e, r)| (e, r.key.as_str(), r.role.as_str()))
         .take(PARENTS_SHOWN)
         .collect()
+}
+
+/// What became of a job taken along, by its role: a removed parent or child is removed, only a
+/// released parent is released to wait.
+fn role_text(role: &str) -> &'static str {
+    match role {
+        PARENT_REMOVED => "parent removed",
+        PARENT_RELEASED => "parent released to wait",
+        CHILD_REMOVED => "child removed with its parent",
+        _ => "taken along",
+    }
 }
 
 /// The effective rules of a queue with where each field comes from, as `explain` gives them.
@@ -167,22 +184,29 @@ pub fn explain(resolution: &Resolution) -> Markup {
 }
 
 fn rules(eff: &EffectivePolicy) -> Markup {
-    let cell = |label: &str, v: Option<String>, src: Option<String>| {
+    let cell = |label: &str, field: Option<&RuleField>| {
         html! {
-            td data-label=(label) { span { @if let Some(v) = v { (v) br; span.muted { (src.unwrap_or_default()) } } @else { span.muted { "—" } } } }
+            td data-label=(label) { span { @if let Some(f) = field { (f.shown) br; span.muted { (f.from) } } @else { span.muted { "—" } } } }
         }
     };
+    // The settings beside the rules, each with where it comes from (a default says so).
+    let settings: Vec<RuleField> = std::iter::once("schedule")
+        .chain(FlowSettings::NAMES)
+        .filter_map(|name| eff.field(name))
+        .collect();
     html! {
-        p { "Policy " strong { (eff.name) } ", schedule " code { (eff.schedule) } }
+        p { "Policy " strong { (eff.name) } }
+        p id="settings" { @for (i, f) in settings.iter().enumerate() {
+            @if i > 0 { " · " }
+            (f.name) " " code { (f.shown) } " " span.muted { "(" (f.from) ")" }
+        } }
         div.wrap { table.stack id="explain" {
-            thead { tr { th scope="col" { "State" } th scope="col" { "maxAge" } th scope="col" { "maxCount" } th scope="col" { "keepFor" } th scope="col" { "action" } } }
+            thead { tr { th scope="col" { "State" } @for c in RULE_FIELDS { th scope="col" { (c) } } } }
             tbody { @for (state, r) in &eff.states {
+                @let fields = r.fields();
                 tr {
                     th scope="row" { (state) }
-                    (cell("maxAge", r.max_age.as_ref().map(|s| s.value.to_string()), r.max_age.as_ref().map(|s| s.source.to_string())))
-                    (cell("maxCount", r.max_count.as_ref().map(|s| s.value.to_string()), r.max_count.as_ref().map(|s| s.source.to_string())))
-                    (cell("keepFor", r.keep_for.as_ref().map(|s| s.value.to_string()), r.keep_for.as_ref().map(|s| s.source.to_string())))
-                    (cell("action", Some(r.action.value.to_string()), Some(r.action.source.to_string())))
+                    @for c in RULE_FIELDS { (cell(c, fields.iter().find(|f| f.name == c))) }
                 }
             } }
         } }

@@ -115,7 +115,7 @@ fn found(r: &Value) -> Vec<Found> {
 }
 
 /// What the erasure leaves, beyond what does not hold the subject: jobs a worker holds,
-/// items refused, entries of an unknown tenant, and places not searched to the end.
+/// items refused, entries of another or an unknown tenant, and places not searched to the end.
 fn kept(r: &Value) -> Vec<String> {
     let mut out = Vec::new();
     for q in r["queues"].as_array().into_iter().flatten() {
@@ -133,6 +133,10 @@ fn kept(r: &Value) -> Vec<String> {
                 x["id"].as_str().unwrap_or(""),
                 x["reason"].as_str().unwrap_or("")
             ));
+        }
+        let other = q["eventsOfOtherTenants"].as_u64().unwrap_or(0);
+        if other > 0 {
+            out.push(format!("{queue}: {} events stream entries of jobs another tenant's (or no tenant's) data names: kept, not this erasure's", count(other)));
         }
         let unknown = q["eventsOfUnknownTenant"].as_u64().unwrap_or(0);
         if unknown > 0 {

@@ -18,11 +18,11 @@ struct TtlSite<'a> {
 /// The `ttl:` keys of the rules written for each state (in `JobState::ALL`'s order).
 fn ttl_sites<'a>(
     sites: &mut Vec<TtlSite<'a>>,
-    rules: [&'a Option<Spanned<RawStateRule>>; 6],
+    rules: [Option<&'a Spanned<RawStateRule>>; 6],
     at: &str,
 ) {
     for (state, rule) in JobState::ALL.into_iter().zip(rules) {
-        if let Some(t) = rule.as_ref().and_then(|r| r.value.ttl.as_ref()) {
+        if let Some(t) = rule.and_then(|r| r.value.ttl.as_ref()) {
             sites.push(TtlSite {
                 at: &t.referenced,
                 path: format!("{at}.{state}.ttl"),
@@ -73,10 +73,11 @@ fn archive_action(policy: &RawPolicy) -> Option<&Location> {
         .states()
         .into_iter()
         .chain(policy.jobs.iter().flat_map(|j| j.value.states()));
-    let links = std::iter::once(&policy.source).chain(policy.jobs.iter().map(|j| &j.value.source));
+    let links = std::iter::once(policy.source.as_deref())
+        .chain(policy.jobs.iter().map(|j| j.value.source.as_deref()));
     rules
-        .filter_map(|r| r.as_ref().and_then(|r| is_archive(&r.value.action)))
-        .chain(links.filter_map(|l| l.as_ref().and_then(|l| is_archive(&l.value.action))))
+        .filter_map(|r| r.and_then(|r| is_archive(&r.value.action)))
+        .chain(links.filter_map(|l| l.and_then(|l| is_archive(&l.value.action))))
         .next()
 }
 

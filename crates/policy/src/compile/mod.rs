@@ -24,6 +24,7 @@ use crate::position::SourcePos;
 use crate::raw::RawPolicyFile;
 use serde_saphyr::{Location, Spanned};
 use std::fmt;
+use std::sync::Arc;
 
 /// The policy file format's version, the one `version:` must say.
 pub(crate) const FORMAT_VERSION: i64 = 1;
@@ -148,12 +149,12 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
         file: file.to_string(),
         errors,
     };
-    let tree: Spanned<schema::Node> =
+    let walked: Spanned<schema::UnknownKeys> =
         syntax::parse(text).map_err(|e| failed(vec![syntax::syntax_error(&e)]))?;
-    // Unknown keys are found on the tree, all at once; the typed parse skips them, so the
-    // checks below report everything else in the same pass.
-    let unknown = schema::unknown_keys(&tree);
-    let raw: RawPolicyFile = syntax::parse(text).map_err(|e| {
+    // Unknown keys are found by a first reading, all at once; the typed parse skips them, so
+    // the checks below report everything else in the same pass.
+    let unknown = walked.value.0;
+    let mut raw: RawPolicyFile = syntax::parse(text).map_err(|e| {
         let mut errors = unknown.clone();
         errors.push(syntax::syntax_error(&e));
         failed(errors)
@@ -163,17 +164,21 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
         errors: unknown,
         warnings: Vec::new(),
     };
-    c.version(&raw, &tree.referenced);
+    c.version(&raw, &walked.referenced);
     let aliases = c.aliases(&raw);
-    let environment = c.env(&raw.environment, &aliases, "environment");
+    let environment = c.env(raw.environment.as_ref(), &aliases, "environment");
     let layouts = c.layouts(&raw);
-    let global_pii = raw.pii.as_ref().map(|p| c.pii(p, None, "pii"));
+    let global_pii = raw.pii.as_ref().map(|p| Arc::new(c.pii(p, None, "pii")));
     let schedule = c.file_schedule(&raw);
     let cost = c.cost(&raw);
     let subjects = c.subjects(&raw.subjects, "subjects");
     let sources = c.sources(&raw);
     let doctor = c.doctor(&raw);
-    let policies = c.policies(&raw, &aliases, global_pii.as_ref());
+    // These two read the policies as written, before compiling them takes them out of `raw`.
+    c.actions_have_targets(&raw);
+    c.ttl_conflicts(&raw);
+    let written = std::mem::take(&mut raw.policies);
+    let policies = c.policies(written, &raw, &aliases, global_pii.as_ref());
     let tenants = c.tenants(&raw, &aliases);
     graph::check_ties(&mut c, &policies);
     graph::check_dependency_cycles(&mut c, &policies);
@@ -181,10 +186,8 @@ pub fn compile(file: &str, text: &str) -> Result<PolicySet, ConfigErrors> {
     let archive = c.archive(&raw);
     let notify = c.notify(&raw);
     let bull_board = c.bull_board(&raw);
-    c.actions_have_targets(&raw);
-    c.ttl_conflicts(&raw);
-    match (c.errors.is_empty(), audit, schedule) {
-        (true, Some(audit), Some(schedule)) => Ok(PolicySet {
+    match (c.errors.is_empty(), audit) {
+        (true, Some(audit)) => Ok(PolicySet {
             source: file.to_string(),
             environment,
             aliases,

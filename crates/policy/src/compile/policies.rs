@@ -5,15 +5,17 @@
 use super::{Checker, DEFAULT_LAYOUT, pos};
 use crate::backend::Backend;
 use crate::cost::{CostModel, PRESETS, preset};
+use crate::flows::{ChildrenInOtherQueues, FlowSettings, FlowsWritten};
 use crate::layout::Layout;
 use crate::model::{DaemonSettings, JobRule, Policy, RunMode, Sla, TenantOverride};
 use crate::pii::PiiRules;
 use crate::position::SourcePos;
 use crate::raw::{RawPolicy, RawPolicyFile};
-use crate::schedule::{DEFAULT_SCHEDULE, Schedule};
+use crate::schedule::Schedule;
 use crate::source::PartialSourceLink;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 impl Checker {
     /// `environments:`: alias → canonical name; an alias may stand for one name only.
@@ -57,7 +59,8 @@ impl Checker {
         layouts
     }
 
-    /// The file's `schedule:` in its `timezone:` (every hour when absent).
+    /// The file's `schedule:` in its `timezone:`; `None` when it writes none (or a wrong one,
+    /// reported).
     pub(super) fn file_schedule(&mut self, raw: &RawPolicyFile) -> Option<Schedule> {
         if let Some(tz) = &raw.timezone
             && let Err(m) = crate::schedule::check_timezone(&tz.value)
@@ -67,7 +70,7 @@ impl Checker {
         let timezone = raw.timezone.as_ref().map(|t| t.value.as_str());
         match &raw.schedule {
             Some(s) => self.schedule(s, timezone, "schedule"),
-            None => Some(Schedule::Every(DEFAULT_SCHEDULE)),
+            None => None,
         }
     }
 
@@ -138,19 +141,21 @@ impl Checker {
         cost
     }
 
-    /// `policies:`; names must be unique.
+    /// `policies:` as written (taken out of `raw`); names must be unique. Each written policy
+    /// is dropped as soon as it is compiled, so that the file's policies are not held twice.
     pub(super) fn policies(
         &mut self,
+        written: Vec<Spanned<Box<RawPolicy>>>,
         raw: &RawPolicyFile,
         aliases: &BTreeMap<String, String>,
-        global_pii: Option<&PiiRules>,
+        global_pii: Option<&Arc<PiiRules>>,
     ) -> Vec<Policy> {
         let mut names: HashMap<String, SourcePos> = HashMap::new();
-        let mut out = Vec::new();
-        for (i, p) in raw.policies.iter().enumerate() {
+        let mut out = Vec::with_capacity(written.len());
+        for (i, p) in written.into_iter().enumerate() {
             let path = format!("policies[{i}]");
-            let name = self.policy_name(p, &path, &mut names);
-            if let Some(policy) = self.policy(raw, p, &path, name, aliases, global_pii) {
+            let name = self.policy_name(&p, &path, &mut names);
+            if let Some(policy) = self.policy(raw, &p, &path, name, aliases, global_pii) {
                 out.push(policy);
             }
         }
@@ -160,7 +165,7 @@ impl Checker {
     /// A policy's `name`, checked for presence and uniqueness.
     fn policy_name(
         &mut self,
-        p: &Spanned<RawPolicy>,
+        p: &Spanned<Box<RawPolicy>>,
         path: &str,
         names: &mut HashMap<String, SourcePos>,
     ) -> Option<String> {
@@ -200,14 +205,18 @@ impl Checker {
     fn policy(
         &mut self,
         raw: &RawPolicyFile,
-        p: &Spanned<RawPolicy>,
+        p: &Spanned<Box<RawPolicy>>,
         path: &str,
         name: Option<String>,
         aliases: &BTreeMap<String, String>,
-        global_pii: Option<&PiiRules>,
+        global_pii: Option<&Arc<PiiRules>>,
     ) -> Option<Policy> {
         let rp = &p.value;
-        let environment = self.env(&rp.environment, aliases, &format!("{path}.environment"));
+        let environment = self.env(
+            rp.environment.as_deref(),
+            aliases,
+            &format!("{path}.environment"),
+        );
         let queue = match &rp.queue_name_pattern {
             Some(q) => self.pattern(q, &format!("{path}.queueNamePattern")),
             None => {
@@ -229,19 +238,25 @@ impl Checker {
         let rules = self.state_rules(rp.rules.states(), &format!("{path}.rules"));
         let source = self.source_link(
             raw,
-            &rp.source,
-            &rp.delete_when,
-            &rp.keep_for,
+            rp.source.as_deref(),
+            rp.delete_when.as_deref(),
+            rp.keep_for.as_deref(),
             &PartialSourceLink::default(),
             path,
         );
         let jobs = self.job_rules(raw, rp, &source, path);
         let pii = match &rp.pii {
-            Some(own) => Some(self.pii(own, global_pii, &format!("{path}.pii"))),
+            Some(own) => Some(Arc::new(self.pii(
+                own,
+                global_pii.map(|g| &**g),
+                &format!("{path}.pii"),
+            ))),
+            // Shared, not copied: every policy without its own `pii` holds the file's.
             None => global_pii.cloned(),
         };
         let subjects = self.subjects(&rp.subjects, &format!("{path}.subjects"));
         let daemon = self.daemon_settings(raw, rp, path);
+        let flows = self.flows(rp, path);
         let events = rp
             .events
             .as_ref()
@@ -266,10 +281,36 @@ impl Checker {
             pii,
             subjects,
             daemon,
-            protect_waiting_parents: rp.protect_waiting_parents,
+            flows,
             events,
             pos: pos(&p.referenced),
         })
+    }
+
+    /// A policy's flow settings: `protectWaitingParents`, and `childrenInOtherQueues`, a
+    /// closed list of names.
+    fn flows(&mut self, rp: &RawPolicy, path: &str) -> FlowSettings {
+        let children_in_other_queues = match &rp.children_in_other_queues {
+            None => ChildrenInOtherQueues::default(),
+            Some(c) => ChildrenInOtherQueues::from_name(&c.value).unwrap_or_else(|| {
+                let names: Vec<&str> = ChildrenInOtherQueues::ALL.map(|c| c.as_str()).to_vec();
+                self.error_hint(
+                    &c.referenced,
+                    format!("{path}.childrenInOtherQueues"),
+                    format!("unknown value `{}`", c.value),
+                    format!("expected one of {}", names.join(", ")),
+                );
+                ChildrenInOtherQueues::default()
+            }),
+        };
+        FlowSettings {
+            protect_waiting_parents: rp.protect_waiting_parents.unwrap_or_default(),
+            children_in_other_queues,
+            written: FlowsWritten {
+                protect_waiting_parents: rp.protect_waiting_parents.is_some(),
+                children_in_other_queues: rp.children_in_other_queues.is_some(),
+            },
+        }
     }
 
     /// A policy's `backend:`, a closed list of names.
@@ -303,9 +344,9 @@ impl Checker {
             let rules = self.state_rules(jv.states(), &jpath);
             let source = self.source_link(
                 raw,
-                &jv.source,
-                &jv.delete_when,
-                &jv.keep_for,
+                jv.source.as_deref(),
+                jv.delete_when.as_deref(),
+                jv.keep_for.as_deref(),
                 policy_link,
                 &jpath,
             );
@@ -345,10 +386,10 @@ impl Checker {
         }
         let timezone = rp
             .timezone
-            .as_ref()
+            .as_deref()
             .or(raw.timezone.as_ref())
             .map(|t| t.value.as_str());
-        let schedule = match (&rp.schedule, &raw.schedule, &rp.timezone) {
+        let schedule = match (rp.schedule.as_deref(), &raw.schedule, &rp.timezone) {
             (Some(own), _, _) => self.schedule(own, timezone, &format!("{path}.schedule")),
             // The file's schedule read in the policy's own time zone.
             (None, Some(file), Some(_)) => {
@@ -427,7 +468,7 @@ impl Checker {
         for (i, t) in raw.tenants.iter().enumerate() {
             let path = format!("tenants[{i}]");
             let environment = self.env(
-                &t.value.environment,
+                t.value.environment.as_ref(),
                 aliases,
                 &format!("{path}.environment"),
             );

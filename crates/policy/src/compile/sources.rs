@@ -201,9 +201,9 @@ impl Checker {
     pub(super) fn source_link(
         &mut self,
         raw: &RawPolicyFile,
-        link: &Option<Spanned<RawSourceLink>>,
-        delete_when: &Option<Spanned<String>>,
-        keep_for: &Option<Spanned<RawDuration>>,
+        link: Option<&Spanned<RawSourceLink>>,
+        delete_when: Option<&Spanned<String>>,
+        keep_for: Option<&Spanned<RawDuration>>,
         base: &PartialSourceLink,
         path: &str,
     ) -> PartialSourceLink {

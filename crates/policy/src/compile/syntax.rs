@@ -108,7 +108,7 @@ fn unknown_field_hint(message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::{parse, parse_within, syntax_error};
-    use crate::compile::schema::Node;
+    use crate::compile::schema::UnknownKeys;
     use serde_saphyr::Spanned;
 
     /// `n` one-line policies (eleven YAML values each).
@@ -126,13 +126,13 @@ mod tests {
     fn a_file_past_the_parsers_default_budget_is_read() {
         // 25,000 policies hold 275,000 values: the parser's default refused them.
         let text = policies(25_000);
-        assert!(parse::<Spanned<Node>>(&text).is_ok());
+        assert!(parse::<Spanned<UnknownKeys>>(&text).is_ok());
     }
 
     #[test]
     fn a_file_past_the_limit_is_told_how_to_shrink() {
         let text = policies(10);
-        let Err(e) = parse_within::<Spanned<Node>>(&text, 50) else {
+        let Err(e) = parse_within::<Spanned<UnknownKeys>>(&text, 50) else {
             panic!("past the limit");
         };
         let problem = syntax_error(&e);

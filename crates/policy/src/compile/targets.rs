@@ -33,13 +33,18 @@ fn action_sites(raw: &RawPolicyFile) -> Vec<ActionSite<'_>> {
         );
         link_site(
             &mut sites,
-            &p.value.source,
+            p.value.source.as_deref(),
             format!("policies[{i}].source"),
             i,
         );
         for (j, job) in p.value.jobs.iter().enumerate() {
             let at = format!("policies[{i}].jobs[{j}]");
-            link_site(&mut sites, &job.value.source, format!("{at}.source"), i);
+            link_site(
+                &mut sites,
+                job.value.source.as_deref(),
+                format!("{at}.source"),
+                i,
+            );
             states(&mut sites, job.value.states(), at, Some(i));
         }
     }
@@ -53,7 +58,7 @@ fn action_sites(raw: &RawPolicyFile) -> Vec<ActionSite<'_>> {
 /// Adds the sites of the rules written for each state (in `JobState::ALL`'s order).
 fn states<'a>(
     sites: &mut Vec<ActionSite<'a>>,
-    rules: [&'a Option<Spanned<RawStateRule>>; 6],
+    rules: [Option<&'a Spanned<RawStateRule>>; 6],
     at: String,
     policy: Option<usize>,
 ) {
@@ -65,11 +70,11 @@ fn states<'a>(
 /// Adds the site of a source link's action, when it sets a valid one.
 fn link_site<'a>(
     sites: &mut Vec<ActionSite<'a>>,
-    link: &'a Option<Spanned<RawSourceLink>>,
+    link: Option<&'a Spanned<RawSourceLink>>,
     path: String,
     policy: usize,
 ) {
-    if let Some(a) = link.as_ref().and_then(|l| l.value.action.as_ref())
+    if let Some(a) = link.and_then(|l| l.value.action.as_ref())
         && let Some(action) = Action::from_name(&a.value)
         && SOURCE_ACTIONS.contains(&action)
     {
@@ -85,12 +90,12 @@ fn link_site<'a>(
 /// Adds the site of `rule`'s action, when it sets a valid one for `state`.
 fn site<'a>(
     sites: &mut Vec<ActionSite<'a>>,
-    rule: &'a Option<Spanned<RawStateRule>>,
+    rule: Option<&'a Spanned<RawStateRule>>,
     state: JobState,
     path: String,
     policy: Option<usize>,
 ) {
-    if let Some(a) = rule.as_ref().and_then(|r| r.value.action.as_ref())
+    if let Some(a) = rule.and_then(|r| r.value.action.as_ref())
         && let Some(action) = Action::from_name(&a.value)
         // An action the state does not take is reported as such by the rule's check.
         && state.allowed_actions().contains(&action)

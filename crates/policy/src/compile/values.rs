@@ -150,6 +150,7 @@ impl Checker {
                     equals: k.value.equals.clone(),
                 })
         });
+        let remind_every = self.remind_every(r, action, path);
         StateRule {
             max_age,
             max_count,
@@ -157,6 +158,43 @@ impl Checker {
             action,
             keep_if,
             ttl,
+            remind_every,
+        }
+    }
+
+    /// `remindEvery:`, which only a rule whose own `action` is `notify` may set (reminders of
+    /// a notice; another action has none to repeat).
+    fn remind_every(
+        &mut self,
+        r: &RawStateRule,
+        action: Option<Action>,
+        path: &str,
+    ) -> Option<Millis> {
+        let d = r.remind_every.as_ref()?;
+        let key = format!("{path}.remindEvery");
+        let every = self.duration(d, BareUnit::Seconds, &key)?;
+        match (action, &r.action) {
+            (Some(Action::Notify), _) => Some(every),
+            // The action itself is wrong: that error is the one to read.
+            (None, Some(_)) => None,
+            (Some(other), _) => {
+                self.error_hint(
+                    &d.referenced,
+                    key,
+                    format!("`remindEvery` is for `action: notify`, not `{other}`"),
+                    "a reminder repeats a notice; remove `remindEvery` or set `action: notify`",
+                );
+                None
+            }
+            (None, None) => {
+                self.error_hint(
+                    &d.referenced,
+                    key,
+                    "`remindEvery` needs `action: notify` in the same rule",
+                    "write `action: notify` beside it: a notice is sent once unless its rule asks for reminders",
+                );
+                None
+            }
         }
     }
 
@@ -300,14 +338,14 @@ impl Checker {
     /// The rules written for each state (`states` in `JobState::ALL`'s order).
     pub(super) fn state_rules(
         &mut self,
-        states: [&Option<Spanned<RawStateRule>>; 6],
+        states: [Option<&Spanned<RawStateRule>>; 6],
         path: &str,
     ) -> StateRules {
         let mut out = BTreeMap::new();
         for (state, rule) in JobState::ALL.into_iter().zip(states) {
             if let Some(rule) = rule {
                 let rule = self.state_rule(state, rule, &format!("{path}.{state}"));
-                out.insert(state, rule);
+                out.insert(state, Box::new(rule));
             }
         }
         out
@@ -315,11 +353,11 @@ impl Checker {
 
     pub(super) fn env(
         &mut self,
-        raw: &Option<Spanned<String>>,
+        raw: Option<&Spanned<String>>,
         aliases: &BTreeMap<String, String>,
         path: &str,
     ) -> Option<String> {
-        let e = raw.as_ref()?;
+        let e = raw?;
         if e.value.trim().is_empty() {
             self.error(&e.referenced, path, "environment is empty");
             return None;

@@ -82,14 +82,20 @@ impl Actual {
         }
     }
 
-    /// Whether the expected value, as written in the test file, is this value.
+    /// Whether the expected value, as written in the test file, is this value. A duration
+    /// compares by its length, however it is written: `1h`, `60m`, `3600000` (ms, as
+    /// `explain --json` gives it) and, for a schedule, `every 1h` as `explain` shows it.
     fn is(&self, expected: &Value) -> bool {
         match (expected, &self.millis) {
             (Value::Null, _) => self.json.is_null(),
             (Value::String(s), _) if s == "none" => self.json.is_null(),
             (Value::String(s), Some(ms)) => {
+                let s = s.trim();
+                let s = s.strip_prefix("every ").unwrap_or(s);
                 parse_duration_str(s).is_ok_and(|m| m.as_millis() == *ms)
+                    || s.parse::<u64>().is_ok_and(|n| n == *ms)
             }
+            (Value::Number(a), Some(ms)) => a.as_f64() == Some(*ms as f64),
             (Value::String(s), None) => *s == self.shown,
             (Value::Number(a), _) => match &self.json {
                 Value::Number(b) => a.as_f64() == b.as_f64(),
@@ -107,13 +113,15 @@ fn shown(v: &Value) -> String {
     }
 }
 
-/// Runs every case of `file` against `set`, at `now_ms`; `default_env` is `--env`.
+/// Runs every case of `file` against `set`, at `now_ms`; `default_env` is `--env`, which the
+/// file's own `env:` overrides.
 pub fn run_cases(
     set: &PolicySet,
     file: &GoldenFile,
     default_env: Option<&str>,
     now_ms: i64,
 ) -> Vec<CaseResult> {
+    let default_env = file.env.as_deref().or(default_env);
     file.cases
         .iter()
         .map(|case| run_case(set, case, default_env, now_ms))
@@ -207,7 +215,13 @@ fn actual(
         }
     };
     if field == "policy" {
-        return Actual::text(eff.policy.clone(), eff.name.clone());
+        // The name `plan`, `run`, `explain` and the audit trail give the queue's policy:
+        // `<policy>->override:<tenant>` when a tenant override is merged in.
+        let from = match eff.name.strip_prefix(&format!("{}->override:", eff.policy)) {
+            Some(tenant) => format!("policy {}, tenant override {tenant}", eff.policy),
+            None => format!("policy {}", eff.policy),
+        };
+        return Actual::text(eff.name.clone(), from);
     }
     let Some(job) = &case.job else {
         return eff.field(field).map_or_else(Actual::none, Actual::of_field);

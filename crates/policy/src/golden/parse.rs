@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 pub struct GoldenFile {
     /// `policy:`, relative to the test file; `None` for the `--config` file.
     pub policy: Option<String>,
+    /// `env:`, the environment of queues whose layout has no `{env}` (as `--env` gives it);
+    /// when set, it is the one the cases run in, whatever `--env` says.
+    pub env: Option<String>,
     /// The cases, in file order.
     pub cases: Vec<Case>,
 }
@@ -91,6 +94,7 @@ pub struct JobCase {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     policy: Option<String>,
+    env: Option<String>,
     cases: Vec<Spanned<RawCase>>,
 }
 
@@ -211,6 +215,7 @@ pub fn parse_golden(file: &str, text: &str) -> Result<GoldenFile, ConfigErrors> 
     if errors.is_empty() {
         Ok(GoldenFile {
             policy: raw.policy,
+            env: raw.env,
             cases,
         })
     } else {

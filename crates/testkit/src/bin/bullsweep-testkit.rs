@@ -4,7 +4,10 @@
 //!   (name, password and `ACL SETUSER` rules for a server of that major version) and the role
 //!   each bullsweep subcommand runs as;
 //! - `bullsweep-testkit certs <dir>` makes the TLS test certificates in `<dir>` and prints
-//!   their paths as JSON.
+//!   their paths as JSON;
+//! - `bullsweep-testkit postgres` starts a private PostgreSQL (the Rust tests' own), prints
+//!   its port and superuser URL as JSON, and stops it when its standard input closes (the
+//!   Node suite's source tests hold the pipe while they run).
 
 use bullsweep_testkit::acl::ROLES;
 use bullsweep_testkit::redis_server::ROLE_PASSWORD;
@@ -20,7 +23,10 @@ fn main() {
             Some(dir) => certs(Path::new(dir)),
             None => Err("usage: bullsweep-testkit certs <dir>".to_string()),
         },
-        _ => Err("usage: bullsweep-testkit roles <major> <prefix>… | certs <dir>".to_string()),
+        Some("postgres") => return postgres(),
+        _ => Err(
+            "usage: bullsweep-testkit roles <major> <prefix>… | certs <dir> | postgres".to_string(),
+        ),
     };
     match out {
         Ok(json) => println!("{json}"),
@@ -72,4 +78,19 @@ fn certs(dir: &Path) -> Result<serde_json::Value, String> {
         "clientCert": copy(&made.client.cert, "client.pem")?,
         "clientKey": copy(&made.client.key, "client.key")?,
     }))
+}
+
+/// Runs a private PostgreSQL until standard input closes; its address is printed first.
+fn postgres() {
+    let pg = match bullsweep_testkit::PrivatePostgres::start() {
+        Ok(pg) => pg,
+        Err(e) => {
+            eprintln!("bullsweep-testkit: postgres: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("{}", json!({ "port": pg.port, "url": pg.url("postgres") }));
+    // Read until the other end closes the pipe (or goes away); then the server stops.
+    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    drop(pg);
 }

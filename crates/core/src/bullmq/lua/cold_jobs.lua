@@ -14,9 +14,9 @@
   ARGV[7..] per job: id, expected score, and with ARGV[4] = '1' its fingerprint
 
   KEYS[2] the queue's restore holds (prelude/held.lua), then the two audit keys
-  Returns {converted, locked, malformed, changed, elapsed_us, handled, 0, 0, restored, 0, 0}:
-  the id-batch layout (scripts/id_batch.rs), with 0 for the parents it never holds back or
-  takes along.
+  Returns {converted, locked, malformed, changed, elapsed_us, handled, 0, 0, restored, {}}:
+  the id-batch layout (scripts/id_batch.rs), with 0 for the parents it never holds back and
+  nothing taken along.
 
   The marker keeps what BullMQ needs to list the job (name, timestamp, finishedOn, and the
   first part of failedReason) plus archivedAt and purgeAfter (finishedOn + the purge age), in
@@ -73,4 +73,4 @@ local batch = walkIdBatch(setKey, queuePrefix, 7, ARGV[4] == '1', LOOK_EVERY, cl
   end)
 addAuditEvent(ARGV[3], batch.removed)
 return {#batch.removed, batch.locked, batch.malformed, batch.changed, elapsed(clock),
-  batch.handled, 0, 0, batch.restored, 0, 0}
+  batch.handled, 0, 0, batch.restored, {{}, {}}}

@@ -23,7 +23,7 @@
 
   KEYS[6] the queue's restore holds (prelude/held.lua), then the two audit keys
   Returns {detached, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
-  restored, parentsRemoved, parentsReleased, dangling, staged}: the flow parents taken along
+  restored, takenAlong, dangling, staged}: the flow parents taken along (audit.lua's takenReply)
   (a removed one is staged with the batch), then staged lists, flat, five values per entry staged by this call: n, the entry, finishedOn ('' when
   none), the bytes of data and returnvalue, and the log count; so the client reads each copy
   (or streams an oversized one) without asking again. A job whose logs are not a list counts
@@ -116,6 +116,6 @@ local batch = walkIdBatch(setKey, queuePrefix, 8, false, LOOK_EVERY, clock,
     end
   end)
 local reply = closeIdBatch(batch, setKey, eventsKey, metaKey, ARGV[6], ARGV[3], clock)
-reply[12] = batch.dangling
-reply[13] = stagedNow
+reply[11] = batch.dangling
+reply[12] = stagedNow
 return reply

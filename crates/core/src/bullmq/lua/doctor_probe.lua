@@ -16,8 +16,10 @@
   Modes:
   * `jobs` (ids of keys SCAN found): the first character `x` (not a hash, or gone), `z` (in
     one of the five sorted sets), `l` (in none of them: the lists are the caller's to check);
-    the second the job's parent: `-` (none), `p` (its hash exists), `g` (gone), `o` (in
-    another slot of a Cluster: not checkable).
+    the second the job's parent: `-` (none), `p` (its hash exists), `g` (gone), `f` (gone,
+    and the job is finished: what BullMQ's own removal of a finished parent leaves, as
+    Queue.clean and removeOnComplete remove a parent without its children; no damage), `o`
+    (in another slot of a Cluster: not checkable).
   * `lists` (ids in no sorted set and in no list the caller read), the sets, lists and hash in
     the same call (job_like.lua's stateHolding): `i` (in a state meanwhile, or its hash gone),
     `n` (in no state, its hash there),
@@ -42,6 +44,11 @@ local MAX_DEPENDENCIES = 1000
 -- this many of them (about 50 µs and 30 µs of work), not after each. A `shape` or `lists`
 -- item may search lists whole (job_like.lua, up to about 1.5 ms): the clock after each.
 local EVERY = {missing = 50, jobs = 10}
+
+-- Whether the job is in `completed` or `failed`.
+local function finished(id)
+  return rcall('ZSCORE', prefix .. 'completed', id) or rcall('ZSCORE', prefix .. 'failed', id)
+end
 
 local function inSomeSet(id)
   for _, s in ipairs(ZSETS) do
@@ -70,7 +77,10 @@ local function jobCode(id)
   if not inOwnSlot(parentKey) then
     return state .. 'o'
   end
-  return state .. (rcall('EXISTS', parentKey) == 1 and 'p' or 'g')
+  if rcall('EXISTS', parentKey) == 1 then
+    return state .. 'p'
+  end
+  return state .. ((state == 'z' and finished(id)) and 'f' or 'g')
 end
 
 -- A job that went meanwhile (removeOnComplete between the `jobs` call and this one) is no

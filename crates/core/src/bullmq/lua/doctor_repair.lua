@@ -113,22 +113,13 @@ local function treeLeft(jobKey)
   return nil
 end
 
--- The removed children's keys, named under the base as the audit event names them.
-local function takeChildren(jobKey, taken)
-  local children = {}
-  removeChildren(jobKey, children)
-  for _, k in ipairs(children) do
-    taken[#taken + 1] = k
-  end
-end
-
 -- A job hash in no state: removed as BullMQ's Job.remove() removes it (its parent lets go of
 -- it and goes to wait when it was the last dependency, its children go with it, depth first,
 -- its dedup key goes when it names it, its keys go). No event for it: no reader ever saw it
 -- in a state (its children leave BullMQ's `removed`). `copied` is `-`, or the fingerprint of
 -- its copy in the archive (archive-first), which it must still match. A job of its tree
 -- locked leaves the whole tree (`locked`).
-local function orphanHash(id, copied, taken)
+local function orphanHash(id, copied)
   local jobKey = prefix .. id
   if rcall('TYPE', jobKey)['ok'] ~= 'hash' then
     return 'changed'
@@ -158,8 +149,9 @@ local function orphanHash(id, copied, taken)
     return left
   end
   reserveAuditSeq()
+  beginRemoval(jobKey)
   releaseParent(jobKey, f[1])
-  takeChildren(jobKey, taken)
+  removeChildren(jobKey, {})
   releaseDedup(prefix, id, f[2])
   deleteJobKeys(jobKey)
   return 'repaired'
@@ -270,10 +262,10 @@ local function stuckParent(id)
   return 'repaired'
 end
 
--- A job whose parent's hash is gone: removed with its own children, as the parent's removal
--- with removeChildren would have taken it (job_tree.lua's removeTree, with BullMQ's
+-- A job in a live state whose parent's hash is gone: removed with its own children, as the
+-- parent's removal with removeChildren would have taken it (job_tree.lua's removeTree, with BullMQ's
 -- `removed` event).
-local function orphanChild(id, _, taken)
+local function orphanChild(id)
   local jobKey = prefix .. id
   if rcall('TYPE', jobKey)['ok'] ~= 'hash' then
     return 'changed'
@@ -291,6 +283,9 @@ local function orphanChild(id, _, taken)
     return 'outOfReach'
   elseif state == 'active' then
     return 'locked'
+  elseif state == 'completed' or state == 'failed' then
+    -- Finished meanwhile: what BullMQ's own removal of a finished parent leaves, no damage.
+    return 'changed'
   end
   local left = treeLeft(jobKey)
   if left then
@@ -301,7 +296,7 @@ local function orphanChild(id, _, taken)
     return 'restored'
   end
   reserveAuditSeq()
-  removeTree(prefix, id, taken)
+  removeTree(prefix, id, {})
   return 'repaired'
 end
 
@@ -356,37 +351,18 @@ end
 local repair, nameOf = entry[1], entry[2]
 local counts = {repaired = 0, changed = 0, locked = 0, restored = 0, outOfReach = 0,
   otherSlot = 0, scheduler = 0}
--- Jobs this call removed (full keys): the audit event names none of them as a parent it
--- released (removing a child first bounces its parent through wait, in BullMQ's order).
-local removedKeys = {}
-local REMOVES_JOB = {orphanHashes = true, orphanChildren = true}
 local acted, handled = {}, 0
 for i = 6, #ARGV, 2 do
   local id, detail = ARGV[i], ARGV[i + 1]
-  local children = {}
   -- A repair may count more than one (eventsOverLimit: entries trimmed).
-  local verdict, n = repair(id, detail, children)
+  local verdict, n = repair(id, detail)
   if verdict == 'repaired' then
     acted[#acted + 1] = nameOf(id, detail)
-    if REMOVES_JOB[kind] then
-      removedKeys[prefix .. id] = true
-    end
-    for _, k in ipairs(children) do
-      removedKeys[k] = true
-      acted[#acted + 1] = string.sub(k, 1, #prefix) == prefix and string.sub(k, #prefix + 1) or k
-    end
   end
   counts[verdict] = counts[verdict] + (n or 1)
   handled = handled + 1
   if spent(clock) then break end
 end
-local related = {}
-for _, r in ipairs(auditRelated) do
-  if not removedKeys[r.key] then
-    related[#related + 1] = r
-  end
-end
-auditRelated = related
 addAuditEvent(ctx, acted)
 return {handled, counts.repaired, counts.changed, counts.locked, counts.restored,
   counts.outOfReach, counts.otherSlot, counts.scheduler, elapsed(clock)}

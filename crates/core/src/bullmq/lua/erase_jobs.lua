@@ -20,9 +20,11 @@
   the full keys of children removed with their parents, and parent copies removed.
 
   Statuses: `removed:<prev state>`, `state:<state>` (probe), `locked:<state>` (the job or one
-  of its pending children holds a worker lock: never touched), `gone`, `changed` (its data is
-  no longer what the caller matched: nothing done, the caller reads it again), `scheduler`
-  (the current iteration of a job scheduler that is not being erased: BullMQ refuses it too).
+  of its pending children holds a worker lock, or, on a Bull queue, the job is in `active`,
+  where Bull's worker locks it only in a second call: never touched), `gone`, `changed` (its
+  data is no longer what the caller matched: nothing done, the caller reads it again),
+  `scheduler` (the current iteration of a job scheduler that is not being erased: BullMQ
+  refuses it too).
 
   Removal follows BullMQ's Job.remove() (removeJob with removeChildren): the job leaves
   whichever state holds it; its parent loses it from :dependencies and, when that was the last
@@ -30,7 +32,8 @@
   (pending, processed and failed) are removed the same way; its dedup key goes when it names
   the job; its keys go; a `removed` event with `prev` is added. Erasure adds one step BullMQ
   leaves out: the job's copies in its parent's :processed, :failed and :unsuccessful go too.
-  Every erase call that removes anything appends its audit event in the same call.
+  Every erase call that removes anything appends its audit event in the same call; the
+  children removed with their parents are named in its `related` as `childRemoved`.
 
   Before anything is read or written, the queue's own keys that the call may write are checked
   for their type: a key of another type (an `events` key holding a string) fails the call with
@@ -94,6 +97,13 @@ local function eraseMatchedHash(key, sha, kind, erase)
   return 'removed:' .. kind
 end
 
+-- Whether a worker holds the job, or may: its lock (or a pending child's) exists, or, on a
+-- Bull queue, it sits in `active` at all (job_tree.lua `inBullActive`): erasing a job a Bull
+-- worker has just taken and is about to lock would hand that worker a job with no data.
+local function heldByWorker(id, jobKey)
+  return lockedTree(jobKey) or inBullActive(prefix, id)
+end
+
 -- Scheduler ids erased by this call, so their current iterations may go too.
 local erasedSchedulers = {}
 
@@ -105,7 +115,8 @@ local function eraseScheduler(sid, sha)
     rcall('ZREM', prefix .. 'repeat', sid)
     rcall('DEL', templateKey)
     local nextId = millis and ('repeat:' .. sid .. ':' .. millis)
-    if nextId and rcall('EXISTS', prefix .. nextId) == 1 and not lockedTree(prefix .. nextId) then
+    local nextKey = nextId and prefix .. nextId
+    if nextKey and rcall('EXISTS', nextKey) == 1 and not heldByWorker(nextId, nextKey) then
       removeTree(prefix, nextId, {})
     end
   end)
@@ -131,7 +142,7 @@ local function eraseJob(id, sha)
   if unlike then
     return unlike
   end
-  if lockedTree(jobKey) then
+  if heldByWorker(id, jobKey) then
     return 'locked:' .. stateOf(prefix, id)
   end
   if isLiveSchedulerJob(id) then
@@ -201,9 +212,6 @@ for i = 5, #ARGV, 4 do
   if spent(clock) then break end
 end
 if not probing then
-  for _, k in ipairs(children) do
-    removed[#removed + 1] = k
-  end
   addAuditEvent(ctx, removed)
 end
 return {handled, statuses, children, copies, elapsed(clock)}

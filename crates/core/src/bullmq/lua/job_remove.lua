@@ -13,25 +13,34 @@
   ARGV[4] time budget in microseconds
   ARGV[5] reach: how many entries of a list are searched from each of its ends (negative: the
     head first); children in lists are searched within the same reach
-  ARGV[6..] items, three values each: the job id, its `timestamp` as read, and a check: `-`
+  ARGV[6] '1' to take a job's children from other queues too (policy `childrenInOtherQueues:
+    remove`); '0' leaves a job with a child in another queue alone (`elsewhere`)
+  ARGV[7..] items, three values each: the job id, its `timestamp` as read, and a check: `-`
     (none), `data:<SHA-1 of its data>` (a source-linked job: its key must not have moved), or
     the fingerprint of its archived copy (fingerprint.lua's archivedFingerprint)
-  Returns {handled, removed, locked, changed, restored, scheduler, outOfReach, elapsedMicros}.
+  Returns {handled, removed, locked, changed, restored, scheduler, outOfReach, elsewhere,
+  elapsedMicros, takenAlong}: takenAlong counts the jobs taken along (children removed with
+  their parents, parents released) by queue, state and role (audit.lua's takenReply).
 
   A job is left alone, and counted, when it is no longer in the state (a worker took it, it
   was promoted: `changed`), its timestamp or check differ (`changed`), it or a pending child
   holds a worker lock (`locked`), it or a child sits beyond the reach of a long list
-  (`outOfReach`), a restore holds it (`restored`), or it is a job scheduler's
-  current iteration (`scheduler`, as Job.remove refuses it). In a list, a job is looked for
-  only within `reach` entries of either end, so that no call walks a long list: LREM from the
-  middle of a million entries is O(N). The oldest jobs sit at the tail (BullMQ pushes new
+  (`outOfReach`), a restore holds it (`restored`), it is a repeat chain's next iteration
+  (`scheduler`: a job scheduler's, which Job.remove refuses, or a repeatable job's of either
+  library, whose chain would end with it; job_tree.lua's schedulerOf), or, unless ARGV[6]
+  allows it, a child sits in another queue (`elsewhere`: the job and its whole tree stay, so no
+  queue the policy does not name is reached, and no child is left behind with its parent gone).
+  In a list, a job is looked for only within `reach` entries of either end, so that no call
+  walks a long list: LREM from the middle of a million entries is O(N). The oldest jobs sit at the tail (BullMQ pushes new
   jobs at the head and workers take from the tail); a job further in is `outOfReach` and is
   met by a later run as the list moves.
 
   Removal is removeTree (job_tree.lua): the job leaves its state, its parent loses the
   dependency (and goes to wait when it was the last), its children go the same way, its
   dedup key goes when it names the job, its keys go, and a `removed` event with `prev` is
-  added. Every call that removes anything appends its audit event in the same call.
+  added. Every call that removes anything appends its audit event in the same call: it names
+  the removed jobs by id, and the jobs taken along in `related` (children as `childRemoved`
+  with the state each was in, parents as `parentReleased`).
 ]]
 checkAuditWritable()
 local prefix = ARGV[1]
@@ -41,6 +50,7 @@ local ctx = ARGV[3]
 local reach = math.abs(tonumber(ARGV[5]))
 local headFirst = tonumber(ARGV[5]) < 0
 listReach = reach
+local takeElsewhere = ARGV[6] == '1'
 local stateKey = prefix .. suffix
 local isList = suffix == 'wait' or suffix == 'paused'
 -- Each job is checked and removed with several calls (and a list search): the clock is cheap
@@ -65,10 +75,10 @@ local function findJob(id)
 end
 
 -- Whether the job is as it was read (same `timestamp`, and what `check` names), and the
--- scheduler it is the current iteration of, if any; one HMGET, `data` only when checked.
+-- repeat chain it is the next iteration of, if any; one HMGET, `data` only when checked.
 local function unchanged(jobKey, id, ts, check)
   local dataCheck = string.sub(check, 1, 5) == 'data:'
-  local f = redis.pcall('HMGET', jobKey, 'timestamp', 'rjk', dataCheck and 'data' or 'timestamp')
+  local f = redis.pcall('HMGET', jobKey, 'timestamp', dataCheck and 'data' or 'timestamp')
   if f.err or f[1] ~= ts then
     return false
   end
@@ -76,16 +86,17 @@ local function unchanged(jobKey, id, ts, check)
   if check == '-' then
     same = true
   elseif dataCheck then
-    same = f[3] ~= false and redis.sha1hex(f[3]) == string.sub(check, 6)
+    same = f[2] ~= false and redis.sha1hex(f[2]) == string.sub(check, 6)
   else
     same = archivedFingerprint(jobKey, check) == check
   end
-  return same, (f[2] or BACKEND == 'bull') and schedulerOf(prefix, id)
+  return same, schedulerOf(prefix, id)
 end
 
-local counts = {removed = 0, locked = 0, changed = 0, restored = 0, scheduler = 0, outOfReach = 0}
+local counts = {removed = 0, locked = 0, changed = 0, restored = 0, scheduler = 0, outOfReach = 0,
+  elsewhere = 0}
 local acted, handled = {}, 0
-for i = 6, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local id, ts, check = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local jobKey = prefix .. id
   local at = findJob(id)
@@ -94,22 +105,16 @@ for i = 6, #ARGV, 3 do
   if at ~= 'changed' and at ~= 'outOfReach' then
     same, scheduler = unchanged(jobKey, id, ts, check)
   end
-  -- Most jobs have no children: one EXISTS spares the walk of the tree.
-  local kids = same and hasChildren(jobKey)
   if at == 'changed' or at == 'outOfReach' then
     verdict = at
   elseif not same then
     verdict = 'changed'
   elseif scheduler then
     verdict = 'scheduler'
-  elseif kids and not treeInReach(prefix, id) then
-    -- A child in the middle of a long list could not be taken out of it.
-    verdict = 'outOfReach'
-  elseif (kids and lockedTree(jobKey)) or (not kids and rcall('EXISTS', jobKey .. ':lock') == 1) then
-    verdict = 'locked'
-  elseif restoredHeld(id) then
-    verdict = 'restored'
   else
+    verdict = treeHeld(prefix, id, takeElsewhere) or (restoredHeld(id) and 'restored')
+  end
+  if not verdict then
     verdict = 'removed'
     reserveAuditSeq()
     local children = {}
@@ -125,9 +130,6 @@ for i = 6, #ARGV, 3 do
       return left == 1 and suffix or nil
     end)
     acted[#acted + 1] = id
-    for _, k in ipairs(children) do
-      acted[#acted + 1] = k
-    end
   end
   counts[verdict] = counts[verdict] + 1
   handled = handled + 1
@@ -135,4 +137,4 @@ for i = 6, #ARGV, 3 do
 end
 addAuditEvent(ctx, acted)
 return {handled, counts.removed, counts.locked, counts.changed, counts.restored, counts.scheduler,
-  counts.outOfReach, elapsed(clock)}
+  counts.outOfReach, counts.elsewhere, elapsed(clock), takenReply()}

@@ -32,8 +32,10 @@ local src, dst, ctx = ARGV[1], ARGV[2], ARGV[3]
 -- it is read after every item.
 local clock = startBudget(tonumber(ARGV[4]))
 
+-- An event on the stream of the queue at `p`: the dead-letter queue's is made as BullMQ's add
+-- makes it, the source's must be there already (removal.lua's eventsGoTo).
 local function addEventTo(p, ...)
-  if BACKEND == 'bull' then
+  if BACKEND == 'bull' or (p == src and not eventsGoTo(p .. 'events')) then
     return
   end
   local maxLen = rcall('HGET', p .. 'meta', 'opts.maxLenEvents') or 10000
@@ -88,4 +90,4 @@ for i = 5, #ARGV, 2 do
   if spent(clock) then break end
 end
 addAuditEvent(ctx, audited)
-return {moved, held.locked, malformed, held.changed, elapsed(clock), handled, 0, 0, held.restored, 0, 0}
+return {moved, held.locked, malformed, held.changed, elapsed(clock), handled, 0, 0, held.restored, {{}, {}}}

@@ -18,8 +18,9 @@
 
   KEYS[4] the queue's restore holds (prelude/held.lua), then the two audit keys
   Returns {removed, locked, malformed, changed, elapsed_us, handled, parentWaiting, crossSlot,
-  restored, parentsRemoved, parentsReleased}; handled counts the jobs looked at, so the caller
-  resends the rest when the budget ran out; the last two count the flow parents taken along.
+  restored, takenAlong}; handled counts the jobs looked at, so the caller resends the rest when
+  the budget ran out; takenAlong counts the flow parents taken along by queue, state and role
+  and names the parents it released (audit.lua's takenReply).
 
   Invariant: a job no longer in the set, or with another score, was moved or re-finished since
   it was selected and is left alone (counted as changed). With fingerprints, a job whose fields

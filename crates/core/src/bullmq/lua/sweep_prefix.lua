@@ -18,8 +18,8 @@
   KEYS[4] the queue's restore holds (prelude/held.lua), then the two audit keys
 
   Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-  crossSlot, restored, parentsRemoved, parentsReleased} (the last two: flow parents taken
-  along);
+  crossSlot, restored, takenAlong} (takenAlong: the flow parents taken along, counted by queue,
+  state and role, and the keys of those released; audit.lua's takenReply);
   exhausted is 1 when no selected job is left beyond the ones held back; sortRefused is 1
   when SORT … GET was refused here (an ACL without read access to every key, or a server
   that forbids it) and the jobs were read one by one instead.
@@ -53,7 +53,7 @@ if ARGV[4] ~= '' then
 end
 local take = math.min(limit, selected - offset)
 if take <= 0 then
-  return {0, 0, 0, elapsed(clock), 1, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, elapsed(clock), 1, 0, 0, 0, 0, {{}, {}}}
 end
 -- Rows of `count` jobs from rank `from`, five values per job: id, lock (false when none),
 -- finishedOn, parentKey, deid.
@@ -141,5 +141,4 @@ else
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting,
-  sortRefused, batch.crossSlot, batch.restored, relatedCount.parentRemoved,
-  relatedCount.parentReleased}
+  sortRefused, batch.crossSlot, batch.restored, takenReply()}

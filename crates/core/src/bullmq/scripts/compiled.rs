@@ -29,11 +29,18 @@ mod prelude {
     );
     /// Whether a key is a job or another of BullMQ's keys of the same name (doctor).
     pub const JOB_LIKE: &str = include_str!("../lua/prelude/job_like.lua");
+    /// Legacy Bull's stalled check, which `rules.stalled` takes part in on a Bull queue.
+    pub const BULL_CHECK: &str = include_str!("../lua/prelude/bull_check.lua");
     /// Job.remove()'s removal of a job in any state, with its children.
     pub const JOB_TREE: &str = include_str!("../lua/prelude/job_tree.lua");
-    /// A finished set walked from its oldest end, resumed at a cursor (expire_jobs,
-    /// ttl_census).
+    /// A sorted set walked from its lowest score, resumed at a cursor (expire_jobs,
+    /// end_expiries, ttl_census).
     pub const SET_WALK: &str = include_str!("../lua/prelude/set_walk.lua");
+    /// The EXPIRE layer's finish check, ttl groups and expiries given and ended with their
+    /// index (expire_jobs, end_expiries).
+    pub const EXPIRY: &str = include_str!("../lua/prelude/expiry.lua");
+    /// Which instance of a job a record names (claim_notices, prune_notices).
+    pub const INSTANCE: &str = include_str!("../lua/prelude/instance.lua");
     /// The walk over named jobs of one finished set (remove_ids, detach_jobs, cold_jobs).
     pub const ID_BATCH: &str = include_str!("../lua/prelude/id_batch.lua");
     /// What a script built on the walk over named jobs needs, in order.
@@ -56,10 +63,12 @@ pub struct Scripts {
     pub(super) page_newest: ReadOnlyScript,
     pub(super) doctor_probe: ReadOnlyScript,
     pub(super) doctor_repair: Twin,
+    pub(super) flow_tree: ReadOnlyScript,
     pub(super) restore_job: Twin,
     pub(super) anonymize_jobs: Twin,
     pub(super) erase_jobs: Twin,
     pub(super) stalled_jobs: Twin,
+    pub(super) bull_stalled_marks: Script,
     pub(super) cold_jobs: Twin,
     pub(super) detach_jobs: Twin,
     pub(super) unstage_jobs: Twin,
@@ -67,10 +76,18 @@ pub struct Scripts {
     pub(super) move_exhausted: Twin,
     pub(super) drain_events: Twin,
     pub(super) expire_jobs: Twin,
+    pub(super) end_expiries: Twin,
+    pub(super) expiry_census: ReadOnlyScript,
     pub(super) ttl_census: ReadOnlyScript,
+    pub(super) retried_since: ReadOnlyScript,
+    pub(super) claim_notices: Script,
+    pub(super) notices_due: ReadOnlyScript,
+    pub(super) settle_notices: Script,
+    pub(super) prune_notices: Script,
     pub(super) append_audit: Script,
     pub(super) check_access: Script,
     pub(super) lock: Script,
+    pub(super) unregister_expiring: Script,
 }
 
 /// A script built once per queue library: its Lua sees `BACKEND` (`'bullmq'` or `'bull'`)
@@ -107,6 +124,12 @@ fn build(preludes: &[&str], body: &str) -> Script {
     Script::new(&text(preludes, body))
 }
 
+/// A read-only script: `head` (the build's settings, such as `local DRY = true`), then the
+/// preludes it uses and its body.
+fn read_only(head: &str, preludes: &[&str], body: &str) -> ReadOnlyScript {
+    ReadOnlyScript::new(&format!("{head}\n{}", text(preludes, body)))
+}
+
 /// A script built for each library ([`Twin`]).
 fn twin(preludes: &[&str], body: &str) -> Twin {
     let body = text(preludes, body);
@@ -120,9 +143,23 @@ fn twin(preludes: &[&str], body: &str) -> Twin {
 /// The scripts, built on first use.
 pub fn scripts() -> &'static Scripts {
     use prelude::{
-        AUDIT, BUDGET, CANDIDATE, FINGERPRINT, HELD, ID_WALK, JOB_LIKE, JOB_TREE, REMOVAL,
-        SET_WALK, SLOT,
+        AUDIT, BUDGET, BULL_CHECK, CANDIDATE, EXPIRY, FINGERPRINT, HELD, ID_WALK, INSTANCE,
+        JOB_LIKE, JOB_TREE, REMOVAL, SET_WALK, SLOT,
     };
+    // end_expiries.lua in its two builds: the one that writes, and `plan`'s, which counts.
+    // So is claim_notices.lua.
+    let claim = include_str!("../lua/claim_notices.lua");
+    let end_expiries = include_str!("../lua/end_expiries.lua");
+    let expiry_walk = [BUDGET, SLOT, AUDIT, HELD, SET_WALK, EXPIRY];
+    let repair = [
+        BUDGET,
+        AUDIT,
+        HELD,
+        FINGERPRINT,
+        REMOVAL,
+        JOB_TREE,
+        JOB_LIKE,
+    ];
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         sweep_prefix: twin(
@@ -135,27 +172,16 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/job_remove.lua"),
         ),
         page_newest: ReadOnlyScript::new(include_str!("../lua/page_newest.lua")),
-        doctor_probe: ReadOnlyScript::new(
-            &[
-                BUDGET,
-                SLOT,
-                JOB_LIKE,
-                include_str!("../lua/doctor_probe.lua"),
-            ]
-            .join("\n"),
+        doctor_probe: ReadOnlyScript::new(&text(
+            &[BUDGET, SLOT, JOB_LIKE],
+            include_str!("../lua/doctor_probe.lua"),
+        )),
+        flow_tree: read_only(
+            "local BACKEND = 'bullmq'",
+            &[BUDGET, REMOVAL, JOB_TREE],
+            include_str!("../lua/flow_tree.lua"),
         ),
-        doctor_repair: twin(
-            &[
-                BUDGET,
-                AUDIT,
-                HELD,
-                FINGERPRINT,
-                REMOVAL,
-                JOB_TREE,
-                JOB_LIKE,
-            ],
-            include_str!("../lua/doctor_repair.lua"),
-        ),
+        doctor_repair: twin(&repair, include_str!("../lua/doctor_repair.lua")),
         restore_job: twin(&[AUDIT], include_str!("../lua/restore_job.lua")),
         anonymize_jobs: twin(
             &[BUDGET, AUDIT, HELD, CANDIDATE, FINGERPRINT],
@@ -166,8 +192,12 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/erase_jobs.lua"),
         ),
         stalled_jobs: twin(
-            &[BUDGET, AUDIT, REMOVAL, JOB_TREE],
+            &[BUDGET, AUDIT, REMOVAL, JOB_TREE, BULL_CHECK],
             include_str!("../lua/stalled_jobs.lua"),
+        ),
+        bull_stalled_marks: build(
+            &[BUDGET, BULL_CHECK],
+            include_str!("../lua/bull_stalled_marks.lua"),
         ),
         cold_jobs: twin(ID_WALK, include_str!("../lua/cold_jobs.lua")),
         detach_jobs: twin(ID_WALK, include_str!("../lua/detach_jobs.lua")),
@@ -181,16 +211,28 @@ pub fn scripts() -> &'static Scripts {
             &[BUDGET, AUDIT, HELD, REMOVAL],
             include_str!("../lua/drain_events.lua"),
         ),
-        expire_jobs: twin(
-            &[BUDGET, SLOT, AUDIT, HELD, SET_WALK],
-            include_str!("../lua/expire_jobs.lua"),
+        expire_jobs: twin(&expiry_walk, include_str!("../lua/expire_jobs.lua")),
+        end_expiries: twin(&expiry_walk, &format!("local DRY = false\n{end_expiries}")),
+        expiry_census: read_only("local DRY, BACKEND = true, nil", &expiry_walk, end_expiries),
+        ttl_census: read_only(
+            "local BACKEND = nil",
+            &[BUDGET, SLOT, HELD, SET_WALK, EXPIRY],
+            include_str!("../lua/ttl_census.lua"),
         ),
-        ttl_census: ReadOnlyScript::new(&format!(
-            "{SET_WALK}\n{}",
-            include_str!("../lua/ttl_census.lua")
+        retried_since: ReadOnlyScript::new(&text(
+            &[BUDGET],
+            include_str!("../lua/retried_since.lua"),
         )),
+        claim_notices: build(&[BUDGET, INSTANCE], &format!("local DRY = false\n{claim}")),
+        notices_due: read_only("local DRY = true", &[BUDGET, INSTANCE], claim),
+        settle_notices: build(&[AUDIT], include_str!("../lua/settle_notices.lua")),
+        prune_notices: build(
+            &[BUDGET, INSTANCE],
+            include_str!("../lua/prune_notices.lua"),
+        ),
         append_audit: build(&[AUDIT], include_str!("../lua/append_audit.lua")),
         check_access: build(&[], include_str!("../lua/check_access.lua")),
         lock: build(&[], include_str!("../lua/lock.lua")),
+        unregister_expiring: build(&[], include_str!("../lua/unregister_expiring.lua")),
     })
 }

@@ -131,7 +131,17 @@ mod tests {
     use super::*;
 
     fn reply(staged: Vec<Value>) -> Value {
-        let mut items: Vec<Value> = (1..=12).map(Value::Int).collect();
+        let mut items: Vec<Value> = (1..=9).map(Value::Int).collect();
+        items.push(Value::Array(vec![
+            Value::Array(vec![
+                text("bull:q"),
+                text("waiting-children"),
+                text("parentRemoved"),
+                Value::Int(1),
+            ]),
+            Value::Array(vec![]),
+        ]));
+        items.push(Value::Int(12));
         items.push(Value::Array(staged));
         Value::Array(items)
     }
@@ -152,8 +162,8 @@ mod tests {
         ];
         let (out, now) = decode(reply(staged)).unwrap();
         assert_eq!(
-            (out.removed, out.elapsed_us, out.parents_released),
-            (1, 5, 11)
+            (out.removed, out.elapsed_us, out.taken.rows.len()),
+            (1, 5, 1)
         );
         assert_eq!(out.dangling, 12);
         let first = StagedNow {
@@ -181,7 +191,7 @@ mod tests {
             Value::Int(0),
         ];
         assert!(decode(reply(untagged)).is_err());
-        let mut short: Vec<Value> = (1..=11).map(Value::Int).collect();
+        let mut short: Vec<Value> = (1..=10).map(Value::Int).collect();
         short.push(Value::Array(vec![]));
         assert!(decode(Value::Array(short)).is_err());
     }

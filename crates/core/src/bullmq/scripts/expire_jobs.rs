@@ -4,14 +4,14 @@
 use super::audit_keys::held_and_audited;
 use super::compiled::Scripts;
 use super::reply::Fields;
-use crate::bullmq::keys::QueueKeys;
+use crate::bullmq::keys::{QueueKeys, expiry_index};
 use bullsweep_policy::JobState;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
-/// Where a walk of a finished set from its oldest end resumes: the last score walked and how
-/// many entries at that score were walked. Entries removed from the old end meanwhile move
-/// nothing the walk has yet to see.
+/// Where a walk of a sorted set (a finished set, an expiry index) from its lowest score
+/// resumes: the last score walked and how many entries at that score were walked. Entries
+/// removed from the old end meanwhile move nothing the walk has yet to see.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetCursor {
     /// The last score walked; `None` before the first entry.
@@ -69,6 +69,9 @@ pub struct ExpireOutcome {
     pub ruled_out: u64,
     /// Children their parent still waits for (a failed child that may be retried).
     pub parent_waiting: u64,
+    /// Entries whose job is not the finished job they name (a retried job, or another added
+    /// under the same id): left alone.
+    pub not_finished: u64,
     /// Where the next call resumes.
     pub next: SetCursor,
     /// Whether the set's end was reached.
@@ -96,6 +99,21 @@ pub struct ExpireRequest<'a> {
     pub audit_ctx: &'a str,
 }
 
+impl TtlGroups {
+    /// The groups as the EXPIRE layer's scripts read them (`lua/prelude/expiry.lua`,
+    /// `readTtlGroups`): the default ttl ('' for none), how many job rules follow, then each
+    /// rule's name and ttl.
+    pub(super) fn args(&self) -> Vec<String> {
+        let ms = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
+        let mut out = vec![ms(self.default), self.by_name.len().to_string()];
+        for (name, ttl) in &self.by_name {
+            out.push(name.clone());
+            out.push(ms(*ttl));
+        }
+        out
+    }
+}
+
 impl Scripts {
     /// Gives jobs of the request's state without a TTL one at their finish time plus their
     /// group's ttl: a page of a walk from `from`, or the named jobs (see
@@ -107,21 +125,17 @@ impl Scripts {
         req: &ExpireRequest<'_>,
     ) -> RedisResult<ExpireOutcome> {
         let (score, skip) = req.from.args();
-        let ms = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
         let mut invocation = self.expire_jobs.of(keys).prepare_invoke();
         invocation
             .key(keys.finished_set(req.state))
+            .key(expiry_index(keys.base(), req.state))
             .arg(keys.job_prefix())
-            .arg(ms(req.ttls.default))
+            .arg(req.ttls.args())
             .arg(score)
             .arg(skip)
             .arg(req.most.max(1))
             .arg(req.audit_ctx)
-            .arg(req.budget_us)
-            .arg(req.ttls.by_name.len());
-        for (name, ttl) in &req.ttls.by_name {
-            invocation.arg(name).arg(ms(*ttl));
-        }
+            .arg(req.budget_us);
         for id in req.ids {
             invocation.arg(id);
         }
@@ -141,6 +155,7 @@ impl ExpireOutcome {
         "missing",
         "ruledOut",
         "parentWaiting",
+        "notFinished",
         "nextScore",
         "nextSkip",
         "finished",
@@ -160,6 +175,7 @@ impl ExpireOutcome {
             missing: f.next("missing").count()?,
             ruled_out: f.next("ruledOut").count()?,
             parent_waiting: f.next("parentWaiting").count()?,
+            not_finished: f.next("notFinished").count()?,
             next: SetCursor::read(&mut f)?,
             finished: f.next("finished").flag()?,
             elapsed_us: f.next("elapsedMicros").count()?,
@@ -172,7 +188,7 @@ mod tests {
     use super::*;
 
     fn reply(score: &str, finished: i64) -> Value {
-        let mut v: Vec<Value> = [9, 5, 1, 1, 1, 1, 0, 3]
+        let mut v: Vec<Value> = [9, 5, 1, 1, 1, 1, 0, 3, 2]
             .into_iter()
             .map(Value::Int)
             .collect();
@@ -185,8 +201,14 @@ mod tests {
     fn decodes_its_layout_and_refuses_another() {
         let out = ExpireOutcome::decode(reply("1700000000000", 1)).unwrap();
         assert_eq!(
-            (out.looked, out.expiring, out.ruled_out, out.parent_waiting),
-            (9, 5, 0, 3)
+            (
+                out.looked,
+                out.expiring,
+                out.ruled_out,
+                out.parent_waiting,
+                out.not_finished
+            ),
+            (9, 5, 0, 3, 2)
         );
         assert_eq!(
             out.next,

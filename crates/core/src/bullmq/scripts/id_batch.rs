@@ -1,14 +1,15 @@
 //! What the id-batch scripts share: their candidates (id, expected score, fingerprint) and
 //! their reply's layout, `{done, locked, malformed, changed, elapsed_us, handled,
-//! parentWaiting, crossSlot, restored, parentsRemoved, parentsReleased}`, the one layout of
+//! parentWaiting, crossSlot, restored, takenAlong}`, the one layout of
 //! `remove_ids`, `cold_jobs` and `move_exhausted`, and the head of `detach_jobs`'.
 
 use super::reply::Fields;
+use super::taken::{Taken, taken_rows};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
 /// What one destructive call did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
     /// Jobs removed.
     pub removed: u64,
@@ -32,10 +33,9 @@ pub struct BatchOutcome {
     pub restored: u64,
     /// Archive: ids without a job hash, left in their set (there is nothing to copy).
     pub dangling: u64,
-    /// Flow parents in the same queue removed with their last child.
-    pub parents_removed: u64,
-    /// Flow parents in other queues released to `wait`.
-    pub parents_released: u64,
+    /// The jobs the call took along (flow parents removed or released), by queue, state and
+    /// role.
+    pub taken: Taken,
 }
 
 /// A job selected for removal by id.
@@ -61,8 +61,7 @@ pub(super) const LAYOUT: &[&str] = &[
     "parentWaiting",
     "crossSlot",
     "restored",
-    "parentsRemoved",
-    "parentsReleased",
+    "takenAlong",
 ];
 
 /// Adds each candidate's id and expected score, and with `checked` its fingerprint.
@@ -103,8 +102,7 @@ impl BatchOutcome {
             parent_waiting: reply.next("parentWaiting").count()?,
             cross_slot: reply.next("crossSlot").count()?,
             restored: reply.next("restored").count()?,
-            parents_removed: reply.next("parentsRemoved").count()?,
-            parents_released: reply.next("parentsReleased").count()?,
+            taken: taken_rows(reply.next("takenAlong"))?,
             exhausted: false,
             dangling: 0,
         })
@@ -113,16 +111,33 @@ impl BatchOutcome {
 
 #[cfg(test)]
 mod tests {
-    use super::super::reply::sample::ints;
+    use super::super::reply::sample::{ints, text};
+    use super::super::taken::TakenRow;
     use super::*;
 
     fn decode(reply: Value) -> RedisResult<BatchOutcome> {
         BatchOutcome::of_id_batch(&mut Fields::of("remove_ids", LAYOUT, reply)?)
     }
 
+    /// A reply of the layout: the counts 1 to 9, then `taken`.
+    fn reply(taken: Value) -> Value {
+        let mut items: Vec<Value> = (1..=9).map(Value::Int).collect();
+        items.push(taken);
+        Value::Array(items)
+    }
+
     #[test]
     fn every_field_lands_in_its_place() {
-        let out = decode(ints(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])).unwrap();
+        let taken = Value::Array(vec![
+            Value::Array(vec![
+                text("bull:reports"),
+                text("waiting-children"),
+                text("parentReleased"),
+                Value::Int(2),
+            ]),
+            Value::Array(vec![text("bull:reports:7")]),
+        ]);
+        let out = decode(reply(taken)).unwrap();
         let expected = BatchOutcome {
             removed: 1,
             locked: 2,
@@ -135,8 +150,15 @@ mod tests {
             cross_slot: 8,
             restored: 9,
             dangling: 0,
-            parents_removed: 10,
-            parents_released: 11,
+            taken: Taken {
+                rows: vec![TakenRow {
+                    queue: "bull:reports".into(),
+                    state: "waiting-children".into(),
+                    role: super::super::taken::TakenRole::ParentReleased,
+                    count: 2,
+                }],
+                released: vec!["bull:reports:7".into()],
+            },
         };
         assert_eq!(out, expected);
     }
@@ -147,15 +169,22 @@ mod tests {
         let e = decode(ints(&[1, 2, 3, 4, 5, 6, 0, 0, 9])).unwrap_err();
         assert_eq!(e.kind(), redis::ErrorKind::UnexpectedReturnType);
         assert!(e.to_string().contains("remove_ids"), "{e}");
+        // The layout before the taken-along rows: two counts in their place.
+        let e = decode(ints(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])).unwrap_err();
+        assert!(e.to_string().contains("remove_ids"), "{e}");
     }
 
     #[test]
     fn a_field_of_another_type_is_an_error_naming_it() {
-        let mut items: Vec<Value> = (0..11).map(Value::Int).collect();
+        let mut items: Vec<Value> = (0..9).map(Value::Int).collect();
+        items.push(Value::Array(vec![
+            Value::Array(vec![]),
+            Value::Array(vec![]),
+        ]));
         items[4] = Value::BulkString(b"12".to_vec());
         let e = decode(Value::Array(items)).unwrap_err();
         assert!(e.to_string().contains("elapsed_us"), "{e}");
-        let e = decode(ints(&[1, 2, 3, 4, 5, -6, 7, 8, 9, 10, 11])).unwrap_err();
-        assert!(e.to_string().contains("handled"), "{e}");
+        let e = decode(reply(Value::Int(0))).unwrap_err();
+        assert!(e.to_string().contains("takenAlong"), "{e}");
     }
 }

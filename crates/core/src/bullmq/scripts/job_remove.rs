@@ -4,6 +4,7 @@
 use super::audit_keys::held_and_audited;
 use super::compiled::Scripts;
 use super::reply::Fields;
+use super::taken::{Taken, taken_rows};
 use crate::bullmq::keys::QueueKeys;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -22,7 +23,7 @@ pub struct NamedJob {
 }
 
 /// What one `job_remove` call did (see `lua/job_remove.lua`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobRemoveOutcome {
     /// Jobs looked at before the budget ran out.
     pub handled: u64,
@@ -38,8 +39,14 @@ pub struct JobRemoveOutcome {
     pub scheduler: u64,
     /// Left alone: further than the reach from both ends of its list.
     pub out_of_reach: u64,
+    /// Left alone with its whole tree: a child sits in another queue, and the policy does not
+    /// take children from other queues (`childrenInOtherQueues`).
+    pub elsewhere: u64,
     /// Time the call held Redis, measured by Redis.
     pub elapsed_us: u64,
+    /// The jobs taken along (children removed with their parents, parents released), by
+    /// queue, state and role.
+    pub taken: Taken,
 }
 
 /// Where a pending state's jobs are, as `job_remove` takes it.
@@ -53,6 +60,9 @@ pub struct StateKey<'a> {
     pub reach: u64,
     /// Whether to search a list from its head first (the walk met the jobs there).
     pub head_first: bool,
+    /// Whether a job's children are taken from other queues too (`childrenInOtherQueues:
+    /// remove`); else a job with a child in another queue is left alone.
+    pub take_elsewhere: bool,
 }
 
 impl Scripts {
@@ -78,7 +88,8 @@ impl Scripts {
                 -(at.reach as i64)
             } else {
                 at.reach as i64
-            });
+            })
+            .arg(if at.take_elsewhere { "1" } else { "0" });
         for j in jobs {
             invocation.arg(&j.id).arg(&j.timestamp).arg(&j.check);
         }
@@ -97,7 +108,9 @@ impl JobRemoveOutcome {
         "restored",
         "scheduler",
         "outOfReach",
+        "elsewhere",
         "elapsedMicros",
+        "takenAlong",
     ];
 
     /// Decodes the reply by [`Self::LAYOUT`].
@@ -112,7 +125,9 @@ impl JobRemoveOutcome {
             restored: f.next("restored").count()?,
             scheduler: f.next("scheduler").count()?,
             out_of_reach: f.next("outOfReach").count()?,
+            elsewhere: f.next("elsewhere").count()?,
             elapsed_us: f.next("elapsedMicros").count()?,
+            taken: taken_rows(f.next("takenAlong"))?,
         })
     }
 }
@@ -124,11 +139,18 @@ mod tests {
 
     #[test]
     fn decodes_its_layout_and_refuses_another() {
-        let out = JobRemoveOutcome::decode(ints(&[8, 7, 6, 5, 4, 3, 2, 1])).unwrap();
-        assert_eq!(out.handled, 8);
-        assert_eq!(out.out_of_reach, 2);
+        let mut items: Vec<Value> = (1..=9).rev().map(Value::Int).collect();
+        items.push(Value::Array(vec![
+            Value::Array(vec![]),
+            Value::Array(vec![]),
+        ]));
+        let out = JobRemoveOutcome::decode(Value::Array(items)).unwrap();
+        assert_eq!(out.handled, 9);
+        assert_eq!(out.out_of_reach, 3);
+        assert_eq!(out.elsewhere, 2);
         assert_eq!(out.elapsed_us, 1);
-        let e = JobRemoveOutcome::decode(ints(&[8, 7, 6])).unwrap_err();
+        assert_eq!(out.taken, Taken::default());
+        let e = JobRemoveOutcome::decode(ints(&[8, 7, 6, 5, 4, 3, 2, 1])).unwrap_err();
         assert!(e.to_string().contains("job_remove"), "{e}");
     }
 }

@@ -10,7 +10,7 @@ use redis::{RedisResult, Value};
 /// One entry of a finished set, as read by a page walk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishedEntry {
-    /// Job id.
+    /// Job id (escaped when it is not UTF-8: [`crate::text::text_of`]).
     pub id: String,
     /// Score (`finishedOn`).
     pub score: i64,
@@ -48,10 +48,12 @@ fn decode(reply: Value) -> RedisResult<Vec<FinishedEntry>> {
     rows.into_iter()
         .map(|mut row| {
             // Read in the layout's order (a struct literal evaluates its fields as written).
+            // An id or name that is not UTF-8 (no BullMQ client writes one) is escaped: the
+            // id then names no job, which every id script re-checks and leaves alone.
             Ok(FinishedEntry {
-                id: row.next("id").text()?,
+                id: crate::text::text_of(row.next("id").bytes()?),
                 score: parse_score(&row.next("score").text()?),
-                name: row.next("name").text()?,
+                name: crate::text::text_of(row.next("name").bytes()?),
             })
         })
         .collect()
@@ -79,6 +81,16 @@ mod tests {
         );
         assert_eq!((page[1].score, page[1].name.as_str()), (1500, ""));
         assert!(decode(texts(&["7", "1"])).is_err());
+        let binary = Value::Array(vec![
+            Value::BulkString(b"\xff7".to_vec()),
+            Value::BulkString(b"5".to_vec()),
+            Value::BulkString(b"m\xfe".to_vec()),
+        ]);
+        let page = decode(binary).unwrap();
+        assert_eq!(
+            (page[0].id.as_str(), page[0].name.as_str()),
+            ("\\xff7", "m\\xfe")
+        );
         let e = decode(Value::Array(vec![Value::Int(7), Value::Int(1), Value::Nil])).unwrap_err();
         assert!(e.to_string().contains("page_newest: `id`"), "{e}");
     }

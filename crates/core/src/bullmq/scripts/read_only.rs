@@ -21,8 +21,10 @@ pub struct ReadOnlyScript {
 }
 
 impl ReadOnlyScript {
-    /// The script `body`, which must not write.
+    /// The script `body`, which must not write; its plain form is declared read-only, so
+    /// that a read-only connection runs it where the server has no `EVALSHA_RO`.
     pub fn new(body: &str) -> Self {
+        bullsweep_base::connect::declare_read_only_script(body);
         let flagged_source = format!("#!lua flags=no-writes\n{body}");
         let flagged_hash = Script::new(&flagged_source).get_hash().to_string();
         ReadOnlyScript {

@@ -4,6 +4,7 @@ use super::audit_keys::held_and_audited;
 use super::compiled::Scripts;
 use super::id_batch::BatchOutcome;
 use super::reply::Fields;
+use super::taken::taken_rows;
 use crate::bullmq::keys::QueueKeys;
 use bullsweep_policy::{JobState, Selection};
 use redis::aio::ConnectionLike;
@@ -78,12 +79,11 @@ const LAYOUT: &[&str] = &[
     "sortRefused",
     "crossSlot",
     "restored",
-    "parentsRemoved",
-    "parentsReleased",
+    "takenAlong",
 ];
 
 /// Decodes `{removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-/// crossSlot, restored, parentsRemoved, parentsReleased}`: what the call did, and whether
+/// crossSlot, restored, takenAlong}`: what the call did, and whether
 /// `SORT … GET` was refused. Every job it removed or held back counts as handled.
 fn decode(reply: Value) -> RedisResult<(BatchOutcome, bool)> {
     let mut f = Fields::of("sweep_prefix", LAYOUT, reply)?;
@@ -100,8 +100,7 @@ fn decode(reply: Value) -> RedisResult<(BatchOutcome, bool)> {
     let sort_refused = f.next("sortRefused").flag()?;
     outcome.cross_slot = f.next("crossSlot").count()?;
     outcome.restored = f.next("restored").count()?;
-    outcome.parents_removed = f.next("parentsRemoved").count()?;
-    outcome.parents_released = f.next("parentsReleased").count()?;
+    outcome.taken = taken_rows(f.next("takenAlong"))?;
     outcome.handled = outcome.removed
         + outcome.locked
         + outcome.malformed
@@ -116,9 +115,18 @@ mod tests {
     use super::super::reply::sample::ints;
     use super::*;
 
+    fn reply(counts: &[i64]) -> Value {
+        let mut items: Vec<Value> = counts.iter().map(|&i| Value::Int(i)).collect();
+        items.push(Value::Array(vec![
+            Value::Array(vec![]),
+            Value::Array(vec![]),
+        ]));
+        Value::Array(items)
+    }
+
     #[test]
     fn decodes_its_layout() {
-        let (out, sort_refused) = decode(ints(&[1, 2, 3, 40, 1, 5, 1, 7, 8, 9, 10])).unwrap();
+        let (out, sort_refused) = decode(reply(&[1, 2, 3, 40, 1, 5, 1, 7, 8])).unwrap();
         let expected = BatchOutcome {
             removed: 1,
             locked: 2,
@@ -129,8 +137,6 @@ mod tests {
             parent_waiting: 5,
             cross_slot: 7,
             restored: 8,
-            parents_removed: 9,
-            parents_released: 10,
             ..BatchOutcome::default()
         };
         assert_eq!(out, expected);
@@ -142,7 +148,10 @@ mod tests {
         // The early reply's old length, without the parents taken along.
         let e = decode(ints(&[0, 0, 0, 4, 1, 0, 0, 0, 0])).unwrap_err();
         assert!(e.to_string().contains("sweep_prefix"), "{e}");
-        let e = decode(ints(&[0, 0, 0, 4, 2, 0, 0, 0, 0, 0, 0])).unwrap_err();
+        let e = decode(reply(&[0, 0, 0, 4, 2, 0, 0, 0, 0])).unwrap_err();
         assert!(e.to_string().contains("exhausted"), "{e}");
+        // The layout before the taken-along field: two counts in its place.
+        let e = decode(ints(&[0, 0, 0, 4, 1, 0, 0, 0, 0, 0, 0])).unwrap_err();
+        assert!(e.to_string().contains("sweep_prefix"), "{e}");
     }
 }

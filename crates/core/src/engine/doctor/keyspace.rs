@@ -1,5 +1,6 @@
-//! What a `SCAN` of a queue's keys shows: job hashes in no state (`orphanHashes`), jobs whose
-//! parent is gone (`orphanChildren`), sub-keys of gone jobs (`orphanSubkeys`), scheduler
+//! What a `SCAN` of a queue's keys shows: job hashes in no state (`orphanHashes`), jobs in a
+//! live state whose parent is gone (`orphanChildren`; a finished one is what BullMQ's own
+//! removal of a finished parent leaves, and no damage), sub-keys of gone jobs (`orphanSubkeys`), scheduler
 //! templates with no scheduler (`orphanSchedulers`) and dedup keys that block new jobs
 //! (`staleDedup`). `SCAN … COUNT 1000` on the primary serving the queue's slot (every primary
 //! for a queue without a hash tag); each step's keys are checked by the probe script and
@@ -84,7 +85,7 @@ async fn list_snapshot<C: ConnectionLike>(
         let key = keys.sub(list);
         let mut start = 0usize;
         loop {
-            let page: Vec<String> = with_retry!(
+            let page: Vec<Vec<u8>> = with_retry!(
                 redis::cmd("LRANGE")
                     .arg(&key)
                     .arg(start)
@@ -92,7 +93,8 @@ async fn list_snapshot<C: ConnectionLike>(
                     .query_async(con)
             )?;
             let n = page.len();
-            ids.extend(page);
+            // An id that is not UTF-8 names no key the scan reads (see `Sorted::of`).
+            ids.extend(page.into_iter().filter_map(|id| String::from_utf8(id).ok()));
             start += n;
             if n < PAGE || start >= SNAPSHOT_MAX {
                 break;
@@ -167,7 +169,8 @@ fn item(id: &str, detail: &str) -> RepairItem {
     }
 }
 
-/// Job hashes: in no state (`orphanHashes`), or with a gone parent (`orphanChildren`).
+/// Job hashes: in no state (`orphanHashes`), or not finished with a gone parent
+/// (`orphanChildren`).
 async fn check_jobs<C: ConnectionLike>(
     con: &mut C,
     probe: &Prober<'_>,

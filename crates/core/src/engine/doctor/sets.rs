@@ -11,24 +11,33 @@ use bullsweep_policy::DoctorKind;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-/// Page `start` of a state's ids (by rank for a set, by index for a list).
+/// Page `start` of a state's ids (by rank for a set, by index for a list): how many it held,
+/// and those that are UTF-8. An id that is not is no id BullMQ writes (its job hash would be
+/// no key the keyspace pass reads either): it is passed over, not taken for damage.
 async fn page<C: ConnectionLike>(
     con: &mut C,
     key: &str,
     kind: StateKind,
     start: usize,
-) -> RedisResult<Vec<String>> {
+) -> RedisResult<(usize, Vec<String>)> {
     let command = match kind {
         StateKind::SortedSet => "ZRANGE",
         StateKind::List => "LRANGE",
     };
-    with_retry!(
+    let raw: Vec<Vec<u8>> = with_retry!(
         redis::cmd(command)
             .arg(key)
             .arg(start)
             .arg(start + PAGE - 1)
             .query_async(con)
-    )
+    )?;
+    let read = raw.len();
+    Ok((
+        read,
+        raw.into_iter()
+            .filter_map(|id| String::from_utf8(id).ok())
+            .collect(),
+    ))
 }
 
 /// Ids in any of the eight states whose job hash does not exist.
@@ -54,7 +63,7 @@ pub(super) async fn dangling_in<C: ConnectionLike>(
     let key = probe.keys.sub(state);
     let mut start = 0;
     loop {
-        let ids = page(con, &key, kind, start).await?;
+        let (read, ids) = page(con, &key, kind, start).await?;
         // Ids whose hash the keyspace scan met need no EXISTS (and were counted by it).
         let unseen: Vec<String> = ids
             .iter()
@@ -79,10 +88,10 @@ pub(super) async fn dangling_in<C: ConnectionLike>(
                 finding.add_as(format!("{job}\t{state}"), job, item);
             }
         }
-        if ids.len() < PAGE {
+        if read < PAGE {
             return Ok(());
         }
-        start += ids.len();
+        start += read;
     }
 }
 
@@ -95,7 +104,7 @@ pub(super) async fn stuck_parents<C: ConnectionLike>(
     let key = probe.keys.sub("waiting-children");
     let mut start = 0;
     loop {
-        let ids = page(con, &key, StateKind::SortedSet, start).await?;
+        let (read, ids) = page(con, &key, StateKind::SortedSet, start).await?;
         let codes = probe.codes(con, ProbeMode::Stuck, &ids).await?;
         let finding = found.of(DoctorKind::StuckParents);
         for (id, code) in ids.iter().zip(&codes) {
@@ -111,9 +120,9 @@ pub(super) async fn stuck_parents<C: ConnectionLike>(
                 _ => {}
             }
         }
-        if ids.len() < PAGE {
+        if read < PAGE {
             return Ok(());
         }
-        start += ids.len();
+        start += read;
     }
 }

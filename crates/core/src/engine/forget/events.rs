@@ -1,7 +1,8 @@
 //! The events-stream pass of an erasure: entries about erased jobs, and entries naming the
-//! subject (by any of its identifiers), are deleted (with their audit event); `removed`
-//! entries carry no data and stay.
+//! subject (by any of its identifiers) that are the erasure's (`attribution`), are deleted
+//! (with their audit event); `removed` entries carry no data and stay.
 
+use super::attribution::{Attribution, Owner, owner_of, owners};
 use super::matching::Identifiers;
 use super::request::{ERASE_ITEMS, EVENTS_PAGE};
 use super::scan::bytes;
@@ -16,22 +17,26 @@ use std::collections::BTreeSet;
 pub(super) struct EventsOutcome {
     /// Entries deleted (or that would be).
     pub deleted: u64,
+    /// Entries naming the subject left because they are provably another tenant's (their
+    /// job's data names another tenant, or none).
+    pub of_other_tenants: u64,
     /// Entries naming the subject left because their tenant cannot be told.
     pub of_unknown_tenant: u64,
 }
 
 /// Deletes (or counts) the events stream entries of erased jobs and those naming one of the
-/// subject's identifiers. `attributable` is false in a queue whose jobs belong to the tenant
-/// asked for only by their data: there an entry naming the subject whose job was not erased
-/// here may be another tenant's, so it is counted, not deleted. `removed` entries carry no
-/// data and stay. `Err` says why the stream could not be searched to the end, naming its key.
+/// subject's identifiers. Under [`Attribution::ByJob`] (a queue whose jobs belong to the
+/// tenant asked for only by their data) an entry naming the subject whose job was not erased
+/// here is judged by its job (`attribution`): deleted when it is the tenant's, else kept and
+/// counted, as another tenant's or as of an unknown tenant. `removed` entries carry no data
+/// and stay. `Err` says why the stream could not be searched to the end, naming its key.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn erase_events<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
     erased: &BTreeSet<String>,
     identifiers: &Identifiers,
-    attributable: bool,
+    attribution: Attribution<'_>,
     erase: bool,
     ctx: &str,
     budget_us: u64,
@@ -66,6 +71,8 @@ pub(super) async fn erase_events<C: ConnectionLike>(
         };
         let Some((last, _)) = page.last() else { break };
         start = format!("({last}");
+        // Entries naming the subject whose job says whose they are: (entry id, job id).
+        let mut judged: Vec<(&str, Option<String>)> = Vec::new();
         for (id, fields) in &page {
             let field = |name: &str| {
                 fields
@@ -76,23 +83,31 @@ pub(super) async fn erase_events<C: ConnectionLike>(
             if field("event") == Some(b"removed".as_slice()) {
                 continue;
             }
-            let of_erased = field("jobId")
-                .is_some_and(|j| erased.contains(String::from_utf8_lossy(j).as_ref()));
+            let job = field("jobId").map(|j| String::from_utf8_lossy(j).into_owned());
+            let of_erased = job.as_ref().is_some_and(|j| erased.contains(j));
             let names_subject = || {
                 fields
                     .iter()
                     .filter(|(k, _)| !matches!(k.as_str(), "event" | "jobId" | "prev"))
                     .any(|(_, v)| identifiers.named_in(v))
             };
-            if of_erased || (attributable && names_subject()) {
-                doomed.push(ErasureItem {
-                    kind: ErasureKind::Event,
-                    id: id.clone(),
-                    field: String::new(),
-                    sha: String::new(),
-                });
+            let whole = matches!(attribution, Attribution::Whole);
+            if of_erased || (whole && names_subject()) {
+                doomed.push(event_item(id));
             } else if names_subject() {
-                out.of_unknown_tenant += 1;
+                judged.push((id, job));
+            }
+        }
+        if let Attribution::ByJob(q) = attribution {
+            let ids: BTreeSet<String> = judged.iter().filter_map(|(_, j)| j.clone()).collect();
+            let owners = owners(con, keys, q, &ids).await.map_err(failed)?;
+            for (entry, job) in judged {
+                let said = job.and_then(|j| owners.get(&j).copied()).flatten();
+                match owner_of(entry, said) {
+                    Owner::Tenant => doomed.push(event_item(entry)),
+                    Owner::Other => out.of_other_tenants += 1,
+                    Owner::Unknown => out.of_unknown_tenant += 1,
+                }
             }
         }
         if page.len() < EVENTS_PAGE as usize {
@@ -104,6 +119,16 @@ pub(super) async fn erase_events<C: ConnectionLike>(
     }
     out.deleted = doomed.len() as u64;
     Ok(out)
+}
+
+/// The erase item of the stream entry `id`.
+fn event_item(id: &str) -> ErasureItem {
+    ErasureItem {
+        kind: ErasureKind::Event,
+        id: id.to_string(),
+        field: String::new(),
+        sha: String::new(),
+    }
 }
 
 /// Deletes the given stream entries, a batch of items per erase call.

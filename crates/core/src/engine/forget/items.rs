@@ -12,6 +12,7 @@ use crate::bullmq::{ErasureItem, ErasureKind};
 use crate::cancel::Cancel;
 use crate::engine::actions::EraseJobs;
 use crate::engine::batch::{BatchSizer, Batching, run_batches};
+use crate::engine::flow_ledger::FlowLedger;
 use crate::engine::observer::NoObserver;
 use crate::engine::report::Skipped;
 use bullsweep_policy::Prefilter;
@@ -68,10 +69,13 @@ async fn apply<C: ConnectionLike>(
     };
     // An erasure is not stopped midway: it runs until every item has a status.
     let never = Cancel::new();
+    // No later step of an erasure reads which parents it released.
+    let flows = FlowLedger::default();
     let run = Batching {
         budget_us,
         cancel: &never,
         observer: &NoObserver,
+        flows: &flows,
     };
     // An erase is one atomic script; retrying one that failed on the connection is safe
     // because a retried item that already went reports `gone`. Batches keep a fixed size:

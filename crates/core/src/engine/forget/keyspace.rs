@@ -232,7 +232,7 @@ where
                 next_scan = Some(scan_step(con, &pattern, next));
             }
             // SCAN may return a key twice; reading it twice only costs a read.
-            let routed: Vec<ScanKey> = keys.iter().filter_map(|k| route(k, &bases)).collect();
+            let routed: Vec<ScanKey> = keys.into_iter().filter_map(|k| route(k, &bases)).collect();
             if !routed.is_empty() {
                 let pipe = read_pipe_of(&routed);
                 reads.push_back((tokio::spawn(spawned_read(con.clone(), pipe)), routed));
@@ -304,12 +304,13 @@ async fn test_reads(
     Ok(())
 }
 
-/// A scan step's reply (`INFO server`, then `SCAN`): the next cursor and the keys, or `None`
-/// when the server is not the one the pass started on (`server`, set by the first step).
+/// A scan step's reply (`INFO server`, then `SCAN`): the next cursor and the keys (as bytes:
+/// a name that is not UTF-8 is one key among the others), or `None` when the server is not
+/// the one the pass started on (`server`, set by the first step).
 fn scan_reply(
     reply: Vec<Value>,
     server: &mut Option<Option<String>>,
-) -> RedisResult<Option<(u64, Vec<String>)>> {
+) -> RedisResult<Option<(u64, Vec<Vec<u8>>)>> {
     let mut parts = reply.into_iter();
     let id = parts
         .next()
@@ -333,9 +334,10 @@ fn read_pipe_of(routed: &[ScanKey]) -> redis::Pipeline {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for k in routed {
+        let key = k.binary.as_deref().unwrap_or(k.key.as_bytes());
         match k.kind {
-            ErasureKind::Processed | ErasureKind::Failed => pipe.hgetall(&k.key),
-            _ => pipe.hget(&k.key, "data"),
+            ErasureKind::Processed | ErasureKind::Failed => pipe.hgetall(key),
+            _ => pipe.hget(key, "data"),
         };
     }
     pipe

@@ -22,6 +22,7 @@
 //! and its events searched, the queues with active jobs last.
 
 mod archive;
+mod attribution;
 mod events;
 mod items;
 mod keyspace;
@@ -44,6 +45,7 @@ pub use scan::ScanStats;
 
 use crate::bullmq::QueueKeys;
 use crate::lock::HeldQueueLock;
+use attribution::Attribution;
 use bullsweep_policy::Backend;
 use events::erase_events;
 use items::{Handled, handle_queue};
@@ -150,7 +152,7 @@ impl AfterScan<'_> {
         if q.queue.backend == Backend::Bullmq {
             self.search_events(con, q, handled.erased, &mut qr).await;
         }
-        if qr.found_anything() || qr.events_of_unknown_tenant > 0 {
+        if qr.found_anything() || qr.events_of_unknown_tenant + qr.events_of_other_tenants > 0 {
             self.receipts.push(qr);
         }
         release_lock(self.locks, base, self.places).await;
@@ -176,7 +178,11 @@ impl AfterScan<'_> {
             &keys,
             &erased,
             &self.identifiers,
-            q.data_tenant.is_none(),
+            if q.data_tenant.is_none() {
+                Attribution::Whole
+            } else {
+                Attribution::ByJob(q)
+            },
             !self.req.dry_run,
             &ev_ctx,
             self.req.budget_us,
@@ -192,16 +198,18 @@ impl AfterScan<'_> {
         }
         if let Ok(ev) = events {
             qr.events = ev.deleted;
+            qr.events_of_other_tenants = ev.of_other_tenants;
             qr.events_of_unknown_tenant = ev.of_unknown_tenant;
         }
     }
 }
 
 /// Why entries naming the subject in a queue whose key names no tenant were kept: under
-/// `--tenant`, an entry whose job was not erased here cannot be told to be the tenant's.
+/// `--tenant`, an entry whose job is gone (or newer than it, or unreadable) cannot be told to
+/// be the tenant's or another's.
 fn unknown_tenant_reason(entries: u64, tenant: Option<&str>) -> String {
     format!(
-        "{} name the subject in a queue with no tenant in its key, and their jobs could not be tied to tenant `{}`: kept, as they may be another tenant's; run the erasure without --tenant to erase them",
+        "{} name the subject in a queue with no tenant in its key, and their jobs are gone (or were created after the entry, or their data is not JSON), so whether they were tenant `{}`'s cannot be told: kept, as they may be another tenant's; run the erasure without --tenant to erase them",
         crate::text::count(entries, "event"),
         tenant.unwrap_or_default()
     )

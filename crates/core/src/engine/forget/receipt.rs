@@ -29,10 +29,16 @@ pub struct QueueReceipt {
     pub schedulers: Vec<String>,
     /// Events stream entries deleted (or that would be).
     pub events: u64,
+    /// Events stream entries that name the subject but are kept as another tenant's: the
+    /// queue's key names no tenant, `--tenant` was given, and the entry's job (older than the
+    /// entry) still exists with data naming another tenant, or none, at the subject's
+    /// `tenantPath`. They are not the erasure's, so the stream counts as searched.
+    pub events_of_other_tenants: u64,
     /// Events stream entries that name the subject but are left, because the queue's key
-    /// names no tenant, `--tenant` was given, and the entry's job is not one erased here (so
-    /// its tenant cannot be told). The stream is then listed in `remaining` and the status is
-    /// `incomplete`; an erasure without `--tenant` takes them.
+    /// names no tenant, `--tenant` was given, and the entry's job is not one erased here and
+    /// cannot be read (gone, newer than the entry, or its data not JSON), so its tenant cannot
+    /// be told. The stream is then listed in `remaining` and the status is `incomplete`; an
+    /// erasure without `--tenant` takes them.
     pub events_of_unknown_tenant: u64,
     /// Jobs still locked by a worker after `--wait-active`: their erasure is pending.
     pub pending: Vec<PendingJob>,
@@ -54,12 +60,14 @@ impl QueueReceipt {
         self.dedup_placeholders.extend(later.dedup_placeholders);
         self.schedulers.extend(later.schedulers);
         self.events += later.events;
+        self.events_of_other_tenants += later.events_of_other_tenants;
         self.events_of_unknown_tenant += later.events_of_unknown_tenant;
         self.pending = later.pending;
         self.refused.extend(later.refused);
     }
 
-    /// Whether the subject was found here (anything but entries of an unknown tenant).
+    /// Whether the subject was found here (anything but entries kept as another tenant's or
+    /// of an unknown tenant).
     pub fn found_anything(&self) -> bool {
         !(self.states.is_empty()
             && self.removed_with_parent.is_empty()

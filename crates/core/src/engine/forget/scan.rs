@@ -65,8 +65,11 @@ pub(super) fn sha1_hex(b: &[u8]) -> String {
 pub(super) struct ScanKey {
     /// The scoped queue's index.
     pub queue: usize,
-    /// The key.
+    /// The key, as receipts name it: escaped ([`crate::text::escaped`]) when not UTF-8.
     pub key: String,
+    /// The key's bytes when its name is not UTF-8: read by them, never erased (erasure
+    /// names what it erases), and named in `remaining` if it holds the subject.
+    pub binary: Option<Vec<u8>>,
     /// What it holds.
     pub kind: ErasureKind,
     /// Job / dedup / scheduler id, or the parent's id for a copy hash.
@@ -89,17 +92,32 @@ impl ScanKey {
 }
 
 /// Routes a key to the longest covered base it starts with, and says what it is; `None` for
-/// keys that cannot hold the subject's data, so that no read is spent on them.
-pub(super) fn route(key: &str, bases: &HashMap<String, usize>) -> Option<ScanKey> {
-    let (prefix_len, queue) = key
-        .rmatch_indices(':')
-        .find_map(|(at, _)| bases.get(&key[..=at]).map(|q| (at + 1, *q)))?;
-    let (kind, id) = classify_under_base(&key[prefix_len..])?;
+/// keys that cannot hold the subject's data, so that no read is spent on them. A key whose
+/// name is not UTF-8 is routed by its bytes (a base is UTF-8, and `:` is never part of a
+/// longer UTF-8 character), and classified by what it is under its base.
+pub(super) fn route(raw: Vec<u8>, bases: &HashMap<String, usize>) -> Option<ScanKey> {
+    let (prefix_len, queue) = raw
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, b)| **b == b':')
+        .find_map(|(at, _)| {
+            let base = std::str::from_utf8(&raw[..=at]).ok()?;
+            bases.get(base).map(|q| (at + 1, *q))
+        })?;
+    let rest = String::from_utf8_lossy(&raw[prefix_len..]);
+    let (kind, id) = classify_under_base(&rest)?;
+    let id = id.to_string();
+    let (key, binary) = match String::from_utf8(raw) {
+        Ok(key) => (key, None),
+        Err(e) => (crate::text::escaped(e.as_bytes()), Some(e.into_bytes())),
+    };
     Some(ScanKey {
         queue,
-        key: key.to_string(),
+        key,
+        binary,
         kind,
-        id: id.to_string(),
+        id,
     })
 }
 
@@ -183,9 +201,14 @@ pub(super) fn test_step(
                 };
                 out.copy_hashes += 1;
                 for (field, v) in pairs {
-                    if copy_holds(prefilter, v, value) {
-                        let field = String::from_utf8_lossy(field).into_owned();
-                        out.found.push((k.queue, k.found(field, v)));
+                    if !copy_holds(prefilter, v, value) {
+                        continue;
+                    }
+                    match std::str::from_utf8(field) {
+                        Ok(field) if k.binary.is_none() => {
+                            out.found.push((k.queue, k.found(field.to_string(), v)));
+                        }
+                        _ => out.unread.push((k.key.clone(), NOT_UTF8.to_string())),
                     }
                 }
             }
@@ -205,7 +228,11 @@ pub(super) fn test_step(
                 match q.read(data, value) {
                     Ok(Some(identifiers)) => {
                         out.identifiers.extend(identifiers);
-                        out.found.push((k.queue, k.found(String::new(), data)));
+                        if k.binary.is_some() {
+                            out.unread.push((k.key.clone(), NOT_UTF8.to_string()));
+                        } else {
+                            out.found.push((k.queue, k.found(String::new(), data)));
+                        }
                     }
                     Ok(None) => {}
                     Err(_) => {
@@ -223,6 +250,10 @@ pub(super) fn test_step(
 
 /// Why job data that names the id but is not JSON is left: its paths cannot be read.
 pub(super) const NOT_JSON: &str = "its data holds the id but is not JSON (the subject's paths cannot be read in it): repair or remove it, then run the erasure again";
+
+/// Why a key (or a copy hash's field) whose name is not UTF-8 and whose data names the id is
+/// left: an erasure names every item it erases, and such a name cannot be named exactly.
+pub(super) const NOT_UTF8: &str = "its name (or the name of its field holding the id) is not UTF-8 and its data names the subject: bullsweep erases only what it can name, so it is kept; remove it by hand (`redis-cli DEL` with the bytes shown), then run the erasure again";
 
 /// A hash's fields and values, from `HGETALL`'s reply (a flat array under RESP2, a map under
 /// RESP3); `None` for any other reply.
@@ -274,7 +305,7 @@ mod tests {
     #[test]
     fn keys_route_to_the_longest_base_and_their_kind() {
         let b = bases(&["bull:acme", "bull:acme:prod:mail"]);
-        let r = |k: &str| route(k, &b).map(|s| (s.queue, s.kind, s.id));
+        let r = |k: &str| route(k.into(), &b).map(|s| (s.queue, s.kind, s.id));
         assert_eq!(
             r("bull:acme:prod:mail:42"),
             Some((1, ErasureKind::Job, "42".into()))
@@ -305,6 +336,32 @@ mod tests {
         assert_eq!(r("bull:acme:prod:mail:42:logs"), None);
         assert_eq!(r("bull:acme:prod:mail:de:k1"), None);
         assert_eq!(r("bull:other:1"), None);
+    }
+
+    #[test]
+    fn a_key_that_is_not_utf8_routes_by_its_bytes_and_is_named_escaped() {
+        let b = bases(&["bull:good"]);
+        let job = route(b"bull:good:\xff".to_vec(), &b).expect("a job key");
+        assert_eq!(
+            (job.kind, job.key.as_str()),
+            (ErasureKind::Job, "bull:good:\\xff")
+        );
+        assert_eq!(job.binary.as_deref(), Some(b"bull:good:\xff".as_slice()));
+        let copies = route(b"bull:good:\xfe:processed".to_vec(), &b).expect("a copy hash");
+        assert_eq!(copies.kind, ErasureKind::Processed);
+        assert!(
+            route(b"bull:good:\xff:logs".to_vec(), &b).is_none(),
+            "holds no data"
+        );
+        assert!(
+            route(b"bull:other:\xff".to_vec(), &b).is_none(),
+            "not a covered queue"
+        );
+        assert!(
+            route(b"bull:\xff:1".to_vec(), &b).is_none(),
+            "no queue is named so"
+        );
+        assert!(route(b"bull:good:1".to_vec(), &b).is_some_and(|k| k.binary.is_none()));
     }
 
     #[test]

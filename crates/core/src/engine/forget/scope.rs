@@ -80,11 +80,27 @@ impl ScopedQueue {
     /// JSON.
     pub(super) fn read(&self, data: &[u8], value: &str) -> Result<Option<Vec<String>>, Malformed> {
         let r = read_subjects(&self.subjects, value, data)?;
-        let tenant_ok = self
-            .data_tenant
+        Ok((r.holds && self.tenant_among(&r.tenants)).then_some(r.identifiers))
+    }
+
+    /// Whether job data belongs to the tenant asked for, by the rule [`ScopedQueue::read`]
+    /// applies: always in a queue not filtered by data, else when a subject's `tenantPath`
+    /// in it names the tenant (data naming another tenant, or none, does not); `Err` when
+    /// it is not JSON.
+    pub(super) fn names_tenant(&self, data: &[u8]) -> Result<bool, Malformed> {
+        if self.data_tenant.is_none() {
+            return Ok(true);
+        }
+        // The subject's id plays no part in which tenant the data names.
+        let r = read_subjects(&self.subjects, "", data)?;
+        Ok(self.tenant_among(&r.tenants))
+    }
+
+    /// Whether `tenants` (those job data names) hold the tenant the queue is filtered by.
+    fn tenant_among(&self, tenants: &[String]) -> bool {
+        self.data_tenant
             .as_ref()
-            .is_none_or(|t| r.tenants.iter().any(|x| x == t));
-        Ok((r.holds && tenant_ok).then_some(r.identifiers))
+            .is_none_or(|t| tenants.iter().any(|x| x == t))
     }
 }
 
@@ -207,6 +223,18 @@ mod tests {
             serde_json::json!({"user": {"id": "u1"}, "tenantId": "globex"})
         ));
         assert!(!data(serde_json::json!({"user": {"id": "u1"}})));
+        let tenant = |v: serde_json::Value| shared.names_tenant(v.to_string().as_bytes());
+        assert_eq!(tenant(serde_json::json!({"tenantId": "acme"})), Ok(true));
+        assert_eq!(
+            tenant(serde_json::json!({"user": {"id": "u9"}, "tenantId": "globex"})),
+            Ok(false)
+        );
+        assert_eq!(tenant(serde_json::json!({"tenantId": "none"})), Ok(false));
+        assert_eq!(
+            tenant(serde_json::json!({})),
+            Ok(false),
+            "no tenant is not the tenant"
+        );
         let card = scope(&set, &managed, "card", None).expect("scope");
         assert_eq!(
             bases(&card),

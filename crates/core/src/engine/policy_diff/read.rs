@@ -2,9 +2,11 @@
 //! scripts leave a selected job alone (`lua/prelude/removal.lua`), so that the diff counts
 //! what the runs do, not only what the rules select. A key that is not a hash, or a hash
 //! without its time, is malformed; an id without a hash is dangling; a job whose parent still
-//! sits in `waiting-children`, or that a restore holds, is held back from removal.
+//! sits in `waiting-children`, that a restore holds, or that is a repeat chain's next
+//! iteration, is held back from removal.
 
 use crate::bullmq::QueueKeys;
+use crate::bullmq::repeat_chain::next_iterations;
 use crate::engine::state_walk::{READ_ROWS, ROW_FIELDS, Row, field_text};
 use bullsweep_policy::Action;
 use redis::aio::ConnectionLike;
@@ -34,6 +36,8 @@ pub(super) struct Read {
     pub parent_waits: bool,
     /// A restore holds it.
     pub held: bool,
+    /// It is a repeat chain's next iteration, which no removal takes.
+    next_iteration: bool,
 }
 
 impl Read {
@@ -46,7 +50,7 @@ impl Read {
             Fate::Malformed => true,
             Fate::Dangling => matches!(action, Action::Archive | Action::Anonymize),
             Fate::Whole => {
-                (removes && protects && self.parent_waits)
+                (removes && ((protects && self.parent_waits) || self.next_iteration))
                     || (self.held && action != Action::Notify)
             }
         };
@@ -85,6 +89,11 @@ pub(super) async fn read_jobs<C: ConnectionLike>(
             .map(|(id, pair)| read_one(id, pair, finished, held))
             .collect();
         mark_waiting_parents(con, &mut reads).await?;
+        let chunk_ids: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let iterations = next_iterations(con, keys, &chunk_ids).await?;
+        for (read, next) in reads.iter_mut().zip(iterations) {
+            read.next_iteration = next;
+        }
         out.extend(reads);
     }
     Ok(out)
@@ -119,6 +128,7 @@ fn read_one(id: &str, pair: &[Value], finished: bool, held: &BTreeSet<String>) -
         parent_key,
         parent_waits: false,
         held: held.contains(id),
+        next_iteration: false,
     }
 }
 

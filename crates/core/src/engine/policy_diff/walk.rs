@@ -108,9 +108,13 @@ impl<'a> Side<'a> {
             keys.sort_unstable();
             keys.dedup();
             match self.clients.lookup(con, &source, &keys).await {
-                Ok(answers) => self
-                    .answers
-                    .extend(answers.into_iter().map(|(k, a)| ((source.clone(), k), a))),
+                // A key the source refused has no answer: its job stays, as in a run.
+                Ok(lookup) => self.answers.extend(
+                    lookup
+                        .answers
+                        .into_iter()
+                        .map(|(k, a)| ((source.clone(), k), a)),
+                ),
                 Err(e) => {
                     if e.kind != SourceFailure::Query {
                         self.down.insert(source.clone());
@@ -136,12 +140,7 @@ impl<'a> Side<'a> {
                 unasked.set(true);
                 return None;
             }
-            Some(
-                self.answers
-                    .get(&(link.source.clone(), key))
-                    .copied()
-                    .unwrap_or(SourceAnswer::Missing),
-            )
+            self.answers.get(&(link.source.clone(), key)).copied()
         };
         let decision = decide(policy, self.groups.as_ref(), facts, answer, now_ms);
         let mut chosen = vec![decision.action()];
@@ -152,7 +151,7 @@ impl<'a> Side<'a> {
         {
             chosen.push(decide(policy, None, facts, answer, now_ms).action());
         }
-        let protects = policy.protect_waiting_parents;
+        let protects = policy.flows.protect_waiting_parents;
         let taken = chosen
             .into_iter()
             .filter_map(|a| read.taken(a, protects))

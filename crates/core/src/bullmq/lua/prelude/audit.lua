@@ -33,16 +33,59 @@ local function fail(message)
   error(e)
 end
 local auditSeq = false
--- Jobs that BullMQ's parent handling took along with this call's removals: {key, role}.
+-- Jobs that this call's removals took along, for its next event: {key, role, state}.
 local auditRelated = {}
--- How many jobs the whole call took along, by role, for the scripts that return it.
-local relatedCount = {parentRemoved = 0, parentReleased = 0}
+-- Full keys of the jobs this call removed, so that a job named as released and then removed
+-- (a parent emptied by its children's removal on its own way out) is named by its removal.
+local auditGone = {}
+-- What the whole call took along, by queue base, state and role ("<base>\n<state>\n<role>"
+-- -> count), and the keys of the parents it released, for the scripts that return them
+-- (takenReply).
+local takenTally, takenReleased = {}, {}
 
--- Names, in the next event, a job a removal took along: role `parentRemoved` (a same-queue
--- parent removed with its last child) or `parentReleased` (a parent moved to wait).
-local function addAuditRelated(jobKey, role)
-  auditRelated[#auditRelated + 1] = {key = jobKey, role = role}
-  relatedCount[role] = (relatedCount[role] or 0) + 1
+-- Names, in the next event, a job a removal took along from `state`: role `parentRemoved` (a
+-- same-queue parent removed with its last child), `parentReleased` (a parent moved to wait)
+-- or `childRemoved` (a child removed with its parent).
+local function addAuditRelated(jobKey, role, state)
+  auditRelated[#auditRelated + 1] = {key = jobKey, role = role, state = state}
+end
+
+-- Records that this call removed the job at `jobKey`.
+local function auditRemoved(jobKey)
+  auditGone[jobKey] = true
+end
+
+-- The jobs taken along as the next event names them: a parent named as released that the
+-- call then removed is left out (its removal names it), each counted into takenTally.
+local function settleRelated()
+  local kept = {}
+  for _, r in ipairs(auditRelated) do
+    if r.role ~= 'parentReleased' or not auditGone[r.key] then
+      kept[#kept + 1] = r
+      local base = string.match(r.key, '^(.*):[^:]*$') or r.key
+      local k = base .. '\n' .. r.state .. '\n' .. r.role
+      takenTally[k] = (takenTally[k] or 0) + 1
+      if r.role == 'parentReleased' then
+        takenReleased[#takenReleased + 1] = r.key
+      end
+    end
+  end
+  auditRelated = {}
+  return kept
+end
+
+-- What the call took along: {counts, released}: counts flat, four values a row (queue base,
+-- state, role, count); released the full keys of the parents it released to wait.
+local function takenReply()
+  local counts = {}
+  for k, n in pairs(takenTally) do
+    local base, state, role = string.match(k, '^(.*)\n(.*)\n(.*)$')
+    counts[#counts + 1] = base
+    counts[#counts + 1] = state
+    counts[#counts + 1] = role
+    counts[#counts + 1] = n
+  end
+  return {counts, takenReleased}
 end
 
 -- Fails the call, before anything is written, unless the Redis user may run `cmd` on `key`
@@ -79,7 +122,8 @@ local function reserveAuditSeq()
 end
 
 -- Appends one event for `ids` (a Lua array) with context `ctx`, and the jobs taken along
--- (field `related`, a JSON array, only when there are some); nothing when ids is empty.
+-- (field `related`, a JSON array of {key, role, state}, only when there are some); nothing
+-- when ids is empty.
 -- Returns the event's sequence number, or 0.
 local function addAuditEvent(ctx, ids)
   if #ids == 0 then
@@ -89,10 +133,10 @@ local function addAuditEvent(ctx, ids)
   auditSeq = false
   local t = redis.call('TIME')
   local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if #auditRelated > 0 then
+  local related = settleRelated()
+  if #related > 0 then
     redis.call('XADD', AUDIT_STREAM, '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,
-      'jobIds', cjson.encode(ids), 'related', cjson.encode(auditRelated))
-    auditRelated = {}
+      'jobIds', cjson.encode(ids), 'related', cjson.encode(related))
   else
     redis.call('XADD', AUDIT_STREAM, '*', 'seq', seq, 'ts', string.format('%d', ms), 'ctx', ctx,
       'jobIds', cjson.encode(ids))

@@ -6,7 +6,8 @@
   The queue's holds are a sorted set (bullmq::keys::restore_holds: job id -> the end of its
   hold, ms), passed by the caller as the key before the two audit keys (KEYS[#KEYS - 2]).
   Cheap when nothing is held: the first question of a call costs one EXISTS, and only when
-  the set exists does each job cost a ZSCORE.
+  the set exists does each job cost a ZSCORE. A read-only script sets `heldNow` itself, to
+  the caller's time (false without holds), and no clock is read: a read-only user may not.
 ]]
 local HELD_KEY = KEYS[#KEYS - 2]
 -- Redis's clock (ms) when the queue has holds, false when it has none; nil until first asked.

@@ -35,12 +35,11 @@ end
 
 -- Ends a walk whose jobs left their set: the last deletes, their ZREM, their events by `mode`
 -- (recordIdBatch) and the reply {removed, locked, malformed, changed, elapsed_us, handled,
--- parentWaiting, crossSlot, restored, parentsRemoved, parentsReleased}.
+-- parentWaiting, crossSlot, restored, takenAlong} (takenAlong: audit.lua's takenReply).
 local function closeIdBatch(batch, setKey, eventsKey, metaKey, mode, ctx, clock)
   flushDeletes(batch.dels)
   zremAll(setKey, batch.removed)
   recordIdBatch(eventsKey, metaKey, mode, ctx, batch.removed)
   return {#batch.removed, batch.locked, batch.malformed, batch.changed, elapsed(clock),
-    batch.handled, batch.parentWaiting, batch.crossSlot, batch.restored,
-    relatedCount.parentRemoved, relatedCount.parentReleased}
+    batch.handled, batch.parentWaiting, batch.crossSlot, batch.restored, takenReply()}
 end

@@ -5,7 +5,8 @@
   It defines functions only, and `listReach`, which a script sets to bound its list searches.
   On a legacy Bull queue (BACKEND 'bull') it is Bull's Job.remove(): no parents or children,
   the job also leaves `priority` and the limiter's index, its debounce key goes whoever it
-  names, and no event is written.
+  names, and no event is written (nor on a BullMQ queue without a stream: removal.lua's
+  eventsGoTo).
 ]]
 local ZSETS = {'completed', 'failed', 'delayed', 'prioritized', 'waiting-children'}
 local LISTS = {'active', 'wait', 'paused'}
@@ -31,6 +32,32 @@ local function findInList(key, id)
     return false
   end
   return nil
+end
+
+-- On a legacy Bull queue, whether job `id` sits in `active`: Bull's worker takes a job in two
+-- calls (into `active`, then locked), so an unlocked job there may be one a worker holds.
+local function inBullActive(p, id)
+  return BACKEND == 'bull' and rcall('LPOS', p .. 'active', id) ~= false
+end
+
+-- After leaveState on a legacy Bull queue: Bull's Job.remove() takes the id out of every
+-- state, as often as it is there (a reused id can sit in two: the dangling one of a job Redis
+-- expired, and the new job's), so the other states let go of it too. `active` is never
+-- touched: treeHeld holds a job found there.
+local function leaveOtherBullStates(p, id)
+  if BACKEND ~= 'bull' then
+    return
+  end
+  for _, s in ipairs(ZSETS) do
+    rcall('ZREM', p .. s, id)
+  end
+  for _, s in ipairs({'wait', 'paused'}) do
+    local side = findInList(p .. s, id)
+    while side do
+      rcall('LREM', p .. s, side, id)
+      side = findInList(p .. s, id)
+    end
+  end
 end
 
 -- The state holding a job, without changing anything (`outOfReach` when a list is too long
@@ -68,27 +95,19 @@ local function leaveState(p, id)
   return 'unknown'
 end
 
--- The scheduler whose current iteration the job is (BullMQ's Job.remove refuses it), or nil.
--- On Bull, a repeatable job's next iteration (`repeat:<hash>:<millis>`, whose millis a
--- repeat entry is due at): Bull adds the one after it only when it runs, so removing it
--- would end the repetition.
+-- The repeat chain whose next iteration the job is, or nil: a job scheduler's current
+-- iteration (BullMQ's Job.remove refuses it), a BullMQ repeatable job's or a legacy Bull
+-- repeatable job's next one. Each library names it `repeat:<key or hash>:<millis>` and keeps
+-- an entry due at <millis> in `repeat`; it adds the iteration after it only when this one
+-- runs, so removing it would end the chain for good. Told by the job's id and the `repeat`
+-- set alone, whichever library wrote the queue (a queue found as the other library's must
+-- never lose one); returns the scheduler id (`rjk`) when the job names one, else the id.
 local function schedulerOf(p, id)
-  if BACKEND == 'bull' then
-    local millis = string.match(id, '^repeat:%x+:(%d+)$')
-    if millis and rcall('ZCOUNT', p .. 'repeat', millis, millis) > 0 then
-      return id
-    end
+  local millis = string.match(id, '^repeat:.+:(%d+)$')
+  if not millis or rcall('ZCOUNT', p .. 'repeat', millis, millis) == 0 then
     return nil
   end
-  local sid = rcall('HGET', p .. id, 'rjk')
-  if not sid then
-    return nil
-  end
-  local millis = rcall('ZSCORE', p .. 'repeat', sid)
-  if millis and id == ('repeat:' .. sid .. ':' .. millis) then
-    return sid
-  end
-  return nil
+  return rcall('HGET', p .. id, 'rjk') or id
 end
 
 -- Whether the job or any pending child (recursively) holds a worker lock.
@@ -111,7 +130,7 @@ end
 local maxLenOf = {}
 
 local function addEvent(p, ...)
-  if BACKEND == 'bull' then
+  if not eventsGoTo(p .. 'events') then
     return
   end
   local maxLen = maxLenOf[p]
@@ -122,8 +141,23 @@ local function addEvent(p, ...)
   rcall('XADD', p .. 'events', 'MAXLEN', '~', maxLen, '*', ...)
 end
 
+-- Jobs whose removal has begun in this call (their children go before them): a parent among
+-- them that loses its last pending child is on its way out, not released.
+local removing = {}
+-- The state a job in `removing` was in when its removal began, when its children's removal
+-- moved it (a parent passes through wait on its way out, as in BullMQ).
+local removedFrom = {}
+
+-- Marks the job at `jobKey` as on its way out before its children go: a child's removal then
+-- does not name it as a released parent, and neither does an earlier one of this call.
+local function beginRemoval(jobKey)
+  removing[jobKey] = true
+  auditRemoved(jobKey)
+end
+
 -- Drops the job from its parent's pending dependencies; a parent left with none that waits
--- for children goes to wait (BullMQ's non-hard removal).
+-- for children goes to wait (BullMQ's non-hard removal), named as released unless its own
+-- removal is under way.
 local function releaseParent(jobKey, parentKey)
   if BACKEND == 'bull' or not parentKey or parentKey == '' then
     return
@@ -131,7 +165,11 @@ local function releaseParent(jobKey, parentKey)
   local parentPrefix, parentId = takeLastDependency(jobKey, parentKey)
   if parentPrefix then
     pushParentToWait(parentPrefix, parentId)
-    addAuditRelated(parentKey, 'parentReleased')
+    if removing[parentKey] then
+      removedFrom[parentKey] = 'waiting-children'
+    else
+      addAuditRelated(parentKey, 'parentReleased', 'waiting-children')
+    end
     addEvent(parentPrefix, 'event', 'waiting', 'jobId', parentId, 'prev', 'waiting-children')
   end
 end
@@ -184,31 +222,67 @@ local function treeInReach(p, id)
   return true
 end
 
--- Removes every child a job has or had: pending, processed and failed.
+-- Whether a job has a child (at any depth) in a queue other than the one at prefix `p`.
+local function treeElsewhere(p, jobKey)
+  for _, childKey in ipairs(childKeysOf(jobKey)) do
+    if rcall('EXISTS', childKey) == 1 then
+      local childPrefix = splitJobKey(childKey)
+      if childPrefix ~= p or treeElsewhere(p, childKey) then
+        return true
+      end
+    end
+  end
+  return false
+end
+
+-- Why the job `id` and its children may not be removed whole, or nil when they may:
+-- `elsewhere` (a child sits in another queue and `takeElsewhere` is not set: the policy's
+-- childrenInOtherQueues), `outOfReach` (a child in the middle of a long list) or `locked`
+-- (the job or a pending child holds a worker's lock; on a Bull queue, also a job that sits in
+-- `active` too). Most jobs have no children: one EXISTS spares the walks of the tree.
+local function treeHeld(p, id, takeElsewhere)
+  local jobKey = p .. id
+  if not hasChildren(jobKey) then
+    return (rcall('EXISTS', jobKey .. ':lock') == 1 or inBullActive(p, id)) and 'locked' or nil
+  elseif not takeElsewhere and treeElsewhere(p, jobKey) then
+    return 'elsewhere'
+  elseif not treeInReach(p, id) then
+    return 'outOfReach'
+  elseif lockedTree(jobKey) then
+    return 'locked'
+  end
+  return nil
+end
+
+-- Removes every child a job has or had: pending, processed and failed. Each is appended to
+-- `children` and named in the next audit event as `childRemoved`, with the state it was in.
 local function removeChildren(jobKey, children)
   local seen = {}
   for _, childKey in ipairs(childKeysOf(jobKey)) do
     if not seen[childKey] and rcall('EXISTS', childKey) == 1 then
       seen[childKey] = true
       local childPrefix, childId = splitJobKey(childKey)
-      removeTree(childPrefix, childId, children)
+      local prev = removeTree(childPrefix, childId, children)
       children[#children + 1] = childKey
+      addAuditRelated(childKey, 'childRemoved', removedFrom[childKey] or prev)
     end
   end
 end
 
 -- Removes a job and its children, in BullMQ's order: its parent lets go of it, its children
--- go (a parent waiting for them is released to its ready list, as in BullMQ), then it leaves
--- its state. Returns the state it left. `leave`, when given, takes the job out of the state
+-- go (a parent waiting for them is released to its ready list, as in BullMQ, and named as
+-- removed, not released), then it leaves its state. Returns the state it left. `leave`, when given, takes the job out of the state
 -- the caller found it in and returns that state's name, or nil when it is no longer there
 -- (then every state is tried).
 removeTree = function(p, id, children, leave)
   local jobKey = p .. id
+  beginRemoval(jobKey)
   local f = rcall('HMGET', jobKey, 'parentKey', 'deid')
   releaseParent(jobKey, f[1])
   removeChildren(jobKey, children)
   local prev = leave and leave() or leaveState(p, id)
   if BACKEND == 'bull' then
+    leaveOtherBullStates(p, id)
     releaseBullJob(p, id, f[2])
   else
     releaseDedup(p, id, f[2])

@@ -13,9 +13,11 @@
   On a legacy Bull queue (BACKEND 'bull', set by the build) the semantics are those of Bull's
   Queue.clean: the job leaves `priority` and the rate limiter's index too, its debounce key
   stays (Bull's clean of a finished set leaves it), there are no parents, and no events are
-  written (Bull has no events stream).
+  written (Bull has no events stream). On a BullMQ queue, events are added only to a stream
+  that is there (eventsGoTo): bullsweep never makes a queue's events stream.
   Every parent removed or released along with a job is named in the call's audit event
-  (addAuditRelated). With protectParents set (policy field protectWaitingParents), a job
+  (addAuditRelated, with the state it was taken from), and counted in the call's reply by queue,
+  state and role (takenReply). With protectParents set (policy field protectWaitingParents), a job
   whose parent still waits in waiting-children is held back instead (parentWaiting).
   On a Redis Cluster, a job whose parent lives in another slot (a flow across hash tags,
   which BullMQ cannot run there either) is held back and counted (crossSlot): a script may
@@ -150,7 +152,7 @@ detachFromParent = function(jobKey, parentKey, deid, queuePrefix)
   if parentPrefix == queuePrefix then
     local p = rcall('HMGET', parentKey, 'parentKey', 'deid')
     detachFromParent(parentKey, p[1], p[2], queuePrefix)
-    addAuditRelated(parentKey, 'parentRemoved')
+    addAuditRelated(parentKey, 'parentRemoved', 'waiting-children')
     takeParent(parentKey, parentId)
     -- As in BullMQ: the dedup key named by the child's deid, under the parent's prefix.
     if deid then
@@ -158,7 +160,7 @@ detachFromParent = function(jobKey, parentKey, deid, queuePrefix)
     end
   else
     pushParentToWait(parentPrefix, parentId)
-    addAuditRelated(parentKey, 'parentReleased')
+    addAuditRelated(parentKey, 'parentReleased', 'waiting-children')
   end
 end
 
@@ -282,9 +284,26 @@ local function spentFlushing(clock, batch)
   return spent(clock)
 end
 
+-- Whether events go to the stream at `eventsKey`: on a BullMQ queue whose stream is there.
+-- A Bull queue has none, and bullsweep never makes one: the stream is what tells BullMQ's use
+-- of a queue from Bull's (contested.rs), so a Bull queue taken for BullMQ's for a moment (a
+-- BullMQ Queue object opened on it before Bull added a job) must not get it from bullsweep.
+local streamThere = {}
+local function eventsGoTo(eventsKey)
+  if BACKEND == 'bull' then
+    return false
+  end
+  local there = streamThere[eventsKey]
+  if there == nil then
+    there = rcall('EXISTS', eventsKey) == 1
+    streamThere[eventsKey] = there
+  end
+  return there
+end
+
 -- The events a batch leaves: BullMQ's `cleaned` on the queue's stream, and its audit event.
 local function recordBatch(eventsKey, metaKey, ctx, removed)
-  if #removed > 0 and BACKEND ~= 'bull' then
+  if #removed > 0 and eventsGoTo(eventsKey) then
     local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000
     rcall('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'event', 'cleaned', 'count', #removed)
   end
@@ -296,7 +315,7 @@ end
 -- audit event.
 local function recordIdBatch(eventsKey, metaKey, mode, ctx, removed)
   local prev = string.match(mode, '^removed:(.+)$')
-  if not prev or BACKEND == 'bull' then
+  if not prev or not eventsGoTo(eventsKey) then
     return recordBatch(eventsKey, metaKey, ctx, removed)
   end
   local maxLen = rcall('HGET', metaKey, 'opts.maxLenEvents') or 10000

@@ -1,0 +1,62 @@
+// Invariant 1's judge: a lost live job (its hash or data gone, or a worker that saw it go) is a
+// violation, unless it is what README "Expiring keys" states remains of a `ttl`: a finished job
+// retried while no daemon watched its queue, or less than about a second before Redis expired
+// it, is deleted by Redis. Such a loss is noted and counted, not judged: the soak holds the
+// daemon to ending a retried job's expiry, and every run to leaving a job added again under a
+// reused id alone.
+'use strict';
+
+// How long the daemon must have run before a retry, and the retry have preceded the loss, for
+// the loss to fall inside what the daemon guarantees (it ends retried jobs' expiries within a
+// second).
+const DAEMON_BEFORE_MS = 1000;
+const RETRY_BEFORE_MS = 3000;
+
+class Losses {
+  constructor({ journal, audit }) {
+    this.journal = journal;
+    this.audit = audit;
+    this.traffic = null;
+    this.sweeps = null;
+    this.documented = 0;
+    // Jobs whose loss was excused, by key, with when: what follows from it (a worker's error,
+    // the id left in its state, a run removing the hash a worker made again, doctor's finding)
+    // is the same loss, until the id is added again.
+    this.excusedAt = new Map();
+  }
+
+  // Whether job `id` of queue `base` was lost within the documented limit (and not added again).
+  isExcused(base, id) {
+    const at = this.excusedAt.get(`${base}:${id}`);
+    return at !== undefined && !this.traffic.readdedAfter({ base }, id, at);
+  }
+
+  // Judges the loss of job `id` of queue `q`.
+  report(q, id, key, summary, evidence) {
+    if (id !== null && this.isExcused(q.base, String(id))) return;
+    const why = id === null ? null : this.excused(q, String(id));
+    if (why) {
+      this.documented += 1;
+      this.excusedAt.set(`${q.base}:${id}`, Date.now());
+      this.journal.note(`${summary} (not judged: ${why})`);
+      return;
+    }
+    this.journal.violation(1, key, summary, evidence);
+  }
+
+  // Why the loss is the documented limit of `ttl`, or null.
+  excused(q, id) {
+    const expiries = this.audit.mentioning(q.base, id).filter((e) => e.action === 'expire');
+    if (!expiries.length) return null;
+    const since = Math.max(...expiries.map((e) => e.at));
+    const retried = this.traffic.retriedAfter(q, since);
+    if (retried === null || this.traffic.readdedAfter(q, id, since)) return null;
+    const daemon = this.sweeps.daemonSince;
+    if (daemon !== null && daemon <= retried - DAEMON_BEFORE_MS && Date.now() - retried >= RETRY_BEFORE_MS) return null;
+    return daemon === null || daemon > retried - DAEMON_BEFORE_MS
+      ? 'retried while no daemon watched the queue, after a ttl gave it an expiry (README, "Expiring keys": what remains)'
+      : 'retried less than a few seconds before it was found lost, after a ttl gave it an expiry (README, "Expiring keys": what remains)';
+  }
+}
+
+module.exports = { Losses };
