@@ -31,7 +31,10 @@ fn every_script_declares_a_key() {
         let rust = std::fs::read_to_string(root.join("scripts").join(format!("{wrapper}.rs")))
             .unwrap_or_else(|_| panic!("{stem}.lua has no scripts/{wrapper}.rs"));
         assert!(
-            rust.contains(".key(") || rust.contains("audited(") || rust.contains(".invoke(con, &["),
+            rust.contains(".key(")
+                || rust.contains("audited(")
+                || rust.contains(".invoke(con, &[")
+                || rust.contains(".invoke(con, &keys"),
             "scripts/{wrapper}.rs passes no key to {stem}.lua"
         );
         checked += 1;

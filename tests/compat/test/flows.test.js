@@ -409,6 +409,69 @@ policies:
   assert.deepEqual(findingsOf(damaged.report, 'orphanChildren').samples, ['bull:report-parts:live'], damaged.stdout);
 });
 
+test('a finished parent whose child was retried waits for it: no sweep, ttl or archive takes it, and doctor finds nothing (issue 42, break 10)', async () => {
+  const c = redis.client(0);
+  await c.flushdb();
+  const connection = redis.connection(0);
+  const flows = new FlowProducer({ connection });
+  const trees = [];
+  for (let i = 0; i < 3; i++) {
+    trees.push(await flows.add({ name: 'bill', queueName: 'billing', data: { i }, children: [{ name: 'line', queueName: 'billing', data: { i } }] }));
+  }
+  await flows.close();
+  const billing = new Queue('billing', { connection });
+  let worker = new Worker('billing', async () => 'ok', { connection });
+  await waitFor(async () => (await billing.getCompletedCount()) === 6, 'every bill and line to complete');
+  await worker.close();
+  // Someone retries each child after its parent completed (bull-board's Retry on a completed
+  // job): BullMQ puts the child back in its parent's :dependencies.
+  for (const t of trees) await (await billing.getJob(t.children[0].job.id)).retry('completed');
+  for (const t of trees) assert.equal(await c.scard(`bull:billing:${t.job.id}:dependencies`), 1);
+  const parents = trees.map((t) => t.job.id);
+
+  // A prefix sweep, a job-rule (by id) sweep, a ttl and an archive: each holds the parents.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-retried-child-'));
+  const rules = [
+    '{ completed: { maxAge: 1ms } }',
+    '{ completed: { maxAge: 1ms } }, jobs: [{ name: bill, completed: { maxAge: 1ms } }]',
+    '{ completed: { maxAge: 1ms, ttl: 1s } }',
+    `{ completed: { maxAge: 1ms, action: archive } }`,
+  ];
+  for (const rule of rules) {
+    const policy = writePolicy(`version: 1
+archive: { url: "file://${dir}" }
+policies:
+  - { name: billing, queueNamePattern: billing, rules: ${rule} }
+`);
+    const run = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'run']);
+    assert.equal(run.code, 0, `${rule}: ${run.stderr}`);
+    const state = JSON.parse(run.stdout).queues[0].states;
+    for (const s of Object.values(state)) assert.equal((s.skipped || {}).parentWaiting, 3, `${rule}: ${run.stdout}`);
+    for (const id of parents) {
+      assert.equal(await c.zscore('bull:billing:completed', id) !== null, true, `${rule}: parent ${id} stays completed`);
+      assert.equal(await c.pttl(`bull:billing:${id}`), -1, `${rule}: parent ${id} has no expiry`);
+    }
+    const d = await runDoctor(redis, 0);
+    assert.equal(d.code, 0, `${rule}: ${d.stdout}${d.stderr}`);
+  }
+
+  // The children run; then the parents go like any finished job.
+  worker = new Worker('billing', async () => 'again', { connection });
+  await waitFor(async () => (await billing.getWaitingCount()) === 0 && (await billing.getActiveCount()) === 0, 'the retried children to run');
+  await worker.close();
+  const policy = writePolicy(`version: 1
+policies:
+  - { name: billing, queueNamePattern: billing, rules: { completed: { maxAge: 1ms } } }
+`);
+  const run = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  for (const id of parents) assert.equal(await c.exists(`bull:billing:${id}`), 0, run.stdout);
+  assert.equal(await billing.getCompletedCount(), 0, run.stdout);
+  const d = await runDoctor(redis, 0);
+  assert.equal(d.code, 0, d.stdout);
+  await billing.close();
+});
+
 test('a parent a run released is left in wait by that run, as its plan says (issue 42, invariant 104)', async () => {
   await redis.client(0).flushall();
   const connection = redis.connection(0);

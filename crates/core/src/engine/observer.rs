@@ -12,7 +12,8 @@ pub enum SkipReason {
     Malformed,
     /// Moved or re-finished between selection and the action.
     Changed,
-    /// The parent still waits for other children (`protectWaitingParents`).
+    /// A flow still waits: the parent waits for its other children (`protectWaitingParents`),
+    /// or the job is a finished parent waiting for a child retried since.
     ParentWaiting,
     /// On a Redis Cluster, the parent lives in another slot.
     CrossSlot,
@@ -77,7 +78,7 @@ impl SkipReason {
             }
             SkipReason::Changed => "changed since selection",
             SkipReason::ParentWaiting => {
-                "wait for their parent's other children (protectWaitingParents)"
+                "are flows still waiting: a child whose parent waits for its other children (protectWaitingParents), or a parent waiting for a child retried after it finished"
             }
             SkipReason::CrossSlot => {
                 "have their flow's parent under another hash tag: on a Redis Cluster it lives in another slot, so BullMQ cannot run such a flow there either; left untouched"

@@ -249,7 +249,8 @@ pub struct Skipped {
     /// Selected for `anonymize` but scrubbed by an earlier run.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub already_anonymized: u64,
-    /// Finished children whose parent still waits for children (`protectWaitingParents`).
+    /// Finished children whose parent still waits for children (`protectWaitingParents`), and
+    /// finished parents still waiting for a child retried after they finished (always).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub parent_waiting: u64,
     /// On a Redis Cluster: jobs whose parent lives in another slot (a flow across hash tags,

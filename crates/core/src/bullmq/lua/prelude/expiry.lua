@@ -84,7 +84,8 @@ end
 
 -- Why a run gives job `id` (at `jobKey`: the finished job its entry names, without a TTL) no
 -- expiry: 'ruledOut' (its group takes no ttl), 'locked' (a worker's lock), 'restored' (a
--- restore's hold) or 'parentWaiting' (a child its parent still waits for); nil and the ttl
+-- restore's hold) or 'parentWaiting' (a child its parent still waits for, or a parent that
+-- still waits for a child retried after it finished); nil and the ttl
 -- when it gives one (expire_jobs, and ttl_census, which counts for a plan).
 local function leftAlone(groups, id, jobKey)
   local ttl = groupTtl(groups, jobKey)
@@ -94,7 +95,7 @@ local function leftAlone(groups, id, jobKey)
     return 'locked'
   elseif restoredHeld(id) then
     return 'restored'
-  elseif parentWaits(jobKey) then
+  elseif parentWaits(jobKey) or waitsForChild(jobKey) then
     return 'parentWaiting'
   end
   return nil, ttl

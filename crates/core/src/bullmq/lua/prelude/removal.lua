@@ -18,7 +18,9 @@
   Every parent removed or released along with a job is named in the call's audit event
   (addAuditRelated, with the state it was taken from), and counted in the call's reply by queue,
   state and role (takenReply). With protectParents set (policy field protectWaitingParents), a job
-  whose parent still waits in waiting-children is held back instead (parentWaiting).
+  whose parent still waits in waiting-children is held back instead (parentWaiting); a finished
+  parent that still waits for a child (one retried after the parent finished) is always held
+  back, counted the same way.
   On a Redis Cluster, a job whose parent lives in another slot (a flow across hash tags,
   which BullMQ cannot run there either) is held back and counted (crossSlot): a script may
   touch only its own slot, and meeting the parent's key would fail the call midway.
@@ -259,7 +261,7 @@ local function takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, dei
     batch.crossSlot = batch.crossSlot + 1
     return
   end
-  if protectParents and parentKey and parentWaits(parentKey) then
+  if (protectParents and parentKey and parentWaits(parentKey)) or waitsForChild(queuePrefix .. jobId) then
     batch.parentWaiting = batch.parentWaiting + 1
     return
   end

@@ -1,7 +1,8 @@
 --[[
   prelude/slot.lua: whether a key may be touched by this call on a Redis Cluster (a script may
   reach only keys of its own slot, the slot of KEYS[1]). It defines functions only, after
-  budget.lua (rcall). Read-only: the probe uses it too.
+  budget.lua (rcall). Read-only: the probe uses it too. It also holds waitsForChild, the one
+  flow question both removal.lua and expiry.lua ask of a finished job.
 ]]
 
 -- The slot of the script's first key on a Redis Cluster, false on one server; nil until first
@@ -17,4 +18,18 @@ local function inOwnSlot(key)
       and rcall('CLUSTER', 'KEYSLOT', KEYS[1])
   end
   return not ownSlot or rcall('CLUSTER', 'KEYSLOT', key) == ownSlot
+end
+
+-- Whether a finished job still waits for a child: a child retried after its parent finished
+-- goes back to the parent's :dependencies (BullMQ's moveChildBackToParentDependencies), and
+-- removing the parent then (as Queue.clean would) leaves that child to run with its parent
+-- gone, which `doctor` counts as damage (orphanChildren). Such a parent is held back
+-- (parentWaiting) until the child finishes; one SCARD a job. Bull has no flows, and a key
+-- named so there may be another job's hash: a key of another type is no dependency set.
+local function waitsForChild(jobKey)
+  if BACKEND == 'bull' then
+    return false
+  end
+  local n = redis.pcall('SCARD', jobKey .. ':dependencies')
+  return type(n) == 'number' and n > 0
 end
