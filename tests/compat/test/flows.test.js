@@ -409,7 +409,7 @@ policies:
   assert.deepEqual(findingsOf(damaged.report, 'orphanChildren').samples, ['bull:report-parts:live'], damaged.stdout);
 });
 
-test('a finished parent whose child was retried waits for it: no sweep, ttl or archive takes it, and doctor finds nothing (issue 42, break 10)', async () => {
+test('a finished parent whose child was retried waits for it: no sweep, ttl, archive or moveExhaustedTo takes it, and doctor finds nothing (issue 42, break 10)', async () => {
   const c = redis.client(0);
   await c.flushdb();
   const connection = redis.connection(0);
@@ -423,8 +423,15 @@ test('a finished parent whose child was retried waits for it: no sweep, ttl or a
   let worker = new Worker('billing', async () => 'ok', { connection });
   await waitFor(async () => (await billing.getCompletedCount()) === 6, 'every bill and line to complete');
   await worker.close();
-  // Someone retries each child after its parent completed (bull-board's Retry on a completed
-  // job): BullMQ puts the child back in its parent's :dependencies.
+  // A ttl run gives every finished job an expiry; then someone retries each child after its
+  // parent completed (bull-board's Retry on a completed job): BullMQ puts the child back in
+  // its parent's :dependencies, and the parent's expiry must end before Redis acts on it.
+  const ttlFirst = await bullsweep(['--redis', redis.url(0), '--config', writePolicy(`version: 1
+policies:
+  - { name: billing, queueNamePattern: billing, rules: { completed: { ttl: 1h } } }
+`), 'run']);
+  assert.equal(ttlFirst.code, 0, ttlFirst.stderr);
+  for (const t of trees) assert.ok(await c.pttl(`bull:billing:${t.job.id}`) > 0);
   for (const t of trees) await (await billing.getJob(t.children[0].job.id)).retry('completed');
   for (const t of trees) assert.equal(await c.scard(`bull:billing:${t.job.id}:dependencies`), 1);
   const parents = trees.map((t) => t.job.id);
@@ -446,7 +453,7 @@ policies:
     const run = await bullsweep(['--redis', redis.url(0), '--config', policy, '--json', 'run']);
     assert.equal(run.code, 0, `${rule}: ${run.stderr}`);
     const state = JSON.parse(run.stdout).queues[0].states;
-    for (const s of Object.values(state)) assert.equal((s.skipped || {}).parentWaiting, 3, `${rule}: ${run.stdout}`);
+    for (const s of Object.values(state).filter((x) => x.matched > 0)) assert.equal((s.skipped || {}).parentWaiting, 3, `${rule}: ${run.stdout}`);
     for (const id of parents) {
       assert.equal(await c.zscore('bull:billing:completed', id) !== null, true, `${rule}: parent ${id} stays completed`);
       assert.equal(await c.pttl(`bull:billing:${id}`), -1, `${rule}: parent ${id} has no expiry`);
@@ -454,6 +461,26 @@ policies:
     const d = await runDoctor(redis, 0);
     assert.equal(d.code, 0, `${rule}: ${d.stdout}${d.stderr}`);
   }
+
+  // A parent that failed after its child completed, the child retried since: moveExhaustedTo
+  // leaves the parent where it is while the child is still to run.
+  const flows2 = new FlowProducer({ connection });
+  const failing = await flows2.add({ name: 'refund', queueName: 'refunds', data: {}, children: [{ name: 'line', queueName: 'refunds', data: {} }] });
+  await flows2.close();
+  const refunds = new Queue('refunds', { connection });
+  worker = new Worker('refunds', async (job) => { if (job.name === 'refund') throw new Error('declined'); return 'ok'; }, { connection });
+  await waitFor(async () => (await refunds.getFailedCount()) === 1 && (await refunds.getCompletedCount()) === 1, 'the refund to fail');
+  await worker.close();
+  await (await refunds.getJob(failing.children[0].job.id)).retry('completed');
+  const dlq = await bullsweep(['--redis', redis.url(0), '--config', writePolicy(`version: 1
+policies:
+  - { name: refunds, queueNamePattern: refunds, moveExhaustedTo: refunds-dead, rules: { failed: { maxAge: 30d } } }
+`), '--json', 'run']);
+  assert.equal(dlq.code, 0, dlq.stderr);
+  assert.equal(await c.zscore('bull:refunds:failed', failing.job.id) !== null, true, dlq.stdout);
+  assert.equal(await c.exists('bull:refunds-dead:1'), 0, dlq.stdout);
+  assert.equal((await runDoctor(redis, 0)).code, 0);
+  await refunds.close();
 
   // The children run; then the parents go like any finished job.
   worker = new Worker('billing', async () => 'again', { connection });

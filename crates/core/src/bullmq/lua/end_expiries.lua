@@ -2,8 +2,8 @@
   end_expiries.lua: the EXPIRE layer's watch over the expiries it gave (`ttl:`): walks one
   finished state's expiry index by expiry, from the soonest, and ends the expiry of every job
   that is no longer the finished job it was given for (retried by `Job.retry` or
-  `Queue.retryJobs`, which delete `finishedOn` and nothing else, or a child its parent waits
-  for again), before Redis deletes it; moves an expiry that an earlier finish set (a retried
+  `Queue.retryJobs`, which delete `finishedOn` and nothing else, a child its parent waits
+  for again, or a parent waiting for such a child), before Redis deletes it; moves an expiry that an earlier finish set (a retried
   job that finished again) to this finish plus its ttl; and drops the entries of jobs Redis
   deleted or whose TTL someone else ended. Built on the budget, slot, audit, held, set_walk
   and expiry preludes, with DRY set by the build: the read-only build (`plan`) counts and
@@ -29,8 +29,8 @@
   walked yet; finished is 1 when the walk reached its bound.
 
   Invariant: an expiry is ended only on a job that is not the finished job of this state it
-  was given for (its `finishedOn` is not its score in the set, or it is gone from the set), or
-  whose parent waits for it, and on every key the expiry was given (hash, `:logs`, flow
+  was given for (its `finishedOn` is not its score in the set, or it is gone from the set),
+  whose parent waits for it, or that waits for a child still to run, and on every key the expiry was given (hash, `:logs`, flow
   sub-keys); a `:lock` is never touched, and a locked job's hash is freed all the same (a
   worker holds a live job). An expiry is moved only later, to exactly finishedOn + ttl, on an
   unlocked, unheld job. Each call's audit events (`persist` for the ended, `expire` for the
@@ -61,7 +61,8 @@ else
 end
 
 -- What becomes of an indexed job: 'gone' (Redis deleted it), 'cleared' (it has no TTL any
--- more), 'left' (not this state's finished job, or its parent waits for it: the expiry ends),
+-- more), 'left' (not this state's finished job, its parent waits for it, or it waits for a
+-- child retried since it finished: the expiry ends),
 -- 'moved' with the expiry its finish takes, or 'kept'.
 local function verdict(id, jobKey)
   local pttl = rcall('PTTL', jobKey)
@@ -71,7 +72,7 @@ local function verdict(id, jobKey)
     return 'cleared'
   end
   local f = finishIn(setKey, id, jobKey)
-  if not f or parentWaits(jobKey) then
+  if not f or parentWaits(jobKey) or waitsForChild(jobKey) then
     return 'left'
   end
   local ttl = groupTtl(groups, jobKey)

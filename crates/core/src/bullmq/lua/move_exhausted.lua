@@ -12,9 +12,10 @@
   ARGV[4] time budget in microseconds
   ARGV[5..] per job: id, expected score (finishedOn in the failed set)
   KEYS[2] the source queue's restore holds (prelude/held.lua), then the two audit keys
-  Returns {moved, locked, malformed, changed, elapsed_us, handled, 0, 0, restored, 0, 0}: the
-  id-batch layout (scripts/id_batch.rs), with 0 for the parents it never holds back or takes
-  along.
+  Returns {moved, locked, malformed, changed, elapsed_us, handled, parentWaiting, 0, restored,
+  0, 0}: the id-batch layout (scripts/id_batch.rs), with 0 for the parents it never takes
+  along; parentWaiting counts the parents held back while a child retried since they failed
+  is still to run (slot.lua's waitsForChild).
 
   Each job is checked again: still in the source's failed set with the expected score, no
   lock, attemptsMade (or BullMQ 6's atm) at least opts.attempts (default 1), and no parent (a child stays, so its
@@ -44,7 +45,7 @@ end
 
 local moved, audited, malformed, handled = 0, {}, 0, 0
 -- Jobs left alone by candidateHeld (or, `changed`, by their attempts or parent), by reason.
-local held = {changed = 0, locked = 0, restored = 0}
+local held = {changed = 0, locked = 0, restored = 0, parentWaiting = 0}
 for i = 5, #ARGV, 2 do
   local id, score = ARGV[i], ARGV[i + 1]
   local jobKey = src .. id
@@ -61,6 +62,8 @@ for i = 5, #ARGV, 2 do
     -- BullMQ 6 counts attempts in `atm`, older builds in `attemptsMade`.
     elseif f[3] or math.max(tonumber(f[1]) or 0, tonumber(f[6]) or 0) < attempts then
       held.changed = held.changed + 1
+    elseif waitsForChild(jobKey) then
+      held.parentWaiting = held.parentWaiting + 1
     else
       reserveAuditSeq()
       -- Bull has no meta hash: writing BullMQ's field there would make it a BullMQ queue.
@@ -90,4 +93,5 @@ for i = 5, #ARGV, 2 do
   if spent(clock) then break end
 end
 addAuditEvent(ctx, audited)
-return {moved, held.locked, malformed, held.changed, elapsed(clock), handled, 0, 0, held.restored, {{}, {}}}
+return {moved, held.locked, malformed, held.changed, elapsed(clock), handled, held.parentWaiting, 0,
+  held.restored, {{}, {}}}

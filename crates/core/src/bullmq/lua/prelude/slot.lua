@@ -20,16 +20,37 @@ local function inOwnSlot(key)
   return not ownSlot or rcall('CLUSTER', 'KEYSLOT', key) == ownSlot
 end
 
+-- Dependencies looked at one by one; a parent naming more is taken as still waiting.
+local MAX_PENDING_LOOKED = 1000
+
 -- Whether a finished job still waits for a child: a child retried after its parent finished
 -- goes back to the parent's :dependencies (BullMQ's moveChildBackToParentDependencies), and
 -- removing the parent then (as Queue.clean would) leaves that child to run with its parent
 -- gone, which `doctor` counts as damage (orphanChildren). Such a parent is held back
--- (parentWaiting) until the child finishes; one SCARD a job. Bull has no flows, and a key
--- named so there may be another job's hash: a key of another type is no dependency set.
+-- (parentWaiting) while a child it names is still to run: a job hash without finishedOn. A
+-- named child that is gone or finished (one that failed for good without leaving the set)
+-- holds nothing, so a parent and a child never hold each other. A child in another slot of
+-- a Cluster cannot be read, and a set of more than MAX_PENDING_LOOKED is not read: both count
+-- as waiting. Bull has no flows, and a key named so there may be another job's hash: a key
+-- of another type is no dependency set.
 local function waitsForChild(jobKey)
   if BACKEND == 'bull' then
     return false
   end
   local n = redis.pcall('SCARD', jobKey .. ':dependencies')
-  return type(n) == 'number' and n > 0
+  if type(n) ~= 'number' or n == 0 then
+    return false
+  elseif n > MAX_PENDING_LOOKED then
+    return true
+  end
+  for _, childKey in ipairs(rcall('SMEMBERS', jobKey .. ':dependencies')) do
+    if not inOwnSlot(childKey) then
+      return true
+    end
+    local f = redis.pcall('HMGET', childKey, 'finishedOn', 'timestamp')
+    if type(f) == 'table' and not f.err and f[1] == false and f[2] ~= false then
+      return true
+    end
+  end
+  return false
 end
