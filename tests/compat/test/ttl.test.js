@@ -741,3 +741,36 @@ for (const [n, v] of VERSIONS.entries()) {
     await queue.close();
   });
 }
+
+for (const [n, v] of VERSIONS.entries()) {
+  test(`${v.label}: a pending rule removing a job added again under an expired job's id takes the id out of every state`, async () => {
+    const db = 10 + n;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const queue = track(new v.mq.Queue('orders', { connection }));
+    const ids = ['order-1', 'order-2'];
+    for (const id of ids) await queue.add('order', { v: 1, id }, { jobId: id });
+    const first = track(new v.mq.Worker('orders', async (job) => job.data.v, { connection }));
+    await waitFor('the first orders to complete', async () => (await queue.getCompletedCount()) === 2);
+    await first.close();
+    const { policy } = auditedPolicy('{ completed: { ttl: 1s } }');
+    await run(db, policy);
+    await waitFor('Redis to expire them', async () => (await client.exists(...ids.map((id) => `bull:orders:${id}`))) === 0);
+    // The same ids come back as delayed jobs while `completed` still names them.
+    for (const id of ids) await queue.add('order', { v: 2, id }, { jobId: id, delay: 3600000 });
+    const { policy: removal } = auditedPolicy('{ delayed: { maxAge: 1ms, action: remove } }');
+    const report = await run(db, removal);
+    assert.equal(report.queues.find((q) => q.queue === 'orders').states.delayed.done, 2, JSON.stringify(report));
+    for (const id of ids) {
+      assert.equal(await client.exists(`bull:orders:${id}`), 0);
+      for (const s of ['completed', 'failed', 'delayed']) assert.equal(await client.zscore(`bull:orders:${s}`, id), null, `${id} left in ${s}`);
+    }
+    // "Retry all" of completed jobs finds no id to bring back as a job without data.
+    await queue.retryJobs({ state: 'completed' });
+    assert.deepEqual(await client.lrange('bull:orders:wait', 0, -1), []);
+    const doctor = await bullsweep(['--redis', redis.url(db), '--config', removal, '--json', 'doctor']);
+    assert.equal(doctor.code, 0, doctor.stdout);
+    await queue.close();
+  });
+}

@@ -2,6 +2,8 @@
   prelude/job_tree.lua: removal of a job in any state, with its children, as BullMQ's Job.remove()
   does it (removeJob with removeChildren). Prepended (after removal.lua) to the scripts that
   remove jobs outside the finished sets: erase_jobs.lua, stalled_jobs.lua and job_remove.lua.
+  A removed job's id leaves every state but `active`, however often it is there (a reused id
+  of a job Redis expired can sit in two).
   It defines functions only, and `listReach`, which a script sets to bound its list searches.
   On a legacy Bull queue (BACKEND 'bull') it is Bull's Job.remove(): no parents or children,
   the job also leaves `priority` and the limiter's index, its debounce key goes whoever it
@@ -40,14 +42,13 @@ local function inBullActive(p, id)
   return BACKEND == 'bull' and rcall('LPOS', p .. 'active', id) ~= false
 end
 
--- After leaveState on a legacy Bull queue: Bull's Job.remove() takes the id out of every
--- state, as often as it is there (a reused id can sit in two: the dangling one of a job Redis
--- expired, and the new job's), so the other states let go of it too. `active` is never
--- touched: treeHeld holds a job found there.
-local function leaveOtherBullStates(p, id)
-  if BACKEND ~= 'bull' then
-    return
-  end
+-- After leaveState: the other states let go of the job's id too, as often as they hold it
+-- (Bull's Job.remove() takes an id out of every state). A reused id can sit in two: the
+-- dangling entry of a job Redis expired (`ttl`), and the new job's; once the hash is gone an
+-- entry left behind would be a dangling id, which `retryJobs` would bring back as a job with
+-- no data. `active` is never touched: treeHeld holds a Bull job found there, and a BullMQ
+-- job there holds its lock.
+local function leaveOtherStates(p, id)
   for _, s in ipairs(ZSETS) do
     rcall('ZREM', p .. s, id)
   end
@@ -281,8 +282,8 @@ removeTree = function(p, id, children, leave)
   releaseParent(jobKey, f[1])
   removeChildren(jobKey, children)
   local prev = leave and leave() or leaveState(p, id)
+  leaveOtherStates(p, id)
   if BACKEND == 'bull' then
-    leaveOtherBullStates(p, id)
     releaseBullJob(p, id, f[2])
   else
     releaseDedup(p, id, f[2])
