@@ -12,6 +12,8 @@
 // - invariant 4: each job removed, changed or given an expiry is named by an audit event of
 //   the right action; no event calls a parent whose hash is gone `parentReleased` (or one that
 //   still exists `parentRemoved`); `audit verify` passes;
+// - source links (sources.js): a job the run removed under a source had no record there, and
+//   the plan selects by source no more jobs of a state than lack their record;
 // - invariant 5: `doctor` after the run finds nothing it did not find before it (ids of a ttl'd
 //   queue Redis expired, which the next run drops, excepted: README, "Expiring keys");
 // - and the continuous checks, with nothing moving.
@@ -49,6 +51,7 @@ async function checkpoint(ctx, rng) {
     judgeBackends(ctx, reads.plan.json, s1);
     const queues = judgeRun(ctx, upper.json, s1, s2, run);
     judgeAudit(ctx, queues, events, s2);
+    await ctx.sources.judge(ctx, s1, events, upper.json);
     await judgeVerify(ctx);
     const after = await sweeps.invoke('doctor', ['doctor']);
     judgeDoctor(ctx, reads.doctor.json, after.json, reads.plan.json, s1);

@@ -1,12 +1,14 @@
 // Random policy files over every action and state: finished rules (maxAge, maxCount, keepFor,
 // ttl, archive, anonymize, notify), pending rules (waiting, delayed, prioritized,
 // waiting-children, with remove, archive or notify), stalled remove and retry, job rules,
-// events bounds, event mode, protectWaitingParents. Each bullsweep invocation gets its own
-// rendering, whose webhook header names the invocation.
+// events bounds, event mode, protectWaitingParents, source links to the soak's PostgreSQL
+// (sources.js) on the queues whose jobs carry a record key. Each bullsweep invocation gets its
+// own rendering, whose webhook header names the invocation.
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
 const { QUEUES, LAYOUTS } = require('./world');
+const { SOURCE_NAMES } = require('./sources');
 
 const dur = (rng, lo, hi) => `${rng.int(lo, hi)}ms`;
 
@@ -70,9 +72,18 @@ function randomPolicies(rng) {
     if (q.lib === 'bullmq' && rng.chance(0.15)) p.events = { maxLen: rng.int(50, 500) };
     if (q.lib === 'bullmq' && rng.chance(0.2)) p.protectWaitingParents = true;
     if (rng.chance(0.15)) p.mode = 'event';
+    if (q.records && rng.chance(0.7)) p.source = sourceLink(rng, p);
     policies.push(p);
   }
   return policies;
+}
+
+// A policy-level source link (every job of the queue without a job rule of its own): one of
+// the two tables, a short grace, removing (or archiving, in a policy without a ttl).
+function sourceLink(rng, p) {
+  const ttlFree = !Object.values(p.rules).some((r) => r.ttl) && !(p.jobs || []).some((j) => j.completed && j.completed.ttl);
+  return { name: rng.pick(SOURCE_NAMES), key: 'data.rec', keepFor: dur(rng, 1, 3000),
+    ...(ttlFree && rng.chance(0.25) ? { action: 'archive' } : {}) };
 }
 
 const y = (v) => JSON.stringify(v);
@@ -80,7 +91,7 @@ const y = (v) => JSON.stringify(v);
 // The YAML of a policy file: `policies` with the soak's targets (audit file, archive directory,
 // pii rules, the webhook with the `X-Soak-Op: tag` header); `subjects` for `forget` (whose file
 // then has no ttl, which check refuses beside subjects).
-function render(policies, { tag, dirs, webhookUrl, subjects = false, schedule = '2s' }) {
+function render(policies, { tag, dirs, webhookUrl, subjects = false, schedule = '2s', sources = null }) {
   const lines = [
     'version: 1',
     `discovery: { layouts: ${y(LAYOUTS)} }`,
@@ -91,6 +102,7 @@ function render(policies, { tag, dirs, webhookUrl, subjects = false, schedule = 
     `notify: { log: false, webhook: { url: ${y(webhookUrl)}, headers: { X-Soak-Op: ${y(tag)} } } }`,
   ];
   if (subjects) lines.push('subjects: [{ name: user, paths: ["user.id"] }]');
+  if (sources) lines.push(...sources.yaml([...new Set(policies.filter((p) => p.source).map((p) => p.source.name))]));
   lines.push('policies:');
   for (const p of policies) {
     const rules = subjects ? withoutTtl(p.rules) : p.rules;
@@ -98,6 +110,8 @@ function render(policies, { tag, dirs, webhookUrl, subjects = false, schedule = 
     const fields = { name: p.name, queueNamePattern: p.queueNamePattern, ...(p.tenant ? { tenant: p.tenant } : {}),
       ...(p.backend ? { backend: p.backend } : {}), ...(p.mode ? { mode: p.mode } : {}),
       ...(p.protectWaitingParents ? { protectWaitingParents: true } : {}), ...(p.events ? { events: p.events } : {}),
+      ...(p.source ? { source: { name: p.source.name, key: p.source.key, ...(p.source.action ? { action: p.source.action } : {}) },
+        deleteWhen: 'sourceDeleted', keepFor: p.source.keepFor } : {}),
       rules, ...(jobs ? { jobs } : {}) };
     lines.push(`  - ${y(fields)}`);
   }

@@ -2,15 +2,17 @@
 // (or SEED, MINUTES, SOAK_KEEP_GOING=1, SOAK_STOP_AFTER). It starts a private redis-server with
 // an append-only file (so a restart is one of its operations), a webhook receiver, producers
 // and workers of BullMQ 6.7, BullMQ 5.81 and Bull 4, then draws operations from the seed until
-// the time is up, checking the invariants after every operation and at quiescent checkpoints
-// (every 40 operations, and at the end). It prints the seed and, on a violation, its
+// the time is up (records of a private PostgreSQL, which source-linked policies look up,
+// coming and going beside them; the daemon serving the API bull-board's integration calls),
+// checking the invariants after every operation and at quiescent checkpoints (every 40
+// operations, and at the end). It prints the seed and, on a violation, its
 // reproduction, and exits 1 (at the first one unless --keep-going). bullsweep is the
 // harness's (BULLSWEEP_BIN, BULLSWEEP_TESTKIT_BIN), run as the README's role users.
 'use strict';
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { startRedis, stopDaemons, BIN } = require('../lib/harness');
+const { startRedis, stopDaemons, freePort, BIN } = require('../lib/harness');
 const { Prng } = require('./prng');
 const { Journal, SoakBug } = require('./journal');
 const { Webhook } = require('./webhook');
@@ -20,6 +22,8 @@ const { Sweeps, READ_WRITES } = require('./sweeps');
 const { LiveChecks, AuditTrail } = require('./live');
 const { snapshot, diff } = require('./keyspace');
 const { WEIGHTS, operation } = require('./ops');
+const { Sources } = require('./sources');
+const { tokensYaml } = require('./board');
 
 const CHECKPOINT_EVERY = 40;
 
@@ -68,10 +72,15 @@ async function setup(opts) {
   const redis = await startRedis({ persist: true });
   const webhook = new Webhook();
   await webhook.start();
-  const ctx = { journal, redis, webhook, client: redis.client(), audit: new AuditTrail(dirs.audit), dirs, counts: {} };
+  const sources = new Sources({ journal });
+  await sources.start();
+  const ctx = { journal, redis, webhook, sources, client: redis.client(), audit: new AuditTrail(dirs.audit), dirs, counts: {} };
   ctx.losses = new Losses({ journal, audit: ctx.audit });
   ctx.traffic = new Traffic({ redis, journal, audit: ctx.audit, losses: ctx.losses });
-  ctx.sweeps = new Sweeps({ redis, dirs, webhook, journal });
+  ctx.sweeps = new Sweeps({ redis, dirs, webhook, journal, sources });
+  const tokens = path.join(dirs.root, 'tokens.yaml');
+  fs.writeFileSync(tokens, tokensYaml());
+  ctx.sweeps.listenOn(await freePort(), tokens);
   Object.assign(ctx.losses, { traffic: ctx.traffic, sweeps: ctx.sweeps });
   ctx.live = new LiveChecks({ client: ctx.client, journal, audit: ctx.audit, webhook, reads: ctx.sweeps.reads, losses: ctx.losses });
   ownKeyChecks(ctx);
@@ -119,7 +128,7 @@ function finish(ctx, opts, started, failure) {
   const figures = { seed: opts.seed, minutes: Number(((Date.now() - started) / 60000).toFixed(2)), operations: journal.opIndex + 1,
     checks: journal.checks, violations: journal.violations.length, notes: journal.notes.length,
     documentedTtlLosses: ctx.losses.documented, byOperation: ctx.counts,
-    bullsweep: ctx.sweeps.counts, traffic: ctx.traffic.stats, webhookPosts: ctx.webhook.posts.length, log: journal.file };
+    bullsweep: ctx.sweeps.counts, traffic: ctx.traffic.stats, sources: ctx.sources.stats, webhookPosts: ctx.webhook.posts.length, log: journal.file };
   process.stdout.write(`SOAK-SUMMARY ${JSON.stringify(figures)}\n`);
   if (failure) {
     process.stderr.write(`soak: the soak itself failed at op #${journal.opIndex} (seed ${opts.seed}): ${failure.stack}\n`);
@@ -157,6 +166,7 @@ async function main() {
     stopDaemons();
     await ctx.traffic.close().catch(() => {});
     await ctx.webhook.close();
+    await ctx.sources.stop().catch(() => {});
     ctx.redis.stop();
   }
   finish(ctx, opts, started, failure);

@@ -26,11 +26,12 @@ function judgeExit(ctx, out, what) {
 }
 
 // A run, most of the time of one queue (cron jobs per team): a queue is then swept every few
-// runs, and what Redis expires meanwhile stays until its own next run.
+// runs, and what Redis expires meanwhile stays until its own next run. Its source-linked
+// removals are judged (sources.js, `around`).
 async function run(ctx, rng) {
   const args = ['run'];
   if (rng.chance(0.6)) args.push('--queue', rng.pick(QUEUES).name);
-  const out = await ctx.sweeps.invoke('run', args);
+  const out = await ctx.sources.around(ctx, () => ctx.sweeps.invoke('run', args));
   judgeExit(ctx, out, 'run');
   return `${args.join(' ')}: ${summary(out)}`;
 }

@@ -14,8 +14,9 @@ const READS = new Set(['plan', 'report', 'alerts', 'explain', 'doctor']);
 const READ_WRITES = new Set(['bullsweep:readings']);
 
 class Sweeps {
-  constructor({ redis, dirs, webhook, journal }) {
+  constructor({ redis, dirs, webhook, journal, sources = null }) {
     this.redis = redis;
+    this.sources = sources;
     this.dirs = dirs;
     this.webhook = webhook;
     this.journal = journal;
@@ -33,12 +34,13 @@ class Sweeps {
     const out = await this.invoke('check', ['check'], { tag: `op${this.journal.opIndex}-check` });
     if (out.code !== 0) throw new SoakBug(`the soak generated a policy file check refuses:\n${out.stderr}`);
     return this.policies.map((p) => `${p.queueNamePattern}${p.tenant ? `@${p.tenant}` : ''}{${Object.entries(p.rules)
-      .map(([s, r]) => `${s}:${Object.entries(r).map(([k, v]) => `${k}=${v}`).join(',')}`).join(' ')}}`).join(' ');
+      .map(([s, r]) => `${s}:${Object.entries(r).map(([k, v]) => `${k}=${v}`).join(',')}`).join(' ')}${p.source
+      ? ` source:${p.source.name},keepFor=${p.source.keepFor}${p.source.action ? `,${p.source.action}` : ''}` : ''}}`).join(' ');
   }
 
   // The policy file of one invocation.
   file(tag, { subjects = false } = {}) {
-    return writeRendering(this.dirs.policies, render(this.policies, { tag, dirs: this.dirs, webhookUrl: this.webhook.url, subjects }), tag);
+    return writeRendering(this.dirs.policies, render(this.policies, { tag, dirs: this.dirs, webhookUrl: this.webhook.url, subjects, sources: this.sources }), tag);
   }
 
   // Runs `bullsweep --redis …/<db> --config <its rendering> --json <args>`; resolves {code,
@@ -54,13 +56,22 @@ class Sweeps {
     return { ...out, json, tag };
   }
 
+  // The daemon's API (bull-board's integration calls it; board.js), on a port fixed for the run.
+  listenOn(port, tokensFile) {
+    this.daemonPort = port;
+    this.tokensFile = tokensFile;
+  }
+
+  get daemonUrl() { return `http://127.0.0.1:${this.daemonPort}`; }
+
   // Starts the daemon on the policy in force (it sweeps every 5 s, and by events where a policy
-  // says `mode: event`).
+  // says `mode: event`), serving its API and dashboard when `listenOn` gave it a port.
   startDaemon() {
     const tag = `daemon-op${this.journal.opIndex}`;
     this.daemonFile = path.join(this.dirs.policies, 'daemon.yaml');
-    fs.writeFileSync(this.daemonFile, render(this.policies, { tag, dirs: this.dirs, webhookUrl: this.webhook.url, schedule: '5s' }));
-    this.daemon = startDaemon(['--redis', this.redis.url(), '--config', this.daemonFile, '--json'], { cwd: this.dirs.cwd });
+    fs.writeFileSync(this.daemonFile, render(this.policies, { tag, dirs: this.dirs, webhookUrl: this.webhook.url, schedule: '5s', sources: this.sources }));
+    const listen = this.daemonPort ? ['--listen', `127.0.0.1:${this.daemonPort}`, '--dashboard', '--dashboard-tokens', this.tokensFile] : [];
+    this.daemon = startDaemon(['--redis', this.redis.url(), '--config', this.daemonFile, '--json', ...listen], { cwd: this.dirs.cwd });
     this.daemonSince = Date.now();
     return tag;
   }
@@ -68,7 +79,7 @@ class Sweeps {
   // Gives the running daemon the policy in force (SIGHUP).
   reloadDaemon() {
     const tag = `daemon-op${this.journal.opIndex}`;
-    fs.writeFileSync(this.daemonFile, render(this.policies, { tag, dirs: this.dirs, webhookUrl: this.webhook.url, schedule: '5s' }));
+    fs.writeFileSync(this.daemonFile, render(this.policies, { tag, dirs: this.dirs, webhookUrl: this.webhook.url, schedule: '5s', sources: this.sources }));
     this.daemon.proc.kill('SIGHUP');
     return tag;
   }

@@ -15,6 +15,7 @@ const FORBIDDEN = /Missing key for job|Missing lock for job|is not in the active
 // sent before the server stopped may be sent again once it is back.
 const RESTART_GRACE_MS = 5000;
 const LOCK_MS = 10000;
+const CLOSE_WAIT_MS = 20000;
 
 class Traffic {
   constructor({ redis, journal, audit, losses }) {
@@ -164,11 +165,20 @@ class Traffic {
       `a ${q.lib} worker of ${q.base} saw "${message}"`, evidence);
   }
 
-  // Closes every worker, waiting for the jobs they hold to finish (a quiescent checkpoint).
+  // Closes every worker, waiting for the jobs they hold to finish (a quiescent checkpoint). A
+  // BullMQ 6.7 worker blocked for jobs was seen never to finish closing after a Redis restart
+  // (seed 2, `close()` pending with no job held): after 20 s it is noted and closed by force.
   async stopWorkers() {
     const all = Object.values(this.workers).flat();
     this.workers = {};
-    await Promise.all(all.map((w) => w.close(false).catch(() => {})));
+    await Promise.all(all.map((w) => this.closeWorker(w)));
+  }
+
+  async closeWorker(w) {
+    const closed = w.close(false).then(() => true, () => true);
+    if (await Promise.race([closed, sleep(CLOSE_WAIT_MS).then(() => false)])) return;
+    this.journal.note(`a ${w.lib} worker of ${w.handle.name} did not close within ${CLOSE_WAIT_MS / 1000} s; closed by force`);
+    await Promise.race([w.close(true).catch(() => {}), sleep(5000)]);
   }
 
   // A worker that dies: closed without waiting, its active jobs left under locks that expire.

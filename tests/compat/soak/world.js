@@ -9,9 +9,12 @@ const crypto = require('node:crypto');
 // `ids`: the pool of custom ids producers reuse (idempotency keys). `repeat`: a repeatable job
 // (Bull) or a job scheduler (BullMQ) runs there; `bullmqMeta`: a BullMQ `Queue` object is once
 // opened on this Bull queue (a migration script), which writes a BullMQ `meta` hash.
+// `records`: its jobs carry a record key (`data.rec`) that source-linked policies look up in
+// the soak's PostgreSQL (sources.js).
 const QUEUES = [
   { id: 'orders', lib: 'bullmq', pkg: 'bullmq', prefix: 'bull', name: 'orders', ids: 'order' },
-  { id: 'mail', lib: 'bullmq', pkg: 'bullmq', prefix: 'bull', name: 'mail', repeat: true },
+  { id: 'mail', lib: 'bullmq', pkg: 'bullmq', prefix: 'bull', name: 'mail', repeat: true, records: true },
+  { id: 'reminders', lib: 'bullmq', pkg: 'bullmq', prefix: 'bull', name: 'reminders', records: true },
   { id: 'exports', lib: 'bullmq', pkg: 'bullmq', prefix: 'bull', name: 'exports', children: 'export-parts' },
   { id: 'export-parts', lib: 'bullmq', pkg: 'bullmq', prefix: 'bull', name: 'export-parts', neverCovered: true },
   { id: 'acme-billing', lib: 'bullmq', pkg: 'bullmq5', prefix: '{app}:acme', name: 'billing', tenant: 'acme',
@@ -52,11 +55,18 @@ function checksum(k) {
 
 // A job's data: a unique key `k` and its checksum `c` (what a worker checks), the person it
 // belongs to (with an email, the anonymizer's and the notices' personal data), how long a worker
-// takes (`ms`) and how many attempts fail (`fail`).
+// takes (`ms`) and how many attempts fail (`fail`); on a queue with records, the record's key.
 function jobData(rng, q, serial, extra = {}) {
   const user = rng.pick(USERS);
+  const rec = q.records ? { rec: recordKey(rng) } : {};
   return payload(`${q.id}#${serial}`, { user: { id: user, email: `${user}@example.com` },
-    ms: rng.chance(0.25) ? rng.int(300, 2500) : rng.int(0, 30), fail: rng.chance(0.3) ? rng.int(1, 3) : 0, ...extra });
+    ms: rng.chance(0.25) ? rng.int(300, 2500) : rng.int(0, 30), fail: rng.chance(0.3) ? rng.int(1, 3) : 0, ...rec, ...extra });
+}
+
+// A record key (`r1`…`r30`, some never inserted, some jobs none): see sources.js.
+function recordKey(rng) {
+  if (rng.chance(0.08)) return undefined;
+  return rng.chance(0.06) ? rng.pick(['r31', 'r32', 'r33']) : `r${rng.int(1, 30)}`;
 }
 
 // A payload with key `k`: what a repeatable job's iterations carry (no person, no failure).
