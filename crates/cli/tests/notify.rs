@@ -221,6 +221,38 @@ policies:
 }
 
 #[test]
+fn a_notice_the_webhook_refused_is_not_logged_until_delivered() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 0, 2, 3), now_ms());
+    let refused = w.policy(&format!(
+        r#"version: 1
+notify: {{ log: true, webhook: {{ url: "{}" }} }}
+policies:
+  - {{ name: failures, queueNamePattern: mail, rules: {{ failed: {{ maxAge: 1ms, action: notify }} }} }}
+"#,
+        closed_url()
+    ));
+    let out = w.run(&refused, &["run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("notify: {"),
+        "a notice the webhook did not take is not logged: {}",
+        stderr(&out)
+    );
+    // Delivered by the next run: logged then, once.
+    let (url, requests) = receiver(0);
+    let out = w.run(&crate::policy(&w, &url), &["run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(named(&arrived(&requests)), each("bull:mail", 1..=2, 1));
+    assert_eq!(
+        stderr(&out).matches("notify: {").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_daemon_whose_webhook_fails_records_the_queue_as_failed() {
     let w = World::new();
     w.seed(spec("bull:mail", 0, 2, 3), now_ms());

@@ -74,17 +74,22 @@ pub enum NoticeTime {
 /// Attempts per webhook delivery.
 const ATTEMPTS: u32 = 4;
 
-/// Sends one notice to every configured target; the error says what failed.
+/// Sends one notice to every configured target; the error says what failed. The webhook
+/// goes first: a notice it did not take is noticed again by the next run, so the log line is
+/// written only once the webhook has it (each job is logged once, as it is posted once).
 pub(crate) async fn deliver(notice: &Notice, targets: &NotifyTargets) -> Result<(), Error> {
     let body = serde_json::to_string(notice).map_err(Error::notify)?;
+    let body = match targets.webhook.clone() {
+        Some(hook) => {
+            tokio::task::spawn_blocking(move || post_with_retries(&hook, &body).map(|()| body))
+                .await
+                .map_err(|e| Error::notify(format!("webhook delivery stopped: {e}")))?
+                .map_err(Error::notify)?
+        }
+        None => body,
+    };
     if targets.log {
         eprintln!("notify: {body}");
-    }
-    if let Some(hook) = targets.webhook.clone() {
-        tokio::task::spawn_blocking(move || post_with_retries(&hook, &body))
-            .await
-            .map_err(|e| Error::notify(format!("webhook delivery stopped: {e}")))?
-            .map_err(Error::notify)?;
     }
     Ok(())
 }

@@ -299,6 +299,37 @@ test('bull: forget erases one person\'s finished and waiting jobs from every Bul
   for (const spec of BULL_QUEUES) await assertBullWhole(redis, 1, spec);
 });
 
+
+test('bull: forget never calls an erasure done while a repeatable job\'s next iteration keeps the person\'s data', async () => {
+  const db = 14;
+  const client = redis.client(db);
+  await client.flushdb();
+  const spec = { prefix: 'legacy', name: 'nightly' };
+  const queue = bullQueue(redis.connection(db), spec);
+  await queue.add('digest', { email: 'ada@example.com' }, { repeat: { every: 3600000 } });
+  await queue.add('digest', { email: 'ada@example.com' }, { jobId: 'once' });
+  const [next] = await client.zrange('legacy:nightly:delayed', 0, -1);
+  assert.match(next, /^repeat:/);
+  const file = writePolicy(['version: 1', 'discovery:', '  layouts: ["legacy:{queue}"]', 'subjects: [{ name: user, paths: [email] }]', 'policies:',
+    '  - { name: n, queueNamePattern: "*", rules: { completed: { maxAge: 30d } } }', ''].join('\n'));
+  const args = ['--redis', redis.url(db), '--config', file, 'forget', '--subject', 'user=ada@example.com'];
+  const r = await bullsweep([...args, '--request-id', 'R-1']);
+  assert.equal(r.code, 1, `${r.stdout}${r.stderr}`);
+  const receipt = JSON.parse(r.stdout);
+  assert.equal(receipt.status, 'incomplete', r.stdout);
+  const left = receipt.remaining.find((p) => p.kind === 'key' && p.name === `legacy:nightly:${next}`);
+  assert.ok(left && /removeRepeatableByKey/.test(left.reason), r.stdout);
+  assert.equal(await client.exists('legacy:nightly:once'), 0, 'the other job is erased');
+  assert.equal(await client.hget(`legacy:nightly:${next}`, 'data'), JSON.stringify({ email: 'ada@example.com' }), 'the chain is kept');
+  // With the repeatable job removed by its owner, the erasure finishes.
+  await queue.removeRepeatable('digest', { every: 3600000 });
+  await client.zrem('legacy:nightly:delayed', next);
+  await client.del(`legacy:nightly:${next}`);
+  const again = await bullsweep([...args, '--request-id', 'R-2']);
+  assert.equal(again.code, 0, again.stdout);
+  assert.equal(JSON.parse(again.stdout).status, 'nothingFound', again.stdout);
+  await queue.close();
+});
 test('bull: the daemon removes jobs as Bull publishes them finished, keeps keepIf jobs, and sweeps what it missed while it was down', async () => {
   const db = 3;
   const client = redis.client(db);

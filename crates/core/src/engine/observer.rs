@@ -78,7 +78,7 @@ impl SkipReason {
             }
             SkipReason::Changed => "changed since selection",
             SkipReason::ParentWaiting => {
-                "are flows still waiting: a child whose parent waits for its other children (protectWaitingParents), or a parent waiting for a child retried after it finished"
+                "wait on their flow: a finished child for its parent's other children (protectWaitingParents), or a finished parent for a child retried since"
             }
             SkipReason::CrossSlot => {
                 "have their flow's parent under another hash tag: on a Redis Cluster it lives in another slot, so BullMQ cannot run such a flow there either; left untouched"

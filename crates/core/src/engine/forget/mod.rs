@@ -129,6 +129,21 @@ where
     (stats, after.receipts)
 }
 
+/// Why an item left alone keeps the subject's data, and what lets a later erasure take it.
+fn refusal_reason(status: &str) -> String {
+    match status {
+        "scheduler" => "the next iteration of a repeatable job or job scheduler holds the \
+            subject's data, and erasing it would end the chain: run the erasure again once it has \
+            run, or remove the repeatable job (Bull's removeRepeatableByKey, BullMQ's \
+            removeJobScheduler) first"
+            .to_string(),
+        "changed" => {
+            "its data kept changing while it was erased; run the erasure again".to_string()
+        }
+        other => format!("left alone ({other}); run the erasure again"),
+    }
+}
+
 /// What finishing each queue after the scan shares.
 struct AfterScan<'a> {
     req: &'a ForgetRequest,
@@ -147,6 +162,14 @@ impl AfterScan<'_> {
         let jobs = handled.failure.map_or(Ok(()), Err);
         self.places.ended(PlaceKind::Jobs, base, &jobs);
         let mut qr = handled.receipt;
+        let keys = QueueKeys::of(&q.queue);
+        for item in &qr.refused {
+            self.places.left(
+                PlaceKind::Key,
+                keys.job(&item.id),
+                refusal_reason(&item.reason),
+            );
+        }
         // Bull sends its events over pub/sub: a Bull queue has no stream to search, and none
         // is named in the receipt.
         if q.queue.backend == Backend::Bullmq {
