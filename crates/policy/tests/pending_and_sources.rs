@@ -202,3 +202,23 @@ policies:
     assert!(e.contains("p.yaml:8:"), "{e}");
     assert!(e.contains("archive"), "{e}");
 }
+
+#[test]
+fn keep_for_inside_source_says_it_goes_beside_it() {
+    let e = errors(
+        r#"version: 1
+sources:
+  orders:
+    postgres: { url: "postgres://db", query: "SELECT id AS key FROM orders WHERE id = ANY($1)" }
+policies:
+  - name: p
+    queueNamePattern: "*"
+    source: { name: orders, key: data.id, keepFor: 1h }
+"#,
+    );
+    assert!(
+        e.contains("unknown field `keepFor` (at `policies[0].source.keepFor`)")
+            && e.contains("`keepFor` goes beside `source:`, in the policy, not inside it"),
+        "{e}"
+    );
+}

@@ -62,7 +62,15 @@ impl Walk<'_> {
     /// A key the node's fields do not have, with a "did you mean".
     fn unknown(&mut self, fields: &[Field], key: &Spanned<String>) {
         let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
+        let beside_source =
+            self.path.ends_with("source") && matches!(key.value.as_str(), "keepFor" | "deleteWhen");
         let hint = match suggest(&key.value, &names) {
+            // The README's "`source: { name, key, action }` with `deleteWhen` and `keepFor`".
+            _ if beside_source => format!(
+                "`{}` goes beside `source:`, in the policy, not inside it; `source` takes {}",
+                key.value,
+                names.join(", ")
+            ),
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("expected one of {}", names.join(", ")),
         };
