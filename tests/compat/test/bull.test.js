@@ -747,6 +747,32 @@ test('bull: removing a job whose reused id sits in several states leaves none of
   await queue.close();
 });
 
+test('bull: a waiting rule leaves a delayed job whose reused id also has a stale entry in wait', async () => {
+  const db = 13;
+  const client = redis.client(db);
+  await client.flushdb();
+  const base = 'bull:legacy-stale';
+  const queue = bullQueue(redis.connection(db), { prefix: 'bull', name: 'legacy-stale' });
+  await queue.add('order', { v: 1 }, { jobId: 'o1' });
+  assert.equal(await client.rpoplpush(`${base}:wait`, `${base}:active`), 'o1');
+  await (await queue.moveToActive('o1')).moveToFailed(new Error('declined'));
+  // Redis deletes the failed hash (a ttl), "Retry all" puts its id back in wait, and the
+  // producer adds the same id again as a delayed job.
+  await client.del(`${base}:o1`);
+  await queue.retryJobs({ count: 100 });
+  await queue.add('order', { v: 2 }, { jobId: 'o1', delay: 3600000, timestamp: Date.now() - 60000 });
+  assert.deepEqual([await client.lrange(`${base}:wait`, 0, -1), await client.zrange(`${base}:delayed`, 0, -1)], [['o1'], ['o1']]);
+  const file = writePolicy(['version: 1', 'discovery:', '  layouts: ["bull:{queue}"]', 'policies:',
+    '  - { name: r, queueNamePattern: legacy-stale, rules: { waiting: { maxAge: 1ms, action: remove } } }', ''].join('\n'));
+  const run = await bullsweep(['--redis', redis.url(db), '--config', file, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  const waiting = JSON.parse(run.stdout).queues[0].states.waiting;
+  assert.deepEqual([waiting.done, waiting.skipped.changed], [0, 1], run.stdout);
+  assert.equal(await client.hget(`${base}:o1`, 'data'), JSON.stringify({ v: 2 }), 'the delayed job keeps its data');
+  assert.deepEqual(await client.zrange(`${base}:delayed`, 0, -1), ['o1']);
+  await queue.close();
+});
+
 test('bull: a Bull worker retrying half its jobs beside repeated stalled runs loses no job', async () => {
   const db = 8;
   const client = redis.client(db);

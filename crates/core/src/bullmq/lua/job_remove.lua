@@ -23,7 +23,9 @@
   their parents, parents released) by queue, state and role (audit.lua's takenReply).
 
   A job is left alone, and counted, when it is no longer in the state (a worker took it, it
-  was promoted: `changed`), its timestamp or check differ (`changed`), it or a pending child
+  was promoted: `changed`), its timestamp or check differ (`changed`), it is found in a list
+  but sits in `delayed`, `prioritized` or `waiting-children` too (`changed`: the list's entry
+  is a stale one of a reused id, and the job is the set's), it or a pending child
   holds a worker lock (`locked`), it or a child sits beyond the reach of a long list
   (`outOfReach`), a restore holds it (`restored`), it is a repeat chain's next iteration
   (`scheduler`: a job scheduler's, which Job.remove refuses, or a repeatable job's of either
@@ -93,6 +95,18 @@ local function unchanged(jobKey, id, ts, check)
   return same, schedulerOf(prefix, id)
 end
 
+-- Whether a job found in a list also sits in a sorted set of a pending state: its entry in the
+-- list is a stale one of a reused id (an expired job's, put back by `retryJobs`), and the job
+-- is the set's (a delayed job, say), which a rule for the list's state must not take.
+local function inASet(id)
+  for _, s in ipairs({'delayed', 'prioritized', 'waiting-children'}) do
+    if rcall('ZSCORE', prefix .. s, id) then
+      return true
+    end
+  end
+  return false
+end
+
 local counts = {removed = 0, locked = 0, changed = 0, restored = 0, scheduler = 0, outOfReach = 0,
   elsewhere = 0}
 local acted, handled = {}, 0
@@ -107,7 +121,7 @@ for i = 7, #ARGV, 3 do
   end
   if at == 'changed' or at == 'outOfReach' then
     verdict = at
-  elseif not same then
+  elseif not same or (isList and inASet(id)) then
     verdict = 'changed'
   elseif scheduler then
     verdict = 'scheduler'
