@@ -1,9 +1,10 @@
 // Invariant 1's judge: a lost live job (its hash or data gone, or a worker that saw it go) is a
 // violation, unless it is what README "Expiring keys" states remains of a `ttl`: a finished job
 // retried while no daemon watched its queue, or less than about a second before Redis expired
-// it, is deleted by Redis. Such a loss is noted and counted, not judged: the soak holds the
-// daemon to ending a retried job's expiry, and every run to leaving a job added again under a
-// reused id alone.
+// it, is deleted by Redis; and an id Redis left dangling that a retry put back in a live state
+// is taken by a worker as a job with no data, even once the producer added the id again. Such
+// a loss is noted and counted, not judged: the soak holds the daemon to ending a retried job's
+// expiry, and every run to giving a job added again under a reused id no expiry.
 'use strict';
 
 // How long the daemon must have run before a retry, and the retry have preceded the loss, for
@@ -50,7 +51,15 @@ class Losses {
     if (!expiries.length) return null;
     const since = Math.max(...expiries.map((e) => e.at));
     const retried = this.traffic.retriedAfter(q, since);
-    if (retried === null || this.traffic.readdedAfter(q, id, since)) return null;
+    if (retried === null) return null;
+    // Added again after the last expiry bullsweep gave the id (so bullsweep gave the new job
+    // none: break 2 would show an expiry after the add), with a retry since: "Retry all" put
+    // the id Redis left dangling back in a live state, and a worker took that stale entry.
+    // README "Expiring keys", its limit; no daemon closes it (the watch ends expiries, and
+    // dangling ids go at the queue's next sweep).
+    if (this.traffic.readdedAfter(q, id, since)) {
+      return 'added again after a ttl expired its job, and a retry put the dangling id back in a live state (README, "Expiring keys": its limit)';
+    }
     const daemon = this.sweeps.daemonSince;
     if (daemon !== null && daemon <= retried - DAEMON_BEFORE_MS && Date.now() - retried >= RETRY_BEFORE_MS) return null;
     return daemon === null || daemon > retried - DAEMON_BEFORE_MS
