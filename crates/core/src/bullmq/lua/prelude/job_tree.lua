@@ -47,10 +47,15 @@ end
 -- dangling entry of a job Redis expired (`ttl`), and the new job's; once the hash is gone an
 -- entry left behind would be a dangling id, which `retryJobs` would bring back as a job with
 -- no data. `active` is never touched: treeHeld holds a Bull job found there, and a BullMQ
--- job there holds its lock.
+-- job there holds its lock. The lists are searched only by a script that bounds its list
+-- searches (`listReach`, job_remove.lua): a whole-list search per job would hold Redis for
+-- milliseconds on a long list.
 local function leaveOtherStates(p, id)
   for _, s in ipairs(ZSETS) do
     rcall('ZREM', p .. s, id)
+  end
+  if not listReach then
+    return
   end
   for _, s in ipairs({'wait', 'paused'}) do
     local side = findInList(p .. s, id)
