@@ -351,7 +351,7 @@ const POLICY: Shape = Shape::Fields(&[
         TEXT,
         "Failed jobs with no attempts left move into this queue (same prefix).",
     ),
-    def(
+    opt(
         "protectWaitingParents",
         BOOL,
         "Leave finished children whose parent still waits (flows).",

@@ -162,6 +162,17 @@ impl AfterScan<'_> {
         let jobs = handled.failure.map_or(Ok(()), Err);
         self.places.ended(PlaceKind::Jobs, base, &jobs);
         let mut qr = handled.receipt;
+        // A scheduler's iteration refused before its template was erased in a later item went
+        // with the template (erase_jobs.lua's eraseScheduler), or would in a dry run.
+        let erased_schedulers = qr.schedulers.clone();
+        qr.refused.retain(|item| {
+            item.reason != "scheduler"
+                || !erased_schedulers.iter().any(|t| {
+                    item.id
+                        .strip_prefix(t.as_str())
+                        .is_some_and(|rest| rest.starts_with(':'))
+                })
+        });
         let keys = QueueKeys::of(&q.queue);
         for item in &qr.refused {
             self.places.left(
