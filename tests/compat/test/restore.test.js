@@ -170,3 +170,34 @@ test('same-millisecond completed and failed jobs under two prefixes each keep th
   }
   await assertConsistent(redis, 2, prefixes.map((prefix) => ({ prefix, name: 'mail' })));
 });
+
+test('a job a pending rule archived is refused --as original and restored --as new; the queue\'s keys keep their types', async () => {
+  const client = redis.client(3);
+  await client.flushdb();
+  const connection = redis.connection(3);
+  const queue = new Queue('reminders', { connection });
+  const job = await queue.add('remind', { user: { id: 'u9' } });
+  const archiveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-archive-'));
+  const policy = writePolicy([
+    'version: 1',
+    `archive: { url: "file://${archiveDir}" }`,
+    `audit: { url: "file://${archiveDir}/audit.jsonl" }`,
+    'policies:',
+    '  - { name: all, queueNamePattern: "*", rules: { waiting: { maxAge: 1ms, action: archive } } }',
+    '',
+  ].join('\n'));
+  const args = ['--redis', redis.url(3), '--config', policy];
+  const run = await bullsweep([...args, 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(await queue.getJob(job.id), undefined, 'archived and removed');
+  await queue.add('remind', { user: { id: 'u8' } });
+  const original = await bullsweep([...args, 'archive', 'restore', 'bull:reminders', job.id, '--as', 'original']);
+  assert.equal(original.code, 2, `${original.stdout}${original.stderr}`);
+  assert.match(original.stderr, /not from a finished set; nothing restored/);
+  assert.equal(await client.type('bull:reminders:wait'), 'list', 'the wait list stays a list');
+  assert.equal(await client.exists(`bull:reminders:${job.id}`), 0);
+  const copy = await bullsweep([...args, 'archive', 'restore', 'bull:reminders', job.id, '--as', 'new']);
+  assert.equal(copy.code, 0, copy.stderr);
+  assert.equal(await queue.getWaitingCount(), 2, 'BullMQ reads both waiting jobs');
+  await queue.close();
+});

@@ -73,6 +73,17 @@ pub async fn restore<C: ConnectionLike>(
         ))
         .with_hint("restore it into a queue of its own library"));
     }
+    // `original` puts a job back into its finished set: a job archived while pending (by a
+    // pending rule) has no such set, and its state's key is a list or another set.
+    if matches!(req.mode, RestoreMode::Original)
+        && !matches!(record.state.as_str(), "completed" | "failed")
+    {
+        return Err(Error::config(format!(
+            "the archived job was archived from {}, not from a finished set; nothing restored",
+            record.state
+        ))
+        .with_hint("`--as original` puts back finished jobs only; use --as new to run it again"));
+    }
     // The original's exact bytes; a new job's fields are built from their text.
     let fields: Vec<(Vec<u8>, Vec<u8>)> = match req.mode {
         RestoreMode::Original => record.hash_fields(),
