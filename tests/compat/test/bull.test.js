@@ -785,6 +785,29 @@ test('bull: a waiting rule leaves a delayed job whose reused id also has a stale
   await queue.close();
 });
 
+test('bull: forget erases a job whose reused id also has a stale entry in wait, and leaves no entry', async () => {
+  const db = 12;
+  const client = redis.client(db);
+  await client.flushdb();
+  const base = 'bull:legacy-erase';
+  const queue = bullQueue(redis.connection(db), { prefix: 'bull', name: 'legacy-erase' });
+  await queue.add('order', { email: 'ada@example.com', v: 1 }, { jobId: 'o1' });
+  assert.equal(await client.rpoplpush(`${base}:wait`, `${base}:active`), 'o1');
+  await (await queue.moveToActive('o1')).moveToFailed(new Error('declined'));
+  await client.del(`${base}:o1`);
+  await retryAll(queue, client, base);
+  await queue.add('order', { email: 'ada@example.com', v: 2 }, { jobId: 'o1' });
+  assert.deepEqual(await client.lrange(`${base}:wait`, 0, -1), ['o1', 'o1']);
+  const file = writePolicy(['version: 1', 'discovery:', '  layouts: ["bull:{queue}"]', 'subjects: [{ name: user, paths: [email] }]', 'policies:',
+    '  - { name: e, queueNamePattern: "*", rules: { completed: { maxAge: 30d } } }', ''].join('\n'));
+  const r = await bullsweep(['--redis', redis.url(db), '--config', file, 'forget', '--subject', 'user=ada@example.com', '--request-id', 'R-9']);
+  assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
+  assert.equal(JSON.parse(r.stdout).status, 'erased', r.stdout);
+  assert.equal(await client.exists(`${base}:o1`), 0);
+  assert.deepEqual(await client.lrange(`${base}:wait`, 0, -1), [], 'no entry is left for a worker to take as a job with no data');
+  await queue.close();
+});
+
 test('bull: a Bull worker retrying half its jobs beside repeated stalled runs loses no job', async () => {
   const db = 8;
   const client = redis.client(db);

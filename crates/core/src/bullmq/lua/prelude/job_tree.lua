@@ -42,26 +42,34 @@ local function inBullActive(p, id)
   return BACKEND == 'bull' and rcall('LPOS', p .. 'active', id) ~= false
 end
 
+-- How far from each end of a list leaveOtherStates looks for a job's other entries when the
+-- script sets no `listReach` (erase_jobs.lua, stalled_jobs.lua): a bounded search per job.
+local OTHER_ENTRY_REACH = 1000
+
 -- After leaveState: the other states let go of the job's id too, as often as they hold it
 -- (Bull's Job.remove() takes an id out of every state). A reused id can sit in two: the
 -- dangling entry of a job Redis expired (`ttl`), and the new job's; once the hash is gone an
--- entry left behind would be a dangling id, which `retryJobs` would bring back as a job with
--- no data. `active` is never touched: treeHeld holds a Bull job found there, and a BullMQ
--- job there holds its lock. The lists are searched only by a script that bounds its list
--- searches (`listReach`, job_remove.lua): a whole-list search per job would hold Redis for
--- milliseconds on a long list.
+-- entry left behind would be a dangling id, which `retryJobs` would bring back (and a worker
+-- take) as a job with no data. `active` is never touched: treeHeld holds a Bull job found
+-- there, and a BullMQ job there holds its lock. The lists are searched within `listReach` of
+-- each end, or OTHER_ENTRY_REACH (a whole-list search per job would hold Redis for
+-- milliseconds on a long list): "Retry all" pushes an entry at the head, and workers take
+-- from the tail.
 local function leaveOtherStates(p, id)
   for _, s in ipairs(ZSETS) do
     rcall('ZREM', p .. s, id)
   end
-  if not listReach then
-    return
-  end
+  local reach = listReach or OTHER_ENTRY_REACH
   for _, s in ipairs({'wait', 'paused'}) do
-    local side = findInList(p .. s, id)
-    while side do
-      rcall('LREM', p .. s, side, id)
-      side = findInList(p .. s, id)
+    local key = p .. s
+    while true do
+      if rcall('LPOS', key, id, 'RANK', -1, 'MAXLEN', reach) then
+        rcall('LREM', key, -1, id)
+      elseif rcall('LPOS', key, id, 'RANK', 1, 'MAXLEN', reach) then
+        rcall('LREM', key, 1, id)
+      else
+        break
+      end
     end
   end
 end
