@@ -499,6 +499,52 @@ policies:
   await billing.close();
 });
 
+test('forget leaves a parent whose retried child a worker holds, whichever of the parent\'s sets names the child', async () => {
+  const c = redis.client(0);
+  await c.flushdb();
+  const connection = redis.connection(0);
+  const flows = new FlowProducer({ connection });
+  const tree = await flows.add({ name: 'bill', queueName: 'ledger', data: { user: 'ada' }, children: [
+    { name: 'line', queueName: 'ledger', data: { n: 1 }, opts: { ignoreDependencyOnFailure: true } },
+  ] });
+  await flows.close();
+  const ledger = new Queue('ledger', { connection });
+  let fail = true;
+  let release;
+  const held = new Promise((r) => { release = r; });
+  let started;
+  const running = new Promise((r) => { started = r; });
+  const errors = [];
+  const worker = new Worker('ledger', async (job) => {
+    if (job.name !== 'line') return 'ok';
+    if (fail) throw new Error('first attempt fails');
+    started();
+    await held;
+    return 'done';
+  }, { connection });
+  worker.on('error', (e) => errors.push(e.message));
+  worker.on('failed', (job, e) => { if (!/first attempt/.test(e.message)) errors.push(e.message); });
+  await waitFor(async () => (await ledger.getCompletedCount()) === 1 && (await ledger.getFailedCount()) === 1, 'the parent to complete and its child to fail');
+  // "Retry all" of failed jobs: the child runs again, held by the worker.
+  fail = false;
+  await ledger.retryJobs({ state: 'failed' });
+  await running;
+  const file = writePolicy(`version: 1
+subjects: [{ name: user, paths: [user] }]
+policies:
+  - { name: ledger, queueNamePattern: ledger, rules: { completed: { maxAge: 30d } } }
+`);
+  const r = await bullsweep(['--redis', redis.url(0), '--config', file, 'forget', '--subject', 'user=ada', '--request-id', 'R-7', '--wait-active', '1s']);
+  assert.equal(r.code, 1, `${r.stdout}${r.stderr}`);
+  assert.equal(JSON.parse(r.stdout).status, 'pending', r.stdout);
+  assert.equal(await c.exists(`bull:ledger:${tree.children[0].job.id}`), 1, 'the child a worker holds keeps its hash');
+  release();
+  await waitFor(async () => (await ledger.getCompletedCount()) === 2, 'the child to complete');
+  await worker.close();
+  assert.deepEqual(errors, []);
+  await ledger.close();
+});
+
 test('a parent a run released is left in wait by that run, as its plan says (issue 42, invariant 104)', async () => {
   await redis.client(0).flushall();
   const connection = redis.connection(0);

@@ -124,22 +124,6 @@ local function schedulerOf(p, id)
   return rcall('HGET', p .. id, 'rjk') or id
 end
 
--- Whether the job or any pending child (recursively) holds a worker lock.
-local function lockedTree(jobKey)
-  if rcall('EXISTS', jobKey .. ':lock') == 1 then
-    return true
-  end
-  if BACKEND == 'bull' then
-    return false
-  end
-  for _, childKey in ipairs(rcall('SMEMBERS', jobKey .. ':dependencies')) do
-    if lockedTree(childKey) then
-      return true
-    end
-  end
-  return false
-end
-
 -- Each queue's events limit, read once per call.
 local maxLenOf = {}
 
@@ -217,6 +201,21 @@ local function childKeysOf(jobKey)
     keys[#keys + 1] = k
   end
   return keys
+end
+
+-- Whether the job or any child it has or had (recursively) holds a worker lock: a child in
+-- its parent's :processed, :failed or :unsuccessful may run again (retried by `retryJobs`,
+-- which in BullMQ 5 leaves it there) and be held by a worker, as a pending one may.
+local function lockedTree(jobKey)
+  if rcall('EXISTS', jobKey .. ':lock') == 1 then
+    return true
+  end
+  for _, childKey in ipairs(childKeysOf(jobKey)) do
+    if lockedTree(childKey) then
+      return true
+    end
+  end
+  return false
 end
 
 -- Whether the job and each of its children (recursively) can be taken out of their states
