@@ -243,7 +243,8 @@ impl PrivateRedis {
     fn served_by_child(&self) -> io::Result<u32> {
         let info: String = self
             .client(0)
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            // A TLS handshake of a debug build on a loaded machine can take seconds.
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(10)))
             .and_then(|mut con| redis::cmd("INFO").arg("server").query(&mut con))
             .map_err(io::Error::other)?;
         let field = |name: &str| {

@@ -26,10 +26,16 @@ class Losses {
     this.excusedAt = new Map();
   }
 
-  // Whether job `id` of queue `base` was lost within the documented limit (and not added again).
+  // Whether job `id` of queue `base` was lost within the documented limit. Once the id is
+  // added again, what remains of that loss (its id left in `active` or a list, which a worker
+  // takes as a job with no data once the new job is gone) is still that loss, unless bullsweep
+  // acted on the id after it was added again (its audit names the id since).
   isExcused(base, id) {
     const at = this.excusedAt.get(`${base}:${id}`);
-    return at !== undefined && !this.traffic.readdedAfter({ base }, id, at);
+    if (at === undefined) return false;
+    if (!this.traffic.readdedAfter({ base }, id, at)) return true;
+    const readdAt = this.traffic.readds.get(`${base}:${id}`);
+    return !this.audit.mentioning(base, id).some((e) => e.at >= readdAt);
   }
 
   // Judges the loss of job `id` of queue `q`.
