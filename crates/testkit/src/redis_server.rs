@@ -77,6 +77,7 @@ impl PrivateRedis {
     fn spawn(extra: &[&str], tls: Option<ServerTls>) -> io::Result<Self> {
         let binary = server_binary();
         // Ask the OS for a free port, then hand it to Redis; retry if another process wins it.
+        let mut last_log = String::new();
         'ports: for _ in 0..5 {
             let dir = tempfile::Builder::new()
                 .prefix("bullsweep-redis-")
@@ -121,9 +122,13 @@ impl PrivateRedis {
             }
             let _ = child.kill();
             let _ = child.wait();
+            last_log = std::fs::read_to_string(dir.path().join("redis.log")).unwrap_or_default();
         }
+        // The last attempt's own words, so that a CI log says why.
+        let tail: Vec<&str> = last_log.lines().rev().take(5).collect();
         Err(io::Error::other(format!(
-            "{binary} did not start on a free port"
+            "{binary} did not start on a free port; its log ended: {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
         )))
     }
 
@@ -323,6 +328,8 @@ fn server_command(
         .args(["--appendonly", "no"])
         .arg("--dir")
         .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"))
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
