@@ -55,6 +55,15 @@ class Losses {
   excused(q, id) {
     const expiries = this.audit.mentioning(q.base, id).filter((e) => e.action === 'expire');
     if (!expiries.length) return null;
+    // Added again after an earlier expiry, with a retry between: "Retry all" put the id Redis
+    // left dangling back in a live state, and that stale entry runs whatever job holds the id
+    // later, even one given an expiry of its own once it finished (README "Expiring keys",
+    // its limit).
+    const readdAt = this.traffic.readds.get(`${q.base}:${id}`);
+    const before = readdAt === undefined ? [] : expiries.filter((e) => e.at < readdAt);
+    if (before.length && this.traffic.retriedAfter(q, Math.max(...before.map((e) => e.at))) !== null) {
+      return 'a retry after a ttl expired its job put the dangling id back in a live state, and the id was added again (README, "Expiring keys": its limit)';
+    }
     const since = Math.max(...expiries.map((e) => e.at));
     const retried = this.traffic.retriedAfter(q, since);
     if (retried === null) return null;
