@@ -24,6 +24,21 @@ async function waitForState(queue, id, state) {
   }
 }
 
+// A policy whose one rule set governs every queue, archiving to a directory of its own with
+// the audit trail beside it.
+function archivePolicy(rules) {
+  const archiveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-archive-'));
+  const policy = writePolicy([
+    'version: 1',
+    `archive: { url: "file://${archiveDir}" }`,
+    `audit: { url: "file://${archiveDir}/audit.jsonl" }`,
+    'policies:',
+    `  - { name: all, queueNamePattern: "*", rules: ${rules} }`,
+    '',
+  ].join('\n'));
+  return { policy, archiveDir };
+}
+
 test('archived jobs restore as valid BullMQ jobs that workers complete', async () => {
   const connection = redis.connection(0);
   const queue = new Queue('reports', { connection });
@@ -42,15 +57,7 @@ test('archived jobs restore as valid BullMQ jobs that workers complete', async (
   const logsBefore = await queue.getJobLogs(flaky.id);
   await sleep(20);
 
-  const archiveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-archive-'));
-  const policy = writePolicy([
-    'version: 1',
-    `archive: { url: "file://${archiveDir}" }`,
-    `audit: { url: "file://${archiveDir}/audit.jsonl" }`,
-    'policies:',
-    '  - { name: all, queueNamePattern: "*", rules: { completed: { maxAge: 1ms, action: archive }, failed: { maxAge: 1ms, action: archive } } }',
-    '',
-  ].join('\n'));
+  const { policy } = archivePolicy('{ completed: { maxAge: 1ms, action: archive }, failed: { maxAge: 1ms, action: archive } }');
   const args = ['--redis', redis.url(0), '--config', policy];
   const run = await bullsweep([...args, 'run']);
   assert.equal(run.code, 0, run.stderr);
@@ -177,15 +184,7 @@ test('a job a pending rule archived is refused --as original and restored --as n
   const connection = redis.connection(3);
   const queue = new Queue('reminders', { connection });
   const job = await queue.add('remind', { user: { id: 'u9' } });
-  const archiveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-archive-'));
-  const policy = writePolicy([
-    'version: 1',
-    `archive: { url: "file://${archiveDir}" }`,
-    `audit: { url: "file://${archiveDir}/audit.jsonl" }`,
-    'policies:',
-    '  - { name: all, queueNamePattern: "*", rules: { waiting: { maxAge: 1ms, action: archive } } }',
-    '',
-  ].join('\n'));
+  const { policy } = archivePolicy('{ waiting: { maxAge: 1ms, action: archive } }');
   const args = ['--redis', redis.url(3), '--config', policy];
   const run = await bullsweep([...args, 'run']);
   assert.equal(run.code, 0, run.stderr);
