@@ -743,6 +743,57 @@ for (const [n, v] of VERSIONS.entries()) {
 }
 
 for (const [n, v] of VERSIONS.entries()) {
+  test(`${v.label}: a job added again under an expired failed job's id and completed since is never taken through the stale failed entry`, async () => {
+    const db = 12 + n;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const queue = track(new v.mq.Queue('orders', { connection }));
+    const ids = Array.from({ length: 10 }, (_, i) => `order-${i}`);
+    for (const id of ids) await queue.add('order', { v: 1, id }, { jobId: id });
+    const failing = track(new v.mq.Worker('orders', async () => { throw new Error('card declined'); }, { connection, concurrency: 4 }));
+    await waitFor('the first orders to fail', async () => (await queue.getFailedCount()) === 10);
+    await failing.close();
+    const { policy: expiring } = auditedPolicy('{ failed: { ttl: 1s } }');
+    await run(db, expiring);
+    await waitFor('Redis to expire the failed orders', async () => (await client.exists(...ids.map((id) => `bull:orders:${id}`))) === 0);
+    // The ids are still in `failed` (no run dropped them yet) when the producer adds them
+    // again; the new jobs complete, so each id sits in `failed` (stale, the old finish time)
+    // and in `completed` (the live job).
+    for (const id of ids) await queue.add('order', { v: 2, id }, { jobId: id });
+    const worker = track(new v.mq.Worker('orders', async (job) => job.data.v, { connection, concurrency: 4 }));
+    await waitFor('the new orders to complete', async () => (await queue.getCompletedCount()) === 10);
+    await worker.close();
+    const staleScores = await client.zrange('bull:orders:failed', 0, -1, 'WITHSCORES');
+    assert.equal(staleScores.length, 20, 'every stale entry is there');
+    const before = await dumpKeyspace(client);
+    // The id walk (archive: archived first, then removed by id) and the prefix sweep (remove):
+    // neither takes a completed job through its stale `failed` entry.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-ttl-stale-'));
+    const { policy: archiving, trail } = auditedPolicy('{ failed: { maxAge: 1ms, action: archive } }', [`archive: { url: "file://${dir}/archive" }`]);
+    const archived = await run(db, archiving);
+    const { policy: removing } = auditedPolicy('{ failed: { maxAge: 1ms } }');
+    const removed = await run(db, removing);
+    for (const report of [archived, removed]) {
+      const failed = report.queues.find((q) => q.queue === 'orders').states.failed;
+      assert.equal(failed.done, 0, JSON.stringify(failed));
+      assert.equal(failed.skipped.changed, 10, JSON.stringify(failed));
+    }
+    assert.deepEqual(trail().filter((e) => e.queueName === 'orders'), [], 'nothing archived or removed');
+    const after = await dumpKeyspace(client);
+    // The runs wrote only their own bookkeeping; every key of the queue is as it was.
+    const queueKeys = (dump) => Object.fromEntries(Object.entries(dump).filter(([k]) => k.startsWith('bull:orders:')));
+    assert.deepEqual(queueKeys(after), queueKeys(before));
+    for (const id of ids) {
+      const job = await queue.getJob(id);
+      assert.deepEqual(job.data, { v: 2, id });
+      assert.equal(job.returnvalue, 2);
+    }
+    await queue.close();
+  });
+}
+
+for (const [n, v] of VERSIONS.entries()) {
   test(`${v.label}: a pending rule removing a job added again under an expired job's id takes the id out of every state`, async () => {
     const db = 10 + n;
     const client = redis.client(db);

@@ -137,8 +137,8 @@ impl StateWork<'_> {
     }
 
     /// Removes the selected prefix with `sweep_prefix.lua` through the one batch loop, one
-    /// time-bounded call at a time, reading past the jobs earlier calls held back (locked or
-    /// malformed).
+    /// time-bounded call at a time, reading past the jobs earlier calls held back (locked,
+    /// malformed, stale entries).
     async fn remove_prefix<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -191,8 +191,12 @@ impl Rounds for PrefixRounds<'_, '_> {
         if sort_refused {
             w.opts.sort_get.refused();
         }
-        self.offset +=
-            out.locked + out.malformed + out.parent_waiting + out.cross_slot + out.restored;
+        self.offset += out.locked
+            + out.malformed
+            + out.parent_waiting
+            + out.cross_slot
+            + out.restored
+            + out.changed;
         self.exhausted = out.exhausted;
         Ok(Some(BatchStep::from(out)))
     }

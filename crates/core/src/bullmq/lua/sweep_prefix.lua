@@ -18,7 +18,8 @@
   KEYS[4] the queue's restore holds (prelude/held.lua), then the two audit keys
 
   Returns {removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-  crossSlot, restored, takenAlong} (takenAlong: the flow parents taken along, counted by queue,
+  crossSlot, restored, changed, takenAlong} (changed: stale entries of reused ids, left alone
+  (candidate.lua's staleFinishedEntry); takenAlong: the flow parents taken along, counted by queue,
   state and role, and the keys of those released; audit.lua's takenReply);
   exhausted is 1 when no selected job is left beyond the ones held back; sortRefused is 1
   when SORT … GET was refused here (an ACL without read access to every key, or a server
@@ -26,9 +27,10 @@
 
   Invariant: selection and removal happen in one atomic call, against the set as it is now,
   so a job that changed state since planning is never removed. A job whose :lock key holds a
-  value (BullMQ locks are strings) is held back. The selected jobs are a prefix
-  of the set (bullsweep_policy::Selection::prefix_len), so they are found by counting, with no
-  scores read.
+  value (BullMQ locks are strings) is held back, and so is an entry whose job's `finishedOn`
+  is not its score (a stale entry: the hash is a job added again under the id since). The
+  selected jobs are a prefix of the set (bullsweep_policy::Selection::prefix_len), so they
+  are found by counting; the scores are read only to tell stale entries.
 ]]
 checkAuditWritable()
 local setKey, eventsKey, metaKey = KEYS[1], KEYS[2], KEYS[3]
@@ -53,7 +55,7 @@ if ARGV[4] ~= '' then
 end
 local take = math.min(limit, selected - offset)
 if take <= 0 then
-  return {0, 0, 0, elapsed(clock), 1, 0, 0, 0, 0, {{}, {}}}
+  return {0, 0, 0, elapsed(clock), 1, 0, 0, 0, 0, 0, {{}, {}}}
 end
 -- Rows of `count` jobs from rank `from`, five values per job: id, lock (false when none),
 -- finishedOn, parentKey, deid.
@@ -97,10 +99,13 @@ end
 -- in the CPU cache when it is deleted. The set itself changes only at the end of the call,
 -- so ranks stay put while the chunks are read.
 local batch = newBatch()
+batch.changed = 0
 local read, exhausted = 0, 1
 while read < take do
   local want = math.min(LOOK_EVERY, take - read)
   local rows = readRows(offset + read, want)
+  -- The same ranks' scores: an entry whose job finished at another time is a stale one.
+  local scores = rcall('ZRANGE', setKey, offset + read, offset + read + want - 1, 'WITHSCORES')
   local jobs = #rows / 5
   for n = 1, jobs do
     local i = n * 5 - 4
@@ -114,7 +119,11 @@ while read < take do
         -- No hash, not a hash, or a hash without finishedOn: classify atomically.
         finishedOn, parentKey, deid = readFinishedJob(queuePrefix .. jobId)
       end
-      takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
+      if finishedOn and (scores[2 * n - 1] ~= jobId or staleFinishedEntry(finishedOn, scores[2 * n])) then
+        batch.changed = batch.changed + 1
+      else
+        takeReadJob(batch, queuePrefix, jobId, finishedOn, parentKey, deid)
+      end
     end
   end
   read = read + jobs
@@ -131,7 +140,8 @@ if read >= limit then
 end
 flushDeletes(batch.dels)
 local removed = batch.removed
-if batch.locked + batch.malformed + batch.parentWaiting + batch.crossSlot + batch.restored == 0 then
+if batch.locked + batch.malformed + batch.parentWaiting + batch.crossSlot + batch.restored
+    + batch.changed == 0 then
   -- Nothing held back: the removed jobs are exactly the ranks just read.
   if #removed > 0 then
     rcall('ZREMRANGEBYRANK', setKey, offset, offset + #removed - 1)
@@ -141,4 +151,4 @@ else
 end
 recordBatch(eventsKey, metaKey, ARGV[8], removed)
 return {#removed, batch.locked, batch.malformed, elapsed(clock), exhausted, batch.parentWaiting,
-  sortRefused, batch.crossSlot, batch.restored, takenReply()}
+  sortRefused, batch.crossSlot, batch.restored, batch.changed, takenReply()}

@@ -163,7 +163,7 @@ pub fn scripts() -> &'static Scripts {
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         sweep_prefix: twin(
-            &[BUDGET, AUDIT, HELD, REMOVAL],
+            &[BUDGET, AUDIT, HELD, CANDIDATE, REMOVAL],
             include_str!("../lua/sweep_prefix.lua"),
         ),
         remove_ids: twin(ID_WALK, include_str!("../lua/remove_ids.lua")),
@@ -208,7 +208,7 @@ pub fn scripts() -> &'static Scripts {
             include_str!("../lua/move_exhausted.lua"),
         ),
         drain_events: twin(
-            &[BUDGET, AUDIT, HELD, REMOVAL],
+            &[BUDGET, AUDIT, HELD, CANDIDATE, REMOVAL],
             include_str!("../lua/drain_events.lua"),
         ),
         expire_jobs: twin(&expiry_walk, include_str!("../lua/expire_jobs.lua")),

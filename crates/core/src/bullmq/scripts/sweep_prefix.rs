@@ -79,11 +79,12 @@ const LAYOUT: &[&str] = &[
     "sortRefused",
     "crossSlot",
     "restored",
+    "changed",
     "takenAlong",
 ];
 
 /// Decodes `{removed, locked, malformed, elapsed_us, exhausted, parentWaiting, sortRefused,
-/// crossSlot, restored, takenAlong}`: what the call did, and whether
+/// crossSlot, restored, changed, takenAlong}`: what the call did, and whether
 /// `SORT … GET` was refused. Every job it removed or held back counts as handled.
 fn decode(reply: Value) -> RedisResult<(BatchOutcome, bool)> {
     let mut f = Fields::of("sweep_prefix", LAYOUT, reply)?;
@@ -100,13 +101,15 @@ fn decode(reply: Value) -> RedisResult<(BatchOutcome, bool)> {
     let sort_refused = f.next("sortRefused").flag()?;
     outcome.cross_slot = f.next("crossSlot").count()?;
     outcome.restored = f.next("restored").count()?;
+    outcome.changed = f.next("changed").count()?;
     outcome.taken = taken_rows(f.next("takenAlong"))?;
     outcome.handled = outcome.removed
         + outcome.locked
         + outcome.malformed
         + outcome.parent_waiting
         + outcome.cross_slot
-        + outcome.restored;
+        + outcome.restored
+        + outcome.changed;
     Ok((outcome, sort_refused))
 }
 
@@ -126,17 +129,18 @@ mod tests {
 
     #[test]
     fn decodes_its_layout() {
-        let (out, sort_refused) = decode(reply(&[1, 2, 3, 40, 1, 5, 1, 7, 8])).unwrap();
+        let (out, sort_refused) = decode(reply(&[1, 2, 3, 40, 1, 5, 1, 7, 8, 9])).unwrap();
         let expected = BatchOutcome {
             removed: 1,
             locked: 2,
             malformed: 3,
             elapsed_us: 40,
             exhausted: true,
-            handled: 1 + 2 + 3 + 5 + 7 + 8,
+            handled: 1 + 2 + 3 + 5 + 7 + 8 + 9,
             parent_waiting: 5,
             cross_slot: 7,
             restored: 8,
+            changed: 9,
             ..BatchOutcome::default()
         };
         assert_eq!(out, expected);
@@ -148,10 +152,13 @@ mod tests {
         // The early reply's old length, without the parents taken along.
         let e = decode(ints(&[0, 0, 0, 4, 1, 0, 0, 0, 0])).unwrap_err();
         assert!(e.to_string().contains("sweep_prefix"), "{e}");
-        let e = decode(reply(&[0, 0, 0, 4, 2, 0, 0, 0, 0])).unwrap_err();
+        let e = decode(reply(&[0, 0, 0, 4, 2, 0, 0, 0, 0, 0])).unwrap_err();
         assert!(e.to_string().contains("exhausted"), "{e}");
         // The layout before the taken-along field: two counts in its place.
         let e = decode(ints(&[0, 0, 0, 4, 1, 0, 0, 0, 0, 0, 0])).unwrap_err();
+        // The layout before the changed count: the taken-along rows in its place.
+        let e2 = decode(reply(&[0, 0, 0, 4, 1, 0, 0, 0, 0])).unwrap_err();
+        assert!(e2.to_string().contains("sweep_prefix"), "{e2}");
         assert!(e.to_string().contains("sweep_prefix"), "{e}");
     }
 }

@@ -3,12 +3,23 @@
   defines functions only, after held.lua (restoredHeld).
 ]]
 
--- Why a job selected by id must be left alone: `changed` when it left the set or holds another
--- score, `locked` while a worker holds it, `restored` while a restore holds it; nil when it may
--- be acted on.
+-- Whether a finished set's entry is a stale one of a reused id: BullMQ and Bull write a job's
+-- `finishedOn` and its score in that set together, so a hash whose `finishedOn` differs from the
+-- score is another job (one added again under the id after the first expired, which finished
+-- since into the other finished set), and the entry must not take it. A hash without
+-- `finishedOn` (`finishedOn` not a string), or no hash, is not judged here (readFinishedJob
+-- holds it back as malformed).
+local function staleFinishedEntry(finishedOn, score)
+  return type(finishedOn) == 'string' and tonumber(finishedOn) ~= tonumber(score)
+end
+
+-- Why a job selected by id must be left alone: `changed` when it left the set, holds another
+-- score, or the entry is a stale one (staleFinishedEntry), `locked` while a worker holds it,
+-- `restored` while a restore holds it; nil when it may be acted on.
 local function candidateHeld(setKey, jobKey, jobId, expected)
   local score = redis.call('ZSCORE', setKey, jobId)
-  if not score or tonumber(score) ~= expected then
+  if not score or tonumber(score) ~= expected
+      or staleFinishedEntry(redis.pcall('HGET', jobKey, 'finishedOn'), score) then
     return 'changed'
   end
   if redis.call('EXISTS', jobKey .. ':lock') == 1 then
