@@ -8,8 +8,11 @@ COMPAT := tests/compat
 # (--test-force-exit), and no single test may run past ten minutes.
 NODE_TEST := node --test --test-concurrency=1 --test-force-exit --test-timeout=600000
 VENV := $(CURDIR)/.venv
-# Python test tools live in the project's virtual environment, never system-wide.
-export PATH := $(VENV)/bin:$(PATH)
+# Python test tools live in the project's virtual environment, never system-wide. It comes
+# last on PATH: the matrix's wheels put their own redis-server (without TLS) in .venv/bin, and
+# the suite's default server is Debian's. Its Python is named for the tests that need it.
+export PATH := $(PATH):$(VENV)/bin
+export BULLSWEEP_PYTHON := $(VENV)/bin/python
 
 .PHONY: demo test build release bench deps redis-server postgresql moto promtool compat-deps lint unit compat \
 	matrix-deps test-matrix soak soak-short

@@ -197,12 +197,14 @@ for suite in xml:
         failures = [r for r in case.result if isinstance(r, Failure)]
         print("case", case.name, "|", case.classname, "|", failures[0].message if failures else "passed")
 "#;
-    let py = Command::new("python3")
+    // The virtual environment's Python (`make test` names it in BULLSWEEP_PYTHON).
+    let python = std::env::var("BULLSWEEP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let py = Command::new(&python)
         .arg("-c")
         .arg(script)
         .arg(dir.path().join("junit.xml"))
         .output()
-        .expect("python3 runs (make test puts .venv/bin first on PATH)");
+        .unwrap_or_else(|e| panic!("{python} runs (make test sets BULLSWEEP_PYTHON): {e}"));
     assert!(
         py.status.success(),
         "junitparser reads the file (pip install junitparser in .venv): {}",

@@ -75,7 +75,7 @@ while i <= #ARGV do
     held[why] = held[why] + 1
   elseif rcall('HEXISTS', jobKey, marker) == 1 then
     already = already + 1
-  elseif scrubFingerprint(jobKey, copies) ~= fp then
+  elseif staleCandidate(jobKey, expected) or scrubFingerprint(jobKey, copies) ~= fp then
     held.changed = held.changed + 1
   else
     reserveAuditSeq()

@@ -44,7 +44,8 @@ local function addEventTo(p, ...)
 end
 
 local moved, audited, malformed, handled = 0, {}, 0, 0
--- Jobs left alone by candidateHeld (or, `changed`, by their attempts or parent), by reason.
+-- Jobs left alone by candidateHeld (or, `changed`, by their attempts, parent or a stale entry),
+-- by reason.
 local held = {changed = 0, locked = 0, restored = 0, parentWaiting = 0}
 for i = 5, #ARGV, 2 do
   local id, score = ARGV[i], ARGV[i + 1]
@@ -60,7 +61,8 @@ for i = 5, #ARGV, 2 do
     if f.err or not f[4] then
       malformed = malformed + 1
     -- BullMQ 6 counts attempts in `atm`, older builds in `attemptsMade`.
-    elseif f[3] or math.max(tonumber(f[1]) or 0, tonumber(f[6]) or 0) < attempts then
+    elseif f[3] or math.max(tonumber(f[1]) or 0, tonumber(f[6]) or 0) < attempts
+        or staleFinishedEntry(f[4], score) then
       held.changed = held.changed + 1
     elseif waitsForChild(jobKey) then
       held.parentWaiting = held.parentWaiting + 1

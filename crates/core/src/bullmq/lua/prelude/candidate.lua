@@ -13,13 +13,20 @@ local function staleFinishedEntry(finishedOn, score)
   return type(finishedOn) == 'string' and tonumber(finishedOn) ~= tonumber(score)
 end
 
--- Why a job selected by id must be left alone: `changed` when it left the set, holds another
--- score, or the entry is a stale one (staleFinishedEntry), `locked` while a worker holds it,
--- `restored` while a restore holds it; nil when it may be acted on.
+-- Whether the entry of a candidate that candidateHeld let through (it holds `score`) is a
+-- stale one. It reads the hash, so a script that proves a job unchanged by its DUMP
+-- (fingerprint.lua) asks only after that: a lookup moves a rehashing hash a step, which
+-- changes its DUMP.
+local function staleCandidate(jobKey, score)
+  return staleFinishedEntry(redis.pcall('HGET', jobKey, 'finishedOn'), score)
+end
+
+-- Why a job selected by id must be left alone: `changed` when it left the set or holds another
+-- score, `locked` while a worker holds it, `restored` while a restore holds it; nil when it may
+-- be acted on. It reads no field of the job's hash (staleCandidate does).
 local function candidateHeld(setKey, jobKey, jobId, expected)
   local score = redis.call('ZSCORE', setKey, jobId)
-  if not score or tonumber(score) ~= expected
-      or staleFinishedEntry(redis.pcall('HGET', jobKey, 'finishedOn'), score) then
+  if not score or tonumber(score) ~= expected then
     return 'changed'
   end
   if redis.call('EXISTS', jobKey .. ':lock') == 1 then

@@ -22,6 +22,9 @@ local function walkIdBatch(setKey, queuePrefix, first, checked, lookEvery, clock
     if not held and fingerprint and archivedFingerprint(jobKey, fingerprint) ~= fingerprint then
       held = 'changed'
     end
+    if not held and staleCandidate(jobKey, expected) then
+      held = 'changed'
+    end
     if held then
       batch[held] = batch[held] + 1
     else
