@@ -4,9 +4,12 @@
 
 CARGO ?= cargo
 COMPAT := tests/compat
-# One file at a time; a file whose failed test left a client reconnecting still ends
-# (--test-force-exit), and no single test may run past ten minutes.
-NODE_TEST := node --test --test-concurrency=1 --test-force-exit --test-timeout=600000
+# A file whose failed test left a client reconnecting still ends (--test-force-exit), and no
+# single test may run past ten minutes. Each file starts its own servers on free ports in its
+# own directories, so two files run at once (their tests wait on workers and timers more than
+# they compute); the browser test of the dashboard runs alone (NODE_TEST_ALONE).
+NODE_TEST := node --test --test-concurrency=2 --test-force-exit --test-timeout=600000
+NODE_TEST_ALONE := node --test --test-concurrency=1 --test-force-exit --test-timeout=600000
 VENV := $(CURDIR)/.venv
 # Python test tools live in the project's virtual environment, never system-wide. It comes
 # last on PATH: the matrix's wheels put their own redis-server (without TLS) in .venv/bin, and
@@ -65,11 +68,17 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# cargo-nextest runs every test in its own process, across the test binaries at once; without
+# it, cargo test runs the same tests one binary at a time.
 unit:
-	$(CARGO) test --workspace --all-targets
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --all-targets --no-fail-fast; \
+	else echo "cargo-nextest not found: cargo test"; $(CARGO) test --workspace --all-targets; fi
 
 compat: build
-	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep $(NODE_TEST) test/
+	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
+		$(NODE_TEST) $$(ls test/*.test.js | grep -v -e dashboard.test.js)
+	cd $(COMPAT) && BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep $(NODE_TEST_ALONE) test/dashboard.test.js
 	@echo "== the differential and erasure suites over mutual TLS"
 	cd $(COMPAT) && BULLSWEEP_TEST_TLS=1 BULLSWEEP_BIN=$(CURDIR)/target/debug/bullsweep \
 		$(NODE_TEST) test/differential.test.js test/forget.test.js test/bull.test.js
