@@ -1,8 +1,8 @@
 //! The architecture as tests: crates and modules import only downwards, no file imports in a
-//! circle, no function is over 100 lines (80 in the daemon), and no struct has over 15 fields
-//! unless docs/ARCHITECTURE.md says why. Each failure names the file and line to change.
+//! circle, no function is over 100 lines (80 in the daemon), no struct has over 15 fields
+//! unless docs/ARCHITECTURE.md says why, and nothing tests a backend for equality. Each failure names the file and line to change.
 
-use bullsweep_archtest::{graph, imports, manifest, sizes, source};
+use bullsweep_archtest::{comparisons, graph, imports, manifest, sizes, source};
 use std::collections::BTreeSet;
 
 /// The workspace's crates, each with the crates of ours it may depend on.
@@ -227,6 +227,38 @@ fn the_queue_library_is_reached_through_one_seam() {
     assert!(
         wrong.is_empty(),
         "paths past bullmq's seam (export the item from bullmq/mod.rs and name it there):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The file where a backend's capabilities are decided, by exhaustive matches.
+const BACKEND_HOME: &str = "crates/policy/src/backend.rs";
+
+/// Nothing outside [`BACKEND_HOME`] tests a backend for equality (`== Backend::Bull`,
+/// `matches!(b, Backend::Bull)`): code asks a capability (`Backend::events`,
+/// `Backend::is_default`, `Backend::library`) or matches every backend, so a new backend is a
+/// compile error wherever it must be handled, and never silently taken for another.
+#[test]
+fn nothing_tests_a_backend_for_equality() {
+    let root = source::workspace_root();
+    let mut wrong = Vec::new();
+    for path in source::rust_files(&root.join("crates")) {
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .to_string();
+        if rel == BACKEND_HOME {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in comparisons::backend_comparisons(&text) {
+            wrong.push(format!("{rel}:{line}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "equality tests on a backend (ask a capability in {BACKEND_HOME}, or match every backend):\n{}",
         wrong.join("\n")
     );
 }

@@ -19,7 +19,7 @@ use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
 use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::{QueueKeys, keys};
-use bullsweep_policy::{Backend, JobState};
+use bullsweep_policy::{Backend, EventFeed, JobState};
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -157,10 +157,9 @@ pub(crate) async fn run(
         pinning: pinning.as_ref().map(|p| {
             format!(
                 "load ({} workers) on CPU {}; contender{} on CPU {}",
-                if backend == Backend::Bull {
-                    "Bull"
-                } else {
-                    "BullMQ"
+                match backend {
+                    Backend::Bullmq => "BullMQ",
+                    Backend::Bull => "Bull",
                 },
                 p.load,
                 if private_redis { " and Redis" } else { "" },
@@ -303,7 +302,7 @@ async fn daemon_listens(
     dir: &std::path::Path,
     backend: Backend,
 ) -> redis::RedisResult<bool> {
-    if backend == Backend::Bull {
+    if backend.events() == EventFeed::PubSub {
         let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
         let heard = log.contains(&format!("{BASE}: hearing Bull's"));
         if heard {
@@ -389,7 +388,7 @@ fn start_node(
 /// whole events stream (`opts.maxLenEvents`); Bull's has its id counter and a key of Bull's,
 /// the stalled check's stamp, which Bull's workers write as they start.
 async fn prepare_queue(con: &mut Conn, backend: Backend) -> redis::RedisResult<()> {
-    if backend == Backend::Bullmq {
+    if backend.events() == EventFeed::Stream {
         return redis::cmd("HSET")
             .arg(QueueKeys::new(BASE).meta())
             .arg("opts.maxLenEvents")

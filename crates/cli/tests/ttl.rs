@@ -814,7 +814,7 @@ fn a_run_registers_the_queues_it_gives_expiries_and_an_entry_is_dropped_only_as_
         (first[0].base.as_str(), r.queue.as_str(), r.policy.as_str()),
         ("bull:reg", "reg", "p")
     );
-    assert!(r.backend.is_bullmq());
+    assert!(r.backend.is_default());
     assert!(!empty, "the job's expiry is indexed");
     // Retried, and its expiry ended by the next run, which registers the queue again.
     retry(&mut con, "bull:reg", "failed", "1");

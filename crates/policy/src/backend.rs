@@ -30,9 +30,29 @@ impl Backend {
         }
     }
 
-    /// Whether it is BullMQ, the backend records and manifests leave unsaid.
-    pub fn is_bullmq(&self) -> bool {
-        *self == Backend::Bullmq
+    /// Whether it is the default backend, which records, manifests and golden files leave
+    /// unsaid.
+    pub fn is_default(&self) -> bool {
+        match self {
+            Backend::Bullmq => true,
+            Backend::Bull => false,
+        }
+    }
+
+    /// The library's name as people read it ("BullMQ", "legacy Bull").
+    pub fn library(self) -> &'static str {
+        match self {
+            Backend::Bullmq => "BullMQ",
+            Backend::Bull => "legacy Bull",
+        }
+    }
+
+    /// How the library tells of finished jobs.
+    pub fn events(self) -> EventFeed {
+        match self {
+            Backend::Bullmq => EventFeed::Stream,
+            Backend::Bull => EventFeed::PubSub,
+        }
     }
 
     /// Whether its jobs form flows (parents, children) that a removal can take along: BullMQ's
@@ -48,6 +68,16 @@ impl Backend {
     pub fn parse(name: &str) -> Option<Backend> {
         Backend::ALL.into_iter().find(|b| b.as_str() == name)
     }
+}
+
+/// How a queue library tells of its jobs' events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventFeed {
+    /// A stream the library keeps (BullMQ's `<base>:events`): read from a saved position, so
+    /// nothing published while no reader listened is missed, and searched by `forget`.
+    Stream,
+    /// Pub/sub messages the library keeps nowhere (Bull's): heard only while subscribed.
+    PubSub,
 }
 
 impl fmt::Display for Backend {

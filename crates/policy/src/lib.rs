@@ -38,7 +38,7 @@ mod subject;
 mod tokens;
 
 pub use action::Action;
-pub use backend::Backend;
+pub use backend::{Backend, EventFeed};
 pub use bull_board::BullBoard;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};

@@ -63,7 +63,8 @@ pub async fn seed_queue_of<C: ConnectionLike>(
     let keys = QueueKeys::with_backend(&spec.base, backend);
     let total = spec.completed + spec.failed;
     let mut head = redis::pipe();
-    if backend == Backend::Bullmq {
+    // BullMQ's queue has a meta hash and an events stream; Bull's has neither.
+    if let Backend::Bullmq = backend {
         head.hset_multiple(
             keys.meta(),
             &[("opts.maxLenEvents", "10000"), ("version", "bullmq:6.7.0")],

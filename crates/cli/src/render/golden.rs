@@ -1,7 +1,7 @@
 //! `test`'s output: a line per failing case with each expectation that did not hold, a
 //! summary per file, the JSON document, JUnit XML, and the starter file of `--init`.
 
-use bullsweep_policy::{Backend, CaseResult, PolicySet, QueueId, Resolution};
+use bullsweep_policy::{CaseResult, PolicySet, QueueId, Resolution};
 use serde_json::{Value, json};
 use std::fmt::Write;
 
@@ -201,7 +201,7 @@ pub fn golden_starter(
     for q in managed {
         let _ = writeln!(out, "  - queue: {}", scalar(&q.base));
         // A Bull queue is identified as one, as `plan` identifies it.
-        if q.backend != Backend::Bullmq {
+        if !q.backend.is_default() {
             let _ = writeln!(out, "    backend: {}", q.backend);
         }
         let _ = writeln!(out, "    expect:");

@@ -249,8 +249,8 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
     let _ = writeln!(out, "queue:  {} (key base {})", q.queue, q.base);
     let _ = writeln!(out, "tenant: {}", q.tenant.as_deref().unwrap_or("-"));
     let _ = writeln!(out, "env:    {}", q.env.as_deref().unwrap_or("-"));
-    if q.backend == Backend::Bull {
-        let _ = writeln!(out, "backend: bull (legacy Bull)");
+    if !q.backend.is_default() {
+        let _ = writeln!(out, "backend: {} ({})", q.backend, q.backend.library());
     }
     let candidates: Vec<String> = set
         .candidates(q)

@@ -35,7 +35,7 @@ pub struct ArchiveRecord {
     pub id: String,
     /// The queue library that wrote the job: `bull` for a legacy Bull queue's, absent for
     /// BullMQ's (and in every record written before Bull queues were governed).
-    #[serde(default, skip_serializing_if = "Backend::is_bullmq")]
+    #[serde(default, skip_serializing_if = "Backend::is_default")]
     pub backend: Backend,
     /// The state it was archived from.
     pub state: String,
@@ -292,7 +292,7 @@ impl Serialize for JobCopy<'_> {
             s.serialize_entry("source", source)?;
         }
         s.serialize_entry("id", &strings.id)?;
-        if !self.backend.is_bullmq() {
+        if !self.backend.is_default() {
             s.serialize_entry("backend", &self.backend)?;
         }
         s.serialize_entry("state", self.state)?;

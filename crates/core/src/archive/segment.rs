@@ -41,7 +41,7 @@ pub struct SegmentManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// The queue library that wrote its jobs: `bull`, or absent for BullMQ.
-    #[serde(default, skip_serializing_if = "Backend::is_bullmq")]
+    #[serde(default, skip_serializing_if = "Backend::is_default")]
     pub backend: Backend,
 }
 

@@ -10,7 +10,6 @@ use super::staging::StagingFile;
 use super::{ArchiveSink, SegmentManifest, SegmentMeta};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use bullsweep_policy::Backend;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 
@@ -82,8 +81,8 @@ impl StreamedSegment {
         };
         segment.out.write_all(b",\"id\":")?;
         segment.text(job.id)?;
-        if meta.backend == Backend::Bull {
-            segment.out.write_all(b",\"backend\":\"bull\"")?;
+        if !meta.backend.is_default() {
+            write!(segment.out, ",\"backend\":\"{}\"", meta.backend)?;
         }
         segment.out.write_all(b",\"state\":")?;
         json(&mut segment.out, job.state)?;

@@ -77,16 +77,14 @@ impl QueueKeys {
     /// Bull has no `prioritized` or `waiting-children` state: a prioritized job waits in
     /// `wait` (ranked in `priority`), so it is a waiting job.
     pub fn state_keys(&self, state: JobState) -> Vec<(String, &'static str)> {
-        let suffixes: &[&'static str] = match state {
-            JobState::Prioritized | JobState::WaitingChildren if self.backend == Backend::Bull => {
-                &[]
-            }
-            JobState::Waiting => &["wait", "paused"],
-            JobState::Completed => &["completed"],
-            JobState::Failed => &["failed"],
-            JobState::Delayed => &["delayed"],
-            JobState::Prioritized => &["prioritized"],
-            JobState::WaitingChildren => &["waiting-children"],
+        let suffixes: &[&'static str] = match (state, self.backend) {
+            (JobState::Prioritized | JobState::WaitingChildren, Backend::Bull) => &[],
+            (JobState::Waiting, _) => &["wait", "paused"],
+            (JobState::Completed, _) => &["completed"],
+            (JobState::Failed, _) => &["failed"],
+            (JobState::Delayed, _) => &["delayed"],
+            (JobState::Prioritized, Backend::Bullmq) => &["prioritized"],
+            (JobState::WaitingChildren, Backend::Bullmq) => &["waiting-children"],
         };
         suffixes
             .iter()

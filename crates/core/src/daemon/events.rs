@@ -38,7 +38,7 @@ use crate::health::history;
 use crate::ops::records;
 use bullsweep_base::connect::{Conn, Target};
 use bullsweep_base::log::log;
-use bullsweep_policy::{Backend, JobState};
+use bullsweep_policy::{EventFeed, JobState};
 use redis::RedisResult;
 use redis::streams::StreamKey;
 use std::sync::Arc;
@@ -228,8 +228,9 @@ impl EventsReader {
         let mut drained_any = false;
         let mut drained_full = false;
         for (base, h) in self.held.iter_mut() {
-            if h.queue.queue.backend == Backend::Bull {
-                continue;
+            match h.queue.queue.backend.events() {
+                EventFeed::Stream => {}
+                EventFeed::PubSub => continue,
             }
             let Some(bounds) = score_bounds(&h.queue.policy, now) else {
                 continue;
@@ -263,8 +264,10 @@ impl EventsReader {
     /// Waits for new entries on every stream held (or shutdown); the entries of queues that
     /// are not drained by script are acted on here.
     async fn read_and_act(&mut self, now: i64) {
-        let is_bull = |h: &Held| h.queue.queue.backend == Backend::Bull;
-        let streamed = self.held.iter().filter(|(_, h)| !is_bull(h));
+        let streamed = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.feed() == EventFeed::Stream);
         let all_drained = streamed
             .clone()
             .all(|(_, h)| score_bounds(&h.queue.policy, now).is_some());
@@ -316,7 +319,7 @@ impl EventsReader {
     fn bull_held(&self) -> Vec<String> {
         self.held
             .iter()
-            .filter(|(_, h)| h.queue.queue.backend == Backend::Bull)
+            .filter(|(_, h)| h.feed() == EventFeed::PubSub)
             .map(|(base, _)| base.clone())
             .collect()
     }

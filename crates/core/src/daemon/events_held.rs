@@ -12,7 +12,7 @@ use crate::lock::QueueLock;
 use crate::ops::records;
 use bullsweep_base::connect::Conn;
 use bullsweep_base::log::log;
-use bullsweep_policy::Backend;
+use bullsweep_policy::EventFeed;
 use redis::{RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,6 +42,11 @@ impl Held {
     /// How the metrics label the queue.
     pub(super) fn labels(&self, metrics: &DaemonMetrics) -> QueueLabels {
         metrics.labels(&self.queue.queue)
+    }
+
+    /// How its library tells of finished jobs.
+    pub(super) fn feed(&self) -> EventFeed {
+        self.queue.queue.backend.events()
     }
 }
 
@@ -213,19 +218,22 @@ async fn take(
     else {
         return Ok(None);
     };
-    if eq.queue.backend == Backend::Bull {
+    match eq.queue.backend.events() {
+        EventFeed::Stream => {}
         // Bull publishes its events and keeps none: the reader asks for a sweep once it
         // follows the queue's channels (`events_bull`).
-        log(
-            "info",
-            &format!("{base}: hearing Bull's completed and failed events"),
-        );
-        return Ok(Some(Held {
-            lock,
-            cursor: String::new(),
-            queue: eq,
-            sizer: BatchSizer::new(DRAIN_BUDGET_US),
-        }));
+        EventFeed::PubSub => {
+            log(
+                "info",
+                &format!("{base}: hearing Bull's completed and failed events"),
+            );
+            return Ok(Some(Held {
+                lock,
+                cursor: String::new(),
+                queue: eq,
+                sizer: BatchSizer::new(DRAIN_BUDGET_US),
+            }));
+        }
     }
     let saved = records::cursor(con, &base).await?;
     let first_start = saved.is_none();

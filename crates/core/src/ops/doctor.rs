@@ -189,7 +189,11 @@ async fn queues(
     let mut out: Vec<DoctorQueue> = inv
         .managed
         .into_iter()
-        .filter(|q| q.backend == Backend::Bullmq)
+        // Doctor's probes read BullMQ's data; Bull's queues are named in the warnings above.
+        .filter(|q| match q.backend {
+            Backend::Bullmq => true,
+            Backend::Bull => false,
+        })
         .map(|q| DoctorQueue {
             policy: match set.resolve(&q) {
                 Resolution::Covered(eff) => Some(eff),

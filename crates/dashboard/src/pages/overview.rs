@@ -16,7 +16,7 @@ use bullsweep_core::ops::alerts::alerts_of;
 use bullsweep_core::ops::records;
 use bullsweep_core::ops::report::{MemoryReport, QueueCost, memory_report};
 use bullsweep_core::text::plural;
-use bullsweep_policy::{Backend, PolicySet, QueueId, Resolution};
+use bullsweep_policy::{PolicySet, QueueId, Resolution};
 use maud::{Markup, html};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -299,7 +299,7 @@ impl QueuesTable<'_, '_> {
                 td.queue {
                     a href=(format!("/queue?key={}", urlencode(&q.key))) title=(q.key) { (q.queue) }
                     (crate::links::queue(self.ctx, &q.key, q.backend))
-                    @if q.backend == Backend::Bull { " " span.badge title="a legacy Bull queue" { "bull" } }
+                    @if !q.backend.is_default() { " " span.badge title=(format!("a {} queue", q.backend.library())) { (q.backend) } }
                 }
                 td.opt { (q.env.as_deref().unwrap_or("")) }
                 td.nowrap.opt { (q.policy) }

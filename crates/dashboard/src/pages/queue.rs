@@ -16,7 +16,7 @@ use bullsweep_core::daemon::http::{Request, Response};
 use bullsweep_core::health::history;
 use bullsweep_core::ops::trail::{AuditFilter, newest_audit_events};
 use bullsweep_policy::{
-    Backend, EffectivePolicy, FlowSettings, Permission, RULE_FIELDS, Resolution, RuleField,
+    EffectivePolicy, FlowSettings, Permission, RULE_FIELDS, Resolution, RuleField,
 };
 use maud::{Markup, html};
 
@@ -65,7 +65,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
     let covered = matches!(resolution, Resolution::Covered(_));
     let may_sweep = covered && ctx.caller.token.role.allows(Permission::SweepNow);
     let body = html! {
-        p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { @if q.backend == Backend::Bull { "legacy Bull" } @else { "BullMQ" } } }
+        p { "Key base " code { (q.base) } @if let Some(t) = &q.tenant { ", tenant " strong { (t) } } @if let Some(e) = &q.env { ", environment " strong { (e) } } ", written by " strong #backend data-backend=(q.backend.as_str()) { (q.backend.library()) } }
         @if ctx.set.bull_board.is_some() { p #bull-board { "Browse its jobs in " (crate::links::queue(&ctx, &q.base, q.backend)) } }
         @if let Some(done) = req.param("swept") { p.notice role="status" { "Swept now: " (bullsweep_core::text::count(done.parse().unwrap_or(0), "job")) " acted on." } }
         h2 { "Next sweep: what plan would do" }

@@ -46,7 +46,7 @@ pub use scan::ScanStats;
 use crate::bullmq::QueueKeys;
 use crate::lock::HeldQueueLock;
 use attribution::Attribution;
-use bullsweep_policy::Backend;
+use bullsweep_policy::EventFeed;
 use events::erase_events;
 use items::{Handled, handle_queue};
 use keyspace::scan;
@@ -183,8 +183,9 @@ impl AfterScan<'_> {
         }
         // Bull sends its events over pub/sub: a Bull queue has no stream to search, and none
         // is named in the receipt.
-        if q.queue.backend == Backend::Bullmq {
-            self.search_events(con, q, handled.erased, &mut qr).await;
+        match q.queue.backend.events() {
+            EventFeed::Stream => self.search_events(con, q, handled.erased, &mut qr).await,
+            EventFeed::PubSub => {}
         }
         if qr.found_anything() || qr.events_of_unknown_tenant + qr.events_of_other_tenants > 0 {
             self.receipts.push(qr);
