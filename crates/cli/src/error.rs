@@ -1,5 +1,6 @@
-//! The one error type of the command line, with its documented exit codes: 0 done, 1 runtime
-//! failure, 2 usage or configuration error. Errors print as `error: …` and a `hint:` line, or
+//! The one error type of the command line, with its documented exit codes, one constant per
+//! meaning: 0 done, 1 runtime failure, 2 usage or configuration error (and, by the same
+//! number, changes pending and a tie), 8 `doctor`'s operational error. Errors print as `error: …` and a `hint:` line, or
 //! with `--json` as one JSON object on stderr.
 
 use bullsweep_core::{Error, ErrorKind};
@@ -9,6 +10,12 @@ use std::fmt;
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit status for bad usage or an invalid policy file.
 pub const EXIT_USAGE: i32 = 2;
+/// `plan --detailed-exitcode`'s and `plan --against`'s exit status when the plan would change
+/// something (Terraform's `-detailed-exitcode`).
+pub const EXIT_CHANGES_PENDING: i32 = 2;
+/// `explain`'s exit status when two policies tie for a queue: the file is ambiguous, which
+/// `check` reports as a configuration error (exit 2).
+pub const EXIT_TIE: i32 = 2;
 /// `doctor`'s exit status when a queue could not be examined or Redis could not be reached
 /// (as `fsck` tells an operational error from findings).
 pub const EXIT_OPERATIONAL: i32 = 8;

@@ -4,7 +4,7 @@
 
 use super::load_policies;
 use crate::args::{Cli, DiffFormat, PlanArgs};
-use crate::error::{CliError, EXIT_FAILURE, EXIT_USAGE};
+use crate::error::{CliError, EXIT_CHANGES_PENDING, EXIT_FAILURE};
 use crate::output::{print_out, print_text, warn};
 use crate::render::{self, DiffFiles};
 use bullsweep_core::ops;
@@ -32,7 +32,7 @@ pub async fn plan_against(cli: &Cli, args: &PlanArgs, old: &Path) -> Result<i32,
     Ok(if diff.has_errors() || diff.unknown() > 0 {
         EXIT_FAILURE
     } else if diff.changed() {
-        EXIT_USAGE
+        EXIT_CHANGES_PENDING
     } else {
         0
     })

@@ -2,7 +2,7 @@
 
 use super::load_policies;
 use crate::args::Cli;
-use crate::error::{CliError, EXIT_USAGE};
+use crate::error::{CliError, EXIT_TIE};
 use crate::output::print_out;
 use crate::render;
 use bullsweep_policy::{Backend, Resolution};
@@ -39,7 +39,7 @@ pub fn explain(cli: &Cli, queue_key_base: &str, backend: &str) -> Result<i32, Cl
         || render::explain_text(&set, &q, &resolution),
     )?;
     Ok(match resolution {
-        Resolution::Tie { .. } => EXIT_USAGE,
+        Resolution::Tie { .. } => EXIT_TIE,
         _ => 0,
     })
 }

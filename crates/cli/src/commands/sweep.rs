@@ -3,7 +3,7 @@
 
 use super::load_policies;
 use crate::args::{Cli, PlanArgs, QueueArgs, RunArgs};
-use crate::error::{CliError, EXIT_FAILURE, EXIT_USAGE};
+use crate::error::{CliError, EXIT_CHANGES_PENDING, EXIT_FAILURE};
 use crate::output::{print_out, warn};
 use crate::render;
 use bullsweep_core::engine::{Event, Mode, Observer, Report};
@@ -22,7 +22,7 @@ pub async fn plan(cli: &Cli, args: &PlanArgs) -> Result<i32, CliError> {
     Ok(if report.has_errors() || report.source_unavailable() > 0 {
         EXIT_FAILURE
     } else if args.detailed_exitcode && report.changes_pending() {
-        EXIT_USAGE
+        EXIT_CHANGES_PENDING
     } else {
         0
     })
