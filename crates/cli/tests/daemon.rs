@@ -1,7 +1,8 @@
 //! The daemon against a real redis-server: every id-batch action's batches reach the batch
 //! metrics (anonymize and stalled included), and a `forget` run beside a daemon that keeps
 //! shipping audit events succeeds, the daemon's ships succeed too, and one chain verifies; and
-//! `/metrics` describes the daemon and every governed queue from discovery on, before any sweep.
+//! `/metrics` describes the daemon and every governed queue from discovery on, before any sweep;
+//! a page being answered when the daemon is told to stop is answered whole before it exits.
 
 mod common;
 
@@ -758,4 +759,41 @@ fn metrics_list_each_familys_series_in_a_stable_sorted_order() {
         );
     }
     daemon.stop();
+}
+
+#[test]
+fn a_page_being_answered_at_sigterm_is_answered_whole_before_the_daemon_exits() {
+    let w = World::new();
+    w.seed(spec("bull:mail", 10, 0, 1), now_ms());
+    let policy = w.policy(
+        "version: 1\npolicies:\n  - { name: mail, queueNamePattern: mail, rules: { completed: { maxAge: 30d } } }\n",
+    );
+    let port = free_port();
+    let daemon = Daemon::with_dashboard(&w, &policy, port);
+    wait_until("the dashboard", Duration::from_secs(15), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            && status_of(port, "/", Some(ADMIN_TOKEN)) == "200"
+    });
+    // Redis holds every client for 3 s: the overview asked now is still being answered when
+    // the daemon is told to stop.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3000)
+        .arg("ALL")
+        .query(&mut w.con())
+        .expect("pause");
+    let page = std::thread::spawn(move || http_get(port, "/", Some(ADMIN_TOKEN)));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!page.is_finished(), "the page waits for Redis");
+    let log = daemon.stop();
+    let response = page.join().expect("the request's thread");
+    assert!(
+        response.starts_with("HTTP/1.1 200"),
+        "{}\n{log}",
+        response
+            .lines()
+            .next()
+            .unwrap_or("(no answer: the connection was closed)")
+    );
+    assert!(response.contains("</html>"), "the whole page: {response}");
 }

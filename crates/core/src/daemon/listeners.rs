@@ -112,10 +112,14 @@ impl Listeners {
     }
 
     /// Serves the listeners (see [`http::spawn`] for the threads and why) until `shutdown`
-    /// is cancelled; nothing when none was asked for.
-    pub(super) fn serve(self, metrics: &Arc<DaemonMetrics>, shutdown: Cancel) -> Result<(), Error> {
+    /// is cancelled, and returns the thread to join; nothing when none was asked for.
+    pub(super) fn serve(
+        self,
+        metrics: &Arc<DaemonMetrics>,
+        shutdown: Cancel,
+    ) -> Result<Option<std::thread::JoinHandle<()>>, Error> {
         if self.bound.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let served = metrics.clone();
         http::spawn(
@@ -124,6 +128,7 @@ impl Listeners {
             self.pages,
             shutdown,
         )
+        .map(Some)
         .map_err(|e| Error::runtime(format!("cannot serve HTTP: {e}")))
     }
 }

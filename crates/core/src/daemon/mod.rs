@@ -65,7 +65,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let set = load_policy_file(&cfg.config)?;
     let metrics = Arc::new(DaemonMetrics::default());
     let shutdown = Cancel::new();
-    Listeners::bind(&cfg)?.serve(&metrics, shutdown.clone())?;
+    let http = Listeners::bind(&cfg)?.serve(&metrics, shutdown.clone())?;
     let (signals, reload) = Signals::install(shutdown.clone())?;
     tokio::spawn(signals.run());
 
@@ -118,6 +118,10 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     // thread) after its walk, the schedule after the batch in progress.
     tokio::join!(daemon.run(), reader, watch);
     daemon.ship_audit().await;
+    // The requests being answered finish (the `http` thread ends with the last of them).
+    if let Some(http) = http {
+        let _ = tokio::task::spawn_blocking(move || http.join()).await;
+    }
     log("info", "stopped");
     Ok(())
 }

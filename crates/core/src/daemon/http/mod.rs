@@ -141,13 +141,14 @@ pub struct Listener {
 
 /// Serves `listeners` from new threads until `shutdown` is cancelled, each with at most its
 /// cap open at once; `answer` answers the daemon's own paths (`None` for the others, which go
-/// to `pages` on a listener that serves them).
+/// to `pages` on a listener that serves them). The `http` thread returned ends once the
+/// requests being answered at shutdown are (see `serve.rs`); join it before exiting.
 pub fn spawn<F>(
     listeners: Vec<Listener>,
     answer: F,
     pages: Option<Arc<dyn Handler>>,
     shutdown: Cancel,
-) -> std::io::Result<()>
+) -> std::io::Result<std::thread::JoinHandle<()>>
 where
     F: Fn(&Request) -> Option<Response> + Send + Sync + 'static,
 {

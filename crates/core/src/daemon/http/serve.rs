@@ -1,6 +1,8 @@
 //! The `http` thread: an accept loop per listener, each connection served by hyper under
 //! its listener's cap ([`Conns`]), and each request, once read whole, answered from the
-//! daemon's own paths or sent to the pages thread.
+//! daemon's own paths or sent to the pages thread. At shutdown the loops stop accepting and
+//! the thread ends once every connection has finished the request it was answering (within
+//! [`DRAIN`]).
 
 use super::conns::{Admitted, Conns, Turn};
 use super::pages::Job;
@@ -30,6 +32,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// answer cannot hold its place for ever; long enough for the slowest page (an erasure's
 /// receipt over a large keyspace).
 const LIFETIME: Duration = Duration::from_secs(600);
+/// How long, at shutdown, the requests being answered have to finish; a connection that has
+/// sent no request yet is closed at once.
+const DRAIN: Duration = Duration::from_secs(20);
 /// The first pause of the accept loop when the process is out of descriptors, doubled at
 /// each failure up to [`PAUSE_MAX`]: accepting again at once would only spin.
 const PAUSE_MIN: Duration = Duration::from_millis(10);
@@ -69,14 +74,14 @@ struct Served {
     conns: Conns,
 }
 
-/// Starts the `http` thread serving `listeners`, each under its own cap.
-/// Each accept loop stops once `shutdown` is cancelled; the thread ends with them, and the
-/// connections still open with its runtime.
+/// Starts the `http` thread serving `listeners`, each under its own cap. Each accept loop
+/// stops once `shutdown` is cancelled, and waits for its connections' requests in progress
+/// (within [`DRAIN`]); the thread ends with the last of them (join what this returns).
 pub(super) fn spawn(
     listeners: Vec<Listener>,
     routes: Routes,
     shutdown: Cancel,
-) -> std::io::Result<()> {
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -104,22 +109,19 @@ pub(super) fn spawn(
                 let loops: Vec<_> = sockets
                     .into_iter()
                     .map(|(socket, served)| {
-                        let shutdown = shutdown.clone();
-                        let accepting = accept_loop(socket, served, shared.clone());
-                        tokio::spawn(async move {
-                            tokio::select! {
-                                _ = accepting => {}
-                                _ = shutdown.cancelled() => {}
-                            }
-                        })
+                        tokio::spawn(accept_loop(
+                            socket,
+                            served,
+                            shared.clone(),
+                            shutdown.clone(),
+                        ))
                     })
                     .collect();
                 for l in loops {
                     let _ = l.await;
                 }
             });
-        })?;
-    Ok(())
+        })
 }
 
 /// Whether an accept failed for want of descriptors or memory, which waiting may cure.
@@ -130,10 +132,24 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
     )
 }
 
-async fn accept_loop(listener: TcpListener, served: Arc<Served>, shared: Arc<Shared>) {
+/// Accepts connections until `shutdown`, then waits for those still answering (within
+/// [`DRAIN`]).
+async fn accept_loop(
+    listener: TcpListener,
+    served: Arc<Served>,
+    shared: Arc<Shared>,
+    shutdown: Cancel,
+) {
     let mut pause = PAUSE_MIN;
+    let mut open = tokio::task::JoinSet::new();
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            // Finished connections are reaped as they end.
+            Some(_) = open.join_next(), if !open.is_empty() => continue,
+            _ = shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => {
                 pause = PAUSE_MIN;
                 stream
@@ -175,21 +191,26 @@ async fn accept_loop(listener: TcpListener, served: Arc<Served>, shared: Arc<Sha
                 ),
             );
         }
-        tokio::spawn(serve_connection(
+        open.spawn(serve_connection(
             stream,
             admitted,
             served.clone(),
             shared.clone(),
+            shutdown.clone(),
         ));
     }
+    drop(listener);
+    let _ = tokio::time::timeout(DRAIN, async { while open.join_next().await.is_some() {} }).await;
 }
 
 /// Serves one connection until it closes, is closed to make room, or outlives [`LIFETIME`].
+/// At shutdown it finishes the request it is answering (hyper's graceful shutdown) and closes.
 async fn serve_connection(
     stream: TcpStream,
     admitted: Admitted,
     served: Arc<Served>,
     shared: Arc<Shared>,
+    shutdown: Cancel,
 ) {
     let Admitted { id, closed, .. } = admitted;
     let (serving, listener) = (shared.clone(), served.clone());
@@ -203,10 +224,15 @@ async fn serve_connection(
         .keep_alive(false)
         .max_buf_size(MAX_HEAD)
         .serve_connection(TokioIo::new(stream), service);
+    let mut connection = std::pin::pin!(connection);
     tokio::select! {
-        _ = connection => {}
+        _ = connection.as_mut() => {}
         _ = closed => {}
         _ = tokio::time::sleep(LIFETIME) => {}
+        _ = shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(DRAIN, connection).await;
+        }
     }
     served.conns.leave(id);
 }
