@@ -11,6 +11,10 @@ pub enum DoctorKind {
     OrphanHashes,
     /// An id in a state with no job hash.
     DanglingIds,
+    /// An id in `completed` or `failed` whose job finished at another time and sits in the
+    /// other finished set: the entry of an expired job whose id was added again (BullMQ's own
+    /// `retryJobs`, `clean` and `removeOnFail` would act on the live job through it).
+    StaleEntries,
     /// A deduplication key (`de:<id>`) with no TTL naming a job that is gone or finished.
     StaleDedup,
     /// A job's sub-key (`:logs`, `:dependencies`, `:processed`, `:failed`, `:unsuccessful`, a
@@ -29,9 +33,10 @@ pub enum DoctorKind {
 
 impl DoctorKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [DoctorKind; 8] = [
+    pub const ALL: [DoctorKind; 9] = [
         DoctorKind::OrphanHashes,
         DoctorKind::DanglingIds,
+        DoctorKind::StaleEntries,
         DoctorKind::StaleDedup,
         DoctorKind::OrphanSubkeys,
         DoctorKind::StuckParents,
@@ -45,6 +50,7 @@ impl DoctorKind {
         match self {
             DoctorKind::OrphanHashes => "orphanHashes",
             DoctorKind::DanglingIds => "danglingIds",
+            DoctorKind::StaleEntries => "staleEntries",
             DoctorKind::StaleDedup => "staleDedup",
             DoctorKind::OrphanSubkeys => "orphanSubkeys",
             DoctorKind::StuckParents => "stuckParents",
@@ -112,7 +118,7 @@ mod tests {
         for kind in DoctorKind::ALL {
             assert_eq!(DoctorKind::from_name(kind.as_str()), Some(kind));
         }
-        assert_eq!(DoctorKind::parse_list("all").unwrap().len(), 8);
+        assert_eq!(DoctorKind::parse_list("all").unwrap().len(), 9);
         assert_eq!(
             DoctorKind::parse_list("staleDedup, danglingIds,staleDedup").unwrap(),
             vec![DoctorKind::DanglingIds, DoctorKind::StaleDedup]

@@ -62,7 +62,7 @@ impl DamageSeed {
     }
 }
 
-/// The damage injected, by kind (all eight; `eventsOverLimit` counts the stream's entries
+/// The damage injected, by kind (every kind; `eventsOverLimit` counts the stream's entries
 /// over its bound, as the doctor does).
 pub type Injected = Vec<(DoctorKind, u64)>;
 
@@ -269,6 +269,8 @@ async fn seed_events<C: ConnectionLike>(
 /// given some here) and on the flows:
 /// - orphan hashes: their ids ZREMed from `completed` (hash left);
 /// - dangling ids: their hashes DELeted (id left in `completed`);
+/// - stale entries: their ids ZADDed to `failed` at score 1 (an expired job's entry under an
+///   id whose new job completed);
 /// - stale dedup keys: `de:<id>` with no TTL naming a completed job (BullMQ drops the key when
 ///   the job finishes; an outage in between leaves it);
 /// - orphan sub-keys: jobs given `:logs`, then hash and id removed (the logs left);
@@ -286,7 +288,7 @@ pub async fn inject<C: ConnectionLike>(con: &mut C, spec: &DamageSeed) -> RedisR
     let victims: Vec<String> = redis::cmd("ZRANGE")
         .arg(&completed)
         .arg(0)
-        .arg(4 * l.unit as i64 - 1)
+        .arg(5 * l.unit as i64 - 1)
         .query_async(con)
         .await?;
     let mut pipe = redis::pipe();
@@ -298,6 +300,7 @@ pub async fn inject<C: ConnectionLike>(con: &mut C, spec: &DamageSeed) -> RedisR
             2 => pipe
                 .hset(&job, "deid", format!("c{id}"))
                 .set(keys.dedup(&format!("c{id}")), id),
+            4 => pipe.zadd(keys.finished_set(JobState::Failed), id, 1),
             _ => pipe
                 .rpush(keys.logs(id), "started")
                 .del(&job)

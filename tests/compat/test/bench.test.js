@@ -52,7 +52,7 @@ test('doctor bench: bullsweep finds every kind as injected, the users\' script t
     report.findings.map((f) => [f.kind, f.injected]),
   );
   assert.deepEqual(report.findings.map((f) => [f.kind, f.injected]), [
-    ['orphanHashes', 20], ['danglingIds', 20], ['staleDedup', 20], ['orphanSubkeys', 20],
+    ['orphanHashes', 20], ['danglingIds', 20], ['staleEntries', 20], ['staleDedup', 20], ['orphanSubkeys', 20],
     ['stuckParents', 20], ['orphanChildren', 20], ['orphanSchedulers', 20], ['eventsOverLimit', 10000],
   ]);
   assert.equal(report.findingsMatch, true);

@@ -789,6 +789,20 @@ for (const [n, v] of VERSIONS.entries()) {
       assert.deepEqual(job.data, { v: 2, id });
       assert.equal(job.returnvalue, 2);
     }
+    // doctor names the stale entries; the ttl queue's next run drops them (the jobs stay), so
+    // that "Retry all" of failed jobs finds none to run again.
+    const doctor = await bullsweep(['--redis', redis.url(db), '--json', 'doctor']);
+    const stale = JSON.parse(doctor.stdout).queues.find((q) => q.queue === 'orders').findings
+      .find((f) => f.kind === 'staleEntries');
+    assert.equal(stale.found, 10, doctor.stdout);
+    const dropping = await run(db, expiring);
+    const failedTtl = dropping.queues.find((q) => q.queue === 'orders').states['failed:ttl'];
+    assert.equal(failedTtl.ttl.expiredIdsDropped, 10, JSON.stringify(failedTtl));
+    assert.equal(await client.zcard('bull:orders:failed'), 0);
+    assert.equal(await queue.getCompletedCount(), 10);
+    await queue.retryJobs({ state: 'failed' });
+    assert.deepEqual(await client.lrange('bull:orders:wait', 0, -1), [], 'no completed job runs again');
+    for (const id of ids) assert.equal(await queue.getJobState(id), 'completed');
     await queue.close();
   });
 }

@@ -311,8 +311,9 @@ pub struct DoctorArgs {
     /// Which queues.
     #[command(flatten)]
     pub queues: QueueArgs,
-    /// Repair these kinds (`KIND,…` or `all`): orphanHashes, danglingIds, staleDedup,
-    /// orphanSubkeys, stuckParents, orphanChildren, orphanSchedulers, eventsOverLimit.
+    /// Repair these kinds (`KIND,…` or `all`): orphanHashes, danglingIds, staleEntries,
+    /// staleDedup, orphanSubkeys, stuckParents, orphanChildren, orphanSchedulers,
+    /// eventsOverLimit.
     /// Without it nothing is written.
     #[arg(long, value_name = "KINDS")]
     pub repair: Option<String>,

@@ -101,8 +101,8 @@ pub struct TtlReport {
     /// When the soonest TTL ends, ms since the epoch (`plan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_expiry_ms: Option<i64>,
-    /// Ids of jobs Redis had already expired, dropped from the set with BullMQ's bookkeeping
-    /// (a run).
+    /// Ids of jobs Redis had already expired, dropped from the set with BullMQ's bookkeeping,
+    /// and stale entries of ids added again since (a run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expired_ids_dropped: Option<u64>,
     /// Entries of the set whose job is not the finished job they name (a retried job, or

@@ -78,7 +78,7 @@ mod tests {
         let set = compile("p.yaml", &file("doctor: { repair: [all] }\n")).unwrap();
         let d = set.doctor.unwrap();
         assert_eq!(d.schedule, Schedule::Every(super::DEFAULT_DOCTOR_SCHEDULE));
-        assert_eq!(d.repair.len(), 8);
+        assert_eq!(d.repair.len(), DoctorKind::ALL.len());
         assert!(compile("p.yaml", &file("")).unwrap().doctor.is_none());
     }
 

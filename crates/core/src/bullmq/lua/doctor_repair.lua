@@ -7,13 +7,13 @@
   keys (held.lua, audit.lua). The other keys are built from the queue prefix, as BullMQ's own
   scripts do.
   ARGV[1] queue prefix (`<base>:`)
-  ARGV[2] the kind: orphanHashes, danglingIds, staleDedup, orphanSubkeys, stuckParents,
-    orphanChildren, orphanSchedulers or eventsOverLimit
+  ARGV[2] the kind: orphanHashes, danglingIds, staleEntries, staleDedup, orphanSubkeys,
+    stuckParents, orphanChildren, orphanSchedulers or eventsOverLimit
   ARGV[3] audit context JSON
   ARGV[4] time budget in microseconds
   ARGV[5] reach: how many entries of a list are searched from each of its ends
   ARGV[6..] the findings, two values each: the id (job id, dedup id or scheduler id) and a
-    detail: the state key's suffix (danglingIds), the job id the dedup key held (staleDedup),
+    detail: the state key's suffix (danglingIds, staleEntries), the job id the dedup key held (staleDedup),
     the sub-key's suffix (orphanSubkeys), the fingerprint of its archived copy or `-`
     (orphanHashes), `-` for the other kinds; for eventsOverLimit one item: the stream's bound
     and the slack of approximate trimming
@@ -333,10 +333,31 @@ local function eventsOverLimit(bound, slack)
   return 'repaired', trimmed + rcall('XTRIM', key, 'MAXLEN', n)
 end
 
+-- An id's stale entry in a finished set (candidate.lua's staleFinishedEntry), while its job
+-- sits in the other finished set at its own finish time: the entry leaves its set, as
+-- Job.remove() of the expired job would have taken it; the live job is not touched.
+local function staleEntry(id, suffix)
+  local other = ({completed = 'failed', failed = 'completed'})[suffix]
+  if not other then
+    return 'changed'
+  end
+  local score = rcall('ZSCORE', prefix .. suffix, id)
+  local live = rcall('ZSCORE', prefix .. other, id)
+  local finishedOn = redis.pcall('HGET', prefix .. id, 'finishedOn')
+  if not score or not live or not staleFinishedEntry(finishedOn, score)
+      or staleFinishedEntry(finishedOn, live) then
+    return 'changed'
+  end
+  reserveAuditSeq()
+  rcall('ZREM', prefix .. suffix, id)
+  return 'repaired'
+end
+
 -- Each kind: its repair, and the item's key under the base (what the audit event names).
 local KINDS = {
   orphanHashes = {orphanHash, function(id) return id end},
   danglingIds = {danglingId, function(id) return id end},
+  staleEntries = {staleEntry, function(id) return id end},
   staleDedup = {staleDedup, function(deid) return 'de:' .. deid end},
   orphanSubkeys = {orphanSubkey, function(id, suffix) return id .. ':' .. suffix end},
   stuckParents = {stuckParent, function(id) return id end},

@@ -155,6 +155,7 @@ pub fn scripts() -> &'static Scripts {
         BUDGET,
         AUDIT,
         HELD,
+        CANDIDATE,
         FINGERPRINT,
         REMOVAL,
         JOB_TREE,

@@ -243,6 +243,7 @@ pub async fn examine<C: crate::bullmq::Topology>(
     let result = async {
         keyspace::scan_queue(con, &probe, &mut found).await?;
         sets::dangling_ids(con, &probe, &mut found).await?;
+        sets::stale_entries(con, &probe, &mut found).await?;
         sets::stuck_parents(con, &probe, &mut found).await?;
         events::over_limit(con, &keys, q, &mut found).await
     }

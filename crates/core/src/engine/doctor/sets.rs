@@ -1,6 +1,7 @@
 //! What a queue's own states show: ids whose job hash is gone (`danglingIds`), read from each
 //! state by rank (sets) or by range (lists) in pages of 1,000 (only ids whose hash the scan did
-//! not meet are asked about), and parents in
+//! not meet are asked about), finished entries of another job under their id
+//! (`staleEntries`), and parents in
 //! `waiting-children` with no dependency left (`stuckParents`); each page checked by the
 //! probe script.
 
@@ -86,6 +87,87 @@ pub(super) async fn dangling_in<C: ConnectionLike>(
                 // The same id may dangle in two states: each is a finding.
                 let job = probe.keys.job(id);
                 finding.add_as(format!("{job}\t{state}"), job, item);
+            }
+        }
+        if read < PAGE {
+            return Ok(());
+        }
+        start += read;
+    }
+}
+
+/// Ids of `completed` and `failed` whose entry is a stale one: the job finished at another
+/// time than the entry's score and sits in the other finished set at its own finish time.
+/// Read in pages of [`PAGE`] entries with their scores, then one pipeline of `HGET` and
+/// `ZSCORE` per page (each call O(1) or O(log N)); the repair checks each again.
+pub(super) async fn stale_entries<C: ConnectionLike>(
+    con: &mut C,
+    probe: &Prober<'_>,
+    found: &mut Findings,
+) -> RedisResult<()> {
+    for (state, other) in [("completed", "failed"), ("failed", "completed")] {
+        stale_in(con, probe, (state, other), found).await?;
+    }
+    Ok(())
+}
+
+/// The stale entries of one finished set, beside the `other` one.
+pub(super) async fn stale_in<C: ConnectionLike>(
+    con: &mut C,
+    probe: &Prober<'_>,
+    (state, other): (&str, &str),
+    found: &mut Findings,
+) -> RedisResult<()> {
+    let (key, other_key) = (probe.keys.sub(state), probe.keys.sub(other));
+    let mut start = 0;
+    loop {
+        let page: Vec<(Vec<u8>, f64)> = with_retry!(
+            redis::cmd("ZRANGE")
+                .arg(&key)
+                .arg(start)
+                .arg(start + PAGE - 1)
+                .arg("WITHSCORES")
+                .query_async(con)
+        )?;
+        let read = page.len();
+        // An id that is not UTF-8 is no id BullMQ writes (see `page`).
+        let rows: Vec<(String, f64)> = page
+            .into_iter()
+            .filter_map(|(id, score)| Some((String::from_utf8(id).ok()?, score)))
+            .collect();
+        let mut pipe = redis::pipe();
+        for (id, _) in &rows {
+            pipe.hget(probe.keys.job(id), "finishedOn");
+            pipe.zscore(&other_key, id);
+        }
+        let answers: Vec<(Option<String>, Option<f64>)> = if rows.is_empty() {
+            Vec::new()
+        } else {
+            let flat: Vec<redis::Value> = with_retry!(pipe.query_async(con))?;
+            flat.chunks(2)
+                .map(|pair| {
+                    let finished = redis::from_redis_value(pair[0].clone()).ok().flatten();
+                    let live = redis::from_redis_value(pair[1].clone()).ok().flatten();
+                    (finished, live)
+                })
+                .collect()
+        };
+        let finding = found.of(DoctorKind::StaleEntries);
+        for ((id, score), (finished, live)) in rows.iter().zip(answers) {
+            let finished = finished.and_then(|f| f.parse::<f64>().ok());
+            if let (Some(f), Some(live)) = (finished, live)
+                && f != *score
+                && f == live
+            {
+                let job = probe.keys.job(id);
+                finding.add_as(
+                    format!("{job}\t{state}"),
+                    job,
+                    RepairItem {
+                        id: id.clone(),
+                        detail: state.to_string(),
+                    },
+                );
             }
         }
         if read < PAGE {
