@@ -17,7 +17,6 @@ pub async fn inventory(ctx: &mut Ctx<'_>) -> Result<Inventory, Error> {
     inv.managed.retain(|q| token.sees(q.tenant.as_deref()));
     if token.tenant.is_some() {
         inv.unmanaged.clear();
-        inv.reasons.clear();
     }
     Ok(inv)
 }

@@ -7,6 +7,7 @@ use crate::error::{CliError, EXIT_FAILURE};
 use crate::output::{print_out, print_text};
 use crate::render::{self, FileResults};
 use bullsweep_base::clock::now_ms;
+use bullsweep_core::engine::Unmanaged;
 use bullsweep_core::ops;
 use std::path::{Path, PathBuf};
 
@@ -67,7 +68,8 @@ async fn init(cli: &Cli) -> Result<i32, CliError> {
     let unmatched: Vec<String> = inventory
         .unmanaged
         .into_iter()
-        .filter(|b| !inventory.reasons.contains_key(b))
+        .filter(|u| u.why == Unmanaged::NoLayout)
+        .map(|u| u.base)
         .collect();
     let config = cli.config.display().to_string();
     let text = render::golden_starter(

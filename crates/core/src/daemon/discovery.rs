@@ -186,9 +186,9 @@ impl Discovery {
         let unmanaged = inv
             .unmanaged
             .iter()
-            .map(|b| match inv.reasons.get(b) {
-                Some(why) => format!("{b} ({why})"),
-                None => format!("{b} (no layout matches)"),
+            .map(|u| match u.why.reason() {
+                Some(why) => format!("{} ({why})", u.base),
+                None => format!("{} (no layout matches)", u.base),
             })
             .collect();
         Resolved {

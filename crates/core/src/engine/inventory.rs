@@ -5,24 +5,60 @@ use crate::bullmq::keys::explicit_tag;
 use crate::bullmq::{BOTH_LIBRARIES, Discovered, Topology, discover_queues};
 use bullsweep_policy::{Backend, NamePattern, PolicySet, QueueId, Resolution};
 use redis::RedisResult;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Why a Cluster leaves a queue without a hash tag unmanaged.
 pub const NO_HASH_TAG: &str = "no hash tag in its prefix: on a Redis Cluster its keys spread over slots, so BullMQ cannot run it there either (use a prefix like {bull})";
+
+/// Why a queue found is not governed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unmanaged {
+    /// No layout of the policy file identifies its key base (in the environment in force).
+    NoLayout,
+    /// Both libraries wrote it ([`BOTH_LIBRARIES`]).
+    BothLibraries,
+    /// On a Redis Cluster, its prefix has no hash tag ([`NO_HASH_TAG`]).
+    NoHashTag,
+}
+
+impl Unmanaged {
+    /// Why, in words, beyond "no layout matches" (which reports leave unsaid).
+    pub fn reason(self) -> Option<&'static str> {
+        match self {
+            Unmanaged::NoLayout => None,
+            Unmanaged::BothLibraries => Some(BOTH_LIBRARIES),
+            Unmanaged::NoHashTag => Some(NO_HASH_TAG),
+        }
+    }
+}
+
+/// A queue found that no policy governs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnmanagedQueue {
+    /// Its key base.
+    pub base: String,
+    /// The library that wrote it; none when both did.
+    pub backend: Option<Backend>,
+    /// Why it is not governed.
+    pub why: Unmanaged,
+}
+
+impl UnmanagedQueue {
+    /// Its name: the key base after its last `:`.
+    pub fn name(&self) -> &str {
+        self.base.rsplit(':').next().unwrap_or(&self.base)
+    }
+}
 
 /// Queues found in Redis, sorted by how the policy file sees them.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
     /// Queues a layout identifies (in the environment in force).
     pub managed: Vec<QueueId>,
-    /// BullMQ queues no layout matches, or that cannot be governed where they are.
-    pub unmanaged: Vec<String>,
-    /// Why, for unmanaged queues with a reason beyond "no layout matches".
-    pub reasons: BTreeMap<String, String>,
+    /// Queues no layout matches, or that cannot be governed where they are, by key base.
+    pub unmanaged: Vec<UnmanagedQueue>,
     /// Keys that matched `*:meta` or `*:id` but were skipped: their name is not UTF-8.
     pub skipped_keys: u64,
-    /// The key bases of the legacy Bull queues among both lists.
-    pub bull: BTreeSet<String>,
 }
 
 /// Sorts discovered key bases, each with the library that wrote it, into managed and
@@ -41,7 +77,11 @@ pub fn classify(
                     inv.managed.push(q);
                 }
             }
-            None => inv.unmanaged.push(base),
+            None => inv.unmanaged.push(UnmanagedQueue {
+                base,
+                backend: Some(backend),
+                why: Unmanaged::NoLayout,
+            }),
         }
     }
     inv
@@ -57,9 +97,9 @@ pub async fn inventory<C: Topology>(
     Ok(sort_found(set, found, env, con.cluster()))
 }
 
-/// Sorts what discovery found. A key base both libraries used is unmanaged, with
-/// [`BOTH_LIBRARIES`]; on a Cluster, so is a queue whose prefix has no hash tag, with
-/// [`NO_HASH_TAG`].
+/// Sorts what discovery found. A key base both libraries used is unmanaged
+/// ([`Unmanaged::BothLibraries`]); on a Cluster, so is a queue whose prefix has no hash tag
+/// ([`Unmanaged::NoHashTag`]).
 pub fn sort_found(
     set: &PolicySet,
     mut found: Discovered,
@@ -67,33 +107,37 @@ pub fn sort_found(
     cluster: bool,
 ) -> Inventory {
     found.settle();
-    let bull_bases = found.bull.iter().cloned().collect();
     let bullmq = found.bases.into_iter().map(|b| (b, Backend::Bullmq));
     let bull = found.bull.into_iter().map(|b| (b, Backend::Bull));
     let mut inv = Inventory {
         skipped_keys: found.non_utf8,
-        bull: bull_bases,
         ..classify(set, bullmq.chain(bull), env)
     };
-    for base in found.both {
-        inv.reasons.insert(base.clone(), BOTH_LIBRARIES.to_string());
-        inv.unmanaged.push(base);
-    }
+    inv.unmanaged
+        .extend(found.both.into_iter().map(|base| UnmanagedQueue {
+            base,
+            backend: None,
+            why: Unmanaged::BothLibraries,
+        }));
     inv.managed.sort_by(|a, b| a.base.cmp(&b.base));
-    inv.unmanaged.sort();
     if cluster {
         let (tagged, untagged): (Vec<QueueId>, Vec<QueueId>) = std::mem::take(&mut inv.managed)
             .into_iter()
             .partition(|q| explicit_tag(&q.base).is_some());
         inv.managed = tagged;
-        inv.unmanaged.extend(untagged.into_iter().map(|q| q.base));
-        inv.unmanaged.sort();
-        for base in &inv.unmanaged {
-            if explicit_tag(base).is_none() {
-                inv.reasons.insert(base.clone(), NO_HASH_TAG.to_string());
+        inv.unmanaged
+            .extend(untagged.into_iter().map(|q| UnmanagedQueue {
+                base: q.base,
+                backend: Some(q.backend),
+                why: Unmanaged::NoHashTag,
+            }));
+        for u in &mut inv.unmanaged {
+            if explicit_tag(&u.base).is_none() {
+                u.why = Unmanaged::NoHashTag;
             }
         }
     }
+    inv.unmanaged.sort_by(|a, b| a.base.cmp(&b.base));
     inv
 }
 
@@ -104,12 +148,22 @@ impl Inventory {
             self.managed
                 .retain(|q| g.matches(&q.queue) || g.matches(&q.base));
             self.unmanaged
-                .retain(|b| g.matches(b) || g.matches(b.rsplit(':').next().unwrap_or(b)));
-            let (managed, unmanaged) = (&self.managed, &self.unmanaged);
-            self.bull
-                .retain(|b| unmanaged.contains(b) || managed.iter().any(|q| &q.base == b));
+                .retain(|u| g.matches(&u.base) || g.matches(u.name()));
         }
         self
+    }
+
+    /// The unmanaged queues' key bases.
+    pub fn unmanaged_bases(&self) -> Vec<String> {
+        self.unmanaged.iter().map(|u| u.base.clone()).collect()
+    }
+
+    /// Why, for the unmanaged queues with a reason beyond "no layout matches", by key base.
+    pub fn unmanaged_reasons(&self) -> BTreeMap<String, String> {
+        self.unmanaged
+            .iter()
+            .filter_map(|u| Some((u.base.clone(), u.why.reason()?.to_string())))
+            .collect()
     }
 }
 

@@ -58,7 +58,10 @@ pub use anonymize::ANONYMIZED_MARKER;
 pub use batch::BatchSizer;
 pub use events_bound::{EventsCheck, TrimOutcome, check_events, trim_events};
 pub use flow_ledger::FlowLedger;
-pub use inventory::{Inventory, NO_HASH_TAG, classify, in_dependency_order, inventory, sort_found};
+pub use inventory::{
+    Inventory, NO_HASH_TAG, Unmanaged, UnmanagedQueue, classify, in_dependency_order, inventory,
+    sort_found,
+};
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
 pub use report::{

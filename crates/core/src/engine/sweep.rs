@@ -2,7 +2,7 @@
 //! Cluster): its lock, then its run ([`super::queue_run`]) → report. A failure in one queue is
 //! recorded in its report and the next queue goes on.
 
-use super::inventory::{Inventory, in_dependency_order, inventory};
+use super::inventory::{Inventory, Unmanaged, in_dependency_order, inventory};
 use super::observer::{NoObserver, Observer};
 use super::options::{Mode, SweepOptions};
 use super::queue_run::{QueueRun, queue_report};
@@ -32,8 +32,8 @@ pub async fn sweep<C: Topology>(
     let archive = open_archive(con, set, mode).await;
     let mut report = Report {
         warnings: coverage_warnings(set, &inv, opts),
-        unmanaged: inv.unmanaged,
-        unmanaged_reasons: inv.reasons,
+        unmanaged: inv.unmanaged_bases(),
+        unmanaged_reasons: inv.unmanaged_reasons(),
         ..Report::default()
     };
     let ordered = in_dependency_order(set, inv.managed);
@@ -263,9 +263,9 @@ fn coverage_warnings(set: &PolicySet, inv: &Inventory, opts: &SweepOptions) -> V
             if n == 1 { "its" } else { "their" },
         ));
     }
-    for (base, why) in &inv.reasons {
-        if why == BOTH_LIBRARIES && inv.unmanaged.contains(base) {
-            warnings.push(format!("{base}: {why}"));
+    for u in &inv.unmanaged {
+        if u.why == Unmanaged::BothLibraries {
+            warnings.push(format!("{}: {BOTH_LIBRARIES}", u.base));
         }
     }
     warnings.extend(coverage_gaps(set, inv, opts));

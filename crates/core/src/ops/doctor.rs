@@ -7,7 +7,7 @@
 use crate::audit::{self, Actor};
 use crate::cancel::Cancel;
 use crate::engine::doctor::{DoctorQueue, Findings, RepairContext, examine, repair_queue};
-use crate::engine::{NO_HASH_TAG, Observer, RunArchive, open_run_archive};
+use crate::engine::{NO_HASH_TAG, Observer, RunArchive, Unmanaged, open_run_archive};
 use crate::error::Error;
 use crate::lock::QueueLocking;
 use bullsweep_base::clock::execution_id;
@@ -183,17 +183,22 @@ async fn queues(
     let inv = super::discover(con, url, set, scope.env.as_deref())
         .await?
         .only(scope.queue_glob.as_ref());
-    for base in &inv.bull {
+    // Doctor's probes read BullMQ's data: Bull's queues are named in a warning instead.
+    let bull_bases = inv
+        .managed
+        .iter()
+        .map(|q| (&q.base, Some(q.backend)))
+        .chain(inv.unmanaged.iter().map(|u| (&u.base, u.backend)))
+        .filter(|(_, b)| examined(*b).is_none());
+    let mut bases: Vec<&String> = bull_bases.map(|(base, _)| base).collect();
+    bases.sort();
+    for base in bases {
         warnings.push(format!("{base}: not examined: {BULL_NOT_EXAMINED}"));
     }
     let mut out: Vec<DoctorQueue> = inv
         .managed
         .into_iter()
-        // Doctor's probes read BullMQ's data; Bull's queues are named in the warnings above.
-        .filter(|q| match q.backend {
-            Backend::Bullmq => true,
-            Backend::Bull => false,
-        })
+        .filter(|q| examined(Some(q.backend)).is_some())
         .map(|q| DoctorQueue {
             policy: match set.resolve(&q) {
                 Resolution::Covered(eff) => Some(eff),
@@ -207,23 +212,33 @@ async fn queues(
         })
         .collect();
     if scope.env.is_none() {
-        for base in inv.unmanaged {
-            if inv.bull.contains(&base) {
+        for u in inv.unmanaged {
+            let Some(backend) = examined(u.backend) else {
                 continue;
-            }
-            if inv.reasons.get(&base).map(String::as_str) == Some(NO_HASH_TAG) {
-                warnings.push(format!("{base}: not examined: {NO_HASH_TAG}"));
+            };
+            if u.why == Unmanaged::NoHashTag {
+                warnings.push(format!("{}: not examined: {NO_HASH_TAG}", u.base));
                 continue;
             }
             out.push(DoctorQueue {
-                queue: base.rsplit(':').next().unwrap_or(&base).to_string(),
-                base,
+                queue: u.name().to_string(),
+                base: u.base,
                 tenant: None,
                 env: None,
                 policy: None,
-                backend: Backend::Bullmq,
+                backend,
             });
         }
     }
     Ok(out)
+}
+
+/// The backend doctor examines a queue of `backend` as: BullMQ's queues as BullMQ's, and a
+/// key base both libraries wrote (no backend) as BullMQ's too, its data being BullMQ's where
+/// doctor reads (its finding is read-only until `--repair`); none for Bull's.
+fn examined(backend: Option<Backend>) -> Option<Backend> {
+    match backend {
+        Some(Backend::Bullmq) | None => Some(Backend::Bullmq),
+        Some(Backend::Bull) => None,
+    }
 }

@@ -6,8 +6,8 @@ use crate::pages::overview::{measures, urlencode};
 use crate::{Ctx, scope};
 use bullsweep_core::Error;
 use bullsweep_core::daemon::http::{Request, Response};
-use bullsweep_core::engine::Inventory;
-use bullsweep_policy::{Backend, PolicySet, QueueId, Resolution, explain_json};
+use bullsweep_core::engine::UnmanagedQueue;
+use bullsweep_policy::{PolicySet, QueueId, Resolution, explain_json};
 use serde_json::{Value, json};
 
 /// One queue as the API describes it.
@@ -31,23 +31,19 @@ fn queue_json(set: &PolicySet, q: &QueueId) -> Value {
 }
 
 /// An unmanaged queue (no layout matches it): its key base split at the last `:`.
-fn unmanaged_json(inv: &Inventory, base: &str) -> Value {
-    let (prefix, name) = base.rsplit_once(':').unwrap_or(("", base));
-    let backend = if inv.bull.contains(base) {
-        Backend::Bull
-    } else {
-        Backend::Bullmq
-    };
+/// Its backend is null when both libraries wrote it.
+fn unmanaged_json(u: &UnmanagedQueue) -> Value {
+    let (prefix, name) = u.base.rsplit_once(':').unwrap_or(("", &u.base));
     json!({
-        "key": base,
+        "key": u.base,
         "name": name,
         "prefix": prefix,
-        "backend": backend,
+        "backend": u.backend,
         "tenant": null,
         "env": null,
         "status": "unmanaged",
         "policy": null,
-        "reason": inv.reasons.get(base),
+        "reason": u.why.reason(),
         "dashboardUrl": null,
     })
 }
@@ -61,7 +57,7 @@ pub async fn queues(mut ctx: Ctx<'_>) -> Result<Response, Error> {
         .iter()
         .map(|q| queue_json(&ctx.set, q))
         .collect();
-    list.extend(inv.unmanaged.iter().map(|b| unmanaged_json(&inv, b)));
+    list.extend(inv.unmanaged.iter().map(unmanaged_json));
     Ok(json(200, &json!({ "queues": list })))
 }
 

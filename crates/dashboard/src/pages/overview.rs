@@ -365,12 +365,9 @@ fn not_governed(
         others.push((q.base.as_str(), q.tenant.as_deref(), kind, why));
     }
     let unfiltered = unset(filter.tenant) && unset(filter.env);
-    for base in inv.unmanaged.iter().filter(|_| unfiltered) {
-        let why = inv
-            .reasons
-            .get(base)
-            .map_or("no layout matches its key", String::as_str);
-        others.push((base.as_str(), None, "unmanaged", why.to_string()));
+    for u in inv.unmanaged.iter().filter(|_| unfiltered) {
+        let why = u.why.reason().unwrap_or("no layout matches its key");
+        others.push((u.base.as_str(), None, "unmanaged", why.to_string()));
     }
     html! {
         h2 id="not-governed" { "Queues bullsweep leaves alone" }

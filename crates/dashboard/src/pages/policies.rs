@@ -60,7 +60,7 @@ pub async fn page(mut ctx: Ctx<'_>, req: &Request) -> Result<Response, Error> {
                 @for (q, policy) in &governed { tr { td { a href=(format!("/queue?key={}", urlencode(&q.base))) { (q.base) } } td { (q.tenant.as_deref().unwrap_or("")) } td.ok { "governed by " (policy) } } }
                 @for q in &uncovered { tr { td { (q.base) } td { (q.tenant.as_deref().unwrap_or("")) } td.warn { "uncovered" } } }
                 @for q in &tied { tr { td { (q.base) } td { (q.tenant.as_deref().unwrap_or("")) } td.bad { "tie: left alone" } } }
-                @for base in &inv.unmanaged { tr { td.key { (base) } td {} td.muted { "unmanaged: " (inv.reasons.get(base).map(String::as_str).unwrap_or("no layout matches")) } } }
+                @for u in &inv.unmanaged { tr { td.key { (u.base) } td {} td.muted { "unmanaged: " (u.why.reason().unwrap_or("no layout matches")) } } }
             }
         } }
         h2 { "The policy file in force" }
