@@ -140,7 +140,7 @@ fn a_clean_queue_exits_0_and_an_unknown_kind_2() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "1 queues examined, clean"
+        "1 queue examined, clean"
     );
     let (code, doc) = doctor(&w, &policy, &[]);
     assert_eq!((code, &doc["clean"]), (0, &Value::Bool(true)), "{doc}");
@@ -728,7 +728,9 @@ fn the_table_has_a_row_per_queue_and_kind_and_a_summary() {
     );
     assert_eq!(
         lines.last().copied(),
-        Some("1 queues examined, 1 with damage: 2 found, 0 repaired"),
+        Some(
+            "1 queue examined, 1 with damage: 2 found, 0 repaired; `--repair KIND,…` (or `all`) repairs them"
+        ),
         "{text}"
     );
 }

@@ -77,9 +77,13 @@ impl DoctorKind {
         let mut kinds = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let kind = DoctorKind::from_name(part).ok_or_else(|| {
+                let names = DoctorKind::ALL.map(DoctorKind::as_str);
+                let mean = crate::compile::suggest(part, &names)
+                    .map(|s| format!("did you mean `{s}`? "))
+                    .unwrap_or_default();
                 format!(
-                    "unknown kind `{part}`; the kinds are {} (or `all`)",
-                    DoctorKind::ALL.map(DoctorKind::as_str).join(", ")
+                    "unknown kind `{part}`; {mean}the kinds are {} (or `all`)",
+                    names.join(", ")
                 )
             })?;
             if !kinds.contains(&kind) {
@@ -123,6 +127,8 @@ mod tests {
             DoctorKind::parse_list("staleDedup, danglingIds,staleDedup").unwrap(),
             vec![DoctorKind::DanglingIds, DoctorKind::StaleDedup]
         );
+        let err = DoctorKind::parse_list("staleentry").unwrap_err();
+        assert!(err.contains("did you mean `staleEntries`?"), "{err}");
         let err = DoctorKind::parse_list("danglingIds,orphans").unwrap_err();
         assert!(
             err.contains("`orphans`") && err.contains("orphanHashes"),

@@ -795,9 +795,17 @@ for (const [n, v] of VERSIONS.entries()) {
     const stale = JSON.parse(doctor.stdout).queues.find((q) => q.queue === 'orders').findings
       .find((f) => f.kind === 'staleEntries');
     assert.equal(stale.found, 10, doctor.stdout);
+    assert.ok(stale.samples.includes('bull:orders:failed[order-0]'), doctor.stdout);
+    // The plan says what the run will drop, and `--detailed-exitcode` that it will change.
+    const planned = await bullsweep(['--redis', redis.url(db), '--config', expiring, '--json', 'plan', '--detailed-exitcode']);
+    assert.equal(planned.code, 2, planned.stderr);
+    const plannedTtl = JSON.parse(planned.stdout).queues.find((q) => q.queue === 'orders').states['failed:ttl'];
+    assert.equal(plannedTtl.ttl.staleEntriesDropped, 10, JSON.stringify(plannedTtl));
+    assert.equal(await client.zcard('bull:orders:failed'), 10, 'the plan dropped nothing');
     const dropping = await run(db, expiring);
     const failedTtl = dropping.queues.find((q) => q.queue === 'orders').states['failed:ttl'];
-    assert.equal(failedTtl.ttl.expiredIdsDropped, 10, JSON.stringify(failedTtl));
+    assert.equal(failedTtl.ttl.staleEntriesDropped, 10, JSON.stringify(failedTtl));
+    assert.equal(failedTtl.ttl.expiredIdsDropped, 0, JSON.stringify(failedTtl));
     assert.equal(await client.zcard('bull:orders:failed'), 0);
     assert.equal(await queue.getCompletedCount(), 10);
     await queue.retryJobs({ state: 'failed' });

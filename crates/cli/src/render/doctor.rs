@@ -2,11 +2,11 @@
 
 use super::table;
 use bullsweep_core::ops::doctor::DoctorReport;
-use bullsweep_core::text::thousands;
+use bullsweep_core::text::{count, thousands};
 
 /// The table of what `doctor` found, or one line when every queue is clean.
 pub fn doctor_text(report: &DoctorReport) -> String {
-    let examined = report.queues.len();
+    let examined = count(report.queues.len() as u64, "queue");
     let rows: Vec<_> = report
         .queues
         .iter()
@@ -14,7 +14,7 @@ pub fn doctor_text(report: &DoctorReport) -> String {
         .collect();
     let errors = report.queues.iter().filter(|q| q.error.is_some()).count();
     if rows.is_empty() && errors == 0 {
-        return format!("{examined} queues examined, clean");
+        return format!("{examined} examined, clean");
     }
     let mut t = table(&["queue", "kind", "found", "repaired", "skipped", "samples"]);
     for (q, f) in &rows {
@@ -40,10 +40,13 @@ pub fn doctor_text(report: &DoctorReport) -> String {
         .filter(|q| q.findings.iter().any(|f| f.found > 0))
         .count();
     let mut summary = format!(
-        "{examined} queues examined, {damaged} with damage: {} found, {} repaired",
+        "{examined} examined, {damaged} with damage: {} found, {} repaired",
         thousands(found),
         thousands(repaired)
     );
+    if repaired == 0 && found > 0 {
+        summary.push_str("; `--repair KIND,…` (or `all`) repairs them");
+    }
     if errors > 0 {
         summary.push_str(&format!("; {errors} could not be examined"));
     }

@@ -129,6 +129,14 @@ fn left_alone(report: &Report, mode: Mode, out: &mut String) {
     }
 }
 
+/// `1 stale entry`, `3 stale entries`.
+fn stale_entries(n: u64) -> String {
+    match n {
+        1 => "1 stale entry".to_string(),
+        _ => format!("{} stale entries", thousands(n)),
+    }
+}
+
 /// A finished state's TTLs: `12 jobs carry a TTL, 3 have none; the next expires at …`, and
 /// what became of the expiries of jobs that left the state or finished again.
 fn ttl_text(t: &TtlReport, mode: Mode) -> String {
@@ -136,16 +144,22 @@ fn ttl_text(t: &TtlReport, mode: Mode) -> String {
         .next_expiry_ms
         .map(|ms| format!("; the next expires at {}", rfc3339(ms)))
         .unwrap_or_default();
-    let dropped = t
+    let (end, mov, drop) = if mode == Mode::Run {
+        ("ended", "moved", "dropped")
+    } else {
+        ("to end", "to move", "to drop")
+    };
+    let mut dropped = t
         .expired_ids_dropped
         .filter(|n| *n > 0)
-        .map(|n| format!("; {} of jobs Redis expired dropped", count(n, "id")))
+        .map(|n| format!("; {} of jobs Redis expired {drop}", count(n, "id")))
         .unwrap_or_default();
-    let (end, mov) = if mode == Mode::Run {
-        ("ended", "moved")
-    } else {
-        ("to end", "to move")
-    };
+    if let Some(n) = t.stale_entries_dropped.filter(|n| *n > 0) {
+        let entries = stale_entries(n);
+        dropped.push_str(&format!(
+            "; {entries} of ids added again {drop} (the jobs stay)"
+        ));
+    }
     let mut left = String::new();
     if let Some(n) = t.expiries_ended.filter(|n| *n > 0) {
         let jobs = count(n, "job");
@@ -327,11 +341,16 @@ fn changes_part(report: &Report, mode: Mode) -> String {
             .filter(|(n, _)| *n > 0)
             .map(|(n, word)| format!("{} {word}", thousands(n)))
             .collect();
+        let drop = if run { "dropped" } else { "to drop" };
         if e.dropped > 0 {
             parts.push(format!(
-                "{} of jobs Redis expired dropped",
+                "{} of jobs Redis expired {drop}",
                 count(e.dropped, "id")
             ));
+        }
+        if e.stale > 0 {
+            let entries = stale_entries(e.stale);
+            parts.push(format!("{entries} of ids added again {drop}"));
         }
         let _ = write!(out, "; expiries: {}", parts.join(", "));
     }

@@ -3,7 +3,7 @@
 //! report: the expiries of jobs that left the state ended, then the TTL step) and the events
 //! stream's bound (`events:`).
 
-use super::doctor::{DoctorQueue, RepairContext, drop_expired_ids};
+use super::doctor::{DoctorQueue, Dropped, RepairContext, drop_expired_ids};
 use super::events_bound::{check_events, trim_events};
 use super::expire::{self, expire_state, ttl_groups};
 use super::expiry_end::{EndAudit, end_state};
@@ -85,7 +85,8 @@ impl QueueRun<'_> {
         Ok(n > 0)
     }
 
-    /// The TTL step of one state, then (a run) the drop of the ids Redis already expired.
+    /// The TTL step of one state, then the drop of the ids Redis already expired and of the
+    /// stale entries of ids added again (a run), or their count (a plan).
     async fn expire_and_drop<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -95,18 +96,28 @@ impl QueueRun<'_> {
     ) -> Result<()> {
         let audit = self.audit(state, AuditAction::Expire);
         expire_state(con, self.step(), state, ttls, &audit, sr).await?;
-        if self.mode == Mode::Run {
-            let dropped = self.drop_expired(con, state).await?;
-            if let Some(t) = sr.ttl.as_mut() {
-                t.expired_ids_dropped = Some(dropped);
-            }
+        let repair = match self.mode {
+            Mode::Run => true,
+            Mode::Plan => false,
+            Mode::Count => return Ok(()),
+        };
+        let dropped = self.drop_expired(con, state, repair).await?;
+        if let Some(t) = sr.ttl.as_mut() {
+            t.expired_ids_dropped = Some(dropped.expired_ids);
+            t.stale_entries_dropped = Some(dropped.stale_entries);
         }
         Ok(())
     }
 
-    /// Drops the ids of `state` whose jobs Redis already expired, as the doctor's
-    /// `danglingIds` repair does (re-checked and audited in each call).
-    async fn drop_expired<C: ConnectionLike>(&self, con: &mut C, state: JobState) -> Result<u64> {
+    /// Drops (with `repair`) or counts the ids of `state` whose jobs Redis already expired
+    /// and its stale entries, as the doctor's `danglingIds` and `staleEntries` repairs do
+    /// (re-checked and audited in each call).
+    async fn drop_expired<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        state: JobState,
+        repair: bool,
+    ) -> Result<Dropped> {
         let q = DoctorQueue {
             base: self.queue.base.clone(),
             queue: self.queue.queue.clone(),
@@ -116,12 +127,12 @@ impl QueueRun<'_> {
             backend: self.queue.backend,
         };
         let ctx = RepairContext {
-            kinds: vec![DoctorKind::DanglingIds],
+            kinds: vec![DoctorKind::DanglingIds, DoctorKind::StaleEntries],
             execution_id: self.opts.execution_id.clone(),
             actor: Actor::named(self.opts.actor.as_deref()),
             budget_us: self.opts.budget_us,
         };
-        drop_expired_ids(con, &q, state, &ctx, self.observer).await
+        drop_expired_ids(con, &q, state, &ctx, repair, self.observer).await
     }
 
     /// `events:`: what trimming frees (a plan) or trimming it (a run).

@@ -101,10 +101,15 @@ pub struct TtlReport {
     /// When the soonest TTL ends, ms since the epoch (`plan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_expiry_ms: Option<i64>,
-    /// Ids of jobs Redis had already expired, dropped from the set with BullMQ's bookkeeping,
-    /// and stale entries of ids added again since (a run).
+    /// Ids of jobs Redis had already expired, dropped from the set with BullMQ's bookkeeping
+    /// (a run), or to drop (a plan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expired_ids_dropped: Option<u64>,
+    /// Stale entries of ids added again since their job expired, whose new job sits in the
+    /// other finished set: dropped from this set (a run), or to drop (a plan); the new job
+    /// is not touched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_entries_dropped: Option<u64>,
     /// Entries of the set whose job is not the finished job they name (a retried job, or
     /// another added under the same id): left alone, hash and entry.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -469,6 +474,7 @@ impl Report {
             out.ended += t.expiries_ended.unwrap_or(0);
             out.moved += t.expiries_moved.unwrap_or(0);
             out.dropped += t.expired_ids_dropped.unwrap_or(0);
+            out.stale += t.stale_entries_dropped.unwrap_or(0);
         }
         out
     }
@@ -486,7 +492,10 @@ impl Report {
     /// or move, or an events entry to trim (`plan --detailed-exitcode`).
     pub fn changes_pending(&self) -> bool {
         let expiries = self.expiries();
-        self.to_act_on() > 0 || expiries.ended + expiries.moved > 0 || self.events_trimmed() > 0
+        let repairs = expiries.dropped + expiries.stale;
+        self.to_act_on() > 0
+            || expiries.ended + expiries.moved + repairs > 0
+            || self.events_trimmed() > 0
     }
 }
 
@@ -499,8 +508,10 @@ pub struct ExpiryTotals {
     pub ended: u64,
     /// Jobs that finished again whose expiry was moved to this finish plus the ttl.
     pub moved: u64,
-    /// Ids of jobs Redis had expired, dropped from their set (a run).
+    /// Ids of jobs Redis had expired, dropped from their set (a run) or to drop (a plan).
     pub dropped: u64,
+    /// Stale entries of ids added again, dropped from their set (a run) or to drop (a plan).
+    pub stale: u64,
 }
 
 impl ExpiryTotals {

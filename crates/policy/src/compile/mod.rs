@@ -15,6 +15,7 @@ mod privacy;
 mod schema;
 mod sources;
 mod suggest;
+pub(crate) use suggest::suggest;
 pub(crate) mod syntax;
 mod targets;
 mod values;

@@ -13,16 +13,28 @@ use crate::engine::observer::Observer;
 use bullsweep_policy::{DoctorKind, JobState};
 use redis::aio::ConnectionLike;
 
+/// What the EXPIRE layer's second half found in a finished state, and dropped (a run) or
+/// would drop (a plan).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Ids whose job Redis expired (`danglingIds`).
+    pub expired_ids: u64,
+    /// Stale entries of ids added again, whose new job sits in the other finished set
+    /// (`staleEntries`).
+    pub stale_entries: u64,
+}
+
 /// Finds the ids of `state` whose hash is gone, and its stale entries (an expired job's id
-/// added again, whose new job finished into the other finished set), and repairs them; returns
-/// how many went.
+/// added again, whose new job finished into the other finished set); with `repair`, repairs
+/// them (each re-checked and audited) and counts what went, else counts what was found.
 pub async fn drop_expired_ids<C: ConnectionLike>(
     con: &mut C,
     q: &DoctorQueue,
     state: JobState,
     ctx: &super::RepairContext,
+    repair: bool,
     observer: &dyn Observer,
-) -> crate::error::Result<u64> {
+) -> crate::error::Result<Dropped> {
     let keys = QueueKeys::with_backend(&q.base, q.backend);
     let probe = Prober {
         keys: &keys,
@@ -48,13 +60,20 @@ pub async fn drop_expired_ids<C: ConnectionLike>(
         sets::stale_in(con, &probe, sets, &mut found).await?;
     }
     let kinds = [DoctorKind::DanglingIds, DoctorKind::StaleEntries];
-    if kinds.iter().all(|k| found.of(*k).found == 0) {
-        return Ok(0);
+    let nothing = kinds.iter().all(|k| found.of(*k).found == 0);
+    if repair && !nothing {
+        let ctx = super::RepairContext {
+            kinds: kinds.to_vec(),
+            ..ctx.clone()
+        };
+        repair_queue(con, q, &mut found, &ctx, None, observer).await?;
     }
-    let ctx = super::RepairContext {
-        kinds: kinds.to_vec(),
-        ..ctx.clone()
+    let mut count = |kind| {
+        let f = found.of(kind);
+        if repair { f.repaired } else { f.found }
     };
-    repair_queue(con, q, &mut found, &ctx, None, observer).await?;
-    Ok(kinds.iter().map(|k| found.of(*k).repaired).sum())
+    Ok(Dropped {
+        expired_ids: count(DoctorKind::DanglingIds),
+        stale_entries: count(DoctorKind::StaleEntries),
+    })
 }

@@ -13,7 +13,7 @@ mod keyspace;
 mod repair;
 mod sets;
 
-pub use expired::drop_expired_ids;
+pub use expired::{Dropped, drop_expired_ids};
 pub use repair::RepairContext;
 pub(crate) use repair::repair_queue;
 

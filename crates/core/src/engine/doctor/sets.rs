@@ -159,10 +159,10 @@ pub(super) async fn stale_in<C: ConnectionLike>(
                 && f != *score
                 && f == live
             {
-                let job = probe.keys.job(id);
+                // Named by the entry (the set's key and the id), not by the live job's key.
                 finding.add_as(
-                    format!("{job}\t{state}"),
-                    job,
+                    format!("{key}\t{id}"),
+                    format!("{key}[{id}]"),
                     RepairItem {
                         id: id.clone(),
                         detail: state.to_string(),
