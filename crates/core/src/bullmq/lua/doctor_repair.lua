@@ -13,9 +13,9 @@
   ARGV[4] time budget in microseconds
   ARGV[5] reach: how many entries of a list are searched from each of its ends
   ARGV[6..] the findings, two values each: the id (job id, dedup id or scheduler id) and a
-    detail: the state key's suffix (danglingIds, staleEntries), the job id the dedup key held (staleDedup),
-    the sub-key's suffix (orphanSubkeys), the fingerprint of its archived copy or `-`
-    (orphanHashes), `-` for the other kinds; for eventsOverLimit one item: the stream's bound
+    detail: the state key's suffix (danglingIds, staleEntries), the job id the dedup key held
+    (staleDedup), the sub-key's suffix (orphanSubkeys), the fingerprint of its archived copy or
+    `-` (orphanHashes), `-` for the other kinds; for eventsOverLimit one item: the stream's bound
     and the slack of approximate trimming
   Returns {handled, repaired, changed, locked, restored, outOfReach, otherSlot, scheduler,
     elapsedMicros}; for eventsOverLimit `repaired` counts the entries trimmed.

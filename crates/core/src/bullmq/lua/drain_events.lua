@@ -24,7 +24,8 @@
 
   Removal is Queue.clean's (prelude/removal.lua), with one `removed` event per job (prev: its
   state), as Job.remove leaves; a job with a lock, or past its bound, or no longer in the set,
-  or whose entry is a stale one of a reused id (candidate.lua's staleFinishedEntry), stays. When the budget runs out, the position is the last entry handled.
+  or whose entry is a stale one of a reused id (candidate.lua's staleCandidate), stays. When
+  the budget runs out, the position is the last entry handled.
 ]]
 checkAuditWritable()
 checkWritable('HSET', KEYS[5], ARGV[9], '0')
@@ -56,8 +57,7 @@ for _, entry in ipairs(entries) do
     local batch = batches[event]
     local score = tonumber(rcall('ZSCORE', sets[event], jobId) or '')
     local jobKey = queuePrefix .. jobId
-    if not score or score > bound
-        or staleFinishedEntry(redis.pcall('HGET', jobKey, 'finishedOn'), score) then
+    if not score or score > bound or staleCandidate(jobKey, score) then
       changed = changed + 1
     elseif rcall('EXISTS', jobKey .. ':lock') == 1 then
       batch.locked = batch.locked + 1
