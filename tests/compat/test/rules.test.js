@@ -131,8 +131,11 @@ policies:
   await run();
   assert.equal((await dlq.getFailed(0, -1)).filter((j) => j.data.card).length, 4);
 
-  // Cold: archived, then a small marker that BullMQ still lists.
-  await sleep(2600);
+  // Cold: archived, then a small marker that BullMQ still lists (past `warm`, by the failed
+  // jobs' own finish times, and well before `cold`).
+  const failedLast = Math.max(...(await client.zrange('bull:payments-dlq:failed', 0, -1, 'WITHSCORES'))
+    .filter((_, i) => i % 2 === 1).map(Number));
+  await sleep(Math.max(0, failedLast + 2000 + 300 - Date.now()));
   const coldReport = await run();
   assert.equal(coldReport.queues.find((q) => q.queue === 'payments-dlq').states['failed:deadLetter-cold'].done, 4);
   const cold = await dlq.getFailed(0, -1);
@@ -153,15 +156,18 @@ policies:
   assert.equal(JSON.parse(grep.stdout.trim()).fields.failedReason.length > 300, true);
   await assertConsistent(redis, db, [{ prefix: 'bull', name: 'payments-dlq' }]);
 
-  // Gone from Redis: past `cold`.
-  await sleep(2000);
+  // Gone from Redis: past `cold` for every job, the one completed after its retry included
+  // (waited for by its own finish time, not a fixed sleep: a loaded machine finishes it later).
+  const finishedLast = Math.max(...(await client.zrange('bull:payments-dlq:completed', 0, -1, 'WITHSCORES'))
+    .filter((_, i) => i % 2 === 1).map(Number));
+  await sleep(Math.max(0, finishedLast + 4000 + 300 - Date.now()));
   await run();
   assert.equal(await dlq.getFailedCount(), 0);
   assert.equal(await dlq.getCompletedCount(), 0);
   assert.equal((await bullsweep(['archive', 'grep', 'fields.data.card=c3', '--config', policy])).code, 0);
 
-  // Purged: past `purgeAfter`, the archived copies go too.
-  await sleep(2000);
+  // Purged: past `purgeAfter` (6 s after each finish), the archived copies go too.
+  await sleep(Math.max(0, finishedLast + 6000 + 300 - Date.now()));
   const purged = await run();
   assert.equal(purged.queues.find((q) => q.queue === 'payments-dlq').states['archive:deadLetter-purge'].done, 5);
   const none = await bullsweep(['archive', 'grep', 'fields.data.card=c3', '--config', policy]);
