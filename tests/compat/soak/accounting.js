@@ -25,6 +25,19 @@ function stateKeysOf(q) {
   return [...LIVE[q.lib].lists, ...LIVE[q.lib].sets, ...FINISHED];
 }
 
+// Of an id's finished states, the one whose score is its job's `finishedOn` (an id in both
+// `completed` and `failed` has a stale entry in one of them: the job is the other's).
+function finishedAt(snap, base, id, states, hash) {
+  const finishedOn = hash.value && hash.value.finishedOn;
+  if (states.length < 2 || finishedOn === undefined) return null;
+  return states.find((s) => {
+    const e = snap.get(`${base}:${s}`);
+    if (!e || e.type !== 'zset') return false;
+    const i = e.value.findIndex((v, k) => k % 2 === 0 && v === id);
+    return i >= 0 && Number(e.value[i + 1]) === Number(finishedOn);
+  }) || null;
+}
+
 // Per Redis state, the ids whose hash a run removed, the ids whose hash expired (it carried a
 // time to live before), the ids changed in place, and the ids that got a time to live; jobs
 // `excused` names (lost earlier within a documented limit) are left out.
@@ -37,7 +50,7 @@ function whatChanged(q, before, after, excused = () => false) {
     const h1 = before.get(`${q.base}:${id}`);
     if (!h1 || h1.type !== 'hash' || excused(q.base, id)) continue;
     const h2 = after.get(`${q.base}:${id}`);
-    const state = states.find((s) => LIVE_KEYS.has(s)) || states[0];
+    const state = states.find((s) => LIVE_KEYS.has(s)) || finishedAt(before, q.base, id, states, h1) || states[0];
     const push = (m) => { (m[state] = m[state] || []).push(id); };
     if (!h2) push(h1.pttl >= 0 ? out.expired : out.removed);
     else if (h2.pttl >= 0 && h1.pttl < 0) push(out.ttlSet);

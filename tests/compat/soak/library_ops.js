@@ -72,7 +72,7 @@ async function readd(t, rng, q, ids, delayed) {
       t.client.zscore(`${q.base}:failed`, jobId)]);
     // The library ignores an id whose job exists: only an add that may make a new job (none
     // exists, or its expiry may fire before the add) is an add again.
-    if (!exists || (pttl >= 0 && pttl < 2000)) t.noteReadd(q, jobId);
+    if (!exists || (pttl >= 0 && pttl < 2000)) t.noteReadd(q, jobId, !exists && (completed !== null || failed !== null));
     await t.producers[q.id].add('send', data, opts);
     t.stats.added += 1;
     const dangling = completed !== null ? 'completed' : failed !== null ? 'failed' : null;

@@ -64,6 +64,16 @@ class Losses {
     if (before.length && this.traffic.retriedAfter(q, Math.max(...before.map((e) => e.at))) !== null) {
       return 'a retry after a ttl expired its job put the dangling id back in a live state, and the id was added again (README, "Expiring keys": its limit)';
     }
+    // Added again while the expired job's id still sat in `completed` or `failed` (Redis
+    // deletes keys, not ids; the next sweep drops the id), and lost with no bullsweep action
+    // naming the id since: BullMQ's own removal through that entry (`removeOnComplete` or
+    // `removeOnFail` with a count, `clean`) deletes whatever hash the id names, the new job's.
+    // README "Expiring keys", its limit.
+    const overDangling = this.traffic.readdsOverDangling.get(`${q.base}:${id}`);
+    if (overDangling !== undefined && overDangling >= Math.max(...expiries.map((e) => e.at))
+      && !this.audit.mentioning(q.base, id).some((e) => e.at >= overDangling)) {
+      return 'added again while its expired job\'s id still sat in a finished set, where BullMQ\'s own removal reaches the new job (README, "Expiring keys": its limit)';
+    }
     const since = Math.max(...expiries.map((e) => e.at));
     const retried = this.traffic.retriedAfter(q, since);
     if (retried === null) return null;

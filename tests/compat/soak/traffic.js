@@ -25,6 +25,8 @@ class Traffic {
     this.losses = losses;
     this.retries = {};
     this.readds = new Map();
+    // Ids added again while their expired job's id still sat in a finished set, with when.
+    this.readdsOverDangling = new Map();
     this.connection = redis.connection();
     this.client = redis.client();
     this.producers = {};
@@ -75,8 +77,13 @@ class Traffic {
     return after.length ? after[after.length - 1] : null;
   }
 
-  // An id of queue `q` is added again now.
-  noteReadd(q, id) { this.readds.set(`${q.base}:${id}`, Date.now()); }
+  // An id of queue `q` is added again now; `dangling` when its expired job's id was still in a
+  // finished set.
+  noteReadd(q, id, dangling = false) {
+    const now = Date.now();
+    this.readds.set(`${q.base}:${id}`, now);
+    if (dangling) this.readdsOverDangling.set(`${q.base}:${id}`, now);
+  }
 
   // Whether id `id` of queue `q` (by its `base`) was added again at or after `since`.
   readdedAfter(q, id, since) { return (this.readds.get(`${q.base}:${id}`) || 0) >= since; }
