@@ -8,8 +8,9 @@
 //! set until the doctor's `danglingIds` repair removes them with BullMQ's bookkeeping. A plan
 //! counts the jobs that carry a TTL and the soonest expiry (read-only).
 
+use super::batch::{BatchSizer, run_rounds};
 use super::context::StepContext;
-use super::observer::Event;
+use super::expire_rounds::ExpireRounds;
 use super::options::{Mode, SweepOptions};
 use super::report::{Skipped, StateReport, TtlReport};
 use crate::audit::{Actor, AuditAction, AuditContext};
@@ -18,8 +19,6 @@ use crate::error::Result;
 use bullsweep_policy::{EffectivePolicy, JobState, QueueId};
 use redis::aio::ConnectionLike;
 
-/// Entries one call looks at, at most; the time budget usually stops it first.
-const PAGE: u64 = 2_000;
 /// Entries one census call reads: a PTTL and an HGET each, up to four reads more for a job
 /// without a TTL, about a millisecond for the page (the read-only script keeps no clock).
 const CENSUS_PAGE: u64 = 500;
@@ -82,7 +81,8 @@ pub(super) async fn expire_state<C: ConnectionLike>(
     Ok(())
 }
 
-/// The walk that sets TTLs, audited in each call.
+/// The walk that sets TTLs, audited in each call, through the one batch loop
+/// ([`ExpireRounds`]).
 #[allow(
     clippy::too_many_arguments,
     reason = "the step's parts and its two reports"
@@ -98,47 +98,26 @@ async fn run<C: ConnectionLike>(
     report: &mut TtlReport,
 ) -> Result<()> {
     let audit_ctx = audit.to_json();
+    let mut rounds = ExpireRounds {
+        queue: step.queue,
+        keys,
+        state,
+        ttls,
+        policy_name: &audit.policy_name,
+        audit_ctx: &audit_ctx,
+        from: SetCursor::default(),
+        finished: false,
+        jobs: 0,
+        matched: 0,
+        report: std::mem::take(report),
+    };
     let mut skipped = Skipped::default();
-    let mut done = 0;
-    let mut from = SetCursor::default();
-    loop {
-        if step.opts.stopping() {
-            break;
-        }
-        let req = ExpireRequest {
-            state,
-            ttls,
-            from,
-            most: PAGE,
-            ids: &[],
-            budget_us: step.opts.budget_us,
-            audit_ctx: &audit_ctx,
-        };
-        with_retry!(expiring::register(con, step.queue, &audit.policy_name))?;
-        let out = with_retry!(scripts().expire_jobs(con, keys, &req))?;
-        step.observer.event(&Event::BatchDone {
-            handled: out.looked,
-            acted: out.expiring,
-            elapsed_us: out.elapsed_us,
-        });
-        step.observer.event(&Event::Progress {
-            acted: out.expiring,
-        });
-        sr.jobs += out.looked;
-        sr.matched += out.expiring + out.locked + out.restored + out.parent_waiting;
-        done += out.expiring;
-        skipped.locked += out.locked;
-        skipped.restored += out.restored;
-        skipped.dangling += out.missing;
-        skipped.parent_waiting += out.parent_waiting;
-        report.carrying += out.had_ttl + out.expiring;
-        report.without += out.locked + out.restored + out.ruled_out + out.parent_waiting;
-        report.not_finished += out.not_finished;
-        from = out.next;
-        if out.finished {
-            break;
-        }
-    }
+    let mut sizer = BatchSizer::new(step.opts.budget_us);
+    let batching = step.opts.batching(step.observer);
+    let done = run_rounds(con, &mut rounds, &mut sizer, batching, &mut skipped).await?;
+    *report = rounds.report;
+    sr.jobs += rounds.jobs;
+    sr.matched += rounds.matched;
     sr.done = Some(done);
     if !skipped.is_empty() {
         sr.skipped = Some(skipped);

@@ -18,6 +18,7 @@ pub mod doctor;
 pub mod event_removal;
 mod events_bound;
 pub mod expire;
+mod expire_rounds;
 pub mod expiry_end;
 mod flow_ledger;
 mod flows;
