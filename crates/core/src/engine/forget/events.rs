@@ -3,11 +3,12 @@
 //! (with their audit event); `removed` entries carry no data and stay.
 
 use super::attribution::{Attribution, Owner, owner_of, owners};
+use super::erase_run::erase_items;
 use super::matching::Identifiers;
-use super::request::{ERASE_ITEMS, EVENTS_PAGE};
+use super::request::EVENTS_PAGE;
 use super::scan::bytes;
 use crate::bullmq::QueueKeys;
-use crate::bullmq::{ErasureItem, ErasureKind, scripts};
+use crate::bullmq::{ErasureItem, ErasureKind};
 use redis::Value;
 use redis::aio::ConnectionLike;
 use std::collections::BTreeSet;
@@ -131,7 +132,8 @@ fn event_item(id: &str) -> ErasureItem {
     }
 }
 
-/// Deletes the given stream entries, a batch of items per erase call.
+/// Deletes the given stream entries through the one batch loop; the script's own refusals
+/// name their key.
 async fn erase_entries<C: ConnectionLike>(
     con: &mut C,
     keys: &QueueKeys,
@@ -139,15 +141,8 @@ async fn erase_entries<C: ConnectionLike>(
     ctx: &str,
     budget_us: u64,
 ) -> Result<(), String> {
-    let mut at = 0;
-    while at < doomed.len() {
-        let chunk = &doomed[at..(at + ERASE_ITEMS).min(doomed.len())];
-        // The script's own refusals name their key.
-        let done = with_retry!(scripts().erase_jobs(con, keys, true, chunk, budget_us, ctx))
-            .map_err(|e| e.to_string())?;
-        at += done.statuses.len().max(1);
-    }
-    Ok(())
+    let (_, result) = erase_items(con, keys, true, doomed, ctx, budget_us).await;
+    result.map_err(|e| e.to_string())
 }
 
 /// One events stream entry: its id and field/value pairs.

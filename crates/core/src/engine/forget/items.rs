@@ -2,19 +2,14 @@
 //! erasure is read and matched again, a job a worker holds is waited for until a deadline,
 //! and what came of each goes into the queue's receipt.
 
+use super::erase_run::erase_items;
 use super::receipt::{PendingJob, QueueReceipt, RefusedItem};
-use super::request::{ERASE_ITEMS, ForgetRequest, Found};
+use super::request::{ForgetRequest, Found};
 use super::scan::{copy_holds, sha1_hex};
 use super::scope::ScopedQueue;
 use crate::bullmq::QueueKeys;
 use crate::bullmq::keys::{copy_name, dedup_placeholder, scheduler_template};
 use crate::bullmq::{ErasureItem, ErasureKind};
-use crate::cancel::Cancel;
-use crate::engine::actions::EraseJobs;
-use crate::engine::batch::{BatchSizer, Batching, run_batches};
-use crate::engine::flow_ledger::FlowLedger;
-use crate::engine::observer::NoObserver;
-use crate::engine::report::Skipped;
 use bullsweep_policy::Prefilter;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -59,37 +54,14 @@ async fn apply<C: ConnectionLike>(
     qr: &mut QueueReceipt,
 ) -> RedisResult<()> {
     let all: Vec<ErasureItem> = items.iter().map(|f| f.item.clone()).collect();
-    let mut action = EraseJobs {
-        keys,
-        erase,
-        audit_ctx: ctx,
-        statuses: Vec::new(),
-        children: Vec::new(),
-        copies: 0,
-    };
-    // An erasure is not stopped midway: it runs until every item has a status.
-    let never = Cancel::new();
-    // No later step of an erasure reads which parents it released.
-    let flows = FlowLedger::default();
-    let run = Batching {
-        budget_us,
-        cancel: &never,
-        observer: &NoObserver,
-        flows: &flows,
-    };
-    // An erase is one atomic script; retrying one that failed on the connection is safe
-    // because a retried item that already went reports `gone`. Batches keep a fixed size:
-    // each item's status comes back in the reply.
-    let mut sizer = BatchSizer::fixed(ERASE_ITEMS as u64);
-    let mut skipped = Skipped::default();
-    let result = run_batches(con, &all, &mut sizer, run, &mut skipped, &mut action).await;
+    let (erased, result) = erase_items(con, keys, erase, &all, ctx, budget_us).await;
     // What the calls answered is kept, even when a later call failed.
-    for (f, s) in items.iter_mut().zip(action.statuses) {
+    for (f, s) in items.iter_mut().zip(erased.statuses) {
         f.status = s;
     }
-    qr.removed_with_parent.extend(action.children);
-    qr.copies_with_jobs += action.copies;
-    result.map(|_| ())
+    qr.removed_with_parent.extend(erased.children);
+    qr.copies_with_jobs += erased.copies;
+    result
 }
 
 /// Reads an item's value again after the script said it changed: the new SHA-1 if it still

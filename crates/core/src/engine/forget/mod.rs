@@ -23,6 +23,7 @@
 
 mod archive;
 mod attribution;
+mod erase_run;
 mod events;
 mod items;
 mod keyspace;
