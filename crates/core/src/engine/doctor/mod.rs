@@ -11,6 +11,7 @@ mod events;
 mod expired;
 mod keyspace;
 mod repair;
+mod repair_rounds;
 mod sets;
 
 pub use expired::{Dropped, drop_expired_ids};

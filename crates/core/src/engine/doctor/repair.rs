@@ -2,11 +2,16 @@
 //! batch per call (each re-checked and audited in the call), within the budget.
 
 use super::archive::copy_first;
+use super::repair_rounds::{RepairCalls, TrimRounds};
 use super::{DoctorQueue, Finding, Findings};
 use crate::audit::{Actor, AuditContext, QueueNames};
 use crate::bullmq::keys::QueueKeys;
-use crate::bullmq::{RepairBatch, RepairItem, Repaired, scripts};
-use crate::engine::observer::{Event, Observer};
+use crate::bullmq::{RepairItem, Repaired};
+use crate::cancel::Cancel;
+use crate::engine::batch::{BatchSizer, Batching, run_batches, run_rounds};
+use crate::engine::flow_ledger::FlowLedger;
+use crate::engine::observer::Observer;
+use crate::engine::report::Skipped;
 use crate::engine::run_archive::{RunArchive, SEGMENT_JOBS};
 use crate::error::Result;
 use bullsweep_policy::{Action, DoctorKind};
@@ -105,7 +110,7 @@ fn audit_context(q: &DoctorQueue, kind: DoctorKind, ctx: &RepairContext) -> Stri
     .to_json()
 }
 
-/// The repair calls of one kind in one queue.
+/// The repair calls of one kind in one queue, through the one batch loop.
 struct Calls<'a, C> {
     con: &'a mut C,
     keys: &'a QueueKeys,
@@ -116,70 +121,57 @@ struct Calls<'a, C> {
 }
 
 impl<C: ConnectionLike> Calls<'_, C> {
-    /// Repairs `items` in calls of [`BATCH`], counting each call's outcome in `finding`.
+    /// Repairs `items` in calls of [`BATCH`], counting the calls' outcome in `finding`.
     async fn repair(&mut self, items: &[RepairItem], finding: &mut Finding) -> Result<()> {
+        let (never, flows) = (Cancel::new(), FlowLedger::default());
         let reach = crate::engine::state_walk::LIST_REACH;
-        let mut at = 0;
-        while at < items.len() {
-            let batch = RepairBatch {
-                kind: self.kind,
-                items: &items[at..(at + BATCH).min(items.len())],
-            };
-            let budget = self.ctx.budget_us;
-            let r = scripts()
-                .doctor_repair(self.con, self.keys, batch, reach, budget, &self.audit)
-                .await?;
-            self.observer.event(&Event::BatchDone {
-                handled: r.handled,
-                acted: r.repaired,
-                elapsed_us: r.elapsed_us,
-            });
-            self.observer.event(&Event::Progress { acted: r.repaired });
-            count(finding, &r);
-            if r.handled == 0 {
-                return Err(crate::error::Error::runtime(
-                    "doctor_repair handled no finding",
-                ));
-            }
-            at += r.handled as usize;
-        }
+        let mut calls = RepairCalls::new(self.keys, self.kind, reach, &self.audit);
+        let run = batching(self.ctx, self.observer, &never, &flows);
+        let mut sizer = BatchSizer::fixed(BATCH as u64);
+        let mut skipped = Skipped::default();
+        let result = run_batches(self.con, items, &mut sizer, run, &mut skipped, &mut calls).await;
+        count(finding, &calls.total);
+        result?;
         Ok(())
     }
-}
 
-impl<C: ConnectionLike> Calls<'_, C> {
     /// Trims the events stream to its bound in audited calls, until it is within it (or as many
     /// entries as were found went: producers may add meanwhile); the entries trimmed count as
     /// repaired.
     async fn trim(&mut self, item: RepairItem, finding: &mut Finding) -> Result<()> {
-        let items = [item];
-        let mut trimmed = 0;
-        loop {
-            let batch = RepairBatch {
-                kind: self.kind,
-                items: &items,
-            };
-            let budget = self.ctx.budget_us;
-            let r = scripts()
-                .doctor_repair(self.con, self.keys, batch, 0, budget, &self.audit)
-                .await?;
-            self.observer.event(&Event::BatchDone {
-                handled: r.handled,
-                acted: r.repaired,
-                elapsed_us: r.elapsed_us,
-            });
-            self.observer.event(&Event::Progress { acted: r.repaired });
-            trimmed += r.repaired;
-            if r.repaired == 0 || trimmed >= finding.found {
-                // Within its bound now (`changed` at the first call: someone trimmed it).
-                if trimmed == 0 {
-                    finding.skip("changed", 1);
-                }
-                break;
-            }
+        let (never, flows) = (Cancel::new(), FlowLedger::default());
+        let mut rounds = TrimRounds {
+            calls: RepairCalls::new(self.keys, self.kind, 0, &self.audit),
+            item,
+            found: finding.found,
+            done: false,
+        };
+        let run = batching(self.ctx, self.observer, &never, &flows);
+        let mut sizer = BatchSizer::fixed(1);
+        let mut skipped = Skipped::default();
+        run_rounds(self.con, &mut rounds, &mut sizer, run, &mut skipped).await?;
+        let trimmed = rounds.calls.total.repaired;
+        // Within its bound at the first call: someone trimmed it.
+        if trimmed == 0 {
+            finding.skip("changed", 1);
         }
         finding.repaired = trimmed.min(finding.found);
         Ok(())
+    }
+}
+
+/// The loop's run for doctor's repairs, which run to the end once begun.
+fn batching<'b>(
+    ctx: &RepairContext,
+    observer: &'b dyn Observer,
+    never: &'b Cancel,
+    flows: &'b FlowLedger,
+) -> Batching<'b> {
+    Batching {
+        budget_us: ctx.budget_us,
+        cancel: never,
+        observer,
+        flows,
     }
 }
 
