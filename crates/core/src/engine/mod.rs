@@ -45,6 +45,7 @@ mod run_archive;
 mod shards;
 mod source_linked;
 mod staging;
+mod staging_rounds;
 mod stalled;
 mod state_walk;
 mod sweep;

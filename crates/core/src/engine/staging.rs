@@ -4,10 +4,11 @@
 //! take it, and finishing the batches a killed run left ([`StateWork::recover_staged`]).
 
 use super::run_archive::{LARGE_JOB_BYTES, LARGE_JOB_LOGS, READ_JOBS};
+use super::staging_rounds::{DropRounds, UnstageRounds, run_staging};
 use crate::archive::JobCopy;
 use crate::audit::{AuditAction, AuditContext};
 use crate::bullmq::keys::{StagedBatch, staging_index};
-use crate::bullmq::{DropStep, DropTail, QueueKeys, StagedNow, scripts};
+use crate::bullmq::{DropTail, QueueKeys, StagedNow};
 use crate::error::{Error, Result};
 use bullsweep_policy::{Backend, JobState};
 use redis::RedisResult;
@@ -315,22 +316,21 @@ async fn drop_tail<'a, C: ConnectionLike>(
     keys: &QueueKeys,
     batch: &StagedBatch,
     known: u64,
-    mut len: u64,
+    len: u64,
     tail: impl Fn(u64, u64) -> DropTail<'a>,
 ) -> RedisResult<bool> {
-    let mut surprises = 0;
-    while len > 0 {
-        let k = len.min(DROP_ENTRIES);
-        match with_retry!(scripts().drop_staged(con, keys, batch, len, tail(len, k)))? {
-            DropStep::Dropped(rest) => len = rest,
-            DropStep::Length(actual) if actual <= known && surprises < DROP_SURPRISES => {
-                surprises += 1;
-                len = actual;
-            }
-            _ => return Ok(false),
-        }
-    }
-    Ok(true)
+    let mut rounds = DropRounds {
+        keys,
+        batch,
+        known,
+        len,
+        most: DROP_ENTRIES,
+        tail,
+        surprises_left: DROP_SURPRISES,
+        stopped: false,
+    };
+    run_staging(con, &mut rounds).await?;
+    Ok(!rounds.stopped)
 }
 
 /// Puts a batch back into its queue (`unstage_jobs.lua`), audited, then drops what is left
@@ -349,16 +349,20 @@ pub(crate) async fn put_back<C: ConnectionLike>(
     // unstaging, the new master still holds those staged copies, and they go back first.
     for _ in 0..=DROP_SURPRISES {
         let len: u64 = with_retry!(redis::cmd("LLEN").arg(batch.list()).query_async::<u64>(con))?;
-        let mut conflicts = Vec::new();
-        let mut first = 1;
-        while first <= len {
-            let last = (first + UNSTAGE_ENTRIES - 1).min(len);
-            let out =
-                with_retry!(scripts().unstage_jobs(con, keys, state, batch, &ctx, (first, last)))?;
-            restored += out.restored;
-            conflicts.extend(out.conflicts);
-            first = last + 1;
-        }
+        let mut rounds = UnstageRounds {
+            keys,
+            state,
+            batch,
+            audit_ctx: &ctx,
+            first: 1,
+            len,
+            most: UNSTAGE_ENTRIES,
+            restored: 0,
+            conflicts: Vec::new(),
+        };
+        run_staging(con, &mut rounds).await?;
+        restored += rounds.restored;
+        let conflicts = rounds.conflicts;
         if !conflicts.is_empty() {
             let ids: Vec<String> = conflicts
                 .iter()
