@@ -55,50 +55,11 @@ pub(super) async fn erase_events<C: ConnectionLike>(
     let mut start = "-".to_string();
     let mut doomed: Vec<ErasureItem> = Vec::new();
     loop {
-        let page: Vec<StreamEntry> = {
-            let raw: Value = with_retry!(
-                redis::cmd("XRANGE")
-                    .arg(&key)
-                    .arg(&start)
-                    .arg("+")
-                    .arg("COUNT")
-                    .arg(EVENTS_PAGE)
-                    .query_async::<Value>(con)
-            )
-            .map_err(failed)?;
-            stream_entries(raw).ok_or_else(|| {
-                format!("{key}: XRANGE answered with entries that are not [id, [field, value, …]]")
-            })?
-        };
+        let page = read_page(con, &key, &start).await?;
         let Some((last, _)) = page.last() else { break };
         start = format!("({last}");
         // Entries naming the subject whose job says whose they are: (entry id, job id).
-        let mut judged: Vec<(&str, Option<String>)> = Vec::new();
-        for (id, fields) in &page {
-            let field = |name: &str| {
-                fields
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.as_slice())
-            };
-            if field("event") == Some(b"removed".as_slice()) {
-                continue;
-            }
-            let job = field("jobId").map(|j| String::from_utf8_lossy(j).into_owned());
-            let of_erased = job.as_ref().is_some_and(|j| erased.contains(j));
-            let names_subject = || {
-                fields
-                    .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "event" | "jobId" | "prev"))
-                    .any(|(_, v)| identifiers.named_in(v))
-            };
-            let whole = matches!(attribution, Attribution::Whole);
-            if of_erased || (whole && names_subject()) {
-                doomed.push(event_item(id));
-            } else if names_subject() {
-                judged.push((id, job));
-            }
-        }
+        let judged = sort_page(&page, erased, identifiers, attribution, &mut doomed);
         if let Attribution::ByJob(q) = attribution {
             let ids: BTreeSet<String> = judged.iter().filter_map(|(_, j)| j.clone()).collect();
             let owners = owners(con, keys, q, &ids).await.map_err(failed)?;
@@ -120,6 +81,67 @@ pub(super) async fn erase_events<C: ConnectionLike>(
     }
     out.deleted = doomed.len() as u64;
     Ok(out)
+}
+
+/// The stream's entries after `start` (an XRANGE bound), a page of them.
+async fn read_page<C: ConnectionLike>(
+    con: &mut C,
+    key: &str,
+    start: &str,
+) -> Result<Vec<StreamEntry>, String> {
+    let raw: Value = with_retry!(
+        redis::cmd("XRANGE")
+            .arg(key)
+            .arg(start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(EVENTS_PAGE)
+            .query_async::<Value>(con)
+    )
+    .map_err(|e| format!("{key}: {e}"))?;
+    stream_entries(raw).ok_or_else(|| {
+        format!("{key}: XRANGE answered with entries that are not [id, [field, value, …]]")
+    })
+}
+
+/// Sorts a page's entries: those of erased jobs, and (when the whole stream is the tenant's)
+/// those naming the subject, go to `doomed`; those naming the subject under
+/// [`Attribution::ByJob`] are returned with their job id, to be judged by their job;
+/// `removed` entries carry no data and stay.
+fn sort_page<'p>(
+    page: &'p [StreamEntry],
+    erased: &BTreeSet<String>,
+    identifiers: &Identifiers,
+    attribution: Attribution<'_>,
+    doomed: &mut Vec<ErasureItem>,
+) -> Vec<(&'p str, Option<String>)> {
+    let mut judged = Vec::new();
+    for (id, fields) in page {
+        let field = |name: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_slice())
+        };
+        if field("event") == Some(b"removed".as_slice()) {
+            continue;
+        }
+        let job = field("jobId").map(|j| String::from_utf8_lossy(j).into_owned());
+        let of_erased = job.as_ref().is_some_and(|j| erased.contains(j));
+        let names_subject = || {
+            fields
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "event" | "jobId" | "prev"))
+                .any(|(_, v)| identifiers.named_in(v))
+        };
+        let whole = matches!(attribution, Attribution::Whole);
+        if of_erased || (whole && names_subject()) {
+            doomed.push(event_item(id));
+        } else if names_subject() {
+            judged.push((id.as_str(), job));
+        }
+    }
+    judged
 }
 
 /// The erase item of the stream entry `id`.
