@@ -18,6 +18,9 @@ use redis::aio::ConnectionLike;
 /// BullMQ reads job hashes by field name and ignores fields it does not know.
 pub const ANONYMIZED_MARKER: &str = "bullsweepAnonymizedAt";
 
+/// A job still to scrub: its id, its score, and its parent's key when it has one.
+type ToScrub<'r> = (&'r str, i64, Option<String>);
+
 /// Jobs read per pipelined round trip.
 const READ_JOBS: usize = 100;
 /// Selected jobs listed per page of a prefix.
@@ -150,72 +153,100 @@ impl StateWork<'_> {
         let mut sizer = BatchSizer::new(self.opts.budget_us);
         let mut done = 0;
         for chunk in rows.chunks(READ_JOBS) {
-            // First the cheap look: marker, lock and parent, so that jobs scrubbed by an
-            // earlier run cost one small read.
-            let mut pipe = redis::pipe();
-            for (id, _) in chunk {
-                pipe.cmd("HMGET")
-                    .arg(self.keys.job(id))
-                    .arg("finishedOn")
-                    .arg("parentKey")
-                    .arg(ANONYMIZED_MARKER)
-                    .exists(self.keys.lock(id));
-            }
-            type Head = (Vec<Option<String>>, bool);
-            let heads: Vec<Head> = with_retry!(pipe.query_async::<Vec<Head>>(con))?;
-            let mut todo: Vec<(&str, i64, Option<String>)> = Vec::new();
-            for ((id, score), (head, locked)) in chunk.iter().zip(heads) {
-                let mut head = head.into_iter();
-                let (finished, parent, marked) = (head.next(), head.next(), head.next());
-                if locked {
-                    skipped.locked += 1;
-                } else if marked.flatten().is_some() {
-                    skipped.already_anonymized += 1;
-                } else if finished.flatten().is_none() {
-                    skipped.malformed += 1;
-                } else {
-                    todo.push((id, *score, parent.flatten().filter(|p| !p.is_empty())));
-                }
-            }
+            let todo = self.still_to_scrub(con, chunk, skipped).await?;
             if todo.is_empty() {
                 continue;
             }
-            let mut pipe = redis::pipe();
-            for (id, _, parent) in &todo {
-                let key = self.keys.job(id);
-                pipe.cmd("HMGET")
-                    .arg(&key)
-                    .arg(&SCRUBBED_FIELDS[..])
-                    .lrange(self.keys.logs(id), 0, -1);
-                if let Some(parent) = parent {
-                    let copies = QueueKeys::copies_in_parent(parent);
-                    pipe.hget(&copies[0], &key).hget(&copies[1], &key);
-                }
-            }
-            let mut replies: std::collections::VecDeque<redis::Value> =
-                with_retry!(pipe.query_async::<Vec<redis::Value>>(con))?.into();
-            let mut jobs = Vec::with_capacity(todo.len());
-            for (id, score, parent) in todo {
-                let fields: Vec<Option<String>> = take_reply(&mut replies)?;
-                let logs: Vec<String> = take_reply(&mut replies)?;
-                let mut copies = Vec::new();
-                if let Some(parent) = parent {
-                    for copy_key in QueueKeys::copies_in_parent(&parent) {
-                        let value: Option<String> = take_reply(&mut replies)?;
-                        copies.push((copy_key, self.keys.job(id), value));
-                    }
-                }
-                match scrub(rules, id, score, fields, logs, copies) {
-                    Ok(job) => jobs.push(job),
-                    // Left as it is, unmarked, and counted: never taken as scrubbed.
-                    Err(Unreadable) => skipped.malformed += 1,
-                }
-            }
+            let jobs = self.read_and_scrub(con, rules, todo, skipped).await?;
             done += self
                 .write_scrubbed(con, &jobs, &audit_ctx, &mut sizer, skipped)
                 .await?;
         }
         Ok(done)
+    }
+
+    /// The cheap look first (marker, lock and parent), so that jobs scrubbed by an earlier run
+    /// cost one small read: the jobs of `chunk` still to scrub, with their parent's key; the
+    /// others counted in `skipped`.
+    async fn still_to_scrub<'r, C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        chunk: &'r [(String, i64)],
+        skipped: &mut Skipped,
+    ) -> Result<Vec<ToScrub<'r>>> {
+        let mut pipe = redis::pipe();
+        for (id, _) in chunk {
+            pipe.cmd("HMGET")
+                .arg(self.keys.job(id))
+                .arg("finishedOn")
+                .arg("parentKey")
+                .arg(ANONYMIZED_MARKER)
+                .exists(self.keys.lock(id));
+        }
+        type Head = (Vec<Option<String>>, bool);
+        let heads: Vec<Head> = with_retry!(pipe.query_async::<Vec<Head>>(con))?;
+        let mut todo = Vec::new();
+        for ((id, score), (head, locked)) in chunk.iter().zip(heads) {
+            let mut head = head.into_iter();
+            let (finished, parent, marked) = (head.next(), head.next(), head.next());
+            if locked {
+                skipped.locked += 1;
+            } else if marked.flatten().is_some() {
+                skipped.already_anonymized += 1;
+            } else if finished.flatten().is_none() {
+                skipped.malformed += 1;
+            } else {
+                todo.push((
+                    id.as_str(),
+                    *score,
+                    parent.flatten().filter(|p| !p.is_empty()),
+                ));
+            }
+        }
+        Ok(todo)
+    }
+
+    /// Reads the jobs to scrub whole (fields, logs, the copies in their parent) and scrubs
+    /// them; a job whose data cannot be scrubbed is counted `malformed` and left as it is.
+    async fn read_and_scrub<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        rules: &PiiRules,
+        todo: Vec<ToScrub<'_>>,
+        skipped: &mut Skipped,
+    ) -> Result<Vec<ScrubbedJob>> {
+        let mut pipe = redis::pipe();
+        for (id, _, parent) in &todo {
+            let key = self.keys.job(id);
+            pipe.cmd("HMGET")
+                .arg(&key)
+                .arg(&SCRUBBED_FIELDS[..])
+                .lrange(self.keys.logs(id), 0, -1);
+            if let Some(parent) = parent {
+                let copies = QueueKeys::copies_in_parent(parent);
+                pipe.hget(&copies[0], &key).hget(&copies[1], &key);
+            }
+        }
+        let mut replies: std::collections::VecDeque<redis::Value> =
+            with_retry!(pipe.query_async::<Vec<redis::Value>>(con))?.into();
+        let mut jobs = Vec::with_capacity(todo.len());
+        for (id, score, parent) in todo {
+            let fields: Vec<Option<String>> = take_reply(&mut replies)?;
+            let logs: Vec<String> = take_reply(&mut replies)?;
+            let mut copies = Vec::new();
+            if let Some(parent) = parent {
+                for copy_key in QueueKeys::copies_in_parent(&parent) {
+                    let value: Option<String> = take_reply(&mut replies)?;
+                    copies.push((copy_key, self.keys.job(id), value));
+                }
+            }
+            match scrub(rules, id, score, fields, logs, copies) {
+                Ok(job) => jobs.push(job),
+                // Left as it is, unmarked, and counted: never taken as scrubbed.
+                Err(Unreadable) => skipped.malformed += 1,
+            }
+        }
+        Ok(jobs)
     }
 
     /// Writes the scrubbed jobs back, each under its compare-and-set, through the batch
