@@ -137,40 +137,8 @@ impl Sweep<'_> {
                 }
             },
         };
-        let held = match &self.opts.locking {
-            None => None,
-            Some(locking) => match locking.enter(&q.base).await {
-                Ok(Some(held)) => Some(held),
-                Ok(None) => {
-                    part.warnings.push((i, format!(
-                        "{}: skipped: another bullsweep (the daemon or another run) holds {} (waited {}); it was not swept",
-                        q.base,
-                        sweep_lock(&q.base),
-                        bullsweep_policy::Millis(locking.wait.as_millis() as u64)
-                    )));
-                    part.queues.push((
-                        i,
-                        QueueReport {
-                            skipped: Some(QueueSkipped::Locked),
-                            ..queue_report(q, eff.name.clone())
-                        },
-                    ));
-                    return;
-                }
-                Err(e) => {
-                    part.queues.push((
-                        i,
-                        QueueReport {
-                            error: Some(QueueError::new(
-                                ErrorKind::of_redis(&e),
-                                format!("cannot take its lock: Redis: {e}"),
-                            )),
-                            ..queue_report(q, eff.name.clone())
-                        },
-                    ));
-                    return;
-                }
-            },
+        let Ok(held) = self.lock(i, q, &eff.name, part).await else {
+            return;
         };
         let run = QueueRun {
             queue: q,
@@ -188,6 +156,52 @@ impl Sweep<'_> {
         }
         part.notices.extend(notices.into_iter().map(|n| (i, n)));
         part.queues.push((i, qr));
+    }
+}
+
+impl Sweep<'_> {
+    /// Takes queue `q`'s lock when the run takes locks: the lock held (none when the run
+    /// takes none), or `Err` when the queue is not to be swept (another holds it, or it could
+    /// not be taken), its report and warning already in `part`.
+    async fn lock(
+        &self,
+        i: usize,
+        q: &QueueId,
+        policy: &str,
+        part: &mut Part,
+    ) -> std::result::Result<Option<crate::lock::HeldQueueLock>, ()> {
+        let Some(locking) = &self.opts.locking else {
+            return Ok(None);
+        };
+        match locking.enter(&q.base).await {
+            Ok(Some(held)) => Ok(Some(held)),
+            Ok(None) => {
+                part.warnings.push((i, format!(
+                    "{}: skipped: another bullsweep (the daemon or another run) holds {} (waited {}); it was not swept",
+                    q.base,
+                    sweep_lock(&q.base),
+                    bullsweep_policy::Millis(locking.wait.as_millis() as u64)
+                )));
+                let report = QueueReport {
+                    skipped: Some(QueueSkipped::Locked),
+                    ..queue_report(q, policy.to_string())
+                };
+                part.queues.push((i, report));
+                Err(())
+            }
+            Err(e) => {
+                let error = QueueError::new(
+                    ErrorKind::of_redis(&e),
+                    format!("cannot take its lock: Redis: {e}"),
+                );
+                let report = QueueReport {
+                    error: Some(error),
+                    ..queue_report(q, policy.to_string())
+                };
+                part.queues.push((i, report));
+                Err(())
+            }
+        }
     }
 }
 
