@@ -83,31 +83,7 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
             break;
         }
         sr.jobs += rows.len() as u64;
-        let mut pipe = redis::pipe();
-        for (id, _) in &rows {
-            pipe.cmd("HMGET")
-                .arg(from.job(id))
-                .arg(&["attemptsMade", "atm", "opts", "parentKey"]);
-        }
-        type Read = (
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-        );
-        let reads: Vec<Read> = with_retry!(pipe.query_async(con))?;
-        let pending: Vec<Candidate> = rows
-            .iter()
-            .zip(reads)
-            .filter(|(_, (made, atm, o, parent))| {
-                parent.is_none() && exhausted([made.as_deref(), atm.as_deref()], o.as_deref())
-            })
-            .map(|((id, score), _)| Candidate {
-                id: id.clone(),
-                score: *score as i64,
-                fingerprint: None,
-            })
-            .collect();
+        let pending = exhausted_of(con, &from, &rows).await?;
         sr.matched += pending.len() as u64;
         let mut moved = 0;
         if mode == Mode::Run {
@@ -128,6 +104,40 @@ pub(super) async fn move_exhausted<C: ConnectionLike>(
         finish(sr, done, skipped);
     }
     Ok(())
+}
+
+/// The jobs of a page of `failed` (id, score) whose attempts are used up and that have no
+/// parent (a child's failure is its parent's to handle), read in one pipeline.
+async fn exhausted_of<C: ConnectionLike>(
+    con: &mut C,
+    from: &QueueKeys,
+    rows: &[(String, f64)],
+) -> Result<Vec<Candidate>> {
+    let mut pipe = redis::pipe();
+    for (id, _) in rows {
+        pipe.cmd("HMGET")
+            .arg(from.job(id))
+            .arg(&["attemptsMade", "atm", "opts", "parentKey"]);
+    }
+    type Read = (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let reads: Vec<Read> = with_retry!(pipe.query_async(con))?;
+    Ok(rows
+        .iter()
+        .zip(reads)
+        .filter(|(_, (made, atm, o, parent))| {
+            parent.is_none() && exhausted([made.as_deref(), atm.as_deref()], o.as_deref())
+        })
+        .map(|((id, score), _)| Candidate {
+            id: id.clone(),
+            score: *score as i64,
+            fingerprint: None,
+        })
+        .collect())
 }
 
 #[cfg(test)]
