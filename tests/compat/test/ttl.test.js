@@ -754,12 +754,14 @@ for (const [n, v] of VERSIONS.entries()) {
     const failing = track(new v.mq.Worker('orders', async () => { throw new Error('card declined'); }, { connection, concurrency: 4 }));
     await waitFor('the first orders to fail', async () => (await queue.getFailedCount()) === 10);
     await failing.close();
+    // Their hashes go as an expiry of the user's own or an eviction (`maxmemory-policy
+    // allkeys-lru`) takes them: bullsweep gave none, so no run of its drops the ids (a run
+    // drops what its own expiries left, the next test's case).
+    await client.del(...ids.map((id) => `bull:orders:${id}`), ...ids.map((id) => `bull:orders:${id}:logs`));
     const { policy: expiring } = auditedPolicy('{ failed: { ttl: 1s } }');
-    await run(db, expiring);
-    await waitFor('Redis to expire the failed orders', async () => (await client.exists(...ids.map((id) => `bull:orders:${id}`))) === 0);
-    // The ids are still in `failed` (no run dropped them yet) when the producer adds them
-    // again; the new jobs complete, so each id sits in `failed` (stale, the old finish time)
-    // and in `completed` (the live job).
+    // The ids are still in `failed` when the producer adds them again; the new jobs complete,
+    // so each id sits in `failed` (stale, the old finish time) and in `completed` (the live
+    // job).
     for (const id of ids) await queue.add('order', { v: 2, id }, { jobId: id });
     const worker = track(new v.mq.Worker('orders', async (job) => job.data.v, { connection, concurrency: 4 }));
     await waitFor('the new orders to complete', async () => (await queue.getCompletedCount()) === 10);
@@ -811,6 +813,33 @@ for (const [n, v] of VERSIONS.entries()) {
     await queue.retryJobs({ state: 'failed' });
     assert.deepEqual(await client.lrange('bull:orders:wait', 0, -1), [], 'no completed job runs again');
     for (const id of ids) assert.equal(await queue.getJobState(id), 'completed');
+    await queue.close();
+  });
+}
+
+for (const [n, v] of VERSIONS.entries()) {
+  test(`${v.label}: a policy that no longer takes a ttl still drops the ids its expiries left`, async () => {
+    const db = 14 + n;
+    const client = redis.client(db);
+    await client.flushdb();
+    const connection = redis.connection(db);
+    const queue = track(new v.mq.Queue('orders', { connection }));
+    const ids = ['order-1', 'order-2', 'order-3'];
+    for (const id of ids) await queue.add('order', { id }, { jobId: id });
+    const failing = track(new v.mq.Worker('orders', async () => { throw new Error('declined'); }, { connection }));
+    await waitFor('the orders to fail', async () => (await queue.getFailedCount()) === 3);
+    await failing.close();
+    const { policy: expiring } = auditedPolicy('{ failed: { ttl: 1s } }');
+    await run(db, expiring);
+    await waitFor('Redis to expire them', async () => (await client.exists(...ids.map((id) => `bull:orders:${id}`))) === 0);
+    // The ttl is taken out of the policy before any run dropped the ids.
+    const { policy: plain } = auditedPolicy('{ failed: { maxAge: 30d } }');
+    const report = await run(db, plain);
+    const ttl = report.queues.find((q) => q.queue === 'orders').states['failed:ttl'];
+    assert.equal(ttl.ttl.expiredIdsDropped, 3, JSON.stringify(ttl));
+    assert.equal(await client.zcard('bull:orders:failed'), 0);
+    const doctor = await bullsweep(['--redis', redis.url(db), '--json', 'doctor']);
+    assert.equal(doctor.code, 0, doctor.stdout);
     await queue.close();
   });
 }

@@ -63,7 +63,8 @@ impl QueueRun<'_> {
             };
             let result = match &ttls {
                 Some(ttls) => self.expire_and_drop(con, state, ttls, &mut sr).await,
-                None => Ok(()),
+                // A policy that no longer takes a ttl still drops what its expiries left.
+                None => self.drop_left(con, state, &mut sr).await,
             };
             if let Some(t) = sr.ttl.as_mut() {
                 t.expiries_ended = ended.expiries_ended;
@@ -96,6 +97,17 @@ impl QueueRun<'_> {
     ) -> Result<()> {
         let audit = self.audit(state, AuditAction::Expire);
         expire_state(con, self.step(), state, ttls, &audit, sr).await?;
+        self.drop_left(con, state, sr).await
+    }
+
+    /// The drop of the ids Redis already expired and of the stale entries of ids added again
+    /// (a run), or their count (a plan), into the state's TTL report.
+    async fn drop_left<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        state: JobState,
+        sr: &mut StateReport,
+    ) -> Result<()> {
         let repair = match self.mode {
             Mode::Run => true,
             Mode::Plan => false,
