@@ -225,6 +225,31 @@ pub(crate) struct Batching<'a> {
     pub flows: &'a FlowLedger,
 }
 
+/// What a batch loop that runs to the end once begun needs beside its observer (an erasure,
+/// doctor's repairs, staging's drops and put-backs): a cancel token no one cancels, and a
+/// ledger of released parents no later step reads.
+#[derive(Default)]
+pub(crate) struct ToTheEnd {
+    never: Cancel,
+    flows: FlowLedger,
+}
+
+impl ToTheEnd {
+    /// The loop's run: calls of `budget_us` each, told to `observer`.
+    pub(crate) fn batching<'a>(
+        &'a self,
+        budget_us: u64,
+        observer: &'a dyn Observer,
+    ) -> Batching<'a> {
+        Batching {
+            budget_us,
+            cancel: &self.never,
+            observer,
+            flows: &self.flows,
+        }
+    }
+}
+
 /// One batch loop's source of calls: each round is one atomic, time-bounded script call over
 /// at most `limit` items, and says how far it got; `None` when nothing is left. An id list
 /// ([`run_batches`]) and the self-selecting prefix sweep (`prefix.rs`) are both rounds.

@@ -3,13 +3,11 @@
 //! ([`UnstageRounds`]). Neither is stopped midway once begun: what a drop or a put-back
 //! leaves half done is what a later run finishes.
 
-use super::batch::{BatchSizer, BatchStep, Batching, Rounds, run_rounds};
-use super::flow_ledger::FlowLedger;
+use super::batch::{BatchSizer, BatchStep, Rounds, ToTheEnd, run_rounds};
 use super::observer::NoObserver;
 use super::report::Skipped;
 use crate::bullmq::keys::StagedBatch;
 use crate::bullmq::{DropStep, DropTail, QueueKeys, scripts};
-use crate::cancel::Cancel;
 use bullsweep_policy::JobState;
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -129,13 +127,8 @@ pub(super) async fn run_staging<R: Rounds, C: ConnectionLike>(
     con: &mut C,
     rounds: &mut R,
 ) -> RedisResult<()> {
-    let (never, flows) = (Cancel::new(), FlowLedger::default());
-    let run = Batching {
-        budget_us: 0,
-        cancel: &never,
-        observer: &NoObserver,
-        flows: &flows,
-    };
+    let to_the_end = ToTheEnd::default();
+    let run = to_the_end.batching(0, &NoObserver);
     let mut sizer = BatchSizer::fixed(1);
     let mut skipped = Skipped::default();
     run_rounds(con, rounds, &mut sizer, run, &mut skipped).await?;

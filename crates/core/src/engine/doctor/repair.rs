@@ -7,9 +7,7 @@ use super::{DoctorQueue, Finding, Findings};
 use crate::audit::{Actor, AuditContext, QueueNames};
 use crate::bullmq::keys::QueueKeys;
 use crate::bullmq::{RepairItem, Repaired};
-use crate::cancel::Cancel;
-use crate::engine::batch::{BatchSizer, Batching, run_batches, run_rounds};
-use crate::engine::flow_ledger::FlowLedger;
+use crate::engine::batch::{BatchSizer, ToTheEnd, run_batches, run_rounds};
 use crate::engine::observer::Observer;
 use crate::engine::report::Skipped;
 use crate::engine::run_archive::{RunArchive, SEGMENT_JOBS};
@@ -123,10 +121,10 @@ struct Calls<'a, C> {
 impl<C: ConnectionLike> Calls<'_, C> {
     /// Repairs `items` in calls of [`BATCH`], counting the calls' outcome in `finding`.
     async fn repair(&mut self, items: &[RepairItem], finding: &mut Finding) -> Result<()> {
-        let (never, flows) = (Cancel::new(), FlowLedger::default());
+        let to_the_end = ToTheEnd::default();
         let reach = crate::engine::state_walk::LIST_REACH;
         let mut calls = RepairCalls::new(self.keys, self.kind, reach, &self.audit);
-        let run = batching(self.ctx, self.observer, &never, &flows);
+        let run = to_the_end.batching(self.ctx.budget_us, self.observer);
         let mut sizer = BatchSizer::fixed(BATCH as u64);
         let mut skipped = Skipped::default();
         let result = run_batches(self.con, items, &mut sizer, run, &mut skipped, &mut calls).await;
@@ -139,14 +137,14 @@ impl<C: ConnectionLike> Calls<'_, C> {
     /// entries as were found went: producers may add meanwhile); the entries trimmed count as
     /// repaired.
     async fn trim(&mut self, item: RepairItem, finding: &mut Finding) -> Result<()> {
-        let (never, flows) = (Cancel::new(), FlowLedger::default());
+        let to_the_end = ToTheEnd::default();
         let mut rounds = TrimRounds {
             calls: RepairCalls::new(self.keys, self.kind, 0, &self.audit),
             item,
             found: finding.found,
             done: false,
         };
-        let run = batching(self.ctx, self.observer, &never, &flows);
+        let run = to_the_end.batching(self.ctx.budget_us, self.observer);
         let mut sizer = BatchSizer::fixed(1);
         let mut skipped = Skipped::default();
         run_rounds(self.con, &mut rounds, &mut sizer, run, &mut skipped).await?;
@@ -157,21 +155,6 @@ impl<C: ConnectionLike> Calls<'_, C> {
         }
         finding.repaired = trimmed.min(finding.found);
         Ok(())
-    }
-}
-
-/// The loop's run for doctor's repairs, which run to the end once begun.
-fn batching<'b>(
-    ctx: &RepairContext,
-    observer: &'b dyn Observer,
-    never: &'b Cancel,
-    flows: &'b FlowLedger,
-) -> Batching<'b> {
-    Batching {
-        budget_us: ctx.budget_us,
-        cancel: never,
-        observer,
-        flows,
     }
 }
 

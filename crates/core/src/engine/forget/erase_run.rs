@@ -2,10 +2,8 @@
 //! items of a queue's jobs and keys (`items.rs`) and its events stream entries (`events.rs`).
 
 use crate::bullmq::{ErasureItem, QueueKeys};
-use crate::cancel::Cancel;
 use crate::engine::actions::EraseJobs;
-use crate::engine::batch::{BatchSizer, Batching, run_batches};
-use crate::engine::flow_ledger::FlowLedger;
+use crate::engine::batch::{BatchSizer, ToTheEnd, run_batches};
 use crate::engine::observer::NoObserver;
 use crate::engine::report::Skipped;
 use redis::RedisResult;
@@ -43,15 +41,8 @@ pub(super) async fn erase_items<C: ConnectionLike>(
         copies: 0,
     };
     // An erasure is not stopped midway: it runs until every item has a status.
-    let never = Cancel::new();
-    // No later step of an erasure reads which parents it released.
-    let flows = FlowLedger::default();
-    let run = Batching {
-        budget_us,
-        cancel: &never,
-        observer: &NoObserver,
-        flows: &flows,
-    };
+    let to_the_end = ToTheEnd::default();
+    let run = to_the_end.batching(budget_us, &NoObserver);
     // An erase is one atomic script; retrying one that failed on the connection is safe
     // because a retried item that already went reports `gone`. Batches keep a fixed size:
     // each item's status comes back in the reply.
