@@ -19,13 +19,22 @@ use super::{BenchConfig, NodeTarget, ReadyNode, start_ready};
 use bullsweep_base::connect::Conn;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq::{QueueKeys, keys};
-use bullsweep_policy::{Backend, EventFeed, JobState};
+use bullsweep_policy::{Backend, JobState};
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The Redis queue library whose events the bench's daemon acts on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Library {
+    /// BullMQ: its events stream.
+    Bullmq,
+    /// Legacy Bull: its pub/sub channels.
+    Bull,
+}
 
 const QUEUE: &str = "evbench";
 const BASE: &str = "bull:evbench";
@@ -120,7 +129,7 @@ pub(crate) async fn run(
     args: &BenchConfig,
     node: &NodeTarget,
     private_redis: bool,
-    backend: Backend,
+    backend: Library,
 ) -> Result<String, Error> {
     let pinning = Pinning::for_host();
     if let (Some(pin), true) = (&pinning, private_redis) {
@@ -141,13 +150,13 @@ pub(crate) async fn run(
         }
     }
     let listener = match backend {
-        Backend::Bullmq => "bullmq",
-        Backend::Bull => "bull",
+        Library::Bullmq => "bullmq",
+        Library::Bull => "bull",
     };
     let mut report = EventReport {
         strategy: match backend {
-            Backend::Bullmq => "event".into(),
-            Backend::Bull => "bull-event".into(),
+            Library::Bullmq => "event".into(),
+            Library::Bull => "bull-event".into(),
         },
         rate: args.rate,
         seconds: args.seconds,
@@ -158,8 +167,8 @@ pub(crate) async fn run(
             format!(
                 "load ({} workers) on CPU {}; contender{} on CPU {}",
                 match backend {
-                    Backend::Bullmq => "BullMQ",
-                    Backend::Bull => "Bull",
+                    Library::Bullmq => "BullMQ",
+                    Library::Bull => "Bull",
                 },
                 p.load,
                 if private_redis { " and Redis" } else { "" },
@@ -291,7 +300,7 @@ impl Drop for Contender {
 struct Target<'a> {
     node: &'a NodeTarget,
     pinning: Option<&'a Pinning>,
-    backend: Backend,
+    backend: Library,
 }
 
 /// Whether the daemon started at `dir` acts on the queue's events: it reads the BullMQ stream
@@ -300,9 +309,9 @@ struct Target<'a> {
 async fn daemon_listens(
     con: &mut Conn,
     dir: &std::path::Path,
-    backend: Backend,
+    backend: Library,
 ) -> redis::RedisResult<bool> {
-    if backend.events() == EventFeed::PubSub {
+    if let Library::Bull = backend {
         let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
         let heard = log.contains(&format!("{BASE}: hearing Bull's"));
         if heard {
@@ -323,7 +332,7 @@ async fn start_daemon(
     url: &str,
     dir: &std::path::Path,
     pin: Option<&str>,
-    backend: Backend,
+    backend: Library,
 ) -> Result<Contender, Error> {
     let io = |e: std::io::Error| Error::runtime(format!("cannot start the daemon: {e}"));
     let policy = dir.join("bullsweep.yaml");
@@ -374,8 +383,8 @@ fn start_node(
 ) -> Result<ReadyNode, Error> {
     let node = on.node;
     let script = match on.backend {
-        Backend::Bullmq => "bench/events.js",
-        Backend::Bull => "bench/bull_events.js",
+        Library::Bullmq => "bench/events.js",
+        Library::Bull => "bench/bull_events.js",
     };
     let mut command = Pinning::command(pin, std::path::Path::new("node"));
     command.arg(node.compat_dir.join(script)).arg(mode);
@@ -387,8 +396,8 @@ fn start_node(
 /// Makes the bench queue one the daemon finds before the load starts: BullMQ's keeps its
 /// whole events stream (`opts.maxLenEvents`); Bull's has its id counter and a key of Bull's,
 /// the stalled check's stamp, which Bull's workers write as they start.
-async fn prepare_queue(con: &mut Conn, backend: Backend) -> redis::RedisResult<()> {
-    if backend.events() == EventFeed::Stream {
+async fn prepare_queue(con: &mut Conn, backend: Library) -> redis::RedisResult<()> {
+    if let Library::Bullmq = backend {
         return redis::cmd("HSET")
             .arg(QueueKeys::new(BASE).meta())
             .arg("opts.maxLenEvents")
@@ -424,8 +433,8 @@ async fn measure(
     prepare_queue(con, backend).await.map_err(redis_err)?;
     let dir = tempfile::tempdir().map_err(|e| Error::runtime(e.to_string()))?;
     let monitor = match backend {
-        Backend::Bull => Some(event_bull::start(con, url, BASE).await?),
-        Backend::Bullmq => None,
+        Library::Bull => Some(event_bull::start(con, url, BASE).await?),
+        Library::Bullmq => None,
     };
     let _contender = match contender {
         "bullsweep" => start_daemon(con, url, dir.path(), rest, backend).await?,

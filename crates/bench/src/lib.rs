@@ -29,7 +29,6 @@ mod source_link;
 pub use report::{BenchReport, Measurement};
 
 use bullsweep_core::Error;
-use bullsweep_policy::Backend;
 use bullsweep_testkit::PrivateRedis;
 use contenders::{measure, measure_forget};
 use node::{NodeTarget, ReadyNode, start_ready};
@@ -228,7 +227,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             args,
             &node,
             server.is_some(),
-            Backend::Bullmq,
+            event::Library::Bullmq,
         )
         .await;
     }
@@ -238,7 +237,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
                 "run `npm ci` in the compatibility package: the load is Bull's workers",
             ));
         }
-        return event::run(&mut con, &url, args, &node, server.is_some(), Backend::Bull).await;
+        return event::run(&mut con, &url, args, &node, server.is_some(), event::Library::Bull).await;
     }
     let contenders = contenders_of(args, node_ready);
     run_rounds(&mut con, &url, args, &node, &contenders, &mut report).await?;

@@ -1,6 +1,7 @@
-//! Which queue library wrote a queue: BullMQ, or legacy Bull (OptimalBits/bull 3.x and 4.x).
-//! The two share the key base `<prefix>:<queue>` and most of its keys, but not their
-//! semantics; a policy may target one of them with `backend:`.
+//! Which queue library, on which store, holds a queue: BullMQ on Redis, legacy Bull
+//! (OptimalBits/bull 3.x and 4.x) on Redis, or BullMQ on PostgreSQL (BullMQ 6's
+//! `createPostgresBackend`). The two Redis ones share the key base `<prefix>:<queue>` and most
+//! of its keys, but not their semantics; a policy may target one of them with `backend:`.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -16,17 +17,22 @@ pub enum Backend {
     Bullmq,
     /// Legacy Bull: no `meta` hash, events over pub/sub, prioritized jobs in `wait` too.
     Bull,
+    /// BullMQ on PostgreSQL: rows of a schema's `job` table (`bullmq` by default), events in
+    /// its `event` table announced by `NOTIFY bullmq_events`.
+    #[serde(rename = "bullmq-postgres")]
+    BullmqPostgres,
 }
 
 impl Backend {
     /// Every backend, in the order they are documented.
-    pub const ALL: [Backend; 2] = [Backend::Bullmq, Backend::Bull];
+    pub const ALL: [Backend; 3] = [Backend::Bullmq, Backend::Bull, Backend::BullmqPostgres];
 
     /// The name used in policy files, reports and metric labels.
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Bullmq => "bullmq",
             Backend::Bull => "bull",
+            Backend::BullmqPostgres => "bullmq-postgres",
         }
     }
 
@@ -35,7 +41,7 @@ impl Backend {
     pub fn is_default(&self) -> bool {
         match self {
             Backend::Bullmq => true,
-            Backend::Bull => false,
+            Backend::Bull | Backend::BullmqPostgres => false,
         }
     }
 
@@ -44,6 +50,7 @@ impl Backend {
         match self {
             Backend::Bullmq => "BullMQ",
             Backend::Bull => "legacy Bull",
+            Backend::BullmqPostgres => "BullMQ on PostgreSQL",
         }
     }
 
@@ -52,6 +59,7 @@ impl Backend {
         match self {
             Backend::Bullmq => EventFeed::Stream,
             Backend::Bull => EventFeed::PubSub,
+            Backend::BullmqPostgres => EventFeed::Table,
         }
     }
 
@@ -59,8 +67,17 @@ impl Backend {
     /// do; legacy Bull has no flows.
     pub fn has_flows(self) -> bool {
         match self {
-            Backend::Bullmq => true,
+            Backend::Bullmq | Backend::BullmqPostgres => true,
             Backend::Bull => false,
+        }
+    }
+
+    /// Whether its queues live in Redis (keys under a key base) rather than in PostgreSQL
+    /// tables.
+    pub fn store(self) -> Store {
+        match self {
+            Backend::Bullmq | Backend::Bull => Store::Redis,
+            Backend::BullmqPostgres => Store::Postgres,
         }
     }
 
@@ -78,6 +95,18 @@ pub enum EventFeed {
     Stream,
     /// Pub/sub messages the library keeps nowhere (Bull's): heard only while subscribed.
     PubSub,
+    /// A table the library keeps (BullMQ on PostgreSQL's `event`), announced by `NOTIFY`: read
+    /// from a saved id, and searched by `forget`.
+    Table,
+}
+
+/// Where a backend keeps its queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    /// Keys in Redis (or Valkey) under `<prefix>:<queue>`.
+    Redis,
+    /// Rows in a PostgreSQL schema.
+    Postgres,
 }
 
 impl fmt::Display for Backend {

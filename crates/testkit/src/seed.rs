@@ -119,7 +119,10 @@ pub async fn seed_queue_of<C: ConnectionLike>(
                 ("finishedOn", finished.to_string()),
             ];
             match backend {
-                Backend::Bullmq => fields.extend([("ats", "1".into()), ("atm", "1".into())]),
+                // The Redis seeder writes Redis queues; PostgreSQL rows are BullMQ's own.
+                Backend::Bullmq | Backend::BullmqPostgres => {
+                    fields.extend([("ats", "1".into()), ("atm", "1".into())])
+                }
                 Backend::Bull if state == JobState::Failed => {
                     fields.push(("attemptsMade", "1".into()));
                 }

@@ -16,10 +16,12 @@ pub use policy::{explain_text, policy_set_text};
 pub use report::report_text;
 pub use table::table;
 
-/// A queue's cell in a table: its key base, with `(bull)` after a legacy Bull queue's.
+/// A queue's cell in a table: its key base, with `(bull)` after a legacy Bull queue's and
+/// `(postgres)` after one of BullMQ on PostgreSQL.
 pub fn queue_label(key: &str, backend: bullsweep_policy::Backend) -> String {
     match backend {
         bullsweep_policy::Backend::Bullmq => key.to_string(),
         bullsweep_policy::Backend::Bull => format!("{key} (bull)"),
+        bullsweep_policy::Backend::BullmqPostgres => format!("{key} (postgres)"),
     }
 }

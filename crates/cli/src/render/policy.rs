@@ -331,6 +331,7 @@ pub fn explain_text(set: &PolicySet, q: &QueueId, resolution: &Resolution) -> St
         let library = match backend {
             Backend::Bull => "a legacy Bull queue",
             Backend::Bullmq => "a BullMQ queue",
+            Backend::BullmqPostgres => "a BullMQ queue on PostgreSQL",
         };
         let _ = writeln!(
             out,

@@ -171,6 +171,8 @@ pub async fn discover_step<C: ConnectionLike>(
                 Library::One(Backend::Bull) => found.bull.push(base),
                 Library::Both => found.both.push(base),
                 Library::One(Backend::Bullmq) | Library::None => found.bases.push(base),
+                // Redis holds no PostgreSQL queue: a judge of keys never names one.
+                Library::One(Backend::BullmqPostgres) => {}
             }
         }
     }

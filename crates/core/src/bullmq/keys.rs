@@ -83,8 +83,11 @@ impl QueueKeys {
             (JobState::Completed, _) => &["completed"],
             (JobState::Failed, _) => &["failed"],
             (JobState::Delayed, _) => &["delayed"],
-            (JobState::Prioritized, Backend::Bullmq) => &["prioritized"],
-            (JobState::WaitingChildren, Backend::Bullmq) => &["waiting-children"],
+            // A PostgreSQL queue has no keys; its names are BullMQ's, like its states.
+            (JobState::Prioritized, Backend::Bullmq | Backend::BullmqPostgres) => &["prioritized"],
+            (JobState::WaitingChildren, Backend::Bullmq | Backend::BullmqPostgres) => {
+                &["waiting-children"]
+            }
         };
         suffixes
             .iter()

@@ -230,7 +230,9 @@ impl EventsReader {
         for (base, h) in self.held.iter_mut() {
             match h.queue.queue.backend.events() {
                 EventFeed::Stream => {}
-                EventFeed::PubSub => continue,
+                // Bull's events are heard by `events_bull`; a PostgreSQL queue's are its
+                // store's own (`NOTIFY bullmq_events`), never in this Redis.
+                EventFeed::PubSub | EventFeed::Table => continue,
             }
             let Some(bounds) = score_bounds(&h.queue.policy, now) else {
                 continue;

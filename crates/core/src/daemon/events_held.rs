@@ -219,7 +219,7 @@ async fn take(
         return Ok(None);
     };
     match eq.queue.backend.events() {
-        EventFeed::Stream => {}
+        EventFeed::Stream | EventFeed::Table => {}
         // Bull publishes its events and keeps none: the reader asks for a sweep once it
         // follows the queue's channels (`events_bull`).
         EventFeed::PubSub => {

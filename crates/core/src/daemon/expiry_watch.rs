@@ -213,7 +213,8 @@ impl ExpiryWatch {
         let retried = match q.queue.backend {
             Backend::Bullmq => self.retried(&q.queue).await?,
             // Bull writes no stream: its retries are found by the walk of the expiries due.
-            Backend::Bull => Vec::new(),
+            // A PostgreSQL queue sets no expiries in Redis.
+            Backend::Bull | Backend::BullmqPostgres => Vec::new(),
         };
         let mut done = Ended::default();
         if !retried.is_empty() {

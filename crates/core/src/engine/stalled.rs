@@ -177,7 +177,7 @@ async fn sort_by_check<C: ConnectionLike>(
     found: &mut Abandoned,
 ) -> Result<()> {
     let bull = match keys.backend() {
-        Backend::Bullmq => false,
+        Backend::Bullmq | Backend::BullmqPostgres => false,
         Backend::Bull => true,
     };
     if !bull || jobs.is_empty() {

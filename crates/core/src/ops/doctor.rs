@@ -240,5 +240,7 @@ fn examined(backend: Option<Backend>) -> Option<Backend> {
     match backend {
         Some(Backend::Bullmq) | None => Some(Backend::Bullmq),
         Some(Backend::Bull) => None,
+        // Examined by its own store's doctor, not by Redis's.
+        Some(Backend::BullmqPostgres) => None,
     }
 }

@@ -102,7 +102,7 @@ impl Twin {
     /// The build for the queue whose keys these are.
     pub(super) fn of(&self, keys: &QueueKeys) -> &Script {
         match keys.backend() {
-            Backend::Bullmq => &self.bullmq,
+            Backend::Bullmq | Backend::BullmqPostgres => &self.bullmq,
             Backend::Bull => &self.bull,
         }
     }

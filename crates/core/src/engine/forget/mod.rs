@@ -186,7 +186,8 @@ impl AfterScan<'_> {
         // is named in the receipt.
         match q.queue.backend.events() {
             EventFeed::Stream => self.search_events(con, q, handled.erased, &mut qr).await,
-            EventFeed::PubSub => {}
+            // A PostgreSQL queue's `event` table is searched by its store.
+            EventFeed::PubSub | EventFeed::Table => {}
         }
         if qr.found_anything() || qr.events_of_unknown_tenant + qr.events_of_other_tenants > 0 {
             self.receipts.push(qr);
