@@ -25,6 +25,8 @@ pub enum ErrorKind {
     Notify,
     /// Anything else at run time: a local file, a thread, an output stream.
     Runtime,
+    /// PostgreSQL (a queue store) refused, failed or could not be reached.
+    Postgres,
 }
 
 impl ErrorKind {
@@ -38,6 +40,7 @@ impl ErrorKind {
             ErrorKind::Audit => "audit",
             ErrorKind::Notify => "notify",
             ErrorKind::Runtime => "runtime",
+            ErrorKind::Postgres => "postgres",
         }
     }
 
@@ -98,6 +101,11 @@ impl Error {
     /// Any other runtime failure.
     pub fn runtime(message: impl fmt::Display) -> Self {
         Error::new(ErrorKind::Runtime, message.to_string())
+    }
+
+    /// A PostgreSQL failure.
+    pub fn postgres(message: impl fmt::Display) -> Self {
+        Error::new(ErrorKind::Postgres, message.to_string())
     }
 
     /// Adds a hint line.

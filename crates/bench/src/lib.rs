@@ -237,7 +237,15 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
                 "run `npm ci` in the compatibility package: the load is Bull's workers",
             ));
         }
-        return event::run(&mut con, &url, args, &node, server.is_some(), event::Library::Bull).await;
+        return event::run(
+            &mut con,
+            &url,
+            args,
+            &node,
+            server.is_some(),
+            event::Library::Bull,
+        )
+        .await;
     }
     let contenders = contenders_of(args, node_ready);
     run_rounds(&mut con, &url, args, &node, &contenders, &mut report).await?;

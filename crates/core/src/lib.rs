@@ -13,6 +13,7 @@
 pub mod archive;
 pub mod audit;
 pub mod bullmq;
+pub mod bullmq_postgres;
 pub mod daemon;
 pub mod engine;
 pub mod health;

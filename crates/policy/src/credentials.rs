@@ -59,7 +59,7 @@ impl PolicySet {
 
 /// `url` with the password of its user part and every query value masked, and with
 /// `with_path` its path too.
-fn masked_url(url: &str, with_path: bool) -> String {
+pub fn masked_url(url: &str, with_path: bool) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return MASK.to_string();
     };

@@ -38,10 +38,11 @@ mod subject;
 mod tokens;
 
 pub use action::Action;
-pub use backend::{Backend, EventFeed};
+pub use backend::{Backend, EventFeed, Store};
 pub use bull_board::BullBoard;
 pub use compile::{ConfigError, ConfigErrors, DEFAULT_LAYOUT, compile};
 pub use cost::{CostModel, CostPreset, PRESETS, preset};
+pub use credentials::masked_url;
 pub use decide::{Decision, JobFacts, decide};
 pub use describe::{
     PolicySetJson, effective_daemon_fields, explain_json, other_backend_policy,

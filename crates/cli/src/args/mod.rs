@@ -25,6 +25,15 @@ pub struct Cli {
     /// redis://127.0.0.1:6379].
     #[arg(long, global = true, env = "BULLSWEEP_REDIS_URL")]
     pub redis: Option<String>,
+    /// BullMQ on PostgreSQL: `postgres://user@host/db` (`?schema=NAME`, default `bullmq`).
+    /// `plan` and `run` govern its queues too; without `--redis`, only them.
+    #[arg(
+        long,
+        global = true,
+        env = "BULLSWEEP_POSTGRES_URL",
+        value_name = "URL"
+    )]
+    pub postgres: Option<String>,
     /// Policy file (YAML or JSON).
     #[arg(
         long,

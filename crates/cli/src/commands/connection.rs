@@ -60,6 +60,14 @@ pub async fn connect_at(cli: &Cli, url: &str, role: &str) -> Result<Conn, CliErr
     Ok(target.connect(&format!("bullsweep-{role}")).await?)
 }
 
+/// The BullMQ on PostgreSQL in force (`--postgres`), if any.
+pub fn postgres(cli: &Cli) -> Result<Option<bullsweep_core::bullmq_postgres::PgTarget>, CliError> {
+    match &cli.postgres {
+        None => Ok(None),
+        Some(url) => Ok(Some(bullsweep_core::bullmq_postgres::PgTarget::parse(url)?)),
+    }
+}
+
 /// A password from its file (trailing newline dropped) or else from the environment.
 fn secret(env: &str, file: Option<&Path>, flag: &str) -> Result<Option<String>, CliError> {
     if let Some(path) = file {

@@ -59,7 +59,12 @@ async fn sweep(
         ..super::scope(cli, args.queue.as_deref())?
     };
     let role = if mode == Mode::Run { "run" } else { "plan" };
-    let mut con = super::connection::connect(cli, role).await?;
+    let postgres = super::connection::postgres(cli)?;
+    // With `--postgres` alone, only PostgreSQL's queues: no Redis is assumed.
+    let mut con = match (&postgres, &cli.redis) {
+        (Some(_), None) => None,
+        _ => Some(super::connection::connect(cli, role).await?),
+    };
     let bar = (mode == Mode::Run && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(
@@ -80,12 +85,19 @@ async fn sweep(
     let started = Instant::now();
     let progress = Progress(bar.as_ref());
     let url = cli.redis_url();
-    let report = match mode {
-        Mode::Run => ops::audited_run(&mut con, url, &set, scope, &progress).await,
-        Mode::Plan | Mode::Count => {
-            ops::read_sweep(&con, url, &set, scope, Reading::Plan, &progress).await
+    let mut report = match (&mut con, mode) {
+        (None, _) => Ok(Report::default()),
+        (Some(con), Mode::Run) => ops::audited_run(con, url, &set, scope.clone(), &progress).await,
+        (Some(con), Mode::Plan | Mode::Count) => {
+            ops::read_sweep(con, url, &set, scope.clone(), Reading::Plan, &progress).await
         }
     };
+    if let (Some(target), Ok(so_far)) = (&postgres, &mut report) {
+        match ops::postgres_sweep(target, &set, scope, mode, &progress).await {
+            Ok(more) => so_far.absorb(more),
+            Err(e) => report = Err(e),
+        }
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -209,7 +209,7 @@ impl AuditContext {
     }
 
     /// The place of a stream entry that could not be read: nothing of it is known.
-    pub(super) fn unreadable() -> Self {
+    pub fn unreadable() -> Self {
         let nowhere = QueueNames {
             name: "",
             key: "",

@@ -35,6 +35,7 @@ mod pending;
 mod pending_archive;
 mod pending_flows;
 pub mod policy_diff;
+mod postgres_sweep;
 mod prefix;
 mod queue_expiry;
 mod queue_run;
@@ -66,6 +67,7 @@ pub use inventory::{
 };
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
+pub use postgres_sweep::sweep_postgres;
 pub use report::{
     EventsReport, ExpiryTotals, QueueError, QueueReport, QueueSkipped, Report, Skipped,
     StateReport, TakenAlong, TakenCounts, TtlReport,

@@ -37,6 +37,18 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
+impl Report {
+    /// Adds what a sweep of another store reported (its queues after this one's).
+    pub fn absorb(&mut self, other: Report) {
+        self.queues.extend(other.queues);
+        self.uncovered.extend(other.uncovered);
+        self.unmanaged.extend(other.unmanaged);
+        self.unmanaged_reasons.extend(other.unmanaged_reasons);
+        self.notices.extend(other.notices);
+        self.warnings.extend(other.warnings);
+    }
+}
+
 /// One governed queue.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct QueueReport {

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod forget;
 mod notices;
 pub mod plan_diff;
+mod postgres_run;
 pub mod records;
 pub mod report;
 pub mod restore;
@@ -20,6 +21,7 @@ pub mod verify;
 
 pub use config::{load_golden_file, load_policy_file, load_token_file, read_policy_file};
 pub use plan_diff::plan_against;
+pub use postgres_run::postgres_sweep;
 pub use run::{OpenedAudit, Reading, RunScope, audited_run, read_sweep};
 
 use bullsweep_base::connect::Conn;

@@ -1,0 +1,160 @@
+//! Connecting to BullMQ's PostgreSQL: `--postgres URL` parsed as libpq users write it, less
+//! the parameters that are bullsweep's (`schema`), with every session named
+//! `application_name=bullsweep` and bounded by `lock_timeout` and `statement_timeout`.
+
+use crate::error::{Error, Result};
+use std::str::FromStr;
+use tokio_postgres::{Client, NoTls};
+
+/// The schema BullMQ uses when its connection names none.
+pub const DEFAULT_SCHEMA: &str = "bullmq";
+/// How long a statement of bullsweep's waits for a row lock before its batch is given up
+/// (and tried again later): it never queues behind a worker's transaction for long.
+const LOCK_TIMEOUT_MS: u64 = 50;
+/// The longest any statement of bullsweep's may run; batches are sized to a small part of it.
+const STATEMENT_TIMEOUT_MS: u64 = 2_000;
+
+/// A PostgreSQL holding BullMQ queues: where it is, and which schema is BullMQ's.
+#[derive(Clone, Debug)]
+pub struct PgTarget {
+    config: tokio_postgres::Config,
+    schema: String,
+    shown: String,
+}
+
+impl PgTarget {
+    /// Reads `url` (`postgres://user@host:5432/db?schema=bullmq&sslmode=disable`). A bad URL,
+    /// a schema name BullMQ itself would refuse, or TLS (not spoken by this build) is a
+    /// configuration error.
+    pub fn parse(url: &str) -> Result<PgTarget> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(Error::config(format!(
+                "--postgres: expected postgres://user@host/db, got `{}`",
+                shown_url(url)
+            )));
+        }
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut schema = DEFAULT_SCHEMA.to_string();
+        let mut kept = Vec::new();
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            match key.as_ref() {
+                "schema" => schema = value.into_owned(),
+                "sslmode" if !matches!(value.as_ref(), "disable" | "allow" | "prefer") => {
+                    return Err(Error::config(format!(
+                        "--postgres: sslmode={value}: this build does not speak TLS to PostgreSQL"
+                    ))
+                    .with_hint(
+                        "connect over a trusted network or a local socket (sslmode=disable)",
+                    ));
+                }
+                "sslmode" => kept.push(("sslmode".to_string(), "disable".to_string())),
+                _ => kept.push((key.into_owned(), value.into_owned())),
+            }
+        }
+        if !valid_schema(&schema) {
+            return Err(Error::config(format!(
+                "--postgres: schema `{schema}` is not a PostgreSQL identifier BullMQ accepts (letters, digits, `_`, `$`; at most 63)"
+            )));
+        }
+        let mut rebuilt = base.to_string();
+        if !kept.is_empty() {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &kept {
+                query.append_pair(k, v);
+            }
+            rebuilt = format!("{base}?{}", query.finish());
+        }
+        let mut config = tokio_postgres::Config::from_str(&rebuilt)
+            .map_err(|e| Error::config(format!("--postgres: {e}")))?;
+        config.application_name("bullsweep");
+        config.options(format!(
+            "-c search_path={schema} -c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+        ));
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(5));
+        }
+        Ok(PgTarget {
+            config,
+            schema,
+            shown: shown_url(url),
+        })
+    }
+
+    /// BullMQ's schema in that database.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The URL as messages show it, its password masked.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Opens a session. Its connection task runs on the current runtime until the client is
+    /// dropped.
+    pub async fn connect(&self) -> Result<Client> {
+        let (client, connection) = self
+            .config
+            .connect(NoTls)
+            .await
+            .map_err(|e| pg_error(&e).context(format!("cannot connect to {}", self.shown)))?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+}
+
+/// Whether BullMQ accepts `schema` as a schema name (its own check, `quoteSchemaName`).
+fn valid_schema(schema: &str) -> bool {
+    let mut chars = schema.chars();
+    schema.len() <= 63
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+/// `url` with its password masked.
+fn shown_url(url: &str) -> String {
+    bullsweep_policy::masked_url(url, false)
+}
+
+/// The error for a failed PostgreSQL call: its SQLSTATE and message, a missing privilege as a
+/// permission error.
+pub fn pg_error(e: &tokio_postgres::Error) -> Error {
+    match e.as_db_error() {
+        Some(db) if db.code() == &tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => {
+            Error::new(
+                crate::error::ErrorKind::Permission,
+                format!("PostgreSQL: {} ({})", db.message(), db.code().code()),
+            )
+            .with_hint("grant the role what README \"BullMQ on PostgreSQL\" lists for the command")
+        }
+        Some(db) => Error::postgres(format!(
+            "PostgreSQL: {} ({})",
+            db.message(),
+            db.code().code()
+        )),
+        None => Error::postgres(format!("PostgreSQL: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_and_tls_are_read_from_the_url() {
+        let t = PgTarget::parse("postgres://u:pw@h:5/db?schema=jobs&application_name=x").unwrap();
+        assert_eq!(t.schema(), "jobs");
+        assert!(!t.shown().contains("pw"));
+        assert_eq!(
+            PgTarget::parse("postgres://h/db").unwrap().schema(),
+            "bullmq"
+        );
+        assert!(PgTarget::parse("postgres://h/db?schema=a;drop").is_err());
+        assert!(PgTarget::parse("postgres://h/db?sslmode=require").is_err());
+        assert!(PgTarget::parse("redis://h").is_err());
+    }
+}

@@ -1,0 +1,331 @@
+//! The sweep of BullMQ's queues on PostgreSQL: discover → resolve → per queue (under its
+//! advisory lock in a run) → per finished state and rule group, a count (`plan`) or bounded
+//! removals (`run`), each its own short transaction with its audit event. A queue whose
+//! policy asks for what this backend does not do yet fails before anything is touched, and
+//! the next queue goes on.
+
+use super::BatchSizer;
+use super::observer::{Event, Observer};
+use super::options::{Mode, SweepOptions};
+use super::queue_run::queue_report;
+use super::report::{QueueError, QueueReport, QueueSkipped, Report, StateReport, TakenAlong};
+use crate::audit::{Actor, AuditAction, AuditContext};
+use crate::bullmq::TakenRole;
+use crate::bullmq_postgres::{self as pg, FinishedPick, Names, PgTarget};
+use crate::error::{Error, ErrorKind, Result};
+use bullsweep_policy::{
+    Action, Backend, EffectivePolicy, JobState, PolicySet, QueueId, Resolution, RuleGroups,
+};
+use tokio_postgres::Client;
+
+/// A transaction's time budget: well under the 50 ms no statement of bullsweep's may take.
+const BUDGET_US: u64 = 15_000;
+/// Tries of a batch that met a row lock or a timeout, before the queue fails.
+const TRIES: u32 = 4;
+
+/// Plans or runs every governed queue of the BullMQ schema at `target`.
+pub async fn sweep_postgres(
+    target: &PgTarget,
+    set: &PolicySet,
+    opts: &SweepOptions,
+    mode: Mode,
+    observer: &dyn Observer,
+) -> Result<Report> {
+    let mut client = target.connect().await?;
+    pg::schema_version(&client, target.schema()).await?;
+    let mut report = Report::default();
+    let queues = queues(&client, target, set, opts).await?;
+    if mode == Mode::Run && !queues.is_empty() {
+        pg::outbox::ensure(&client).await?;
+    }
+    for q in queues {
+        if opts.stopping() {
+            break;
+        }
+        match set.resolve(&q) {
+            Resolution::Uncovered => report.uncovered.push(q.base.clone()),
+            Resolution::Tie { first, second } => report.queues.push(QueueReport {
+                error: Some(QueueError::new(
+                    ErrorKind::Config,
+                    format!("policies `{first}` and `{second}` tie for this queue"),
+                )),
+                ..queue_report(&q, String::new())
+            }),
+            Resolution::Covered(eff) => {
+                let run = PgQueueRun {
+                    queue: &q,
+                    policy: &eff,
+                    opts,
+                    mode,
+                    observer,
+                };
+                report
+                    .queues
+                    .push(run.govern(&mut client, &mut report.warnings).await);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The schema's queues this sweep covers, identified as queues of `bullmq-postgres`.
+async fn queues(
+    client: &Client,
+    target: &PgTarget,
+    set: &PolicySet,
+    opts: &SweepOptions,
+) -> Result<Vec<QueueId>> {
+    let env = opts.env.clone().or_else(|| set.environment.clone());
+    let found = pg::queue_names(client).await?;
+    Ok(found
+        .into_iter()
+        .map(|name| QueueId {
+            base: format!("{}:{name}", target.schema()),
+            prefix: target.schema().to_string(),
+            queue: name,
+            tenant: None,
+            env: env.clone(),
+            backend: Backend::BullmqPostgres,
+        })
+        .filter(|q| match &opts.queues {
+            Some(only) => only
+                .iter()
+                .any(|o| o.base == q.base && o.backend == q.backend),
+            None => opts
+                .queue_glob
+                .as_ref()
+                .is_none_or(|g| g.matches(&q.queue) || g.matches(&q.base)),
+        })
+        .collect())
+}
+
+/// One queue's plan or run.
+struct PgQueueRun<'a> {
+    queue: &'a QueueId,
+    policy: &'a EffectivePolicy,
+    opts: &'a SweepOptions,
+    mode: Mode,
+    observer: &'a dyn Observer,
+}
+
+impl PgQueueRun<'_> {
+    /// The queue's report; a failure is recorded in it.
+    async fn govern(&self, client: &mut Client, warnings: &mut Vec<String>) -> QueueReport {
+        let mut qr = queue_report(self.queue, self.policy.name.clone());
+        let states = match self.states() {
+            Ok(states) => states,
+            Err(e) => {
+                qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
+                return qr;
+            }
+        };
+        let run = self.mode == Mode::Run;
+        if run {
+            match pg::counts::try_lock(client, &self.queue.queue).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    warnings.push(format!(
+                        "{}: skipped: another bullsweep holds its sweep lock; it was not swept",
+                        self.queue.base
+                    ));
+                    qr.skipped = Some(QueueSkipped::Locked);
+                    return qr;
+                }
+                Err(e) => {
+                    qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
+                    return qr;
+                }
+            }
+        }
+        for state in states {
+            if self.opts.stopping() {
+                break;
+            }
+            match self.state(client, state).await {
+                Ok(sr) => {
+                    qr.states.insert(state.as_str().to_string(), sr);
+                }
+                Err(e) => {
+                    qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
+                    break;
+                }
+            }
+        }
+        if run {
+            let _ = pg::counts::unlock(client, &self.queue.queue).await;
+        }
+        qr
+    }
+
+    /// The states the policy governs, or why the queue cannot be governed here yet.
+    fn states(&self) -> Result<Vec<JobState>> {
+        let mut states: Vec<JobState> = self
+            .policy
+            .states
+            .keys()
+            .chain(self.policy.jobs.iter().flat_map(|j| j.states.keys()))
+            .copied()
+            .filter(|s| self.opts.state.is_none_or(|only| only == *s))
+            .collect();
+        states.sort();
+        states.dedup();
+        let now = self.opts.now_ms;
+        for &state in &states {
+            if !state.is_finished() {
+                return Err(Error::config(format!(
+                    "rules for {state} jobs are not governed on PostgreSQL by this version; only completed and failed jobs are"
+                )));
+            }
+            let groups = RuleGroups::for_state(self.policy, state, now);
+            if groups.is_some_and(|g| g.all().any(|g| g.action != Action::Remove)) {
+                return Err(Error::config(format!(
+                    "{state}: only `action: remove` is done on PostgreSQL by this version"
+                )));
+            }
+        }
+        if self.mode == Mode::Run
+            && let Some(why) = &self.opts.audit_unavailable
+            && self.policy.sla.as_ref().is_some_and(|s| s.audit_required)
+        {
+            return Err(Error::audit(format!(
+                "sla.auditRequired and the audit store is unavailable ({why}); nothing was done"
+            )));
+        }
+        Ok(states)
+    }
+
+    /// One finished state: its count, and in a run its removals.
+    async fn state(&self, client: &mut Client, state: JobState) -> Result<StateReport> {
+        let q = &self.queue.queue;
+        let mut sr = StateReport {
+            jobs: pg::counts::jobs_in(client, q, state).await?,
+            action: Action::Remove.as_str().to_string(),
+            ..StateReport::default()
+        };
+        let Some(groups) = RuleGroups::for_state(self.policy, state, self.opts.now_ms) else {
+            return Ok(sr);
+        };
+        let named: Vec<String> = groups.by_name.keys().cloned().collect();
+        let mut picks = Vec::new();
+        if let Some(g) = &groups.default {
+            picks.push((g, Names::AllBut(named.clone())));
+        }
+        for (name, (_, g)) in &groups.by_name {
+            picks.push((g, Names::Only(vec![name.clone()])));
+        }
+        let mut taken = TakenAlong::default();
+        let mut done = 0;
+        for (group, names) in picks {
+            if !group.selection.selects_anything() {
+                continue;
+            }
+            let pick = FinishedPick::new(q, state, &group.selection, names, self.opts.now_ms);
+            let selected = pg::counts::selected(client, &pick).await?;
+            sr.matched += selected;
+            match self.mode {
+                Mode::Plan | Mode::Count => {
+                    let (same, other) = pg::counts::taken_along(client, &pick).await?;
+                    let base = &self.queue.base;
+                    taken.add(base, "waiting-children", TakenRole::ParentRemoved, same);
+                    taken.add(base, "waiting-children", TakenRole::ParentReleased, other);
+                }
+                Mode::Run => {
+                    done += self
+                        .remove(client, state, &pick, selected, &mut taken)
+                        .await?
+                }
+            }
+        }
+        match self.mode {
+            Mode::Plan | Mode::Count => sr.to_act_on = Some(sr.matched),
+            Mode::Run => sr.done = Some(done),
+        }
+        sr.taken_along = (!taken.is_empty()).then_some(taken);
+        Ok(sr)
+    }
+
+    /// Removes at most `selected` jobs `pick` selects (those it selected when the run began:
+    /// jobs finishing meanwhile wait for the next run), in batches sized to the budget.
+    async fn remove(
+        &self,
+        client: &mut Client,
+        state: JobState,
+        pick: &FinishedPick,
+        selected: u64,
+        taken: &mut TakenAlong,
+    ) -> Result<u64> {
+        let actor = Actor::named(self.opts.actor.as_deref());
+        let context = AuditContext::for_state(
+            self.queue,
+            self.policy,
+            state,
+            AuditAction::Remove,
+            &self.opts.execution_id,
+            actor,
+        )
+        .to_json();
+        let audit = pg::BatchAudit { context: &context };
+        let mut sizer = BatchSizer::new(BUDGET_US);
+        let mut removed = 0;
+        while removed < selected && !self.opts.stopping() {
+            let limit = sizer.limit().min(selected - removed) as i64;
+            let batch = self.batch(client, pick, limit, &audit).await?;
+            if batch.ids.is_empty() {
+                break;
+            }
+            let n = batch.ids.len() as u64;
+            removed += n;
+            sizer.observe(n, batch.elapsed_us);
+            let base = &self.queue.base;
+            taken.add(
+                base,
+                "waiting-children",
+                TakenRole::ParentRemoved,
+                batch.parents_removed,
+            );
+            for (pq, _) in &batch.parents_released {
+                let key = format!("{}:{pq}", self.queue.prefix);
+                taken.add(&key, "waiting-children", TakenRole::ParentReleased, 1);
+            }
+            self.observer.event(&Event::Progress { acted: n });
+        }
+        Ok(removed)
+    }
+
+    /// One batch, tried again (after a pause) when it met a row lock or a timeout: a failed
+    /// batch changed nothing.
+    async fn batch(
+        &self,
+        client: &mut Client,
+        pick: &FinishedPick,
+        limit: i64,
+        audit: &pg::BatchAudit<'_>,
+    ) -> Result<pg::Removed> {
+        let mut tries = 0;
+        loop {
+            match pg::remove_batch(client, pick, limit, audit).await {
+                Ok(r) => return Ok(r),
+                Err(e) if tries + 1 < TRIES && retryable(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << tries)).await;
+                }
+                Err(e) => return Err(pg::pg_error(&e)),
+            }
+        }
+    }
+}
+
+/// Whether a batch failed for a moment's contention: a row lock not granted in time, a
+/// statement cancelled by its timeout, a deadlock or a serialization failure.
+fn retryable(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        [
+            SqlState::LOCK_NOT_AVAILABLE,
+            SqlState::QUERY_CANCELED,
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+        ]
+        .contains(c)
+    })
+}
