@@ -1,0 +1,136 @@
+// BullMQ on PostgreSQL (BullMQ 6.7's own backend, on a private PostgreSQL): bullsweep's run
+// on one copy of a database leaves every BullMQ table as Queue.clean leaves the other copy,
+// its plan changes nothing and says what the run does, a job a worker holds is never touched,
+// and a schema it does not know is refused with exit 2.
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { Client } = require('pg');
+const { startPostgres } = require('../lib/postgres');
+const { migrate, dump } = require('../lib/bullmq_pg');
+const { build, QUEUES } = require('../lib/bullmq_pg_dataset');
+const { Queue } = require('bullmq');
+const { bullsweep, writePolicy, sleep } = require('../lib/harness');
+
+let pg;
+before(async () => { pg = await startPostgres(); });
+after(() => pg.stop());
+
+const urlOf = (db) => pg.url.replace(/\/[^/?]*(\?|$)/, `/${db}$1`);
+
+async function withDb(db, f) {
+  const client = new Client({ connectionString: urlOf(db) });
+  await client.connect();
+  try { return await f((text, params) => client.query(text, params)); } finally { await client.end(); }
+}
+
+// A migrated database holding the dataset, and `copies` identical copies of it.
+async function dataset(name, copies) {
+  await pg.sql(`CREATE DATABASE ${name}`);
+  await migrate(urlOf(name));
+  await build(urlOf(name));
+  for (const c of copies) await pg.sql(`CREATE DATABASE ${c} TEMPLATE ${name}`);
+}
+
+const POLICY = writePolicy([
+  'version: 1',
+  'policies:',
+  '  - { name: everything, queueNamePattern: "*", rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }',
+  '',
+].join('\n'));
+
+test('bullsweep run leaves every BullMQ table as Queue.clean(0, 0) leaves it', async () => {
+  await dataset('d1', ['d1_clean', 'd1_sweep']);
+  await sleep(20);
+  const before = await withDb('d1_sweep', (sql) => dump(sql));
+
+  const plan = await bullsweep(['--postgres', urlOf('d1_sweep'), '--config', POLICY, '--json', 'plan']);
+  assert.equal(plan.code, 0, plan.stderr);
+  assert.deepEqual(await withDb('d1_sweep', (sql) => dump(sql)), before, 'a plan changes nothing');
+
+  for (const name of QUEUES) {
+    const q = new Queue(name, { connection: urlOf('d1_clean') });
+    for (const state of ['completed', 'failed']) await q.clean(0, 0, state);
+    await q.close();
+  }
+  const run = await bullsweep(['--postgres', urlOf('d1_sweep'), '--config', POLICY, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+
+  const expected = await withDb('d1_clean', (sql) => dump(sql));
+  const actual = await withDb('d1_sweep', (sql) => dump(sql));
+  assert.deepEqual(actual, expected);
+
+  // Not vacuous: finished jobs, their logs and dependency rows went; a parent in the same
+  // queue was removed and one in another queue released; the live jobs stayed.
+  assert.ok(before.job.length - actual.job.length > 40, `${before.job.length} → ${actual.job.length} jobs`);
+  assert.ok(actual.job_log.length < before.job_log.length, 'logs removed');
+  assert.ok(actual.job_dependency.length < before.job_dependency.length, 'dependency rows removed');
+  assert.ok(!actual.job.some((j) => j.queue === 'mail' && j.name === 'batch'), 'the same-queue parent removed');
+  const summary = actual.job.find((j) => j.queue === 'reports' && j.name === 'summary');
+  assert.equal(summary && summary.state, 'waiting', 'the other queue\'s parent released');
+  for (const live of ['delayed', 'waiting']) {
+    assert.ok(actual.job.some((j) => j.state === live), `${live} jobs kept`);
+  }
+  assert.ok(!actual.job.some((j) => j.state === 'completed' || j.state === 'failed'));
+
+  // The plan said what the run did, and every removal is in the audit trail.
+  const planned = JSON.parse(plan.stdout).queues;
+  const done = JSON.parse(run.stdout).queues;
+  for (const q of planned) {
+    const d = done.find((x) => x.key === q.key);
+    assert.equal(q.backend, 'bullmq-postgres');
+    for (const [state, s] of Object.entries(q.states)) assert.equal(d.states[state].done, s.toActOn, `${q.key} ${state}`);
+  }
+  const counts = await withDb('d1_clean', async () => {
+    const q = new Queue('orders', { connection: urlOf('d1_sweep') });
+    const c = await q.getJobCounts();
+    await q.close();
+    return c;
+  });
+  assert.equal(counts.completed + counts.failed, 0, 'BullMQ counts no finished job');
+  assert.ok(counts.delayed >= 1 && counts.prioritized === 1, JSON.stringify(counts));
+});
+
+test('a finished job a worker still holds is never removed, and the plan counts what the run removes', async () => {
+  await dataset('d2', []);
+  await sleep(20);
+  const held = await withDb('d2', async (sql) => {
+    const { rows } = await sql("UPDATE bullmq.job SET lock_token = 'w1', locked_until_ms = (extract(epoch from now()) * 1000)::bigint + 600000 WHERE id = (SELECT id FROM bullmq.job WHERE queue = 'orders' AND state = 'completed' ORDER BY id LIMIT 1) RETURNING id");
+    return rows[0].id;
+  });
+  const plan = await bullsweep(['--postgres', urlOf('d2'), '--config', POLICY, '--json', 'plan', '--queue', 'orders']);
+  assert.equal(plan.code, 0, plan.stderr);
+  const run = await bullsweep(['--postgres', urlOf('d2'), '--config', POLICY, '--json', 'run', '--queue', 'orders']);
+  assert.equal(run.code, 0, run.stderr);
+  const left = await withDb('d2', (sql) => sql("SELECT id, state FROM bullmq.job WHERE queue = 'orders' AND state IN ('completed', 'failed')"));
+  assert.deepEqual(left.rows, [{ id: held, state: 'completed' }]);
+  const p = JSON.parse(plan.stdout).queues[0].states;
+  const r = JSON.parse(run.stdout).queues[0].states;
+  assert.equal(r.completed.done, p.completed.toActOn);
+  assert.ok(r.completed.done > 0);
+});
+
+test('maxCount keeps the newest jobs in BullMQ\'s own retention order', async () => {
+  await dataset('d3', []);
+  const keep = writePolicy('version: 1\npolicies:\n  - { name: keep, queueNamePattern: "*", rules: { completed: { maxCount: 3 } } }\n');
+  const expected = await withDb('d3', (sql) => sql("SELECT id FROM bullmq.job WHERE queue = 'orders' AND state = 'completed' ORDER BY finished_at_ms DESC, seq DESC LIMIT 3"));
+  const run = await bullsweep(['--postgres', urlOf('d3'), '--config', keep, 'run', '--queue', 'orders']);
+  assert.equal(run.code, 0, run.stderr);
+  const left = await withDb('d3', (sql) => sql("SELECT id FROM bullmq.job WHERE queue = 'orders' AND state = 'completed' ORDER BY finished_at_ms DESC, seq DESC"));
+  assert.deepEqual(left.rows, expected.rows);
+  assert.equal(left.rows.length, 3);
+});
+
+test('a schema bullsweep does not know, or none, is refused with exit 2 and nothing is read', async () => {
+  await pg.sql('CREATE DATABASE d4');
+  const none = await bullsweep(['--postgres', urlOf('d4'), '--config', POLICY, 'plan']);
+  assert.equal(none.code, 2, none.stderr);
+  assert.match(none.stderr, /holds no BullMQ tables/);
+  await migrate(urlOf('d4'));
+  await withDb('d4', (sql) => sql("INSERT INTO bullmq.migration (version, name, min_client_version) VALUES (99, 'future', 6)"));
+  const future = await bullsweep(['--postgres', urlOf('d4'), '--config', POLICY, 'plan']);
+  assert.equal(future.code, 2, future.stderr);
+  assert.match(future.stderr, /schema version 99/);
+  const other = await bullsweep(['--postgres', `${urlOf('d4')}?schema=elsewhere`, '--config', POLICY, 'plan']);
+  assert.equal(other.code, 2, other.stderr);
+});
