@@ -20,6 +20,7 @@ mod expire;
 mod memory_report;
 mod node;
 mod pending;
+mod postgres;
 mod probe;
 mod report;
 mod scale;
@@ -49,6 +50,10 @@ pub enum Strategy {
     BullEvent,
     /// `action: archive` to a local directory: archive, verify, then delete.
     Archive,
+    /// BullMQ on PostgreSQL: bullsweep's bounded removal of `--jobs` completed jobs against
+    /// `Queue.clean(0, 0)` and `clean(0, 1000)` looped (jobs/s, longest transaction, dead
+    /// tuples).
+    Postgres,
     /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
     /// `Queue.getJobs` pages filtered in JS.
     Forget,
@@ -190,6 +195,13 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             args.compat_dir.display()
         ));
     }
+    if args.strategy == Strategy::Postgres {
+        if !node_ready {
+            return Err(Error::config(report.skipped.join("; "))
+                .with_hint("this bench needs Node and BullMQ for its contenders"));
+        }
+        return postgres::run(args, &node).await;
+    }
     if args.strategy == Strategy::Scale {
         return scale::run(&mut con, &url, args).await;
     }
@@ -324,7 +336,8 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         | Strategy::Source
         | Strategy::Doctor
         | Strategy::Expire
-        | Strategy::Trim => {
+        | Strategy::Trim
+        | Strategy::Postgres => {
             vec!["archive".into()]
         }
         Strategy::Forget => ["bullsweep", "bullmq"]

@@ -425,6 +425,9 @@ pub enum StrategyArg {
     /// `events: { maxLen }` on a stream of `--jobs` entries (default five million), trimmed
     /// to 10,000 by bullsweep's bounded calls against one exact `XTRIM MAXLEN`: the longest
     /// call, Redis CPU and time.
+    /// BullMQ on PostgreSQL: bullsweep's bounded removal of completed jobs against
+    /// `Queue.clean(0, 0)` and `clean(0, 1000)` looped.
+    Postgres,
     Trim,
 }
 

@@ -21,6 +21,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Pending => Strategy::Pending,
         StrategyArg::Source => Strategy::Source,
         StrategyArg::Trim => Strategy::Trim,
+        StrategyArg::Postgres => Strategy::Postgres,
         StrategyArg::Doctor => Strategy::Doctor,
         StrategyArg::Expire => Strategy::Expire,
     };

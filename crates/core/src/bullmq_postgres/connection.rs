@@ -68,7 +68,7 @@ impl PgTarget {
             .map_err(|e| Error::config(format!("--postgres: {e}")))?;
         config.application_name("bullsweep");
         config.options(format!(
-            "-c search_path={schema} -c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+            "-c search_path={schema} -c jit=off -c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}"
         ));
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(5));

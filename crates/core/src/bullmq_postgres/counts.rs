@@ -11,8 +11,11 @@ use tokio_postgres::Client;
 pub async fn jobs_in(client: &Client, queue: &str, state: JobState) -> Result<u64> {
     let row = client
         .query_one(
-            "SELECT count(*) FROM job WHERE queue = $1::text AND state = $2::text::job_state",
-            &[&queue, &state.as_str()],
+            &format!(
+                "SELECT count(*) FROM job WHERE queue = $1::text AND state = '{}'",
+                state.as_str()
+            ),
+            &[&queue],
         )
         .await
         .map_err(|e| pg_error(&e))?;
@@ -21,7 +24,7 @@ pub async fn jobs_in(client: &Client, queue: &str, state: JobState) -> Result<u6
 
 /// Jobs `pick` selects.
 pub async fn selected(client: &Client, pick: &FinishedPick) -> Result<u64> {
-    let sql = format!("SELECT count(*) FROM job WHERE {}", FinishedPick::WHERE);
+    let sql = format!("SELECT count(*) FROM job WHERE {}", pick.condition());
     let row = client
         .query_one(&sql, &pick.params())
         .await
@@ -42,7 +45,7 @@ pub async fn taken_along(client: &Client, pick: &FinishedPick) -> Result<(u64, u
            SELECT 1 FROM job_dependency d WHERE d.parent_queue = p.queue AND d.parent_id = p.id \
              AND d.status = 'pending' \
              AND NOT (d.child_queue = $1::text AND d.child_id IN (SELECT id FROM sel)))",
-        FinishedPick::WHERE
+        pick.condition()
     );
     let row = client
         .query_one(&sql, &pick.params())

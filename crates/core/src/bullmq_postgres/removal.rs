@@ -42,8 +42,8 @@ pub async fn remove_batch(
     let started = std::time::Instant::now();
     let tx = client.transaction().await?;
     let select = format!(
-        "SELECT id, parent_queue, parent_id FROM job WHERE {} ORDER BY finished_at_ms, seq LIMIT $9 FOR UPDATE SKIP LOCKED",
-        FinishedPick::WHERE
+        "SELECT id, parent_queue, parent_id FROM job WHERE {} ORDER BY finished_at_ms LIMIT $8 FOR UPDATE SKIP LOCKED",
+        pick.condition()
     );
     let mut params = pick.params().to_vec();
     params.push(&limit);

@@ -15,7 +15,7 @@ pub enum Names {
     AllBut(Vec<String>),
 }
 
-/// One group's selection in one finished state, as the parameters of [`FinishedPick::WHERE`].
+/// One group's selection in one finished state: [`FinishedPick::condition`] and its parameters.
 #[derive(Clone, Debug)]
 pub struct FinishedPick {
     queue: String,
@@ -29,18 +29,29 @@ pub struct FinishedPick {
 }
 
 impl FinishedPick {
-    /// The rows a selection takes: `$1` queue, `$2` state, `$3` the age cutoff, `$4` the
-    /// count kept (negative: none), `$5` the grace cutoff, `$6`/`$7` the names, `$8` now.
+    /// The condition on the rows the pick takes, over the parameters of [`Self::params`]:
+    /// `$1` queue, `$2` the age cutoff, `$3` the count kept (negative: none), `$4` the grace
+    /// cutoff, `$5`/`$6` the names, `$7` now. The state is written as a literal (one of
+    /// BullMQ's six), so that the planner matches BullMQ's partial index on finished jobs.
     /// Rows a worker holds (a lock token still valid) are never selected.
-    pub const WHERE: &'static str = "queue = $1::text AND state = $2::text::job_state \
-         AND finished_at_ms <= $5::bigint \
-         AND (($7::bool AND name = ANY($6::text[])) OR (NOT $7::bool AND NOT (name = ANY($6::text[])))) \
-         AND NOT (lock_token IS NOT NULL AND COALESCE(locked_until_ms, 0) > $8::bigint) \
-         AND (finished_at_ms <= $3::bigint OR CASE WHEN $4::bigint < 0 THEN false ELSE \
-              (finished_at_ms, seq) <= (SELECT b.finished_at_ms, b.seq FROM job b \
-                 WHERE b.queue = $1::text AND b.state = $2::text::job_state \
-                   AND (($7::bool AND b.name = ANY($6::text[])) OR (NOT $7::bool AND NOT (b.name = ANY($6::text[])))) \
-                 ORDER BY b.finished_at_ms DESC, b.seq DESC OFFSET GREATEST($4::bigint, 0) LIMIT 1) END)";
+    pub fn condition(&self) -> String {
+        let state = self.state;
+        let names = |t: &str| {
+            format!(
+                "(($6::bool AND {t}name = ANY($5::text[])) OR (NOT $6::bool AND NOT ({t}name = ANY($5::text[]))))"
+            )
+        };
+        format!(
+            "queue = $1::text AND state = '{state}' AND finished_at_ms <= $4::bigint AND {} \
+             AND NOT (lock_token IS NOT NULL AND COALESCE(locked_until_ms, 0) > $7::bigint) \
+             AND (finished_at_ms <= $2::bigint OR CASE WHEN $3::bigint < 0 THEN false ELSE \
+               (finished_at_ms, seq) <= (SELECT b.finished_at_ms, b.seq FROM job b \
+                 WHERE b.queue = $1::text AND b.state = '{state}' AND {} \
+                 ORDER BY b.finished_at_ms DESC, b.seq DESC OFFSET GREATEST($3::bigint, 0) LIMIT 1) END)",
+            names(""),
+            names("b."),
+        )
+    }
 
     /// The pick of `selection` among the jobs named by `names` in `state` of `queue`, at
     /// `now_ms`.
@@ -69,11 +80,10 @@ impl FinishedPick {
         }
     }
 
-    /// The eight parameters of [`FinishedPick::WHERE`].
-    pub fn params(&self) -> [&(dyn ToSql + Sync); 8] {
+    /// The seven parameters of [`Self::condition`].
+    pub fn params(&self) -> [&(dyn ToSql + Sync); 7] {
         [
             &self.queue,
-            &self.state,
             &self.age_cutoff,
             &self.keep_newest,
             &self.grace_cutoff,

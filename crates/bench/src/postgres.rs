@@ -1,0 +1,267 @@
+//! `--strategy postgres`: removing `--jobs` completed jobs of BullMQ on PostgreSQL (BullMQ
+//! 6.7's own schema and rows, `bench/pg_seed.js`), each contender on its own copy of the same
+//! database (`CREATE DATABASE … TEMPLATE`):
+//! - **bullsweep**: `bullsweep run`'s sweep (`maxAge: 1ms`), bounded transactions;
+//! - **clean(0, 0)**: BullMQ's `Queue.clean(0, 0, 'completed')`, one transaction;
+//! - **clean(0, 1000)**: the same looped with a limit of 1,000.
+//!
+//! Each is timed, its longest open transaction sampled from `pg_stat_activity` every 2 ms,
+//! and the table's dead tuples read after it.
+
+use super::BenchConfig;
+use super::node::NodeTarget;
+use bullsweep_core::Error;
+use bullsweep_core::bullmq_postgres::PgTarget;
+use bullsweep_core::engine::{Mode, NoObserver};
+use bullsweep_core::ops::{self, RunScope};
+use bullsweep_testkit::PrivatePostgres;
+use serde::Serialize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// The contenders, in the order each round runs them.
+const CONTENDERS: [&str; 3] = ["bullsweep", "clean(0, 0)", "clean(0, 1000)"];
+
+/// One contender's figures in one round.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PgRound {
+    contender: String,
+    round: u32,
+    removed: u64,
+    seconds: f64,
+    jobs_per_sec: f64,
+    longest_transaction_ms: f64,
+    dead_tuples_after: i64,
+}
+
+/// What `--strategy postgres` measured.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PgReport {
+    strategy: &'static str,
+    jobs: u64,
+    job_bytes: usize,
+    rounds: Vec<PgRound>,
+    /// bullsweep's jobs/s over clean(0, 0)'s, per round.
+    ratios_vs_clean: Vec<f64>,
+}
+
+/// Runs `--strategy postgres` and returns the table, or JSON.
+pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String, Error> {
+    let pg = PrivatePostgres::start()
+        .map_err(|e| Error::runtime(format!("cannot start a private PostgreSQL: {e}")))?;
+    let admin_url = pg.url("postgres");
+    let admin = bullsweep_core::postgres::connect(&admin_url)
+        .await
+        .map_err(|e| Error::runtime(format!("the bench's PostgreSQL: {e}")))?;
+    let sql = async |text: String| {
+        admin
+            .batch_execute(&text)
+            .await
+            .map_err(|e| Error::runtime(format!("{text}: {e}")))
+    };
+    sql("CREATE DATABASE seed".into()).await?;
+    let seed_url = db_url(&admin_url, "seed");
+    eprintln!("seeding {} completed jobs with BullMQ", args.jobs);
+    node_json(
+        node,
+        "bench/pg_seed.js",
+        &[
+            &seed_url,
+            &args.jobs.to_string(),
+            &args.job_bytes.to_string(),
+        ],
+    )?;
+    let mut rounds = Vec::new();
+    for round in 1..=args.rounds.max(1) {
+        for (i, contender) in CONTENDERS.into_iter().enumerate() {
+            let db = format!("r{round}c{i}");
+            sql(format!("CREATE DATABASE {db} TEMPLATE seed")).await?;
+            let url = db_url(&admin_url, &db);
+            eprintln!("round {round}: {contender}");
+            let sampler = Sampler::start(&admin_url, &db).await?;
+            let started = Instant::now();
+            let removed = match i {
+                0 => bullsweep(&url).await?,
+                1 => node_json(node, "bench/pg_clean.js", &[&url, "0"])?["removed"]
+                    .as_u64()
+                    .unwrap_or(0),
+                _ => node_json(node, "bench/pg_clean.js", &[&url, "1000"])?["removed"]
+                    .as_u64()
+                    .unwrap_or(0),
+            };
+            let seconds = started.elapsed().as_secs_f64();
+            let longest = sampler.stop();
+            tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+            let dead = dead_tuples(&url).await?;
+            if removed != args.jobs {
+                return Err(Error::runtime(format!(
+                    "{contender} removed {removed} of {} jobs",
+                    args.jobs
+                )));
+            }
+            rounds.push(PgRound {
+                contender: contender.to_string(),
+                round,
+                removed,
+                seconds,
+                jobs_per_sec: removed as f64 / seconds.max(1e-9),
+                longest_transaction_ms: longest,
+                dead_tuples_after: dead,
+            });
+            sql(format!("DROP DATABASE {db}")).await?;
+        }
+    }
+    let rate = |r: u32, c: &str| {
+        rounds
+            .iter()
+            .find(|m| m.round == r && m.contender == c)
+            .map(|m| m.jobs_per_sec)
+    };
+    let ratios_vs_clean = (1..=args.rounds.max(1))
+        .filter_map(|r| Some(rate(r, CONTENDERS[0])? / rate(r, CONTENDERS[1])?))
+        .collect();
+    let report = PgReport {
+        strategy: "postgres",
+        jobs: args.jobs,
+        job_bytes: args.job_bytes,
+        rounds,
+        ratios_vs_clean,
+    };
+    if args.json {
+        return serde_json::to_string(&report).map_err(Error::runtime);
+    }
+    Ok(table(&report))
+}
+
+/// The URL of database `db` on the server of `admin_url` (whose path is `/postgres`).
+fn db_url(admin_url: &str, db: &str) -> String {
+    match admin_url.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{db}"),
+        None => admin_url.to_string(),
+    }
+}
+
+/// bullsweep's run of `maxAge: 1ms` on completed jobs at `url`; the jobs it removed.
+async fn bullsweep(url: &str) -> Result<u64, Error> {
+    let set = bullsweep_policy::compile(
+        "bench.yaml",
+        "version: 1\naudit: { url: \"file:///dev/null\" }\npolicies:\n  - { name: bench, queueNamePattern: bench, rules: { completed: { maxAge: 1ms } } }\n",
+    )
+    .map_err(|e| Error::config(e.to_string()))?;
+    let target = PgTarget::parse(url)?;
+    let report =
+        ops::postgres_sweep(&target, &set, RunScope::default(), Mode::Run, &NoObserver).await?;
+    Ok(report
+        .queues
+        .iter()
+        .flat_map(|q| q.states.values())
+        .map(|s| s.done.unwrap_or(0))
+        .sum())
+}
+
+/// Dead tuples of `job` at `url`, as PostgreSQL's statistics count them.
+async fn dead_tuples(url: &str) -> Result<i64, Error> {
+    let client = bullsweep_core::postgres::connect(url)
+        .await
+        .map_err(|e| Error::runtime(format!("{e}")))?;
+    let row = client
+        .query_one("SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relname = 'job'", &[])
+        .await
+        .map_err(|e| Error::runtime(format!("{e}")))?;
+    Ok(row.get(0))
+}
+
+/// Runs a compatibility script with `args`; its last line of output as JSON.
+fn node_json(node: &NodeTarget, script: &str, args: &[&str]) -> Result<serde_json::Value, Error> {
+    let out = std::process::Command::new("node")
+        .arg(script)
+        .args(args)
+        .current_dir(&node.compat_dir)
+        .output()
+        .map_err(|e| Error::runtime(format!("node {script}: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::runtime(format!(
+            "node {script} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or("{}");
+    serde_json::from_str(last).map_err(|e| Error::runtime(format!("node {script}: {e}: {last}")))
+}
+
+/// Samples the longest open transaction in one database.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    longest_us: Arc<AtomicU64>,
+}
+
+impl Sampler {
+    async fn start(admin_url: &str, db: &str) -> Result<Self, Error> {
+        let client = bullsweep_core::postgres::connect(admin_url)
+            .await
+            .map_err(|e| Error::runtime(format!("{e}")))?;
+        let (stop, longest_us) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let (s, l, db) = (stop.clone(), longest_us.clone(), db.to_string());
+        tokio::spawn(async move {
+            let q = "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)) * 1e6, 0)::bigint \
+                     FROM pg_stat_activity WHERE datname = $1 AND xact_start IS NOT NULL AND state <> 'idle'";
+            while !s.load(Ordering::Relaxed) {
+                if let Ok(row) = client.query_one(q, &[&db]).await {
+                    l.fetch_max(row.get::<_, i64>(0).max(0) as u64, Ordering::Relaxed);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        });
+        Ok(Sampler { stop, longest_us })
+    }
+
+    /// Stops sampling; the longest transaction seen, ms.
+    fn stop(self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.longest_us.load(Ordering::Relaxed) as f64 / 1_000.0
+    }
+}
+
+fn table(r: &PgReport) -> String {
+    let mut out = format!(
+        "BullMQ on PostgreSQL: removing {} completed jobs (~{} B each)\n\n{:<16} {:>5} {:>9} {:>9} {:>11} {:>18} {:>12}\n",
+        r.jobs,
+        r.job_bytes,
+        "contender",
+        "round",
+        "removed",
+        "seconds",
+        "jobs/s",
+        "longest txn (ms)",
+        "dead tuples"
+    );
+    for m in &r.rounds {
+        out.push_str(&format!(
+            "{:<16} {:>5} {:>9} {:>9.2} {:>11.0} {:>18.1} {:>12}\n",
+            m.contender,
+            m.round,
+            m.removed,
+            m.seconds,
+            m.jobs_per_sec,
+            m.longest_transaction_ms,
+            m.dead_tuples_after
+        ));
+    }
+    let ratios: Vec<String> = r
+        .ratios_vs_clean
+        .iter()
+        .map(|x| format!("{x:.2}x"))
+        .collect();
+    out.push_str(&format!(
+        "\nbullsweep / clean(0, 0) jobs/s: {}\n",
+        ratios.join(", ")
+    ));
+    out
+}
