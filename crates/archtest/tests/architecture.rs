@@ -59,6 +59,7 @@ const CORE_LAYERS: &[&[&str]] = &[
     &["bullmq", "postgres"],
     &["lock"],
     &["archive", "audit", "source"],
+    &["bullmq_postgres"],
     &["notify"],
     &["engine", "health"],
     &["ops"],

@@ -195,28 +195,16 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             args.compat_dir.display()
         ));
     }
-    if args.strategy == Strategy::Postgres {
-        if !node_ready {
-            return Err(Error::config(report.skipped.join("; "))
-                .with_hint("this bench needs Node and BullMQ for its contenders"));
-        }
-        return postgres::run(args, &node).await;
-    }
-    if args.strategy == Strategy::Scale {
-        return scale::run(&mut con, &url, args).await;
-    }
-    if args.strategy == Strategy::Report {
-        return memory_report::run(&mut con, &url, args).await;
-    }
-    if args.strategy == Strategy::Trim {
-        return events_trim::run(&mut con, &url, args).await;
-    }
-    if args.strategy == Strategy::Expire {
-        return expire::run(&mut con, &url, args).await;
+    match args.strategy {
+        Strategy::Scale => return scale::run(&mut con, &url, args).await,
+        Strategy::Report => return memory_report::run(&mut con, &url, args).await,
+        Strategy::Trim => return events_trim::run(&mut con, &url, args).await,
+        Strategy::Expire => return expire::run(&mut con, &url, args).await,
+        _ => {}
     }
     if matches!(
         args.strategy,
-        Strategy::Pending | Strategy::Source | Strategy::Doctor
+        Strategy::Pending | Strategy::Source | Strategy::Doctor | Strategy::Postgres
     ) {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
@@ -225,6 +213,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         return match args.strategy {
             Strategy::Pending => pending::run(&mut con, &url, args, &node).await,
             Strategy::Doctor => doctor::run(&mut con, &url, args, &node).await,
+            Strategy::Postgres => postgres::run(args, &node).await,
             _ => source_link::run(&mut con, &url, args, &node).await,
         };
     }

@@ -66,7 +66,7 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
     let seed_url = db_url(&admin_url, "seed");
     eprintln!("seeding {} completed jobs with BullMQ", args.jobs);
     node_json(
-        node,
+        &node.compat_dir,
         "bench/pg_seed.js",
         &[
             &seed_url,
@@ -85,12 +85,18 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
             let started = Instant::now();
             let removed = match i {
                 0 => bullsweep(&url).await?,
-                1 => node_json(node, "bench/pg_clean.js", &[&url, "0"])?["removed"]
-                    .as_u64()
-                    .unwrap_or(0),
-                _ => node_json(node, "bench/pg_clean.js", &[&url, "1000"])?["removed"]
-                    .as_u64()
-                    .unwrap_or(0),
+                // Node runs off the runtime's thread, so that the sampler samples meanwhile.
+                _ => {
+                    let (compat, url) = (node.compat_dir.clone(), url.clone());
+                    let limit = if i == 1 { "0" } else { "1000" };
+                    tokio::task::spawn_blocking(move || {
+                        node_json(&compat, "bench/pg_clean.js", &[&url, limit])
+                    })
+                    .await
+                    .map_err(Error::runtime)??["removed"]
+                        .as_u64()
+                        .unwrap_or(0)
+                }
             };
             let seconds = started.elapsed().as_secs_f64();
             let longest = sampler.stop();
@@ -175,11 +181,15 @@ async fn dead_tuples(url: &str) -> Result<i64, Error> {
 }
 
 /// Runs a compatibility script with `args`; its last line of output as JSON.
-fn node_json(node: &NodeTarget, script: &str, args: &[&str]) -> Result<serde_json::Value, Error> {
+fn node_json(
+    compat_dir: &std::path::Path,
+    script: &str,
+    args: &[&str],
+) -> Result<serde_json::Value, Error> {
     let out = std::process::Command::new("node")
         .arg(script)
         .args(args)
-        .current_dir(&node.compat_dir)
+        .current_dir(compat_dir)
         .output()
         .map_err(|e| Error::runtime(format!("node {script}: {e}")))?;
     if !out.status.success() {
@@ -193,7 +203,7 @@ fn node_json(node: &NodeTarget, script: &str, args: &[&str]) -> Result<serde_jso
     serde_json::from_str(last).map_err(|e| Error::runtime(format!("node {script}: {e}: {last}")))
 }
 
-/// Samples the longest open transaction in one database.
+/// Samples the longest open transaction of a client (not autovacuum's) in one database.
 struct Sampler {
     stop: Arc<AtomicBool>,
     longest_us: Arc<AtomicU64>,
@@ -211,7 +221,7 @@ impl Sampler {
         let (s, l, db) = (stop.clone(), longest_us.clone(), db.to_string());
         tokio::spawn(async move {
             let q = "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)) * 1e6, 0)::bigint \
-                     FROM pg_stat_activity WHERE datname = $1 AND xact_start IS NOT NULL AND state <> 'idle'";
+                     FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' AND xact_start IS NOT NULL AND state <> 'idle'";
             while !s.load(Ordering::Relaxed) {
                 if let Ok(row) = client.query_one(q, &[&db]).await {
                     l.fetch_max(row.get::<_, i64>(0).max(0) as u64, Ordering::Relaxed);
