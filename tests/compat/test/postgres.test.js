@@ -134,3 +134,22 @@ test('a schema bullsweep does not know, or none, is refused with exit 2 and noth
   const other = await bullsweep(['--postgres', `${urlOf('d4')}?schema=elsewhere`, '--config', POLICY, 'plan']);
   assert.equal(other.code, 2, other.stderr);
 });
+
+test('maxCount over more jobs than one bounded step keeps exactly the newest, ties broken as BullMQ breaks them', async () => {
+  await pg.sql('CREATE DATABASE d5');
+  await migrate(urlOf('d5'));
+  // 25,000 completed jobs, five to a millisecond, as a worker leaves them.
+  await withDb('d5', (sql) => sql(`INSERT INTO bullmq.job (queue, id, seq, name, state, data, opts, added_at_ms, finished_at_ms, return_value)
+    SELECT 'big', 'j' || g, nextval('bullmq.job_seq'), 'send', 'completed', '{}', '{}', 1700000000000, 1700000000000 + g / 5, '{"ok":true}'
+    FROM generate_series(1, 25000) g`));
+  const keep = writePolicy('version: 1\npolicies:\n  - { name: keep, queueNamePattern: "*", rules: { completed: { maxCount: 15001 } } }\n');
+  const plan = await bullsweep(['--postgres', urlOf('d5'), '--config', keep, '--json', 'plan']);
+  assert.equal(plan.code, 0, plan.stderr);
+  assert.equal(JSON.parse(plan.stdout).queues[0].states.completed.toActOn, 9999);
+  const expected = await withDb('d5', (sql) => sql("SELECT id FROM bullmq.job WHERE queue = 'big' ORDER BY finished_at_ms DESC, seq DESC LIMIT 15001"));
+  const run = await bullsweep(['--postgres', urlOf('d5'), '--config', keep, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(JSON.parse(run.stdout).queues[0].states.completed.done, 9999);
+  const left = await withDb('d5', (sql) => sql("SELECT id FROM bullmq.job WHERE queue = 'big' ORDER BY finished_at_ms DESC, seq DESC"));
+  assert.deepEqual(left.rows, expected.rows);
+});

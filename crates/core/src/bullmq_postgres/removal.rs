@@ -42,10 +42,11 @@ pub async fn remove_batch(
     let started = std::time::Instant::now();
     let tx = client.transaction().await?;
     let select = format!(
-        "SELECT id, parent_queue, parent_id FROM job WHERE {} ORDER BY finished_at_ms LIMIT $8 FOR UPDATE SKIP LOCKED",
+        "SELECT id, parent_queue, parent_id FROM job WHERE {} ORDER BY finished_at_ms LIMIT $11 FOR UPDATE SKIP LOCKED",
         pick.condition()
     );
-    let mut params = pick.params().to_vec();
+    let range = (i64::MIN, pick.newest());
+    let mut params = pick.params(&range).to_vec();
     params.push(&limit);
     let rows = tx.query(&select, &params).await?;
     if rows.is_empty() {

@@ -219,7 +219,10 @@ impl PgQueueRun<'_> {
             if !group.selection.selects_anything() {
                 continue;
             }
-            let pick = FinishedPick::new(q, state, &group.selection, names, self.opts.now_ms);
+            let now = self.opts.now_ms;
+            let pick = FinishedPick::at(client, q, state, &group.selection, names, now)
+                .await
+                .map_err(|e| pg::pg_error(&e))?;
             let selected = pg::counts::selected(client, &pick).await?;
             sr.matched += selected;
             match self.mode {
