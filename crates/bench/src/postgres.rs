@@ -17,7 +17,8 @@ use bullsweep_core::ops::{self, RunScope};
 use bullsweep_testkit::PrivatePostgres;
 use serde::Serialize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// The contenders, in the order each round runs them.
@@ -33,6 +34,8 @@ struct PgRound {
     seconds: f64,
     jobs_per_sec: f64,
     longest_transaction_ms: f64,
+    /// What the longest transaction was running when it was sampled longest.
+    longest_statement: String,
     dead_tuples_after: i64,
 }
 
@@ -99,7 +102,7 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
                 }
             };
             let seconds = started.elapsed().as_secs_f64();
-            let longest = sampler.stop();
+            let (longest, statement) = sampler.stop();
             tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
             let dead = dead_tuples(&url).await?;
             if removed != args.jobs {
@@ -115,6 +118,7 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
                 seconds,
                 jobs_per_sec: removed as f64 / seconds.max(1e-9),
                 longest_transaction_ms: longest,
+                longest_statement: statement,
                 dead_tuples_after: dead,
             });
             sql(format!("DROP DATABASE {db}")).await?;
@@ -203,10 +207,11 @@ fn node_json(
     serde_json::from_str(last).map_err(|e| Error::runtime(format!("node {script}: {e}: {last}")))
 }
 
-/// Samples the longest open transaction of a client (not autovacuum's) in one database.
+/// Samples the longest open transaction of a client (not autovacuum's) in one database, and
+/// the statement it was running then.
 struct Sampler {
     stop: Arc<AtomicBool>,
-    longest_us: Arc<AtomicU64>,
+    longest: Arc<Mutex<(u64, String)>>,
 }
 
 impl Sampler {
@@ -214,28 +219,33 @@ impl Sampler {
         let client = bullsweep_core::postgres::connect(admin_url)
             .await
             .map_err(|e| Error::runtime(format!("{e}")))?;
-        let (stop, longest_us) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicU64::new(0)),
-        );
-        let (s, l, db) = (stop.clone(), longest_us.clone(), db.to_string());
+        let stop = Arc::new(AtomicBool::new(false));
+        let longest = Arc::new(Mutex::new((0, String::new())));
+        let (s, l, db) = (stop.clone(), longest.clone(), db.to_string());
         tokio::spawn(async move {
-            let q = "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)) * 1e6, 0)::bigint \
-                     FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' AND xact_start IS NOT NULL AND state <> 'idle'";
+            let q = "SELECT (extract(epoch FROM clock_timestamp() - xact_start) * 1e6)::bigint, left(query, 160) \
+                     FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' \
+                     AND xact_start IS NOT NULL AND state <> 'idle' ORDER BY xact_start LIMIT 1";
             while !s.load(Ordering::Relaxed) {
-                if let Ok(row) = client.query_one(q, &[&db]).await {
-                    l.fetch_max(row.get::<_, i64>(0).max(0) as u64, Ordering::Relaxed);
+                if let Ok(Some(row)) = client.query_opt(q, &[&db]).await {
+                    let us = row.get::<_, i64>(0).max(0) as u64;
+                    if let Ok(mut l) = l.lock()
+                        && us > l.0
+                    {
+                        *l = (us, row.get(1));
+                    }
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             }
         });
-        Ok(Sampler { stop, longest_us })
+        Ok(Sampler { stop, longest })
     }
 
-    /// Stops sampling; the longest transaction seen, ms.
-    fn stop(self) -> f64 {
+    /// Stops sampling; the longest transaction seen (ms) and its statement then.
+    fn stop(self) -> (f64, String) {
         self.stop.store(true, Ordering::Relaxed);
-        self.longest_us.load(Ordering::Relaxed) as f64 / 1_000.0
+        let l = self.longest.lock().map(|l| l.clone()).unwrap_or_default();
+        (l.0 as f64 / 1_000.0, l.1)
     }
 }
 
@@ -262,6 +272,16 @@ fn table(r: &PgReport) -> String {
             m.jobs_per_sec,
             m.longest_transaction_ms,
             m.dead_tuples_after
+        ));
+    }
+    out.push('\n');
+    for m in &r.rounds {
+        let statement: Vec<&str> = m.longest_statement.split_whitespace().collect();
+        out.push_str(&format!(
+            "{} (round {}), longest: {}\n",
+            m.contender,
+            m.round,
+            statement.join(" ")
         ));
     }
     let ratios: Vec<String> = r

@@ -9,12 +9,12 @@ const { Client } = require('pg');
 const { startPostgres } = require('../lib/postgres');
 const { migrate, dump } = require('../lib/bullmq_pg');
 const { build, QUEUES } = require('../lib/bullmq_pg_dataset');
-const { Queue } = require('bullmq');
-const { bullsweep, writePolicy, sleep } = require('../lib/harness');
+const { Queue, Worker } = require('bullmq');
+const { bullsweep, writePolicy, sleep, startDaemon, stopDaemons, waitFor } = require('../lib/harness');
 
 let pg;
 before(async () => { pg = await startPostgres(); });
-after(() => pg.stop());
+after(async () => { stopDaemons(); await pg.stop(); });
 
 const urlOf = (db) => pg.url.replace(/\/[^/?]*(\?|$)/, `/${db}$1`);
 
@@ -152,4 +152,35 @@ test('maxCount over more jobs than one bounded step keeps exactly the newest, ti
   assert.equal(JSON.parse(run.stdout).queues[0].states.completed.done, 9999);
   const left = await withDb('d5', (sql) => sql("SELECT id FROM bullmq.job WHERE queue = 'big' ORDER BY finished_at_ms DESC, seq DESC"));
   assert.deepEqual(left.rows, expected.rows);
+});
+
+test('the daemon keeps maxCount as a worker completes jobs (LISTEN bullmq_events), and never fails a job', async () => {
+  await pg.sql('CREATE DATABASE d6');
+  await migrate(urlOf('d6'));
+  const policy = writePolicy('version: 1\npolicies:\n  - { name: keep, queueNamePattern: "orders", mode: both, schedule: 1h, rules: { completed: { maxCount: 10 } } }\n');
+  const daemon = startDaemon(['--postgres', urlOf('d6'), '--config', policy]);
+  const q = new Queue('orders', { connection: urlOf('d6') });
+  let failed = 0;
+  const worker = new Worker('orders', async (job) => ({ ok: job.id }), { connection: urlOf('d6'), concurrency: 8 });
+  worker.on('failed', () => { failed += 1; });
+  for (let i = 0; i < 300; i += 50) {
+    await q.addBulk(Array.from({ length: 50 }, (_, k) => ({ name: 'charge', data: { i: i + k } })));
+  }
+  await waitFor('the jobs to complete and the queue to be trimmed', async () => {
+    const c = await q.getJobCounts();
+    return c.waiting + c.active === 0 && c.completed === 10;
+  }, 30000);
+  await worker.close();
+  const left = await withDb('d6', (sql) => sql("SELECT id FROM bullmq.job WHERE queue = 'orders' AND state = 'completed' ORDER BY finished_at_ms DESC, seq DESC"));
+  const newest = await withDb('d6', (sql) => sql("SELECT count(*)::int AS n FROM bullmq.job WHERE queue = 'orders'"));
+  assert.equal(left.rows.length, 10);
+  assert.equal(newest.rows[0].n, 10, 'nothing but the newest ten is left');
+  assert.equal(failed, 0);
+  await q.close();
+  await daemon.kill();
+  assert.match(daemon.log(), /removed \d+ jobs/);
+  // Every removal is in the audit trail the daemon shipped.
+  const trail = require('node:fs').readFileSync(require('node:path').join(daemon.dir, 'bullsweep-audit.jsonl'), 'utf8')
+    .trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(trail.reduce((n, e) => n + e.jobCount, 0), 290);
 });

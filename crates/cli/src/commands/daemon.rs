@@ -28,7 +28,10 @@ pub async fn run(cli: &Cli, args: &DaemonArgs) -> Result<i32, CliError> {
             log::log("warn", &warning);
         }
     }
+    let postgres = super::connection::postgres(cli)?;
     let config = DaemonConfig {
+        redis: cli.redis.is_some() || postgres.is_none(),
+        postgres,
         target: super::connection::target(cli)?,
         config: cli.config.clone(),
         env: cli.env.clone(),

@@ -93,15 +93,24 @@ impl PgTarget {
     /// Opens a session. Its connection task runs on the current runtime until the client is
     /// dropped.
     pub async fn connect(&self) -> Result<Client> {
-        let (client, connection) = self
-            .config
-            .connect(NoTls)
-            .await
-            .map_err(|e| pg_error(&e).context(format!("cannot connect to {}", self.shown)))?;
+        let (client, connection) = self.connect_raw().await?;
         tokio::spawn(async move {
             let _ = connection.await;
         });
         Ok(client)
+    }
+
+    /// Opens a session whose connection the caller drives.
+    pub(super) async fn connect_raw(
+        &self,
+    ) -> Result<(
+        Client,
+        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    )> {
+        self.config
+            .connect(NoTls)
+            .await
+            .map_err(|e| pg_error(&e).context(format!("cannot connect to {}", self.shown)))
     }
 }
 

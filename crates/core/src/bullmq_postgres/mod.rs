@@ -9,6 +9,7 @@
 mod connection;
 pub mod counts;
 mod discovery;
+mod listen;
 pub mod outbox;
 mod removal;
 mod schema;
@@ -16,6 +17,7 @@ mod selection;
 
 pub use connection::{DEFAULT_SCHEMA, PgTarget, pg_error};
 pub use discovery::queue_names;
+pub use listen::EVENTS_CHANNEL;
 pub use removal::{BatchAudit, Removed, remove_batch};
 pub use schema::{KNOWN_VERSIONS, schema_version};
 pub use selection::{FinishedPick, Names};

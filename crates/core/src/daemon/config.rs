@@ -12,6 +12,10 @@ use std::sync::Arc;
 pub struct DaemonConfig {
     /// The Redis to govern.
     pub target: Target,
+    /// Whether to govern Redis at all (not with `--postgres` alone).
+    pub redis: bool,
+    /// BullMQ on PostgreSQL to govern too (`--postgres`).
+    pub postgres: Option<crate::bullmq_postgres::PgTarget>,
     /// The policy file, read at start and again on SIGHUP.
     pub config: PathBuf,
     /// The environment in force (see `--env`).

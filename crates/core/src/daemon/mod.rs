@@ -29,6 +29,7 @@ mod health;
 pub mod http;
 mod listeners;
 pub mod metrics;
+mod postgres_governor;
 mod process;
 mod queue_labels;
 mod queue_run;
@@ -50,6 +51,7 @@ use events_shared::EventShared;
 use expiry_watch::ExpiryWatch;
 use listeners::Listeners;
 use metrics::DaemonMetrics;
+use postgres_governor::PostgresGovernor;
 use process::connect_with_backoff;
 use schedule::{Settings, Wiring};
 use signals::Signals;
@@ -68,6 +70,31 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let http = Listeners::bind(&cfg)?.serve(&metrics, shutdown.clone())?;
     let (signals, reload) = Signals::install(shutdown.clone())?;
     tokio::spawn(signals.run());
+    let governor = cfg.postgres.clone().map(|target| PostgresGovernor {
+        target,
+        config: cfg.config.clone(),
+        env: cfg.env.clone(),
+        queue_glob: cfg.queue_glob.clone(),
+        discover_every: cfg.discover_every,
+        shutdown: shutdown.clone(),
+    });
+    let postgres = {
+        let set = set.clone();
+        async move {
+            if let Some(governor) = governor {
+                governor.run(set).await;
+            }
+        }
+    };
+    if !cfg.redis {
+        log("info", "daemon started for BullMQ on PostgreSQL");
+        postgres.await;
+        if let Some(http) = http {
+            let _ = tokio::task::spawn_blocking(move || http.join()).await;
+        }
+        log("info", "stopped");
+        return Ok(());
+    }
 
     let Some(mut con) =
         connect_with_backoff(&cfg.target, "bullsweep-daemon", &shutdown, &metrics).await
@@ -116,7 +143,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     log("info", &format!("daemon started as {}", daemon.runs.owner));
     // The reader stops after its round in progress and releases its locks, the watch (on its
     // thread) after its walk, the schedule after the batch in progress.
-    tokio::join!(daemon.run(), reader, watch);
+    tokio::join!(daemon.run(), reader, watch, postgres);
     daemon.ship_audit().await;
     // The requests being answered finish (the `http` thread ends with the last of them).
     if let Some(http) = http {
