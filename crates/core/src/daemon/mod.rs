@@ -70,22 +70,7 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let http = Listeners::bind(&cfg)?.serve(&metrics, shutdown.clone())?;
     let (signals, reload) = Signals::install(shutdown.clone())?;
     tokio::spawn(signals.run());
-    let governor = cfg.postgres.clone().map(|target| PostgresGovernor {
-        target,
-        config: cfg.config.clone(),
-        env: cfg.env.clone(),
-        queue_glob: cfg.queue_glob.clone(),
-        discover_every: cfg.discover_every,
-        shutdown: shutdown.clone(),
-    });
-    let postgres = {
-        let set = set.clone();
-        async move {
-            if let Some(governor) = governor {
-                governor.run(set).await;
-            }
-        }
-    };
+    let postgres = govern_postgres(&cfg, set.clone(), &shutdown);
     if !cfg.redis {
         log("info", "daemon started for BullMQ on PostgreSQL");
         postgres.await;
@@ -151,4 +136,25 @@ pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     }
     log("info", "stopped");
     Ok(())
+}
+
+/// The daemon's part for BullMQ on PostgreSQL (`--postgres`), done at once without it.
+fn govern_postgres(
+    cfg: &DaemonConfig,
+    set: bullsweep_policy::PolicySet,
+    shutdown: &Cancel,
+) -> impl std::future::Future<Output = ()> + use<> {
+    let governor = cfg.postgres.clone().map(|target| PostgresGovernor {
+        target,
+        config: cfg.config.clone(),
+        env: cfg.env.clone(),
+        queue_glob: cfg.queue_glob.clone(),
+        discover_every: cfg.discover_every,
+        shutdown: shutdown.clone(),
+    });
+    async move {
+        if let Some(governor) = governor {
+            governor.run(set).await;
+        }
+    }
 }
