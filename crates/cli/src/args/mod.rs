@@ -25,8 +25,9 @@ pub struct Cli {
     /// redis://127.0.0.1:6379].
     #[arg(long, global = true, env = "BULLSWEEP_REDIS_URL")]
     pub redis: Option<String>,
-    /// BullMQ on PostgreSQL: `postgres://user@host/db` (`?schema=NAME`, default `bullmq`).
-    /// `plan` and `run` govern its queues too; without `--redis`, only them.
+    /// BullMQ on PostgreSQL: `postgres://user@host/db` (`?schema=NAME`, default `bullmq`;
+    /// the password may come from `PGPASSWORD`). `plan`, `run` and `daemon` govern its
+    /// queues too; without `--redis`, only them.
     #[arg(
         long,
         global = true,

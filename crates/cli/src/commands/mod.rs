@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 
 /// Runs the command and returns the exit status.
 pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
+    postgres_governed(cli)?;
     match &cli.command {
         Command::Check => policy::check(cli),
         Command::Explain {
@@ -48,6 +49,26 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
         Command::Schema => schema::print(),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man(args) => docs::man(args),
+    }
+}
+
+/// Refuses `--postgres` for a command that reads or changes queues but does not govern BullMQ
+/// on PostgreSQL yet: a receipt or a report that left PostgreSQL out without saying so would
+/// claim what was not verified.
+fn postgres_governed(cli: &Cli) -> Result<(), CliError> {
+    let command = match &cli.command {
+        Command::Report(_) => "report",
+        Command::Doctor(_) => "doctor",
+        Command::Alerts(_) => "alerts",
+        Command::Forget(_) => "forget",
+        Command::Archive(_) => "archive",
+        _ => return Ok(()),
+    };
+    match &cli.postgres {
+        Some(_) => Err(CliError::usage(format!(
+            "--postgres: `{command}` does not cover BullMQ on PostgreSQL in this version (plan, run and daemon do); run it without --postgres for the Redis queues"
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -13,6 +13,9 @@ pub const DEFAULT_SCHEMA: &str = "bullmq";
 const LOCK_TIMEOUT_MS: u64 = 50;
 /// The longest any statement of bullsweep's may run; batches are sized to a small part of it.
 const STATEMENT_TIMEOUT_MS: u64 = 2_000;
+/// The longest a transaction of bullsweep's may wait between its statements (a process
+/// stopped or cut off mid-batch): its row locks are then let go, and the batch rolls back.
+const IDLE_IN_TRANSACTION_MS: u64 = 2_000;
 
 /// A PostgreSQL holding BullMQ queues: where it is, and which schema is BullMQ's.
 #[derive(Clone, Debug)]
@@ -67,9 +70,15 @@ impl PgTarget {
         let mut config = tokio_postgres::Config::from_str(&rebuilt)
             .map_err(|e| Error::config(format!("--postgres: {e}")))?;
         config.application_name("bullsweep");
+        // Quoted, as BullMQ quotes it: a schema `MySchema` is not `myschema`.
         config.options(format!(
-            "-c search_path={schema} -c jit=off -c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+            "-c search_path=\"{schema}\" -c jit=off -c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
         ));
+        if config.get_password().is_none()
+            && let Ok(password) = std::env::var("PGPASSWORD")
+        {
+            config.password(password);
+        }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(5));
         }
@@ -124,9 +133,20 @@ fn valid_schema(schema: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
 }
 
-/// `url` with its password masked.
+/// `url` with its password masked: everything between the first `:` after the scheme and
+/// the last `@` (a password may hold `#`, `/` or `@` unencoded), and every query value.
 fn shown_url(url: &str) -> String {
-    bullsweep_policy::masked_url(url, false)
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "***".to_string();
+    };
+    let rest = match rest.rsplit_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((name, _)) => format!("{name}:***@{host}"),
+            None => format!("{user}@{host}"),
+        },
+        None => rest.to_string(),
+    };
+    bullsweep_policy::masked_url(&format!("{scheme}://{rest}"), false)
 }
 
 /// The error for a failed PostgreSQL call: its SQLSTATE and message, a missing privilege as a
@@ -145,7 +165,10 @@ pub fn pg_error(e: &tokio_postgres::Error) -> Error {
             db.message(),
             db.code().code()
         )),
-        None => Error::postgres(format!("PostgreSQL: {e}")),
+        None => match std::error::Error::source(e) {
+            Some(cause) => Error::postgres(format!("PostgreSQL: {e}: {cause}")),
+            None => Error::postgres(format!("PostgreSQL: {e}")),
+        },
     }
 }
 
@@ -165,5 +188,15 @@ mod tests {
         assert!(PgTarget::parse("postgres://h/db?schema=a;drop").is_err());
         assert!(PgTarget::parse("postgres://h/db?sslmode=require").is_err());
         assert!(PgTarget::parse("redis://h").is_err());
+        for url in [
+            "postgres://u:S3c#ret@h:1/x",
+            "postgres://u:S3c/ret@h:1/x",
+            "postgres://u:a@b@h/x",
+        ] {
+            let shown = shown_url(url);
+            assert!(!shown.contains("ret") && !shown.contains("a@b"), "{shown}");
+            assert!(shown.starts_with("postgres://u:***@"), "{shown}");
+        }
+        assert_eq!(shown_url("postgres://u@h/x"), "postgres://u@h/x");
     }
 }

@@ -7,7 +7,7 @@ use super::connection::pg_error;
 use super::selection::FinishedPick;
 use crate::error::Result;
 use bullsweep_policy::JobState;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use tokio_postgres::Client;
 
 /// Jobs per range of finish times.
@@ -69,7 +69,7 @@ pub async fn jobs_in(client: &Client, queue: &str, state: JobState) -> Result<u6
 
 /// Jobs `pick` selects.
 pub async fn selected(client: &Client, pick: &FinishedPick) -> Result<u64> {
-    let sql = format!("SELECT count(*) FROM job WHERE {}", pick.condition());
+    let sql = format!("SELECT count(*) FROM job t WHERE {}", pick.condition("t"));
     let mut total = 0;
     for range in ranges(client, pick.queue(), pick.state(), pick.newest()).await? {
         let row = client
@@ -81,62 +81,116 @@ pub async fn selected(client: &Client, pick: &FinishedPick) -> Result<u64> {
     Ok(total)
 }
 
-/// The parents removing every job `pick` selects would free (in `waiting-children`, with no
-/// pending child left outside the selection): how many live in the same queue (removed with
-/// their last child) and how many elsewhere (moved to `waiting`).
-pub async fn taken_along(client: &Client, pick: &FinishedPick) -> Result<(u64, u64)> {
-    let parents_of = format!(
-        "SELECT DISTINCT parent_queue, parent_id FROM job WHERE {} AND parent_id IS NOT NULL",
-        pick.condition()
-    );
+/// The parents removing every job the `picks` of one state select would free (in
+/// `waiting-children`, with no pending child left that none of them selects): per queue the
+/// parent lives in, how many. A parent in the swept queue is removed with its last child, one
+/// elsewhere is moved to `waiting`.
+pub async fn taken_along(client: &Client, picks: &[FinishedPick]) -> Result<BTreeMap<String, u64>> {
     let mut parents = BTreeSet::new();
-    for range in ranges(client, pick.queue(), pick.state(), pick.newest()).await? {
-        for row in client
-            .query(&parents_of, &pick.params(&range))
-            .await
-            .map_err(|e| pg_error(&e))?
-        {
-            if let Some(q) = row.get::<_, Option<String>>(0) {
-                parents.insert((q, row.get::<_, String>(1)));
+    for pick in picks {
+        let sql = format!(
+            "SELECT DISTINCT t.parent_queue, t.parent_id FROM job t WHERE {} AND t.parent_id IS NOT NULL",
+            pick.condition("t")
+        );
+        for range in ranges(client, pick.queue(), pick.state(), pick.newest()).await? {
+            for row in client
+                .query(&sql, &pick.params(&range))
+                .await
+                .map_err(|e| pg_error(&e))?
+            {
+                if let (Some(q), Some(id)) = (
+                    row.get::<_, Option<String>>(0),
+                    row.get::<_, Option<String>>(1),
+                ) {
+                    parents.insert((q, id));
+                }
             }
         }
     }
-    // A parent is freed when each of its pending children is a job of this queue the pick
-    // selects (the condition, read on the child `c`).
-    let freed = format!(
-        "SELECT count(*) FILTER (WHERE p.queue = $1::text), count(*) FILTER (WHERE p.queue <> $1::text) \
-         FROM unnest($11::text[], $12::text[]) AS t(q, id) JOIN job p ON p.queue = t.q AND p.id = t.id \
-         WHERE p.state = 'waiting-children' AND NOT EXISTS ( \
-           SELECT 1 FROM job_dependency d WHERE d.parent_queue = p.queue AND d.parent_id = p.id \
-             AND d.status = 'pending' AND NOT EXISTS ( \
-               SELECT 1 FROM job c WHERE d.child_queue = $1::text AND c.id = d.child_id AND {}))",
-        pick.condition()
-    );
-    let (mut same, mut other) = (0, 0);
+    let mut freed = BTreeMap::new();
     let all: Vec<(String, String)> = parents.into_iter().collect();
-    let whole = (i64::MIN, i64::MAX);
     for chunk in all.chunks(PARENTS) {
-        let (qs, ids): (Vec<String>, Vec<String>) = chunk.iter().cloned().unzip();
-        let mut params = pick.params(&whole).to_vec();
-        params.push(&qs);
-        params.push(&ids);
-        let row = client
-            .query_one(&freed, &params)
-            .await
-            .map_err(|e| pg_error(&e))?;
-        same += row.get::<_, i64>(0).max(0) as u64;
-        other += row.get::<_, i64>(1).max(0) as u64;
+        for (queue, n) in freed_in(client, picks, chunk).await? {
+            *freed.entry(queue).or_default() += n;
+        }
     }
-    Ok((same, other))
+    Ok(freed)
 }
 
-/// Takes the sweep lock of `queue` for this session (a PostgreSQL advisory lock, so that
-/// several bullsweeps never sweep one queue at once); `false` when another holds it.
-pub async fn try_lock(client: &Client, queue: &str) -> Result<bool> {
+/// Of `parents`, those in `waiting-children` whose pending children are all jobs the `picks`
+/// select, counted per queue.
+async fn freed_in(
+    client: &Client,
+    picks: &[FinishedPick],
+    parents: &[(String, String)],
+) -> Result<BTreeMap<String, u64>> {
+    let Some(first) = picks.first() else {
+        return Ok(BTreeMap::new());
+    };
+    let (qs, ids): (Vec<String>, Vec<String>) = parents.iter().cloned().unzip();
+    let rows = client
+        .query(
+            "SELECT p.queue, p.id, d.child_queue, d.child_id FROM unnest($1::text[], $2::text[]) AS t(q, id) \
+             JOIN job p ON p.queue = t.q AND p.id = t.id AND p.state = 'waiting-children' \
+             LEFT JOIN job_dependency d ON d.parent_queue = p.queue AND d.parent_id = p.id AND d.status = 'pending'",
+            &[&qs, &ids],
+        )
+        .await
+        .map_err(|e| pg_error(&e))?;
+    // Each waiting parent with the children it waits for (none: freed by the recount).
+    let mut waiting: BTreeMap<(String, String), Vec<(String, String)>> = BTreeMap::new();
+    for row in rows {
+        let children = waiting.entry((row.get(0), row.get(1))).or_default();
+        if let (Some(cq), Some(cid)) = (
+            row.get::<_, Option<String>>(2),
+            row.get::<_, Option<String>>(3),
+        ) {
+            children.push((cq, cid));
+        }
+    }
+    let here: Vec<String> = waiting
+        .values()
+        .flatten()
+        .filter(|(q, _)| q == first.queue())
+        .map(|(_, id)| id.clone())
+        .collect();
+    let mut chosen = BTreeSet::new();
+    let whole = (i64::MIN, i64::MAX);
+    for pick in picks {
+        let sql = format!(
+            "SELECT t.id FROM job t WHERE t.id = ANY($12::text[]) AND {}",
+            pick.condition("t")
+        );
+        let mut params = pick.params(&whole).to_vec();
+        params.push(&here);
+        for row in client
+            .query(&sql, &params)
+            .await
+            .map_err(|e| pg_error(&e))?
+        {
+            chosen.insert(row.get::<_, String>(0));
+        }
+    }
+    let mut freed = BTreeMap::new();
+    for ((queue, _), children) in waiting {
+        if children
+            .iter()
+            .all(|(q, id)| q == first.queue() && chosen.contains(id))
+        {
+            *freed.entry(queue).or_default() += 1;
+        }
+    }
+    Ok(freed)
+}
+
+/// Takes the sweep lock of the queue at `base` (`<schema>:<queue>`: queues of two schemas
+/// never share one) for this session, a PostgreSQL advisory lock, so that several bullsweeps
+/// never sweep one queue at once; `false` when another holds it.
+pub async fn try_lock(client: &Client, base: &str) -> Result<bool> {
     let row = client
         .query_one(
             "SELECT pg_try_advisory_lock(hashtext('bullsweep:sweep:' || $1::text))",
-            &[&queue],
+            &[&base],
         )
         .await
         .map_err(|e| pg_error(&e))?;
@@ -144,11 +198,11 @@ pub async fn try_lock(client: &Client, queue: &str) -> Result<bool> {
 }
 
 /// Releases what [`try_lock`] took.
-pub async fn unlock(client: &Client, queue: &str) -> Result<()> {
+pub async fn unlock(client: &Client, base: &str) -> Result<()> {
     client
         .execute(
             "SELECT pg_advisory_unlock(hashtext('bullsweep:sweep:' || $1::text))",
-            &[&queue],
+            &[&base],
         )
         .await
         .map(|_| ())

@@ -42,8 +42,8 @@ pub async fn remove_batch(
     let started = std::time::Instant::now();
     let tx = client.transaction().await?;
     let select = format!(
-        "SELECT id, parent_queue, parent_id FROM job WHERE {} ORDER BY finished_at_ms LIMIT $11 FOR UPDATE SKIP LOCKED",
-        pick.condition()
+        "SELECT j.id, j.parent_queue, j.parent_id FROM job j WHERE {} ORDER BY j.finished_at_ms LIMIT $12 FOR UPDATE SKIP LOCKED",
+        pick.condition("j")
     );
     let range = (i64::MIN, pick.newest());
     let mut params = pick.params(&range).to_vec();
@@ -63,6 +63,16 @@ pub async fn remove_batch(
             parent_ids.push(id);
         }
     }
+    if !parent_ids.is_empty() {
+        // BullMQ's own lock on each parent, taken as its child completions take it, so that a
+        // sibling finishing meanwhile is counted by the recount below, never lost to it.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('bullmq:parent:' || q || ':' || id)) \
+             FROM (SELECT DISTINCT q, id FROM unnest($1::text[], $2::text[]) AS t(q, id) ORDER BY q, id) s",
+            &[&parent_queues, &parent_ids],
+        )
+        .await?;
+    }
     tx.execute(
         "DELETE FROM job_dependency WHERE child_queue = $1::text AND child_id = ANY($2::text[])",
         &[&queue, &ids],
@@ -77,47 +87,7 @@ pub async fn remove_batch(
         ids,
         ..Removed::default()
     };
-    let mut related = Vec::new();
-    if !parent_ids.is_empty() {
-        let done = tx
-            .query(
-                "WITH p AS (SELECT DISTINCT q, id FROM unnest($1::text[], $2::text[]) AS t(q, id)) \
-                 UPDATE job j SET pending_deps = (SELECT count(*) FROM job_dependency d \
-                   WHERE d.parent_queue = j.queue AND d.parent_id = j.id AND d.status = 'pending') \
-                 FROM p WHERE j.queue = p.q AND j.id = p.id \
-                 RETURNING j.queue, j.id, j.state = 'waiting-children' AND j.pending_deps = 0",
-                &[&parent_queues, &parent_ids],
-            )
-            .await?;
-        for row in done {
-            let (pq, pid, free): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
-            if !free {
-                continue;
-            }
-            if pq == queue {
-                tx.execute(
-                    "DELETE FROM job WHERE queue = $1::text AND id = $2::text",
-                    &[&pq, &pid],
-                )
-                .await?;
-                removed.parents_removed += 1;
-                related.push(related_job(&pq, &pid, PARENT_REMOVED));
-            } else {
-                tx.execute(
-                    "UPDATE job SET state = 'waiting', seq = nextval('job_seq') WHERE queue = $1::text AND id = $2::text",
-                    &[&pq, &pid],
-                )
-                .await?;
-                tx.execute(
-                    "SELECT pg_notify('bullmq_jobs', $1::text), publish_event($1::text, 'waiting', jsonb_build_object('jobId', $2::text, 'prev', 'waiting-children'))",
-                    &[&pq, &pid],
-                )
-                .await?;
-                related.push(related_job(&pq, &pid, PARENT_RELEASED));
-                removed.parents_released.push((pq, pid));
-            }
-        }
-    }
+    let related = release_parents(&tx, &queue, &parent_queues, &parent_ids, &mut removed).await?;
     let count = removed.ids.len().to_string();
     tx.execute(
         "SELECT publish_event($1::text, 'cleaned', jsonb_build_object('count', $2::text))",
@@ -130,6 +100,62 @@ pub async fn remove_batch(
     tx.commit().await?;
     removed.elapsed_us = started.elapsed().as_micros() as u64;
     Ok(removed)
+}
+
+/// Recounts each parent of the removed jobs, as `clean()` does, and frees one left in
+/// `waiting-children` with no pending child: removed when it is in the swept `queue`, moved to
+/// `waiting` (announced as BullMQ announces it) when it is in another. Returns the jobs taken
+/// along, as the audit event names them.
+async fn release_parents(
+    tx: &tokio_postgres::Transaction<'_>,
+    queue: &str,
+    parent_queues: &[String],
+    parent_ids: &[String],
+    removed: &mut Removed,
+) -> Result<Vec<RelatedJob>, tokio_postgres::Error> {
+    let mut related = Vec::new();
+    if parent_ids.is_empty() {
+        return Ok(related);
+    }
+    let recounted = tx
+        .query(
+            "WITH p AS (SELECT DISTINCT q, id FROM unnest($1::text[], $2::text[]) AS t(q, id)) \
+             UPDATE job j SET pending_deps = (SELECT count(*) FROM job_dependency d \
+               WHERE d.parent_queue = j.queue AND d.parent_id = j.id AND d.status = 'pending') \
+             FROM p WHERE j.queue = p.q AND j.id = p.id \
+             RETURNING j.queue, j.id, j.state = 'waiting-children' AND j.pending_deps = 0",
+            &[&parent_queues, &parent_ids],
+        )
+        .await?;
+    for row in recounted {
+        let (pq, pid, free): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
+        if !free {
+            continue;
+        }
+        if pq == queue {
+            tx.execute(
+                "DELETE FROM job WHERE queue = $1::text AND id = $2::text",
+                &[&pq, &pid],
+            )
+            .await?;
+            removed.parents_removed += 1;
+            related.push(related_job(&pq, &pid, PARENT_REMOVED));
+        } else {
+            tx.execute(
+                "UPDATE job SET state = 'waiting', seq = nextval('job_seq') WHERE queue = $1::text AND id = $2::text",
+                &[&pq, &pid],
+            )
+            .await?;
+            tx.execute(
+                "SELECT pg_notify('bullmq_jobs', $1::text), publish_event($1::text, 'waiting', jsonb_build_object('jobId', $2::text, 'prev', 'waiting-children'))",
+                &[&pq, &pid],
+            )
+            .await?;
+            related.push(related_job(&pq, &pid, PARENT_RELEASED));
+            removed.parents_released.push((pq, pid));
+        }
+    }
+    Ok(related)
 }
 
 /// A job taken along, as the audit event names it (`<queue>:<id>`, as BullMQ's own

@@ -3,7 +3,7 @@
 //! was built and tested against.
 
 use super::connection::pg_error;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use tokio_postgres::Client;
 
 /// The schema versions bullsweep knows: those of BullMQ 6.7 (`0001_schema` to
@@ -15,6 +15,30 @@ const LEAST_VERSION: i32 = 2;
 /// The BullMQ schema version in `schema`, or a configuration error (exit 2) when it has none,
 /// is too old, or is one bullsweep does not know.
 pub async fn schema_version(client: &Client, schema: &str) -> Result<i32> {
+    let found = client
+        .query_one(
+            "SELECT current_database()::text, n.oid IS NOT NULL, \
+             COALESCE(has_schema_privilege(n.oid, 'USAGE'), false) \
+             FROM (SELECT $1::text AS name) s LEFT JOIN pg_namespace n ON n.nspname = s.name",
+            &[&schema],
+        )
+        .await
+        .map_err(|e| pg_error(&e))?;
+    let (database, exists, usable): (String, bool, bool) =
+        (found.get(0), found.get(1), found.get(2));
+    if !exists {
+        return Err(Error::config(format!(
+            "PostgreSQL: database `{database}` has no schema `{schema}`"
+        ))
+        .with_hint("name BullMQ's database in the URL's path and its schema with ?schema=NAME (default bullmq)"));
+    }
+    if !usable {
+        return Err(Error::new(
+            ErrorKind::Permission,
+            format!("PostgreSQL: this role may not use schema `{schema}` of database `{database}`"),
+        )
+        .with_hint(format!("GRANT USAGE ON SCHEMA \"{schema}\" TO the role (README \"BullMQ on PostgreSQL\" lists the privileges)")));
+    }
     let row = client
         .query_opt("SELECT COALESCE(MAX(version), 0)::int FROM migration", &[])
         .await;
@@ -23,7 +47,7 @@ pub async fn schema_version(client: &Client, schema: &str) -> Result<i32> {
         Ok(None) => 0,
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
             return Err(Error::config(format!(
-                "PostgreSQL: schema `{schema}` holds no BullMQ tables (no `migration` ledger)"
+                "PostgreSQL: schema `{schema}` of database `{database}` holds no BullMQ tables (no `migration` ledger)"
             ))
             .with_hint("name BullMQ's schema with ?schema=NAME in the URL; bullsweep never runs BullMQ's migrations"));
         }

@@ -36,11 +36,13 @@ pub struct FinishedPick {
     names: Vec<String>,
     only: bool,
     now_ms: i64,
+    protect_waiting_parents: bool,
 }
 
 impl FinishedPick {
     /// The pick of `selection` among the jobs named by `names` in `state` of `queue`, at
-    /// `now_ms`, with `maxCount`'s boundary read from `client`.
+    /// `now_ms`, with `maxCount`'s boundary read from `client`; with `protect_waiting_parents`,
+    /// a job whose parent still waits in `waiting-children` is not selected.
     pub async fn at(
         client: &Client,
         queue: &str,
@@ -48,6 +50,7 @@ impl FinishedPick {
         selection: &Selection,
         names: Names,
         now_ms: i64,
+        protect_waiting_parents: bool,
     ) -> Result<Self, tokio_postgres::Error> {
         let (names, only) = match names {
             Names::Only(n) => (n, true),
@@ -62,6 +65,7 @@ impl FinishedPick {
             names,
             only,
             now_ms,
+            protect_waiting_parents,
         };
         if let Some(keep) = selection.keep_newest {
             let keep = i64::try_from(keep).unwrap_or(i64::MAX);
@@ -119,26 +123,28 @@ impl FinishedPick {
         )
     }
 
-    /// The condition on the rows the pick takes, over the parameters of [`Self::params`]:
-    /// `$1` queue, `$2` the age cutoff, `$3`/`$4` the count boundary, `$5` the grace cutoff,
-    /// `$6`/`$7` the names, `$8` now, and `$9`/`$10` a range of finish times
-    /// (`($9, $10]`). The state is written as a literal (one of BullMQ's six), so that the
-    /// planner matches BullMQ's partial index on finished jobs. Rows a worker holds (a lock
-    /// token still valid) are never selected.
-    pub fn condition(&self) -> String {
+    /// The condition on the rows (of the table aliased `t`) the pick takes, over the
+    /// parameters of [`Self::params`]: `$1` queue, `$2` the age cutoff, `$3`/`$4` the count
+    /// boundary, `$5` the grace cutoff, `$6`/`$7` the names, `$8` now, `$9`/`$10` a range of
+    /// finish times (`($9, $10]`) and `$11` whether a job whose parent still waits for
+    /// children is left (`protectWaitingParents`). The state is written as a literal (one of
+    /// BullMQ's six), so that the planner matches BullMQ's partial index on finished jobs.
+    /// Rows a worker holds (a lock token still valid) are never selected.
+    pub fn condition(&self, t: &str) -> String {
         format!(
-            "queue = $1::text AND state = '{}' \
-             AND finished_at_ms > $9::bigint AND finished_at_ms <= LEAST($5::bigint, $10::bigint) \
-             AND (finished_at_ms <= $2::bigint OR (finished_at_ms, seq) <= ($3::bigint, $4::bigint)) \
-             AND {} \
-             AND NOT (lock_token IS NOT NULL AND COALESCE(locked_until_ms, 0) > $8::bigint)",
-            self.state,
-            self.names_clause("$6", "$7"),
+            "{t}.queue = $1::text AND {t}.state = '{state}' \
+             AND {t}.finished_at_ms > $9::bigint AND {t}.finished_at_ms <= LEAST($5::bigint, $10::bigint) \
+             AND ({t}.finished_at_ms <= $2::bigint OR ({t}.finished_at_ms, {t}.seq) <= ($3::bigint, $4::bigint)) \
+             AND (($7::bool AND {t}.name = ANY($6::text[])) OR (NOT $7::bool AND NOT ({t}.name = ANY($6::text[])))) \
+             AND NOT ({t}.lock_token IS NOT NULL AND COALESCE({t}.locked_until_ms, 0) > $8::bigint) \
+             AND NOT ($11::bool AND {t}.parent_id IS NOT NULL AND EXISTS (SELECT 1 FROM job wp \
+               WHERE wp.queue = {t}.parent_queue AND wp.id = {t}.parent_id AND wp.state = 'waiting-children'))",
+            state = self.state,
         )
     }
 
-    /// The ten parameters of [`Self::condition`], for finish times in `(after, upto]`.
-    pub fn params<'a>(&'a self, range: &'a (i64, i64)) -> [&'a (dyn ToSql + Sync); 10] {
+    /// The eleven parameters of [`Self::condition`], for finish times in `(after, upto]`.
+    pub fn params<'a>(&'a self, range: &'a (i64, i64)) -> [&'a (dyn ToSql + Sync); 11] {
         [
             &self.queue,
             &self.age_cutoff,
@@ -150,6 +156,7 @@ impl FinishedPick {
             &self.now_ms,
             &range.0,
             &range.1,
+            &self.protect_waiting_parents,
         ]
     }
 

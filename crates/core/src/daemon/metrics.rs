@@ -94,6 +94,11 @@ pub struct DaemonMetrics {
     pub reloads: Family<ReloadLabels, Counter>,
     /// Whether Redis answered the last ping.
     pub redis_up: Arc<AtomicBool>,
+    /// Whether the daemon governs a Redis (not with `--postgres` alone).
+    pub redis_governed: Arc<AtomicBool>,
+    /// Whether the last look at BullMQ's PostgreSQL (`--postgres`) found its schema; `None`
+    /// when the daemon governs none.
+    pub postgres_up: Option<Arc<AtomicBool>>,
     /// Each batch's time, the longest call, and failed runs and batches.
     pub batches: BatchSeries,
     /// What the events reader measures.
@@ -226,6 +231,8 @@ impl Default for DaemonMetrics {
             lock_contention: Family::default(),
             reloads: Family::default(),
             redis_up: Arc::new(AtomicBool::new(false)),
+            redis_governed: Arc::new(AtomicBool::new(true)),
+            postgres_up: None,
             batches: BatchSeries::default(),
             events: EventSeries::default(),
             queues: QueueSeries::default(),
@@ -524,9 +531,23 @@ impl DaemonMetrics {
     }
 }
 
+/// Why the daemon is not ready, if it is not: a store it governs has not answered.
+fn not_ready(metrics: &DaemonMetrics) -> Option<&'static str> {
+    if metrics.redis_governed.load(Ordering::Relaxed) && !metrics.redis_up.load(Ordering::Relaxed) {
+        return Some("Redis is unreachable");
+    }
+    match &metrics.postgres_up {
+        Some(up) if !up.load(Ordering::Relaxed) => {
+            Some("PostgreSQL (BullMQ's schema) is unreachable")
+        }
+        _ => None,
+    }
+}
+
 /// The daemon's own paths: `/metrics`, `/healthz` and `/readyz`. `/readyz` answers 200 once
-/// Redis answered a ping (the policy file is valid by then: the daemon starts with a valid one
-/// and keeps it across reloads).
+/// each store the daemon governs answered: Redis a ping, PostgreSQL a look at BullMQ's
+/// schema (the policy file is valid by then: the daemon starts with a valid one and keeps it
+/// across reloads).
 pub fn answer(metrics: &DaemonMetrics, req: &Request) -> Option<Response> {
     let openmetrics = req
         .header("accept")
@@ -543,8 +564,10 @@ pub fn answer(metrics: &DaemonMetrics, req: &Request) -> Option<Response> {
             metrics.encode_text(),
         ),
         "/healthz" => Response::text(200, "ok\n"),
-        "/readyz" if metrics.redis_up.load(Ordering::Relaxed) => Response::text(200, "ready\n"),
-        "/readyz" => Response::text(503, "not ready: Redis is unreachable\n"),
+        "/readyz" => match not_ready(metrics) {
+            None => Response::text(200, "ready\n"),
+            Some(why) => Response::text(503, format!("not ready: {why}\n")),
+        },
         _ => return None,
     })
 }

@@ -65,12 +65,17 @@ use slot::jitter;
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(cfg: DaemonConfig) -> Result<(), Error> {
     let set = load_policy_file(&cfg.config)?;
-    let metrics = Arc::new(DaemonMetrics::default());
+    let mut metrics = DaemonMetrics::default();
+    metrics
+        .redis_governed
+        .store(cfg.redis, std::sync::atomic::Ordering::Relaxed);
+    metrics.postgres_up = cfg.postgres.as_ref().map(|_| Arc::default());
+    let metrics = Arc::new(metrics);
     let shutdown = Cancel::new();
     let http = Listeners::bind(&cfg)?.serve(&metrics, shutdown.clone())?;
     let (signals, reload) = Signals::install(shutdown.clone())?;
     tokio::spawn(signals.run());
-    let postgres = govern_postgres(&cfg, set.clone(), &shutdown);
+    let postgres = govern_postgres(&cfg, set.clone(), &shutdown, &metrics);
     if !cfg.redis {
         log("info", "daemon started for BullMQ on PostgreSQL");
         postgres.await;
@@ -143,6 +148,7 @@ fn govern_postgres(
     cfg: &DaemonConfig,
     set: bullsweep_policy::PolicySet,
     shutdown: &Cancel,
+    metrics: &DaemonMetrics,
 ) -> impl std::future::Future<Output = ()> + use<> {
     let governor = cfg.postgres.clone().map(|target| PostgresGovernor {
         target,
@@ -151,6 +157,7 @@ fn govern_postgres(
         queue_glob: cfg.queue_glob.clone(),
         discover_every: cfg.discover_every,
         shutdown: shutdown.clone(),
+        up: metrics.postgres_up.clone().unwrap_or_default(),
     });
     async move {
         if let Some(governor) = governor {

@@ -36,6 +36,8 @@ pub(super) struct PostgresGovernor {
     pub discover_every: Millis,
     /// Stops it after the sweep in progress.
     pub shutdown: Cancel,
+    /// Set when the last discovery found BullMQ's schema (`/readyz`).
+    pub up: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PostgresGovernor {
@@ -45,18 +47,30 @@ impl PostgresGovernor {
         let mut queues: Vec<String> = Vec::new();
         let mut discovered_at = i64::MIN;
         let mut listener = None;
+        let mut failing: Option<String> = None;
         while !self.shutdown.is_cancelled() {
             let now = now_ms();
             if now.saturating_sub(discovered_at) >= self.discover_every.0 as i64 {
                 if let Ok(fresh) = load_policy_file(&self.config) {
                     set = fresh;
                 }
-                match self.discover().await {
+                let found = self.discover().await;
+                self.up
+                    .store(found.is_ok(), std::sync::atomic::Ordering::Relaxed);
+                match found {
                     Ok(found) => {
                         queues = found;
                         discovered_at = now;
+                        failing = None;
                     }
-                    Err(e) => log("warn", &format!("{}: {e}", self.target.shown())),
+                    // Said once, not at every tick, until it changes.
+                    Err(e) => {
+                        let text = format!("{}: {}", self.target.shown(), e.with_hint_inline());
+                        if failing.as_ref() != Some(&text) {
+                            log("warn", &text);
+                        }
+                        failing = Some(text);
+                    }
                 }
             }
             if listener.is_none() {
@@ -97,7 +111,7 @@ impl PostgresGovernor {
                     break;
                 }
                 let name = q.queue.clone();
-                if self.sweep(&set, q).await && scheduled {
+                if self.sweep(&set, q, scheduled).await && scheduled {
                     last_run.insert(name, now);
                 }
             }
@@ -131,8 +145,8 @@ impl PostgresGovernor {
         }
     }
 
-    /// Sweeps one queue; whether it ran without error.
-    async fn sweep(&self, set: &PolicySet, q: QueueId) -> bool {
+    /// Sweeps one queue (on its schedule, or after its events); whether it ran without error.
+    async fn sweep(&self, set: &PolicySet, q: QueueId, scheduled: bool) -> bool {
         let base = q.base.clone();
         let scope = RunScope {
             env: self.env.clone(),
@@ -142,7 +156,7 @@ impl PostgresGovernor {
         };
         match ops::postgres_sweep(&self.target, set, scope, Mode::Run, &NoObserver).await {
             Ok(report) => {
-                say(&base, &report);
+                say(&base, &report, scheduled);
                 !report.queues.iter().any(|q| q.error.is_some())
             }
             Err(e) => {
@@ -153,8 +167,9 @@ impl PostgresGovernor {
     }
 }
 
-/// Logs what a sweep did, when it did something or failed.
-fn say(base: &str, report: &Report) {
+/// Logs what a sweep did, when it did something or failed: a scheduled sweep at `info`, one
+/// after events (several a second under load) at `debug`.
+fn say(base: &str, report: &Report, scheduled: bool) {
     for w in &report.warnings {
         log("warn", w);
     }
@@ -164,8 +179,22 @@ fn say(base: &str, report: &Report) {
             continue;
         }
         let done: u64 = q.states.values().filter_map(|s| s.done).sum();
+        let taken: u64 = q
+            .states
+            .values()
+            .filter_map(|s| s.taken_along.as_ref())
+            .map(|t| t.parents_removed + t.parents_released)
+            .sum();
         if done > 0 {
-            log("info", &format!("{base} (postgres): removed {done} jobs"));
+            let level = if scheduled { "info" } else { "debug" };
+            let parents = match taken {
+                0 => String::new(),
+                n => format!(" and took {n} flow parents along"),
+            };
+            log(
+                level,
+                &format!("{base} (postgres): removed {done} jobs{parents}"),
+            );
         }
     }
 }

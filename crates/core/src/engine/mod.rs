@@ -35,6 +35,7 @@ mod pending;
 mod pending_archive;
 mod pending_flows;
 pub mod policy_diff;
+mod postgres_support;
 mod postgres_sweep;
 mod prefix;
 mod queue_expiry;

@@ -7,8 +7,11 @@
 use super::BatchSizer;
 use super::observer::{Event, Observer};
 use super::options::{Mode, SweepOptions};
+use super::postgres_support::unsupported;
 use super::queue_run::queue_report;
-use super::report::{QueueError, QueueReport, QueueSkipped, Report, StateReport, TakenAlong};
+use super::report::{
+    QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong,
+};
 use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::TakenRole;
 use crate::bullmq_postgres::{self as pg, FinishedPick, Names, PgTarget};
@@ -121,7 +124,7 @@ impl PgQueueRun<'_> {
         };
         let run = self.mode == Mode::Run;
         if run {
-            match pg::counts::try_lock(client, &self.queue.queue).await {
+            match pg::counts::try_lock(client, &self.queue.base).await {
                 Ok(true) => {}
                 Ok(false) => {
                     warnings.push(format!(
@@ -141,24 +144,32 @@ impl PgQueueRun<'_> {
             if self.opts.stopping() {
                 break;
             }
-            match self.state(client, state).await {
-                Ok(sr) => {
-                    qr.states.insert(state.as_str().to_string(), sr);
-                }
-                Err(e) => {
-                    qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
-                    break;
-                }
+            let (sr, error) = self.state(client, state).await;
+            qr.states.insert(state.as_str().to_string(), sr);
+            if let Some(e) = error {
+                qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
+                break;
             }
         }
         if run {
-            let _ = pg::counts::unlock(client, &self.queue.queue).await;
+            let _ = pg::counts::unlock(client, &self.queue.base).await;
         }
         qr
     }
 
     /// The states the policy governs, or why the queue cannot be governed here yet.
     fn states(&self) -> Result<Vec<JobState>> {
+        if let Some(why) = unsupported(self.policy, self.opts.state) {
+            return Err(Error::config(why));
+        }
+        if self.mode == Mode::Run
+            && let Some(why) = &self.opts.audit_unavailable
+            && self.policy.sla.as_ref().is_some_and(|s| s.audit_required)
+        {
+            return Err(Error::audit(format!(
+                "sla.auditRequired and the audit store is unavailable ({why}); nothing was done"
+            )));
+        }
         let mut states: Vec<JobState> = self
             .policy
             .states
@@ -169,86 +180,103 @@ impl PgQueueRun<'_> {
             .collect();
         states.sort();
         states.dedup();
-        let now = self.opts.now_ms;
-        for &state in &states {
-            if !state.is_finished() {
-                return Err(Error::config(format!(
-                    "rules for {state} jobs are not governed on PostgreSQL by this version; only completed and failed jobs are"
-                )));
-            }
-            let groups = RuleGroups::for_state(self.policy, state, now);
-            if groups.is_some_and(|g| g.all().any(|g| g.action != Action::Remove)) {
-                return Err(Error::config(format!(
-                    "{state}: only `action: remove` is done on PostgreSQL by this version"
-                )));
-            }
-        }
-        if self.mode == Mode::Run
-            && let Some(why) = &self.opts.audit_unavailable
-            && self.policy.sla.as_ref().is_some_and(|s| s.audit_required)
-        {
-            return Err(Error::audit(format!(
-                "sla.auditRequired and the audit store is unavailable ({why}); nothing was done"
-            )));
-        }
         Ok(states)
     }
 
-    /// One finished state: its count, and in a run its removals.
-    async fn state(&self, client: &mut Client, state: JobState) -> Result<StateReport> {
-        let q = &self.queue.queue;
+    /// One finished state: its count, and in a run its removals; with the error that stopped
+    /// it, if one did (what was done before it is still counted).
+    async fn state(&self, client: &mut Client, state: JobState) -> (StateReport, Option<Error>) {
         let mut sr = StateReport {
-            jobs: pg::counts::jobs_in(client, q, state).await?,
             action: Action::Remove.as_str().to_string(),
             ..StateReport::default()
         };
-        let Some(groups) = RuleGroups::for_state(self.policy, state, self.opts.now_ms) else {
-            return Ok(sr);
+        let error = self.fill(client, state, &mut sr).await.err();
+        (sr, error)
+    }
+
+    /// Fills `sr` for `state`, as far as it gets.
+    async fn fill(&self, client: &mut Client, state: JobState, sr: &mut StateReport) -> Result<()> {
+        let q = &self.queue.queue;
+        sr.jobs = pg::counts::jobs_in(client, q, state).await?;
+        let now = self.opts.now_ms;
+        let Some(groups) = RuleGroups::for_state(self.policy, state, now) else {
+            return Ok(());
         };
         let named: Vec<String> = groups.by_name.keys().cloned().collect();
-        let mut picks = Vec::new();
+        let mut by_group = Vec::new();
         if let Some(g) = &groups.default {
-            picks.push((g, Names::AllBut(named.clone())));
+            by_group.push((g, Names::AllBut(named.clone())));
         }
         for (name, (_, g)) in &groups.by_name {
-            picks.push((g, Names::Only(vec![name.clone()])));
+            by_group.push((g, Names::Only(vec![name.clone()])));
+        }
+        let protect = self.policy.flows.protect_waiting_parents;
+        let mut picks = Vec::new();
+        for (group, names) in by_group {
+            if group.selection.selects_anything() {
+                let pick =
+                    FinishedPick::at(client, q, state, &group.selection, names, now, protect)
+                        .await
+                        .map_err(|e| pg::pg_error(&e))?;
+                let selected = pg::counts::selected(client, &pick).await?;
+                sr.matched += selected;
+                picks.push((pick, selected));
+            }
         }
         let mut taken = TakenAlong::default();
-        let mut done = 0;
-        for (group, names) in picks {
-            if !group.selection.selects_anything() {
-                continue;
-            }
-            let now = self.opts.now_ms;
-            let pick = FinishedPick::at(client, q, state, &group.selection, names, now)
-                .await
-                .map_err(|e| pg::pg_error(&e))?;
-            let selected = pg::counts::selected(client, &pick).await?;
-            sr.matched += selected;
-            match self.mode {
-                Mode::Plan | Mode::Count => {
-                    let (same, other) = pg::counts::taken_along(client, &pick).await?;
-                    let base = &self.queue.base;
-                    taken.add(base, "waiting-children", TakenRole::ParentRemoved, same);
-                    taken.add(base, "waiting-children", TakenRole::ParentReleased, other);
-                }
-                Mode::Run => {
-                    done += self
-                        .remove(client, state, &pick, selected, &mut taken)
-                        .await?
-                }
-            }
-        }
         match self.mode {
-            Mode::Plan | Mode::Count => sr.to_act_on = Some(sr.matched),
-            Mode::Run => sr.done = Some(done),
+            Mode::Plan | Mode::Count => {
+                let only: Vec<FinishedPick> = picks.iter().map(|(p, _)| p.clone()).collect();
+                for (queue, n) in pg::counts::taken_along(client, &only).await? {
+                    let (key, role) = self.taken_role(&queue);
+                    taken.add(&key, "waiting-children", role, n);
+                }
+                sr.to_act_on = Some(sr.matched);
+            }
+            Mode::Run => {
+                let mut done = 0;
+                let mut result = Ok(());
+                for (pick, selected) in &picks {
+                    result = self
+                        .remove(client, state, pick, *selected, &mut taken, &mut done)
+                        .await;
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                sr.done = Some(done);
+                if result.is_ok() && done < sr.matched {
+                    // Selected jobs another transaction held (left, never waited on) or that
+                    // moved meanwhile.
+                    sr.skipped = Some(Skipped {
+                        locked: sr.matched - done,
+                        ..Skipped::default()
+                    });
+                }
+                sr.taken_along = (!taken.is_empty()).then_some(taken);
+                return result;
+            }
         }
         sr.taken_along = (!taken.is_empty()).then_some(taken);
-        Ok(sr)
+        Ok(())
+    }
+
+    /// Where a parent in `queue` taken along is counted, and as what: removed with its last
+    /// child in the swept queue, released to `waiting` in another.
+    fn taken_role(&self, queue: &str) -> (String, TakenRole) {
+        if queue == self.queue.queue {
+            (self.queue.base.clone(), TakenRole::ParentRemoved)
+        } else {
+            (
+                format!("{}:{queue}", self.queue.prefix),
+                TakenRole::ParentReleased,
+            )
+        }
     }
 
     /// Removes at most `selected` jobs `pick` selects (those it selected when the run began:
-    /// jobs finishing meanwhile wait for the next run), in batches sized to the budget.
+    /// jobs finishing meanwhile wait for the next run), in batches sized to the budget,
+    /// counting them in `removed` as each batch commits.
     async fn remove(
         &self,
         client: &mut Client,
@@ -256,7 +284,8 @@ impl PgQueueRun<'_> {
         pick: &FinishedPick,
         selected: u64,
         taken: &mut TakenAlong,
-    ) -> Result<u64> {
+        removed: &mut u64,
+    ) -> Result<()> {
         let actor = Actor::named(self.opts.actor.as_deref());
         let context = AuditContext::for_state(
             self.queue,
@@ -269,30 +298,26 @@ impl PgQueueRun<'_> {
         .to_json();
         let audit = pg::BatchAudit { context: &context };
         let mut sizer = BatchSizer::new(BUDGET_US);
-        let mut removed = 0;
-        while removed < selected && !self.opts.stopping() {
-            let limit = sizer.limit().min(selected - removed) as i64;
+        let mut left = selected;
+        while left > 0 && !self.opts.stopping() {
+            let limit = sizer.limit().min(left) as i64;
             let batch = self.batch(client, pick, limit, &audit).await?;
             if batch.ids.is_empty() {
                 break;
             }
             let n = batch.ids.len() as u64;
-            removed += n;
+            *removed += n;
+            left = left.saturating_sub(n);
             sizer.observe(n, batch.elapsed_us);
-            let base = &self.queue.base;
-            taken.add(
-                base,
-                "waiting-children",
-                TakenRole::ParentRemoved,
-                batch.parents_removed,
-            );
+            let (key, role) = self.taken_role(&self.queue.queue);
+            taken.add(&key, "waiting-children", role, batch.parents_removed);
             for (pq, _) in &batch.parents_released {
-                let key = format!("{}:{pq}", self.queue.prefix);
-                taken.add(&key, "waiting-children", TakenRole::ParentReleased, 1);
+                let (key, role) = self.taken_role(pq);
+                taken.add(&key, "waiting-children", role, 1);
             }
             self.observer.event(&Event::Progress { acted: n });
         }
-        Ok(removed)
+        Ok(())
     }
 
     /// One batch, tried again (after a pause) when it met a row lock or a timeout: a failed

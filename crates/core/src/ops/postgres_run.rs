@@ -7,7 +7,7 @@ use super::DEFAULT_BUDGET_US;
 use super::run::RunScope;
 use crate::bullmq_postgres::{PgTarget, outbox};
 use crate::engine::{self, Mode, Observer, Report, SweepOptions};
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use bullsweep_base::clock::{execution_id, now_ms};
 use bullsweep_policy::PolicySet;
 
@@ -29,7 +29,15 @@ pub async fn postgres_sweep(
     opts.state = scope.state;
     let mut warnings = Vec::new();
     if mode == Mode::Run {
-        opts.audit_unavailable = ship(target, set).await.err().map(|e| e.to_string());
+        opts.audit_unavailable = match ship(target, set).await {
+            Ok(_) => None,
+            // A database that is not BullMQ's, or one this role may not use (nor make the
+            // outbox in, without which no batch can commit), stops the run here.
+            Err(e) if matches!(e.kind, ErrorKind::Config | ErrorKind::Permission) => {
+                return Err(e);
+            }
+            Err(e) => Some(e.to_string()),
+        };
         if let Some(why) = &opts.audit_unavailable {
             warnings.push(format!(
                 "audit store unavailable for {}: {why}; its events stay in bullsweep.audit_outbox, and policies with sla.auditRequired will not run",
@@ -55,6 +63,8 @@ pub async fn postgres_sweep(
 /// Ships the outbox at `target` into the policy file's audit store.
 async fn ship(target: &PgTarget, set: &PolicySet) -> Result<u64, Error> {
     let client = target.connect().await?;
+    // Nothing is written to a database that is not BullMQ's (a mistyped URL).
+    crate::bullmq_postgres::schema_version(&client, target.schema()).await?;
     outbox::ensure(&client).await?;
     outbox::ship(&client, &set.audit).await
 }
