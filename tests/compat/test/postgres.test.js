@@ -243,3 +243,50 @@ test('a policy asking what PostgreSQL queues do not do yet fails the queue befor
   }
   assert.deepEqual(await withDb('d9', (sql) => dump(sql)), before);
 });
+
+test('a mixed fleet under one policy file: BullMQ and Bull on Redis and BullMQ on PostgreSQL, planned and run together', async () => {
+  const { startRedis, dumpKeyspace } = require('../lib/harness');
+  const { setDefaultBackendFactory, createRedisBackend } = require('bullmq/dist/cjs/utils/create-backend');
+  const { createPostgresBackend } = require('bullmq/dist/cjs/postgres');
+  const redis = await startRedis();
+  try {
+    // BullMQ's own Redis backend for the Redis dataset, then PostgreSQL's again.
+    setDefaultBackendFactory(createRedisBackend);
+    try {
+      await require('../lib/dataset').build(redis.connection(0));
+    } finally {
+      setDefaultBackendFactory(createPostgresBackend);
+    }
+    await require('../lib/bull_dataset').buildBull(redis.connection(0));
+    await dataset('d11', []);
+    await sleep(20);
+    const { LAYOUTS } = require('../lib/dataset');
+    const { BULL_LAYOUTS } = require('../lib/bull_dataset');
+    const layouts = [...new Set([...LAYOUTS, ...BULL_LAYOUTS])];
+    const fleet = writePolicy([
+      'version: 1', 'discovery:', '  layouts:', ...layouts.map((l) => `    - "${l}"`), 'policies:',
+      '  - { name: everything, queueNamePattern: "*", rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }', '',
+    ].join('\n'));
+    const args = ['--redis', redis.url(0), '--postgres', urlOf('d11'), '--config', fleet, '--json'];
+    const plan = await bullsweep([...args, 'plan']);
+    assert.equal(plan.code, 0, plan.stderr);
+    const planned = JSON.parse(plan.stdout).queues;
+    assert.deepEqual([...new Set(planned.map((q) => q.backend))].sort(), ['bull', 'bullmq', 'bullmq-postgres']);
+    const run = await bullsweep([...args, 'run']);
+    assert.equal(run.code, 0, run.stderr);
+    const done = JSON.parse(run.stdout).queues;
+    for (const q of planned) {
+      const d = done.find((x) => x.key === q.key && x.backend === q.backend);
+      for (const [state, st] of Object.entries(q.states)) assert.equal(d.states[state].done, st.toActOn, `${q.backend} ${q.key} ${state}`);
+    }
+    assert.ok(done.filter((q) => q.backend === 'bullmq-postgres').every((q) => q.states.completed.done > 0 || q.states.completed.jobs === 0));
+    // Nothing finished is left in any store.
+    const keys = await dumpKeyspace(redis.client(0));
+    const finished = Object.entries(keys).filter(([k, v]) => /:(completed|failed)$/.test(k) && Array.isArray(v) && v.length > 0);
+    assert.deepEqual(finished, []);
+    const pgLeft = await withDb('d11', (sql) => sql("SELECT count(*)::int AS n FROM bullmq.job WHERE state IN ('completed', 'failed')"));
+    assert.equal(pgLeft.rows[0].n, 0);
+  } finally {
+    await redis.stop();
+  }
+});
