@@ -21,6 +21,7 @@ mod memory_report;
 mod node;
 mod pending;
 mod postgres;
+mod postgres_retention;
 mod probe;
 mod report;
 mod scale;
@@ -54,6 +55,10 @@ pub enum Strategy {
     /// `Queue.clean(0, 0)` and `clean(0, 1000)` looped (jobs/s, longest transaction, dead
     /// tuples).
     Postgres,
+    /// BullMQ on PostgreSQL: a worker completing `--jobs` jobs on a queue holding 100,000
+    /// completed, with `removeOnComplete: { count: 1000 }`, with none, and with bullsweep's
+    /// daemon enforcing `maxCount: 1000` (jobs/s, failed jobs).
+    PostgresRetention,
     /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
     /// `Queue.getJobs` pages filtered in JS.
     Forget,
@@ -96,6 +101,7 @@ impl Strategy {
         match self {
             Strategy::Pending | Strategy::Source | Strategy::Doctor | Strategy::Expire => 1_000_000,
             Strategy::Trim => 5_000_000,
+            Strategy::PostgresRetention => 20_000,
             _ => 200_000,
         }
     }
@@ -106,6 +112,7 @@ impl Strategy {
     pub fn default_seconds(self) -> u64 {
         match self {
             Strategy::Pending | Strategy::Source | Strategy::Expire => 600,
+            Strategy::PostgresRetention => 120,
             _ => 10,
         }
     }
@@ -204,7 +211,11 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     }
     if matches!(
         args.strategy,
-        Strategy::Pending | Strategy::Source | Strategy::Doctor | Strategy::Postgres
+        Strategy::Pending
+            | Strategy::Source
+            | Strategy::Doctor
+            | Strategy::Postgres
+            | Strategy::PostgresRetention
     ) {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
@@ -214,6 +225,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
             Strategy::Pending => pending::run(&mut con, &url, args, &node).await,
             Strategy::Doctor => doctor::run(&mut con, &url, args, &node).await,
             Strategy::Postgres => postgres::run(args, &node).await,
+            Strategy::PostgresRetention => postgres_retention::run(args, &node).await,
             _ => source_link::run(&mut con, &url, args, &node).await,
         };
     }
@@ -326,7 +338,8 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         | Strategy::Doctor
         | Strategy::Expire
         | Strategy::Trim
-        | Strategy::Postgres => {
+        | Strategy::Postgres
+        | Strategy::PostgresRetention => {
             vec!["archive".into()]
         }
         Strategy::Forget => ["bullsweep", "bullmq"]

@@ -147,7 +147,7 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
 }
 
 /// The URL of database `db` on the server of `admin_url` (whose path is `/postgres`).
-fn db_url(admin_url: &str, db: &str) -> String {
+pub(crate) fn db_url(admin_url: &str, db: &str) -> String {
     match admin_url.rsplit_once('/') {
         Some((server, _)) => format!("{server}/{db}"),
         None => admin_url.to_string(),
@@ -185,7 +185,7 @@ async fn dead_tuples(url: &str) -> Result<i64, Error> {
 }
 
 /// Runs a compatibility script with `args`; its last line of output as JSON.
-fn node_json(
+pub(crate) fn node_json(
     compat_dir: &std::path::Path,
     script: &str,
     args: &[&str],

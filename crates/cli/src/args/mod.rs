@@ -429,6 +429,9 @@ pub enum StrategyArg {
     /// BullMQ on PostgreSQL: bullsweep's bounded removal of completed jobs against
     /// `Queue.clean(0, 0)` and `clean(0, 1000)` looped.
     Postgres,
+    /// BullMQ on PostgreSQL: a worker completing jobs with `removeOnComplete: { count }`,
+    /// without it, and with bullsweep's daemon enforcing `maxCount`.
+    PostgresRetention,
     Trim,
 }
 
@@ -436,7 +439,7 @@ pub enum StrategyArg {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Jobs in each dataset [default: 200000; 1000000 for `--strategy pending`, `source`,
-    /// `doctor` and `expire`].
+    /// `doctor` and `expire`; 20000 jobs completed under load for `postgres-retention`].
     #[arg(long)]
     pub jobs: Option<u64>,
     /// Approximate size of each job hash in bytes.
@@ -453,7 +456,8 @@ pub struct BenchArgs {
     pub rate: u64,
     /// `--strategy event`: seconds of load per contender and round [default: 10];
     /// `--strategy pending` and `source`: the most each BullMQ contender may run; `expire`: the
-    /// most Redis's expiry may take [default: 600].
+    /// most Redis's expiry may take [default: 600]; `postgres-retention`: the most each
+    /// mode's worker may run [default: 120].
     #[arg(long)]
     pub seconds: Option<u64>,
     /// Folder with the Node compatibility package (`npm ci` done), for the BullMQ contender.

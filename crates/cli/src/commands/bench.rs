@@ -22,6 +22,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Source => Strategy::Source,
         StrategyArg::Trim => Strategy::Trim,
         StrategyArg::Postgres => Strategy::Postgres,
+        StrategyArg::PostgresRetention => Strategy::PostgresRetention,
         StrategyArg::Doctor => Strategy::Doctor,
         StrategyArg::Expire => Strategy::Expire,
     };
