@@ -20,6 +20,7 @@ mod expire;
 mod memory_report;
 mod node;
 mod pending;
+mod pg_load;
 mod postgres;
 mod postgres_retention;
 mod probe;

@@ -10,6 +10,7 @@
 
 use super::BenchConfig;
 use super::node::NodeTarget;
+use super::pg_load::{Load, LoadFigures};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq_postgres::PgTarget;
 use bullsweep_core::engine::{Mode, NoObserver};
@@ -22,7 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// The contenders, in the order each round runs them.
-const CONTENDERS: [&str; 3] = ["bullsweep", "clean(0, 0)", "clean(0, 1000)"];
+const CONTENDERS: [&str; 4] = ["idle", "bullsweep", "clean(0, 0)", "clean(0, 1000)"];
+/// How long the idle round lets the traffic run, with nothing removed.
+const IDLE_MS: u64 = 4_000;
 
 /// One contender's figures in one round.
 #[derive(Debug, Serialize)]
@@ -37,6 +40,8 @@ struct PgRound {
     /// What the longest transaction was running when it was sampled longest.
     longest_statement: String,
     dead_tuples_after: i64,
+    /// The live traffic beside it.
+    traffic: LoadFigures,
 }
 
 /// What `--strategy postgres` measured.
@@ -49,6 +54,8 @@ struct PgReport {
     rounds: Vec<PgRound>,
     /// bullsweep's jobs/s over clean(0, 0)'s, per round.
     ratios_vs_clean: Vec<f64>,
+    /// The worker's jobs/s during bullsweep's sweep over its idle jobs/s, per round.
+    worker_ratios_vs_idle: Vec<f64>,
 }
 
 /// Runs `--strategy postgres` and returns the table, or JSON.
@@ -84,14 +91,19 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
             sql(format!("CREATE DATABASE {db} TEMPLATE seed")).await?;
             let url = db_url(&admin_url, &db);
             eprintln!("round {round}: {contender}");
+            let load = Load::start(&node.compat_dir, &url)?;
             let sampler = Sampler::start(&admin_url, &db).await?;
             let started = Instant::now();
             let removed = match i {
-                0 => bullsweep(&url).await?,
+                0 => {
+                    tokio::time::sleep(std::time::Duration::from_millis(IDLE_MS)).await;
+                    args.jobs
+                }
+                1 => bullsweep(&url).await?,
                 // Node runs off the runtime's thread, so that the sampler samples meanwhile.
                 _ => {
                     let (compat, url) = (node.compat_dir.clone(), url.clone());
-                    let limit = if i == 1 { "0" } else { "1000" };
+                    let limit = if i == 2 { "0" } else { "1000" };
                     tokio::task::spawn_blocking(move || {
                         node_json(&compat, "bench/pg_clean.js", &[&url, limit])
                     })
@@ -103,6 +115,9 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
             };
             let seconds = started.elapsed().as_secs_f64();
             let (longest, statement) = sampler.stop();
+            let traffic = tokio::task::spawn_blocking(move || load.stop())
+                .await
+                .map_err(Error::runtime)??;
             tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
             let dead = dead_tuples(&url).await?;
             if removed != args.jobs {
@@ -114,14 +129,19 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
             rounds.push(PgRound {
                 contender: contender.to_string(),
                 round,
-                removed,
+                removed: if i == 0 { 0 } else { removed },
                 seconds,
-                jobs_per_sec: removed as f64 / seconds.max(1e-9),
+                jobs_per_sec: if i == 0 {
+                    0.0
+                } else {
+                    removed as f64 / seconds.max(1e-9)
+                },
+                traffic,
                 longest_transaction_ms: longest,
                 longest_statement: statement,
                 dead_tuples_after: dead,
             });
-            sql(format!("DROP DATABASE {db}")).await?;
+            sql(format!("DROP DATABASE {db} WITH (FORCE)")).await?;
         }
     }
     let rate = |r: u32, c: &str| {
@@ -131,9 +151,19 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
             .map(|m| m.jobs_per_sec)
     };
     let ratios_vs_clean = (1..=args.rounds.max(1))
-        .filter_map(|r| Some(rate(r, CONTENDERS[0])? / rate(r, CONTENDERS[1])?))
+        .filter_map(|r| Some(rate(r, CONTENDERS[1])? / rate(r, CONTENDERS[2])?))
+        .collect();
+    let worker = |r: u32, c: &str| {
+        rounds
+            .iter()
+            .find(|m| m.round == r && m.contender == c)
+            .map(|m| m.traffic.jobs_per_sec)
+    };
+    let worker_ratios_vs_idle = (1..=args.rounds.max(1))
+        .filter_map(|r| Some(worker(r, CONTENDERS[1])? / worker(r, CONTENDERS[0])?))
         .collect();
     let report = PgReport {
+        worker_ratios_vs_idle,
         strategy: "postgres",
         jobs: args.jobs,
         job_bytes: args.job_bytes,
@@ -225,6 +255,7 @@ impl Sampler {
         tokio::spawn(async move {
             let q = "SELECT (extract(epoch FROM clock_timestamp() - xact_start) * 1e6)::bigint, left(query, 160) \
                      FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' \
+                     AND application_name <> 'bench-load' \
                      AND xact_start IS NOT NULL AND state <> 'idle' ORDER BY xact_start LIMIT 1";
             while !s.load(Ordering::Relaxed) {
                 if let Ok(Some(row)) = client.query_opt(q, &[&db]).await {
@@ -251,7 +282,7 @@ impl Sampler {
 
 fn table(r: &PgReport) -> String {
     let mut out = format!(
-        "BullMQ on PostgreSQL: removing {} completed jobs (~{} B each)\n\n{:<16} {:>5} {:>9} {:>9} {:>11} {:>18} {:>12}\n",
+        "BullMQ on PostgreSQL: removing {} completed jobs (~{} B each) beside a live worker\n\n{:<15} {:>5} {:>8} {:>8} {:>9} {:>12} {:>11} {:>13} {:>12} {:>14}\n",
         r.jobs,
         r.job_bytes,
         "contender",
@@ -259,19 +290,26 @@ fn table(r: &PgReport) -> String {
         "removed",
         "seconds",
         "jobs/s",
-        "longest txn (ms)",
-        "dead tuples"
+        "longest txn",
+        "dead tuples",
+        "worker jobs/s",
+        "add p99 ms",
+        "worker failed"
     );
     for m in &r.rounds {
+        let t = &m.traffic;
         out.push_str(&format!(
-            "{:<16} {:>5} {:>9} {:>9.2} {:>11.0} {:>18.1} {:>12}\n",
+            "{:<15} {:>5} {:>8} {:>8.2} {:>9.0} {:>9.1} ms {:>11} {:>13.0} {:>12.2} {:>14}\n",
             m.contender,
             m.round,
             m.removed,
             m.seconds,
             m.jobs_per_sec,
             m.longest_transaction_ms,
-            m.dead_tuples_after
+            m.dead_tuples_after,
+            t.jobs_per_sec,
+            t.add_p99_ms,
+            t.failed
         ));
     }
     out.push('\n');
@@ -284,14 +322,19 @@ fn table(r: &PgReport) -> String {
             statement.join(" ")
         ));
     }
-    let ratios: Vec<String> = r
-        .ratios_vs_clean
-        .iter()
-        .map(|x| format!("{x:.2}x"))
-        .collect();
+    let shown = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}x"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     out.push_str(&format!(
         "\nbullsweep / clean(0, 0) jobs/s: {}\n",
-        ratios.join(", ")
+        shown(&r.ratios_vs_clean)
+    ));
+    out.push_str(&format!(
+        "worker jobs/s during bullsweep's sweep / idle: {}\n",
+        shown(&r.worker_ratios_vs_idle)
     ));
     out
 }
