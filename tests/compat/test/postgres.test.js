@@ -265,12 +265,15 @@ test('a mixed fleet under one policy file: BullMQ and Bull on Redis and BullMQ o
     const layouts = [...new Set([...LAYOUTS, ...BULL_LAYOUTS])];
     const fleet = writePolicy([
       'version: 1', 'discovery:', '  layouts:', ...layouts.map((l) => `    - "${l}"`), 'policies:',
-      '  - { name: everything, queueNamePattern: "*", rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }', '',
+      '  - { name: everything, queueNamePattern: "*", rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }',
+      '  - { name: pg-mail, backend: bullmq-postgres, queueNamePattern: mail, rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }', '',
     ].join('\n'));
     const args = ['--redis', redis.url(0), '--postgres', urlOf('d11'), '--config', fleet, '--json'];
     const plan = await bullsweep([...args, 'plan']);
     assert.equal(plan.code, 0, plan.stderr);
     const planned = JSON.parse(plan.stdout).queues;
+    assert.doesNotMatch(plan.stderr, /matches no queue/, 'a policy governing PostgreSQL queues is not said to match none');
+    assert.equal(planned.find((q) => q.backend === 'bullmq-postgres' && q.queue === 'mail').policy, 'pg-mail');
     assert.deepEqual([...new Set(planned.map((q) => q.backend))].sort(), ['bull', 'bullmq', 'bullmq-postgres']);
     const run = await bullsweep([...args, 'run']);
     assert.equal(run.code, 0, run.stderr);

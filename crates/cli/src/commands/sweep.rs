@@ -85,19 +85,34 @@ async fn sweep(
     let started = Instant::now();
     let progress = Progress(bar.as_ref());
     let url = cli.redis_url();
-    let mut report = match (&mut con, mode) {
+    // PostgreSQL's queues first: the policies governing them are then not said, by Redis's
+    // sweep, to match no queue.
+    let mut pg_report = None;
+    if let Some(target) = &postgres {
+        pg_report = Some(ops::postgres_sweep(target, &set, scope.clone(), mode, &progress).await);
+    }
+    let scope = RunScope {
+        governed_elsewhere: match &pg_report {
+            Some(Ok(r)) => r.queues.iter().map(|q| q.policy.clone()).collect(),
+            _ => Vec::new(),
+        },
+        ..scope
+    };
+    let report = match (&mut con, mode) {
         (None, _) => Ok(Report::default()),
-        (Some(con), Mode::Run) => ops::audited_run(con, url, &set, scope.clone(), &progress).await,
+        (Some(con), Mode::Run) => ops::audited_run(con, url, &set, scope, &progress).await,
         (Some(con), Mode::Plan | Mode::Count) => {
-            ops::read_sweep(con, url, &set, scope.clone(), Reading::Plan, &progress).await
+            ops::read_sweep(con, url, &set, scope, Reading::Plan, &progress).await
         }
     };
-    if let (Some(target), Ok(so_far)) = (&postgres, &mut report) {
-        match ops::postgres_sweep(target, &set, scope, mode, &progress).await {
-            Ok(more) => so_far.absorb(more),
-            Err(e) => report = Err(e),
+    let report = match (report, pg_report) {
+        (Ok(mut report), Some(Ok(more))) => {
+            report.absorb(more);
+            Ok(report)
         }
-    }
+        (Err(e), _) | (_, Some(Err(e))) => Err(e),
+        (Ok(report), None) => Ok(report),
+    };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -54,6 +54,9 @@ pub struct SweepOptions {
     /// Only this state's rules (see `EffectivePolicy::of_state`): a Clean of one state from
     /// the bull-board integration. `None` applies each queue's whole policy.
     pub state: Option<JobState>,
+    /// Policies that govern queues of another store in the same plan or run (BullMQ on
+    /// PostgreSQL beside Redis): never said to match no queue.
+    pub governed_elsewhere: Vec<String>,
 }
 
 impl SweepOptions {
@@ -74,6 +77,7 @@ impl SweepOptions {
             actor: None,
             flows: Arc::default(),
             state: None,
+            governed_elsewhere: Vec::new(),
         }
     }
 

@@ -310,7 +310,12 @@ fn coverage_gaps(set: &PolicySet, inv: &Inventory, opts: &SweepOptions) -> Vec<S
         .collect();
     set.policies
         .iter()
-        .filter(|p| !governing.contains(&p.name))
+        .filter(|p| !governing.contains(&p.name) && !opts.governed_elsewhere.contains(&p.name))
+        // A policy for BullMQ on PostgreSQL alone is not this Redis's to match.
+        .filter(|p| {
+            p.backend
+                .is_none_or(|b| b.store() == bullsweep_policy::Store::Redis)
+        })
         .map(|p| format!("policy `{}` matches no queue", p.name))
         .collect()
 }

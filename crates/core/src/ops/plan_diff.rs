@@ -33,6 +33,7 @@ pub async fn plan_against(
         actor: scope.actor,
         flows: Default::default(),
         state: scope.state,
+        governed_elsewhere: scope.governed_elsewhere,
     };
     diff_policies(con, new, old, &opts)
         .await

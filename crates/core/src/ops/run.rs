@@ -43,6 +43,9 @@ pub struct RunScope {
     /// when `None`. A run of one state is not recorded as the queue's sweep: the rest of its
     /// policy is still due on its schedule.
     pub state: Option<JobState>,
+    /// Policies that govern queues of another store swept beside this one (see
+    /// [`crate::engine::SweepOptions::governed_elsewhere`]).
+    pub governed_elsewhere: Vec<String>,
 }
 
 /// The durable audit store, opened once for several runs (the daemon's round of due queues):
@@ -168,6 +171,7 @@ fn sweep_options(
         actor: scope.actor,
         flows: Default::default(),
         state: scope.state,
+        governed_elsewhere: scope.governed_elsewhere,
     }
 }
 
