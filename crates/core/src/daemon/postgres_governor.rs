@@ -18,6 +18,9 @@ use std::time::Duration;
 
 /// How often due queues and announced events are looked at.
 const TICK: Duration = Duration::from_millis(200);
+/// The least time between two sweeps of one queue after its events: completions in between
+/// wait for the next (a `maxCount` is exceeded by at most that long's completions).
+const EVENTS_EVERY_MS: i64 = 1_000;
 /// The interval an `auto` schedule takes here (no cost model reads PostgreSQL yet).
 const AUTO: Millis = Millis(3_600_000);
 
@@ -48,6 +51,9 @@ impl PostgresGovernor {
         let mut discovered_at = i64::MIN;
         let mut listener = None;
         let mut failing: Option<String> = None;
+        // Queues BullMQ announced since their last sweep after events, and when that was.
+        let mut announced = BTreeSet::new();
+        let mut heard_at: BTreeMap<String, i64> = BTreeMap::new();
         while !self.shutdown.is_cancelled() {
             let now = now_ms();
             if now.saturating_sub(discovered_at) >= self.discover_every.0 as i64 {
@@ -76,7 +82,6 @@ impl PostgresGovernor {
             if listener.is_none() {
                 listener = self.target.listen_events().await.ok();
             }
-            let mut announced = BTreeSet::new();
             if let Some((_, rx)) = &mut listener {
                 while let Ok(queue) = rx.try_recv() {
                     let known = queues.contains(&queue);
@@ -101,7 +106,11 @@ impl PostgresGovernor {
                         .value
                         .next_due(last_run.get(name).copied(), now, AUTO)
                         <= now;
-                let heard = eff.mode != RunMode::Schedule && announced.contains(name);
+                let heard = eff.mode != RunMode::Schedule
+                    && announced.contains(name)
+                    && heard_at
+                        .get(name)
+                        .is_none_or(|at| now.saturating_sub(*at) >= EVENTS_EVERY_MS);
                 if scheduled || heard {
                     due.push((q, scheduled));
                 }
@@ -111,6 +120,8 @@ impl PostgresGovernor {
                     break;
                 }
                 let name = q.queue.clone();
+                announced.remove(&name);
+                heard_at.insert(name.clone(), now);
                 if self.sweep(&set, q, scheduled).await && scheduled {
                     last_run.insert(name, now);
                 }
