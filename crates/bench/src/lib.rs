@@ -21,6 +21,7 @@ mod memory_report;
 mod node;
 mod pending;
 mod pg_load;
+mod pg_url;
 mod postgres;
 mod postgres_retention;
 mod probe;
@@ -166,11 +167,11 @@ pub(crate) const BASE: &str = "bull:bench";
 
 /// Runs the bench and returns what to print: the table, or JSON.
 pub async fn run(args: &BenchConfig) -> Result<String, Error> {
-    if args.strategy == Strategy::Cluster {
-        return cluster::run(args).await;
-    }
-    if args.strategy == Strategy::DaemonCluster {
-        return daemon_cluster::run(args).await;
+    match args.strategy {
+        Strategy::Cluster => return cluster::run(args).await,
+        Strategy::DaemonCluster => return daemon_cluster::run(args).await,
+        Strategy::Postgres | Strategy::PostgresRetention => return postgres::run(args).await,
+        _ => {}
     }
     let (server, url) = match &args.redis {
         Some(url) => (None, url.clone()),
@@ -212,11 +213,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     }
     if matches!(
         args.strategy,
-        Strategy::Pending
-            | Strategy::Source
-            | Strategy::Doctor
-            | Strategy::Postgres
-            | Strategy::PostgresRetention
+        Strategy::Pending | Strategy::Source | Strategy::Doctor
     ) {
         if !node_ready {
             return Err(Error::config(report.skipped.join("; "))
@@ -225,8 +222,6 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
         return match args.strategy {
             Strategy::Pending => pending::run(&mut con, &url, args, &node).await,
             Strategy::Doctor => doctor::run(&mut con, &url, args, &node).await,
-            Strategy::Postgres => postgres::run(args, &node).await,
-            Strategy::PostgresRetention => postgres_retention::run(args, &node).await,
             _ => source_link::run(&mut con, &url, args, &node).await,
         };
     }

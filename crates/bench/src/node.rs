@@ -123,3 +123,26 @@ pub(crate) fn run_node(
         .map_err(|e| Error::runtime(format!("BullMQ contender printed no result: {e}")))?;
     Ok((value, probes))
 }
+
+/// Runs a compatibility script with `args`; its last line of output as JSON.
+pub(crate) fn node_json(
+    compat_dir: &std::path::Path,
+    script: &str,
+    args: &[&str],
+) -> Result<serde_json::Value, Error> {
+    let out = std::process::Command::new("node")
+        .arg(script)
+        .args(args)
+        .current_dir(compat_dir)
+        .output()
+        .map_err(|e| Error::runtime(format!("node {script}: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::runtime(format!(
+            "node {script} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or("{}");
+    serde_json::from_str(last).map_err(|e| Error::runtime(format!("node {script}: {e}: {last}")))
+}

@@ -9,8 +9,9 @@
 //! and the table's dead tuples read after it.
 
 use super::BenchConfig;
-use super::node::NodeTarget;
+use super::node::node_json;
 use super::pg_load::{Load, LoadFigures};
+use super::pg_url::db_url;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq_postgres::PgTarget;
 use bullsweep_core::engine::{Mode, NoObserver};
@@ -58,8 +59,22 @@ struct PgReport {
     worker_ratios_vs_idle: Vec<f64>,
 }
 
+/// Runs `--strategy postgres` or `postgres-retention` (neither needs a Redis) and returns the
+/// table, or JSON.
+pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
+    if !super::node_ready(&args.compat_dir) {
+        return Err(Error::config("Node or BullMQ is missing")
+            .with_hint("run `npm ci` in the compatibility package: the contenders are BullMQ's"));
+    }
+    match args.strategy {
+        super::Strategy::PostgresRetention => super::postgres_retention::run(args).await,
+        _ => sweep(args).await,
+    }
+}
+
 /// Runs `--strategy postgres` and returns the table, or JSON.
-pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String, Error> {
+async fn sweep(args: &BenchConfig) -> Result<String, Error> {
+    let compat = args.compat_dir.as_path();
     let pg = PrivatePostgres::start()
         .map_err(|e| Error::runtime(format!("cannot start a private PostgreSQL: {e}")))?;
     let admin_url = pg.url("postgres");
@@ -76,7 +91,7 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
     let seed_url = db_url(&admin_url, "seed");
     eprintln!("seeding {} completed jobs with BullMQ", args.jobs);
     node_json(
-        &node.compat_dir,
+        compat,
         "bench/pg_seed.js",
         &[
             &seed_url,
@@ -91,28 +106,10 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
             sql(format!("CREATE DATABASE {db} TEMPLATE seed")).await?;
             let url = db_url(&admin_url, &db);
             eprintln!("round {round}: {contender}");
-            let load = Load::start(&node.compat_dir, &url)?;
+            let load = Load::start(compat, &url)?;
             let sampler = Sampler::start(&admin_url, &db).await?;
             let started = Instant::now();
-            let removed = match i {
-                0 => {
-                    tokio::time::sleep(std::time::Duration::from_millis(IDLE_MS)).await;
-                    args.jobs
-                }
-                1 => bullsweep(&url).await?,
-                // Node runs off the runtime's thread, so that the sampler samples meanwhile.
-                _ => {
-                    let (compat, url) = (node.compat_dir.clone(), url.clone());
-                    let limit = if i == 2 { "0" } else { "1000" };
-                    tokio::task::spawn_blocking(move || {
-                        node_json(&compat, "bench/pg_clean.js", &[&url, limit])
-                    })
-                    .await
-                    .map_err(Error::runtime)??["removed"]
-                        .as_u64()
-                        .unwrap_or(0)
-                }
-            };
+            let removed = contend(i, &url, compat, args.jobs).await?;
             let seconds = started.elapsed().as_secs_f64();
             let (longest, statement) = sampler.stop();
             let traffic = tokio::task::spawn_blocking(move || load.stop())
@@ -144,24 +141,16 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
             sql(format!("DROP DATABASE {db} WITH (FORCE)")).await?;
         }
     }
-    let rate = |r: u32, c: &str| {
-        rounds
-            .iter()
-            .find(|m| m.round == r && m.contender == c)
-            .map(|m| m.jobs_per_sec)
+    let per_round = |a: &str, b: &str, of: fn(&PgRound) -> f64| -> Vec<f64> {
+        (1..=args.rounds.max(1))
+            .filter_map(|r| {
+                let at = |c: &str| rounds.iter().find(|m| m.round == r && m.contender == c);
+                Some(of(at(a)?) / of(at(b)?))
+            })
+            .collect()
     };
-    let ratios_vs_clean = (1..=args.rounds.max(1))
-        .filter_map(|r| Some(rate(r, CONTENDERS[1])? / rate(r, CONTENDERS[2])?))
-        .collect();
-    let worker = |r: u32, c: &str| {
-        rounds
-            .iter()
-            .find(|m| m.round == r && m.contender == c)
-            .map(|m| m.traffic.jobs_per_sec)
-    };
-    let worker_ratios_vs_idle = (1..=args.rounds.max(1))
-        .filter_map(|r| Some(worker(r, CONTENDERS[1])? / worker(r, CONTENDERS[0])?))
-        .collect();
+    let ratios_vs_clean = per_round(CONTENDERS[1], CONTENDERS[2], |m| m.jobs_per_sec);
+    let worker_ratios_vs_idle = per_round(CONTENDERS[1], CONTENDERS[0], |m| m.traffic.jobs_per_sec);
     let report = PgReport {
         worker_ratios_vs_idle,
         strategy: "postgres",
@@ -176,12 +165,28 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
     Ok(table(&report))
 }
 
-/// The URL of database `db` on the server of `admin_url` (whose path is `/postgres`).
-pub(crate) fn db_url(admin_url: &str, db: &str) -> String {
-    match admin_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{db}"),
-        None => admin_url.to_string(),
-    }
+/// Contender `i` of [`CONTENDERS`] on the database at `url`: the jobs it removed (the idle
+/// round waits, and counts as having removed every job).
+async fn contend(i: usize, url: &str, compat: &std::path::Path, jobs: u64) -> Result<u64, Error> {
+    Ok(match i {
+        0 => {
+            tokio::time::sleep(std::time::Duration::from_millis(IDLE_MS)).await;
+            jobs
+        }
+        1 => bullsweep(url).await?,
+        // Node runs off the runtime's thread, so that the sampler samples meanwhile.
+        _ => {
+            let (compat, url) = (compat.to_path_buf(), url.to_string());
+            let limit = if i == 2 { "0" } else { "1000" };
+            tokio::task::spawn_blocking(move || {
+                node_json(&compat, "bench/pg_clean.js", &[&url, limit])
+            })
+            .await
+            .map_err(Error::runtime)??["removed"]
+                .as_u64()
+                .unwrap_or(0)
+        }
+    })
 }
 
 /// bullsweep's run of `maxAge: 1ms` on completed jobs at `url`; the jobs it removed.
@@ -212,29 +217,6 @@ async fn dead_tuples(url: &str) -> Result<i64, Error> {
         .await
         .map_err(|e| Error::runtime(format!("{e}")))?;
     Ok(row.get(0))
-}
-
-/// Runs a compatibility script with `args`; its last line of output as JSON.
-pub(crate) fn node_json(
-    compat_dir: &std::path::Path,
-    script: &str,
-    args: &[&str],
-) -> Result<serde_json::Value, Error> {
-    let out = std::process::Command::new("node")
-        .arg(script)
-        .args(args)
-        .current_dir(compat_dir)
-        .output()
-        .map_err(|e| Error::runtime(format!("node {script}: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::runtime(format!(
-            "node {script} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let last = text.lines().last().unwrap_or("{}");
-    serde_json::from_str(last).map_err(|e| Error::runtime(format!("node {script}: {e}: {last}")))
 }
 
 /// Samples the longest open transaction of a client (not autovacuum's) in one database, and

@@ -9,8 +9,8 @@
 //! completed jobs left at the end are reported.
 
 use super::BenchConfig;
-use super::node::NodeTarget;
-use super::postgres::{db_url, node_json};
+use super::node::node_json;
+use super::pg_url::db_url;
 use bullsweep_core::Error;
 use bullsweep_testkit::PrivatePostgres;
 use serde::Serialize;
@@ -48,7 +48,8 @@ struct RetentionReport {
 }
 
 /// Runs `--strategy postgres-retention` and returns the table, or JSON.
-pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String, Error> {
+pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
+    let compat = args.compat_dir.as_path();
     let pg = PrivatePostgres::start()
         .map_err(|e| Error::runtime(format!("cannot start a private PostgreSQL: {e}")))?;
     let admin_url = pg.url("postgres");
@@ -69,7 +70,7 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
         args.job_bytes.to_string(),
     ];
     node_json(
-        &node.compat_dir,
+        compat,
         "bench/pg_seed.js",
         &seed.each_ref().map(String::as_str),
     )?;
@@ -91,7 +92,7 @@ pub(crate) async fn run(args: &BenchConfig, node: &NodeTarget) -> Result<String,
                 KEEP.to_string(),
                 args.seconds.to_string(),
             ];
-            let compat = node.compat_dir.clone();
+            let compat = compat.to_path_buf();
             let value = tokio::task::spawn_blocking(move || {
                 node_json(
                     &compat,

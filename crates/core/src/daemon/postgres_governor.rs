@@ -94,27 +94,7 @@ impl PostgresGovernor {
                     listener = None;
                 }
             }
-            let mut due = Vec::new();
-            for name in &queues {
-                let q = self.queue_id(name, &set);
-                let Resolution::Covered(eff) = set.resolve(&q) else {
-                    continue;
-                };
-                let scheduled = eff.mode != RunMode::Event
-                    && eff
-                        .schedule
-                        .value
-                        .next_due(last_run.get(name).copied(), now, AUTO)
-                        <= now;
-                let heard = eff.mode != RunMode::Schedule
-                    && announced.contains(name)
-                    && heard_at
-                        .get(name)
-                        .is_none_or(|at| now.saturating_sub(*at) >= EVENTS_EVERY_MS);
-                if scheduled || heard {
-                    due.push((q, scheduled));
-                }
-            }
+            let due = self.due(&set, &queues, &announced, &last_run, &heard_at, now);
             for (q, scheduled) in due {
                 if self.shutdown.is_cancelled() {
                     break;
@@ -131,6 +111,41 @@ impl PostgresGovernor {
                 _ = self.shutdown.cancelled() => {}
             }
         }
+    }
+
+    /// The queues to sweep now, each with whether its schedule (rather than its events) makes
+    /// it due.
+    fn due(
+        &self,
+        set: &PolicySet,
+        queues: &[String],
+        announced: &BTreeSet<String>,
+        last_run: &BTreeMap<String, i64>,
+        heard_at: &BTreeMap<String, i64>,
+        now: i64,
+    ) -> Vec<(QueueId, bool)> {
+        let mut due = Vec::new();
+        for name in queues {
+            let q = self.queue_id(name, set);
+            let Resolution::Covered(eff) = set.resolve(&q) else {
+                continue;
+            };
+            let scheduled = eff.mode != RunMode::Event
+                && eff
+                    .schedule
+                    .value
+                    .next_due(last_run.get(name).copied(), now, AUTO)
+                    <= now;
+            let heard = eff.mode != RunMode::Schedule
+                && announced.contains(name)
+                && heard_at
+                    .get(name)
+                    .is_none_or(|at| now.saturating_sub(*at) >= EVENTS_EVERY_MS);
+            if scheduled || heard {
+                due.push((q, scheduled));
+            }
+        }
+        due
     }
 
     /// The schema's queue names this daemon governs.
