@@ -21,7 +21,7 @@ mod memory_report;
 mod node;
 mod pending;
 mod pg_load;
-mod pg_url;
+mod pg_server;
 mod postgres;
 mod postgres_retention;
 mod probe;

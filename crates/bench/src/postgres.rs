@@ -11,12 +11,11 @@
 use super::BenchConfig;
 use super::node::node_json;
 use super::pg_load::{Load, LoadFigures};
-use super::pg_url::db_url;
+use super::pg_server::BenchServer;
 use bullsweep_core::Error;
 use bullsweep_core::bullmq_postgres::PgTarget;
 use bullsweep_core::engine::{Mode, NoObserver};
 use bullsweep_core::ops::{self, RunScope};
-use bullsweep_testkit::PrivatePostgres;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -75,39 +74,15 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
 /// Runs `--strategy postgres` and returns the table, or JSON.
 async fn sweep(args: &BenchConfig) -> Result<String, Error> {
     let compat = args.compat_dir.as_path();
-    let pg = PrivatePostgres::start()
-        .map_err(|e| Error::runtime(format!("cannot start a private PostgreSQL: {e}")))?;
-    let admin_url = pg.url("postgres");
-    let admin = bullsweep_core::postgres::connect(&admin_url)
-        .await
-        .map_err(|e| Error::runtime(format!("the bench's PostgreSQL: {e}")))?;
-    let sql = async |text: String| {
-        admin
-            .batch_execute(&text)
-            .await
-            .map_err(|e| Error::runtime(format!("{text}: {e}")))
-    };
-    sql("CREATE DATABASE seed".into()).await?;
-    let seed_url = db_url(&admin_url, "seed");
-    eprintln!("seeding {} completed jobs with BullMQ", args.jobs);
-    node_json(
-        compat,
-        "bench/pg_seed.js",
-        &[
-            &seed_url,
-            &args.jobs.to_string(),
-            &args.job_bytes.to_string(),
-        ],
-    )?;
+    let server = BenchServer::seeded(compat, args.jobs, args.job_bytes).await?;
     let mut rounds = Vec::new();
     for round in 1..=args.rounds.max(1) {
         for (i, contender) in CONTENDERS.into_iter().enumerate() {
             let db = format!("r{round}c{i}");
-            sql(format!("CREATE DATABASE {db} TEMPLATE seed")).await?;
-            let url = db_url(&admin_url, &db);
+            let url = server.copy(&db).await?;
             eprintln!("round {round}: {contender}");
             let load = Load::start(compat, &url)?;
-            let sampler = Sampler::start(&admin_url, &db).await?;
+            let sampler = Sampler::start(&server.admin_url, &db).await?;
             let started = Instant::now();
             let removed = contend(i, &url, compat, args.jobs).await?;
             let seconds = started.elapsed().as_secs_f64();
@@ -138,7 +113,7 @@ async fn sweep(args: &BenchConfig) -> Result<String, Error> {
                 longest_statement: statement,
                 dead_tuples_after: dead,
             });
-            sql(format!("DROP DATABASE {db} WITH (FORCE)")).await?;
+            server.drop_copy(&db).await?;
         }
     }
     let per_round = |a: &str, b: &str, of: fn(&PgRound) -> f64| -> Vec<f64> {

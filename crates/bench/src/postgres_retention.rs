@@ -10,9 +10,8 @@
 
 use super::BenchConfig;
 use super::node::node_json;
-use super::pg_url::db_url;
+use super::pg_server::BenchServer;
 use bullsweep_core::Error;
-use bullsweep_testkit::PrivatePostgres;
 use serde::Serialize;
 
 /// Completed jobs the queue holds before the load.
@@ -50,36 +49,12 @@ struct RetentionReport {
 /// Runs `--strategy postgres-retention` and returns the table, or JSON.
 pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
     let compat = args.compat_dir.as_path();
-    let pg = PrivatePostgres::start()
-        .map_err(|e| Error::runtime(format!("cannot start a private PostgreSQL: {e}")))?;
-    let admin_url = pg.url("postgres");
-    let admin = bullsweep_core::postgres::connect(&admin_url)
-        .await
-        .map_err(|e| Error::runtime(format!("the bench's PostgreSQL: {e}")))?;
-    let sql = async |text: String| {
-        admin
-            .batch_execute(&text)
-            .await
-            .map_err(|e| Error::runtime(format!("{text}: {e}")))
-    };
-    sql("CREATE DATABASE seed".into()).await?;
-    eprintln!("seeding {HELD} completed jobs with BullMQ");
-    let seed = [
-        db_url(&admin_url, "seed"),
-        HELD.to_string(),
-        args.job_bytes.to_string(),
-    ];
-    node_json(
-        compat,
-        "bench/pg_seed.js",
-        &seed.each_ref().map(String::as_str),
-    )?;
+    let server = BenchServer::seeded(compat, HELD, args.job_bytes).await?;
     let mut rounds = Vec::new();
     for round in 1..=args.rounds.max(1) {
         for (i, mode) in MODES.into_iter().enumerate() {
             let db = format!("r{round}m{i}");
-            sql(format!("CREATE DATABASE {db} TEMPLATE seed")).await?;
-            let url = db_url(&admin_url, &db);
+            let url = server.copy(&db).await?;
             eprintln!("round {round}: {mode}");
             let daemon = match mode {
                 "bullsweep" => Some(Daemon::start(&url)?),
@@ -122,7 +97,7 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
                     })
                     .unwrap_or_default(),
             });
-            sql(format!("DROP DATABASE {db} WITH (FORCE)")).await?;
+            server.drop_copy(&db).await?;
         }
     }
     let report = RetentionReport {
