@@ -235,7 +235,7 @@ const POLICY: Shape = Shape::Fields(&[
     opt(
         "backend",
         Shape::Value(Value::Name(backends)),
-        "The queue library whose queues it governs: `bull` or `bullmq`; absent = both.",
+        "The queue library (and store) whose queues it governs: `bull`, `bullmq` or `bullmq-postgres`; absent = every one.",
     ),
     def("rules", STATE_RULES, "The rules, by job state."),
     def(
