@@ -37,18 +37,6 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-impl Report {
-    /// Adds what a sweep of another store reported (its queues after this one's).
-    pub fn absorb(&mut self, other: Report) {
-        self.queues.extend(other.queues);
-        self.uncovered.extend(other.uncovered);
-        self.unmanaged.extend(other.unmanaged);
-        self.unmanaged_reasons.extend(other.unmanaged_reasons);
-        self.notices.extend(other.notices);
-        self.warnings.extend(other.warnings);
-    }
-}
-
 /// One governed queue.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct QueueReport {
@@ -419,6 +407,16 @@ impl Skipped {
 }
 
 impl Report {
+    /// Adds what a sweep of another store reported (its queues after this one's).
+    pub fn absorb(&mut self, other: Report) {
+        self.queues.extend(other.queues);
+        self.uncovered.extend(other.uncovered);
+        self.unmanaged.extend(other.unmanaged);
+        self.unmanaged_reasons.extend(other.unmanaged_reasons);
+        self.notices.extend(other.notices);
+        self.warnings.extend(other.warnings);
+    }
+
     /// Jobs acted on across every queue and state.
     pub fn done(&self) -> u64 {
         self.queues
