@@ -121,8 +121,14 @@ for (const v of VERSIONS) {
     }
     // The live queues' damage, found exactly, and all repaired.
     const of = (queue, kind) => ((run.report.queues.find((q) => q.queue === queue) || {}).findings || []).find((f) => f.kind === kind) || { found: 0 };
-    const liveFindings = Object.fromEntries(['orphanHashes', 'danglingIds', 'staleDedup'].map((k) => [k, of('live', k).found]));
-    assert.deepEqual(liveFindings, { orphanHashes: 3, danglingIds: 3, staleDedup: 1 }, run.stdout);
+    const liveFindings = Object.fromEntries(['orphanHashes', 'danglingIds'].map((k) => [k, of('live', k).found]));
+    assert.deepEqual(liveFindings, { orphanHashes: 3, danglingIds: 3 }, run.stdout);
+    // The seeded stale dedup key is found; the live producer's own traffic may leave another
+    // for a moment (a deduplicated job removed on completion leaves its key until its TTL),
+    // which the repair then re-checks and skips as changed when it is no longer stale.
+    const dedup = of('live', 'staleDedup');
+    assert.ok(dedup.found >= 1 && dedup.samples.includes('bull:live:de:live-dd'), run.stdout);
+    assert.equal(dedup.repaired + ((dedup.skipped || {}).changed || 0), dedup.found, run.stdout);
     assert.equal(of('live-parents', 'stuckParents').found, 1, run.stdout);
     for (const kind of Object.keys(KINDS)) {
       const f = findingsOf(run.report, kind);
