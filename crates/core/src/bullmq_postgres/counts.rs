@@ -4,14 +4,12 @@
 //! BullMQ's index on finished jobs, so that none reads a whole large queue.
 
 use super::connection::pg_error;
-use super::selection::FinishedPick;
+use super::selection::{FinishedPick, STEP};
 use crate::error::Result;
 use bullsweep_policy::JobState;
 use std::collections::{BTreeMap, BTreeSet};
 use tokio_postgres::Client;
 
-/// Jobs per range of finish times.
-const STEP: i64 = 10_000;
 /// Parents checked per statement.
 const PARENTS: usize = 500;
 

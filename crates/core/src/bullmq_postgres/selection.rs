@@ -11,8 +11,8 @@ use bullsweep_policy::{JobState, Selection};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
-/// Jobs one step of the boundary walk skips.
-const STEP: i64 = 10_000;
+/// Jobs one bounded statement reads at most: a step of the boundary walk, a range of counts.
+pub(super) const STEP: i64 = 10_000;
 
 /// Which job names a group covers.
 #[derive(Clone, Debug)]
