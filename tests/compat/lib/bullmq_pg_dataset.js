@@ -60,4 +60,39 @@ async function build(url) {
   await Promise.all([orders.close(), mail.close(), reports.close()]);
 }
 
-module.exports = { build, QUEUES, until };
+// A dataset of pending jobs only, made by BullMQ 6.7's own API, in queue `inbox` and its
+// neighbour `outbox`: waiting jobs (one deduplicated), delayed and prioritized jobs, a job
+// scheduler's next iteration, a parent waiting for children in its own queue and in `outbox`,
+// a parent in `outbox` waiting for a child in `inbox`, and a three-level flow in `inbox`.
+async function buildPending(url) {
+  const connection = url;
+  const inbox = new Queue('inbox', { connection });
+  for (let i = 0; i < 6; i++) await inbox.add('note', { i });
+  await inbox.add('note', { once: true }, { deduplication: { id: 'note-once' } });
+  for (let i = 0; i < 3; i++) await inbox.add('later', { i }, { delay: 3_600_000 + i });
+  for (let i = 0; i < 2; i++) await inbox.add('urgent', { i }, { priority: 2 + i });
+  await inbox.upsertJobScheduler('tick', { every: 3_600_000 }, { name: 'tick', data: {} });
+  const flows = new FlowProducer({ connection });
+  await flows.add({
+    name: 'bundle', queueName: 'inbox', data: {},
+    children: [
+      { name: 'part', queueName: 'inbox', data: { n: 1 } },
+      { name: 'part', queueName: 'inbox', data: { n: 2 } },
+      { name: 'part', queueName: 'outbox', data: { n: 3 } },
+    ],
+  });
+  await flows.add({
+    name: 'digest', queueName: 'outbox', data: {},
+    children: [{ name: 'part', queueName: 'inbox', data: { n: 4 } }],
+  });
+  await flows.add({
+    name: 'tree', queueName: 'inbox', data: {},
+    children: [{ name: 'branch', queueName: 'inbox', data: {}, children: [{ name: 'leaf', queueName: 'inbox', data: {} }] }],
+  });
+  await flows.close();
+  const outbox = new Queue('outbox', { connection });
+  await outbox.add('mail', { kept: true });
+  await Promise.all([inbox.close(), outbox.close()]);
+}
+
+module.exports = { build, buildPending, QUEUES, until };

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const { Client } = require('pg');
 const { startPostgres } = require('../lib/postgres');
 const { migrate, dump } = require('../lib/bullmq_pg');
-const { build, QUEUES } = require('../lib/bullmq_pg_dataset');
+const { build, buildPending, QUEUES } = require('../lib/bullmq_pg_dataset');
 const { Queue, Worker } = require('bullmq');
 const { bullsweep, writePolicy, sleep, startDaemon, stopDaemons, waitFor } = require('../lib/harness');
 
@@ -233,7 +233,7 @@ test('a policy asking what PostgreSQL queues do not do yet fails the queue befor
   const cases = [
     'moveExhaustedTo: dlq, rules: { failed: { maxAge: 1ms } }',
     'rules: { failed: { maxAge: 1ms }, completed: { maxAge: 1h, ttl: 2h } }',
-    'rules: { failed: { maxAge: 1ms }, delayed: { maxAge: 1ms } }',
+    'rules: { failed: { maxAge: 1ms }, delayed: { maxAge: 1ms } }, events: { maxLen: 10 }',
   ];
   for (const extra of cases) {
     const policy = writePolicy(`version: 1\npolicies:\n  - { name: p, queueNamePattern: "*", ${extra} }\n`);
@@ -292,4 +292,85 @@ test('a mixed fleet under one policy file: BullMQ and Bull on Redis and BullMQ o
   } finally {
     await redis.stop();
   }
+});
+
+// The pending jobs of `inbox` in the order bullsweep's walk meets them: parents first, then
+// waiting, delayed and prioritized jobs, each along BullMQ's index for the state.
+const PENDING_ORDER = [
+  "state = 'waiting-children' ORDER BY seq",
+  "state = 'waiting' AND priority = 0 ORDER BY seq",
+  "state = 'delayed' ORDER BY process_at_ms, seq",
+  "state = 'waiting' AND priority > 0 ORDER BY priority, seq",
+];
+
+test('pending rules remove jobs as Job.remove() does: children, parents, dedup, every table alike', async () => {
+  await pg.sql('CREATE DATABASE p1');
+  await migrate(urlOf('p1'));
+  await buildPending(urlOf('p1'));
+  for (const c of ['p1_remove', 'p1_sweep', 'p1_keep']) await pg.sql(`CREATE DATABASE ${c} TEMPLATE p1`);
+  await sleep(20);
+  const pending = '{ maxAge: 1ms }';
+  const policy = (extra) => writePolicy(`version: 1\npolicies:\n  - { name: p, queueNamePattern: inbox, ${extra}rules: { waiting: ${pending}, delayed: ${pending}, prioritized: ${pending}, waiting-children: ${pending} } }\n`);
+  const everything = policy('childrenInOtherQueues: remove, ');
+
+  // BullMQ's own removal: Queue.remove of every job the rules select, in the walk's order; a
+  // job an earlier removal took along, or a parent it released, is not removed again.
+  await withDb('p1_remove', async (sql) => {
+    const q = new Queue('inbox', { connection: urlOf('p1_remove') });
+    const released = new Set();
+    for (const where of PENDING_ORDER) {
+      const { rows } = await sql(`SELECT id, scheduler_id FROM bullmq.job WHERE queue = 'inbox' AND ${where}`);
+      for (const { id, scheduler_id } of rows) {
+        if (scheduler_id || released.has(id)) continue;
+        const parents = await sql("SELECT p.queue, p.id FROM bullmq.job j JOIN bullmq.job p ON p.queue = j.parent_queue AND p.id = j.parent_id AND p.state = 'waiting-children' WHERE j.queue = 'inbox' AND j.id = $1", [id]);
+        const n = await q.remove(id);
+        if (n === 0) continue;
+        for (const p of parents.rows) {
+          const now = await sql('SELECT state FROM bullmq.job WHERE queue = $1 AND id = $2', [p.queue, p.id]);
+          if (now.rows[0] && now.rows[0].state !== 'waiting-children' && p.queue === 'inbox') released.add(p.id);
+        }
+      }
+    }
+    await q.close();
+  });
+
+  const before = await withDb('p1_sweep', (sql) => dump(sql));
+  const plan = await bullsweep(['--postgres', urlOf('p1_sweep'), '--config', everything, '--json', 'plan']);
+  assert.equal(plan.code, 0, plan.stderr);
+  assert.deepEqual(await withDb('p1_sweep', (sql) => dump(sql)), before, 'a plan changes nothing');
+  const run = await bullsweep(['--postgres', urlOf('p1_sweep'), '--config', everything, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  const expected = await withDb('p1_remove', (sql) => dump(sql));
+  const actual = await withDb('p1_sweep', (sql) => dump(sql));
+  assert.deepEqual(actual, expected);
+
+  // Not vacuous: only the scheduler's next iteration is left in inbox; the children in outbox
+  // went with their parent, the parent in outbox was released, and its other job stayed.
+  const inbox = actual.job.filter((j) => j.queue === 'inbox');
+  assert.deepEqual(inbox.map((j) => j.name), ['tick']);
+  assert.ok(before.job.filter((j) => j.queue === 'inbox').length >= 20);
+  assert.deepEqual(actual.dedup, []);
+  assert.ok(before.dedup.length === 1);
+  const outbox = actual.job.filter((j) => j.queue === 'outbox').map((j) => [j.name, j.state]).sort();
+  assert.deepEqual(outbox, [['digest', 'waiting'], ['mail', 'waiting']]);
+
+  // The plan said what the run did, state by state, and what it took along.
+  const planned = JSON.parse(plan.stdout).queues.find((q) => q.queue === 'inbox').states;
+  const done = JSON.parse(run.stdout).queues.find((q) => q.queue === 'inbox').states;
+  for (const [state, s] of Object.entries(planned)) {
+    assert.equal(done[state].done, s.toActOn, `${state}: ${JSON.stringify(s)} vs ${JSON.stringify(done[state])}`);
+    assert.deepEqual(done[state].takenAlong, s.takenAlong, state);
+  }
+  assert.equal(planned.waiting.skipped.scheduler, 1, 'the scheduler\'s next iteration is left');
+  assert.equal(planned['waiting-children'].takenAlong.childrenRemoved, 5, JSON.stringify(planned['waiting-children']));
+  assert.equal(planned['waiting-children'].matched, 2, 'the nested parent is taken along, not counted twice');
+
+  // Under childrenInOtherQueues: keepParent (the default) the parent with a child in outbox
+  // is left with that child.
+  const keep = await bullsweep(['--postgres', urlOf('p1_keep'), '--config', policy(''), '--json', 'run']);
+  assert.equal(keep.code, 0, keep.stderr);
+  const kept = JSON.parse(keep.stdout).queues.find((q) => q.queue === 'inbox').states['waiting-children'];
+  assert.equal(kept.skipped.childrenElsewhere, 1, JSON.stringify(kept));
+  const left = await withDb('p1_keep', (sql) => sql("SELECT queue, name FROM bullmq.job WHERE name IN ('bundle') OR (queue = 'outbox' AND name = 'part') ORDER BY 1, 2"));
+  assert.deepEqual(left.rows, [{ queue: 'inbox', name: 'bundle' }, { queue: 'outbox', name: 'part' }]);
 });

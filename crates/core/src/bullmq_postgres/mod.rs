@@ -3,7 +3,8 @@
 //! rows of `event`. This module alone knows those tables and BullMQ's SQL functions: the
 //! connection ([`PgTarget`]), the schema versions it governs ([`schema_version`]), discovery
 //! ([`queue_names`]), what a rule selects ([`FinishedPick`]), what a plan counts
-//! ([`counts`]), the one bounded removal ([`remove_batch`]) and the audit outbox
+//! ([`counts`]), the one bounded removal of finished jobs ([`remove_batch`]) and of pending ones
+//! ([`pending`]) and the audit outbox
 //! ([`outbox`]).
 
 mod connection;
@@ -11,6 +12,7 @@ pub mod counts;
 mod discovery;
 mod listen;
 pub mod outbox;
+pub mod pending;
 mod removal;
 mod schema;
 mod selection;

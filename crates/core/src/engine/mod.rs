@@ -35,6 +35,8 @@ mod pending;
 mod pending_archive;
 mod pending_flows;
 pub mod policy_diff;
+mod postgres_pending;
+mod postgres_retry;
 mod postgres_support;
 mod postgres_sweep;
 mod prefix;

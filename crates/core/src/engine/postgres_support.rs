@@ -34,9 +34,9 @@ pub(super) fn unsupported(policy: &EffectivePolicy, only: Option<JobState>) -> O
 
 /// Why one state's rule cannot be applied, if it cannot.
 fn unsupported_rule(state: JobState, rule: &EffectiveRule) -> Option<String> {
-    if !state.is_finished() {
+    if !state.is_finished() && !JobState::PENDING.contains(&state) {
         return Some(format!(
-            "rules for {state} jobs are not governed on PostgreSQL by this version; only completed and failed jobs are"
+            "rules for {state} jobs are not governed on PostgreSQL by this version"
         ));
     }
     if rule.action.value != Action::Remove {

@@ -7,12 +7,13 @@
 use super::BatchSizer;
 use super::observer::{Event, Observer};
 use super::options::{Mode, SweepOptions};
+use super::postgres_pending::{PgPendingStep, TakenLedger, removal_context};
+use super::postgres_retry::retrying;
 use super::postgres_support::unsupported;
 use super::queue_run::queue_report;
 use super::report::{
     QueueError, QueueReport, QueueSkipped, Report, Skipped, StateReport, TakenAlong,
 };
-use crate::audit::{Actor, AuditAction, AuditContext};
 use crate::bullmq::TakenRole;
 use crate::bullmq_postgres::{self as pg, FinishedPick, Names, PgTarget};
 use crate::error::{Error, ErrorKind, Result};
@@ -23,8 +24,6 @@ use tokio_postgres::Client;
 
 /// A transaction's time budget: well under the 50 ms no statement of bullsweep's may take.
 const BUDGET_US: u64 = 15_000;
-/// Tries of a batch that met a row lock or a timeout, before the queue fails.
-const TRIES: u32 = 4;
 
 /// Plans or runs every governed queue of the BullMQ schema at `target`.
 pub async fn sweep_postgres(
@@ -140,11 +139,12 @@ impl PgQueueRun<'_> {
                 }
             }
         }
+        let mut ledger = TakenLedger::new();
         for state in states {
             if self.opts.stopping() {
                 break;
             }
-            let (sr, error) = self.state(client, state).await;
+            let (sr, error) = self.state(client, state, &mut ledger).await;
             qr.states.insert(state.as_str().to_string(), sr);
             if let Some(e) = error {
                 qr.error = Some(QueueError::new(e.kind, e.with_hint_inline()));
@@ -180,17 +180,38 @@ impl PgQueueRun<'_> {
             .collect();
         states.sort();
         states.dedup();
+        // Pending states in the order the Redis sweep takes them: parents first, so that their
+        // children go with them rather than on their own.
+        states.sort_by_key(|s| JobState::PENDING.iter().position(|p| p == s));
         Ok(states)
     }
 
-    /// One finished state: its count, and in a run its removals; with the error that stopped
-    /// it, if one did (what was done before it is still counted).
-    async fn state(&self, client: &mut Client, state: JobState) -> (StateReport, Option<Error>) {
+    /// One state: its count, and in a run its removals; with the error that stopped it, if
+    /// one did (what was done before it is still counted). `ledger` holds the jobs earlier
+    /// pending steps took along or released.
+    async fn state(
+        &self,
+        client: &mut Client,
+        state: JobState,
+        ledger: &mut TakenLedger,
+    ) -> (StateReport, Option<Error>) {
         let mut sr = StateReport {
             action: Action::Remove.as_str().to_string(),
             ..StateReport::default()
         };
-        let error = self.fill(client, state, &mut sr).await.err();
+        let error = if state.is_finished() {
+            self.fill(client, state, &mut sr).await.err()
+        } else {
+            let step = PgPendingStep {
+                queue: self.queue,
+                policy: self.policy,
+                opts: self.opts,
+                mode: self.mode,
+                observer: self.observer,
+                budget_us: BUDGET_US,
+            };
+            step.fill(client, state, &mut sr, ledger).await.err()
+        };
         (sr, error)
     }
 
@@ -286,22 +307,14 @@ impl PgQueueRun<'_> {
         taken: &mut TakenAlong,
         removed: &mut u64,
     ) -> Result<()> {
-        let actor = Actor::named(self.opts.actor.as_deref());
-        let context = AuditContext::for_state(
-            self.queue,
-            self.policy,
-            state,
-            AuditAction::Remove,
-            &self.opts.execution_id,
-            actor,
-        )
-        .to_json();
+        let context = removal_context(self.queue, self.policy, self.opts, state);
         let audit = pg::BatchAudit { context: &context };
         let mut sizer = BatchSizer::new(BUDGET_US);
         let mut left = selected;
         while left > 0 && !self.opts.stopping() {
             let limit = sizer.limit().min(left) as i64;
-            let batch = self.batch(client, pick, limit, &audit).await?;
+            let batch =
+                retrying(async || pg::remove_batch(client, pick, limit, &audit).await).await?;
             if batch.ids.is_empty() {
                 break;
             }
@@ -319,41 +332,4 @@ impl PgQueueRun<'_> {
         }
         Ok(())
     }
-
-    /// One batch, tried again (after a pause) when it met a row lock or a timeout: a failed
-    /// batch changed nothing.
-    async fn batch(
-        &self,
-        client: &mut Client,
-        pick: &FinishedPick,
-        limit: i64,
-        audit: &pg::BatchAudit<'_>,
-    ) -> Result<pg::Removed> {
-        let mut tries = 0;
-        loop {
-            match pg::remove_batch(client, pick, limit, audit).await {
-                Ok(r) => return Ok(r),
-                Err(e) if tries + 1 < TRIES && retryable(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(50 << tries)).await;
-                }
-                Err(e) => return Err(pg::pg_error(&e)),
-            }
-        }
-    }
-}
-
-/// Whether a batch failed for a moment's contention: a row lock not granted in time, a
-/// statement cancelled by its timeout, a deadlock or a serialization failure.
-fn retryable(e: &tokio_postgres::Error) -> bool {
-    use tokio_postgres::error::SqlState;
-    e.code().is_some_and(|c| {
-        [
-            SqlState::LOCK_NOT_AVAILABLE,
-            SqlState::QUERY_CANCELED,
-            SqlState::T_R_DEADLOCK_DETECTED,
-            SqlState::T_R_SERIALIZATION_FAILURE,
-        ]
-        .contains(c)
-    })
 }
