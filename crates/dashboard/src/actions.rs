@@ -249,5 +249,5 @@ pub async fn erasure_of(
         budget_us: DEFAULT_BUDGET_US,
         actor: Some(actor),
     };
-    ops::forget::forget(&mut ctx.con, &ctx.url, &ctx.set, req).await
+    ops::forget::forget(&mut ctx.con, &ctx.url, &ctx.set, req, None).await
 }

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const { Client } = require('pg');
 const { startPostgres } = require('../lib/postgres');
 const { migrate, dump } = require('../lib/bullmq_pg');
-const { build, buildPending, QUEUES } = require('../lib/bullmq_pg_dataset');
+const { build, buildPending, QUEUES, until } = require('../lib/bullmq_pg_dataset');
 const { Queue, Worker } = require('bullmq');
 const { bullsweep, writePolicy, sleep, startDaemon, stopDaemons, waitFor } = require('../lib/harness');
 
@@ -264,7 +264,9 @@ test('a mixed fleet under one policy file: BullMQ and Bull on Redis and BullMQ o
     const { BULL_LAYOUTS } = require('../lib/bull_dataset');
     const layouts = [...new Set([...LAYOUTS, ...BULL_LAYOUTS])];
     const fleet = writePolicy([
-      'version: 1', 'discovery:', '  layouts:', ...layouts.map((l) => `    - "${l}"`), 'policies:',
+      'version: 1', 'discovery:', '  layouts:', ...layouts.map((l) => `    - "${l}"`),
+      `audit: { url: "file://${require('node:fs').mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'bullsweep-fleet-'))}/audit.jsonl" }`,
+      'subjects: [{ name: user, paths: [user.id] }]', 'policies:',
       '  - { name: everything, queueNamePattern: "*", rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }',
       '  - { name: pg-mail, backend: bullmq-postgres, queueNamePattern: mail, rules: { completed: { maxAge: 1ms }, failed: { maxAge: 1ms } } }', '',
     ].join('\n'));
@@ -289,6 +291,40 @@ test('a mixed fleet under one policy file: BullMQ and Bull on Redis and BullMQ o
     assert.deepEqual(finished, []);
     const pgLeft = await withDb('d11', (sql) => sql("SELECT count(*)::int AS n FROM bullmq.job WHERE state IN ('completed', 'failed')"));
     assert.equal(pgLeft.rows[0].n, 0);
+
+    // One person's jobs in all three, erased by one `forget`, found nowhere after it by a
+    // full search of every key and every table.
+    const person = { user: { id: 'u-fleet-9' } };
+    setDefaultBackendFactory(createRedisBackend);
+    try {
+      const onRedis = new Queue('emails', { connection: redis.connection(0), prefix: 'bull' });
+      await onRedis.add('send-email', person);
+      await onRedis.add('send-email', person, { delay: 60_000 });
+      await onRedis.close();
+    } finally {
+      setDefaultBackendFactory(createPostgresBackend);
+    }
+    const { bullQueue } = require('../lib/bull_dataset');
+    const legacy = bullQueue(redis.connection(0), { prefix: 'bull', name: 'legacy-mail' });
+    await legacy.add(person);
+    await legacy.close();
+    const onPg = new Queue('mail', { connection: urlOf('d11') });
+    await onPg.add('welcome', person);
+    await onPg.close();
+    const named = async () => {
+      const keys = JSON.stringify(await dumpKeyspace(redis.client(0)));
+      const rows = (await everyRow('d11')).filter((r) => r.includes('u-fleet-9'));
+      return { redis: keys.includes('u-fleet-9'), rows };
+    };
+    const seeded = await named();
+    assert.ok(seeded.redis && seeded.rows.length > 0, 'the person is in both stores');
+    const forget = await bullsweep([...args, 'forget', '--subject', 'user=u-fleet-9', '--request-id', 'FLEET-1']);
+    assert.equal(forget.code, 0, forget.stderr);
+    const receipt = JSON.parse(forget.stdout);
+    assert.equal(receipt.status, 'erased', forget.stdout);
+    const where = receipt.queues.map((q) => q.queue).sort();
+    assert.ok(where.includes('bullmq:mail') && where.includes('bull:emails') && where.includes('bull:legacy-mail'), where.join(', '));
+    assert.deepEqual(await named(), { redis: false, rows: [] });
   } finally {
     await redis.stop();
   }
@@ -373,4 +409,108 @@ test('pending rules remove jobs as Job.remove() does: children, parents, dedup, 
   assert.equal(kept.skipped.childrenElsewhere, 1, JSON.stringify(kept));
   const left = await withDb('p1_keep', (sql) => sql("SELECT queue, name FROM bullmq.job WHERE name IN ('bundle') OR (queue = 'outbox' AND name = 'part') ORDER BY 1, 2"));
   assert.deepEqual(left.rows, [{ queue: 'inbox', name: 'bundle' }, { queue: 'outbox', name: 'part' }]);
+});
+
+// Every row of every BullMQ table as text, for a full search of what a subject left.
+async function everyRow(db) {
+  return withDb(db, async (sql) => {
+    const tables = await sql("SELECT tablename FROM pg_tables WHERE schemaname = 'bullmq' ORDER BY 1");
+    const out = [];
+    for (const { tablename } of tables.rows) {
+      const { rows } = await sql(`SELECT t::text AS row FROM bullmq.${tablename} t`);
+      for (const r of rows) out.push(`${tablename}: ${r.row}`);
+    }
+    return out;
+  });
+}
+
+test('forget erases one person from BullMQ on PostgreSQL: every state, flows, copies, schedulers, events; never a held job', async () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const { FlowProducer } = require('bullmq');
+  await pg.sql('CREATE DATABASE f1');
+  await migrate(urlOf('f1'));
+  const connection = urlOf('f1');
+  const ann = (extra = {}) => ({ user: { id: 'u42', email: 'ann@example.com' }, ...extra });
+  const bob = (extra = {}) => ({ user: { id: 'u7', email: 'bob@example.com' }, ...extra });
+  const people = new Queue('people', { connection });
+  const flows = new FlowProducer({ connection });
+  // A parent of bob's whose child of ann's completes (its value copied into the parent's row),
+  // and a parent of ann's whose children are bob's.
+  await flows.add({ name: 'report', queueName: 'people', data: bob(), children: [{ name: 'part', queueName: 'people', data: ann({ step: 1 }) }, { name: 'part', queueName: 'people', data: bob({ step: 2, wait: true }) }] });
+  const bundle = await flows.add({ name: 'bundle', queueName: 'people', data: ann(), children: [{ name: 'piece', queueName: 'people', data: bob({ hold: true }) }] });
+  for (let i = 0; i < 3; i++) { await people.add('mail', ann({ i })); await people.add('mail', bob({ i })); }
+  const worker = new Worker('people', async (job) => {
+    if (job.data.hold || job.data.wait) await new Promise(() => {});
+    await job.updateProgress({ note: `sent to ${job.data.user.email}` });
+    if (job.data.i === 1) throw new Error(`declined ${job.data.user.email}`);
+    return { to: job.data.user.email };
+  }, { connection, concurrency: 8 });
+  await until(async () => (await people.getJobCounts()).waiting === 0 && (await people.getJobCounts()).active === 2, 'the worker to settle');
+  await worker.close(true);
+  await people.add('later', ann(), { delay: 3_600_000 });
+  await people.add('later', bob(), { delay: 3_600_000 });
+  await people.upsertJobScheduler('ann-digest', { every: 3_600_000 }, { name: 'digest', data: ann() });
+  // One job of ann's a worker holds.
+  const held = await people.add('mail', ann({ held: true }));
+  await withDb('f1', (sql) => sql("UPDATE bullmq.job SET state = 'active', lock_token = 'w', locked_until_ms = (extract(epoch from now()) * 1000)::bigint + 600000 WHERE queue = 'people' AND id = $1", [held.id]));
+  await people.close();
+  await flows.close();
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-pg-forget-'));
+  const policy = writePolicy([
+    'version: 1', `audit: { url: "file://${dir}/audit.jsonl" }`,
+    'subjects: [{ name: user, paths: [user.id, user.email] }]',
+    'policies: [{ name: keep, queueNamePattern: "*", rules: { completed: { maxAge: 30d } } }]', '',
+  ].join('\n'));
+  const args = ['--postgres', urlOf('f1'), '--config', policy, '--json', 'forget', '--subject', 'user=u42', '--wait-active', '1s'];
+  const rowsBefore = await everyRow('f1');
+  const bobBefore = rowsBefore.filter((r) => r.startsWith('job: ') && r.includes('u7') && !r.includes('u42'));
+  assert.ok(rowsBefore.filter((r) => r.includes('u42') || r.includes('ann@example.com')).length >= 10);
+
+  const dry = await bullsweep([...args, '--request-id', 'R-dry', '--dry-run']);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.equal(JSON.parse(dry.stdout).status, 'wouldErase');
+  assert.deepEqual(await everyRow('f1'), rowsBefore, 'a dry run changes nothing');
+
+  const first = await bullsweep([...args, '--request-id', 'R-1']);
+  assert.equal(first.code, 1, first.stderr);
+  const r1 = JSON.parse(first.stdout);
+  assert.equal(r1.status, 'pending', first.stdout);
+  const q1 = r1.queues.find((q) => q.queue === 'bullmq:people');
+  // The held job, and ann's parent whose child a worker holds (BullMQ's remove refuses a
+  // subtree with a held job), wait.
+  assert.deepEqual(q1.pending.map((p) => p.id).sort(), [held.id, bundle.job.id].sort());
+  assert.deepEqual(q1.schedulers, ['ann-digest']);
+  assert.ok(q1.copiesWithJobs >= 1 && q1.events > 0, JSON.stringify(q1));
+  for (const state of ['completed', 'failed', 'delayed']) assert.ok(q1.states[state], `${state}: ${JSON.stringify(q1.states)}`);
+  // Only the two waiting jobs still name ann, and bob's jobs are as they were.
+  const left = (await everyRow('f1')).filter((r) => r.includes('u42') || r.includes('ann@example.com'));
+  assert.equal(left.length, 2, left.join('\n'));
+  assert.ok(left.every((r) => r.startsWith(`job: (people,${held.id},`) || r.startsWith(`job: (people,${bundle.job.id},`)), left.join('\n'));
+  const bobAfter = (await everyRow('f1')).filter((r) => r.startsWith('job: ') && r.includes('u7') && !r.includes('u42'));
+  assert.deepEqual(bobAfter.filter((r) => !r.includes('"hold": true')), bobBefore.filter((r) => !r.includes('"hold": true')));
+  // Every erasure is in the audit trail, under the request id.
+  const trail = fs.readFileSync(path.join(dir, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const erased = trail.filter((e) => e.executionId === 'R-1' && e.action === 'erase').flatMap((e) => e.jobIds || []);
+  for (const ids of Object.values(q1.states)) for (const id of ids) if (!id.startsWith('repeat:')) assert.ok(erased.includes(id), `${id} audited`);
+
+  // The workers let go: the same erasure finishes (ann's parent with bob's child), and a
+  // third finds nothing.
+  await withDb('f1', (sql) => sql("UPDATE bullmq.job SET lock_token = NULL, locked_until_ms = NULL WHERE queue = 'people' AND state = 'active'"));
+  const second = await bullsweep([...args, '--request-id', 'R-1']);
+  assert.equal(second.code, 0, second.stderr);
+  const r2 = JSON.parse(second.stdout);
+  assert.equal(r2.status, 'erased');
+  assert.equal(r2.queues[0].removedWithParent.length, 1, second.stdout);
+  assert.ok(r2.queues[0].states['waiting-children'], second.stdout);
+  assert.deepEqual((await everyRow('f1')).filter((r) => r.includes('u42') || r.includes('ann@example.com')), []);
+  const third = await bullsweep([...args, '--request-id', 'R-3']);
+  assert.equal(JSON.parse(third.stdout).status, 'nothingFound', third.stdout);
+  // BullMQ still reads the queue: bob's parent waits for his remaining child.
+  const check = new Queue('people', { connection });
+  const counts = await check.getJobCounts();
+  await check.close();
+  assert.ok(counts['waiting-children'] === 1 && counts.completed >= 2, JSON.stringify(counts));
 });

@@ -36,7 +36,7 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::usage(format!("--wait-active: {e}")))?;
     let lock_wait = super::sweep::lock_wait(&args.lock_wait)?;
     let set = load_policies(cli)?;
-    let mut con = super::connection::connect(cli, "forget").await?;
+    let postgres = super::connection::postgres(cli)?;
     let req = ForgetRequest {
         subject: name.to_string(),
         value: value.to_string(),
@@ -49,7 +49,26 @@ pub async fn run(cli: &Cli, args: &ForgetArgs) -> Result<i32, CliError> {
         budget_us: DEFAULT_BUDGET_US,
         actor: None,
     };
-    let receipt = ops::forget::forget(&mut con, cli.redis_url(), &set, req).await?;
+    // PostgreSQL's queues first (when given), then Redis's, under one receipt; with
+    // `--postgres` alone, no Redis is assumed.
+    let mut con = match (&postgres, &cli.redis) {
+        (Some(_), None) => None,
+        _ => Some(super::connection::connect(cli, "forget").await?),
+    };
+    let pg = match &postgres {
+        Some(target) => {
+            let with_redis = con.is_some();
+            Some(ops::postgres_forget::postgres_forget(target, &set, &req, with_redis).await?)
+        }
+        None => None,
+    };
+    let receipt = match (&mut con, pg) {
+        (Some(con), pg) => ops::forget::forget(con, cli.redis_url(), &set, req, pg).await?,
+        (None, pg) => {
+            let pg = pg.ok_or_else(|| CliError::runtime("no store to erase from"))?;
+            ops::postgres_forget::receipt_alone(req, pg)
+        }
+    };
     let text = if cli.json {
         serde_json::to_string(&receipt)
     } else {

@@ -60,7 +60,6 @@ fn postgres_governed(cli: &Cli) -> Result<(), CliError> {
         Command::Report(_) => "report",
         Command::Doctor(_) => "doctor",
         Command::Alerts(_) => "alerts",
-        Command::Forget(_) => "forget",
         Command::Archive(_) => "archive",
         _ => return Ok(()),
     };

@@ -70,7 +70,7 @@ pub use inventory::{
 };
 pub use observer::{Event, NoObserver, Observer, SkipReason};
 pub use options::{Mode, SweepOptions};
-pub use postgres_sweep::sweep_postgres;
+pub use postgres_sweep::{postgres_queues, sweep_postgres};
 pub use report::{
     EventsReport, ExpiryTotals, QueueError, QueueReport, QueueSkipped, Report, Skipped,
     StateReport, TakenAlong, TakenCounts, TtlReport,

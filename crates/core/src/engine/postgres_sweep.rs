@@ -78,6 +78,27 @@ async fn queues(
     opts: &SweepOptions,
 ) -> Result<Vec<QueueId>> {
     let env = opts.env.clone().or_else(|| set.environment.clone());
+    Ok(postgres_queues(client, target, env)
+        .await?
+        .into_iter()
+        .filter(|q| match &opts.queues {
+            Some(only) => only
+                .iter()
+                .any(|o| o.base == q.base && o.backend == q.backend),
+            None => opts
+                .queue_glob
+                .as_ref()
+                .is_none_or(|g| g.matches(&q.queue) || g.matches(&q.base)),
+        })
+        .collect())
+}
+
+/// Every queue of the schema at `target`, as a queue of `bullmq-postgres` in `env`.
+pub async fn postgres_queues(
+    client: &Client,
+    target: &PgTarget,
+    env: Option<String>,
+) -> Result<Vec<QueueId>> {
     let found = pg::queue_names(client).await?;
     Ok(found
         .into_iter()
@@ -88,15 +109,6 @@ async fn queues(
             tenant: None,
             env: env.clone(),
             backend: Backend::BullmqPostgres,
-        })
-        .filter(|q| match &opts.queues {
-            Some(only) => only
-                .iter()
-                .any(|o| o.base == q.base && o.backend == q.backend),
-            None => opts
-                .queue_glob
-                .as_ref()
-                .is_none_or(|g| g.matches(&q.queue) || g.matches(&q.base)),
         })
         .collect())
 }

@@ -13,6 +13,7 @@
 //! changed (a restart or a failover), discovery runs again, and a queue in scope it finds
 //! that the erasure did not cover remains to search.
 
+use super::postgres_forget::PgErasure;
 use crate::archive::ArchiveSink;
 use crate::audit;
 use crate::bullmq::keys::{ERASURES, sweep_lock};
@@ -29,12 +30,14 @@ use bullsweep_policy::{Millis, PolicySet};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
-/// Erases the subject everywhere bullsweep governs and returns the receipt.
+/// Erases the subject everywhere bullsweep governs in Redis and returns the receipt, with what
+/// an erasure of PostgreSQL's queues did before it (`elsewhere`) joined in.
 pub async fn forget(
     con: &mut Conn,
     url: &str,
     set: &PolicySet,
     req: ForgetRequest,
+    elsewhere: Option<PgErasure>,
 ) -> Result<Receipt, Error> {
     let redis_err = |e: redis::RedisError| Error::redis(url, &e);
     let servers = server_ids(con).await.map_err(redis_err)?;
@@ -83,7 +86,15 @@ pub async fn forget(
     for base in bases {
         release_lock(&mut locks, &base, &mut places).await;
     }
-    let (scan, queues, archive) = erased?;
+    let (mut scan, mut queues, archive) = erased?;
+    let mut queues_scanned = scoped.len() as u64;
+    if let Some(pg) = elsewhere {
+        scan.jobs += pg.jobs;
+        queues_scanned += pg.queues_scanned;
+        queues.extend(pg.queues);
+        places.searched.extend(pg.places.searched);
+        places.remaining.extend(pg.places.remaining);
+    }
     if !req.dry_run {
         ship(con, set).await.map_err(|e| {
             Error::audit(format!(
@@ -102,7 +113,7 @@ pub async fn forget(
         dry_run: req.dry_run,
         started_at,
         finished_at: now_ms(),
-        queues_scanned: scoped.len() as u64,
+        queues_scanned,
         scan,
         queues,
         archive: archive.segments,

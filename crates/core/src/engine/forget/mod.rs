@@ -28,12 +28,14 @@ mod events;
 mod items;
 mod keyspace;
 mod matching;
+mod postgres;
 mod receipt;
 mod request;
 mod scan;
 mod scope;
 
 pub use archive::{ArchiveOutcome, erase_archive};
+pub use postgres::forget_in_postgres;
 pub use scope::{ScopeError, ScopedQueue, scope};
 
 pub use keyspace::run_id_of;
