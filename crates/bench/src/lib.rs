@@ -23,6 +23,7 @@ mod pending;
 mod pg_load;
 mod pg_server;
 mod postgres;
+mod postgres_forget;
 mod postgres_retention;
 mod probe;
 mod report;
@@ -61,6 +62,10 @@ pub enum Strategy {
     /// completed, with `removeOnComplete: { count: 1000 }`, with none, and with bullsweep's
     /// daemon enforcing `maxCount: 1000` (jobs/s, failed jobs).
     PostgresRetention,
+    /// BullMQ on PostgreSQL: erasing one user's jobs among `--jobs` completed jobs in 20
+    /// queues, against `Queue.getJobs` pages filtered in JS and `job.remove()` (seconds,
+    /// rows erased, longest transaction).
+    PostgresForget,
     /// Erasing one user's jobs among `--jobs` jobs in 20 queues, against BullMQ's
     /// `Queue.getJobs` pages filtered in JS.
     Forget,
@@ -170,7 +175,9 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     match args.strategy {
         Strategy::Cluster => return cluster::run(args).await,
         Strategy::DaemonCluster => return daemon_cluster::run(args).await,
-        Strategy::Postgres | Strategy::PostgresRetention => return postgres::run(args).await,
+        Strategy::Postgres | Strategy::PostgresRetention | Strategy::PostgresForget => {
+            return postgres::run(args).await;
+        }
         _ => {}
     }
     let (server, url) = match &args.redis {
@@ -335,7 +342,8 @@ fn contenders_of(args: &BenchConfig, node_ready: bool) -> Vec<String> {
         | Strategy::Expire
         | Strategy::Trim
         | Strategy::Postgres
-        | Strategy::PostgresRetention => {
+        | Strategy::PostgresRetention
+        | Strategy::PostgresForget => {
             vec!["archive".into()]
         }
         Strategy::Forget => ["bullsweep", "bullmq"]

@@ -61,7 +61,7 @@ impl BenchServer {
     }
 
     /// The URL of database `db`.
-    fn db_url(&self, db: &str) -> String {
+    pub(crate) fn db_url(&self, db: &str) -> String {
         match self.admin_url.rsplit_once('/') {
             Some((server, _)) => format!("{server}/{db}"),
             None => self.admin_url.clone(),

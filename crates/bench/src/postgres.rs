@@ -58,7 +58,7 @@ struct PgReport {
     worker_ratios_vs_idle: Vec<f64>,
 }
 
-/// Runs `--strategy postgres` or `postgres-retention` (neither needs a Redis) and returns the
+/// Runs `--strategy postgres`, `postgres-retention` or `postgres-forget` (none needs a Redis) and returns the
 /// table, or JSON.
 pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
     if !super::node_ready(&args.compat_dir) {
@@ -67,6 +67,7 @@ pub(crate) async fn run(args: &BenchConfig) -> Result<String, Error> {
     }
     match args.strategy {
         super::Strategy::PostgresRetention => super::postgres_retention::run(args).await,
+        super::Strategy::PostgresForget => super::postgres_forget::run(args).await,
         _ => sweep(args).await,
     }
 }
@@ -196,13 +197,14 @@ async fn dead_tuples(url: &str) -> Result<i64, Error> {
 
 /// Samples the longest open transaction of a client (not autovacuum's) in one database, and
 /// the statement it was running then.
-struct Sampler {
+pub(crate) struct Sampler {
     stop: Arc<AtomicBool>,
     longest: Arc<Mutex<(u64, String)>>,
 }
 
 impl Sampler {
-    async fn start(admin_url: &str, db: &str) -> Result<Self, Error> {
+    /// Starts sampling database `db` through the server's `admin_url`.
+    pub(crate) async fn start(admin_url: &str, db: &str) -> Result<Self, Error> {
         let client = bullsweep_core::postgres::connect(admin_url)
             .await
             .map_err(|e| Error::runtime(format!("{e}")))?;
@@ -230,7 +232,7 @@ impl Sampler {
     }
 
     /// Stops sampling; the longest transaction seen (ms) and its statement then.
-    fn stop(self) -> (f64, String) {
+    pub(crate) fn stop(self) -> (f64, String) {
         self.stop.store(true, Ordering::Relaxed);
         let l = self.longest.lock().map(|l| l.clone()).unwrap_or_default();
         (l.0 as f64 / 1_000.0, l.1)

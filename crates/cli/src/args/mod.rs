@@ -423,15 +423,18 @@ pub enum StrategyArg {
     /// dangling-id repair; capped at `--seconds`) next to the sweep: Redis CPU per job,
     /// memory freed over time, longest call.
     Expire,
-    /// `events: { maxLen }` on a stream of `--jobs` entries (default five million), trimmed
-    /// to 10,000 by bullsweep's bounded calls against one exact `XTRIM MAXLEN`: the longest
-    /// call, Redis CPU and time.
     /// BullMQ on PostgreSQL: bullsweep's bounded removal of completed jobs against
     /// `Queue.clean(0, 0)` and `clean(0, 1000)` looped.
     Postgres,
     /// BullMQ on PostgreSQL: a worker completing jobs with `removeOnComplete: { count }`,
     /// without it, and with bullsweep's daemon enforcing `maxCount`.
     PostgresRetention,
+    /// BullMQ on PostgreSQL: erasing one user among `--jobs` jobs in 20 queues, against
+    /// `Queue.getJobs` pages filtered in JS and `job.remove()`.
+    PostgresForget,
+    /// `events: { maxLen }` on a stream of `--jobs` entries (default five million), trimmed
+    /// to 10,000 by bullsweep's bounded calls against one exact `XTRIM MAXLEN`: the longest
+    /// call, Redis CPU and time.
     Trim,
 }
 

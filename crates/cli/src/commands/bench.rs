@@ -23,6 +23,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> Result<i32, CliError> {
         StrategyArg::Trim => Strategy::Trim,
         StrategyArg::Postgres => Strategy::Postgres,
         StrategyArg::PostgresRetention => Strategy::PostgresRetention,
+        StrategyArg::PostgresForget => Strategy::PostgresForget,
         StrategyArg::Doctor => Strategy::Doctor,
         StrategyArg::Expire => Strategy::Expire,
     };
