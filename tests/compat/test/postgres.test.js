@@ -325,6 +325,12 @@ test('a mixed fleet under one policy file: BullMQ and Bull on Redis and BullMQ o
     const where = receipt.queues.map((q) => q.queue).sort();
     assert.ok(where.includes('bullmq:mail') && where.includes('bull:emails') && where.includes('bull:legacy-mail'), where.join(', '));
     assert.deepEqual(await named(), { redis: false, rows: [] });
+
+    // One `doctor` examines the queues of both stores.
+    const doctor = await bullsweep([...args, 'doctor']);
+    assert.ok([0, 1].includes(doctor.code), doctor.stderr);
+    const examined = JSON.parse(doctor.stdout).queues.map((q) => q.key);
+    assert.ok(examined.includes('bullmq:mail') && examined.includes('bull:emails'), examined.join(', '));
   } finally {
     await redis.stop();
   }
@@ -513,4 +519,59 @@ test('forget erases one person from BullMQ on PostgreSQL: every state, flows, co
   const counts = await check.getJobCounts();
   await check.close();
   assert.ok(counts['waiting-children'] === 1 && counts.completed >= 2, JSON.stringify(counts));
+});
+
+test('doctor finds and repairs what BullMQ on PostgreSQL leaves broken, and nothing in a healthy schema', async () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  await dataset('g0', []);
+  const healthy = await bullsweep(['--postgres', urlOf('g0'), '--json', 'doctor']);
+  assert.equal(healthy.code, 0, healthy.stdout + healthy.stderr);
+  assert.ok(JSON.parse(healthy.stdout).queues.length >= 3);
+
+  await pg.sql('CREATE DATABASE g1');
+  await migrate(urlOf('g1'));
+  await buildPending(urlOf('g1'));
+  // Damage as a crash or a hand-made DELETE leaves it: a child row deleted under its parent,
+  // a parent's counter off by one, a deduplicated job deleted under its dedup row.
+  const damaged = await withDb('g1', async (sql) => {
+    const child = await sql("DELETE FROM bullmq.job WHERE queue = 'outbox' AND name = 'part' RETURNING parent_id");
+    const digest = await sql("UPDATE bullmq.job SET pending_deps = pending_deps + 1 WHERE queue = 'outbox' AND name = 'digest' RETURNING id");
+    const dedup = await sql("DELETE FROM bullmq.job WHERE queue = 'inbox' AND dedup_id IS NOT NULL RETURNING id");
+    return { bundle: child.rows[0].parent_id, digest: digest.rows[0].id, dedup: dedup.rows[0].id };
+  });
+  const before = await withDb('g1', (sql) => dump(sql));
+  const found = await bullsweep(['--postgres', urlOf('g1'), '--json', 'doctor']);
+  assert.equal(found.code, 1, found.stderr);
+  const kinds = (r) => Object.fromEntries(JSON.parse(r.stdout).queues.flatMap((q) => q.findings.map((f) => [`${q.key} ${f.kind}`, f])));
+  const f1 = kinds(found);
+  assert.equal(f1['bullmq:inbox stuckParents'].found, 1, found.stdout);
+  assert.equal(f1['bullmq:outbox stuckParents'].found, 1, found.stdout);
+  assert.equal(f1['bullmq:inbox staleDedup'].found, 1, found.stdout);
+  assert.deepEqual(await withDb('g1', (sql) => dump(sql)), before, 'finding changes nothing');
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bullsweep-pg-doctor-'));
+  const policy = writePolicy(`version: 1\naudit: { url: "file://${dir}/audit.jsonl" }\npolicies: []\n`);
+  const repair = await bullsweep(['--postgres', urlOf('g1'), '--config', policy, '--json', 'doctor', '--repair', 'stuckParents,staleDedup']);
+  assert.equal(repair.code, 1, repair.stderr);
+  const f2 = kinds(repair);
+  for (const k of ['bullmq:inbox stuckParents', 'bullmq:outbox stuckParents', 'bullmq:inbox staleDedup']) assert.equal(f2[k].repaired, 1, `${k}: ${repair.stdout}`);
+  const after = await bullsweep(['--postgres', urlOf('g1'), '--json', 'doctor']);
+  assert.equal(after.code, 0, after.stdout);
+  // As BullMQ would have left them: the dangling row gone, the counters true, and the parent
+  // whose last child was the deleted one released by BullMQ's own function.
+  const rows = await withDb('g1', (sql) => sql("SELECT id, state, pending_deps FROM bullmq.job WHERE id = ANY($1) ORDER BY id", [[damaged.bundle, damaged.digest]]));
+  const byId = Object.fromEntries(rows.rows.map((r) => [r.id, r]));
+  assert.equal(byId[damaged.bundle].pending_deps, 2);
+  assert.equal(byId[damaged.bundle].state, 'waiting-children');
+  assert.equal(byId[damaged.digest].pending_deps, 1);
+  const dedup = await withDb('g1', (sql) => sql('SELECT count(*)::int AS n FROM bullmq.dedup'));
+  assert.equal(dedup.rows[0].n, 0);
+  const trail = fs.readFileSync(path.join(dir, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(trail.filter((e) => e.action === 'repair').length, 3, JSON.stringify(trail));
+  // BullMQ works on: completing the inbox children releases their parent.
+  const worker = new Worker('inbox', async () => 'ok', { connection: urlOf('g1') });
+  await until(async () => (await withDb('g1', (sql) => sql('SELECT state FROM bullmq.job WHERE id = $1', [damaged.bundle]))).rows[0]?.state !== 'waiting-children', 'the repaired parent to be released');
+  await worker.close();
 });

@@ -6,7 +6,8 @@ use crate::error::{CliError, EXIT_FAILURE, EXIT_OPERATIONAL};
 use crate::output::{print_out, warn};
 use crate::render::doctor_text;
 use bullsweep_core::engine::NoObserver;
-use bullsweep_core::ops::doctor::{DoctorScope, doctor};
+use bullsweep_core::ops::doctor::{DoctorReport, DoctorScope, doctor};
+use bullsweep_core::ops::postgres_doctor::postgres_doctor;
 use bullsweep_policy::{DoctorKind, PolicySet};
 
 /// `doctor`.
@@ -26,12 +27,36 @@ pub async fn run(cli: &Cli, args: &DoctorArgs) -> Result<i32, CliError> {
         lock_wait: Some(lock_wait),
         ..DoctorScope::default()
     };
-    let mut con = super::connection::connect(cli, "doctor")
-        .await
-        .map_err(operational)?;
-    let report = doctor(&mut con, cli.redis_url(), &set, scope, &NoObserver)
-        .await
-        .map_err(|e| operational(e.into()))?;
+    // PostgreSQL's queues first (when given), then Redis's, in one report; with `--postgres`
+    // alone, no Redis is assumed.
+    let postgres = super::connection::postgres(cli)?;
+    let pg = match &postgres {
+        Some(target) => Some(
+            postgres_doctor(target, &set, &scope)
+                .await
+                .map_err(|e| operational(e.into()))?,
+        ),
+        None => None,
+    };
+    let mut report = match (&postgres, &cli.redis) {
+        (Some(_), None) => DoctorReport {
+            queues: Vec::new(),
+            clean: true,
+            warnings: Vec::new(),
+        },
+        _ => {
+            let mut con = super::connection::connect(cli, "doctor")
+                .await
+                .map_err(operational)?;
+            doctor(&mut con, cli.redis_url(), &set, scope, &NoObserver)
+                .await
+                .map_err(|e| operational(e.into()))?
+        }
+    };
+    if let Some(queues) = pg {
+        report.clean &= queues.iter().all(|q| q.is_clean());
+        report.queues.splice(0..0, queues);
+    }
     for note in &report.warnings {
         warn(cli.json, note);
     }

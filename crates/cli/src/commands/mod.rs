@@ -58,7 +58,6 @@ pub async fn dispatch(cli: &Cli) -> Result<i32, CliError> {
 fn postgres_governed(cli: &Cli) -> Result<(), CliError> {
     let command = match &cli.command {
         Command::Report(_) => "report",
-        Command::Doctor(_) => "doctor",
         Command::Alerts(_) => "alerts",
         Command::Archive(_) => "archive",
         _ => return Ok(()),

@@ -4,12 +4,14 @@
 //! connection ([`PgTarget`]), the schema versions it governs ([`schema_version`]), discovery
 //! ([`queue_names`]), what a rule selects ([`FinishedPick`]), what a plan counts
 //! ([`counts`]), the one bounded removal of finished jobs ([`remove_batch`]) and of pending ones
-//! ([`pending`]), erasure ([`erasure`]) and the audit outbox
+//! ([`pending`]), erasure ([`erasure`]) and
+//! the doctor's finds and repairs ([`doctor`]) and the audit outbox
 //! ([`outbox`]).
 
 mod connection;
 pub mod counts;
 mod discovery;
+pub mod doctor;
 pub mod erasure;
 mod listen;
 pub mod outbox;

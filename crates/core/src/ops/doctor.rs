@@ -110,9 +110,7 @@ pub async fn doctor(
             .with_hint("they are kept in Redis and shipped by the next run")
         })?;
     }
-    let clean = report
-        .iter()
-        .all(|q| q.error.is_none() && q.findings.iter().all(|f| f.found == 0));
+    let clean = report.iter().all(QueueDoctor::is_clean);
     Ok(DoctorReport {
         queues: report,
         clean,

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod forget;
 mod notices;
 pub mod plan_diff;
+pub mod postgres_doctor;
 pub mod postgres_forget;
 mod postgres_run;
 pub mod records;

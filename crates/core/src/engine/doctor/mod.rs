@@ -10,11 +10,13 @@ mod archive;
 mod events;
 mod expired;
 mod keyspace;
+mod postgres;
 mod repair;
 mod repair_rounds;
 mod sets;
 
 pub use expired::{Dropped, drop_expired_ids};
+pub use postgres::examine_postgres;
 pub use repair::RepairContext;
 pub(crate) use repair::repair_queue;
 
@@ -142,6 +144,11 @@ pub struct QueueDoctor {
 }
 
 impl QueueDoctor {
+    /// Whether it was examined to the end and nothing was found.
+    pub fn is_clean(&self) -> bool {
+        self.error.is_none() && self.findings.iter().all(|f| f.found == 0)
+    }
+
     /// The finding of `kind`, if any was found.
     pub fn finding(&self, kind: DoctorKind) -> Option<&Finding> {
         self.findings.iter().find(|f| f.kind == kind.as_str())

@@ -91,7 +91,7 @@ fn archives(q: &DoctorQueue) -> bool {
 }
 
 /// The audit context of `kind`'s repairs in queue `q`.
-fn audit_context(q: &DoctorQueue, kind: DoctorKind, ctx: &RepairContext) -> String {
+pub(super) fn audit_context(q: &DoctorQueue, kind: DoctorKind, ctx: &RepairContext) -> String {
     let names = QueueNames {
         name: &q.queue,
         key: &q.base,
