@@ -2,9 +2,10 @@
 //! the parameters that are bullsweep's (`schema`), with every session named
 //! `application_name=bullsweep` and bounded by `lock_timeout` and `statement_timeout`.
 
+use super::tls::{PgTls, RustlsConnect, RustlsStream};
 use crate::error::{Error, Result};
 use std::str::FromStr;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 /// The schema BullMQ uses when its connection names none.
 pub const DEFAULT_SCHEMA: &str = "bullmq";
@@ -21,13 +22,14 @@ const IDLE_IN_TRANSACTION_MS: u64 = 2_000;
 #[derive(Clone, Debug)]
 pub struct PgTarget {
     config: tokio_postgres::Config,
+    tls: RustlsConnect,
     schema: String,
     shown: String,
 }
 
 impl PgTarget {
-    /// Reads `url` (`postgres://user@host:5432/db?schema=bullmq&sslmode=disable`). A bad URL,
-    /// a schema name BullMQ itself would refuse, or TLS (not spoken by this build) is a
+    /// Reads `url` (`postgres://user@host:5432/db?schema=bullmq&sslmode=verify-full`). A bad
+    /// URL, a schema name BullMQ itself would refuse, or a TLS file that cannot be read is a
     /// configuration error.
     pub fn parse(url: &str) -> Result<PgTarget> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
@@ -39,19 +41,12 @@ impl PgTarget {
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut schema = DEFAULT_SCHEMA.to_string();
         let mut kept = Vec::new();
+        let mut tls = PgTls::default();
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-            match key.as_ref() {
-                "schema" => schema = value.into_owned(),
-                "sslmode" if !matches!(value.as_ref(), "disable" | "allow" | "prefer") => {
-                    return Err(Error::config(format!(
-                        "--postgres: sslmode={value}: this build does not speak TLS to PostgreSQL"
-                    ))
-                    .with_hint(
-                        "connect over a trusted network or a local socket (sslmode=disable)",
-                    ));
-                }
-                "sslmode" => kept.push(("sslmode".to_string(), "disable".to_string())),
-                _ => kept.push((key.into_owned(), value.into_owned())),
+            if key == "schema" {
+                schema = value.into_owned();
+            } else if !tls.take(&key, &value)? {
+                kept.push((key.into_owned(), value.into_owned()));
             }
         }
         if !valid_schema(&schema) {
@@ -70,6 +65,7 @@ impl PgTarget {
         let mut config = tokio_postgres::Config::from_str(&rebuilt)
             .map_err(|e| Error::config(format!("--postgres: {e}")))?;
         config.application_name("bullsweep");
+        config.ssl_mode(tls.ssl_mode());
         // Quoted, as BullMQ quotes it: a schema `MySchema` is not `myschema`.
         config.options(format!(
             "-c search_path=\"{schema}\" -c jit=off -c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
@@ -84,6 +80,7 @@ impl PgTarget {
         }
         Ok(PgTarget {
             config,
+            tls: tls.connector()?,
             schema,
             shown: shown_url(url),
         })
@@ -114,10 +111,10 @@ impl PgTarget {
         &self,
     ) -> Result<(
         Client,
-        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+        tokio_postgres::Connection<tokio_postgres::Socket, RustlsStream<tokio_postgres::Socket>>,
     )> {
         self.config
-            .connect(NoTls)
+            .connect(self.tls.clone())
             .await
             .map_err(|e| pg_error(&e).context(format!("cannot connect to {}", self.shown)))
     }
@@ -186,7 +183,9 @@ mod tests {
             "bullmq"
         );
         assert!(PgTarget::parse("postgres://h/db?schema=a;drop").is_err());
-        assert!(PgTarget::parse("postgres://h/db?sslmode=require").is_err());
+        assert!(PgTarget::parse("postgres://h/db?sslmode=require").is_ok());
+        assert!(PgTarget::parse("postgres://h/db?sslmode=sometimes").is_err());
+        assert!(PgTarget::parse("postgres://h/db?sslmode=verify-full&sslrootcert=/none").is_err());
         assert!(PgTarget::parse("redis://h").is_err());
         for url in [
             "postgres://u:S3c#ret@h:1/x",

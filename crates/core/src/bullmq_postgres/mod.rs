@@ -19,6 +19,7 @@ pub mod pending;
 mod removal;
 mod schema;
 mod selection;
+mod tls;
 
 pub use connection::{DEFAULT_SCHEMA, PgTarget, pg_error};
 pub use discovery::queue_names;
