@@ -24,6 +24,6 @@ mod tls;
 pub use connection::{DEFAULT_SCHEMA, PgTarget, pg_error};
 pub use discovery::queue_names;
 pub use listen::EVENTS_CHANNEL;
-pub use removal::{BatchAudit, Removed, remove_batch};
+pub use removal::{BatchAudit, Removed, publish_cleaned, remove_batch};
 pub use schema::{KNOWN_VERSIONS, schema_version};
 pub use selection::{FinishedPick, Names};

@@ -3,7 +3,8 @@
 //! jobs (their logs and the dependency rows they own go by BullMQ's cascades); each parent
 //! they belonged to is recounted, and one left in `waiting-children` with no pending child is
 //! removed when it lives in the same queue and moved to `waiting` (announced as BullMQ
-//! announces it) when it lives in another; one `cleaned` event is published. The batch's
+//! announces it) when it lives in another; the `cleaned` event follows the batches
+//! ([`publish_cleaned`]). The batch's
 //! audit event is written in the same transaction, so the change and its record commit or roll
 //! back together. Rows are picked `FOR UPDATE SKIP LOCKED`: a row another transaction holds
 //! is left for a later batch, never waited on.
@@ -88,18 +89,31 @@ pub async fn remove_batch(
         ..Removed::default()
     };
     let related = release_parents(&tx, &queue, &parent_queues, &parent_ids, &mut removed).await?;
-    let count = removed.ids.len().to_string();
-    tx.execute(
-        "SELECT publish_event($1::text, 'cleaned', jsonb_build_object('count', $2::text))",
-        &[&queue, &count],
-    )
-    .await?;
     let related = serde_json::to_string(&related).unwrap_or_else(|_| "[]".into());
     tx.execute(outbox::APPEND, &[&audit.context, &removed.ids, &related])
         .await?;
     tx.commit().await?;
     removed.elapsed_us = started.elapsed().as_micros() as u64;
     Ok(removed)
+}
+
+/// Publishes BullMQ's `cleaned` event for `count` jobs removed from `queue`, in a statement of
+/// its own after the batches (as `clean()` publishes one per call): a batch that released no
+/// parent then sends no `NOTIFY`, whose commit PostgreSQL serializes database-wide, so it
+/// never queues behind the workers' commits.
+pub async fn publish_cleaned(
+    client: &Client,
+    queue: &str,
+    count: u64,
+) -> Result<(), tokio_postgres::Error> {
+    let count = count.to_string();
+    client
+        .execute(
+            "SELECT publish_event($1::text, 'cleaned', jsonb_build_object('count', $2::text))",
+            &[&queue, &count],
+        )
+        .await?;
+    Ok(())
 }
 
 /// Recounts each parent of the removed jobs, as `clean()` does, and frees one left in

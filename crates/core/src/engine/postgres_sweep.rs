@@ -323,13 +323,19 @@ impl PgQueueRun<'_> {
         let audit = pg::BatchAudit { context: &context };
         let mut sizer = BatchSizer::new(BUDGET_US);
         let mut left = selected;
+        let mut result = Ok(());
         while left > 0 && !self.opts.stopping() {
             let limit = sizer.limit().min(left) as i64;
-            let batch =
-                retrying(async || pg::remove_batch(client, pick, limit, &audit).await).await?;
-            if batch.ids.is_empty() {
-                break;
-            }
+            let batch = match retrying(async || pg::remove_batch(client, pick, limit, &audit).await)
+                .await
+            {
+                Ok(batch) if batch.ids.is_empty() => break,
+                Ok(batch) => batch,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
             let n = batch.ids.len() as u64;
             *removed += n;
             left = left.saturating_sub(n);
@@ -342,6 +348,13 @@ impl PgQueueRun<'_> {
             }
             self.observer.event(&Event::Progress { acted: n });
         }
-        Ok(())
+        // One `cleaned` event for what the batches removed, also when one failed.
+        let removed_here = selected - left;
+        if removed_here > 0 {
+            pg::publish_cleaned(client, pick.queue(), removed_here)
+                .await
+                .map_err(|e| pg::pg_error(&e))?;
+        }
+        result
     }
 }
