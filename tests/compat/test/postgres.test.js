@@ -163,7 +163,9 @@ test('the daemon keeps maxCount as a worker completes jobs (LISTEN bullmq_events
   await pg.sql('CREATE DATABASE d6');
   await migrate(urlOf('d6'));
   const policy = writePolicy('version: 1\npolicies:\n  - { name: keep, queueNamePattern: "orders", mode: both, schedule: 1h, rules: { completed: { maxCount: 10 } } }\n');
-  const daemon = startDaemon(['--postgres', urlOf('d6'), '--config', policy]);
+  const { freePort, httpGet } = require('../lib/harness');
+  const port = await freePort();
+  const daemon = startDaemon(['--postgres', urlOf('d6'), '--config', policy, '--metrics-listen', `127.0.0.1:${port}`]);
   const q = new Queue('orders', { connection: urlOf('d6') });
   let failed = 0;
   const worker = new Worker('orders', async (job) => ({ ok: job.id }), { connection: urlOf('d6'), concurrency: 8 });
@@ -182,6 +184,12 @@ test('the daemon keeps maxCount as a worker completes jobs (LISTEN bullmq_events
   assert.equal(newest.rows[0].n, 10, 'nothing but the newest ten is left');
   assert.equal(failed, 0);
   await q.close();
+  // The queue's series say what the sweeps did, under its key base.
+  const metrics = (await httpGet(port, '/metrics')).body;
+  const acted = metrics.match(/^bullsweep_jobs_acted_total\{[^}]*queue="bullmq:orders"[^}]*action="remove"[^}]*\} (\d+)/m);
+  assert.ok(acted && Number(acted[1]) === 290, metrics.split('\n').filter((l) => l.includes('orders')).join('\n'));
+  assert.match(metrics, /^bullsweep_last_success_timestamp_seconds\{[^}]*queue="bullmq:orders"[^}]*\} \d/m);
+  assert.match(metrics, /^bullsweep_alert\{[^}]*queue="bullmq:orders"[^}]*\} 0$/m);
   await daemon.kill();
   // Every removal is in the audit trail the daemon shipped.
   const trail = require('node:fs').readFileSync(require('node:path').join(daemon.dir, 'bullsweep-audit.jsonl'), 'utf8')

@@ -30,6 +30,7 @@ pub mod http;
 mod listeners;
 pub mod metrics;
 mod postgres_governor;
+mod postgres_metrics;
 mod process;
 mod queue_labels;
 mod queue_run;
@@ -52,6 +53,7 @@ use expiry_watch::ExpiryWatch;
 use listeners::Listeners;
 use metrics::DaemonMetrics;
 use postgres_governor::PostgresGovernor;
+use postgres_metrics::PgSweepMetrics;
 use process::connect_with_backoff;
 use schedule::{Settings, Wiring};
 use signals::Signals;
@@ -148,7 +150,7 @@ fn govern_postgres(
     cfg: &DaemonConfig,
     set: bullsweep_policy::PolicySet,
     shutdown: &Cancel,
-    metrics: &DaemonMetrics,
+    metrics: &Arc<DaemonMetrics>,
 ) -> impl std::future::Future<Output = ()> + use<> {
     let governor = cfg.postgres.clone().map(|target| PostgresGovernor {
         target,
@@ -158,6 +160,7 @@ fn govern_postgres(
         discover_every: cfg.discover_every,
         shutdown: shutdown.clone(),
         up: metrics.postgres_up.clone().unwrap_or_default(),
+        metrics: PgSweepMetrics::new(metrics.clone()),
     });
     async move {
         if let Some(governor) = governor {

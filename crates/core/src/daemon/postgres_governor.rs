@@ -5,9 +5,11 @@
 //! replicas never sweep one queue at once. A failure is logged and tried again on the next
 //! tick; nothing is lost, since every batch commits with its audit event or not at all.
 
+use super::postgres_metrics::PgSweepMetrics;
 use crate::bullmq_postgres::{self as pg, PgTarget};
 use crate::cancel::Cancel;
 use crate::engine::{Mode, NoObserver, Report};
+use crate::error::Error;
 use crate::ops::{self, RunScope, load_policy_file};
 use bullsweep_base::clock::now_ms;
 use bullsweep_base::log::log;
@@ -41,11 +43,13 @@ pub(super) struct PostgresGovernor {
     pub shutdown: Cancel,
     /// Set when the last discovery found BullMQ's schema (`/readyz`).
     pub up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Each queue's sweep series.
+    pub metrics: PgSweepMetrics,
 }
 
 impl PostgresGovernor {
     /// Runs until shutdown.
-    pub async fn run(self, mut set: PolicySet) {
+    pub async fn run(mut self, mut set: PolicySet) {
         let mut last_run: BTreeMap<String, i64> = BTreeMap::new();
         let mut queues: Vec<String> = Vec::new();
         let mut discovered_at = i64::MIN;
@@ -102,7 +106,8 @@ impl PostgresGovernor {
                 let name = q.queue.clone();
                 announced.remove(&name);
                 heard_at.insert(name.clone(), now);
-                if self.sweep(&set, q, scheduled).await && scheduled {
+                let outcome = self.sweep(&set, q.clone(), scheduled).await;
+                if self.metrics.record(&q, &outcome) && scheduled {
                     last_run.insert(name, now);
                 }
             }
@@ -171,8 +176,8 @@ impl PostgresGovernor {
         }
     }
 
-    /// Sweeps one queue (on its schedule, or after its events); whether it ran without error.
-    async fn sweep(&self, set: &PolicySet, q: QueueId, scheduled: bool) -> bool {
+    /// Sweeps one queue (on its schedule, or after its events), logging what it did.
+    async fn sweep(&self, set: &PolicySet, q: QueueId, scheduled: bool) -> Result<Report, Error> {
         let base = q.base.clone();
         let scope = RunScope {
             env: self.env.clone(),
@@ -180,16 +185,12 @@ impl PostgresGovernor {
             cancel: self.shutdown.clone(),
             ..RunScope::default()
         };
-        match ops::postgres_sweep(&self.target, set, scope, Mode::Run, &NoObserver).await {
-            Ok(report) => {
-                say(&base, &report, scheduled);
-                !report.queues.iter().any(|q| q.error.is_some())
-            }
-            Err(e) => {
-                log("warn", &format!("{base} (postgres): sweep failed: {e}"));
-                false
-            }
+        let outcome = ops::postgres_sweep(&self.target, set, scope, Mode::Run, &NoObserver).await;
+        match &outcome {
+            Ok(report) => say(&base, report, scheduled),
+            Err(e) => log("warn", &format!("{base} (postgres): sweep failed: {e}")),
         }
+        outcome
     }
 }
 
