@@ -190,6 +190,7 @@ test('the daemon keeps maxCount as a worker completes jobs (LISTEN bullmq_events
   assert.ok(acted && Number(acted[1]) === 290, metrics.split('\n').filter((l) => l.includes('orders')).join('\n'));
   assert.match(metrics, /^bullsweep_last_success_timestamp_seconds\{[^}]*queue="bullmq:orders"[^}]*\} \d/m);
   assert.match(metrics, /^bullsweep_alert\{[^}]*queue="bullmq:orders"[^}]*\} 0$/m);
+  assert.match(metrics, /^bullsweep_schedule_interval_seconds\{[^}]*queue="bullmq:orders"[^}]*\} 3600(\.0)?$/m, 'the schedule BullsweepSweepStale compares with');
   await daemon.kill();
   // Every removal is in the audit trail the daemon shipped.
   const trail = require('node:fs').readFileSync(require('node:path').join(daemon.dir, 'bullsweep-audit.jsonl'), 'utf8')

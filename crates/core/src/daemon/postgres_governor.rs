@@ -106,8 +106,12 @@ impl PostgresGovernor {
                 let name = q.queue.clone();
                 announced.remove(&name);
                 heard_at.insert(name.clone(), now);
+                let interval = match set.resolve(&q) {
+                    Resolution::Covered(eff) => eff.schedule.value.interval_after(now, AUTO),
+                    _ => AUTO,
+                };
                 let outcome = self.sweep(&set, q.clone(), scheduled).await;
-                if self.metrics.record(&q, &outcome) && scheduled {
+                if self.metrics.record(&q, interval, &outcome) && scheduled {
                     last_run.insert(name, now);
                 }
             }

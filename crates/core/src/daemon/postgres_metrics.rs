@@ -1,14 +1,16 @@
 //! The per-queue series of the PostgreSQL queues' sweeps ([`PgSweepMetrics`]): the jobs each
 //! removed (`bullsweep_jobs_acted_total{action="remove"}`), when the last succeeded
 //! (`bullsweep_last_success_timestamp_seconds`), its failures by reason (`bullsweep_failed_batches_total`), and the alert gauge (`bullsweep_alert`)
-//! raised after five failures in a row (at once for a missing permission), under the same
+//! raised after five failures in a row (at once for a missing permission), with the schedule's
+//! interval (`bullsweep_schedule_interval_seconds`, which `BullsweepSweepStale` compares
+//! with the last success), under the same
 //! labels and `--metrics-max-queues` fold as Redis's queues.
 
 use super::metrics::{ActionLabels, DaemonMetrics};
 use crate::engine::Report;
 use crate::error::{Error, ErrorKind};
 use bullsweep_base::clock::now_ms;
-use bullsweep_policy::QueueId;
+use bullsweep_policy::{Millis, QueueId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -30,9 +32,20 @@ impl PgSweepMetrics {
         }
     }
 
-    /// Records one sweep of `q`; whether it succeeded.
-    pub fn record(&mut self, q: &QueueId, outcome: &Result<Report, Error>) -> bool {
+    /// Records one sweep of `q`, whose schedule gives `interval` between sweeps (for
+    /// `BullsweepSweepStale`); whether it succeeded.
+    pub fn record(
+        &mut self,
+        q: &QueueId,
+        interval: Millis,
+        outcome: &Result<Report, Error>,
+    ) -> bool {
         let labels = self.metrics.labels(q);
+        self.metrics
+            .queues
+            .schedule_interval_seconds
+            .get_or_create(&labels)
+            .set(interval.0 as f64 / 1e3);
         let failed = match outcome {
             Ok(report) => report
                 .queues
