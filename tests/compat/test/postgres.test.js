@@ -521,6 +521,11 @@ test('forget erases one person from BullMQ on PostgreSQL: every state, flows, co
   assert.equal(r2.queues[0].removedWithParent.length, 1, second.stdout);
   assert.ok(r2.queues[0].states['waiting-children'], second.stdout);
   assert.deepEqual((await everyRow('f1')).filter((r) => r.includes('u42') || r.includes('ann@example.com')), []);
+  // No event about an erased job is left but BullMQ's own `removed` ones, which hold no data.
+  const erasedIds = [...Object.values(q1.states).flat(), ...Object.values(r2.queues[0].states).flat()];
+  const about = await withDb('f1', (sql) => sql("SELECT event, data->>'jobId' AS id FROM bullmq.event WHERE event <> 'removed' AND data->>'jobId' = ANY($1)", [erasedIds]));
+  assert.deepEqual(about.rows, []);
+  assert.ok(rowsBefore.filter((r) => r.startsWith('event: ') && erasedIds.some((id) => r.includes(`""jobId"": ""${id}""`))).length >= erasedIds.length, 'the erased jobs had events');
   const third = await bullsweep([...args, '--request-id', 'R-3']);
   assert.equal(JSON.parse(third.stdout).status, 'nothingFound', third.stdout);
   // BullMQ still reads the queue: bob's parent waits for his remaining child.

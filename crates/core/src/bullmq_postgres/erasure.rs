@@ -4,8 +4,9 @@
 //!
 //! A job goes as `Job.remove()` removes it, through BullMQ's own `remove(queue, id, true)`
 //! (its children with it, its parent released, its dedup row dropped); the copies of its
-//! return value or failure in its parents' dependency rows go too, and so do the events that
-//! name it. A job scheduler whose template names the subject goes through BullMQ's own
+//! return value or failure in its parents' dependency rows go too. Events are read apart, a
+//! page at a time ([`event_page`]): the `event` table has no index on the job an event is
+//! about, so deleting a job's events with the job would read the queue's whole table. A job scheduler whose template names the subject goes through BullMQ's own
 //! `remove_job_scheduler`, with its iterations that name the subject.
 
 use super::outbox;
@@ -93,15 +94,13 @@ pub async fn job_hit(
 /// What erasing one job did.
 #[derive(Debug)]
 pub enum JobErased {
-    /// Removed: with the children taken along (`<queue>:<id>`), the parents' copies and the
-    /// events deleted.
+    /// Removed: with the children taken along (`(queue, id)`) and the parents' copies
+    /// deleted.
     Erased {
         /// Children removed with it.
-        children: Vec<String>,
+        children: Vec<(String, String)>,
         /// Copies of it in its parents' dependency rows.
         copies: u64,
-        /// Events about it or its children.
-        events: u64,
     },
     /// A worker holds it, or a job of its subtree: left for now.
     Locked,
@@ -144,53 +143,58 @@ pub async fn erase_job(
     if removed == 0 {
         return Ok(JobErased::Locked);
     }
-    let mut events = delete_job_events(&tx, queue, &ids).await?;
-    let mut related = Vec::new();
-    for d in &subtree {
-        events += delete_job_events(&tx, &d.queue, std::slice::from_ref(&d.id)).await?;
-        related.push(RelatedJob {
+    let related: Vec<RelatedJob> = subtree
+        .iter()
+        .map(|d| RelatedJob {
             key: format!("{}:{}", d.queue, d.id),
             role: CHILD_REMOVED.to_string(),
             state: Some(d.state.clone()),
-        });
-    }
+        })
+        .collect();
     let related_json = serde_json::to_string(&related).unwrap_or_else(|_| "[]".into());
     tx.execute(outbox::APPEND, &[&context, &ids, &related_json])
         .await?;
     tx.commit().await?;
     Ok(JobErased::Erased {
-        children: related.into_iter().map(|r| r.key).collect(),
+        children: subtree.into_iter().map(|d| (d.queue, d.id)).collect(),
         copies,
-        events,
     })
 }
 
-/// Deletes the events about the jobs `ids` of `queue` but their `removed` entries (which hold
-/// no data); returns how many.
-async fn delete_job_events(
-    tx: &tokio_postgres::Transaction<'_>,
-    queue: &str,
-    ids: &[String],
-) -> Result<u64, tokio_postgres::Error> {
-    tx.execute(
-        "DELETE FROM event WHERE queue = $1::text AND event <> 'removed' AND data->>'jobId' = ANY($2::text[])",
-        &[&queue, &ids],
-    )
-    .await
+/// One event row, but a `removed` one (which holds no data).
+#[derive(Clone, Debug)]
+pub struct EventRow {
+    /// Its id.
+    pub id: i64,
+    /// The job it is about, if it names one.
+    pub job_id: Option<String>,
+    /// Its data as JSON text.
+    pub data: String,
 }
 
-/// One page of a queue's events after `after` (by id): `(id, data as text)`.
+/// One page of a queue's events after `after` (by id), and the last id read (`None` when the
+/// page was empty).
 pub async fn event_page(
     client: &Client,
     queue: &str,
     after: i64,
-) -> Result<Vec<(i64, String)>, tokio_postgres::Error> {
+) -> Result<(Vec<EventRow>, Option<i64>), tokio_postgres::Error> {
     let sql = format!(
-        "SELECT id, data::text FROM event WHERE queue = $1::text AND id > $2::bigint AND event <> 'removed' \
-         ORDER BY id LIMIT {PAGE}"
+        "SELECT id, data->>'jobId', data::text, event = 'removed' FROM event \
+         WHERE queue = $1::text AND id > $2::bigint ORDER BY id LIMIT {PAGE}"
     );
     let rows = client.query(&sql, &[&queue, &after]).await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    let last = rows.last().map(|r| r.get::<_, i64>(0));
+    let events = rows
+        .iter()
+        .filter(|r| !r.get::<_, bool>(3))
+        .map(|r| EventRow {
+            id: r.get(0),
+            job_id: r.get(1),
+            data: r.get(2),
+        })
+        .collect();
+    Ok((events, last))
 }
 
 /// Deletes the events `ids` of `queue`, in one transaction with the audit event; returns how
@@ -283,7 +287,6 @@ pub async fn erase_scheduler(
         )
         .await?;
     let ids: Vec<String> = gone.iter().map(|r| r.get(0)).collect();
-    delete_job_events(&tx, queue, &ids).await?;
     tx.execute(outbox::APPEND, &[&context, &ids, &"[]"]).await?;
     tx.commit().await?;
     Ok(ids)

@@ -4,7 +4,8 @@
 //! names the subject at its paths erased as `Job.remove()` removes it
 //! ([`pg::erasure::erase_job`]); an active job is waited for up to `--wait-active`, then left
 //! pending. Then the queue's deduplication payloads and scheduler templates that name the
-//! subject, and its events that name it. Each place searched is recorded; a statement that
+//! subject; and after every queue's jobs, each queue's events about the jobs erased or naming
+//! the subject. Each place searched is recorded; a statement that
 //! fails leaves its place remaining, never a half-done change.
 
 use super::matching::Identifiers;
@@ -12,14 +13,17 @@ use super::receipt::{PendingJob, PlaceKind, Places, QueueReceipt, RefusedItem};
 use super::request::erase_context;
 use super::{ForgetRequest, ScopedQueue};
 use crate::bullmq_postgres::erasure::{self as pg, JobErased, JobHit};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 /// How long to wait between looks at jobs a worker holds.
 const LOCKED_PAUSE: Duration = Duration::from_millis(200);
 
-/// Erases the subject from every queue of `scoped` (all of BullMQ on PostgreSQL); returns how
-/// many jobs were read and what was found and done per queue.
+/// Erases the subject from every queue of `scoped` (all of BullMQ on PostgreSQL): first each
+/// queue's jobs and templates, then each queue's events, which go when they are about a job
+/// erased here or name one of the identifiers the subject's jobs held. Returns how many jobs
+/// were read and what was found and done per queue.
 pub async fn forget_in_postgres(
     client: &mut Client,
     scoped: &[ScopedQueue],
@@ -27,7 +31,8 @@ pub async fn forget_in_postgres(
     places: &mut Places,
 ) -> (u64, Vec<QueueReceipt>) {
     let mut read = 0;
-    let mut receipts = Vec::new();
+    let mut done = Vec::new();
+    let mut held = Vec::new();
     for q in scoped {
         let mut receipt = QueueReceipt {
             queue: q.queue.base.clone(),
@@ -36,18 +41,49 @@ pub async fn forget_in_postgres(
         };
         let result = erase_queue(client, q, req, &mut receipt, &mut read).await;
         places.ended(PlaceKind::Jobs, &q.queue.base, &result);
-        let events = format!("the event table's rows of {}", q.queue.base);
-        match &result {
-            Ok(()) if receipt.events_of_unknown_tenant > 0 => places.left(
-                PlaceKind::Events,
-                events,
-                format!(
-                    "{} entries name the subject, but the queue's tenant is told by job data and theirs cannot be: kept; an erasure without --tenant takes them",
-                    receipt.events_of_unknown_tenant
+        if let Ok(values) = &result {
+            held.extend(values.iter().cloned());
+        }
+        done.push((q, receipt, result.is_ok()));
+    }
+    let identifiers = Identifiers::new(&req.value, held);
+    let mut receipts = Vec::new();
+    let gone: Vec<String> = done
+        .iter()
+        .flat_map(|(_, r, _)| r.removed_with_parent.iter().cloned())
+        .collect();
+    for (q, mut receipt, jobs_searched) in done {
+        let name = format!("the event table's rows of {}", q.queue.base);
+        if jobs_searched {
+            let mut erased: HashSet<String> = receipt.states.values().flatten().cloned().collect();
+            let own = format!("{}:", q.queue.queue);
+            erased.extend(
+                gone.iter()
+                    .filter_map(|k| k.strip_prefix(&own))
+                    .map(String::from),
+            );
+            let events = Events {
+                q,
+                req,
+                identifiers: &identifiers,
+                erased: &erased,
+            };
+            match events.erase(client, &mut receipt).await {
+                Ok(()) if receipt.events_of_unknown_tenant > 0 => places.left(
+                    PlaceKind::Events,
+                    name,
+                    format!(
+                        "{} entries name the subject, but the queue's tenant is told by job data and theirs cannot be: kept; an erasure without --tenant takes them",
+                        receipt.events_of_unknown_tenant
+                    ),
                 ),
-            ),
-            Ok(()) => places.searched(PlaceKind::Events, events),
-            Err(_) => {}
+                Ok(()) => places.searched(PlaceKind::Events, name),
+                Err(e) => places.left(
+                    PlaceKind::Events,
+                    name,
+                    crate::bullmq_postgres::pg_error(&e).to_string(),
+                ),
+            }
         }
         if receipt.found_anything() {
             receipts.push(receipt);
@@ -59,27 +95,28 @@ pub async fn forget_in_postgres(
 /// A job whose data names the subject, with what it holds at the subject's paths.
 type Hit = (JobHit, Vec<String>);
 
-/// One queue: its jobs, then its templates, then its events.
+/// One queue's jobs and templates; what the subject's jobs there hold at its paths.
 async fn erase_queue(
     client: &mut Client,
     q: &ScopedQueue,
     req: &ForgetRequest,
     receipt: &mut QueueReceipt,
     read: &mut u64,
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     let name = &q.queue.queue;
     let failed = |e: tokio_postgres::Error| crate::bullmq_postgres::pg_error(&e).to_string();
     let ctx = |state: &str| {
         serde_json::to_string(&erase_context(&q.queue, state, req)).unwrap_or_default()
     };
-    let (jobs_ctx, events_ctx) = (ctx("jobs"), ctx("events"));
+    let jobs_ctx = ctx("jobs");
     let found = find_jobs(client, q, &req.value, read)
         .await
         .map_err(failed)?;
-    let identifiers = Identifiers::new(
-        &req.value,
-        found.iter().flat_map(|(_, ids)| ids.iter().cloned()),
-    );
+    let values: Vec<String> = found
+        .iter()
+        .flat_map(|(_, ids)| ids.iter().cloned())
+        .collect();
+    let identifiers = Identifiers::new(&req.value, values.iter().cloned());
     let (dedup, schedulers) = pg::templates(client, name).await.map_err(failed)?;
     let mut ended = Vec::new();
     for (id, template) in schedulers {
@@ -110,18 +147,7 @@ async fn erase_queue(
             receipt.dedup_placeholders.push(id);
         }
     }
-    let filtered = q.data_tenant.is_some();
-    erase_events(
-        client,
-        name,
-        &identifiers,
-        req,
-        &events_ctx,
-        filtered,
-        receipt,
-    )
-    .await
-    .map_err(failed)
+    Ok(values)
 }
 
 /// Every job of the queue whose data names the subject, read a page at a time; the id's
@@ -219,14 +245,10 @@ impl Jobs<'_> {
             None => {
                 let name = &self.q.queue.queue;
                 match pg::erase_job(client, name, &hit.id, &hit.data, self.ctx).await? {
-                    JobErased::Erased {
-                        children,
-                        copies,
-                        events,
-                    } => {
-                        receipt.removed_with_parent.extend(children);
+                    JobErased::Erased { children, copies } => {
+                        let keys = children.into_iter().map(|(q, id)| format!("{q}:{id}"));
+                        receipt.removed_with_parent.extend(keys);
                         receipt.copies_with_jobs += copies;
-                        receipt.events += events;
                     }
                     JobErased::Locked | JobErased::Changed => return Ok(Some(hit)),
                 }
@@ -256,42 +278,57 @@ async fn reread(
     Ok(out)
 }
 
-/// The events of `queue` that name the subject (by any of its identifiers), deleted; in a
-/// queue whose tenant is told by job data (`tenant_filtered`), such an event not about a job
-/// erased here is left and counted, as its tenant cannot be told.
-async fn erase_events(
-    client: &mut Client,
-    queue: &str,
-    identifiers: &Identifiers,
-    req: &ForgetRequest,
-    ctx: &str,
-    tenant_filtered: bool,
-    receipt: &mut QueueReceipt,
-) -> Result<(), tokio_postgres::Error> {
-    let mut after = 0i64;
-    loop {
-        let page = pg::event_page(client, queue, after).await?;
-        let Some((last, _)) = page.last() else {
-            return Ok(());
-        };
-        after = *last;
-        let named: Vec<i64> = page
-            .iter()
-            .filter(|(_, data)| identifiers.named_in(data.as_bytes()))
-            .map(|(id, _)| *id)
-            .collect();
-        if named.is_empty() {
-            continue;
+/// The erasure of one queue's events.
+struct Events<'a> {
+    q: &'a ScopedQueue,
+    req: &'a ForgetRequest,
+    /// What identifies the subject.
+    identifiers: &'a Identifiers,
+    /// The queue's jobs erased here (in a dry run, that would be).
+    erased: &'a HashSet<String>,
+}
+
+impl Events<'_> {
+    /// Deletes, a page at a time, the events about a job erased here and those that name the
+    /// subject; in a queue whose tenant only job data tells, an event that names the subject
+    /// but is about no job erased here is kept and counted, as its tenant cannot be told.
+    async fn erase(
+        &self,
+        client: &mut Client,
+        receipt: &mut QueueReceipt,
+    ) -> Result<(), tokio_postgres::Error> {
+        let queue = &self.q.queue.queue;
+        let ctx = serde_json::to_string(&erase_context(&self.q.queue, "events", self.req))
+            .unwrap_or_default();
+        let filtered = self.q.data_tenant.is_some();
+        let mut after = 0i64;
+        loop {
+            let (page, last) = pg::event_page(client, queue, after).await?;
+            let Some(last) = last else {
+                return Ok(());
+            };
+            after = last;
+            let mut doomed = Vec::new();
+            for e in page {
+                let about = e.job_id.as_ref().is_some_and(|id| self.erased.contains(id));
+                if about {
+                    doomed.push(e.id);
+                } else if self.identifiers.named_in(e.data.as_bytes()) {
+                    if filtered {
+                        receipt.events_of_unknown_tenant += 1;
+                    } else {
+                        doomed.push(e.id);
+                    }
+                }
+            }
+            if doomed.is_empty() {
+                continue;
+            }
+            receipt.events += if self.req.dry_run {
+                doomed.len() as u64
+            } else {
+                pg::delete_events(client, queue, &doomed, &ctx).await?
+            };
         }
-        if tenant_filtered {
-            // Whose they are cannot be told here: they stay, and the place remains.
-            receipt.events_of_unknown_tenant += named.len() as u64;
-            continue;
-        }
-        receipt.events += if req.dry_run {
-            named.len() as u64
-        } else {
-            pg::delete_events(client, queue, &named, ctx).await?
-        };
     }
 }
