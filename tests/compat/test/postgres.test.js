@@ -589,3 +589,27 @@ test('doctor finds and repairs what BullMQ on PostgreSQL leaves broken, and noth
   await until(async () => (await withDb('g1', (sql) => sql('SELECT state FROM bullmq.job WHERE id = $1', [damaged.bundle]))).rows[0]?.state !== 'waiting-children', 'the repaired parent to be released');
   await worker.close();
 });
+
+test('a pending job whose child another transaction holds is left, and taken once it is let go', async () => {
+  await pg.sql('CREATE DATABASE p2');
+  await migrate(urlOf('p2'));
+  await buildPending(urlOf('p2'));
+  await sleep(20);
+  const policy = writePolicy('version: 1\npolicies:\n  - { name: p, queueNamePattern: inbox, childrenInOtherQueues: remove, rules: { waiting-children: { maxAge: 1ms } } }\n');
+  // A worker's claim in progress: the leaf's row held by an open transaction.
+  const holder = new Client({ connectionString: urlOf('p2') });
+  await holder.connect();
+  await holder.query('BEGIN');
+  await holder.query("SELECT id FROM bullmq.job WHERE queue = 'inbox' AND name = 'leaf' FOR UPDATE");
+  const held = await bullsweep(['--postgres', urlOf('p2'), '--config', policy, '--json', 'run']);
+  assert.equal(held.code, 0, held.stderr);
+  const st = JSON.parse(held.stdout).queues.find((q) => q.queue === 'inbox').states['waiting-children'];
+  assert.equal(st.skipped.locked, 1, JSON.stringify(st));
+  const names = async () => (await withDb('p2', (sql) => sql("SELECT name FROM bullmq.job WHERE queue = 'inbox' AND name IN ('tree', 'branch', 'leaf', 'bundle') ORDER BY name"))).rows.map((r) => r.name);
+  assert.deepEqual(await names(), ['branch', 'leaf', 'tree'], 'the held tree is whole, the other parent went');
+  await holder.query('COMMIT');
+  await holder.end();
+  const again = await bullsweep(['--postgres', urlOf('p2'), '--config', policy, '--json', 'run']);
+  assert.equal(again.code, 0, again.stderr);
+  assert.deepEqual(await names(), []);
+});

@@ -10,7 +10,7 @@
 //! `remove_job_scheduler`, with its iterations that name the subject.
 
 use super::outbox;
-use super::pending::descendants;
+use super::pending::{descendants, lock_jobs};
 use crate::audit::{CHILD_REMOVED, RelatedJob};
 use tokio_postgres::Client;
 
@@ -130,6 +130,10 @@ pub async fn erase_job(
     }
     let ids = vec![id.to_string()];
     let subtree = descendants(&tx, queue, &ids).await?;
+    // Its subtree locked first (see `pending::lock_jobs`); one held elsewhere: tried again.
+    if !lock_jobs(&tx, &subtree).await?.is_empty() {
+        return Ok(JobErased::Locked);
+    }
     let copies = tx
         .execute(
             "DELETE FROM job_dependency WHERE child_queue = $1::text AND child_id = $2::text AND status <> 'pending'",

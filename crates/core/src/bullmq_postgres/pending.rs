@@ -174,6 +174,17 @@ pub async fn remove_pending(
         out.elsewhere = away.len() as u64;
         roots.retain(|id| !away.contains(id.as_str()));
     }
+    // Every job `remove` would take along is locked first, or its root is left for a later
+    // run: a worker's claim (`FOR UPDATE SKIP LOCKED`) then passes them by, so the lock check
+    // `remove` makes cannot be overtaken by a claim committing under it.
+    let unlocked = lock_jobs(&tx, &subtree).await?;
+    let before = roots.len();
+    roots.retain(|r| {
+        !subtree
+            .iter()
+            .any(|d| &d.root == r && unlocked.contains(&(d.queue.as_str(), d.id.as_str())))
+    });
+    out.locked += (before - roots.len()) as u64;
     let parents = tx
         .query(
             "SELECT DISTINCT p.queue, p.id FROM job j JOIN job p \
@@ -284,6 +295,34 @@ pub async fn released_by(
         )
         .await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Locks the rows of `jobs` for the transaction, never waiting on one another transaction
+/// holds; returns those it could not lock, `(queue, id)`.
+pub(super) async fn lock_jobs<'d>(
+    tx: &tokio_postgres::Transaction<'_>,
+    jobs: &'d [Descendant],
+) -> Result<HashSet<(&'d str, &'d str)>, tokio_postgres::Error> {
+    let mut left: HashSet<(&str, &str)> = jobs
+        .iter()
+        .map(|d| (d.queue.as_str(), d.id.as_str()))
+        .collect();
+    if left.is_empty() {
+        return Ok(left);
+    }
+    let (queues, ids): (Vec<&str>, Vec<&str>) = left.iter().copied().unzip();
+    let locked = tx
+        .query(
+            "SELECT j.queue, j.id FROM job j JOIN unnest($1::text[], $2::text[]) AS t(q, id) \
+             ON j.queue = t.q AND j.id = t.id FOR UPDATE OF j SKIP LOCKED",
+            &[&queues, &ids],
+        )
+        .await?;
+    for row in &locked {
+        let (q, id): (&str, &str) = (row.get(0), row.get(1));
+        left.retain(|(lq, lid)| !(*lq == q && *lid == id));
+    }
+    Ok(left)
 }
 
 /// A job taken along, as the audit event names it (`<queue>:<id>`).
