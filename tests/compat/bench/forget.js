@@ -5,9 +5,9 @@
 // prints {"ms": <time>, "scanned": <jobs read>, "removed": <jobs removed>} as JSON.
 'use strict';
 const { Queue } = require('bullmq');
+const { eraseByScan } = require('../lib/erase_by_scan');
 
 const STATES = ['wait', 'paused', 'delayed', 'prioritized', 'waiting-children', 'active', 'completed', 'failed'];
-const PAGE = 1000;
 
 async function main() {
   const [host, port, db, subject, ...names] = process.argv.slice(2);
@@ -21,21 +21,9 @@ async function main() {
     let scanned = 0;
     let removed = 0;
     for (const queue of queues) {
-      const matches = [];
-      for (const state of STATES) {
-        for (let start = 0; ; start += PAGE) {
-          const jobs = await queue.getJobs([state], start, start + PAGE - 1, true);
-          scanned += jobs.length;
-          for (const job of jobs) {
-            if (job && job.data && job.data.user && job.data.user.id === subject) matches.push(job);
-          }
-          if (jobs.length < PAGE) break;
-        }
-      }
-      for (const job of matches) {
-        await job.remove();
-        removed += 1;
-      }
+      const done = await eraseByScan(queue, STATES, subject);
+      scanned += done.scanned;
+      removed += done.removed;
     }
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
     process.stdout.write(JSON.stringify({ ms, scanned, removed }) + '\n');

@@ -5,9 +5,9 @@
 'use strict';
 require('../lib/bullmq_pg');
 const { Queue } = require('bullmq');
+const { eraseByScan } = require('../lib/erase_by_scan');
 
 const STATES = ['wait', 'delayed', 'prioritized', 'waiting-children', 'active', 'completed', 'failed'];
-const PAGE = 1000;
 
 (async () => {
   const [url, subject, ...names] = process.argv.slice(2);
@@ -17,21 +17,9 @@ const PAGE = 1000;
   // One queue open at a time: each holds its own pool of connections.
   for (const name of names) {
     const queue = new Queue(name, { connection: url });
-    const matches = [];
-    for (const state of STATES) {
-      for (let start = 0; ; start += PAGE) {
-        const jobs = await queue.getJobs([state], start, start + PAGE - 1, true);
-        scanned += jobs.length;
-        for (const job of jobs) {
-          if (job && job.data && job.data.user && job.data.user.id === subject) matches.push(job);
-        }
-        if (jobs.length < PAGE) break;
-      }
-    }
-    for (const job of matches) {
-      await job.remove();
-      removed += 1;
-    }
+    const done = await eraseByScan(queue, STATES, subject);
+    scanned += done.scanned;
+    removed += done.removed;
     await queue.close();
   }
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
