@@ -21,6 +21,7 @@ mod memory_report;
 mod node;
 mod pending;
 mod pg_load;
+mod pg_sampler;
 mod pg_server;
 mod postgres;
 mod postgres_forget;
@@ -102,6 +103,14 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Whether it measures BullMQ on PostgreSQL (and needs no Redis).
+    pub fn on_postgres(self) -> bool {
+        matches!(
+            self,
+            Strategy::Postgres | Strategy::PostgresRetention | Strategy::PostgresForget
+        )
+    }
+
     /// `--jobs` when not given: a million for `pending`, `source`, `doctor` and `expire`,
     /// 200,000 for the others.
     pub fn default_jobs(self) -> u64 {
@@ -175,9 +184,7 @@ pub async fn run(args: &BenchConfig) -> Result<String, Error> {
     match args.strategy {
         Strategy::Cluster => return cluster::run(args).await,
         Strategy::DaemonCluster => return daemon_cluster::run(args).await,
-        Strategy::Postgres | Strategy::PostgresRetention | Strategy::PostgresForget => {
-            return postgres::run(args).await;
-        }
+        s if s.on_postgres() => return postgres::run(args).await,
         _ => {}
     }
     let (server, url) = match &args.redis {

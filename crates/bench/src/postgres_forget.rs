@@ -7,8 +7,8 @@
 //! Each is timed, and its longest open transaction sampled from `pg_stat_activity`.
 
 use super::node::node_json;
+use super::pg_sampler::Sampler;
 use super::pg_server::BenchServer;
-use super::postgres::Sampler;
 use super::{BenchConfig, FORGET_QUEUES, FORGET_SUBJECT};
 use bullsweep_core::Error;
 use bullsweep_core::bullmq_postgres::PgTarget;
