@@ -107,11 +107,18 @@ pub async fn repair_parent(
     context: &str,
 ) -> Result<Repaired, tokio_postgres::Error> {
     let tx = client.transaction().await?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtext('bullmq:parent:' || $1::text || ':' || $2::text))",
-        &[&queue, &id],
-    )
-    .await?;
+    // BullMQ's own lock on the parent, as its child completions take it; held by one of
+    // them now, the parent is left for the next run rather than waited on.
+    let got: bool = tx
+        .query_one(
+            "SELECT pg_try_advisory_xact_lock(hashtext('bullmq:parent:' || $1::text || ':' || $2::text))",
+            &[&queue, &id],
+        )
+        .await?
+        .get(0);
+    if !got {
+        return Ok(Repaired::Locked);
+    }
     let held = tx
         .query_opt(
             "SELECT pending_deps FROM job WHERE queue = $1::text AND id = $2::text AND state = 'waiting-children' FOR UPDATE SKIP LOCKED",
