@@ -613,3 +613,29 @@ test('a pending job whose child another transaction holds is left, and taken onc
   assert.equal(again.code, 0, again.stderr);
   assert.deepEqual(await names(), []);
 });
+
+test('pending states longer than a page are walked whole along BullMQ\'s indexes, ties included', async () => {
+  await pg.sql('CREATE DATABASE p3');
+  await migrate(urlOf('p3'));
+  const q = new Queue('bulk', { connection: urlOf('p3') });
+  const n = 2500;
+  const jobs = (opts) => Array.from({ length: n }, (_, i) => ({ name: 'x', data: { i }, opts }));
+  for (const opts of [{}, { priority: 1 }, { priority: 7 }, { delay: 3_600_000 }]) {
+    for (let i = 0; i < n; i += 500) await q.addBulk(jobs(opts).slice(i, i + 500));
+  }
+  // Delayed jobs that tie on their due time, across pages.
+  await withDb('p3', (sql) => sql("UPDATE bullmq.job SET process_at_ms = 42 WHERE state = 'delayed' AND (data->>'i')::int % 2 = 0"));
+  await sleep(20);
+  const policy = writePolicy('version: 1\npolicies:\n  - { name: p, queueNamePattern: bulk, rules: { waiting: { maxAge: 1ms }, prioritized: { maxAge: 1ms }, delayed: { maxAge: 1ms } } }\n');
+  const plan = await bullsweep(['--postgres', urlOf('p3'), '--config', policy, '--json', 'plan']);
+  assert.equal(plan.code, 0, plan.stderr);
+  const states = JSON.parse(plan.stdout).queues[0].states;
+  assert.deepEqual([states.waiting.toActOn, states.prioritized.toActOn, states.delayed.toActOn], [n, 2 * n, n], JSON.stringify(states));
+  const run = await bullsweep(['--postgres', urlOf('p3'), '--config', policy, '--json', 'run']);
+  assert.equal(run.code, 0, run.stderr);
+  const done = JSON.parse(run.stdout).queues[0].states;
+  assert.deepEqual([done.waiting.done, done.prioritized.done, done.delayed.done], [n, 2 * n, n]);
+  const counts = await q.getJobCounts();
+  await q.close();
+  assert.equal(counts.waiting + counts.prioritized + counts.delayed, 0, JSON.stringify(counts));
+});

@@ -62,13 +62,26 @@ impl PendingState {
         }
     }
 
-    /// The index key the walk follows, as two columns: BullMQ's `(priority, seq)` for ready
-    /// jobs, `(process_at_ms, seq)` for delayed ones, `seq` (twice) for parents.
-    fn key(self) -> (&'static str, &'static str) {
+    /// How the walk follows BullMQ's partial index for the state, after the cursor (`$2`, the
+    /// `seq`, for a key of one column; `($2, $3)` for two):
+    /// the condition (one an index scan starts from), the order, and the first key's column.
+    /// Ready jobs: `seq` among `priority = 0`, `(priority, seq)` among the prioritized;
+    /// delayed ones `(process_at_ms, seq)` (the index holds `process_at_ms`: ties are sorted);
+    /// parents `seq`.
+    fn walk(self) -> (&'static str, &'static str, &'static str) {
         match self.state {
-            JobState::Waiting | JobState::Prioritized => ("priority", "seq"),
-            JobState::Delayed => ("process_at_ms", "seq"),
-            _ => ("seq", "seq"),
+            JobState::Waiting => ("j.seq > $2::bigint", "j.seq", "0"),
+            JobState::Prioritized => (
+                "(j.priority, j.seq) > (LEAST(GREATEST($2::bigint, -2147483648), 2147483647)::int, $3::bigint)",
+                "j.priority, j.seq",
+                "j.priority",
+            ),
+            JobState::Delayed => (
+                "j.process_at_ms >= $2::bigint AND (j.process_at_ms, j.seq) > ($2::bigint, $3::bigint)",
+                "j.process_at_ms, j.seq",
+                "j.process_at_ms",
+            ),
+            _ => ("j.seq > $2::bigint", "j.seq", "0"),
         }
     }
 
@@ -80,15 +93,19 @@ impl PendingState {
         queue: &str,
         cursor: &mut PageCursor,
     ) -> Result<Vec<PendingRow>, tokio_postgres::Error> {
-        let (k1, k2) = self.key();
+        let (after_cursor, order, k1) = self.walk();
         let after = cursor.0.unwrap_or((i64::MIN, i64::MIN));
         let sql = format!(
-            "SELECT id, name, added_at_ms, scheduler_id IS NOT NULL, {k1}::bigint, {k2} FROM job j \
-             WHERE j.queue = $1::text AND {filter} AND ({k1}::bigint, {k2}) > ($2::bigint, $3::bigint) \
-             ORDER BY {k1}, {k2} LIMIT {PAGE}",
+            "SELECT j.id, j.name, j.added_at_ms, j.scheduler_id IS NOT NULL, ({k1})::bigint, j.seq FROM job j \
+             WHERE j.queue = $1::text AND {filter} AND {after_cursor} \
+             ORDER BY {order} LIMIT {PAGE}",
             filter = self.filter("j"),
         );
-        let rows = client.query(&sql, &[&queue, &after.0, &after.1]).await?;
+        let rows = if k1 == "0" {
+            client.query(&sql, &[&queue, &after.1]).await?
+        } else {
+            client.query(&sql, &[&queue, &after.0, &after.1]).await?
+        };
         if let Some(last) = rows.last() {
             cursor.0 = Some((last.get(4), last.get(5)));
         }
@@ -161,8 +178,10 @@ pub async fn remove_pending(
             &[&batch.queue, &ids, &added],
         )
         .await?;
-    out.changed = (ids.len() - current) as u64;
-    out.locked = (current - held.len()) as u64;
+    // Two statements, two snapshots: a job may have come back between them, so neither
+    // difference is trusted to be positive.
+    out.changed = ids.len().saturating_sub(current) as u64;
+    out.locked = current.saturating_sub(held.len()) as u64;
     let mut roots: Vec<String> = held.iter().map(|r| r.get(0)).collect();
     let subtree = descendants(&tx, batch.queue, &roots).await?;
     if !batch.take_elsewhere {
@@ -200,7 +219,7 @@ pub async fn remove_pending(
         )
         .await?;
     out.ids = removed.iter().map(|r| r.get(0)).collect();
-    out.locked += (roots.len() - out.ids.len()) as u64;
+    out.locked += roots.len().saturating_sub(out.ids.len()) as u64;
     let mut related = Vec::new();
     let gone: HashSet<&str> = out.ids.iter().map(String::as_str).collect();
     for d in subtree
