@@ -26,8 +26,6 @@ pub struct JobHit {
     pub state: String,
     /// Its data as JSON text.
     pub data: String,
-    /// Whether a worker holds it (a lock token still valid).
-    pub locked: bool,
     /// The job scheduler it is an iteration of.
     pub scheduler: Option<String>,
 }
@@ -47,7 +45,6 @@ pub struct JobPage {
 /// every job) lets it through.
 const HIT: &str = "SELECT id, CASE WHEN state = 'waiting' AND priority > 0 THEN 'prioritized' ELSE state::text END, \
        CASE WHEN $3::text IS NULL OR strpos(data::text, $3::text) > 0 THEN data::text END, \
-       lock_token IS NOT NULL AND COALESCE(locked_until_ms, 0) > (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
        scheduler_id FROM job";
 
 /// A row read by [`HIT`], when its data came with it.
@@ -57,8 +54,7 @@ fn hit_of(r: &tokio_postgres::Row) -> Option<JobHit> {
         id: r.get(0),
         state: r.get(1),
         data,
-        locked: r.get(3),
-        scheduler: r.get(4),
+        scheduler: r.get(3),
     })
 }
 
